@@ -1,0 +1,142 @@
+"""Scaled dot-product attention in plain numpy, one named stage per line.
+
+    scores  = Q Kᵀ
+    scaled  = scores · scale                 (scale = 1/√d_k unless given)
+    masked  = scaled + bias, −∞ where the mask forbids   (only with a mask or bias)
+    weights = softmax(masked) over keys
+    output  = weights V
+
+Heads are computed together as batched matrix products; no Python loop over heads or rows.
+No I/O here: `attend` takes a validated `Problem` and returns a `Trace`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncli.errors import InputError, NumericError
+from attncli.trace import Problem, Trace
+
+
+def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
+    """(L, H·d) → (H, L, d): contiguous column chunks, as nn.MultiheadAttention splits them."""
+    length, width = x.shape
+    return x.reshape(length, heads, width // heads).transpose(1, 0, 2)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """(H, L, d) → (L, H·d): heads side by side in head order."""
+    heads, length, width = x.shape
+    return x.transpose(1, 0, 2).reshape(length, heads * width)
+
+
+def softmax(x: np.ndarray, masked_rows: str = "zero") -> tuple[np.ndarray, np.ndarray]:
+    """Stable softmax over the last axis. Returns (weights, dead) where `dead` marks rows whose
+    every entry is −∞; their weights are 0 ("zero") or 1/Lk ("uniform")."""
+    row_max = x.max(axis=-1, keepdims=True)  # (..., Lq, 1)
+    dead = row_max == -np.inf  # (..., Lq, 1)
+    exps = np.exp(x - np.where(dead, 0.0, row_max))  # e^(x − max) ≤ 1, never overflows
+    weights = exps / np.where(dead, 1.0, exps.sum(axis=-1, keepdims=True))
+    if masked_rows == "uniform":
+        weights = np.where(dead, 1.0 / x.shape[-1], weights)
+    return weights, dead[..., 0]
+
+
+def _inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-head Q (Hq, Lq, d_k), K (Hkv, Lk, d_k), V (Hkv, Lk, d_v), projecting X when given."""
+    dtype = np.dtype(problem.dtype)
+    given = {name: array.astype(dtype) for name, array in problem.inputs.items()}
+    if problem.projected:
+        X = given["X"]
+        X_kv = given.get("X_kv", X)
+        qkv = []
+        for name, x in (("Q", X), ("K", X_kv), ("V", X_kv)):
+            projected = x @ given[f"W_{name}"]  # (L, d_out)
+            if f"b_{name}" in given:
+                projected = projected + given[f"b_{name}"]
+            _check_finite(projected, f"the projection {name} = X W_{name}")
+            qkv.append(projected)
+    else:
+        qkv = [given[name] for name in "QKV"]
+    # 2-D matrices are split into `heads`; beside a 3-D Q, a 2-D K or V is one shared kv head.
+    heads = problem.heads if qkv[0].ndim == 2 else 1
+    return tuple(m if m.ndim == 3 else split_heads(m, heads) for m in qkv)
+
+
+def _check_finite(x: np.ndarray, what: str, allow_neg_inf: np.ndarray | None = None) -> None:
+    bad = ~np.isfinite(x)
+    if allow_neg_inf is not None:
+        bad &= ~allow_neg_inf
+    if bad.any():
+        where = ", ".join(str(int(i)) for i in np.argwhere(bad)[0])
+        raise NumericError(f"{what} overflows {x.dtype} at index [{where}] "
+                           f"(largest finite value {np.finfo(x.dtype).max:.3g}); scale the inputs down"
+                           + (" or use --dtype float64" if x.dtype == np.float32 else ""))
+
+
+def _masked(problem: Problem, scaled: np.ndarray) -> np.ndarray | None:
+    """scaled + bias, then −∞ wherever the mask forbids; None when there is neither."""
+    if problem.mask is None and problem.bias is None:
+        return None
+    masked = scaled
+    if problem.bias is not None:
+        bias = problem.bias.astype(scaled.dtype)  # (1 or H, Lq, Lk)
+        masked = scaled + bias
+        _check_finite(masked, "scaled + bias", allow_neg_inf=np.isneginf(bias))
+    if problem.mask is not None:
+        masked = np.where(problem.mask, masked, -np.inf)  # (H, Lq, Lk)
+    return np.broadcast_to(masked, scaled.shape).copy() if masked.shape != scaled.shape else masked
+
+
+def _label(labels: list[str] | None, i: int) -> str:
+    return f'"{labels[i]}"' if labels else str(i)
+
+
+def _masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:
+    """One warning per head that has rows with every key masked, naming the rows."""
+    policy = {"zero": "their weights and output are 0 (--masked-rows zero, as PyTorch SDPA)",
+              "uniform": "their weights are uniform, output = mean of V (--masked-rows uniform, as JAX)"}
+    warnings = []
+    for head in np.flatnonzero(dead.any(axis=1)):
+        rows = np.flatnonzero(dead[head])
+        shown = ", ".join(_label(problem.query_labels, int(i)) for i in rows[:8])
+        more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
+        if problem.masked_rows == "error":
+            raise InputError(f"head {head}: every key is masked for query {shown}{more}; "
+                             "use --masked-rows zero or uniform to allow it")
+        warnings.append(f"head {head}: every key is masked for query {shown}{more}; "
+                        f"{policy[problem.masked_rows]}")
+    return warnings
+
+
+def attend(problem: Problem) -> Trace:
+    """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head."""
+    Q, K, V = _inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
+    group = Q.shape[0] // K.shape[0]  # grouped-query attention: query head h uses kv head h // group
+    K = np.repeat(K, group, axis=0)  # (H, Lk, d_k)
+    V = np.repeat(V, group, axis=0)  # (H, Lk, d_v)
+    d_k = Q.shape[-1]
+    scale = problem.scale if problem.scale is not None else 1.0 / np.sqrt(d_k)
+
+    scores = Q @ K.transpose(0, 2, 1)  # (H, Lq, Lk)
+    _check_finite(scores, "the scores Q Kᵀ")
+    scaled = scores * Q.dtype.type(scale)  # (H, Lq, Lk)
+    _check_finite(scaled, "scores · scale")
+    masked = _masked(problem, scaled)  # (H, Lq, Lk) or None
+    weights, dead = softmax(scaled if masked is None else masked, problem.masked_rows)  # (H, Lq, Lk)
+    warnings = _masked_rows_warnings(problem, dead)
+    output = weights @ V  # (H, Lq, d_v)
+    _check_finite(output, "the output weights V")
+
+    concat = merge_heads(output)  # (Lq, H·d_v)
+    final = concat
+    if "W_O" in problem.inputs:
+        final = concat @ problem.inputs["W_O"].astype(Q.dtype)  # (Lq, d_out)
+        if "b_O" in problem.inputs:
+            final = final + problem.inputs["b_O"].astype(Q.dtype)
+        _check_finite(final, "the output projection concat W_O")
+
+    return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=scores, scaled=scaled,
+                 masked=masked, weights=weights, output=output, concat=concat, final=final,
+                 masked_rows=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
+                 warnings=tuple(warnings))

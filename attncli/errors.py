@@ -1,0 +1,27 @@
+"""The error types. The CLI edge turns each into one `error: …` line and exit code 2."""
+
+
+class AttnError(Exception):
+    """Base class: something about the input or the computation the user must fix."""
+
+    def __init__(self, message: str, source: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.source = source
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.message}" if self.source else self.message
+
+    def at(self, source: str) -> "AttnError":
+        """Name the file (or option) the problem came from, once, at the public boundary."""
+        if self.source is None:
+            self.source = source
+        return self
+
+
+class InputError(AttnError):
+    """The input is malformed: wrong type, shape, value or key."""
+
+
+class NumericError(AttnError):
+    """The input is valid but the arithmetic cannot be carried out in the chosen dtype."""

@@ -1,0 +1,222 @@
+"""Read documents and matrices: JSON files or stdin, CSV/TSV, .npy, and inline text.
+
+Everything returned is raw (dicts, nested lists, arrays); `problem.build_problem` checks it.
+Errors are `InputError`s that name the file (or option) and what was expected.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from attncli.errors import InputError
+
+MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
+LABELS_FROM = {"Q": ("query_labels",), "K": ("key_labels",), "X": ("query_labels", "key_labels"),
+               "X_kv": ("key_labels",)}
+MAX_BYTES = 1 << 30  # refuse text inputs over 1 GiB rather than exhaust memory parsing them
+
+
+def read_bytes(path: str) -> tuple[bytes, str]:
+    """The bytes of a file, or of stdin for `-`; returns (data, name to use in errors)."""
+    if path == "-":
+        return sys.stdin.buffer.read(), "<stdin>"
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_BYTES:
+            raise InputError(f"the file is {size / 2**30:.1f} GiB; text input is limited to 1 GiB "
+                             "(use .npy for large matrices)", path)
+        return Path(path).read_bytes(), path
+    except FileNotFoundError:
+        raise InputError("no such file", path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a file", path) from None
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror or error}", path) from None
+
+
+def decode(data: bytes, source: str) -> str:
+    """UTF-8 text (a BOM is allowed); binary data and other encodings are refused."""
+    if not data.strip():
+        raise InputError("empty input; expected a JSON object with Q, K and V", source)
+    if b"\x00" in data:
+        raise InputError("binary data (a NUL byte); expected UTF-8 text", source)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InputError(f"not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}); "
+                         "save the file as UTF-8", source) from None
+
+
+def _reject_constant(token: str):
+    raise ValueError(f"{token} is not valid JSON; write −∞ as null (bias only) and use finite numbers")
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {token} overflows float64")
+    return value
+
+
+def parse_json(text: str, source: str):
+    """Strict RFC 8259 JSON: no NaN/Infinity tokens, no numbers that overflow float64."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as error:
+        raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}",
+                         source) from None
+    except ValueError as error:  # raised by the hooks above
+        raise InputError(f"invalid JSON: {error}", source) from None
+    except RecursionError:
+        raise InputError("invalid JSON: nested too deeply; matrices have at most 3 dimensions",
+                         source) from None
+
+
+def read_document(path: str):
+    """A JSON document from a file or stdin (`-`)."""
+    data, source = read_bytes(path)
+    return parse_json(decode(data, source), source), source
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False
+
+
+def _cell(text: str, row: int, column: int, source: str, kind: str):
+    """One CSV cell: a number; for a mask also true/false; for a bias also -inf or empty."""
+    cell = text.strip()
+    low = cell.lower()
+    if kind == "mask" and low in ("true", "false"):
+        return low == "true"
+    if kind == "bias" and low in ("-inf", "-∞", ""):
+        return None
+    try:
+        value = float(cell)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value):
+        raise InputError(f'row {row}, column {column}: "{cell}" is not a finite number', source)
+    return int(value) if kind == "mask" and value in (0, 1) else value
+
+
+def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[str] | None]:
+    """One matrix from CSV or TSV text. A first row with a non-numeric cell is a header; a first
+    column that is non-numeric in every row holds row labels. Returns (rows, labels)."""
+    delimiter = "\t" if source.lower().endswith(".tsv") or ("\t" in text and "," not in text) else ","
+    rows = [row for row in csv.reader(io.StringIO(text), delimiter=delimiter)
+            if any(cell.strip() for cell in row)]
+    words = {"true", "false"} if kind == "mask" else {"-inf", "-∞", ""} if kind == "bias" else set()
+
+    def numeric(cell: str) -> bool:
+        return _is_number(cell) or cell.strip().lower() in words
+
+    # A header: a word after the first column, or a word heading a column of numbers.
+    header = bool(rows) and (not all(numeric(c) for c in rows[0][1:]) or (
+        not numeric(rows[0][0]) and len(rows) > 1 and all(row and numeric(row[0]) for row in rows[1:])))
+    first_data = int(header)
+    data = rows[first_data:]
+    if not data:
+        raise InputError("no rows of numbers; expected one matrix", source)
+    labelled = all(row and not numeric(row[0]) for row in data)
+    labels = [row[0].strip() for row in data] if labelled else None
+    data = [row[1:] for row in data] if labelled else data
+    width = len(data[0])
+    matrix = []
+    for r, row in enumerate(data, start=first_data + 1):
+        if len(row) != width:
+            raise InputError(f"row {r} has {len(row)} cells, row {first_data + 1} has {width}", source)
+        matrix.append([_cell(c, r, i + 1 + labelled, source, kind) for i, c in enumerate(row)])
+    return matrix, labels
+
+
+def parse_inline(text: str, source: str, kind: str = "number"):
+    """`"1,0; 0,1; .5,.5"` (rows by `;` or newlines, entries by commas or spaces) or JSON
+    `"[[1,0],[0,1]]"`. One row gives a 1-D list."""
+    text = text.strip()
+    if text.startswith("["):
+        return parse_json(text, source)
+    rows = [row for row in text.replace("\n", ";").split(";") if row.strip()]
+    if not rows:
+        raise InputError("empty matrix; expected rows like \"1,0; 0,1\"", source)
+    matrix = []
+    for r, row in enumerate(rows, start=1):
+        cells = row.replace(",", " ").split()
+        matrix.append([_cell(c, r, i + 1, source, kind) for i, c in enumerate(cells)])
+    return matrix[0] if len(matrix) == 1 else matrix
+
+
+def load_npy(path: str):
+    import numpy as np
+
+    try:
+        array = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError("no such file", path) from None
+    except ValueError as error:
+        reason = "it holds Python objects (pickles are refused)" if "pickle" in str(error) else str(error)
+        raise InputError(f"cannot read .npy: {reason}", path) from None
+    except OSError as error:
+        raise InputError(f"cannot read .npy: {error}", path) from None
+    if not isinstance(array, np.ndarray):
+        raise InputError("expected a .npy array, found an archive", path)
+    return array
+
+
+def load_matrix(value: str, option: str, kind: str = "number"):
+    """A matrix option's value: a path (.json, .csv, .tsv, .npy) or inline text.
+    Returns (matrix, row labels or None, source name)."""
+    suffix = Path(value).suffix.lower()
+    if suffix in MATRIX_SUFFIXES or (os.path.isfile(value) and not value.lstrip().startswith("[")):
+        if suffix == ".npy":
+            return load_npy(value), None, value
+        data, source = read_bytes(value)
+        text = decode(data, source)
+        if suffix == ".json":
+            return parse_json(text, source), None, source
+        matrix, labels = parse_csv(text, source, kind)
+        return matrix, labels, source
+    return parse_inline(value, option, kind), None, option
+
+
+def gather(file: str | None, matrices: dict[str, str | None], settings: dict,
+           stdin_is_terminal: bool) -> tuple[dict, dict[str, str], str | None]:
+    """The problem document: the JSON file (or stdin), then command-line options over it.
+    Returns (document, where each option-given key came from, the file's name)."""
+    given = {key: value for key, value in matrices.items() if value is not None}
+    if file is None and not given.keys() & {"Q", "K", "V", "X"}:
+        if stdin_is_terminal:
+            raise InputError("no input: name a JSON file (attn compute samples/scooter.json), pipe one "
+                             "(cat p.json | attn compute), or give --q, --k and --v")
+        file = "-"
+    doc, source = read_document(file) if file is not None else ({}, None)
+    if not isinstance(doc, dict):
+        return doc, {}, source  # build_problem reports the wrong top-level type
+    origin = {}
+    for key, value in given.items():
+        option = "--" + key.lower().replace("_", "-").replace("w-", "w")
+        if key == "mask" and value.strip().replace("_", "").isalpha() and not os.path.isfile(value):
+            doc["mask"], origin["mask"] = value.strip(), option  # a mask word
+            continue
+        kind = key if key in ("mask", "bias") else "number"
+        matrix, labels, origin[key] = load_matrix(value, option, kind)
+        doc.pop(key.lower(), None)  # an alias (q, k, v) in the file is overridden too
+        doc[key] = matrix
+        # A CSV's label column: Q's (or X's) name the queries, K's (or X_kv's) the keys.
+        for label_key in LABELS_FROM.get(key, ()):
+            if labels and settings.get(label_key) is None and not (key == "X" and label_key == "key_labels"
+                                                                    and "X_kv" in given | doc):
+                doc[label_key], origin[label_key] = labels, origin[key]
+    for key, value in settings.items():
+        if value is not None:
+            doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
+    return doc, origin, source

@@ -1,0 +1,251 @@
+"""A parsed document (a dict of keys) to a validated `Problem`: keys, types and shapes.
+
+Shape errors name the field and both sizes, e.g. `K has 3 columns but Q has 2: d_k must match`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+
+import numpy as np
+
+from attncli.errors import InputError
+from attncli.trace import MASK_WORDS, MASKED_ROWS, Problem
+from attncli.values import as_array, describe
+
+QKV = ("Q", "K", "V")
+PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
+INPUT_KEYS = QKV + PROJECTIONS + (
+    "W_O", "b_O", "heads", "mask", "bias", "scale", "query_labels", "key_labels",
+    "title", "description", "masked_rows", "dtype")
+ALIASES = {"q": "Q", "k": "K", "v": "V"}
+# Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
+OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "scores", "scaled", "masked", "weights",
+               "output", "concat", "warnings")
+DTYPES = ("float64", "float32")
+
+
+def _rows(n: int, what: str = "row") -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _as_2d(value, field: str) -> np.ndarray:
+    """A matrix; a 1-D list is one row."""
+    array = as_array(value, field, max_dims=2)
+    if array.ndim == 0:
+        raise InputError(f"{field} is {describe(float(array))}; expected a matrix (nested lists)")
+    return array.reshape(1, -1) if array.ndim == 1 else array
+
+
+def _as_vector(value, field: str, length: int, of: str) -> np.ndarray:
+    array = as_array(value, field, max_dims=1)
+    if array.ndim != 1 or array.shape[0] != length:
+        found = "is a number" if array.ndim == 0 else f"has {array.shape[0]} entries"
+        raise InputError(f"{field} {found}; expected {length} entries, one per column of {of}")
+    return array
+
+
+def _as_heads_matrix(value, field: str) -> np.ndarray:
+    """Q, K or V: 1-D is one row, 2-D is (L, d), 3-D is (H, L, d)."""
+    array = as_array(value, field, max_dims=3)
+    if array.ndim == 0:
+        raise InputError(f"{field} is {describe(float(array))}; expected a matrix (nested lists)")
+    return array.reshape(1, -1) if array.ndim == 1 else array
+
+
+def _check_keys(doc: dict) -> dict:
+    """Resolve aliases and reject unknown keys, suggesting the closest valid one."""
+    known = INPUT_KEYS + OUTPUT_KEYS
+    out = {}
+    for key, value in doc.items():
+        name = ALIASES.get(key, key)
+        if name not in known:
+            close = difflib.get_close_matches(key, known + tuple(ALIASES), n=1, cutoff=0.5)
+            hint = f' (did you mean "{close[0]}"?)' if close else f"; valid keys: {', '.join(INPUT_KEYS)}"
+            raise InputError(f'unknown key "{key}"{hint}')
+        if name in out:
+            raise InputError(f'both "{name}" and its alias "{name.lower()}" are given; keep one')
+        out[name] = value
+    return out
+
+
+def _heads_count(value) -> int | None:
+    """`heads`: a whole number ≥ 1, or the list of per-head stages that `attn compute` writes."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        if not value or not all(isinstance(h, dict) for h in value):
+            raise InputError("heads is a list, but not of per-head objects; expected a whole number ≥ 1")
+        return len(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value != int(value) or value < 1:
+        raise InputError(f"heads is {describe(value)}; expected a whole number ≥ 1")
+    return int(value)
+
+
+def _labels(value, field: str, length: int, axis: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+            isinstance(x, str) or (type(x) in (int, float)) for x in value):
+        raise InputError(f"{field} is {describe(value)}; expected a list of strings")
+    if len(value) != length:
+        raise InputError(f"{field} has {len(value)} labels but there {'is' if length == 1 else 'are'} "
+                         f"{_rows(length, axis)}")
+    return [str(x) for x in value]
+
+
+def _text(value, field: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"{field} is {describe(value)}; expected a string")
+    return value
+
+
+def _choice(value, field: str, choices: tuple[str, ...], default: str) -> str:
+    if value is None:
+        return default
+    if value not in choices:
+        raise InputError(f"{field} is {describe(value)}; expected one of {', '.join(choices)}")
+    return value
+
+
+def _qkv_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
+    """Check Q, K, V against each other; return (query heads, Lq, Lk)."""
+    Q, K, V = inputs["Q"], inputs["K"], inputs["V"]
+    if K.ndim != V.ndim:
+        raise InputError(f"K is {K.ndim}-D but V is {V.ndim}-D; give both with heads split (3-D) or neither")
+    if Q.ndim == 2 and K.ndim == 3:
+        raise InputError("Q is 2-D but K and V are 3-D (heads split); give Q as 3-D too, "
+                         "or K and V as 2-D with `heads`")
+    if Q.shape[-1] != K.shape[-1]:
+        raise InputError(f"K has {_rows(K.shape[-1], 'column')} but Q has {Q.shape[-1]}: d_k must match")
+    if K.shape[-2] != V.shape[-2]:
+        raise InputError(f"V has {_rows(V.shape[-2])} but K has {K.shape[-2]}: every key needs one value")
+    if Q.ndim == 3:
+        hq, hkv = Q.shape[0], K.shape[0] if K.ndim == 3 else 1
+        if K.ndim == 3 and K.shape[0] != V.shape[0]:
+            raise InputError(f"K has {K.shape[0]} heads but V has {V.shape[0]}")
+        if heads is not None and heads != hq:
+            raise InputError(f"heads is {heads} but Q has {hq} heads (its first axis)")
+        if hq % hkv:
+            raise InputError(f"Q has {hq} heads but K and V have {hkv}: the query head count must be "
+                             "a multiple of the key/value head count (grouped-query attention)")
+        return hq, Q.shape[1], K.shape[-2]
+    heads = heads or 1
+    for name in QKV:
+        if inputs[name].shape[1] % heads:
+            raise InputError(f"heads = {heads} does not divide the {inputs[name].shape[1]} columns of {name}")
+    return heads, Q.shape[0], K.shape[0]
+
+
+def _projection_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
+    """Check X, X_kv and W_Q/W_K/W_V (d_in × d_out, Q = X W_Q) and their biases."""
+    X = inputs["X"]
+    X_kv = inputs.get("X_kv", X)
+    kv = "X_kv" if "X_kv" in inputs else "X"
+    for w, x, name in (("W_Q", X, "X"), ("W_K", X_kv, kv), ("W_V", X_kv, kv)):
+        if inputs[w].shape[0] != x.shape[1]:
+            raise InputError(f"{w} has {_rows(inputs[w].shape[0])} but {name} has {x.shape[1]} columns: "
+                             f"{w} must be (d_model × d_out) so that {w[-1]} = {name} {w}")
+    if inputs["W_K"].shape[1] != inputs["W_Q"].shape[1]:
+        raise InputError(f"W_K has {_rows(inputs['W_K'].shape[1], 'column')} but W_Q has "
+                         f"{inputs['W_Q'].shape[1]}: d_k must match")
+    heads = heads or 1
+    for w in ("W_Q", "W_K", "W_V"):
+        if inputs[w].shape[1] % heads:
+            raise InputError(f"heads = {heads} does not divide the {inputs[w].shape[1]} columns of {w}")
+    return heads, X.shape[0], X_kv.shape[0]
+
+
+def _mask(value, field: str, heads: int, lq: int, lk: int, invert: bool):
+    """Return (mask or None, rule). True in the result always means: may attend."""
+    if isinstance(value, str):
+        if value not in MASK_WORDS:
+            close = difflib.get_close_matches(value, MASK_WORDS, n=1, cutoff=0.4)
+            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            raise InputError(f'{field} is "{value}"{hint}; expected {" or ".join(MASK_WORDS)} '
+                             "or a true/false matrix")
+        i = np.arange(lq)[:, None]
+        j = np.arange(lk)[None, :]
+        offset = lk - lq if value == "causal_lower_right" else 0
+        return (j <= i + offset)[None], value
+    mask = _grid(value, field, "mask", heads, lq, lk)
+    return (~mask if invert else mask), "matrix"
+
+
+def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndarray:
+    """A mask or bias: (Lq × Lk) for every head, or (H × Lq × Lk); 1-D when there is one query."""
+    array = as_array(value, field, kind=kind, max_dims=3)
+    if array.ndim == 1 and lq == 1:
+        array = array.reshape(1, -1)
+    if array.ndim == 2:
+        array = array[None]
+    expected = f"({lq} × {lk}) or ({heads} × {lq} × {lk}): queries × keys"
+    if array.ndim != 3 or array.shape[1:] != (lq, lk) or array.shape[0] not in (1, heads):
+        raise InputError(f"{field} has shape {_shape_text(value, array)}; expected {expected}")
+    return array
+
+
+def _shape_text(value, array: np.ndarray) -> str:
+    shape = value.shape if isinstance(value, np.ndarray) else np.shape(array)
+    return "(" + " × ".join(str(n) for n in shape) + ")"
+
+
+def build_problem(doc, origin: dict[str, str] | None = None, source: str | None = None,
+                  invert_mask: bool = False) -> Problem:
+    """Validate a document's keys, types and shapes.
+
+    `origin` maps a key to where its value came from (a file or an option such as `--k`) so that
+    an error names it; other keys are attributed to `source`.
+    """
+    try:
+        if not isinstance(doc, dict):
+            raise InputError(f"the top level is {describe(doc)}; expected a JSON object with Q, K and V")
+        doc = _check_keys(doc)
+        has_qkv = [k for k in QKV if doc.get(k) is not None]
+        has_proj = [k for k in PROJECTIONS if doc.get(k) is not None]
+        if has_qkv and has_proj:
+            raise InputError(f"both {has_qkv[0]} and {has_proj[0]} are given: give Q, K and V, "
+                             "or X with W_Q, W_K and W_V, not both")
+        needed = ("X", "W_Q", "W_K", "W_V") if has_proj else QKV
+        missing = [k for k in needed if doc.get(k) is None]
+        if missing:
+            raise InputError(f"missing {', '.join(missing)}: give Q, K and V, or X with W_Q, W_K and W_V")
+        heads = _heads_count(doc.get("heads"))
+        inputs = {}
+        for key in needed + tuple(k for k in ("X_kv", "W_O") if doc.get(k) is not None):
+            inputs[key] = _as_heads_matrix(doc[key], key) if key in QKV else _as_2d(doc[key], key)
+        heads, lq, lk = (_projection_shapes if has_proj else _qkv_shapes)(inputs, heads)
+        for b, w in (("b_Q", "W_Q"), ("b_K", "W_K"), ("b_V", "W_V"), ("b_O", "W_O")):
+            if doc.get(b) is not None:
+                if w not in inputs:
+                    raise InputError(f"{b} is given without {w}")
+                inputs[b] = _as_vector(doc[b], b, inputs[w].shape[1], w)
+        if "W_O" in inputs:
+            d_v = inputs["W_V"].shape[1] if has_proj else inputs["V"].shape[-1] * (
+                heads if inputs["Q"].ndim == 3 else 1)
+            if inputs["W_O"].shape[0] != d_v:
+                raise InputError(f"W_O has {_rows(inputs['W_O'].shape[0])} but the heads' outputs side by "
+                                 f"side have {d_v} columns: W_O must be (heads·d_v × d_out)")
+        mask, rule = (None, None) if doc.get("mask") is None else _mask(
+            doc["mask"], "mask", heads, lq, lk, invert_mask)
+        bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
+        scale = doc.get("scale")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                                  or not math.isfinite(scale)):
+            raise InputError(f"scale is {describe(scale)}; expected a finite number")
+        query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
+        key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
+        problem = Problem(
+            inputs=inputs, heads=heads, lq=lq, lk=lk, mask=mask, mask_rule=rule, bias=bias,
+            scale=None if scale is None else float(scale),
+            masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
+            dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),
+            query_labels=query_labels, key_labels=key_labels,
+            title=_text(doc.get("title"), "title"), description=_text(doc.get("description"), "description"))
+    except InputError as error:
+        # Every message starts with the key it is about: attribute it to that key's origin.
+        key = error.message.split(" ", 1)[0].split("[", 1)[0]
+        raise error.at((origin or {}).get(ALIASES.get(key, key), source))
+    return problem

@@ -1,0 +1,15 @@
+"""The JSON view: strict RFC 8259 (−∞ as null, never NaN or Infinity tokens), one line."""
+
+from __future__ import annotations
+
+import json
+
+from attncli.trace import Trace, to_dict
+
+
+def dumps(doc) -> str:
+    return json.dumps(doc, allow_nan=False, ensure_ascii=False)
+
+
+def write_json(trace: Trace, stream, stages, decimals: int | None = None) -> None:
+    stream.write(dumps(to_dict(trace, stages, decimals)) + "\n")

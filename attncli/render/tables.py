@@ -1,0 +1,166 @@
+"""The table view: a header stating every convention, then one titled table per stage and head.
+
+Views never compute: everything shown is read from the `Trace`.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+
+import numpy as np
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from attncli.trace import Trace, mask_rule_text
+
+MINUS_INF = "-∞"
+UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
+TITLES = {
+    "scores": "scores = Q Kᵀ",
+    "scaled": "scaled = scores · {scale}",
+    "masked": "masked = scaled{bias}, −∞ where the mask blocks",
+    "weights": "weights = softmax({of}) over keys",
+    "output": "output = weights V",
+}
+
+
+def number(x: float, precision: int) -> str:
+    """A cell: fixed decimals as textbooks round, −∞ as -∞, huge values in e-notation."""
+    if x == -math.inf:
+        return MINUS_INF
+    text = f"{x:.{precision}e}" if abs(x) >= 1e15 else f"{x:.{precision}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.0000"
+
+
+def shape_text(shape) -> str:
+    return "×".join(str(n) for n in shape)
+
+
+def scale_text(trace: Trace, precision: int) -> str:
+    if not trace.default_scale:
+        return f"{number(trace.scale, precision)} (given)"
+    root = math.isqrt(trace.d_k)
+    exact = f"1/{root}" if root * root == trace.d_k else f"1/√{trace.d_k}"
+    return f"1/√d_k = {exact} = {number(trace.scale, precision)}"
+
+
+def header(trace: Trace, precision: int) -> Text:
+    """The problem in a few lines: shapes, scale and every convention that libraries disagree on."""
+    p = trace.problem
+    lines = ["attn · softmax(Q Kᵀ · scale + bias) V"]
+    lines += [text for text in (p.title, p.description) if text]
+    given = " · ".join(f"{name} {shape_text(a.shape)}" for name, a in p.inputs.items())
+    lines.append(f"{given} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
+                 f"d_v = {trace.d_v} · {p.dtype}")
+    lines.append(f"scale = {scale_text(trace, precision)}")
+    lines.append(f"mask: {mask_rule_text(p.mask_rule)}")
+    if p.bias is not None:
+        lines.append("bias: added after scaling, before the mask; -∞ blocks")
+    if trace.masked is not None:
+        lines.append("rows with every key masked: " + {
+            "zero": "weights and output 0 (as PyTorch SDPA)",
+            "uniform": "uniform weights, output = mean of V (as JAX)",
+            "error": "an error"}[p.masked_rows])
+    if p.projected:
+        lines.append("projections: Q = X W_Q, W is (d_in × d_out) (PyTorch's Linear.weight is Wᵀ)")
+    lines.append("rows are queries, columns are keys")
+    return Text("\n".join(lines))
+
+
+def _cells(matrix: np.ndarray, precision: int) -> list[list[str]]:
+    return [[number(float(x), precision) for x in row] for row in matrix]
+
+
+def _column_chunks(widths: list[int], label_width: int, available: int) -> list[range]:
+    """Split columns into runs that fit `available` characters beside the label column."""
+    chunks, start, used = [], 0, label_width + 4
+    for i, width in enumerate(widths):
+        if i > start and used + width + 3 > available:
+            chunks.append(range(start, i))
+            start, used = i, label_width + 4
+        used += width + 3
+    chunks.append(range(start, len(widths)))
+    return chunks
+
+
+def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list[str],
+                  precision: int, width: int | None, extra: tuple[str, np.ndarray] | None = None):
+    """One table (or several, side by side in column ranges, when it is wider than `width`)."""
+    cells = _cells(matrix, precision)
+    if extra is not None:
+        columns = columns + [extra[0]]
+        for row, value in zip(cells, extra[1]):
+            row.append(number(float(value), precision))
+    widths = [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(columns)]
+    label_width = max(len(r) for r in rows)
+    chunks = [range(len(columns))] if width is None else _column_chunks(widths, label_width, width)
+    for chunk in chunks:
+        suffix = "" if len(chunks) == 1 else f" (columns {columns[chunk[0]]}–{columns[chunk[-1]]})"
+        table = Table(title=title + suffix, box=box.ROUNDED, title_justify="left",
+                      title_style="bold", header_style="bold")
+        table.add_column("", style="bold", no_wrap=True)
+        for j in chunk:
+            table.add_column(columns[j], justify="right", no_wrap=True, min_width=widths[j])
+        for label, row in zip(rows, cells):
+            table.add_row(label, *(row[j] for j in chunk))
+        yield table
+
+
+def _labels(labels: list[str] | None, n: int) -> list[str]:
+    return labels if labels else [str(i) for i in range(n)]
+
+
+def render(trace: Trace, console: Console, stages, precision: int = 4, width: int | None = None) -> None:
+    """Print the header and every selected stage; `width` splits tables wider than it."""
+    p = trace.problem
+    queries, keys = _labels(p.query_labels, p.lq), _labels(p.key_labels, p.lk)
+
+    def show(title, matrix, rows, columns=None, extra=None):
+        columns = columns or [str(j) for j in range(matrix.shape[1])]
+        for table in matrix_tables(title, matrix, rows, columns, precision, width, extra):
+            console.print(table)
+
+    console.print(header(trace, precision))
+    console.print()
+    if "inputs" in stages and p.projected:
+        for name, array in p.inputs.items():
+            rows = {"X": queries, "X_kv": keys}.get(name) or [str(i) for i in range(array.shape[0])]
+            show(f"{name} {shape_text(array.shape)}", array.reshape(len(rows), -1), rows)
+    for h in range(p.heads):
+        head = f" · head {h}" if p.heads > 1 else ""
+        if "inputs" in stages:
+            for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
+                show(f"{name}{head}", trace.stage(name)[h], rows)
+        for name in ("scores", "scaled", "masked", "weights", "output"):
+            matrix = trace.stage(name)
+            if name not in stages or matrix is None:
+                continue
+            title = TITLES[name].format(scale=number(trace.scale, precision),
+                                        bias=" + bias" if p.bias is not None else "",
+                                        of="scaled" if trace.masked is None else "masked")
+            columns = keys if name != "output" else None
+            extra = ("sum", matrix[h].sum(axis=1)) if name == "weights" else None
+            show(title + head, matrix[h], queries, columns, extra)
+    if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
+        if "W_O" in p.inputs:
+            show("concat = heads side by side", trace.concat, queries)
+        bias = " + b_O" if "b_O" in p.inputs else ""
+        title = f"output = concat W_O{bias}" if "W_O" in p.inputs else "output = heads side by side"
+        if "W_O" in p.inputs or p.heads > 1:
+            show(title + " (final)", trace.final, queries)
+
+
+def print_tables(trace: Trace, stages, precision: int = 4) -> None:
+    """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
+    the console is made as wide as the widest table, so that no number is ever cut."""
+    if sys.stdout.isatty():
+        width = shutil.get_terminal_size().columns
+        console = Console(highlight=False)
+    else:
+        width = None
+        console = Console(highlight=False, width=UNLIMITED)
+    render(trace, console, stages, precision, width)

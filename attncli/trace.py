@@ -1,0 +1,129 @@
+"""Frozen records of a problem and of every stage computed from it.
+
+Stage names are the same words everywhere: attributes here, JSON keys and table titles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Per-head stages in the order they are computed; `masked` exists only with a mask or bias.
+STAGES = ("scores", "scaled", "masked", "weights", "output")
+MASK_WORDS = ("causal", "causal_lower_right")
+MASKED_ROWS = ("zero", "uniform", "error")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated attention problem. Arrays are float (or bool for the mask).
+
+    `inputs` holds the matrices as given (1-D promoted to one row): either Q, K, V
+    or X, X_kv, W_Q, W_K, W_V, b_Q, b_K, b_V; plus W_O and b_O in both forms.
+    """
+
+    inputs: dict[str, np.ndarray]
+    heads: int  # query heads; 2-D Q/K/V (or projections) are split into this many
+    lq: int
+    lk: int
+    mask: np.ndarray | None = None  # (1 or H, Lq, Lk) bool, True = the query may attend the key
+    mask_rule: str | None = None  # "causal", "causal_lower_right", "matrix" or None
+    bias: np.ndarray | None = None  # (1 or H, Lq, Lk), -inf allowed
+    scale: float | None = None  # None: 1/sqrt(d_k)
+    masked_rows: str = "zero"
+    dtype: str = "float64"
+    query_labels: list[str] | None = None
+    key_labels: list[str] | None = None
+    title: str | None = None
+    description: str | None = None
+
+    @property
+    def projected(self) -> bool:
+        return "X" in self.inputs
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Every stage of one computation. Per-head arrays have the head axis first."""
+
+    problem: Problem
+    scale: float
+    Q: np.ndarray  # (H, Lq, d_k)
+    K: np.ndarray  # (H, Lk, d_k), kv heads repeated for grouped-query attention
+    V: np.ndarray  # (H, Lk, d_v)
+    scores: np.ndarray  # (H, Lq, Lk)  Q Kᵀ
+    scaled: np.ndarray  # (H, Lq, Lk)  scores · scale
+    masked: np.ndarray | None  # (H, Lq, Lk)  scaled + bias, -inf where the mask forbids
+    weights: np.ndarray  # (H, Lq, Lk)  softmax over keys
+    output: np.ndarray  # (H, Lq, d_v)  weights V
+    concat: np.ndarray  # (Lq, H·d_v)  heads side by side
+    final: np.ndarray  # (Lq, d_out)  concat W_O + b_O, or concat; JSON's top-level "output"
+    masked_rows: tuple[tuple[int, int], ...] = ()  # (head, query row) with every key masked
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def d_k(self) -> int:
+        return self.Q.shape[-1]
+
+    @property
+    def d_v(self) -> int:
+        return self.V.shape[-1]
+
+    @property
+    def default_scale(self) -> bool:
+        return self.problem.scale is None
+
+    def stage(self, name: str) -> np.ndarray | None:
+        return getattr(self, name)
+
+
+def plain(array: np.ndarray, decimals: int | None = None):
+    """Nested lists for JSON: −∞ becomes None (strict JSON has no Infinity), optionally rounded."""
+    if decimals is not None:
+        array = np.round(array, decimals)
+    if np.isneginf(array).any():
+        return np.where(np.isneginf(array), None, array).tolist()
+    return array.tolist()
+
+
+def mask_rule_text(rule: str | None) -> str:
+    """The mask convention in words, for JSON and the table header."""
+    return {
+        None: "none",
+        "causal": "causal: query i may attend key j when j ≤ i (top-left, as PyTorch is_causal=True)",
+        "causal_lower_right": "causal_lower_right: query i may attend key j when j ≤ i + Lk − Lq "
+                              "(as PyTorch causal_lower_right)",
+        "matrix": "matrix: true = the query may attend the key (PyTorch SDPA, JAX, Keras)",
+    }[rule]
+
+
+def to_dict(trace: Trace, stages=("inputs",) + STAGES, decimals: int | None = None) -> dict:
+    """The JSON document `attn compute` writes. It is also valid input: the problem's keys are
+    echoed at the top level (the mask normalised to true = may attend), results beside them."""
+    problem = trace.problem
+    doc: dict = {"attncli": 1}
+    for key in ("title", "description"):
+        if getattr(problem, key) is not None:
+            doc[key] = getattr(problem, key)
+    doc.update({"dtype": problem.dtype, "scale": trace.scale, "d_k": trace.d_k, "d_v": trace.d_v})
+    doc.update({name: plain(array) for name, array in problem.inputs.items()})
+    if problem.mask_rule in ("causal", "causal_lower_right"):
+        doc["mask"] = problem.mask_rule
+    elif problem.mask is not None:
+        doc["mask"] = (problem.mask[0] if problem.mask.shape[0] == 1 else problem.mask).tolist()
+    if problem.bias is not None:
+        doc["bias"] = plain(problem.bias[0] if problem.bias.shape[0] == 1 else problem.bias)
+    doc["mask_rule"] = mask_rule_text(problem.mask_rule)
+    doc["masked_rows"] = problem.masked_rows
+    per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]
+    per_head += [name for name in STAGES if name in stages and trace.stage(name) is not None]
+    doc["heads"] = [{name: plain(trace.stage(name)[h], decimals) for name in per_head}
+                    for h in range(problem.heads)]
+    if "W_O" in problem.inputs:
+        doc["concat"] = plain(trace.concat, decimals)
+    doc["output"] = plain(trace.final, decimals)
+    doc["query_labels"] = problem.query_labels
+    doc["key_labels"] = problem.key_labels
+    doc["warnings"] = list(trace.warnings)
+    return doc
