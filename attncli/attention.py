@@ -17,6 +17,8 @@ import numpy as np
 from attncli.errors import InputError, NumericError
 from attncli.trace import Problem, Trace
 
+HQK = ("head", "query", "key")
+
 
 def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
     """(L, H·d) → (H, L, d): contiguous column chunks, as nn.MultiheadAttention splits them."""
@@ -46,6 +48,8 @@ def _inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-head Q (Hq, Lq, d_k), K (Hkv, Lk, d_k), V (Hkv, Lk, d_v), projecting X when given."""
     dtype = np.dtype(problem.dtype)
     given = {name: array.astype(dtype) for name, array in problem.inputs.items()}
+    for name, array in given.items():
+        _check_finite(array, name, ("index",) * array.ndim)  # float32 holds less than float64
     if problem.projected:
         X = given["X"]
         X_kv = given.get("X_kv", X)
@@ -54,7 +58,7 @@ def _inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             projected = x @ given[f"W_{name}"]  # (L, d_out)
             if f"b_{name}" in given:
                 projected = projected + given[f"b_{name}"]
-            _check_finite(projected, f"the projection {name} = X W_{name}")
+            _check_finite(projected, f"the projection {name} = X W_{name}", ("row", "column"))
             qkv.append(projected)
     else:
         qkv = [given[name] for name in "QKV"]
@@ -63,14 +67,18 @@ def _inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(m if m.ndim == 3 else split_heads(m, heads) for m in qkv)
 
 
-def _check_finite(x: np.ndarray, what: str, allow_neg_inf: np.ndarray | None = None) -> None:
+def _check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
+                  allow_neg_inf: np.ndarray | None = None) -> None:
+    """Raise NumericError naming the first element that overflowed (inputs are finite, so any
+    inf or NaN here comes from arithmetic beyond the dtype's range)."""
     bad = ~np.isfinite(x)
     if allow_neg_inf is not None:
         bad &= ~allow_neg_inf
     if bad.any():
-        where = ", ".join(str(int(i)) for i in np.argwhere(bad)[0])
-        raise NumericError(f"{what} overflows {x.dtype} at index [{where}] "
-                           f"(largest finite value {np.finfo(x.dtype).max:.3g}); scale the inputs down"
+        where = ", ".join(f"{axis} {int(i)}" for axis, i in zip(axes, np.argwhere(bad)[0]))
+        where = where.replace(", index", ",")
+        raise NumericError(f"{what} overflows {x.dtype} at {where} (its largest finite value is "
+                           f"{np.finfo(x.dtype).max:.3g}); scale the inputs down"
                            + (" or use --dtype float64" if x.dtype == np.float32 else ""))
 
 
@@ -82,7 +90,7 @@ def _masked(problem: Problem, scaled: np.ndarray) -> np.ndarray | None:
     if problem.bias is not None:
         bias = problem.bias.astype(scaled.dtype)  # (1 or H, Lq, Lk)
         masked = scaled + bias
-        _check_finite(masked, "scaled + bias", allow_neg_inf=np.isneginf(bias))
+        _check_finite(masked, "scaled + bias", HQK, allow_neg_inf=np.isneginf(bias))
     if problem.mask is not None:
         masked = np.where(problem.mask, masked, -np.inf)  # (H, Lq, Lk)
     return np.broadcast_to(masked, scaled.shape).copy() if masked.shape != scaled.shape else masked
@@ -111,6 +119,11 @@ def _masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:
 
 def attend(problem: Problem) -> Trace:
     """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head."""
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_finite
+        return _attend(problem)
+
+
+def _attend(problem: Problem) -> Trace:
     Q, K, V = _inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
     group = Q.shape[0] // K.shape[0]  # grouped-query attention: query head h uses kv head h // group
     K = np.repeat(K, group, axis=0)  # (H, Lk, d_k)
@@ -119,14 +132,14 @@ def attend(problem: Problem) -> Trace:
     scale = problem.scale if problem.scale is not None else 1.0 / np.sqrt(d_k)
 
     scores = Q @ K.transpose(0, 2, 1)  # (H, Lq, Lk)
-    _check_finite(scores, "the scores Q Kᵀ")
+    _check_finite(scores, "scores = Q Kᵀ", HQK)
     scaled = scores * Q.dtype.type(scale)  # (H, Lq, Lk)
-    _check_finite(scaled, "scores · scale")
+    _check_finite(scaled, "scaled = scores · scale", HQK)
     masked = _masked(problem, scaled)  # (H, Lq, Lk) or None
     weights, dead = softmax(scaled if masked is None else masked, problem.masked_rows)  # (H, Lq, Lk)
     warnings = _masked_rows_warnings(problem, dead)
     output = weights @ V  # (H, Lq, d_v)
-    _check_finite(output, "the output weights V")
+    _check_finite(output, "output = weights V", ("head", "query", "column"))
 
     concat = merge_heads(output)  # (Lq, H·d_v)
     final = concat
@@ -134,7 +147,7 @@ def attend(problem: Problem) -> Trace:
         final = concat @ problem.inputs["W_O"].astype(Q.dtype)  # (Lq, d_out)
         if "b_O" in problem.inputs:
             final = final + problem.inputs["b_O"].astype(Q.dtype)
-        _check_finite(final, "the output projection concat W_O")
+        _check_finite(final, "output = concat W_O", ("query", "column"))
 
     return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=scores, scaled=scaled,
                  masked=masked, weights=weights, output=output, concat=concat, final=final,

@@ -163,7 +163,11 @@ def compute(
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
                 "dtype": dtype and dtype.value}
     doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
-    trace = attend(build_problem(doc, origin, source, invert_mask=invert_mask))
+    problem = build_problem(doc, origin, source, invert_mask=invert_mask)
+    try:
+        trace = attend(problem)
+    except AttnError as error:
+        raise error.at(source) if source else error
     for warning in trace.warnings:
         sys.stderr.write(f"warning: {warning}\n")
     shown = _stages(stages)

@@ -177,19 +177,16 @@ def _mask(value, field: str, heads: int, lq: int, lk: int, invert: bool):
 def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndarray:
     """A mask or bias: (Lq × Lk) for every head, or (H × Lq × Lk); 1-D when there is one query."""
     array = as_array(value, field, kind=kind, max_dims=3)
+    found = array.shape
     if array.ndim == 1 and lq == 1:
         array = array.reshape(1, -1)
     if array.ndim == 2:
         array = array[None]
-    expected = f"({lq} × {lk}) or ({heads} × {lq} × {lk}): queries × keys"
     if array.ndim != 3 or array.shape[1:] != (lq, lk) or array.shape[0] not in (1, heads):
-        raise InputError(f"{field} has shape {_shape_text(value, array)}; expected {expected}")
+        expected = f"({lq} × {lk})" + (f" or ({heads} × {lq} × {lk})" if heads > 1 else "")
+        raise InputError(f"{field} has shape ({' × '.join(map(str, found))}); expected {expected}: "
+                         "queries × keys")
     return array
-
-
-def _shape_text(value, array: np.ndarray) -> str:
-    shape = value.shape if isinstance(value, np.ndarray) else np.shape(array)
-    return "(" + " × ".join(str(n) for n in shape) + ")"
 
 
 def build_problem(doc, origin: dict[str, str] | None = None, source: str | None = None,

@@ -100,13 +100,14 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
     chunks = [range(len(columns))] if width is None else _column_chunks(widths, label_width, width)
     for chunk in chunks:
         suffix = "" if len(chunks) == 1 else f" (columns {columns[chunk[0]]}–{columns[chunk[-1]]})"
-        table = Table(title=title + suffix, box=box.ROUNDED, title_justify="left",
-                      title_style="bold", header_style="bold")
+        table = Table(box=box.ROUNDED, header_style="bold")
         table.add_column("", style="bold", no_wrap=True)
         for j in chunk:
             table.add_column(columns[j], justify="right", no_wrap=True, min_width=widths[j])
         for label, row in zip(rows, cells):
             table.add_row(label, *(row[j] for j in chunk))
+        # The title stands on its own line: as a table title rich would wrap it to the table's width.
+        yield Text(title + suffix, style="bold")
         yield table
 
 
@@ -121,8 +122,8 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
 
     def show(title, matrix, rows, columns=None, extra=None):
         columns = columns or [str(j) for j in range(matrix.shape[1])]
-        for table in matrix_tables(title, matrix, rows, columns, precision, width, extra):
-            console.print(table)
+        for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra):
+            console.print(renderable)
 
     console.print(header(trace, precision))
     console.print()
