@@ -14,6 +14,11 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
+try:  # typer 0.2x vendors click
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer on the real click
+    from click.exceptions import ClickException
+
 from attncli import __version__
 from attncli.errors import AttnError
 
@@ -31,21 +36,29 @@ class AttnGroup(TyperGroup):
     """Turns every usage and input error into one `error: …` line and exit code 2."""
 
     def main(self, args=None, prog_name=None, **extra):
-        from typer import _click
-
         extra.pop("standalone_mode", None)
         try:
             code = super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
         except AttnError as error:
             fail(str(error))
-        except _click.exceptions.ClickException as error:
+        except ClickException as error:
+            if type(error).__name__ == "NoArgsIsHelpError":  # bare `attn`: help, not an error
+                print(error.format_message())
+                sys.exit(0)
             fail(error.format_message().rstrip(".") + "; see --help")
-        except _click.exceptions.Abort:
+        except typer.Abort:
             fail("aborted")
         except MemoryError:
             fail("out of memory; try --dtype float32 or a smaller problem")
+        except Exception as error:  # a bug: still one line, but say so and how to see more
+            if os.environ.get("ATTN_DEBUG"):
+                raise
+            fail(f"internal error ({type(error).__name__}: {error}); please report it, "
+                 "and rerun with ATTN_DEBUG=1 for the traceback")
         except BrokenPipeError:
-            sys.stderr.close()  # the reader went away (`attn … | head`): not an error
+            # The reader went away (`attn … | head`): not an error. Point stdout at /dev/null so
+            # that Python's final flush does not complain either.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         sys.exit(code if isinstance(code, int) else 0)
 
@@ -162,6 +175,7 @@ def compute(
     settings = {"heads": heads, "scale": scale, "query_labels": _split(query_labels),
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
                 "dtype": dtype and dtype.value}
+    shown = _stages(stages)
     doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
     try:
@@ -170,7 +184,6 @@ def compute(
         raise error.at(source) if source else error
     for warning in trace.warnings:
         sys.stderr.write(f"warning: {warning}\n")
-    shown = _stages(stages)
     if format == Format.json or (format == Format.auto and not sys.stdout.isatty()):
         from attncli.render.json import write_json
 

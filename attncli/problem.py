@@ -33,24 +33,20 @@ def _rows(n: int, what: str = "row") -> str:
 def _as_2d(value, field: str) -> np.ndarray:
     """A matrix; a 1-D list is one row."""
     array = as_array(value, field, max_dims=2)
-    if array.ndim == 0:
-        raise InputError(f"{field} is {describe(float(array))}; expected a matrix (nested lists)")
     return array.reshape(1, -1) if array.ndim == 1 else array
 
 
 def _as_vector(value, field: str, length: int, of: str) -> np.ndarray:
     array = as_array(value, field, max_dims=1)
     if array.ndim != 1 or array.shape[0] != length:
-        found = "is a number" if array.ndim == 0 else f"has {array.shape[0]} entries"
-        raise InputError(f"{field} {found}; expected {length} entries, one per column of {of}")
+        found = f"{array.shape[0]} entries" if array.ndim == 1 else f"{array.ndim} dimensions"
+        raise InputError(f"{field} has {found}; expected {length} entries, one per column of {of}")
     return array
 
 
 def _as_heads_matrix(value, field: str) -> np.ndarray:
     """Q, K or V: 1-D is one row, 2-D is (L, d), 3-D is (H, L, d)."""
     array = as_array(value, field, max_dims=3)
-    if array.ndim == 0:
-        raise InputError(f"{field} is {describe(float(array))}; expected a matrix (nested lists)")
     return array.reshape(1, -1) if array.ndim == 1 else array
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from attncli.errors import InputError
 
-FLOAT_MAX = np.finfo(np.float64).max
+FLOAT_MAX = float(np.finfo(np.float64).max)  # a Python float: int comparisons stay exact
 
 
 def describe(value) -> str:
@@ -79,7 +79,7 @@ def _number(x, where: str, kind: str):
         return -math.inf
     if type(x) is int:
         if abs(x) > FLOAT_MAX:
-            raise InputError(f"{where} is {x:.3g}, too large for float64")
+            raise InputError(f"{where} is a {len(str(abs(x)))}-digit integer, too large for float64")
         return float(x)
     if type(x) is float:
         if math.isfinite(x):
@@ -104,7 +104,7 @@ def as_array(value, field: str, kind: str = "number", max_dims: int = 3) -> np.n
     """Check and convert one matrix-like value; 1-D and scalars keep their dimensions."""
     if isinstance(value, np.ndarray):
         return _checked_ndarray(value, field, kind, max_dims)
-    if isinstance(value, (dict, str)) or value is None or isinstance(value, bool):
+    if not isinstance(value, list):
         raise InputError(f"{field} is {describe(value)}; expected "
                          + ("true/false values in nested lists" if kind == "mask"
                             else "numbers in nested lists"))
@@ -124,6 +124,8 @@ def as_array(value, field: str, kind: str = "number", max_dims: int = 3) -> np.n
 def _checked_ndarray(array: np.ndarray, field: str, kind: str, max_dims: int) -> np.ndarray:
     if array.ndim > max_dims:
         raise InputError(f"{field} has {array.ndim} dimensions; expected at most {max_dims}")
+    if array.ndim == 0:
+        raise InputError(f"{field} is a single number; expected a matrix")
     if array.size == 0:
         raise InputError(f"{field} is empty (shape {array.shape}); expected numbers")
     if kind == "mask":

@@ -155,13 +155,18 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             show(title + " (final)", trace.final, queries)
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError  # the CLI edge treats a closed pipe as a normal end, exit 0
+
+
 def print_tables(trace: Trace, stages, precision: int = 4) -> None:
     """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
     the console is made as wide as the widest table, so that no number is ever cut."""
     if sys.stdout.isatty():
         width = shutil.get_terminal_size().columns
-        console = Console(highlight=False)
+        console = _Console(highlight=False)
     else:
         width = None
-        console = Console(highlight=False, width=UNLIMITED)
+        console = _Console(highlight=False, width=UNLIMITED)
     render(trace, console, stages, precision, width)

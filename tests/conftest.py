@@ -1,0 +1,61 @@
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attncli.cli import app
+
+ROOT = Path(__file__).parent.parent
+SAMPLES = ROOT / "samples"
+SCOOTER = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+class Run:
+    """Invoke the CLI in-process; stdout and stderr are kept apart."""
+
+    def __init__(self):
+        self.runner = CliRunner()
+
+    def __call__(self, *args, input=None, env=None):
+        return self.runner.invoke(app, [str(a) for a in args], input=input, env=env)
+
+    def json(self, *args, input=None):
+        result = self(*args, "--format", "json", input=input)
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout, parse_constant=_strict)
+
+
+def _strict(token):
+    raise AssertionError(f"non-standard JSON token {token}")
+
+
+@pytest.fixture
+def run():
+    return Run()
+
+
+@pytest.fixture
+def problem_file(tmp_path):
+    """Write a document (dict, or raw text/bytes) to a file and return its path."""
+    def write(doc, name="p.json"):
+        path = tmp_path / name
+        if isinstance(doc, bytes):
+            path.write_bytes(doc)
+        elif isinstance(doc, str):
+            path.write_text(doc, encoding="utf-8")
+        else:
+            path.write_text(json.dumps(doc), encoding="utf-8")
+        return path
+    return write
+
+
+def assert_error(result, *fragments):
+    """Exit 2, nothing on stdout, exactly one `error:` line on stderr holding every fragment."""
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert "Traceback" not in result.stderr
