@@ -21,7 +21,7 @@ MINUS_INF = "-∞"
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
 TITLES = {
     "scores": "scores = Q Kᵀ",
-    "scaled": "scaled = scores · {scale}",
+    "scaled": "scaled = scores · {scale}",  # e.g. "0.7071 (1/√2)"
     "masked": "masked = scaled{bias}, −∞ where the mask blocks",
     "weights": "weights = softmax({of}) over keys",
     "output": "output = weights V",
@@ -40,12 +40,18 @@ def shape_text(shape) -> str:
     return "×".join(str(n) for n in shape)
 
 
-def scale_text(trace: Trace, precision: int) -> str:
+def exact_scale(trace: Trace) -> str | None:
+    """1/√d_k written exactly (`1/√2`, or `1/2` when d_k = 4); None for a given scale."""
     if not trace.default_scale:
-        return f"{number(trace.scale, precision)} (given)"
+        return None
     root = math.isqrt(trace.d_k)
-    exact = f"1/{root}" if root * root == trace.d_k else f"1/√{trace.d_k}"
-    return f"1/√d_k = {exact} = {number(trace.scale, precision)}"
+    return f"1/{root}" if root * root == trace.d_k else f"1/√{trace.d_k}"
+
+
+def scale_text(trace: Trace, precision: int) -> str:
+    exact = exact_scale(trace)
+    value = number(trace.scale, precision)
+    return f"1/√d_k = {exact} = {value}" if exact else f"{value} (given)"
 
 
 def header(trace: Trace, precision: int) -> Text:
@@ -124,6 +130,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
         columns = columns or [str(j) for j in range(matrix.shape[1])]
         for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra):
             console.print(renderable)
+        console.print()
 
     console.print(header(trace, precision))
     console.print()
@@ -140,7 +147,9 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             matrix = trace.stage(name)
             if name not in stages or matrix is None:
                 continue
-            title = TITLES[name].format(scale=number(trace.scale, precision),
+            exact = exact_scale(trace)
+            scale = number(trace.scale, precision) + (f" ({exact})" if exact else "")
+            title = TITLES[name].format(scale=scale,
                                         bias=" + bias" if p.bias is not None else "",
                                         of="scaled" if trace.masked is None else "masked")
             columns = keys if name != "output" else None

@@ -1,0 +1,91 @@
+"""Tables rendered on a fixed-width, colourless console: exact text."""
+
+import io
+
+import numpy as np
+from rich.console import Console
+
+from attncli.attention import attend
+from attncli.loading import read_document
+from attncli.problem import build_problem
+from attncli.render.tables import number, render
+from tests.conftest import SAMPLES, SCOOTER
+
+ALL = ("inputs", "scores", "scaled", "masked", "weights", "output")
+
+
+def rendered(doc, stages=ALL, width=100, precision=4):
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    render(attend(build_problem(doc)), console, stages, precision, width)
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines())
+
+
+def test_scooter_weights_and_output_exactly():
+    doc, _ = read_document(str(SAMPLES / "scooter.json"))
+    assert rendered(doc, ("scaled", "weights", "output")) == """\
+attn · softmax(Q Kᵀ · scale + bias) V
+The mechanic fixed the scooter because it was leaking petrol.
+Which word does "it" attend to? One query, three keys, d_k = 2.
+Q 1×2 · K 3×2 · V 3×2 · 1 head · d_k = 2 · d_v = 2 · float64
+scale = 1/√d_k = 1/√2 = 0.7071
+mask: none
+rows are queries, columns are keys
+
+scaled = scores · 0.7071 (1/√2)
+╭────┬──────────┬─────────┬────────╮
+│    │ mechanic │ scooter │ petrol │
+├────┼──────────┼─────────┼────────┤
+│ it │   0.0000 │  2.8284 │ 1.4142 │
+╰────┴──────────┴─────────┴────────╯
+
+weights = softmax(scaled) over keys
+╭────┬──────────┬─────────┬────────┬────────╮
+│    │ mechanic │ scooter │ petrol │    sum │
+├────┼──────────┼─────────┼────────┼────────┤
+│ it │   0.0454 │  0.7679 │ 0.1867 │ 1.0000 │
+╰────┴──────────┴─────────┴────────┴────────╯
+
+output = weights V
+╭────┬────────┬────────╮
+│    │      0 │      1 │
+├────┼────────┼────────┤
+│ it │ 0.2775 │ 1.3491 │
+╰────┴────────┴────────╯
+"""
+
+
+def test_masked_stage_shows_minus_infinity_and_states_conventions():
+    doc, _ = read_document(str(SAMPLES / "causal.json"))
+    text = rendered(doc, ("masked",))
+    assert "mask: causal: query i may attend key j when j ≤ i (top-left" in text
+    assert "rows with every key masked: weights and output 0 (as PyTorch SDPA)" in text
+    assert "│ the  │ 0.7071 │      -∞ │      -∞ │     -∞ │" in text
+
+
+def test_narrow_console_splits_columns_instead_of_cutting_numbers():
+    rng = np.random.default_rng(1)
+    doc = {"Q": rng.normal(size=(2, 3)).round(3).tolist(), "K": rng.normal(size=(12, 3)).round(3).tolist(),
+           "V": rng.normal(size=(12, 2)).round(3).tolist()}
+    text = rendered(doc, ("weights",), width=60)
+    assert "weights = softmax(scaled) over keys (columns 0–" in text
+    assert "…" not in text and all(len(line) <= 60 for line in text.splitlines())
+    header_cells = [cell.strip() for line in text.splitlines() if line.startswith("│   ")
+                    for cell in line.split("│")[2:-1]]
+    assert header_cells.count("sum") == 1 and "11" in header_cells  # every column shown once
+
+
+def test_precision_and_negative_zero():
+    assert number(-0.00001, 4) == "0.0000"
+    assert number(-np.inf, 4) == "-∞"
+    assert number(2.0 / 3, 2) == "0.67"
+    assert number(1.5e300, 2) == "1.50e+300"
+    assert "0.045388" in rendered(SCOOTER, ("weights",), precision=6)
+
+
+def test_multihead_titles_name_heads_and_final_output():
+    doc, _ = read_document(str(SAMPLES / "multihead.json"))
+    text = rendered(doc, ("inputs", "output"))
+    for title in ("X 3×4", "W_O 4×4", "Q · head 0", "V · head 1", "output = weights V · head 1",
+                  "concat = heads side by side", "output = concat W_O (final)"):
+        assert title in text, title
+    assert "projections: Q = X W_Q, W is (d_in × d_out)" in text
