@@ -102,12 +102,11 @@ class DType(str, Enum):
     float32 = "float32"
 
 
-MATRIX_HELP = "Path (.json .csv .tsv .npy) or inline text such as '1,0; 0,1' or '[[1,0],[0,1]]'."
 Matrix = Optional[str]
 
 
 def _matrix(name: str, help: str):
-    return typer.Option(f"--{name}", help=f"{help} {MATRIX_HELP}", rich_help_panel="Matrices")
+    return typer.Option(f"--{name}", help=help, rich_help_panel="Matrices (a path or inline text)")
 
 
 @app.command()
@@ -125,10 +124,10 @@ def compute(
     wv: Annotated[Matrix, _matrix("wv", "W_V: V = X_kv W_V.")] = None,
     wo: Annotated[Matrix, _matrix("wo", "W_O (heads·d_v × d_out): output = concat(heads) W_O.")] = None,
     mask: Annotated[Optional[str], typer.Option(
-        help="causal | causal_lower_right | a true/false matrix (Lq × Lk) where true = may attend. "
-             + MATRIX_HELP, rich_help_panel="Masking")] = None,
+        help="causal | causal_lower_right | a true/false matrix (Lq × Lk), true = may attend.",
+        rich_help_panel="Masking")] = None,
     bias: Annotated[Matrix, typer.Option(
-        help="Additive bias (Lq × Lk), added after scaling; -inf or null = blocked. " + MATRIX_HELP,
+        help="Additive bias (Lq × Lk), added after scaling; -inf or null = blocked.",
         rich_help_panel="Masking")] = None,
     invert_mask: Annotated[bool, typer.Option(
         "--invert-mask", help="Read mask true as BLOCKED (nn.MultiheadAttention's convention).",
@@ -142,7 +141,7 @@ def compute(
     scale: Annotated[Optional[float], typer.Option(help="Scale for Q Kᵀ (default 1/√d_k).")] = None,
     query_labels: Annotated[Optional[str], typer.Option(help="Row labels, comma-separated: it,they")] = None,
     key_labels: Annotated[Optional[str], typer.Option(help="Key labels, comma-separated.")] = None,
-    dtype: Annotated[Optional[DType], typer.Option(help="Arithmetic precision [default: float64].",
+    dtype: Annotated[Optional[DType], typer.Option(help="Arithmetic: float64 (default) or float32.",
                                                    show_default=False)] = None,
     format: Annotated[Format, typer.Option(
         "--format", "-f", help="auto: tables on a terminal, JSON when piped.",
@@ -158,13 +157,18 @@ def compute(
 ) -> None:
     """Compute softmax(Q Kᵀ · scale + bias) V and show every stage, per head.
 
-    Example: attn compute --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1"
+    attn compute samples/scooter.json
 
-    Conventions: rows are queries and columns are keys. A mask's true means the query may
-    attend the key (PyTorch SDPA, JAX, Keras; --invert-mask for nn.MultiheadAttention).
-    "causal" is top-left aligned: query i sees keys j ≤ i. Projections are (d_model × d_out)
-    with Q = X W_Q; PyTorch's Linear.weight is the transpose. A mask is applied after the
-    bias (AND: a position is open only if both allow it).
+    attn compute --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1"
+
+    Matrix options take a path (.json .csv .tsv .npy) or inline text ("1,0; 0,1" or "[[1,0],[0,1]]").
+
+    Conventions (where libraries differ):
+    rows are queries, columns are keys;
+    mask true = the query may attend the key (PyTorch SDPA, JAX; --invert-mask for nn.MultiheadAttention);
+    causal is top-left (query i sees keys j ≤ i), causal_lower_right is j ≤ i + Lk − Lq;
+    a mask and a bias combine with AND;
+    W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
     from attncli.attention import attend
     from attncli.loading import gather

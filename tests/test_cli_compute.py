@@ -125,7 +125,8 @@ def test_dtype_float32_is_reported(run):
 def test_version_and_help(run):
     assert run("--version").stdout.startswith("attn 0.")
     help_text = run("compute", "--help").stdout
-    for convention in ("true = may attend", "top-left", "--invert-mask", "Linear.weight"):
+    for convention in ("true = the query may attend", "top-left", "--invert-mask", "Linear.weight",
+                       "j ≤ i + Lk − Lq", "AND"):
         assert convention in " ".join(help_text.split()), convention
 
 
