@@ -12,10 +12,12 @@ No I/O here: `attend` takes a validated `Problem` and returns a `Trace`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from attncli.errors import InputError, NumericError
-from attncli.trace import Problem, Trace
+from attncli.trace import Problem, Trace, head_slice
 
 HQK = ("head", "query", "key")
 
@@ -82,17 +84,12 @@ def _check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
                            + (" or use --dtype float64" if x.dtype == np.float32 else ""))
 
 
-def _masked(problem: Problem, scaled: np.ndarray) -> np.ndarray | None:
-    """scaled + bias, then −∞ wherever the mask forbids; None when there is neither."""
-    if problem.mask is None and problem.bias is None:
-        return None
-    masked = scaled
-    if problem.bias is not None:
-        bias = problem.bias.astype(scaled.dtype)  # (1 or H, Lq, Lk)
-        masked = scaled + bias
-        _check_finite(masked, "scaled + bias", HQK, allow_neg_inf=np.isneginf(bias))
-    if problem.mask is not None:
-        masked = np.where(problem.mask, masked, -np.inf)  # (H, Lq, Lk)
+def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None,
+                bias: np.ndarray | None = None) -> np.ndarray:
+    """scaled + bias, then −∞ wherever the mask forbids (mask and bias broadcast over heads)."""
+    masked = scaled if bias is None else scaled + bias.astype(scaled.dtype)
+    if mask is not None:
+        masked = np.where(mask, masked, -np.inf)
     return np.broadcast_to(masked, scaled.shape).copy() if masked.shape != scaled.shape else masked
 
 
@@ -135,7 +132,12 @@ def _attend(problem: Problem) -> Trace:
     _check_finite(scores, "scores = Q Kᵀ", HQK)
     scaled = scores * Q.dtype.type(scale)  # (H, Lq, Lk)
     _check_finite(scaled, "scaled = scores · scale", HQK)
-    masked = _masked(problem, scaled)  # (H, Lq, Lk) or None
+    masked = None
+    if problem.mask is not None or problem.bias is not None:
+        masked = mask_scores(scaled, problem.mask, problem.bias)  # (H, Lq, Lk)
+        if problem.bias is not None:  # −∞ may come from the bias or the mask, never from overflow
+            blocked = np.isneginf(problem.bias) | (False if problem.mask is None else ~problem.mask)
+            _check_finite(masked, "scaled + bias", HQK, allow_neg_inf=blocked)
     weights, dead = softmax(scaled if masked is None else masked, problem.masked_rows)  # (H, Lq, Lk)
     warnings = _masked_rows_warnings(problem, dead)
     output = weights @ V  # (H, Lq, d_v)
@@ -153,3 +155,43 @@ def _attend(problem: Problem) -> Trace:
                  masked=masked, weights=weights, output=output, concat=concat, final=final,
                  masked_rows=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
                  warnings=tuple(warnings))
+
+
+@dataclass(frozen=True)
+class RowSteps:
+    """One query row of one head, with the intermediate numbers a hand calculation writes down."""
+
+    head: int
+    row: int
+    q: np.ndarray  # (d_k,)
+    K: np.ndarray  # (Lk, d_k)
+    scores: np.ndarray  # (Lk,)
+    scaled: np.ndarray  # (Lk,)
+    bias: np.ndarray | None  # (Lk,)
+    allowed: np.ndarray  # (Lk,) bool: False where masked (bias −∞ or mask)
+    masked: np.ndarray  # (Lk,) the softmax's input
+    shift: float  # subtracted before e^x: 0, or the row max when e^x would overflow
+    exps: np.ndarray  # (Lk,) e^(masked − shift), 0 where masked
+    total: float  # Σ exps
+    weights: np.ndarray  # (Lk,)
+    V: np.ndarray  # (Lk, d_v)
+    contributions: np.ndarray  # (Lk, d_v) weight_j · v_j
+    output: np.ndarray  # (d_v,)
+
+
+def row_steps(trace: Trace, head: int, row: int) -> RowSteps:
+    """The hand calculation of one query row, read from the trace (exponentials recomputed)."""
+    masked = (trace.scaled if trace.masked is None else trace.masked)[head, row]  # (Lk,)
+    allowed = masked != -np.inf
+    top = masked[allowed].max() if allowed.any() else 0.0
+    # e^x overflows beyond log(max float): only then does the hand calculation need the shift.
+    shift = float(top) if top > np.log(np.finfo(masked.dtype).max) else 0.0
+    with np.errstate(under="ignore"):
+        exps = np.where(allowed, np.exp(np.where(allowed, masked - shift, 0.0)), 0.0)  # (Lk,)
+    weights = trace.weights[head, row]  # (Lk,)
+    bias = head_slice(trace.problem.bias, head)
+    return RowSteps(head=head, row=row, q=trace.Q[head, row], K=trace.K[head], scores=trace.scores[head, row],
+                    scaled=trace.scaled[head, row], bias=None if bias is None else bias[row],
+                    allowed=allowed, masked=masked, shift=shift, exps=exps, total=float(exps.sum()),
+                    weights=weights, V=trace.V[head], contributions=weights[:, None] * trace.V[head],
+                    output=trace.output[head, row])

@@ -127,3 +127,10 @@ def to_dict(trace: Trace, stages=("inputs",) + STAGES, decimals: int | None = No
     doc["key_labels"] = problem.key_labels
     doc["warnings"] = list(trace.warnings)
     return doc
+
+
+def head_slice(array: np.ndarray | None, head: int) -> np.ndarray | None:
+    """A mask's or bias's (Lq, Lk) plane for one head; they are stored as (1 or H, Lq, Lk)."""
+    if array is None:
+        return None
+    return array[head if array.shape[0] > 1 else 0]

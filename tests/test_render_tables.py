@@ -8,7 +8,8 @@ from rich.console import Console
 from attncli.attention import attend
 from attncli.loading import read_document
 from attncli.problem import build_problem
-from attncli.render.tables import number, render
+from attncli.render.text import number
+from attncli.render.tables import render
 from tests.conftest import SAMPLES, SCOOTER
 
 ALL = ("inputs", "scores", "scaled", "masked", "weights", "output")

@@ -5,7 +5,6 @@ Views never compute: everything shown is read from the `Trace`.
 
 from __future__ import annotations
 
-import math
 import shutil
 import sys
 
@@ -15,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.trace import Trace, mask_rule_text
+from attncli.render.text import exact_scale, header_lines, labels, number, shape_text
+from attncli.trace import Trace
 
-MINUS_INF = "-∞"
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
 TITLES = {
     "scores": "scores = Q Kᵀ",
@@ -26,55 +25,6 @@ TITLES = {
     "weights": "weights = softmax({of}) over keys",
     "output": "output = weights V",
 }
-
-
-def number(x: float, precision: int) -> str:
-    """A cell: fixed decimals as textbooks round, −∞ as -∞, huge values in e-notation."""
-    if x == -math.inf:
-        return MINUS_INF
-    text = f"{x:.{precision}e}" if abs(x) >= 1e15 else f"{x:.{precision}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.0000"
-
-
-def shape_text(shape) -> str:
-    return "×".join(str(n) for n in shape)
-
-
-def exact_scale(trace: Trace) -> str | None:
-    """1/√d_k written exactly (`1/√2`, or `1/2` when d_k = 4); None for a given scale."""
-    if not trace.default_scale:
-        return None
-    root = math.isqrt(trace.d_k)
-    return f"1/{root}" if root * root == trace.d_k else f"1/√{trace.d_k}"
-
-
-def scale_text(trace: Trace, precision: int) -> str:
-    exact = exact_scale(trace)
-    value = number(trace.scale, precision)
-    return f"1/√d_k = {exact} = {value}" if exact else f"{value} (given)"
-
-
-def header(trace: Trace, precision: int) -> Text:
-    """The problem in a few lines: shapes, scale and every convention that libraries disagree on."""
-    p = trace.problem
-    lines = ["attn · softmax(Q Kᵀ · scale + bias) V"]
-    lines += [text for text in (p.title, p.description) if text]
-    given = " · ".join(f"{name} {shape_text(a.shape)}" for name, a in p.inputs.items())
-    lines.append(f"{given} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
-                 f"d_v = {trace.d_v} · {p.dtype}")
-    lines.append(f"scale = {scale_text(trace, precision)}")
-    lines.append(f"mask: {mask_rule_text(p.mask_rule)}")
-    if p.bias is not None:
-        lines.append("bias: added after scaling, before the mask; -∞ blocks")
-    if trace.masked is not None:
-        lines.append("rows with every key masked: " + {
-            "zero": "weights and output 0 (as PyTorch SDPA)",
-            "uniform": "uniform weights, output = mean of V (as JAX)",
-            "error": "an error"}[p.masked_rows])
-    if p.projected:
-        lines.append("projections: Q = X W_Q, W is (d_in × d_out) (PyTorch's Linear.weight is Wᵀ)")
-    lines.append("rows are queries, columns are keys")
-    return Text("\n".join(lines))
 
 
 def _cells(matrix: np.ndarray, precision: int) -> list[list[str]]:
@@ -117,14 +67,12 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
         yield table
 
 
-def _labels(labels: list[str] | None, n: int) -> list[str]:
-    return labels if labels else [str(i) for i in range(n)]
-
-
-def render(trace: Trace, console: Console, stages, precision: int = 4, width: int | None = None) -> None:
-    """Print the header and every selected stage; `width` splits tables wider than it."""
+def render(trace: Trace, console: Console, stages, precision: int = 4, width: int | None = None,
+           explanation: list[str] | None = None, heads: list[int] | None = None) -> None:
+    """Print the header, then the explanation if there is one, else every selected stage;
+    `width` splits tables wider than it."""
     p = trace.problem
-    queries, keys = _labels(p.query_labels, p.lq), _labels(p.key_labels, p.lk)
+    queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
 
     def show(title, matrix, rows, columns=None, extra=None):
         columns = columns or [str(j) for j in range(matrix.shape[1])]
@@ -132,8 +80,12 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             console.print(renderable)
         console.print()
 
-    console.print(header(trace, precision))
+    console.print(Text("\n".join(header_lines(trace, precision))))
     console.print()
+    if explanation is not None:
+        console.print(Text("\n".join(explanation)))
+        console.print()
+        stages = [name for name in stages if name == "heatmap"]
     if "inputs" in stages and p.projected:
         for name, array in p.inputs.items():
             rows = {"X": queries, "X_kv": keys}.get(name) or [str(i) for i in range(array.shape[0])]
@@ -160,8 +112,11 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             show("concat = heads side by side", trace.concat, queries)
         bias = " + b_O" if "b_O" in p.inputs else ""
         title = f"output = concat W_O{bias}" if "W_O" in p.inputs else "output = heads side by side"
-        if "W_O" in p.inputs or p.heads > 1:
-            show(title + " (final)", trace.final, queries)
+        show(title + " (final)", trace.final, queries)
+    if "heatmap" in stages:
+        from attncli.render.heatmap import print_heatmaps
+
+        print_heatmaps(trace, console, heads)
 
 
 class _Console(Console):
@@ -169,7 +124,8 @@ class _Console(Console):
         raise BrokenPipeError  # the CLI edge treats a closed pipe as a normal end, exit 0
 
 
-def print_tables(trace: Trace, stages, precision: int = 4) -> None:
+def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
+                 heads: list[int] | None = None) -> None:
     """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
     the console is made as wide as the widest table, so that no number is ever cut."""
     if sys.stdout.isatty():
@@ -178,4 +134,4 @@ def print_tables(trace: Trace, stages, precision: int = 4) -> None:
     else:
         width = None
         console = _Console(highlight=False, width=UNLIMITED)
-    render(trace, console, stages, precision, width)
+    render(trace, console, stages, precision, width, explanation, heads)

@@ -1,0 +1,199 @@
+"""`attn compute`: options in, a trace out through the chosen view."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from attncli.errors import AttnError, InputError
+
+class Format(str, Enum):
+    auto = "auto"
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    latex = "latex"
+    csv = "csv"
+
+
+class MaskedRows(str, Enum):
+    zero = "zero"
+    uniform = "uniform"
+    error = "error"
+
+
+class DType(str, Enum):
+    float64 = "float64"
+    float32 = "float32"
+
+
+VIEWS = ("inputs", "scores", "scaled", "masked", "weights", "output", "heatmap")
+Matrix = Optional[str]
+
+
+def _matrix(name: str, help: str):
+    return typer.Option(f"--{name}", help=help, rich_help_panel="Matrices (a path or inline text)")
+
+
+def compute(
+    file: Annotated[Optional[str], typer.Argument(
+        help="JSON problem file, or - for stdin (read when piped and no file is named).",
+        show_default=False)] = None,
+    q: Annotated[Matrix, _matrix("q", "Queries Q (Lq × d_k; 3-D: heads × Lq × d_k).")] = None,
+    k: Annotated[Matrix, _matrix("k", "Keys K (Lk × d_k).")] = None,
+    v: Annotated[Matrix, _matrix("v", "Values V (Lk × d_v).")] = None,
+    x: Annotated[Matrix, _matrix("x", "Inputs X (L × d_model), instead of Q/K/V.")] = None,
+    x_kv: Annotated[Matrix, _matrix("x-kv", "Cross-attention: keys and values come from X_kv.")] = None,
+    wq: Annotated[Matrix, _matrix("wq", "W_Q (d_model × d_out): Q = X W_Q.")] = None,
+    wk: Annotated[Matrix, _matrix("wk", "W_K: K = X_kv W_K.")] = None,
+    wv: Annotated[Matrix, _matrix("wv", "W_V: V = X_kv W_V.")] = None,
+    wo: Annotated[Matrix, _matrix("wo", "W_O (heads·d_v × d_out): output = concat(heads) W_O.")] = None,
+    mask: Annotated[Optional[str], typer.Option(
+        help="causal | causal_lower_right | a true/false matrix (Lq × Lk), true = may attend.",
+        rich_help_panel="Masking")] = None,
+    bias: Annotated[Matrix, typer.Option(
+        help="Additive bias (Lq × Lk), added after scaling; -inf or null = blocked.",
+        rich_help_panel="Masking")] = None,
+    invert_mask: Annotated[bool, typer.Option(
+        "--invert-mask", help="Read mask true as BLOCKED (nn.MultiheadAttention's convention).",
+        rich_help_panel="Masking")] = False,
+    masked_rows: Annotated[Optional[MaskedRows], typer.Option(
+        help="A query whose every key is masked: zero (weights and output 0, as PyTorch SDPA; default), "
+             "uniform (mean of V, as JAX), or error. A warning names such rows.",
+        rich_help_panel="Masking", show_default=False)] = None,
+    heads: Annotated[Optional[int], typer.Option(
+        help="Split the feature axis of 2-D Q/K/V into this many contiguous heads.")] = None,
+    scale: Annotated[Optional[float], typer.Option(help="Scale for Q Kᵀ (default 1/√d_k).")] = None,
+    query_labels: Annotated[Optional[str], typer.Option(help="Row labels, comma-separated: it,they")] = None,
+    key_labels: Annotated[Optional[str], typer.Option(help="Key labels, comma-separated.")] = None,
+    dtype: Annotated[Optional[DType], typer.Option(help="Arithmetic: float64 (default) or float32.",
+                                                   show_default=False)] = None,
+    format: Annotated[Format, typer.Option(
+        "--format", "-f", help="auto: tables on a terminal, JSON when piped (text with --explain). "
+                               "markdown/latex: write-up tables; csv: one stage.",
+        rich_help_panel="Output")] = Format.auto,
+    stages: Annotated[Optional[str], typer.Option(
+        help="Comma-separated stages to show: inputs,scores,scaled,masked,weights,output,heatmap.",
+        rich_help_panel="Output")] = None,
+    precision: Annotated[int, typer.Option(
+        min=0, max=17, help="Decimals in tables.", rich_help_panel="Output")] = 4,
+    round_: Annotated[Optional[int], typer.Option(
+        "--round", min=0, max=17, help="Round JSON numbers to N decimals (default: full precision).",
+        rich_help_panel="Output")] = None,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Show the hand calculation, step by step, instead of the tables.",
+        rich_help_panel="Learning")] = False,
+    row: Annotated[Optional[list[str]], typer.Option(
+        help="With --explain: a query row to explain, by label or index (repeatable).",
+        rich_help_panel="Learning", show_default=False)] = None,
+    head: Annotated[Optional[int], typer.Option(
+        help="With --explain or --heatmap: only this head.", rich_help_panel="Learning",
+        show_default=False)] = None,
+    heatmap: Annotated[bool, typer.Option(
+        "--heatmap", help="Draw the weights as a shaded grid (also: --stages heatmap).",
+        rich_help_panel="Learning")] = False,
+) -> None:
+    """Compute softmax(Q Kᵀ · scale + bias) V and show every stage, per head.
+
+    attn compute samples/scooter.json
+
+    attn compute --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1"
+
+    Matrix options take a path (.json .csv .tsv .npy) or inline text ("1,0; 0,1" or "[[1,0],[0,1]]").
+
+    Conventions (where libraries differ):
+    rows are queries, columns are keys;
+    mask true = the query may attend the key (PyTorch SDPA, JAX; --invert-mask for nn.MultiheadAttention);
+    causal is top-left (query i sees keys j ≤ i), causal_lower_right is j ≤ i + Lk − Lq;
+    a mask and a bias combine with AND;
+    W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
+    """
+    from attncli.attention import attend
+    from attncli.loading import gather
+    from attncli.problem import build_problem
+
+    matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
+                "W_O": wo, "mask": mask, "bias": bias}
+    settings = {"heads": heads, "scale": scale, "query_labels": _split(query_labels),
+                "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
+                "dtype": dtype and dtype.value}
+    shown = _stages(stages) + (("heatmap",) if heatmap else ())
+    if format == Format.csv and len([s for s in shown if s != "inputs"]) != 1 or "inputs" in shown and format == Format.csv:
+        raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
+                                 "scaled, masked, output)", param_hint="--stages")
+    doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
+    problem = build_problem(doc, origin, source, invert_mask=invert_mask)
+    try:
+        trace = attend(problem)
+    except AttnError as error:
+        raise error.at(source) if source else error
+    rows = _rows(row, problem.query_labels, problem.lq)
+    heads_shown = None if head is None else [_head(head, problem.heads)]
+    for warning in trace.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    explanation = None
+    if explain:
+        from attncli.render.explain import explain as explain_lines
+
+        explanation = explain_lines(trace, rows, heads_shown, precision)
+    view = format
+    if view == Format.auto:
+        view = Format.table if sys.stdout.isatty() or explain else Format.json
+    if view == Format.json:
+        from attncli.render.json import write_json
+
+        write_json(trace, sys.stdout, shown, round_, explanation)
+    elif view == Format.table:
+        from attncli.render.tables import print_tables
+
+        print_tables(trace, shown, precision, explanation, heads_shown)
+    elif view == Format.csv:
+        from attncli.render.export import csv_stage
+
+        sys.stdout.write(csv_stage(trace, shown[0]))
+    else:
+        from attncli.render import export
+        from attncli.render.text import header_lines
+
+        write = export.markdown if view == Format.markdown else export.latex
+        sys.stdout.write(write(trace, shown, precision, header_lines(trace, precision), explanation))
+
+
+def _split(text: str | None) -> list[str] | None:
+    return None if text is None else [label.strip() for label in text.split(",")]
+
+
+def _stages(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return VIEWS[:-1]
+    chosen = tuple(name.strip() for name in text.split(",") if name.strip())
+    for name in chosen:
+        if name not in VIEWS:
+            raise typer.BadParameter(f'unknown stage "{name}"; expected some of {",".join(VIEWS)}',
+                                     param_hint="--stages")
+    return chosen
+
+
+def _rows(chosen: list[str] | None, query_labels: list[str] | None, lq: int) -> list[int] | None:
+    """--row values (labels first, then indices) to row indices."""
+    if not chosen:
+        return None
+    rows = []
+    for value in chosen:
+        if query_labels and value in query_labels:
+            rows.append(query_labels.index(value))
+        elif value.lstrip("-").isdigit() and 0 <= int(value) < lq:
+            rows.append(int(value))
+        else:
+            names = ", ".join(query_labels) if query_labels else f"0 to {lq - 1}"
+            raise InputError(f'no query "{value}"; the queries are {names}', "--row")
+    return rows
+
+
+def _head(head: int, heads: int) -> int:
+    if not 0 <= head < heads:
+        raise InputError(f"head is {head}; this problem has heads 0 to {heads - 1}", "--head")
+    return head

@@ -1,0 +1,70 @@
+"""How numbers, labels and the header are written in every text view."""
+
+from __future__ import annotations
+
+import math
+
+from attncli.trace import Trace, mask_rule_text
+
+MINUS_INF = "-∞"
+
+
+def number(x: float, precision: int) -> str:
+    """A computed value: fixed decimals as textbooks round, −∞ as -∞, huge values in e-notation."""
+    x = float(x)
+    if x == -math.inf:
+        return MINUS_INF
+    text = f"{x:.{precision}e}" if abs(x) >= 1e15 else f"{x:.{precision}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.0000"
+
+
+def given(x: float, precision: int) -> str:
+    """An input value as a person writes it: 4.0, 0.5, -1.0 (rounded to `precision` decimals)."""
+    x = round(float(x), precision)
+    return repr(x + 0.0)  # + 0.0 turns -0.0 into 0.0
+
+
+def labels(names: list[str] | None, n: int) -> list[str]:
+    """Row or column headers: the given labels, or indices."""
+    return names if names else [str(i) for i in range(n)]
+
+
+def shape_text(shape) -> str:
+    return "×".join(str(n) for n in shape)
+
+
+def exact_scale(trace: Trace) -> str | None:
+    """1/√d_k written exactly (`1/√2`, or `1/2` when d_k = 4); None for a given scale."""
+    if not trace.default_scale:
+        return None
+    root = math.isqrt(trace.d_k)
+    return f"1/{root}" if root * root == trace.d_k else f"1/√{trace.d_k}"
+
+
+def scale_text(trace: Trace, precision: int) -> str:
+    exact = exact_scale(trace)
+    value = number(trace.scale, precision)
+    return f"1/√d_k = {exact} = {value}" if exact else f"{value} (given)"
+
+
+def header_lines(trace: Trace, precision: int) -> list[str]:
+    """The problem in a few lines: shapes, scale and every convention that libraries disagree on."""
+    p = trace.problem
+    lines = ["attn · softmax(Q Kᵀ · scale + bias) V"]
+    lines += [text for text in (p.title, p.description) if text]
+    given = " · ".join(f"{name} {shape_text(a.shape)}" for name, a in p.inputs.items())
+    lines.append(f"{given} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
+                 f"d_v = {trace.d_v} · {p.dtype}")
+    lines.append(f"scale = {scale_text(trace, precision)}")
+    lines.append(f"mask: {mask_rule_text(p.mask_rule)}")
+    if p.bias is not None:
+        lines.append("bias: added after scaling, before the mask; -∞ blocks")
+    if trace.masked is not None:
+        lines.append("rows with every key masked: " + {
+            "zero": "weights and output 0 (as PyTorch SDPA)",
+            "uniform": "uniform weights, output = mean of V (as JAX)",
+            "error": "an error"}[p.masked_rows])
+    if p.projected:
+        lines.append("projections: Q = X W_Q, W is (d_in × d_out) (PyTorch's Linear.weight is Wᵀ)")
+    lines.append("rows are queries, columns are keys")
+    return lines
