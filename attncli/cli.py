@@ -84,9 +84,13 @@ def _root(
     """
 
 
-from attncli.commands import compute  # noqa: E402  (the commands need `app`'s helpers above)
+from attncli.commands import check, compute, learn  # noqa: E402
 
 app.command()(compute.compute)
+app.command()(check.check)
+app.command()(learn.exercise)
+app.command()(learn.example)
+app.command()(learn.posenc)
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from attncli.errors import InputError
+from attncli.values import Written
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
 LABELS_FROM = {"Q": ("query_labels",), "K": ("key_labels",), "X": ("query_labels", "key_labels"),
@@ -57,17 +58,23 @@ def _reject_constant(token: str):
     raise ValueError(f"{token} is not valid JSON; write −∞ as null (bias only) and use finite numbers")
 
 
-def _finite_float(token: str) -> float:
-    value = float(token)
+def _finite_float(token: str, kind=float) -> float:
+    value = kind(token)
     if not math.isfinite(value):
         raise ValueError(f"the number {token} overflows float64")
     return value
 
 
-def parse_json(text: str, source: str):
-    """Strict RFC 8259 JSON: no NaN/Infinity tokens, no numbers that overflow float64."""
+def _written_float(token: str) -> Written:
+    return _finite_float(token, Written.parse)
+
+
+def parse_json(text: str, source: str, keep_decimals: bool = False):
+    """Strict RFC 8259 JSON: no NaN/Infinity tokens, no numbers that overflow float64.
+    With `keep_decimals`, floats are `Written`: they remember how many decimals they had."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        return json.loads(text, parse_constant=_reject_constant,
+                          parse_float=_written_float if keep_decimals else _finite_float)
     except json.JSONDecodeError as error:
         raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}",
                          source) from None
@@ -78,10 +85,10 @@ def parse_json(text: str, source: str):
                          source) from None
 
 
-def read_document(path: str):
-    """A JSON document from a file or stdin (`-`)."""
+def read_document(path: str, keep_decimals: bool = False):
+    """A JSON document from a file or stdin (`-`); returns (document, source name)."""
     data, source = read_bytes(path)
-    return parse_json(decode(data, source), source), source
+    return parse_json(decode(data, source), source, keep_decimals), source
 
 
 def _is_number(cell: str) -> bool:
@@ -101,7 +108,7 @@ def _cell(text: str, row: int, column: int, source: str, kind: str):
     if kind == "bias" and low in ("-inf", "-∞", ""):
         return None
     try:
-        value = float(cell)
+        value = Written.parse(cell)  # a float that remembers its decimals, for `attn check`
     except ValueError:
         value = None
     if value is None or not math.isfinite(value):
@@ -144,7 +151,7 @@ def parse_inline(text: str, source: str, kind: str = "number"):
     `"[[1,0],[0,1]]"`. One row gives a 1-D list."""
     text = text.strip()
     if text.startswith("["):
-        return parse_json(text, source)
+        return parse_json(text, source, keep_decimals=True)
     rows = [row for row in text.replace("\n", ";").split(";") if row.strip()]
     if not rows:
         raise InputError("empty matrix; expected rows like \"1,0; 0,1\"", source)
@@ -182,7 +189,7 @@ def load_matrix(value: str, option: str, kind: str = "number"):
         data, source = read_bytes(value)
         text = decode(data, source)
         if suffix == ".json":
-            return parse_json(text, source), None, source
+            return parse_json(text, source, keep_decimals=True), None, source
         matrix, labels = parse_csv(text, source, kind)
         return matrix, labels, source
     return parse_inline(value, option, kind), None, option

@@ -81,7 +81,7 @@ def _number(x, where: str, kind: str):
         if abs(x) > FLOAT_MAX:
             raise InputError(f"{where} is a {len(str(abs(x)))}-digit integer, too large for float64")
         return float(x)
-    if type(x) is float:
+    if isinstance(x, float):  # a float, or a `Written` float that remembers its decimals
         if math.isfinite(x):
             return x
         if kind == "bias" and x == -math.inf:
@@ -94,9 +94,9 @@ def _number(x, where: str, kind: str):
 def _fast_numbers(value) -> bool:
     """True when every leaf is a plain int or float (the common case, checked cheaply)."""
     if not isinstance(value, list):
-        return type(value) in (int, float)
+        return type(value) is int or isinstance(value, float)
     if value and not isinstance(value[0], list):
-        return all(type(x) is float or type(x) is int for x in value)
+        return all(type(x) is int or isinstance(x, float) for x in value)
     return all(_fast_numbers(v) for v in value)
 
 
@@ -146,3 +146,34 @@ def _checked_ndarray(array: np.ndarray, field: str, kind: str, max_dims: int) ->
         where = field + "".join(f"[{i}]" for i in index)
         raise InputError(f"{where} is {array[index]}; expected a finite number")
     return array
+
+
+class Written(float):
+    """A number as a learner wrote it: the float, and how many decimals the text had
+    (`0.0454` → 4, `4.54e-2` → 4, `3` → 0). `attn check` marks at that precision."""
+
+    __slots__ = ("decimals",)
+
+    @classmethod
+    def parse(cls, token: str) -> "Written":
+        value = cls(token)
+        mantissa, _, exponent = token.strip().lower().partition("e")
+        value.decimals = max(0, len(mantissa.partition(".")[2]) - int(exponent or 0))
+        return value
+
+    def __repr__(self) -> str:
+        return float.__repr__(self)
+
+
+def decimals_of(value, shape: tuple[int, ...]) -> np.ndarray:
+    """The written decimals of every leaf of nested lists (-1 where unknown: ints give 0)."""
+    flat = []
+
+    def walk(v):
+        if isinstance(v, list):
+            for item in v:
+                walk(item)
+        else:
+            flat.append(getattr(v, "decimals", 0 if type(v) is int else -1))
+    walk(value)
+    return np.array(flat, dtype=int).reshape(shape) if len(flat) == int(np.prod(shape)) else np.full(shape, -1)

@@ -124,14 +124,16 @@ class _Console(Console):
         raise BrokenPipeError  # the CLI edge treats a closed pipe as a normal end, exit 0
 
 
+def make_console() -> Console:
+    """stdout as a rich console: the terminal's width, or unlimited through a pipe."""
+    if sys.stdout.isatty():
+        return _Console(highlight=False)
+    return _Console(highlight=False, width=UNLIMITED)
+
+
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
                  heads: list[int] | None = None) -> None:
     """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
     the console is made as wide as the widest table, so that no number is ever cut."""
-    if sys.stdout.isatty():
-        width = shutil.get_terminal_size().columns
-        console = _Console(highlight=False)
-    else:
-        width = None
-        console = _Console(highlight=False, width=UNLIMITED)
-    render(trace, console, stages, precision, width, explanation, heads)
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    render(trace, make_console(), stages, precision, width, explanation, heads)

@@ -1,0 +1,141 @@
+"""`attn exercise`, `attn example` and `attn posenc`: problems to practise on and reference tables."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from attncli.errors import InputError
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+class MaskKind(str, Enum):
+    causal = "causal"
+    random = "random"
+
+
+class TableFormat(str, Enum):
+    auto = "auto"
+    table = "table"
+    json = "json"
+
+
+def pretty(doc: dict) -> str:
+    """JSON with one key per line and each matrix row on one line: strict, and readable."""
+    from attncli.render.json import dumps
+
+    def value(v, indent: str) -> str:
+        if isinstance(v, list) and v and isinstance(v[0], list):
+            inner = ",\n".join(indent + "  " + value(row, indent + "  ") for row in v)
+            return "[\n" + inner + "\n" + indent + "]"
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            inner = ",\n".join(indent + "  " + value(item, indent + "  ") for item in v)
+            return "[\n" + inner + "\n" + indent + "]"
+        if isinstance(v, dict):
+            inner = ",\n".join(f"{indent}  {dumps(k)}: {value(x, indent + '  ')}" for k, x in v.items())
+            return "{\n" + inner + "\n" + indent + "}"
+        return dumps(v)
+    return value(doc, "") + "\n"
+
+
+def exercise(
+    seed: Annotated[Optional[int], typer.Option(help="Same seed, same problem (default: a random one, "
+                                                     "shown in the title).", show_default=False)] = None,
+    queries: Annotated[int, typer.Option(min=1, max=64, help="Number of queries.")] = 1,
+    keys: Annotated[int, typer.Option(min=1, max=64, help="Number of keys.")] = 3,
+    dim: Annotated[int, typer.Option(min=1, max=64, help="d_k, per head.")] = 2,
+    value_dim: Annotated[Optional[int], typer.Option(min=1, max=64, help="d_v per head (default: --dim).",
+                                                     show_default=False)] = None,
+    heads: Annotated[int, typer.Option(min=1, max=16, help="Number of heads.")] = 1,
+    mask: Annotated[Optional[MaskKind], typer.Option(help="causal, or random (every query keeps a key).",
+                                                     show_default=False)] = None,
+    answers: Annotated[bool, typer.Option("--answers", help="Add the worked solution: every stage.")] = False,
+) -> None:
+    """Print a fresh practice problem as `attn compute` input JSON (small integers and halves).
+
+    attn exercise --seed 7 > problem.json && attn compute problem.json
+
+    attn exercise --seed 7 --answers > key.json && attn check answers.json key.json
+    """
+    import random
+
+    from attncli.exercise import make_exercise
+
+    seed = random.SystemRandom().randrange(1, 1_000_000) if seed is None else seed
+    doc = make_exercise(seed, queries, keys, dim, value_dim, heads, mask and mask.value)
+    if answers:
+        from attncli.attention import attend
+        from attncli.problem import build_problem
+        from attncli.trace import to_dict
+
+        doc = to_dict(attend(build_problem(doc)))
+    sys.stdout.write(pretty(doc))
+
+
+def example(
+    name: Annotated[Optional[str], typer.Argument(help="An example's name; none lists them.",
+                                                   show_default=False)] = None,
+) -> None:
+    """List the bundled examples, or print one as JSON.
+
+    attn example scooter | attn compute
+    """
+    import json
+
+    found = {path.stem: path for path in sorted(EXAMPLES.glob("*.json"))}
+    if name is None:
+        width = max(len(n) for n in found)
+        for stem, path in found.items():
+            title = json.loads(path.read_text(encoding="utf-8")).get("title", "")
+            print(f"{stem:<{width}}  {title}")
+        return
+    if name not in found:
+        import difflib
+
+        close = difflib.get_close_matches(name, found, n=1)
+        hint = f' (did you mean "{close[0]}"?)' if close else ""
+        raise InputError(f'no example "{name}"{hint}; the examples are {", ".join(found)}')
+    sys.stdout.write(found[name].read_text(encoding="utf-8"))
+
+
+def posenc(
+    positions: Annotated[int, typer.Option(min=1, max=100_000, help="Number of positions (rows).")] = 8,
+    dim: Annotated[int, typer.Option(min=2, max=4096, help="Encoding width D (even).")] = 8,
+    base: Annotated[float, typer.Option(min=1.0, help="The wavelength base.")] = 10000.0,
+    format: Annotated[TableFormat, typer.Option("--format", "-f", help="auto: a table on a terminal, "
+                                                "JSON when piped.")] = TableFormat.auto,
+    precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals in the table.")] = 4,
+) -> None:
+    """Sinusoidal positional encodings: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(…).
+
+    attn posenc --positions 4 --dim 6
+    """
+    if dim % 2:
+        raise InputError(f"dim is {dim}; the encoding pairs sin and cos columns, so D must be even", "--dim")
+    from attncli.posenc import positional_encoding
+
+    pe = positional_encoding(positions, dim, base)
+    if format == TableFormat.json or (format == TableFormat.auto and not sys.stdout.isatty()):
+        from attncli.render.json import dumps
+
+        sys.stdout.write(dumps({"positions": positions, "dim": dim, "base": base,
+                                "formula": "PE(pos, 2i) = sin(pos / base^(2i/D)); PE(pos, 2i+1) = cos(pos / base^(2i/D))",
+                                "encoding": pe.tolist()}) + "\n")
+        return
+    from rich.text import Text
+
+    from attncli.render.tables import make_console, matrix_tables
+
+    console = make_console()
+    columns = [f"{'sin' if j % 2 == 0 else 'cos'} {j}" for j in range(dim)]
+    width = console.width if sys.stdout.isatty() else None
+    console.print(Text(f"sinusoidal positional encoding, base {base:g}: PE(pos, 2i) = sin(pos / {base:g}^(2i/{dim})), "
+                       f"PE(pos, 2i+1) = cos(pos / {base:g}^(2i/{dim}))"))
+    for renderable in matrix_tables(f"PE {positions}×{dim}", pe, [str(p) for p in range(positions)],
+                                    columns, precision, width):
+        console.print(renderable)
