@@ -1,0 +1,201 @@
+"""`attn check`: exact, carried and wrong cells; every diagnosis from a fabricated mistake."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tests.conftest import SAMPLES, SCOOTER, assert_error
+
+Q = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 1.0]])
+K = np.array([[1.0, 1.0, 0.0], [0.0, 2.0, 1.0], [2.0, 0.0, 1.0]])
+V = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0], [1.0, 1.0, 0.0]])
+MASK = np.array([[True, True, False], [False, True, True]])
+PROBLEM = {"Q": Q.tolist(), "K": K.tolist(), "V": V.tolist(), "mask": MASK.tolist()}
+
+
+def softmax_rows(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# The exact pipeline, written out independently of attncli.
+SCORES = Q @ K.T
+SCALED = SCORES / math.sqrt(3)
+MASKED = np.where(MASK, SCALED, -np.inf)
+WEIGHTS = softmax_rows(MASKED)
+OUTPUT = WEIGHTS @ V
+
+
+def r4(x):
+    return np.round(x, 4).tolist()
+
+
+def check(run, tmp_path, answers, problem=PROBLEM, *extra):
+    (tmp_path / "problem.json").write_text(json.dumps(problem))
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    result = run("check", tmp_path / "answers.json", tmp_path / "problem.json", "--format", "json", *extra)
+    assert result.exit_code in (0, 1), result.stderr
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_all_correct_exits_0(run, tmp_path):
+    code, doc = check(run, tmp_path, {"scores": r4(SCORES), "scaled": r4(SCALED), "weights": r4(WEIGHTS),
+                                      "output": r4(OUTPUT)})
+    assert code == 0 and doc["all_correct"]
+    assert doc["stages"]["weights"] == {"correct": 6, "carried": 0, "wrong": 0, "cells": [["correct"] * 3] * 2,
+                                        "expected": doc["stages"]["weights"]["expected"], "diagnosis": [],
+                                        "notes": []}
+
+
+def test_precision_follows_what_the_learner_wrote(run, tmp_path):
+    weights = np.round(WEIGHTS, 2)
+    weights[0, 0] += 0.01  # one unit in the last place: still correct
+    code, doc = check(run, tmp_path, {"weights": weights.tolist()})
+    assert code == 0
+    weights[0, 0] += 0.01  # two units: wrong
+    code, doc = check(run, tmp_path, {"weights": weights.tolist()})
+    assert code == 1 and doc["stages"]["weights"]["cells"][0][0] == "wrong"
+
+
+def test_tolerance_replaces_the_decimals_rule(run, tmp_path):
+    code, _ = check(run, tmp_path, {"weights": (WEIGHTS + 0.004).tolist()}, PROBLEM, "--tol", "0.005")
+    assert code == 0
+    code, _ = check(run, tmp_path, {"weights": (WEIGHTS + 0.006).tolist()}, PROBLEM, "--tol", "0.005")
+    assert code == 1
+
+
+def test_an_early_slip_is_carried_forward(run, tmp_path):
+    scores = SCORES.copy()
+    scores[0, 1] = 5.0  # wrong
+    scaled = scores / math.sqrt(3)
+    weights = softmax_rows(np.where(MASK, scaled, -np.inf))
+    code, doc = check(run, tmp_path, {"scores": scores.tolist(), "scaled": r4(scaled), "weights": r4(weights),
+                                      "output": r4(weights @ V)})
+    assert code == 1
+    stages = doc["stages"]
+    assert stages["scores"]["wrong"] == 1 and stages["scores"]["correct"] == 5
+    assert stages["scaled"]["carried"] == 1 and stages["scaled"]["wrong"] == 0
+    assert stages["weights"]["carried"] == 2 and stages["weights"]["wrong"] == 0  # row 0 changed
+    assert stages["output"]["wrong"] == 0
+
+
+def test_outputs_from_the_learners_rounded_weights_are_accepted(run, tmp_path):
+    weights = np.round(WEIGHTS, 2)
+    code, doc = check(run, tmp_path, {"weights": weights.tolist(), "output": r4(weights @ V)})
+    assert code == 0
+    assert doc["stages"]["output"]["carried"] + doc["stages"]["output"]["correct"] == 6
+
+
+def _diagnosed(run, tmp_path, answers, problem=PROBLEM):
+    code, doc = check(run, tmp_path, answers, problem)
+    assert code == 1
+    return {stage: mark["diagnosis"] for stage, mark in doc["stages"].items()}
+
+
+FABRICATED = {
+    "no_scale": {"scaled": r4(SCORES)},
+    "scale_by_dk": {"scaled": r4(SCORES / 3)},
+    "scale_multiplied": {"scaled": r4(SCORES * math.sqrt(3))},
+    "transposed_k": {"scores": r4(Q @ K)},
+    "no_exp": {"weights": r4(np.where(MASK, SCALED, 0) / np.where(MASK, SCALED, 0).sum(axis=1, keepdims=True))},
+    "softmax_wrong_axis": {"weights": r4(np.exp(MASKED) / np.exp(MASKED).sum(axis=0, keepdims=True))},
+    "mask_ignored": {"weights": r4(softmax_rows(SCALED))},
+    "mask_inverted": {"weights": r4(softmax_rows(np.where(~MASK, SCALED, -np.inf)))},
+    "values_transposed": {"weights": r4(WEIGHTS), "output": r4(WEIGHTS @ V.T)},
+    "rounded_early": {"weights": r4(softmax_rows(np.where(MASK, np.round(SCALED, 1), -np.inf)))},
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(FABRICATED))
+def test_each_mistake_is_named(run, tmp_path, mistake):
+    diagnoses = _diagnosed(run, tmp_path, FABRICATED[mistake])
+    assert [mistake] in diagnoses.values(), diagnoses  # named, and nothing else for that stage
+
+
+def test_no_softmax_is_named(run, tmp_path):
+    scaled = np.array([[0.0, 4.0, 2.0]]) / math.sqrt(2)
+    diagnoses = _diagnosed(run, tmp_path, {"weights": r4(scaled)}, SCOOTER)
+    assert diagnoses["weights"] == ["no_softmax"]
+
+
+def test_rounded_early_says_where_and_how(run, tmp_path):
+    _, doc = check(run, tmp_path, FABRICATED["rounded_early"])
+    assert doc["stages"]["weights"]["notes"] == [
+        "rounded_early: right method, but scaled was rounded to 1 decimal before the next step"]
+
+
+def test_table_view_marks_cells_and_summarises(run):
+    result = run("check", SAMPLES / "scooter.json", "--scores", "0,4,2", "--scaled", "0,4,2",
+                 "--weights", "0.0159,0.8668,0.1173", "--format", "table")
+    assert result.exit_code == 1
+    out = result.stdout
+    assert "│ it │      0 ✓ │ 4 ✗ 2.8284 │ 2 ✗ 1.4142 │" in out
+    assert "0.8668 ↪ 0.7679" in out
+    assert "scaled: 1/3 correct\n  no_scale: forgot to divide the scores by √d_k" in out
+    assert "weights: 3/3 correct (3 carried)" in out and out.rstrip().endswith("some answers are wrong")
+
+
+def test_compute_output_is_a_complete_correct_answer(run):
+    for sample in ("scooter", "multihead", "causal", "cross"):
+        computed = run("compute", SAMPLES / f"{sample}.json").stdout
+        result = run("check", "-", "--problem", SAMPLES / f"{sample}.json", input=computed)
+        assert result.exit_code == 0, (sample, result.stderr)
+        assert json.loads(result.stdout)["all_correct"]
+
+
+def test_one_file_holds_problem_and_answers(run, problem_file):
+    path = problem_file(dict(SCOOTER, weights=[0.0454, 0.7679, 0.1867]))
+    assert run("check", path).exit_code == 0
+
+
+def test_a_class_of_200_is_marked_in_one_process(run, tmp_path):
+    (tmp_path / "problem.json").write_text(json.dumps(SCOOTER))
+    files = []
+    for i in range(200):
+        path = tmp_path / f"student{i:03}.json"
+        scaled = [0, 4, 2] if i % 4 == 0 else [0, 2.8284, 1.4142]  # every 4th forgot to scale
+        path.write_text(json.dumps({"scaled": scaled, "weights": [0.0454, 0.7679, 0.1867]}))
+        files.append(path)
+    result = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert len(doc["files"]) == 200 and not doc["all_correct"]
+    assert sum(f["all_correct"] for f in doc["files"]) == 150
+    assert doc["files"][0]["stages"]["scaled"]["diagnosis"] == ["no_scale"]
+    table = run("check", *files[:3], "--problem", tmp_path / "problem.json", "--format", "table").stdout
+    assert "class summary" in table and "2/3 files all correct" in table and "no_scale" in table
+
+
+def test_a_bad_file_in_a_class_is_reported_and_the_rest_marked(run, tmp_path):
+    (tmp_path / "problem.json").write_text(json.dumps(SCOOTER))
+    (tmp_path / "good.json").write_text(json.dumps({"weights": [0.0454, 0.7679, 0.1867]}))
+    (tmp_path / "bad.json").write_text("{")
+    result = run("check", tmp_path / "good.json", tmp_path / "bad.json", "--problem", tmp_path / "problem.json",
+                 "--format", "json")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and "bad.json: invalid JSON" in result.stderr
+    files = json.loads(result.stdout)["files"]
+    assert files[0]["all_correct"] and "invalid JSON" in files[1]["error"]
+
+
+@pytest.mark.parametrize("answers, fragments", [
+    ({"weights": [0.1, 0.9]}, ["weights has shape (1 × 2); expected (1 × 3): queries × keys"]),
+    ({"output": [[1, 2, 3]]}, ["output has shape (1 × 3); expected (1 × 2): queries × value columns"]),
+    ({"weigths": [1, 2, 3]}, ['unknown key "weigths" (did you mean "weights"?)']),
+    ({"masked": [0, 1, 2]}, ["masked is given, but this problem has no mask or bias"]),
+    ({"weights": ["a", 1, 2]}, ['weights[0] is the string "a"; expected a number']),
+    ([1, 2], ["the top level is a list of 2; expected a JSON object of answers"]),
+])
+def test_answer_errors(run, tmp_path, answers, fragments):
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    assert_error(run("check", tmp_path / "answers.json", SAMPLES / "scooter.json"), "answers.json: ", *fragments)
+
+
+def test_usage_errors(run, tmp_path):
+    assert_error(run("check", "a.json", "b.json", "c.json"), "name the problem with --problem")
+    assert_error(run("check", SAMPLES / "scooter.json", "--weights", "1,2"), "--weights: weights has shape")
+    assert_error(run("check", SAMPLES / "multihead.json", "--weights", "1,2,3"),
+                 "weights is given at the top level, but the problem has 2 heads")
+    assert_error(run("check", tmp_path / "nope.json", SAMPLES / "scooter.json"), "nope.json: no such file")

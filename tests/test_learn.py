@@ -1,0 +1,65 @@
+"""`attn exercise`, `attn example`, `attn posenc`: reproducible problems and reference tables."""
+
+import json
+import math
+
+import numpy as np
+
+from attncli.exercise import make_exercise
+from attncli.posenc import positional_encoding
+from tests.conftest import SAMPLES, assert_error
+
+
+def test_the_same_seed_gives_the_same_problem_everywhere():
+    # A golden copy: a change here breaks every teacher's seed, so it must be deliberate.
+    assert make_exercise(42) == {
+        "title": "Exercise 42",
+        "description": "Compute the attention weights and output for the query; reproduce with: attn exercise --seed 42",
+        "Q": [[-0.5, -1]], "K": [[-1.5, 2], [-1.5, 1], [-2, -2]], "V": [[-3, -2], [-2, 1], [1, -3]],
+        "query_labels": ["home"], "key_labels": ["cat", "we", "bird"]}
+    assert make_exercise(5, queries=2, keys=2, dim=1, heads=2, mask="random") == make_exercise(
+        5, queries=2, keys=2, dim=1, heads=2, mask="random")
+    assert make_exercise(1) != make_exercise(2)
+
+
+def test_exercise_numbers_are_doable_by_hand():
+    doc = make_exercise(9, queries=3, keys=4, dim=2, value_dim=3, heads=2, mask="random")
+    assert np.array(doc["Q"]).shape == (3, 4) and np.array(doc["V"]).shape == (4, 6) and doc["heads"] == 2
+    values = np.concatenate([np.ravel(doc[k]) for k in "QKV"])
+    assert (values * 2 == np.round(values * 2)).all() and np.abs(values).max() <= 3
+    assert all(any(row) for row in doc["mask"])
+
+
+def test_exercise_pipes_into_compute_and_check(run):
+    problem = run("exercise", "--seed", "11", "--queries", "2", "--mask", "causal")
+    assert problem.exit_code == 0
+    computed = run("compute", "-", "--format", "json", input=problem.stdout)
+    assert computed.exit_code == 0 and json.loads(computed.stdout)["mask"] == "causal"
+    key = run("exercise", "--seed", "11", "--queries", "2", "--mask", "causal", "--answers").stdout
+    assert run("check", "-", input=key).exit_code == 0
+    assert json.loads(key)["heads"][0]["weights"]
+
+
+def test_example_lists_and_prints_the_bundled_examples(run):
+    listing = run("example").stdout
+    assert "scooter     The mechanic fixed the scooter" in listing and "multihead" in listing
+    printed = run("example", "scooter").stdout
+    assert json.loads(printed) == json.loads((SAMPLES / "scooter.json").read_text())
+    assert_error(run("example", "scoter"), 'no example "scoter" (did you mean "scooter"?)')
+
+
+def test_positional_encoding_matches_the_formula():
+    pe = positional_encoding(50, 6)
+    for pos in (0, 1, 7, 49):
+        for i in range(3):
+            angle = pos / 10000 ** (2 * i / 6)
+            assert pe[pos, 2 * i] == math.sin(angle) and pe[pos, 2 * i + 1] == math.cos(angle)
+
+
+def test_posenc_command(run):
+    doc = json.loads(run("posenc", "--positions", "3", "--dim", "4").stdout)
+    assert np.allclose(doc["encoding"][1], [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)])
+    table = run("posenc", "--positions", "2", "--dim", "2", "--format", "table").stdout
+    assert "│ 1 │ 0.8415 │ 0.5403 │" in table
+    assert_error(run("posenc", "--dim", "5"), "--dim: dim is 5; the encoding pairs sin and cos columns")
+    assert_error(run("posenc", "--positions", "0"), "'--positions'")
