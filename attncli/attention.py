@@ -39,17 +39,22 @@ def softmax(x: np.ndarray, masked_rows: str = "zero") -> tuple[np.ndarray, np.nd
     every entry is −∞; their weights are 0 ("zero") or 1/Lk ("uniform")."""
     row_max = x.max(axis=-1, keepdims=True)  # (..., Lq, 1)
     dead = row_max == -np.inf  # (..., Lq, 1)
-    exps = np.exp(x - np.where(dead, 0.0, row_max))  # e^(x − max) ≤ 1, never overflows
-    weights = exps / np.where(dead, 1.0, exps.sum(axis=-1, keepdims=True))
-    if masked_rows == "uniform":
-        weights = np.where(dead, 1.0 / x.shape[-1], weights)
+    if dead.any():
+        row_max[dead] = 0.0  # e^(−∞ − 0) = 0: dead rows stay all zero
+    weights = np.subtract(x, row_max)  # x − max ≤ 0, so e^(x − max) ≤ 1 never overflows
+    np.exp(weights, out=weights)
+    sums = weights.sum(axis=-1, keepdims=True)
+    sums[dead] = 1.0
+    weights /= sums
+    if masked_rows == "uniform" and dead.any():
+        weights[np.broadcast_to(dead, weights.shape)] = 1.0 / x.shape[-1]
     return weights, dead[..., 0]
 
 
 def _inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-head Q (Hq, Lq, d_k), K (Hkv, Lk, d_k), V (Hkv, Lk, d_v), projecting X when given."""
     dtype = np.dtype(problem.dtype)
-    given = {name: array.astype(dtype) for name, array in problem.inputs.items()}
+    given = {name: array.astype(dtype, copy=False) for name, array in problem.inputs.items()}
     for name, array in given.items():
         _check_finite(array, name, ("index",) * array.ndim)  # float32 holds less than float64
     if problem.projected:
@@ -66,18 +71,22 @@ def _inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         qkv = [given[name] for name in "QKV"]
     # 2-D matrices are split into `heads`; beside a 3-D Q, a 2-D K or V is one shared kv head.
     heads = problem.heads if qkv[0].ndim == 2 else 1
-    return tuple(m if m.ndim == 3 else split_heads(m, heads) for m in qkv)
+    return tuple(np.ascontiguousarray(m if m.ndim == 3 else split_heads(m, heads)) for m in qkv)
 
 
 def _check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
-                  allow_neg_inf: np.ndarray | None = None) -> None:
+                  allow_neg_inf: np.ndarray | None = None, offset: tuple[int, ...] | None = None) -> None:
     """Raise NumericError naming the first element that overflowed (inputs are finite, so any
-    inf or NaN here comes from arithmetic beyond the dtype's range)."""
+    inf or NaN here comes from arithmetic beyond the dtype's range). `offset` shifts the
+    reported index, for a block of a larger array."""
+    if allow_neg_inf is None and np.isfinite(x.sum()):
+        return  # inf and NaN propagate into the sum: one pass, no boolean array as large as x
     bad = ~np.isfinite(x)
     if allow_neg_inf is not None:
         bad &= ~allow_neg_inf
     if bad.any():
-        where = ", ".join(f"{axis} {int(i)}" for axis, i in zip(axes, np.argwhere(bad)[0]))
+        index = np.argwhere(bad)[0] + (offset if offset is not None else 0)
+        where = ", ".join(f"{axis} {int(i)}" for axis, i in zip(axes, index))
         where = where.replace(", index", ",")
         raise NumericError(f"{what} overflows {x.dtype} at {where} (its largest finite value is "
                            f"{np.finfo(x.dtype).max:.3g}); scale the inputs down"
@@ -123,15 +132,17 @@ def attend(problem: Problem) -> Trace:
 def _attend(problem: Problem) -> Trace:
     Q, K, V = _inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
     group = Q.shape[0] // K.shape[0]  # grouped-query attention: query head h uses kv head h // group
-    K = np.repeat(K, group, axis=0)  # (H, Lk, d_k)
-    V = np.repeat(V, group, axis=0)  # (H, Lk, d_v)
+    if group > 1:
+        K = np.repeat(K, group, axis=0)  # (H, Lk, d_k)
+        V = np.repeat(V, group, axis=0)  # (H, Lk, d_v)
     d_k = Q.shape[-1]
     scale = problem.scale if problem.scale is not None else 1.0 / np.sqrt(d_k)
 
     scores = Q @ K.transpose(0, 2, 1)  # (H, Lq, Lk)
     _check_finite(scores, "scores = Q Kᵀ", HQK)
     scaled = scores * Q.dtype.type(scale)  # (H, Lq, Lk)
-    _check_finite(scaled, "scaled = scores · scale", HQK)
+    if abs(scale) > 1:  # |scale| ≤ 1 cannot overflow finite scores
+        _check_finite(scaled, "scaled = scores · scale", HQK)
     masked = None
     if problem.mask is not None or problem.bias is not None:
         masked = mask_scores(scaled, problem.mask, problem.bias)  # (H, Lq, Lk)

@@ -4,7 +4,6 @@ Heavy imports (numpy, rich tables) happen inside the commands that need them, so
 `attn --version` and `attn --help` start fast.
 """
 
-from __future__ import annotations
 
 import os
 import sys

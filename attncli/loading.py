@@ -86,7 +86,10 @@ def parse_json(text: str, source: str, keep_decimals: bool = False):
 
 
 def read_document(path: str, keep_decimals: bool = False):
-    """A JSON document from a file or stdin (`-`); returns (document, source name)."""
+    """A JSON document from a file or stdin (`-`), or the arrays of an .npz archive;
+    returns (document, source name)."""
+    if path.lower().endswith(".npz"):
+        return load_npz(path), path
     data, source = read_bytes(path)
     return parse_json(decode(data, source), source, keep_decimals), source
 
@@ -177,6 +180,30 @@ def load_npy(path: str):
     if not isinstance(array, np.ndarray):
         raise InputError("expected a .npy array, found an archive", path)
     return array
+
+
+def load_npz(path: str) -> dict:
+    """An .npz archive as a document: arrays by name; 0-d arrays become numbers or strings, and
+    1-D string arrays lists (labels). Keys with a `/` (stages that --output wrote) are results."""
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files if "/" not in name}
+    except FileNotFoundError:
+        raise InputError("no such file", path) from None
+    except (ValueError, OSError) as error:
+        reason = "it holds Python objects (pickles are refused)" if "pickle" in str(error) else str(error)
+        raise InputError(f"cannot read .npz: {reason}", path) from None
+    doc = {}
+    for name, array in arrays.items():
+        if array.dtype.kind == "U":
+            doc[name] = array.tolist()
+        elif array.ndim == 0:
+            doc[name] = array.item()
+        else:
+            doc[name] = array
+    return doc
 
 
 def load_matrix(value: str, option: str, kind: str = "number"):

@@ -52,10 +52,11 @@ class Trace:
     Q: np.ndarray  # (H, Lq, d_k)
     K: np.ndarray  # (H, Lk, d_k), kv heads repeated for grouped-query attention
     V: np.ndarray  # (H, Lk, d_v)
-    scores: np.ndarray  # (H, Lq, Lk)  Q Kᵀ
-    scaled: np.ndarray  # (H, Lq, Lk)  scores · scale
+    # The (H, Lq, Lk) stages are None when only the output was computed (blocks.attend_output).
+    scores: np.ndarray | None  # (H, Lq, Lk)  Q Kᵀ
+    scaled: np.ndarray | None  # (H, Lq, Lk)  scores · scale
     masked: np.ndarray | None  # (H, Lq, Lk)  scaled + bias, -inf where the mask forbids
-    weights: np.ndarray  # (H, Lq, Lk)  softmax over keys
+    weights: np.ndarray | None  # (H, Lq, Lk)  softmax over keys
     output: np.ndarray  # (H, Lq, d_v)  weights V
     concat: np.ndarray  # (Lq, H·d_v)  heads side by side
     final: np.ndarray  # (Lq, d_out)  concat W_O + b_O, or concat; JSON's top-level "output"

@@ -16,7 +16,7 @@ ALL = ("inputs", "scores", "scaled", "masked", "weights", "output")
 
 
 def rendered(doc, stages=ALL, width=100, precision=4):
-    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console = Console(file=io.StringIO(), width=width or 1000, color_system=None)
     render(attend(build_problem(doc)), console, stages, precision, width)
     return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines())
 
@@ -63,16 +63,40 @@ def test_masked_stage_shows_minus_infinity_and_states_conventions():
     assert "│ the  │ 0.7071 │      -∞ │      -∞ │     -∞ │" in text
 
 
-def test_narrow_console_splits_columns_instead_of_cutting_numbers():
+def _wide_problem():
     rng = np.random.default_rng(1)
-    doc = {"Q": rng.normal(size=(2, 3)).round(3).tolist(), "K": rng.normal(size=(12, 3)).round(3).tolist(),
-           "V": rng.normal(size=(12, 2)).round(3).tolist()}
-    text = rendered(doc, ("weights",), width=60)
-    assert "weights = softmax(scaled) over keys (columns 0–" in text
-    assert "…" not in text and all(len(line) <= 60 for line in text.splitlines())
-    header_cells = [cell.strip() for line in text.splitlines() if line.startswith("│   ")
-                    for cell in line.split("│")[2:-1]]
-    assert header_cells.count("sum") == 1 and "11" in header_cells  # every column shown once
+    return {"Q": rng.normal(size=(2, 3)).round(3).tolist(), "K": rng.normal(size=(12, 3)).round(3).tolist(),
+            "V": rng.normal(size=(12, 2)).round(3).tolist()}
+
+
+def test_narrow_console_elides_middle_columns_and_never_cuts_numbers():
+    text = rendered(_wide_problem(), ("weights",), width=60)
+    assert "weights = softmax(scaled) over keys (2×12, middle elided:" in text
+    assert "⋯" in text and "…" not in text and all(len(line) <= 60 for line in text.splitlines())
+    header = next(line for line in text.splitlines() if line.startswith("│   "))
+    assert [c.strip() for c in header.split("│")[2:-1]][-2:] == ["11", "sum"]
+
+
+def test_full_splits_wide_tables_into_column_ranges():
+    console = Console(file=io.StringIO(), width=60, color_system=None)
+    render(attend(build_problem(_wide_problem())), console, ("weights",), 4, 60, full=True)
+    text = console.file.getvalue()
+    assert "weights = softmax(scaled) over keys (columns 0–" in text and "⋯" not in text
+    assert all(len(line.rstrip()) <= 60 for line in text.splitlines())
+    cells = [c.strip() for line in text.splitlines() if line.startswith("│   ") for c in line.split("│")[2:-1]]
+    assert cells.count("sum") == 1 and "11" in cells  # every column shown once
+
+
+def test_big_stages_are_elided_without_building_every_cell(monkeypatch):
+    import attncli.render.tables as tables
+
+    calls = []
+    monkeypatch.setattr(tables, "number", lambda x, p: calls.append(1) or f"{x:.{p}f}")
+    rng = np.random.default_rng(0)
+    doc = {name: rng.normal(size=(512, 64)) for name in "QKV"}
+    text = rendered(doc, ("scores", "weights"), width=None)
+    assert "scores = Q Kᵀ (512×512, middle elided: --full shows all)" in text
+    assert "│ ⋮   │" in text and len(calls) < 1000  # not 262,144
 
 
 def test_precision_and_negative_zero():

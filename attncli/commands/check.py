@@ -1,7 +1,5 @@
 """`attn check`: mark a learner's answers (or a class's) against the computed stages."""
 
-from __future__ import annotations
-
 import sys
 from enum import Enum
 from typing import Annotated, Optional

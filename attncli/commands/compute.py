@@ -1,7 +1,5 @@
 """`attn compute`: options in, a trace out through the chosen view."""
 
-from __future__ import annotations
-
 import sys
 from enum import Enum
 from typing import Annotated, Optional
@@ -9,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.errors import AttnError, InputError
+
 
 class Format(str, Enum):
     auto = "auto"
@@ -95,6 +94,13 @@ def compute(
     heatmap: Annotated[bool, typer.Option(
         "--heatmap", help="Draw the weights as a shaded grid (also: --stages heatmap).",
         rich_help_panel="Learning")] = False,
+    output_file: Annotated[Optional[str], typer.Option(
+        "--output", "-o", help="Write to FILE instead of stdout: .json, .npy (the final output) or "
+                               ".npz (every stage); atomically.", rich_help_panel="Output",
+        show_default=False)] = None,
+    full: Annotated[bool, typer.Option(
+        "--full", help="Print every row and column of big tables (default: elide the middle).",
+        rich_help_panel="Output")] = False,
 ) -> None:
     """Compute softmax(Q Kᵀ · scale + bias) V and show every stage, per head.
 
@@ -111,7 +117,20 @@ def compute(
     a mask and a bias combine with AND;
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
-    from attncli.attention import attend
+    shown = _stages(stages) + (("heatmap",) if heatmap else ())
+    suffix = output_file and _suffix(output_file)
+    if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
+        raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
+                                 "scaled, masked, output)", param_hint="--stages")
+    # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
+    output_only = not explain and "heatmap" not in shown and (
+        suffix == ".npy" or (suffix != ".npz" and set(shown) == {"output"}))
+    workers = 1
+    if output_only:
+        from attncli.blas import one_blas_thread
+
+        workers = one_blas_thread()  # before numpy loads
+
     from attncli.loading import gather
     from attncli.problem import build_problem
 
@@ -120,14 +139,10 @@ def compute(
     settings = {"heads": heads, "scale": scale, "query_labels": _split(query_labels),
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
                 "dtype": dtype and dtype.value}
-    shown = _stages(stages) + (("heatmap",) if heatmap else ())
-    if format == Format.csv and len([s for s in shown if s != "inputs"]) != 1 or "inputs" in shown and format == Format.csv:
-        raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
-                                 "scaled, masked, output)", param_hint="--stages")
     doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
     try:
-        trace = attend(problem)
+        trace = _attend(problem, output_only, workers)
     except AttnError as error:
         raise error.at(source) if source else error
     rows = _rows(row, problem.query_labels, problem.lq)
@@ -139,17 +154,23 @@ def compute(
         from attncli.render.explain import explain as explain_lines
 
         explanation = explain_lines(trace, rows, heads_shown, precision)
+    if output_file:
+        from attncli.render.files import write_output
+        from attncli.render.json import document
+
+        write_output(trace, output_file, suffix, lambda: document(trace, shown, round_, explanation))
+        return
     view = format
     if view == Format.auto:
         view = Format.table if sys.stdout.isatty() or explain else Format.json
     if view == Format.json:
-        from attncli.render.json import write_json
+        from attncli.render.json import document
 
-        write_json(trace, sys.stdout, shown, round_, explanation)
+        sys.stdout.write(document(trace, shown, round_, explanation))
     elif view == Format.table:
         from attncli.render.tables import print_tables
 
-        print_tables(trace, shown, precision, explanation, heads_shown)
+        print_tables(trace, shown, precision, explanation, heads_shown, full)
     elif view == Format.csv:
         from attncli.render.export import csv_stage
 
@@ -160,6 +181,32 @@ def compute(
 
         write = export.markdown if view == Format.markdown else export.latex
         sys.stdout.write(write(trace, shown, precision, header_lines(trace, precision), explanation))
+
+
+def _attend(problem, output_only: bool, workers: int):
+    """The full trace, or only the output in blocks; a progress bar when it takes a while."""
+    from attncli.render.progress import progress
+
+    with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
+        if output_only:
+            from attncli.blocks import attend_output
+
+            return attend_output(problem, workers=workers, progress=done)
+        from attncli.attention import attend
+
+        return attend(problem)
+
+
+def _suffix(path: str) -> str:
+    """--output's suffix, checked before any work is done."""
+    from pathlib import Path
+
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".json", ".npy", ".npz"):
+        raise InputError(f'"{path}" has no known suffix; expected .json, .npy or .npz', "--output")
+    if not Path(path).resolve().parent.is_dir():
+        raise InputError(f"folder {Path(path).resolve().parent} does not exist", "--output")
+    return suffix
 
 
 def _split(text: str | None) -> list[str] | None:

@@ -1,7 +1,5 @@
 """`attn exercise`, `attn example` and `attn posenc`: problems to practise on and reference tables."""
 
-from __future__ import annotations
-
 import sys
 from enum import Enum
 from pathlib import Path

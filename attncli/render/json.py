@@ -11,9 +11,9 @@ def dumps(doc) -> str:
     return json.dumps(doc, allow_nan=False, ensure_ascii=False)
 
 
-def write_json(trace: Trace, stream, stages, decimals: int | None = None,
-               explanation: list[str] | None = None) -> None:
+def document(trace: Trace, stages, decimals: int | None = None, explanation: list[str] | None = None) -> str:
+    """The text `attn compute` writes: one line of strict JSON."""
     doc = to_dict(trace, stages, decimals)
     if explanation is not None:
         doc["explanation"] = explanation
-    stream.write(dumps(doc) + "\n")
+    return dumps(doc) + "\n"

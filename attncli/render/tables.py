@@ -27,40 +27,67 @@ TITLES = {
 }
 
 
-def _cells(matrix: np.ndarray, precision: int) -> list[list[str]]:
-    return [[number(float(x), precision) for x in row] for row in matrix]
+EDGE_ROWS = 5  # a table taller than 2·EDGE_ROWS shows its first and last EDGE_ROWS rows
+MAX_COLUMNS = 16  # without --full, at most this many columns, first and last halves
 
 
-def _column_chunks(widths: list[int], label_width: int, available: int) -> list[range]:
+def _pick(n: int, keep: int) -> list[int | None]:
+    """All of range(n), or its first and last keep/2 with None standing for the elided middle."""
+    if n <= keep:
+        return list(range(n))
+    return list(range((keep + 1) // 2)) + [None] + list(range(n - keep // 2, n))
+
+
+def _column_chunks(widths: list[int], label_width: int, available: int) -> list[list[int]]:
     """Split columns into runs that fit `available` characters beside the label column."""
-    chunks, start, used = [], 0, label_width + 4
-    for i, width in enumerate(widths):
-        if i > start and used + width + 3 > available:
-            chunks.append(range(start, i))
-            start, used = i, label_width + 4
+    chunks, chunk, used = [], [], label_width + 4
+    for j, width in enumerate(widths):
+        if chunk and used + width + 3 > available:
+            chunks.append(chunk)
+            chunk, used = [], label_width + 4
+        chunk.append(j)
         used += width + 3
-    chunks.append(range(start, len(widths)))
-    return chunks
+    return chunks + [chunk]
 
 
-def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list[str],
-                  precision: int, width: int | None, extra: tuple[str, np.ndarray] | None = None):
-    """One table (or several, side by side in column ranges, when it is wider than `width`)."""
-    cells = _cells(matrix, precision)
-    if extra is not None:
-        columns = columns + [extra[0]]
-        for row, value in zip(cells, extra[1]):
-            row.append(number(float(value), precision))
-    widths = [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(columns)]
-    label_width = max(len(r) for r in rows)
-    chunks = [range(len(columns))] if width is None else _column_chunks(widths, label_width, width)
+def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list[str], precision: int,
+                  width: int | None, extra: tuple[str, np.ndarray] | None = None, full: bool = False):
+    """Yield a title and a table. A big matrix is elided as numpy prints arrays (first and last
+    rows and columns around ⋮ and ⋯, the true shape in the title) unless `full`; with `full`, a
+    table wider than `width` is split into column ranges. Only the cells shown are formatted."""
+    n_rows, n_cols = matrix.shape
+    row_ids = list(range(n_rows)) if full else _pick(n_rows, 2 * EDGE_ROWS)
+    labels = ["⋮" if i is None else rows[i] for i in row_ids]
+    label_width = max(len(label) for label in labels)
+
+    def layout(col_ids):
+        """(header names, rows of cell texts, column widths) for these columns."""
+        names = ["⋯" if j is None else columns[j] for j in col_ids]
+        cells = [["⋮" if i is None else "⋯" if j is None else number(matrix[i, j], precision)
+                  for j in col_ids] for i in row_ids]
+        if extra is not None:
+            names.append(extra[0])
+            for row, i in zip(cells, row_ids):
+                row.append("⋮" if i is None else number(extra[1][i], precision))
+        return names, cells, [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(names)]
+
+    keep = n_cols if full else min(n_cols, MAX_COLUMNS)
+    col_ids = _pick(n_cols, keep)
+    names, cells, widths = layout(col_ids)
+    while not full and width is not None and keep > 2 and label_width + 4 + sum(w + 3 for w in widths) > width:
+        keep -= 2  # drop columns from the middle until the table fits the terminal
+        col_ids = _pick(n_cols, keep)
+        names, cells, widths = layout(col_ids)
+    if None in row_ids or None in col_ids:
+        title += f" ({n_rows}×{n_cols}, middle elided: --full shows all)"
+    chunks = _column_chunks(widths, label_width, width) if full and width is not None else [list(range(len(names)))]
     for chunk in chunks:
-        suffix = "" if len(chunks) == 1 else f" (columns {columns[chunk[0]]}–{columns[chunk[-1]]})"
+        suffix = "" if len(chunks) == 1 else f" (columns {names[chunk[0]]}–{names[chunk[-1]]})"
         table = Table(box=box.ROUNDED, header_style="bold")
         table.add_column("", style="bold", no_wrap=True)
         for j in chunk:
-            table.add_column(columns[j], justify="right", no_wrap=True, min_width=widths[j])
-        for label, row in zip(rows, cells):
+            table.add_column(names[j], justify="right", no_wrap=True, min_width=widths[j])
+        for label, row in zip(labels, cells):
             table.add_row(label, *(row[j] for j in chunk))
         # The title stands on its own line: as a table title rich would wrap it to the table's width.
         yield Text(title + suffix, style="bold")
@@ -68,7 +95,7 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
 
 
 def render(trace: Trace, console: Console, stages, precision: int = 4, width: int | None = None,
-           explanation: list[str] | None = None, heads: list[int] | None = None) -> None:
+           explanation: list[str] | None = None, heads: list[int] | None = None, full: bool = False) -> None:
     """Print the header, then the explanation if there is one, else every selected stage;
     `width` splits tables wider than it."""
     p = trace.problem
@@ -76,7 +103,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
 
     def show(title, matrix, rows, columns=None, extra=None):
         columns = columns or [str(j) for j in range(matrix.shape[1])]
-        for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra):
+        for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra, full):
             console.print(renderable)
         console.print()
 
@@ -105,7 +132,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
                                         bias=" + bias" if p.bias is not None else "",
                                         of="scaled" if trace.masked is None else "masked")
             columns = keys if name != "output" else None
-            extra = ("sum", matrix[h].sum(axis=1)) if name == "weights" else None
+            extra = ("sum", trace.weights[h].sum(axis=1)) if name == "weights" else None
             show(title + head, matrix[h], queries, columns, extra)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
@@ -132,8 +159,8 @@ def make_console() -> Console:
 
 
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
-                 heads: list[int] | None = None) -> None:
+                 heads: list[int] | None = None, full: bool = False) -> None:
     """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
     the console is made as wide as the widest table, so that no number is ever cut."""
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    render(trace, make_console(), stages, precision, width, explanation, heads)
+    render(trace, make_console(), stages, precision, width, explanation, heads, full)

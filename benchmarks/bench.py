@@ -1,0 +1,185 @@
+"""attncli's performance, as ratios against references measured in the same run.
+
+    python benchmarks/bench.py            # everything (torch rows when torch is importable)
+    python benchmarks/bench.py startup    # one section: startup, trace, blocked, tables
+
+Machines here are shared and noisy, so every figure is a ratio to a reference timed alternately
+in the same run (median of N runs), never an absolute target. Peak RSS comes from running each
+case in a fresh process and reading ru_maxrss.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SCOOTER = str(ROOT / "attncli" / "examples" / "scooter.json")
+ATTN = [PY, "-m", "attncli"]
+
+
+def timed(cmd: list[str], env=None) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
+    return time.perf_counter() - start
+
+
+def alternate(commands: dict[str, list[str]], runs: int) -> dict[str, float]:
+    """Median wall time of each command, run in turns so that machine noise hits all alike."""
+    times = {name: [] for name in commands}
+    for name, cmd in commands.items():  # warm the file cache once
+        timed(cmd)
+    for _ in range(runs):
+        for name, cmd in commands.items():
+            times[name].append(timed(cmd))
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def row(label: str, value: str, target: str = "", verdict: str = "") -> None:
+    print(f"| {label} | {value} | {target} | {verdict} |")
+
+
+def startup(runs: int = 15) -> None:
+    print("\n### Start-up (median of %d alternating runs)\n" % runs)
+    print("| case | time / ratio | target | met |\n|---|---|---|---|")
+    t = alternate({
+        "attn": ATTN + ["compute", SCOOTER, "--format", "json"],
+        "typer": [PY, str(ROOT / "benchmarks" / "minimal_app.py"), SCOOTER],
+        "bare": [PY, str(ROOT / "benchmarks" / "bare_numpy.py"), SCOOTER],
+        "attn --version": ATTN + ["--version"],
+        "typer --version": [PY, str(ROOT / "benchmarks" / "minimal_app.py"), "--version"],
+        "python": [PY, "-c", "pass"],
+    }, runs)
+    for name, seconds in t.items():
+        row(name, f"{seconds * 1000:.0f} ms")
+    r = t["attn"] / t["typer"]
+    row("attn compute --format json ÷ minimal Typer app", f"{r:.3f}×", "≤ 1.15×", "yes" if r <= 1.15 else "no")
+    r = t["attn --version"] / t["typer --version"]
+    row("attn --version ÷ minimal Typer --version", f"{r:.3f}×", "≤ 1.2×", "yes" if r <= 1.2 else "no")
+    row("attn compute ÷ bare python + numpy", f"{t['attn'] / t['bare']:.2f}×", "report")
+    row("minimal Typer app ÷ bare python + numpy", f"{t['typer'] / t['bare']:.2f}×", "report")
+
+
+CHILD = r'''
+import json, os, resource, sys, time
+spec = json.loads(sys.argv[1])
+workers = 1
+if spec["kind"] == "blocked" and "OPENBLAS_NUM_THREADS" not in os.environ:
+    from attncli.blas import one_blas_thread  # as `attn compute --stages output` does
+    workers = one_blas_thread()
+import numpy as np
+kind, h, lq, lk, d, dtype = spec["kind"], spec["heads"], spec["lq"], spec["lk"], spec["d"], spec["dtype"]
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((h, n, d)).astype(dtype) for n in (lq, lk, lk))
+start = time.perf_counter()
+if kind == "torch":
+    import torch
+    torch.set_num_threads(2)
+    with torch.no_grad():
+        out = torch.nn.functional.scaled_dot_product_attention(
+            torch.from_numpy(q)[None], torch.from_numpy(k)[None], torch.from_numpy(v)[None])
+    elapsed = time.perf_counter() - start
+    result = out[0].numpy()
+elif kind == "numpy":  # plain numpy, no stages kept: the floor for the full trace
+    s = q @ k.transpose(0, 2, 1) * np.dtype(dtype).type(1 / np.sqrt(d))
+    e = np.exp(s - s.max(-1, keepdims=True))
+    result = (e / e.sum(-1, keepdims=True)) @ v
+    elapsed = time.perf_counter() - start
+else:
+    from attncli.attention import attend
+    from attncli.blocks import attend_output
+    from attncli.problem import build_problem
+    problem = build_problem({"Q": q, "K": k, "V": v, "dtype": dtype})
+    start = time.perf_counter()
+    result = attend_output(problem, workers=workers).output if kind == "blocked" else attend(problem).output
+    elapsed = time.perf_counter() - start
+print(json.dumps({"seconds": elapsed, "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                  "checksum": float(np.asarray(result, dtype=np.float64).sum())}))
+'''
+
+
+def child(kind: str, **spec) -> dict:
+    spec = dict(spec, kind=kind)
+    out = subprocess.run([PY, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True)
+    if out.returncode:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
+    return json.loads(out.stdout)
+
+
+def have_torch() -> bool:
+    return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def trace(runs: int = 3) -> None:
+    print("\n### Full trace, 8 heads × 2048 × 64 (median of %d alternating runs, fresh process each)\n" % runs)
+    print("| case | seconds | peak RSS | ratio | target | met |\n|---|---|---|---|---|---|")
+    kinds = ["attn", "numpy"] + (["torch"] if have_torch() else [])
+    for dtype, target in (("float64", 1.0), ("float32", 1.2)):
+        results = {kind: [] for kind in kinds}
+        for _ in range(runs):
+            for kind in kinds:
+                results[kind].append(child(kind, heads=8, lq=2048, lk=2048, d=64, dtype=dtype))
+        med = {kind: statistics.median(r["seconds"] for r in rs) for kind, rs in results.items()}
+        rss = {kind: max(r["rss_gib"] for r in rs) for kind, rs in results.items()}
+        reference = "torch" if "torch" in med else "numpy"
+        for kind in kinds:
+            ratio = med[kind] / med[reference]
+            met = ("yes" if ratio <= target else "no") if kind == "attn" and reference == "torch" else ""
+            print(f"| {kind} {dtype} | {med[kind]:.3f} | {rss[kind]:.2f} GiB | {ratio:.2f}× {reference} | "
+                  f"{'≤ %.1f× torch' % target if kind == 'attn' else ''} | {met} |")
+
+
+def blocked() -> None:
+    print("\n### Output only, blocked over queries: one head, d = 64 (fresh process each)\n")
+    print("| case | seconds | peak RSS | target | met |\n|---|---|---|---|---|")
+    cases = [("float64", 16384), ("float32", 32768)]
+    for dtype, n in cases:
+        kinds = ["blocked"] + (["torch"] if have_torch() else [])
+        res = {kind: child(kind, heads=1, lq=n, lk=n, d=64, dtype=dtype) for kind in kinds}
+        for kind, r in res.items():
+            if "error" in r:
+                print(f"| {kind} {dtype} {n} | – | – | {r['error']} | |")
+                continue
+            target, met = "", ""
+            if kind == "blocked" and dtype == "float32":
+                target = "RSS < 1 GiB, time ≤ torch"
+                met = "yes" if r["rss_gib"] < 1 and ("torch" not in res or "error" in res["torch"]
+                                                     or r["seconds"] <= res["torch"]["seconds"]) else "no"
+            print(f"| {kind} {dtype} {n}×{n} | {r['seconds']:.2f} | {r['rss_gib']:.2f} GiB | {target} | {met} |")
+
+
+def tables(runs: int = 3) -> None:
+    print("\n### Rendering every stage of a 512 × 512 problem as tables (elided), vs computing it\n")
+    print("| case | seconds | target | met |\n|---|---|---|---|")
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    doc = {name: rng.standard_normal((512, 64)).round(3).tolist() for name in "QKV"}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big.json"
+        path.write_text(json.dumps(doc))
+        t = alternate({"table": ATTN + ["compute", str(path), "--format", "table"],
+                       "json": ATTN + ["compute", str(path), "--format", "json"],
+                       "python": [PY, "-c", "pass"]}, runs)
+    render = t["table"] - t["python"]
+    row("attn compute 512×512 --format table", f"{t['table']:.2f}", "< 1 s", "yes" if t["table"] < 1 else "no")
+    row("… of which start-up and rendering beyond python itself", f"{render:.2f}")
+    row("attn compute 512×512 --format json (for scale)", f"{t['json']:.2f}")
+
+
+SECTIONS = {"startup": startup, "trace": trace, "blocked": blocked, "tables": tables}
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    chosen = sys.argv[1:] or list(SECTIONS)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; torch: {'yes' if have_torch() else 'no'}")
+    for name in chosen:
+        SECTIONS[name]()

@@ -1,0 +1,69 @@
+"""The blocked output-only path equals the full trace (1e-12 in float64), whatever the blocks."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attncli.attention import attend
+from attncli.blocks import attend_output
+from attncli.errors import NumericError
+from attncli.problem import build_problem
+
+
+def random_problem(seed, heads=2, kv_heads=2, lq=37, lk=23, d=8, mask=True, bias=False, w_o=False, **extra):
+    rng = np.random.default_rng(seed)
+    doc = {"Q": rng.normal(size=(heads, lq, d)), "K": rng.normal(size=(kv_heads, lk, d)),
+           "V": rng.normal(size=(kv_heads, lk, 5))}
+    if mask:
+        m = rng.random((heads, lq, lk)) > 0.3
+        m[:, 3] = False  # a row with every key masked
+        doc["mask"] = m
+    if bias:
+        b = rng.normal(size=(lq, lk))
+        b[1, :4] = -np.inf
+        doc["bias"] = b
+    if w_o:
+        doc["W_O"] = rng.normal(size=(heads * 5, 3))
+        doc["b_O"] = rng.normal(size=3)
+    return build_problem(doc | extra)
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"mask": False}, {"bias": True}, {"bias": True, "mask": False}, {"kv_heads": 1}, {"w_o": True},
+    {"masked_rows": "uniform"}, {"bias": True, "masked_rows": "uniform"}, {"scale": 3.0},
+])
+@pytest.mark.parametrize("block, workers", [(1, 1), (5, 2), (None, 1), (64, 3)])
+def test_blocked_equals_full(options, block, workers):
+    problem = random_problem(0, **options)
+    full, blocked = attend(problem), attend_output(problem, block=block, workers=workers)
+    np.testing.assert_allclose(blocked.final, full.final, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(blocked.output, full.output, rtol=0, atol=1e-12)
+    assert blocked.warnings == full.warnings and blocked.masked_rows == full.masked_rows
+    assert blocked.scores is None and blocked.weights is None
+
+
+def test_large_scores_take_the_max_subtracted_path():
+    problem = random_problem(1, mask=False, scale=40.0)  # |scores| far beyond e^x's range
+    np.testing.assert_allclose(attend_output(problem, block=4).final, attend(problem).final, atol=1e-12)
+
+
+def test_float32_blocked_is_close_to_float64():
+    problem64 = random_problem(2)
+    problem32 = random_problem(2, dtype="float32")
+    out = attend_output(problem32, block=7).final
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, attend(problem64).final, atol=1e-5)
+
+
+def test_overflow_is_reported_not_nan():
+    problem = build_problem({"Q": [[1e200, 1e200]], "K": [[1e200, 1e200]], "V": [[1.0]]})
+    with pytest.raises(NumericError, match="overflows float64"):
+        attend_output(problem)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 9))
+def test_blocks_of_any_size(seed, block):
+    problem = random_problem(seed, lq=11, lk=6, bias=seed % 2 == 0)
+    np.testing.assert_allclose(attend_output(problem, block=block).final, attend(problem).final, atol=1e-12)
