@@ -7,11 +7,9 @@ W_O that is the head's output). The JSON that `attn compute` writes is a complet
 
 from __future__ import annotations
 
-import difflib
-
 import numpy as np
 
-from attncli.errors import InputError
+from attncli.errors import InputError, did_you_mean
 from attncli.marking import Answer, present
 from attncli.problem import ALIASES, INPUT_KEYS, OUTPUT_KEYS
 from attncli.trace import Trace
@@ -36,8 +34,7 @@ def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
 def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
     for key in doc:
         if key not in allowed and ALIASES.get(key) not in allowed:
-            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-            hint = f' (did you mean "{close[0]}"?)' if close else f"; answers are {', '.join(HEAD_STAGES)}"
+            hint = did_you_mean(key, allowed) or f"; answers are {', '.join(HEAD_STAGES)}"
             raise InputError(f'unknown key "{key}"{where}{hint}')
 
 

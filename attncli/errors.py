@@ -25,3 +25,11 @@ class InputError(AttnError):
 
 class NumericError(AttnError):
     """The input is valid but the arithmetic cannot be carried out in the chosen dtype."""
+
+
+def did_you_mean(word: str, choices, cutoff: float = 0.6) -> str:
+    """` (did you mean "x"?)` for the closest choice, or "" (difflib is loaded only on errors)."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    return f' (did you mean "{close[0]}"?)' if close else ""

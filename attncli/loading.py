@@ -6,8 +6,6 @@ Errors are `InputError`s that name the file (or option) and what was expected.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -122,6 +120,9 @@ def _cell(text: str, row: int, column: int, source: str, kind: str):
 def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[str] | None]:
     """One matrix from CSV or TSV text. A first row with a non-numeric cell is a header; a first
     column that is non-numeric in every row holds row labels. Returns (rows, labels)."""
+    import csv
+    import io
+
     delimiter = "\t" if source.lower().endswith(".tsv") or ("\t" in text and "," not in text) else ","
     rows = [row for row in csv.reader(io.StringIO(text), delimiter=delimiter)
             if any(cell.strip() for cell in row)]

@@ -5,12 +5,11 @@ Shape errors name the field and both sizes, e.g. `K has 3 columns but Q has 2: d
 
 from __future__ import annotations
 
-import difflib
 import math
 
 import numpy as np
 
-from attncli.errors import InputError
+from attncli.errors import InputError, did_you_mean
 from attncli.trace import MASK_WORDS, MASKED_ROWS, Problem
 from attncli.values import as_array, describe
 
@@ -57,8 +56,7 @@ def _check_keys(doc: dict) -> dict:
     for key, value in doc.items():
         name = ALIASES.get(key, key)
         if name not in known:
-            close = difflib.get_close_matches(key, known + tuple(ALIASES), n=1, cutoff=0.5)
-            hint = f' (did you mean "{close[0]}"?)' if close else f"; valid keys: {', '.join(INPUT_KEYS)}"
+            hint = did_you_mean(key, known + tuple(ALIASES), 0.5) or f"; valid keys: {', '.join(INPUT_KEYS)}"
             raise InputError(f'unknown key "{key}"{hint}')
         if name in out:
             raise InputError(f'both "{name}" and its alias "{name.lower()}" are given; keep one')
@@ -158,8 +156,7 @@ def _mask(value, field: str, heads: int, lq: int, lk: int, invert: bool):
     """Return (mask or None, rule). True in the result always means: may attend."""
     if isinstance(value, str):
         if value not in MASK_WORDS:
-            close = difflib.get_close_matches(value, MASK_WORDS, n=1, cutoff=0.4)
-            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            hint = did_you_mean(value, MASK_WORDS, 0.4)
             raise InputError(f'{field} is "{value}"{hint}; expected {" or ".join(MASK_WORDS)} '
                              "or a true/false matrix")
         i = np.arange(lq)[:, None]

@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 SCOOTER = str(ROOT / "attncli" / "examples" / "scooter.json")
-ATTN = [PY, "-m", "attncli"]
+# The console script, as a user runs it (python -m attncli also loads runpy).
+ATTN = [str(Path(PY).parent / "attn")] if (Path(PY).parent / "attn").exists() else [PY, "-m", "attncli"]
 
 
 def timed(cmd: list[str], env=None) -> float:
@@ -47,7 +48,7 @@ def row(label: str, value: str, target: str = "", verdict: str = "") -> None:
     print(f"| {label} | {value} | {target} | {verdict} |")
 
 
-def startup(runs: int = 15) -> None:
+def startup(runs: int = 25) -> None:
     print("\n### Start-up (median of %d alternating runs)\n" % runs)
     print("| case | time / ratio | target | met |\n|---|---|---|---|")
     t = alternate({
@@ -118,7 +119,7 @@ def have_torch() -> bool:
     return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
 
 
-def trace(runs: int = 3) -> None:
+def trace(runs: int = 5) -> None:
     print("\n### Full trace, 8 heads × 2048 × 64 (median of %d alternating runs, fresh process each)\n" % runs)
     print("| case | seconds | peak RSS | ratio | target | met |\n|---|---|---|---|---|---|")
     kinds = ["attn", "numpy"] + (["torch"] if have_torch() else [])

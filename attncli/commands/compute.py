@@ -185,7 +185,7 @@ def compute(
 
 def _attend(problem, output_only: bool, workers: int):
     """The full trace, or only the output in blocks; a progress bar when it takes a while."""
-    from attncli.render.progress import progress
+    from attncli.render.progress import progress  # small: rich is imported only for a bar
 
     with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
         if output_only:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.errors import InputError
+from attncli.errors import InputError, did_you_mean
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -93,10 +93,7 @@ def example(
             print(f"{stem:<{width}}  {title}")
         return
     if name not in found:
-        import difflib
-
-        close = difflib.get_close_matches(name, found, n=1)
-        hint = f' (did you mean "{close[0]}"?)' if close else ""
+        hint = did_you_mean(name, found)
         raise InputError(f'no example "{name}"{hint}; the examples are {", ".join(found)}')
     sys.stdout.write(found[name].read_text(encoding="utf-8"))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from attncli.attention import RowSteps, row_steps
+from attncli.steps import RowSteps, row_steps
 from attncli.render.text import given, labels, number
 from attncli.trace import Trace
 
