@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.errors import InputError, NumericError
+from attncli.limits import check_fits
 from attncli.trace import Problem, Trace
 
 HQK = ("head", "query", "key")
@@ -128,6 +129,9 @@ def attend(problem: Problem) -> Trace:
 
 
 def _attend(problem: Problem) -> Trace:
+    itemsize = np.dtype(problem.dtype).itemsize
+    stages = 4 if problem.mask is None and problem.bias is None else 5  # with the temporaries
+    check_fits(problem.heads, problem.lq, problem.lk, itemsize, stages)
     Q, K, V = _inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
     group = Q.shape[0] // K.shape[0]  # grouped-query attention: query head h uses kv head h // group
     if group > 1:
