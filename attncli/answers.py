@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.errors import InputError, did_you_mean
+from attncli.errors import InputError, did_you_mean, quote
 from attncli.marking import Answer, present
 from attncli.problem import ALIASES, INPUT_KEYS, OUTPUT_KEYS
 from attncli.trace import Trace
@@ -35,7 +35,7 @@ def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
     for key in doc:
         if key not in allowed and ALIASES.get(key) not in allowed:
             hint = did_you_mean(key, allowed) or f"; answers are {', '.join(HEAD_STAGES)}"
-            raise InputError(f'unknown key "{key}"{where}{hint}')
+            raise InputError(f"unknown key {quote(key)}{where}{hint}")
 
 
 def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | None]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.errors import InputError, NumericError
+from attncli.errors import InputError, NumericError, quote
 from attncli.limits import check_fits
 from attncli.trace import Problem, Trace
 
@@ -102,7 +102,7 @@ def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None,
 
 
 def _label(labels: list[str] | None, i: int) -> str:
-    return f'"{labels[i]}"' if labels else str(i)
+    return quote(labels[i]) if labels else str(i)
 
 
 def _masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:

@@ -18,14 +18,14 @@ except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import ClickException
 
 from attncli import __version__
-from attncli.errors import AttnError
+from attncli.errors import AttnError, one_line
 
 EXIT_TROUBLE = 2  # as diff: 0 same/ok, 1 answers differ, 2 trouble
 
 
 def fail(message: str) -> None:
     """One line on stderr, nothing on stdout, exit 2."""
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {one_line(message)}\n")
     sys.stderr.flush()
     sys.exit(EXIT_TROUBLE)
 

@@ -33,3 +33,17 @@ def did_you_mean(word: str, choices, cutoff: float = 0.6) -> str:
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def quote(text: str) -> str:
+    """A user's string in a message: quoted, with control and line-breaking characters escaped,
+    so that an error is always one line."""
+    import json
+
+    return one_line(json.dumps(text, ensure_ascii=False))
+
+
+def one_line(message: str) -> str:
+    """Escape every character that str.splitlines() would break a line at."""
+    return "".join(f"\\u{ord(c):04x}" if c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029" or ord(c) < 32 else c
+                   for c in message)

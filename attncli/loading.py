@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from attncli.errors import InputError
+from attncli.errors import InputError, quote
 from attncli.values import Written
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
@@ -113,7 +113,7 @@ def _cell(text: str, row: int, column: int, source: str, kind: str):
     except ValueError:
         value = None
     if value is None or not math.isfinite(value):
-        raise InputError(f'row {row}, column {column}: "{cell}" is not a finite number', source)
+        raise InputError(f"row {row}, column {column}: {quote(cell)} is not a finite number", source)
     return int(value) if kind == "mask" and value in (0, 1) else value
 
 
@@ -124,8 +124,11 @@ def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[
     import io
 
     delimiter = "\t" if source.lower().endswith(".tsv") or ("\t" in text and "," not in text) else ","
-    rows = [row for row in csv.reader(io.StringIO(text), delimiter=delimiter)
-            if any(cell.strip() for cell in row)]
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+                if any(cell.strip() for cell in row)]
+    except csv.Error as error:
+        raise InputError(f"not valid CSV: {error}", source) from None
     words = {"true", "false"} if kind == "mask" else {"-inf", "-∞", ""} if kind == "bias" else set()
 
     def numeric(cell: str) -> bool:
@@ -166,18 +169,36 @@ def parse_inline(text: str, source: str, kind: str = "number"):
     return matrix[0] if len(matrix) == 1 else matrix
 
 
+def _npy_fits(path: str) -> None:
+    """Read an .npy header and refuse, before allocating, a shape the file does not hold."""
+    import numpy as np
+
+    with open(path, "rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in read:
+            return  # np.load checks the rest
+        shape, _, dtype = read[version](handle)
+        declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        held = os.path.getsize(path) - handle.tell()
+    if dtype.itemsize and declared > held:
+        raise InputError(f"cannot read .npy: it declares shape {shape} ({declared:,} bytes) but holds "
+                         f"{held:,} bytes", path)
+
+
 def load_npy(path: str):
     import numpy as np
 
     try:
+        _npy_fits(path)
         array = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise InputError("no such file", path) from None
     except ValueError as error:
         reason = "it holds Python objects (pickles are refused)" if "pickle" in str(error) else str(error)
         raise InputError(f"cannot read .npy: {reason}", path) from None
-    except OSError as error:
-        raise InputError(f"cannot read .npy: {error}", path) from None
+    except (OSError, MemoryError) as error:
+        raise InputError(f"cannot read .npy: {error or 'too large for memory'}", path) from None
     if not isinstance(array, np.ndarray):
         raise InputError("expected a .npy array, found an archive", path)
     return array

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from attncli.errors import InputError, did_you_mean
+from attncli.errors import InputError, did_you_mean, quote
 from attncli.trace import MASK_WORDS, MASKED_ROWS, Problem
 from attncli.values import as_array, describe
 
@@ -57,7 +57,7 @@ def _check_keys(doc: dict) -> dict:
         name = ALIASES.get(key, key)
         if name not in known:
             hint = did_you_mean(key, known + tuple(ALIASES), 0.5) or f"; valid keys: {', '.join(INPUT_KEYS)}"
-            raise InputError(f'unknown key "{key}"{hint}')
+            raise InputError(f"unknown key {quote(key)}{hint}")
         if name in out:
             raise InputError(f'both "{name}" and its alias "{name.lower()}" are given; keep one')
         out[name] = value
@@ -157,7 +157,7 @@ def _mask(value, field: str, heads: int, lq: int, lk: int, invert: bool):
     if isinstance(value, str):
         if value not in MASK_WORDS:
             hint = did_you_mean(value, MASK_WORDS, 0.4)
-            raise InputError(f'{field} is "{value}"{hint}; expected {" or ".join(MASK_WORDS)} '
+            raise InputError(f'{field} is {quote(value)}{hint}; expected {" or ".join(MASK_WORDS)} '
                              "or a true/false matrix")
         i = np.arange(lq)[:, None]
         j = np.arange(lk)[None, :]

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from attncli.errors import InputError
+from attncli.errors import InputError, quote
 
 FLOAT_MAX = float(np.finfo(np.float64).max)  # a Python float: int comparisons stay exact
 
@@ -23,8 +23,7 @@ def describe(value) -> str:
     if isinstance(value, (int, float)):
         return f"the number {value!r}" if math.isfinite(value) else f"the number {value}"
     if isinstance(value, str):
-        shown = value if len(value) <= 20 else value[:17] + "..."
-        return f'the string "{shown}"'
+        return f"the string {quote(value if len(value) <= 20 else value[:17] + '...')}"
     if isinstance(value, list):
         return f"a list of {len(value)}"
     if isinstance(value, dict):

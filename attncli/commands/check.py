@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.errors import AttnError, InputError
+from attncli.errors import AttnError, InputError, one_line
 
 ANSWER_OPTIONS = ("scores", "scaled", "masked", "weights", "output")
 EXIT_DIFFER = 1
@@ -105,7 +105,7 @@ def _mark_one(trace, name: str, answers, tol: float | None, many: bool, origin: 
         error.at(origin.get(error.message.split(" ", 1)[0], name))
         if not many:
             raise
-        sys.stderr.write(f"error: {error}\n")
+        sys.stderr.write(f"error: {one_line(str(error))}\n")
         return name, None, error.message
 
 

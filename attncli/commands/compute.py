@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.errors import AttnError, InputError
+from attncli.errors import AttnError, InputError, one_line, quote
 
 
 class Format(str, Enum):
@@ -148,7 +148,7 @@ def compute(
     rows = _rows(row, problem.query_labels, problem.lq)
     heads_shown = None if head is None else [_head(head, problem.heads)]
     for warning in trace.warnings:
-        sys.stderr.write(f"warning: {warning}\n")
+        sys.stderr.write(f"warning: {one_line(warning)}\n")
     explanation = None
     if explain:
         from attncli.render.explain import explain as explain_lines
@@ -219,7 +219,7 @@ def _stages(text: str | None) -> tuple[str, ...]:
     chosen = tuple(name.strip() for name in text.split(",") if name.strip())
     for name in chosen:
         if name not in VIEWS:
-            raise typer.BadParameter(f'unknown stage "{name}"; expected some of {",".join(VIEWS)}',
+            raise typer.BadParameter(f'unknown stage {quote(name)}; expected some of {",".join(VIEWS)}',
                                      param_hint="--stages")
     return chosen
 
@@ -236,7 +236,7 @@ def _rows(chosen: list[str] | None, query_labels: list[str] | None, lq: int) -> 
             rows.append(int(value))
         else:
             names = ", ".join(query_labels) if query_labels else f"0 to {lq - 1}"
-            raise InputError(f'no query "{value}"; the queries are {names}', "--row")
+            raise InputError(f"no query {quote(value)}; the queries are {names}", "--row")
     return rows
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.errors import InputError, did_you_mean
+from attncli.errors import InputError, did_you_mean, quote
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -94,7 +94,7 @@ def example(
         return
     if name not in found:
         hint = did_you_mean(name, found)
-        raise InputError(f'no example "{name}"{hint}; the examples are {", ".join(found)}')
+        raise InputError(f'no example {quote(name)}{hint}; the examples are {", ".join(found)}')
     sys.stdout.write(found[name].read_text(encoding="utf-8"))
 
 
@@ -112,6 +112,9 @@ def posenc(
     """
     if dim % 2:
         raise InputError(f"dim is {dim}; the encoding pairs sin and cos columns, so D must be even", "--dim")
+    if positions * dim > 10_000_000:
+        raise InputError(f"{positions} positions × {dim} columns is {positions * dim:,} values; at most "
+                         "10,000,000", "--positions")
     from attncli.posenc import positional_encoding
 
     pe = positional_encoding(positions, dim, base)

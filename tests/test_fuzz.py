@@ -1,0 +1,241 @@
+"""Fuzzing every loader and the whole CLI: every input ends in valid output (exit 0, or 1 for
+`check`) or exactly one `error:` line with exit 2, nothing on stdout: never a traceback.
+
+The short profile runs with every test run; the `slow` tests run the same properties with
+10,000 examples each (CI: `python -m pytest -q -m slow`).
+"""
+
+import json
+import string
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from attncli.cli import app
+from attncli.errors import InputError
+from attncli.loading import decode, load_npy, parse_csv, parse_inline, parse_json
+from attncli.problem import INPUT_KEYS
+
+SHORT = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LONG = settings(max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck))
+RUNNER = CliRunner()
+
+
+def _strict(token):
+    raise AssertionError(f"non-standard JSON token {token}")
+
+
+def invoke(args, input=None):
+    return RUNNER.invoke(app, args, input=input)
+
+
+def assert_clean(result, json_out=False, differ_ok=False):
+    """The invariant: success with valid output, or one `error:` line, exit 2, empty stdout."""
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    assert result.exit_code in ((0, 1, 2) if differ_ok else (0, 2)), (result.exit_code, result.stderr)
+    lines = result.stderr.splitlines()
+    if result.exit_code == 2:
+        assert result.stdout == "" and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    else:
+        assert all(line.startswith("warning: ") for line in lines), result.stderr
+        if json_out:
+            json.loads(result.stdout, parse_constant=_strict)
+
+
+# Structured problems: mostly consistent, sometimes not, with every option.
+floats = st.one_of(st.floats(-10, 10, allow_nan=False), st.integers(-5, 5),
+                   st.sampled_from([0.0, 1e-310, -1e300, 1e154, 0.5]))
+
+
+@st.composite
+def problems(draw):
+    heads = draw(st.integers(1, 3))
+    lq, lk, d, dv = (draw(st.integers(1, 4)) for _ in range(4))
+    jitter = lambda n: draw(st.sampled_from([n, n, n, n, n + 1, max(0, n - 1)]))  # noqa: E731
+    matrix = lambda rows, cols: [[draw(floats) for _ in range(cols)] for _ in range(rows)]  # noqa: E731
+    doc = {"Q": matrix(lq, jitter(d * heads)), "K": matrix(jitter(lk), d * heads),
+           "V": matrix(lk, jitter(dv * heads))}
+    if heads > 1 or draw(st.booleans()):
+        doc["heads"] = draw(st.sampled_from([heads, heads, 0, -1, 2.5, "2", None]))
+    if draw(st.booleans()):
+        doc["mask"] = draw(st.one_of(
+            st.sampled_from(["causal", "causal_lower_right", "casual", ""]),
+            st.lists(st.lists(st.booleans(), min_size=lk, max_size=lk), min_size=lq, max_size=lq),
+            st.lists(st.lists(st.integers(0, 2), min_size=lk, max_size=lk), min_size=lq, max_size=lq)))
+    if draw(st.booleans()):
+        doc["bias"] = [[draw(st.one_of(floats, st.none(), st.just("-inf"))) for _ in range(jitter(lk))]
+                       for _ in range(lq)]
+    if draw(st.booleans()):
+        doc["scale"] = draw(st.one_of(floats, st.just(1e300), st.text(max_size=3)))
+    if draw(st.booleans()):
+        n = jitter(lq)
+        doc["query_labels"] = draw(st.lists(st.text(max_size=5), min_size=n, max_size=n))
+    if draw(st.booleans()):
+        doc[draw(st.sampled_from(["Qs", "title", "description", "masked_rows", "dtype"]))] = draw(
+            st.one_of(st.text(max_size=8), st.sampled_from(["uniform", "error", "float32"])))
+    return doc
+
+
+OPTIONS = st.lists(st.sampled_from([
+    ["--format", "json"], ["--format", "table"], ["--format", "markdown"], ["--format", "latex"],
+    ["--format", "csv", "--stages", "weights"], ["--stages", "output"], ["--stages", "weights,heatmap"],
+    ["--dtype", "float32"], ["--masked-rows", "uniform"], ["--masked-rows", "error"], ["--explain"],
+    ["--heatmap"], ["--invert-mask"], ["--precision", "2"], ["--round", "3"], ["--full"], ["--row", "1"],
+    ["--head", "1"], ["--scale", "0"]]), max_size=3)
+
+
+def compute_property(doc, options):
+    fmt = next((o[1] for o in reversed(options) if o[0] == "--format"), None)  # the last one wins
+    args = ["compute", "-"] + [a for option in options for a in option] + (["--format", "json"] if not fmt else [])
+    result = invoke(args, input=json.dumps(doc))
+    assert_clean(result, json_out=fmt in (None, "json"))
+
+
+@SHORT
+@given(problems(), OPTIONS)
+def test_compute_on_structured_problems(doc, options):
+    compute_property(doc, options)
+
+
+@pytest.mark.slow
+@LONG
+@given(problems(), OPTIONS)
+def test_compute_on_structured_problems_long(doc, options):
+    compute_property(doc, options)
+
+
+# Garbage: random bytes, and valid documents damaged in the ways files get damaged.
+VALID = json.dumps({"title": "café", "Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]],
+                    "V": [[2, 0], [0, 2], [1, -1]], "mask": [True, True, False]}, ensure_ascii=False)
+damaged = st.one_of(
+    st.binary(max_size=200),
+    st.integers(0, len(VALID)).map(lambda n: VALID[:n].encode()),  # truncated
+    st.just(b"\xef\xbb\xbf" + VALID.encode()),  # UTF-8 BOM
+    st.just(VALID.replace(", ", ",\r\n").encode()),  # CRLF line ends
+    st.just(VALID.encode("latin-1")),  # Latin-1
+    st.tuples(st.integers(0, len(VALID) - 1), st.binary(min_size=1, max_size=3)).map(
+        lambda t: VALID.encode()[:t[0]] + t[1] + VALID.encode()[t[0] + 1:]),  # a flipped byte
+    st.integers(1, 5000).map(lambda n: ("[" * n + "]" * n).encode()),  # deep nesting
+    st.sampled_from([b'{"Q": [1e999]}', b'{"Q": [[1, 2], [3]]}', b'{"Q": NaN}', b"null", b'"Q"', b"[]",
+                     b'{"Q": [-1e308], "K": [1e308], "V": [1]}', b'{"Q": [1' + b"0" * 400 + b"]}"]))
+
+
+def garbage_property(data):
+    assert_clean(invoke(["compute", "-", "--format", "json"], input=data), json_out=True)
+
+
+@SHORT
+@given(damaged)
+def test_compute_on_damaged_input(data):
+    garbage_property(data)
+
+
+@pytest.mark.slow
+@LONG
+@given(damaged)
+def test_compute_on_damaged_input_long(data):
+    garbage_property(data)
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30), st.floats(allow_nan=False, allow_infinity=False),
+              st.text(max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=12)
+
+
+@SHORT
+@given(st.sampled_from(INPUT_KEYS + ("heads", "q", "output", "weights")), json_values)
+def test_wrong_types_at_every_key(key, value):
+    doc = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]], key: value}
+    assert_clean(invoke(["compute", "-", "--format", "json"], input=json.dumps(doc)), json_out=True)
+
+
+@pytest.mark.slow
+@LONG
+@given(st.sampled_from(INPUT_KEYS + ("heads", "q", "output", "weights")), json_values)
+def test_wrong_types_at_every_key_long(key, value):
+    test_wrong_types_at_every_key.hypothesis.inner_test(key, value)
+
+
+# Loaders on their own: a value, or an InputError; nothing else.
+def only_input_errors(function, *args):
+    try:
+        function(*args)
+    except InputError:
+        pass
+
+
+cells = st.one_of(st.text(alphabet=string.printable, max_size=6), st.floats().map(repr), st.sampled_from(
+    ["-inf", "true", "nan", "1e400", "", " 2 ", "0x10", "1_000", "∞"]))
+
+
+@SHORT
+@given(st.lists(st.lists(cells, max_size=4), max_size=4), st.sampled_from([",", "\t", ";"]),
+       st.sampled_from(["number", "mask", "bias"]))
+def test_csv_and_inline_loaders(rows, separator, kind):
+    text = "\n".join(separator.join(row) for row in rows)
+    only_input_errors(parse_csv, text, "x.csv", kind)
+    only_input_errors(parse_inline, text, "--q", kind)
+
+
+@SHORT
+@given(st.binary(max_size=300))
+def test_text_and_json_decoding(data):
+    try:
+        parse_json(decode(data, "x"), "x", keep_decimals=True)
+    except InputError:
+        pass
+
+
+@SHORT
+@given(st.binary(max_size=300))
+def test_npy_loader_on_random_bytes(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("npy") / "x.npy"
+    path.write_bytes(b"\x93NUMPY" + data)
+    only_input_errors(load_npy, str(path))
+
+
+def test_npy_declaring_an_enormous_shape(tmp_path):
+    path = tmp_path / "huge.npy"
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000, 1000000000), }"
+    header = header.ljust(118) + "\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\0" * 64)
+    result = invoke(["compute", "--q", str(path), "--k", "1", "--v", "1"])
+    assert_clean(result)
+    assert result.exit_code == 2 and "huge.npy: cannot read .npy" in result.stderr
+
+
+# The other commands.
+@SHORT
+@given(st.dictionaries(st.sampled_from(["scores", "scaled", "weights", "output", "masked", "heads", "x"]),
+                       json_values, max_size=3))
+def test_check_on_random_answers(answers):
+    problem = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+    result = invoke(["check", "-", "--format", "json"], input=json.dumps(problem | answers))
+    assert_clean(result, json_out=True, differ_ok=True)
+
+
+@SHORT
+@given(st.integers(-5, 2**40), st.integers(1, 5), st.integers(1, 5), st.integers(1, 3), st.integers(1, 3),
+       st.sampled_from([[], ["--mask", "causal"], ["--mask", "random"]]))
+def test_exercises_always_compute(seed, queries, keys, dim, heads, mask):
+    args = ["exercise", "--seed", str(seed), "--queries", str(queries), "--keys", str(keys),
+            "--dim", str(dim), "--heads", str(heads)] + mask
+    problem = invoke(args)
+    assert problem.exit_code == 0, problem.stderr
+    result = invoke(["compute", "-", "--format", "json"], input=problem.stdout)
+    assert_clean(result, json_out=True)
+    assert result.exit_code == 0
+
+
+def test_no_code_path_evaluates_input():
+    from pathlib import Path
+
+    source = "\n".join(p.read_text() for p in Path(__file__).parent.parent.joinpath("attncli").rglob("*.py"))
+    for forbidden in ("eval(", "exec(", "import pickle", "pickle.load", "allow_pickle=True", "literal_eval", "yaml"):
+        assert forbidden not in source, forbidden
+    assert source.count("allow_pickle=False") >= 2
