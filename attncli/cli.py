@@ -63,7 +63,8 @@ class AttnGroup(TyperGroup):
 
 app = typer.Typer(cls=AttnGroup, no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False,
-                  help="attn: scaled dot-product attention, softmax(Q Kᵀ · scale + bias) V, step by step.")
+                  help="attn: scaled dot-product attention, softmax(Q Kᵀ · scale + bias) V, step by step.\n\n"
+                       "Exit codes as diff: 0 ok, 1 answers differ (check), 2 trouble (bad input or usage).")
 
 
 def _version(value: bool) -> None:
@@ -77,10 +78,7 @@ def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
-    """attn: scaled dot-product attention, softmax(Q Kᵀ · scale + bias) V, step by step.
-
-    Exit codes as diff: 0 ok, 1 answers differ (check), 2 trouble (bad input or usage).
-    """
+    """The group's own options; its help text is the Typer app's `help`."""
 
 
 from attncli.commands import check, compute, learn  # noqa: E402
@@ -93,5 +91,9 @@ app.command()(learn.posenc)
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Output is UTF-8 whatever the locale (JSON is UTF-8 by
+    RFC 8259, and the tables use √, ∞ and box drawing)."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and stream.encoding.lower().replace("-", "") != "utf8":
+            stream.reconfigure(encoding="utf-8")
     app()
