@@ -50,12 +50,12 @@ def softmax(x: np.ndarray, masked_rows: str = "zero") -> tuple[np.ndarray, np.nd
     return weights, dead[..., 0]
 
 
-def _inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def head_inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-head Q (Hq, Lq, d_k), K (Hkv, Lk, d_k), V (Hkv, Lk, d_v), projecting X when given."""
     dtype = np.dtype(problem.dtype)
     given = {name: array.astype(dtype, copy=False) for name, array in problem.inputs.items()}
     for name, array in given.items():
-        _check_finite(array, name, ("index",) * array.ndim)  # float32 holds less than float64
+        check_finite(array, name, ("index",) * array.ndim)  # float32 holds less than float64
     if problem.projected:
         X = given["X"]
         X_kv = given.get("X_kv", X)
@@ -64,7 +64,7 @@ def _inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             projected = x @ given[f"W_{name}"]  # (L, d_out)
             if f"b_{name}" in given:
                 projected = projected + given[f"b_{name}"]
-            _check_finite(projected, f"the projection {name} = X W_{name}", ("row", "column"))
+            check_finite(projected, f"the projection {name} = X W_{name}", ("row", "column"))
             qkv.append(projected)
     else:
         qkv = [given[name] for name in "QKV"]
@@ -73,7 +73,7 @@ def _inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.ascontiguousarray(m if m.ndim == 3 else split_heads(m, heads)) for m in qkv)
 
 
-def _check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
+def check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
                   allow_neg_inf: np.ndarray | None = None, offset: tuple[int, ...] | None = None) -> None:
     """Raise NumericError naming the first element that overflowed (inputs are finite, so any
     inf or NaN here comes from arithmetic beyond the dtype's range). `offset` shifts the
@@ -105,7 +105,7 @@ def _label(labels: list[str] | None, i: int) -> str:
     return quote(labels[i]) if labels else str(i)
 
 
-def _masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:
+def masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:
     """One warning per head that has rows with every key masked, naming the rows."""
     policy = {"zero": "their weights and output are 0 (--masked-rows zero, as PyTorch SDPA)",
               "uniform": "their weights are uniform, output = mean of V (--masked-rows uniform, as JAX)"}
@@ -124,7 +124,7 @@ def _masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:
 
 def attend(problem: Problem) -> Trace:
     """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head."""
-    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _check_finite
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_finite
         return _attend(problem)
 
 
@@ -132,7 +132,7 @@ def _attend(problem: Problem) -> Trace:
     itemsize = np.dtype(problem.dtype).itemsize
     stages = 4 if problem.mask is None and problem.bias is None else 5  # with the temporaries
     check_fits(problem.heads, problem.lq, problem.lk, itemsize, stages)
-    Q, K, V = _inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
+    Q, K, V = head_inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
     group = Q.shape[0] // K.shape[0]  # grouped-query attention: query head h uses kv head h // group
     if group > 1:
         K = np.repeat(K, group, axis=0)  # (H, Lk, d_k)
@@ -141,20 +141,20 @@ def _attend(problem: Problem) -> Trace:
     scale = problem.scale if problem.scale is not None else 1.0 / np.sqrt(d_k)
 
     scores = Q @ K.transpose(0, 2, 1)  # (H, Lq, Lk)
-    _check_finite(scores, "scores = Q Kᵀ", HQK)
+    check_finite(scores, "scores = Q Kᵀ", HQK)
     scaled = scores * Q.dtype.type(scale)  # (H, Lq, Lk)
     if abs(scale) > 1:  # |scale| ≤ 1 cannot overflow finite scores
-        _check_finite(scaled, "scaled = scores · scale", HQK)
+        check_finite(scaled, "scaled = scores · scale", HQK)
     masked = None
     if problem.mask is not None or problem.bias is not None:
         masked = mask_scores(scaled, problem.mask, problem.bias)  # (H, Lq, Lk)
         if problem.bias is not None:  # −∞ may come from the bias or the mask, never from overflow
             blocked = np.isneginf(problem.bias) | (False if problem.mask is None else ~problem.mask)
-            _check_finite(masked, "scaled + bias", HQK, allow_neg_inf=blocked)
+            check_finite(masked, "scaled + bias", HQK, allow_neg_inf=blocked)
     weights, dead = softmax(scaled if masked is None else masked, problem.masked_rows)  # (H, Lq, Lk)
-    warnings = _masked_rows_warnings(problem, dead)
+    warnings = masked_rows_warnings(problem, dead)
     output = weights @ V  # (H, Lq, d_v)
-    _check_finite(output, "output = weights V", ("head", "query", "column"))
+    check_finite(output, "output = weights V", ("head", "query", "column"))
 
     concat = merge_heads(output)  # (Lq, H·d_v)
     final = concat
@@ -162,7 +162,7 @@ def _attend(problem: Problem) -> Trace:
         final = concat @ problem.inputs["W_O"].astype(Q.dtype)  # (Lq, d_out)
         if "b_O" in problem.inputs:
             final = final + problem.inputs["b_O"].astype(Q.dtype)
-        _check_finite(final, "output = concat W_O", ("query", "column"))
+        check_finite(final, "output = concat W_O", ("query", "column"))
 
     return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=scores, scaled=scaled,
                  masked=masked, weights=weights, output=output, concat=concat, final=final,

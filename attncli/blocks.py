@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from attncli.attention import HQK, _check_finite, _inputs, _masked_rows_warnings, merge_heads
+from attncli.attention import HQK, check_finite, head_inputs, masked_rows_warnings, merge_heads
 from attncli.errors import NumericError
 from attncli.trace import Problem, Trace
 
@@ -40,7 +40,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
     `workers` threads process blocks; give more than one only when BLAS runs one thread each.
     `progress(rows_done)` is called as blocks finish."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        Q, K, V = _inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
+        Q, K, V = head_inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
         group = Q.shape[0] // K.shape[0]
         if group > 1:
             K, V = np.repeat(K, group, axis=0), np.repeat(V, group, axis=0)  # (H, Lk, ·)
@@ -62,7 +62,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             if problem.bias is not None:
                 bias = problem.bias[:, rows]
                 x += bias
-                _check_finite(x, "scaled + bias", HQK, allow_neg_inf=np.isneginf(bias), offset=(0, start, 0))
+                check_finite(x, "scaled + bias", HQK, allow_neg_inf=np.isneginf(bias), offset=(0, start, 0))
             if problem.mask is not None:
                 np.putmask(x, ~np.broadcast_to(problem.mask[:, rows], x.shape), -np.inf)
             if problem.bias is not None or q_bound[:, rows].max() > SAFE_EXP[x.dtype]:
@@ -96,15 +96,15 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             for start in starts:
                 stop = run(start)
                 progress and progress(stop)
-        _check_finite(output, "output = weights V", ("head", "query", "column"))
-        warnings = _masked_rows_warnings(problem, dead)
+        check_finite(output, "output = weights V", ("head", "query", "column"))
+        warnings = masked_rows_warnings(problem, dead)
         concat = merge_heads(output)  # (Lq, H·d_v)
         final = concat
         if "W_O" in problem.inputs:
             final = concat @ problem.inputs["W_O"].astype(Q.dtype)
             if "b_O" in problem.inputs:
                 final = final + problem.inputs["b_O"].astype(Q.dtype)
-            _check_finite(final, "output = concat W_O", ("query", "column"))
+            check_finite(final, "output = concat W_O", ("query", "column"))
     return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=None, scaled=None, masked=None,
                  weights=None, output=output, concat=concat, final=final,
                  masked_rows=tuple((int(h), int(i)) for h, i in np.argwhere(dead)), warnings=tuple(warnings))
