@@ -122,13 +122,14 @@ def masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:
     return warnings
 
 
-def attend(problem: Problem) -> Trace:
-    """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head."""
+def attend(problem: Problem, progress=None) -> Trace:
+    """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head.
+    `progress(rows)` is told, after each stage, how far along (in query rows) the work is."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_finite
-        return _attend(problem)
+        return _attend(problem, progress or (lambda rows: None))
 
 
-def _attend(problem: Problem) -> Trace:
+def _attend(problem: Problem, progress) -> Trace:
     itemsize = np.dtype(problem.dtype).itemsize
     stages = 4 if problem.mask is None and problem.bias is None else 5  # with the temporaries
     check_fits(problem.heads, problem.lq, problem.lk, itemsize, stages)
@@ -141,6 +142,7 @@ def _attend(problem: Problem) -> Trace:
     scale = problem.scale if problem.scale is not None else 1.0 / np.sqrt(d_k)
 
     scores = Q @ K.transpose(0, 2, 1)  # (H, Lq, Lk)
+    progress(problem.lq * 4 // 10)  # the stages' shares of the time, roughly
     check_finite(scores, "scores = Q Kᵀ", HQK)
     scaled = scores * Q.dtype.type(scale)  # (H, Lq, Lk)
     if abs(scale) > 1:  # |scale| ≤ 1 cannot overflow finite scores
@@ -151,7 +153,9 @@ def _attend(problem: Problem) -> Trace:
         if problem.bias is not None:  # −∞ may come from the bias or the mask, never from overflow
             blocked = np.isneginf(problem.bias) | (False if problem.mask is None else ~problem.mask)
             check_finite(masked, "scaled + bias", HQK, allow_neg_inf=blocked)
+    progress(problem.lq // 2)
     weights, dead = softmax(scaled if masked is None else masked, problem.masked_rows)  # (H, Lq, Lk)
+    progress(problem.lq * 8 // 10)
     warnings = masked_rows_warnings(problem, dead)
     output = weights @ V  # (H, Lq, d_v)
     check_finite(output, "output = weights V", ("head", "query", "column"))

@@ -67,3 +67,21 @@ def test_overflow_is_reported_not_nan():
 def test_blocks_of_any_size(seed, block):
     problem = random_problem(seed, lq=11, lk=6, bias=seed % 2 == 0)
     np.testing.assert_allclose(attend_output(problem, block=block).final, attend(problem).final, atol=1e-12)
+
+
+def test_progress_is_reported_in_rows_and_only_on_a_terminal(monkeypatch):
+    problem = random_problem(3, lq=10)
+    seen = []
+    attend(problem, progress=seen.append)
+    assert seen == sorted(seen) and 0 < seen[-1] <= 10
+    seen.clear()
+    attend_output(problem, block=3, progress=seen.append)
+    assert seen == [3, 6, 9, 10]
+
+    from attncli.render import progress
+
+    with progress.progress(10, 10**12) as done:  # stderr is not a terminal under pytest
+        assert done is None
+    monkeypatch.setattr(progress.sys.stderr, "isatty", lambda: True, raising=False)
+    with progress.progress(10, 10) as done:  # too little work for a bar
+        assert done is None

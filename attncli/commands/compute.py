@@ -194,7 +194,7 @@ def _attend(problem, output_only: bool, workers: int):
             return attend_output(problem, workers=workers, progress=done)
         from attncli.attention import attend
 
-        return attend(problem)
+        return attend(problem, progress=done)
 
 
 def _suffix(path: str) -> str:
