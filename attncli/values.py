@@ -20,6 +20,8 @@ def describe(value) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and abs(value) >= 10**20:
+        return f"a {len(str(abs(value)))}-digit number"
     if isinstance(value, (int, float)):
         return f"the number {value!r}" if math.isfinite(value) else f"the number {value}"
     if isinstance(value, str):
@@ -71,7 +73,7 @@ def _leaves(value, path: str, depth: int):
 def _number(x, where: str, kind: str):
     """One checked scalar of the given kind: 'number', 'bias' (-inf allowed) or 'mask'."""
     if kind == "mask":
-        if isinstance(x, bool) or (type(x) in (int, float) and x in (0, 1)):
+        if isinstance(x, (bool, int, float)) and x in (0, 1):  # floats include `Written` ones
             return bool(x)
         raise InputError(f"{where} is {describe(x)}; expected true/false or 1/0")
     if kind == "bias" and (x is None or (isinstance(x, str) and x.strip().lower() in ("-inf", "-∞"))):

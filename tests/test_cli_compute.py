@@ -134,3 +134,10 @@ def test_python_dash_m_works():
     result = subprocess.run([sys.executable, "-m", "attncli", "compute", str(SAMPLES / "scooter.json")],
                             capture_output=True, text=True, check=True)
     assert json.loads(result.stdout)["key_labels"] == ["mechanic", "scooter", "petrol"]
+
+
+def test_masks_written_as_floats_and_huge_numbers_in_messages(run):
+    doc = run.json("compute", "--q", "1", "--k", "1;2", "--v", "1;2", "--mask", "[1.0, 0.0]")
+    assert doc["mask"] == [[True, False]]
+    result = run("compute", "--q", "1", "--k", "1", "--v", "1", "--heads", "1" + "0" * 30)
+    assert result.exit_code == 2 and len(result.stderr) < 300
