@@ -103,13 +103,19 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
     raise ValueError(stage)
 
 
+def span(trace: Trace, start: str | None, stop: str) -> tuple[str, ...]:
+    """The stages recomputed after `start` (None: from Q and K) up to and including `stop`."""
+    stages = present(trace)
+    return stages[stages.index(start) + 1 if start else 0: stages.index(stop) + 1]
+
+
 def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None, stop: str,
           mistake: str | None = None, round_at: tuple[str, int] | None = None) -> np.ndarray | None:
-    """Recompute from stage `start` (the learner's `values`; None: from Q and K) up to `stop`.
-    `round_at` = (stage, k) rounds that intermediate stage to k decimals on the way."""
-    stages = present(trace)
+    """Recompute from stage `start` (the learner's `values`; None: from Q and K) up to `stop`,
+    making `mistake` at its stage. `round_at` = (stage, k) rounds that intermediate stage to k
+    decimals on the way."""
     current = values
-    for name in stages[stages.index(start) + 1 if start else 0: stages.index(stop) + 1]:
+    for name in span(trace, start, stop):
         current = step(trace, head, name, current, mistake if MISTAKES.get(mistake, ("",))[0] == name else None)
         if current is None:
             return None
@@ -125,8 +131,8 @@ def present(trace: Trace) -> tuple[str, ...]:
 
 def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, wrong: np.ndarray,
               basis: tuple[str | None, np.ndarray | None], tol: float | None) -> tuple[list[str], list[str]]:
-    """Mistakes whose recomputation reproduces every wrong cell."""
-    ids, notes = [], []
+    """Mistakes whose recomputation, from the learner's own latest stage, reproduces every wrong
+    cell; failing those, an intermediate stage rounded too coarsely."""
     exact = trace.stage(stage)[head]
 
     def matches(prediction) -> bool:
@@ -136,24 +142,17 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, wrong: np.nda
         return bool(ok[wrong].all()) and not bool(cell_ok(prediction, answer.decimals, exact, tol).all())
 
     start, values = basis
-    for mistake, (where, note) in MISTAKES.items():
-        stages = present(trace)
-        reachable = where in stages and (start is None or stages.index(where) > stages.index(start))
-        if reachable and stages.index(where) <= stages.index(stage):
-            if matches(chain(trace, head, start, values, stage, mistake)):
-                ids.append(mistake)
-                notes.append(f"{mistake}: {note}")
-    if not ids:
-        stages = present(trace)
-        between = stages[stages.index(start) + 1 if start else 0: stages.index(stage)]
-        for name in between:
-            for k in ROUNDING:
-                if matches(chain(trace, head, start, values, stage, round_at=(name, k))):
-                    ids.append("rounded_early")
-                    notes.append(f"rounded_early: right method, but {name} was rounded to {k} decimal"
-                                 f"{'s' * (k != 1)} before the next step")
-                    return ids, notes
-    return ids, notes
+    steps = span(trace, start, stage)
+    ids = [m for m, (where, _) in MISTAKES.items()
+           if where in steps and matches(chain(trace, head, start, values, stage, m))]
+    if ids:
+        return ids, [f"{m}: {MISTAKES[m][1]}" for m in ids]
+    for name in steps[:-1]:
+        for k in ROUNDING:
+            if matches(chain(trace, head, start, values, stage, round_at=(name, k))):
+                return ["rounded_early"], [f"rounded_early: right method, but {name} was rounded to {k} "
+                                           f"decimal{'s' * (k != 1)} before the next step"]
+    return [], []
 
 
 def mark_head(trace: Trace, head: int, answers: dict[str, Answer], tol: float | None = None) -> dict[str, StageMark]:
