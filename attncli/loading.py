@@ -260,8 +260,10 @@ def gather(file: str | None, matrices: dict[str, str | None], settings: dict,
     origin = {}
     for key, value in given.items():
         option = "--" + key.lower().replace("_", "-").replace("w-", "w")
-        if key == "mask" and value.strip().replace("_", "").isalpha() and not os.path.isfile(value):
-            doc["mask"], origin["mask"] = value.strip(), option  # a mask word
+        word = value.strip()
+        if key == "mask" and word.replace("_", "").isalpha() and word.lower() not in ("true", "false") \
+                and not os.path.isfile(value):
+            doc["mask"], origin["mask"] = word, option  # causal, causal_lower_right (or a typo)
             continue
         kind = key if key in ("mask", "bias") else "number"
         matrix, labels, origin[key] = load_matrix(value, option, kind)

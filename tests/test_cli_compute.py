@@ -139,5 +139,6 @@ def test_python_dash_m_works():
 def test_masks_written_as_floats_and_huge_numbers_in_messages(run):
     doc = run.json("compute", "--q", "1", "--k", "1;2", "--v", "1;2", "--mask", "[1.0, 0.0]")
     assert doc["mask"] == [[True, False]]
+    assert run.json("compute", "--q", "1", "--k", "1", "--v", "1", "--mask", "true")["mask"] == [[True]]
     result = run("compute", "--q", "1", "--k", "1", "--v", "1", "--heads", "1" + "0" * 30)
     assert result.exit_code == 2 and len(result.stderr) < 300
