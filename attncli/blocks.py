@@ -57,6 +57,10 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         step = block or block_rows(heads, K.shape[1], Q.dtype.itemsize)
 
         def run(start: int) -> int:
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # per thread: errstate is not inherited
+                return one_block(start)
+
+        def one_block(start: int) -> int:
             rows = slice(start, min(start + step, lq))
             x = Qs[:, rows] @ Kt  # (H, b, Lk) scaled scores; overflow shows up in the sums below
             if problem.bias is not None:

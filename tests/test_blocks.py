@@ -85,3 +85,18 @@ def test_progress_is_reported_in_rows_and_only_on_a_terminal(monkeypatch):
     monkeypatch.setattr(progress.sys.stderr, "isatty", lambda: True, raising=False)
     with progress.progress(10, 10) as done:  # too little work for a bar
         assert done is None
+
+
+def test_threaded_blocks_print_nothing_but_the_error(tmp_path):
+    """In a real process attn runs blocks on several threads (BLAS set to one thread each);
+    numpy's error state is per thread, so overflow must stay silent there too."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.endswith("_NUM_THREADS")}
+    done = subprocess.run([sys.executable, "-m", "attncli", "compute", "--q", "1e200,1e200;1,1", "--k",
+                           "1e200,1e200;1,1", "--v", "1;2", "--stages", "output"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "error: scaled = scores · scale overflows float64 at head 0, query 0; scale the inputs down"]
