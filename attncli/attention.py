@@ -51,7 +51,8 @@ def softmax(x: np.ndarray, masked_rows: str = "zero") -> tuple[np.ndarray, np.nd
 
 
 def head_inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-head Q (Hq, Lq, d_k), K (Hkv, Lk, d_k), V (Hkv, Lk, d_v), projecting X when given."""
+    """Per-head Q (H, Lq, d_k), K (H, Lk, d_k), V (H, Lk, d_v), projecting X when given and
+    repeating kv heads for grouped-query attention."""
     dtype = np.dtype(problem.dtype)
     given = {name: array.astype(dtype, copy=False) for name, array in problem.inputs.items()}
     for name, array in given.items():
@@ -70,7 +71,11 @@ def head_inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         qkv = [given[name] for name in "QKV"]
     # 2-D matrices are split into `heads`; beside a 3-D Q, a 2-D K or V is one shared kv head.
     heads = problem.heads if qkv[0].ndim == 2 else 1
-    return tuple(np.ascontiguousarray(m if m.ndim == 3 else split_heads(m, heads)) for m in qkv)
+    Q, K, V = (np.ascontiguousarray(m if m.ndim == 3 else split_heads(m, heads)) for m in qkv)
+    group = Q.shape[0] // K.shape[0]  # grouped-query attention: query head h uses kv head h // group
+    if group > 1:
+        K, V = np.repeat(K, group, axis=0), np.repeat(V, group, axis=0)
+    return Q, K, V
 
 
 def check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
@@ -122,6 +127,23 @@ def masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:
     return warnings
 
 
+def scale_of(problem: Problem, d_k: int) -> float:
+    """The scale actually used: the given one, or 1/√d_k."""
+    return problem.scale if problem.scale is not None else 1.0 / np.sqrt(d_k)
+
+
+def project_output(problem: Problem, output: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(heads side by side (Lq, H·d_v), final output: that times W_O plus b_O when given)."""
+    concat = merge_heads(output)
+    final = concat
+    if "W_O" in problem.inputs:
+        final = concat @ problem.inputs["W_O"].astype(output.dtype)  # (Lq, d_out)
+        if "b_O" in problem.inputs:
+            final = final + problem.inputs["b_O"].astype(output.dtype)
+        check_finite(final, "output = concat W_O", ("query", "column"))
+    return concat, final
+
+
 def attend(problem: Problem, progress=None) -> Trace:
     """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head.
     `progress(rows)` is told, after each stage, how far along (in query rows) the work is."""
@@ -133,13 +155,8 @@ def _attend(problem: Problem, progress) -> Trace:
     itemsize = np.dtype(problem.dtype).itemsize
     stages = 4 if problem.mask is None and problem.bias is None else 5  # with the temporaries
     check_fits(problem.heads, problem.lq, problem.lk, itemsize, stages)
-    Q, K, V = head_inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
-    group = Q.shape[0] // K.shape[0]  # grouped-query attention: query head h uses kv head h // group
-    if group > 1:
-        K = np.repeat(K, group, axis=0)  # (H, Lk, d_k)
-        V = np.repeat(V, group, axis=0)  # (H, Lk, d_v)
-    d_k = Q.shape[-1]
-    scale = problem.scale if problem.scale is not None else 1.0 / np.sqrt(d_k)
+    Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
+    scale = scale_of(problem, Q.shape[-1])
 
     scores = Q @ K.transpose(0, 2, 1)  # (H, Lq, Lk)
     progress(problem.lq * 4 // 10)  # the stages' shares of the time, roughly
@@ -160,14 +177,7 @@ def _attend(problem: Problem, progress) -> Trace:
     output = weights @ V  # (H, Lq, d_v)
     check_finite(output, "output = weights V", ("head", "query", "column"))
 
-    concat = merge_heads(output)  # (Lq, H·d_v)
-    final = concat
-    if "W_O" in problem.inputs:
-        final = concat @ problem.inputs["W_O"].astype(Q.dtype)  # (Lq, d_out)
-        if "b_O" in problem.inputs:
-            final = final + problem.inputs["b_O"].astype(Q.dtype)
-        check_finite(final, "output = concat W_O", ("query", "column"))
-
+    concat, final = project_output(problem, output)  # (Lq, H·d_v), (Lq, d_out)
     return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=scores, scaled=scaled,
                  masked=masked, weights=weights, output=output, concat=concat, final=final,
                  masked_rows=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from attncli.attention import HQK, check_finite, head_inputs, masked_rows_warnings, merge_heads
+from attncli.attention import HQK, check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
 from attncli.errors import NumericError
 from attncli.trace import Problem, Trace
 
@@ -40,12 +40,9 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
     `workers` threads process blocks; give more than one only when BLAS runs one thread each.
     `progress(rows_done)` is called as blocks finish."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        Q, K, V = head_inputs(problem)  # (Hq, Lq, d_k), (Hkv, Lk, d_k), (Hkv, Lk, d_v)
-        group = Q.shape[0] // K.shape[0]
-        if group > 1:
-            K, V = np.repeat(K, group, axis=0), np.repeat(V, group, axis=0)  # (H, Lk, ·)
+        Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
         heads, lq, d_k = Q.shape
-        scale = problem.scale if problem.scale is not None else 1.0 / np.sqrt(d_k)
+        scale = scale_of(problem, d_k)
         Qs = Q * Q.dtype.type(scale)  # (H, Lq, d_k): scaling Q is scaling every score
         Kt = np.ascontiguousarray(K.transpose(0, 2, 1))  # (H, d_k, Lk)
         # |q·k| ≤ |q| |k|: when that bound is small, e^x needs no max subtracted (softmax is shift-free).
@@ -90,25 +87,13 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             output[:, rows] = out
             return rows.stop
 
-        starts = range(0, lq, step)
-        if workers > 1:
-            with ThreadPoolExecutor(workers) as pool:
-                done = pool.map(run, starts)
-                for stop in done:
-                    progress and progress(stop)
-        else:
-            for start in starts:
-                stop = run(start)
-                progress and progress(stop)
+        with ThreadPoolExecutor(workers) as pool:
+            for stop in pool.map(run, range(0, lq, step)):
+                if progress:
+                    progress(stop)
         check_finite(output, "output = weights V", ("head", "query", "column"))
         warnings = masked_rows_warnings(problem, dead)
-        concat = merge_heads(output)  # (Lq, H·d_v)
-        final = concat
-        if "W_O" in problem.inputs:
-            final = concat @ problem.inputs["W_O"].astype(Q.dtype)
-            if "b_O" in problem.inputs:
-                final = final + problem.inputs["b_O"].astype(Q.dtype)
-            check_finite(final, "output = concat W_O", ("query", "column"))
+        concat, final = project_output(problem, output)  # (Lq, H·d_v), (Lq, d_out)
     return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=None, scaled=None, masked=None,
                  weights=None, output=output, concat=concat, final=final,
                  masked_rows=tuple((int(h), int(i)) for h, i in np.argwhere(dead)), warnings=tuple(warnings))

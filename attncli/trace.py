@@ -5,7 +5,7 @@ Stage names are the same words everywhere: attributes here, JSON keys and table 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class Trace:
     concat: np.ndarray  # (Lq, H·d_v)  heads side by side
     final: np.ndarray  # (Lq, d_out)  concat W_O + b_O, or concat; JSON's top-level "output"
     masked_rows: tuple[tuple[int, int], ...] = ()  # (head, query row) with every key masked
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
 
     @property
     def d_k(self) -> int:
@@ -99,6 +99,19 @@ def mask_rule_text(rule: str | None) -> str:
     }[rule]
 
 
+def mask_and_bias(problem: Problem) -> dict:
+    """The mask and bias as input keys: a mask word, or the arrays without the head axis they were
+    broadcast to (the mask as true = may attend, whatever polarity it was given in)."""
+    keys = {}
+    if problem.mask_rule in MASK_WORDS:
+        keys["mask"] = problem.mask_rule
+    elif problem.mask is not None:
+        keys["mask"] = problem.mask[0] if problem.mask.shape[0] == 1 else problem.mask
+    if problem.bias is not None:
+        keys["bias"] = problem.bias[0] if problem.bias.shape[0] == 1 else problem.bias
+    return keys
+
+
 def to_dict(trace: Trace, stages=("inputs",) + STAGES, decimals: int | None = None) -> dict:
     """The JSON document `attn compute` writes. It is also valid input: the problem's keys are
     echoed at the top level (the mask normalised to true = may attend), results beside them."""
@@ -109,12 +122,8 @@ def to_dict(trace: Trace, stages=("inputs",) + STAGES, decimals: int | None = No
             doc[key] = getattr(problem, key)
     doc.update({"dtype": problem.dtype, "scale": trace.scale, "d_k": trace.d_k, "d_v": trace.d_v})
     doc.update({name: plain(array) for name, array in problem.inputs.items()})
-    if problem.mask_rule in ("causal", "causal_lower_right"):
-        doc["mask"] = problem.mask_rule
-    elif problem.mask is not None:
-        doc["mask"] = (problem.mask[0] if problem.mask.shape[0] == 1 else problem.mask).tolist()
-    if problem.bias is not None:
-        doc["bias"] = plain(problem.bias[0] if problem.bias.shape[0] == 1 else problem.bias)
+    for key, value in mask_and_bias(problem).items():
+        doc[key] = value if isinstance(value, str) else plain(value)
     doc["mask_rule"] = mask_rule_text(problem.mask_rule)
     doc["masked_rows"] = problem.masked_rows
     per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.trace import STAGES, Trace
+from attncli.trace import STAGES, Trace, mask_and_bias
+
 
 def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     """Every stage under its JSON path (`heads/weights` is (H, Lq, Lk)), the inputs as given,
@@ -20,12 +21,7 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
         if trace.stage(name) is not None:
             arrays[f"heads/{name}"] = trace.stage(name)
     arrays["concat"], arrays["output"] = trace.concat, trace.final
-    if p.mask_rule in ("causal", "causal_lower_right"):
-        arrays["mask"] = np.array(p.mask_rule)
-    elif p.mask is not None:
-        arrays["mask"] = p.mask[0] if p.mask.shape[0] == 1 else p.mask
-    if p.bias is not None:
-        arrays["bias"] = p.bias[0] if p.bias.shape[0] == 1 else p.bias
+    arrays.update({key: np.asarray(value) for key, value in mask_and_bias(p).items()})
     arrays["scale"] = np.array(trace.scale)
     arrays["masked_rows"] = np.array(p.masked_rows)
     arrays["dtype"] = np.array(p.dtype)
