@@ -35,20 +35,11 @@ def test_bare_numpy(benchmark, size):
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_full_trace(benchmark, size):
+@pytest.mark.parametrize("compute", [attend, attend_output], ids=["full_trace", "output_only"])
+def test_attncli(benchmark, size, compute):
     benchmark.group = size
     q, k, v = inputs(size)
-    problem = build_problem({"Q": q, "K": k, "V": v})
-    trace = benchmark(attend, problem)
-    np.testing.assert_allclose(trace.output, bare(q, k, v), atol=1e-12)
-
-
-@pytest.mark.parametrize("size", SIZES)
-def test_output_only(benchmark, size):
-    benchmark.group = size
-    q, k, v = inputs(size)
-    problem = build_problem({"Q": q, "K": k, "V": v})
-    trace = benchmark(attend_output, problem)
+    trace = benchmark(compute, build_problem({"Q": q, "K": k, "V": v}))
     np.testing.assert_allclose(trace.output, bare(q, k, v), atol=1e-12)
 
 

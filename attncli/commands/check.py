@@ -77,13 +77,12 @@ def check(
     except AttnError as error:
         raise error.at(source)
 
+    given = {stage: load_matrix(value, f"--{stage}", "bias" if stage == "masked" else "number")[0]
+             for stage, value in inline.items()}  # read once, laid over every answers file
+
     def answers_of(name: str | None) -> dict:
         answers = dict(doc) if name is None or name == problem else read_document(name, keep_decimals=True)[0]
-        if not isinstance(answers, dict):
-            return answers  # read_answers names the wrong type
-        for stage, value in inline.items():
-            answers[stage] = load_matrix(value, f"--{stage}", "bias" if stage == "masked" else "number")[0]
-        return answers
+        return answers | given if isinstance(answers, dict) else answers  # read_answers names a wrong type
 
     names = files or [None]
     origin = {stage: f"--{stage}" for stage in inline}
