@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.render.text import exact_scale, header_lines, labels, number, shape_text
-from attncli.trace import Trace
+from attncli.trace import STAGES, Trace
 
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
 TITLES = {
@@ -25,8 +25,6 @@ TITLES = {
     "weights": "weights = softmax({of}) over keys",
     "output": "output = weights V",
 }
-
-
 EDGE_ROWS = 5  # a table taller than 2·EDGE_ROWS shows its first and last EDGE_ROWS rows
 MAX_COLUMNS = 16  # without --full, at most this many columns, first and last halves
 
@@ -117,23 +115,23 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
         for name, array in p.inputs.items():
             rows = {"X": queries, "X_kv": keys}.get(name) or [str(i) for i in range(array.shape[0])]
             show(f"{name} {shape_text(array.shape)}", array.reshape(len(rows), -1), rows)
+    exact = exact_scale(trace)
+    scale = number(trace.scale, precision) + (f" ({exact})" if exact else "")
+    titles = {name: title.format(scale=scale, bias=" + bias" if p.bias is not None else "",
+                                 of="scaled" if trace.masked is None else "masked")
+              for name, title in TITLES.items()}
     for h in range(p.heads):
         head = f" · head {h}" if p.heads > 1 else ""
         if "inputs" in stages:
             for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
                 show(f"{name}{head}", trace.stage(name)[h], rows)
-        for name in ("scores", "scaled", "masked", "weights", "output"):
+        for name in STAGES:
             matrix = trace.stage(name)
             if name not in stages or matrix is None:
                 continue
-            exact = exact_scale(trace)
-            scale = number(trace.scale, precision) + (f" ({exact})" if exact else "")
-            title = TITLES[name].format(scale=scale,
-                                        bias=" + bias" if p.bias is not None else "",
-                                        of="scaled" if trace.masked is None else "masked")
             columns = keys if name != "output" else None
             extra = ("sum", trace.weights[h].sum(axis=1)) if name == "weights" else None
-            show(title + head, matrix[h], queries, columns, extra)
+            show(titles[name] + head, matrix[h], queries, columns, extra)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
             show("concat = heads side by side", trace.concat, queries)
