@@ -186,39 +186,42 @@ def _npy_fits(path: str) -> None:
                          f"{held:,} bytes", path)
 
 
-def load_npy(path: str):
+def _numpy_file(path: str, suffix: str):
+    """np.load without pickles, its failures as InputErrors; an .npy must hold one array and an
+    .npz an archive. Returns the array, or the archive's arrays (keys with a `/` are results
+    that --output wrote, not problem keys)."""
     import numpy as np
 
     try:
-        _npy_fits(path)
-        array = np.load(path, allow_pickle=False)
+        if suffix == ".npy":
+            _npy_fits(path)
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray) != (suffix == ".npy"):
+            found = "one array" if isinstance(loaded, np.ndarray) else "an archive of arrays"
+            raise InputError(f"cannot read {suffix}: it holds {found}; save it as "
+                             f"{'.npz' if suffix == '.npy' else '.npy'}", path)
+        if suffix == ".npy":
+            return loaded
+        with loaded as archive:
+            return {name: archive[name] for name in archive.files if "/" not in name}
     except FileNotFoundError:
         raise InputError("no such file", path) from None
     except ValueError as error:
         reason = "it holds Python objects (pickles are refused)" if "pickle" in str(error) else str(error)
-        raise InputError(f"cannot read .npy: {reason}", path) from None
+        raise InputError(f"cannot read {suffix}: {reason}", path) from None
     except (OSError, MemoryError) as error:
-        raise InputError(f"cannot read .npy: {error or 'too large for memory'}", path) from None
-    if not isinstance(array, np.ndarray):
-        raise InputError("expected a .npy array, found an archive", path)
-    return array
+        raise InputError(f"cannot read {suffix}: {error or 'too large for memory'}", path) from None
+
+
+def load_npy(path: str):
+    return _numpy_file(path, ".npy")
 
 
 def load_npz(path: str) -> dict:
     """An .npz archive as a document: arrays by name; 0-d arrays become numbers or strings, and
-    1-D string arrays lists (labels). Keys with a `/` (stages that --output wrote) are results."""
-    import numpy as np
-
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files if "/" not in name}
-    except FileNotFoundError:
-        raise InputError("no such file", path) from None
-    except (ValueError, OSError) as error:
-        reason = "it holds Python objects (pickles are refused)" if "pickle" in str(error) else str(error)
-        raise InputError(f"cannot read .npz: {reason}", path) from None
+    1-D string arrays lists (labels)."""
     doc = {}
-    for name, array in arrays.items():
+    for name, array in _numpy_file(path, ".npz").items():
         if array.dtype.kind == "U":
             doc[name] = array.tolist()
         elif array.ndim == 0:
@@ -232,6 +235,9 @@ def load_matrix(value: str, option: str, kind: str = "number"):
     """A matrix option's value: a path (.json, .csv, .tsv, .npy) or inline text.
     Returns (matrix, row labels or None, source name)."""
     suffix = Path(value).suffix.lower()
+    if suffix == ".npz":
+        raise InputError("an .npz archive holds several arrays: give it as the problem FILE, "
+                         "or this matrix as .npy", value)
     if suffix in MATRIX_SUFFIXES or (os.path.isfile(value) and not value.lstrip().startswith("[")):
         if suffix == ".npy":
             return load_npy(value), None, value

@@ -80,3 +80,12 @@ def test_stages_output_uses_the_blocked_path_and_agrees(run):
     np.testing.assert_allclose(blocked["output"], full["output"], rtol=0, atol=1e-12)
     table = run("compute", SAMPLES / "scooter.json", "--stages", "output", "-f", "table").stdout
     assert "0.2775" in table and "1.3491" in table
+
+
+def test_npy_and_npz_must_hold_what_their_names_say(run, tmp_path):
+    np.save(tmp_path / "one.npy", np.ones(3))
+    (tmp_path / "one.npz").write_bytes((tmp_path / "one.npy").read_bytes())
+    assert_error(run("compute", tmp_path / "one.npz"), "one.npz: cannot read .npz: it holds one array")
+    np.savez(tmp_path / "many.npz", Q=np.ones(2))
+    assert_error(run("compute", "--q", tmp_path / "many.npz", "--k", "1", "--v", "1"),
+                 "many.npz: an .npz archive holds several arrays")
