@@ -51,6 +51,11 @@ class StageMark:
     def count(self, mark: str) -> int:
         return int((self.cells == mark).sum())
 
+    @property
+    def right(self) -> int:
+        """Cells that earn the mark: correct, or carried from the learner's own earlier stage."""
+        return self.count("correct") + self.count("carried")
+
 
 def cell_ok(given: np.ndarray, decimals: np.ndarray, target: np.ndarray, tol: float | None) -> np.ndarray:
     """Per cell: does `given` match `target` under the marking rule?"""

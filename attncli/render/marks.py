@@ -18,9 +18,8 @@ STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red"}
 
 def summary(name: str, mark: StageMark) -> str:
     """`weights: 3/3 correct (1 carried)`, then any diagnosis."""
-    right = mark.count("correct") + mark.count("carried")
     carried = f" ({mark.count('carried')} carried)" if mark.count("carried") else ""
-    line = f"{name}: {right}/{mark.cells.size} correct{carried}"
+    line = f"{name}: {mark.right}/{mark.cells.size} correct{carried}"
     return line + "".join(f"\n  {note}" for note in mark.notes)
 
 
@@ -100,9 +99,8 @@ def print_class_summary(results: list[tuple[str, dict[str, StageMark] | None, st
             if mark is None:
                 cells.append("–")
                 continue
-            right = mark.count("correct") + mark.count("carried")
             carried = f" ({mark.count('carried')}↪)" if mark.count("carried") else ""
-            cells.append(f"{right}/{mark.cells.size}{carried}")
+            cells.append(f"{mark.right}/{mark.cells.size}{carried}")
         diagnoses = sorted({d for mark in marks.values() for d in mark.diagnosis})
         table.add_row(file, *cells, ", ".join(diagnoses))
     console.print(table)
