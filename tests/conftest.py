@@ -1,10 +1,20 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from attncli.cli import app
+
+# Property tests are derandomized (a fixed seed, no example database) in the test command and in
+# CI, so a change that touched nothing a fuzzer could find never fails on a new random draw.
+# Exploration is on purpose: ATTN_HYPOTHESIS=explore python -m pytest -m "slow or not slow";
+# what it finds becomes an explicit @example regression.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("ATTN_HYPOTHESIS", "ci"))
 
 ROOT = Path(__file__).parent.parent
 SAMPLES = ROOT / "samples"
