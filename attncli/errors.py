@@ -43,7 +43,21 @@ def quote(text: str) -> str:
     return one_line(json.dumps(text, ensure_ascii=False))
 
 
+# Characters that must never reach a terminal raw: C0 controls (line breaks included), DEL, C1
+# controls (U+009B is a one-byte CSI), the other line and paragraph separators, bidi embeddings,
+# overrides and isolates (they reorder what is shown), and lone surrogates (not encodable).
+_UNSAFE = frozenset(
+    [chr(c) for c in range(0x20)] + ["\x7f"] + [chr(c) for c in range(0x80, 0xA0)]
+    + ["\u2028", "\u2029", "\u200e", "\u200f", "\u061c"]
+    + [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)])
+
+
+def visible(text: str) -> str:
+    """User text made safe for a terminal or a text file: every control, separator, bidi or
+    surrogate character becomes a visible `\\uXXXX` escape; everything else is kept."""
+    return "".join(f"\\u{ord(c):04x}" if c in _UNSAFE or "\ud800" <= c <= "\udfff" else c for c in text)
+
+
 def one_line(message: str) -> str:
-    """Escape every character that str.splitlines() would break a line at."""
-    return "".join(f"\\u{ord(c):04x}" if c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029" or ord(c) < 32 else c
-                   for c in message)
+    """A message that is always one harmless line: see `visible`."""
+    return visible(message)
