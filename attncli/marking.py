@@ -29,6 +29,9 @@ MISTAKES = {
     "transposed_k": ("scores", "multiplied Q by K where Kᵀ was needed"),
     "values_transposed": ("output", "multiplied the weights by Vᵀ instead of V"),
 }
+# A cell's mark. `right` counts correct and carried; imprecise (too few decimals) and missing
+# (a required stage left unanswered) earn nothing, as wrong does.
+STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
 ROUNDING = (0, 1, 2, 3)  # decimals tried for `rounded_early`
 
 
