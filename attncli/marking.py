@@ -71,7 +71,10 @@ def cell_ok(given: np.ndarray, decimals: np.ndarray, target: np.ndarray, tol: fl
         d = np.where(decimals < 0, 4, decimals)
         unit = 10.0 ** -d
         allowance = np.where(d > 0, unit, 0.0)  # ±1 in the last place; whole numbers must round exactly
-        rounded = np.round(t * 10.0 ** d) / 10.0 ** d
+        with np.errstate(over="ignore", invalid="ignore"):  # d up to values.MAX_DECIMALS
+            shifted = t * 10.0 ** d
+            # Where t · 10^d overflows, t has no digits left to round at d decimals.
+            rounded = np.where(np.isfinite(shifted), np.round(shifted) / 10.0 ** d, t)
         close = np.abs(g - rounded) <= allowance * (1 + 1e-9) + 1e-12 * np.abs(t)
     return both_inf | (finite & close)
 
