@@ -141,6 +141,9 @@ def compute(
                 "dtype": dtype and dtype.value}
     doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
+    if format == Format.csv and shown[0] == "masked" and problem.mask is None and problem.bias is None:
+        raise InputError("this problem has no mask or bias, so it has no masked stage; the weights "
+                         "are softmax(scaled): use --stages scaled", "--stages")
     try:
         trace = _attend(problem, output_only, workers)
     except AttnError as error:
@@ -232,7 +235,8 @@ def _rows(chosen: list[str] | None, query_labels: list[str] | None, lq: int) -> 
     for value in chosen:
         if query_labels and value in query_labels:
             rows.append(query_labels.index(value))
-        elif value.lstrip("-").isdigit() and 0 <= int(value) < lq:
+        elif value.isascii() and value.isdigit() and len(value) < 19 and int(value) < lq:
+            # ASCII only: str.isdigit accepts "²" and "٣", which int() refuses or reads as 3.
             rows.append(int(value))
         else:
             names = ", ".join(query_labels) if query_labels else f"0 to {lq - 1}"

@@ -18,6 +18,7 @@ from attncli.render.text import exact_scale, header_lines, labels, number, shape
 from attncli.trace import STAGES, Trace
 
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
+MIN_WIDTH = 40  # a terminal narrower than this (COLUMNS=0 to 5, say) is laid out at this width
 TITLES = {
     "scores": "scores = Q Kᵀ",
     "scaled": "scaled = scores · {scale}",  # e.g. "0.7071 (1/√2)"
@@ -145,20 +146,44 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
 
 
 class _Console(Console):
+    """stdout. Through a pipe (`grow`) it widens itself to every table it prints: rich cuts a
+    line at the console's width, and a pipe has none, so no table may be wider than the console."""
+
+    def __init__(self, *args, grow: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.grow = grow
+
+    def print(self, *objects, **kwargs) -> None:
+        if self.grow:
+            from rich.measure import Measurement
+
+            for table in (o for o in objects if isinstance(o, Table)):
+                # Measured with room to spare, so the measure is the table's natural width.
+                needed = Measurement.get(self, self.options.update(max_width=2**62), table).maximum
+                self.width = max(self.width, needed)
+        super().print(*objects, **kwargs)
+
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError  # the CLI edge treats a closed pipe as a normal end, exit 0
 
 
+def terminal_width() -> int:
+    """The terminal's columns, never fewer than MIN_WIDTH: with COLUMNS=0 rich prints nothing
+    at all, and a handful of columns cannot hold a table's label and one number."""
+    return max(MIN_WIDTH, shutil.get_terminal_size().columns)
+
+
 def make_console() -> Console:
-    """stdout as a rich console: the terminal's width, or unlimited through a pipe."""
+    """stdout as a rich console: the terminal's width, or as wide as each table through a pipe."""
     if sys.stdout.isatty():
-        return _Console(highlight=False)
-    return _Console(highlight=False, width=UNLIMITED)
+        return _Console(highlight=False, width=terminal_width())
+    return _Console(highlight=False, width=UNLIMITED, grow=True)
 
 
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
                  heads: list[int] | None = None, full: bool = False) -> None:
     """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
     the console is made as wide as the widest table, so that no number is ever cut."""
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    render(trace, make_console(), stages, precision, width, explanation, heads, full)
+    console = make_console()
+    render(trace, console, stages, precision, console.width if sys.stdout.isatty() else None,
+           explanation, heads, full)
