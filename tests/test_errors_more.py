@@ -277,3 +277,24 @@ def test_marks_tables_wider_than_the_pipe_limit_are_not_cut(run, problem_file, m
 def test_twelve_thousand_keys_with_full_are_not_cut(run, problem_file):
     path = problem_file(_wide_problem(12_000))
     _assert_every_column_shown(run("compute", path, "--format", "table", "--full", "--stages", "weights"), 12_000)
+
+
+# A file name whose bytes are not UTF-8 reaches Python as a lone surrogate (U+DCFF for 0xff).
+def test_a_file_name_that_is_not_utf8_is_an_escape_in_json(tmp_path):
+    name = os.fsdecode(tmp_path / os.fsdecode(b"\xff.json"))
+    with open(name, "w", encoding="utf-8") as handle:
+        json.dump({"weights": [[0.0454, 0.7679, 0.1867]]}, handle)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8:strict")  # as en_US.UTF-8
+    result = subprocess.run([sys.executable, "-m", "attncli", "check", name, name, "--problem",
+                             str(SAMPLES / "scooter.json"), "--format", "json"],
+                            cwd=ROOT, env=env, capture_output=True)
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+    result.stdout.decode("utf-8")  # valid UTF-8 throughout
+    marked = json.loads(result.stdout)["files"]
+    assert [os.fsencode(m["file"]) for m in marked] == [os.fsencode(name)] * 2
+
+
+def test_json_dumps_escapes_only_lone_surrogates():
+    from attncli.render.json import dumps
+
+    assert dumps({"file": "a\udcffb", "label": "√∞ \U0001f600"}) == '{"file": "a\\udcffb", "label": "√∞ \U0001f600"}'
