@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.attention import mask_scores, softmax
-from attncli.trace import Trace, head_slice, rounded
+from attncli.trace import Trace, head_slice, round_finite
 
 ORDER = ("scores", "scaled", "masked", "weights", "output")
 MISTAKES = {
@@ -131,7 +131,7 @@ def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None,
         if current is None:
             return None
         if round_at and round_at[0] == name and name != stop:
-            current = rounded(current, round_at[1])
+            current = round_finite(current, round_at[1])
     return current
 
 

@@ -298,3 +298,11 @@ def test_json_dumps_escapes_only_lone_surrogates():
     from attncli.render.json import dumps
 
     assert dumps({"file": "a\udcffb", "label": "√∞ \U0001f600"}) == '{"file": "a\\udcffb", "label": "√∞ \U0001f600"}'
+
+
+@pytest.mark.filterwarnings("error")  # a RuntimeWarning from rounding would be an internal error
+@pytest.mark.parametrize("option, value", [("--scores", "1e308,-1e308,1e308"), ("--scaled", "1e308,-1e308,1e308"),
+                                           ("--weights", "1e308,1e308,1e308"), ("--output", "1e308,-1e308")])
+def test_marking_huge_answers_prints_no_warning(run, option, value):
+    result = run("check", SAMPLES / "scooter.json", option, value, "--format", "json")
+    assert result.exit_code == 1 and result.stderr == "", result.stderr
