@@ -10,7 +10,7 @@ import string
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -96,6 +96,14 @@ def compute_property(doc, options):
 
 @SHORT
 @given(problems(), OPTIONS)
+# Found by exploration: numpy's round scaled 1e308 by 10^3 to infinity (strict JSON refused it).
+@example({"Q": [[0] * 12, [0] * 10 + [1e154, 0]], "K": [[0] * 10 + [1e154, 0]], "V": [[0, 0, 0]], "heads": 3},
+         [["--round", "3"]])
+@example({"Q": [[1, 2], [[3], 4]], "K": [[1, 2]], "V": [[1]]}, [])  # a list where a number belongs
+@example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "title": "\ud800"}, [["--format", "table"]])  # lone surrogate
+@example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "scale": 10**400, "heads": 10**400}, [])
+@example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]]}, [["--format", "csv", "--stages", "masked"]])
+@example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]]}, [["--explain"], ["--row", "²"]])
 def test_compute_on_structured_problems(doc, options):
     compute_property(doc, options)
 
@@ -129,6 +137,9 @@ def garbage_property(data):
 
 @SHORT
 @given(damaged)
+@example(b'{"Q": [1' + b"9" * 5000 + b"]}")  # longer than Python's int() reads
+@example(b'{"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "heads": ' + b"9" * 5000 + b"}")
+@example(b'{"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "description": "\\udfff"}')
 def test_compute_on_damaged_input(data):
     garbage_property(data)
 
