@@ -306,3 +306,9 @@ def test_json_dumps_escapes_only_lone_surrogates():
 def test_marking_huge_answers_prints_no_warning(run, option, value):
     result = run("check", SAMPLES / "scooter.json", option, value, "--format", "json")
     assert result.exit_code == 1 and result.stderr == "", result.stderr
+
+
+def test_text_wider_than_the_pipe_limit_is_not_wrapped(run, monkeypatch):
+    monkeypatch.setattr(tables, "UNLIMITED", 20)
+    result = run("compute", SAMPLES / "scooter.json", "--format", "table", "--stages", "weights")
+    assert "The mechanic fixed the scooter because it was leaking petrol.\n" in result.stdout

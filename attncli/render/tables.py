@@ -146,8 +146,8 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
 
 
 class _Console(Console):
-    """stdout. Through a pipe (`grow`) it widens itself to every table it prints: rich cuts a
-    line at the console's width, and a pipe has none, so no table may be wider than the console."""
+    """stdout. Through a pipe (`grow`) it widens itself to every table and text it prints: rich
+    cuts a table (and wraps a text) at the console's width, and a pipe has no width."""
 
     def __init__(self, *args, grow: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -157,9 +157,9 @@ class _Console(Console):
         if self.grow:
             from rich.measure import Measurement
 
-            for table in (o for o in objects if isinstance(o, Table)):
-                # Measured with room to spare, so the measure is the table's natural width.
-                needed = Measurement.get(self, self.options.update(max_width=2**62), table).maximum
+            for item in (o for o in objects if isinstance(o, (Table, Text))):
+                # Measured with room to spare, so the measure is the item's natural width.
+                needed = Measurement.get(self, self.options.update(max_width=2**62), item).maximum
                 self.width = max(self.width, needed)
         super().print(*objects, **kwargs)
 
