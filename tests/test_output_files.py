@@ -321,8 +321,8 @@ def test_the_signal_handlers_remove_the_temporary_and_are_restored(tmp_path, mon
         signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # what Python runs when SIGTERM arrives
 
     monkeypatch.setattr(np, "savez", savez)
-    with pytest.raises(files.Interrupted) as stopped:
-        files.write_output(trace, str(tmp_path / "out.npz"), ".npz")
+    with pytest.raises(files.Interrupted) as stopped:  # any case of suffix: temporaries are named alike
+        files.write_output(trace, str(tmp_path / "out.NPZ"), ".npz")
     assert stopped.value.signum == signal.SIGTERM
     assert len(seen) == 1 and files.TEMPORARY.fullmatch(seen[0]) and seen[0].startswith(f".attn-tmp-{os.getpid()}-")
     assert os.listdir(tmp_path) == [] and signal.getsignal(signal.SIGTERM) == before

@@ -150,17 +150,17 @@ def write_output(trace: Trace, path: str, suffix: str, json_text=None) -> None:
                 with open(target, "wb") as handle:  # a device or a FIFO
                     content(handle)
             else:
-                _replace(target, content)
+                _replace(target, content, suffix)
     except OSError as error:
         raise OutputError(f"cannot write {quote(path)}: {reason(error)}") from None
 
 
-def _replace(target: str, content) -> None:
+def _replace(target: str, content, suffix: str) -> None:
     """Write a temporary file beside `target`, then rename it over `target`."""
     folder = os.path.dirname(target)
     remove_stale(folder)
     existing = os.stat(target) if os.path.exists(target) else None
-    temporary = os.path.join(folder, f".attn-tmp-{os.getpid()}-{os.urandom(4).hex()}{os.path.splitext(target)[1]}")
+    temporary = os.path.join(folder, f".attn-tmp-{os.getpid()}-{os.urandom(4).hex()}{suffix}")  # TEMPORARY
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         with os.fdopen(fd, "wb") as handle:  # created 0666 minus the umask
