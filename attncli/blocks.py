@@ -39,9 +39,8 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         Kt = np.ascontiguousarray(K.transpose(0, 2, 1))  # (H, d_k, Lk)
         # |Σ q_a k_a| ≤ ‖q‖ ‖k‖ bounds every partial sum of a score (Cauchy–Schwarz): queries whose
         # bound, times max(1, |scale|), is far below the largest float cannot overflow; skip that check.
-        with np.errstate(over="ignore"):
-            k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)
-            bound = np.sqrt(np.square(Q, dtype=np.float64).sum(axis=-1)) * k_norm[:, None]  # (H, Lq)
+        k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)
+        bound = np.sqrt(np.square(Q, dtype=np.float64).sum(axis=-1)) * k_norm[:, None]  # (H, Lq)
         safe = (bound * max(1.0, abs(scale)) < np.finfo(Q.dtype).max / 4).all(axis=0)  # (Lq,)
         V1 = np.concatenate([V, np.ones(V.shape[:2] + (1,), V.dtype)], axis=-1)  # (H, Lk, d_v + 1)
         output = np.empty((heads, lq, V.shape[2]), Q.dtype)  # (H, Lq, d_v)
