@@ -115,11 +115,11 @@ def _no_root_powers():
         libc.prctl(24, capability, 0, 0, 0)  # PR_CAPBSET_DROP
 
 
-def attn(*args, preexec_fn=None, code=None, cwd=None):
+def attn(*args, preexec_fn=None, code=None, stdin=subprocess.DEVNULL):
     """Run attn in a fresh process (or `code`, a script that ends by calling attn's main)."""
     env = dict(os.environ, PYTHONPATH=ROOT)
     command = [sys.executable, "-c", code, *map(str, args)] if code else [sys.executable, "-m", "attncli", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, env=env, preexec_fn=preexec_fn, cwd=cwd)
+    return subprocess.run(command, capture_output=True, text=True, env=env, preexec_fn=preexec_fn, stdin=stdin)
 
 
 def assert_process_error(done, *fragments):
@@ -202,6 +202,16 @@ def test_an_input_of_the_same_run_is_never_overwritten(run, tmp_path, as_input):
     assert_error(result, "--output: ", "is an input of this run; refusing to overwrite it"
                  if as_input in ("FILE", "--q") else "is an input of this run (as ")
     assert (problem.read_bytes(), q.read_bytes()) == before
+
+
+def test_a_problem_file_on_standard_input_is_never_overwritten(tmp_path):
+    problem = tmp_path / "p.json"
+    problem.write_text(json.dumps({"Q": [[0, 4]], "K": [[1, 0], [0, 1]], "V": [[1], [2]]}))
+    before = problem.read_bytes()
+    with open(problem) as stdin:
+        done = attn("compute", "-o", problem, stdin=stdin)
+    assert_process_error(done, f'"{problem}" is an input of this run (as standard input); refusing to overwrite it')
+    assert problem.read_bytes() == before
 
 
 def test_unwritable_targets_are_one_clear_error(run, tmp_path):

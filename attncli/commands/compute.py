@@ -118,7 +118,9 @@ def compute(
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
     shown = _stages(stages) + (("heatmap",) if heatmap else ())
-    suffix = output_file and _output_suffix(output_file, [file, q, k, v, x, x_kv, wq, wk, wv, wo, mask, bias])
+    stdin = "-" if file is None and not sys.stdin.isatty() else None  # read when piped and no file is named
+    suffix = output_file and _output_suffix(output_file, [file, stdin, q, k, v, x, x_kv, wq, wk, wv, wo, mask,
+                                                          bias])
     if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
         raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
                                  "scaled, masked, output)", param_hint="--stages")

@@ -11,8 +11,8 @@ like a careful Unix tool (the README's Guarantees say the same):
   pointing where it did). A dangling link creates the file it names.
 - Devices and named pipes (a link to /dev/null, a FIFO named out.json) cannot be replaced: they
   are written directly, without a temporary file.
-- A file that is an input of the same run (the problem FILE, --q …, by any name or link) is
-  never overwritten.
+- A file that is an input of the same run (the problem FILE, --q …, a file redirected to stdin;
+  by any name or link) is never overwritten.
 - SIGTERM and SIGHUP during the write remove the temporary file; the process then dies of the
   same signal (exit status 128 + n in a shell), as if attn had not caught it.
 - A temporary file left by SIGKILL or a crash is recognised by its name: each write removes the
@@ -77,9 +77,8 @@ def check_target(path: str, inputs: list[str | None]) -> str:
     if existing is not None and stat.S_ISDIR(existing.st_mode):
         raise OutputError(f"cannot write {quote(path)}: it is a folder; name a file in it")
     for value in inputs:
-        if existing is not None and value and value != "-" and os.path.exists(value) \
-                and os.path.samefile(value, path):
-            alias = "" if value == path else f" (as {quote(value)})"
+        if existing is not None and value and _same_file(value, existing):
+            alias = "" if value == path else " (as standard input)" if value == "-" else f" (as {quote(value)})"
             raise OutputError(f"{quote(path)} is an input of this run{alias}; refusing to overwrite it, "
                               "write to another file")
     regular = existing is None or stat.S_ISREG(existing.st_mode)
@@ -88,6 +87,15 @@ def check_target(path: str, inputs: list[str | None]) -> str:
     if regular and not os.access(folder, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {quote(path)}: permission denied in folder {quote(folder)}")
     return suffix
+
+
+def _same_file(value: str, target: os.stat_result) -> bool:
+    """Is `value` (a path, inline text, or - for a regular file on stdin) the file `target`?"""
+    try:
+        found = os.fstat(0) if value == "-" else os.stat(value)
+    except (OSError, ValueError):  # inline text, a name too long, no stdin
+        return False
+    return stat.S_ISREG(found.st_mode) and os.path.samestat(found, target)
 
 
 def reason(error: OSError) -> str:
