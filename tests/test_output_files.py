@@ -108,6 +108,8 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 def _no_root_powers():
     """In the child: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set, so that
     the python it executes, even as root, obeys file permissions."""
+    if os.geteuid() != 0:
+        return  # permissions already apply
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
