@@ -164,8 +164,8 @@ def compute(
             write_output(trace, output_file, suffix, lambda: document(trace, shown, round_, explanation))
         except OutputError as error:
             raise error.at("--output")
-        except Interrupted as signal:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
-            signal.die()
+        except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
+            stop.die()
         return
     view = format
     if view == Format.auto:
