@@ -141,7 +141,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     if "heatmap" in stages:
         from attncli.render.heatmap import print_heatmaps
 
-        print_heatmaps(trace, console, heads)
+        print_heatmaps(trace, console, heads, full)
 
 
 class _Console(Console):
