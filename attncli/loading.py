@@ -268,9 +268,9 @@ def _numpy_file(path: str, suffix: str):
 
     kinds = {".npy": "one array", ".npz": "an archive of arrays"}
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a FIFO would block
+            raise InputError(f"not a regular file; {suffix} input is read from a file")
         with open(path, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise InputError(f"not a regular file; {suffix} input is read from a file")
             start = handle.read(len(NPY_START))
             handle.seek(0)
             found = ".npy" if start == NPY_START else ".npz" if start[:4] in ZIP_STARTS else None
