@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from attncli.errors import AttnError, InputError, quote
 
-# Parsing costs many times its text: 4-5× for JSON of full-precision numbers in long rows, up to
-# 37× for JSON with one number per row, up to 135× for a CSV with one number per row (its cells,
-# rows and Written floats). 32 MiB keeps even that under about 4 GiB.
-MAX_INPUT = 32 << 20
+# Parsing costs many times its text (peak RSS over file size): 4-5× for JSON of full-precision
+# numbers in long rows, 9× for short numbers, 37× for JSON with one number per row, 135× for a CSV
+# with one short number per row (its cells, rows and Written floats). 24 MiB keeps that worst
+# case near 3.2 GiB, under 4 GiB.
+MAX_INPUT = 24 << 20
 MAX_INPUT_VARIABLE = "ATTN_MAX_INPUT"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # What a view builds besides the arrays, per number (measured: JSON about 60 bytes a number for
@@ -37,7 +38,7 @@ class ResourceError(AttnError):
 
 
 def size_text(n: float) -> str:
-    """1.5 GiB, 32 MiB, 64 KiB or 100 bytes."""
+    """1.5 GiB, 24 MiB, 64 KiB or 100 bytes."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}" if n < 10 * scale else f"{n / scale:.0f} {unit}"
@@ -58,7 +59,7 @@ class Cap:
 
 
 def max_input() -> int:
-    """The cap on one text input in bytes: $ATTN_MAX_INPUT (200M, 1G, 1.5G, 65536) or 32 MiB."""
+    """The cap on one text input in bytes: $ATTN_MAX_INPUT (200M, 1G, 1.5G, 65536) or 24 MiB."""
     text = os.environ.get(MAX_INPUT_VARIABLE, "").strip()
     if not text:
         return MAX_INPUT

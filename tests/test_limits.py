@@ -43,15 +43,15 @@ def npz(path, **arrays):
 
 @pytest.mark.parametrize("text, expected", [
     ("200M", 200 << 20), ("1G", 1 << 30), ("1.5g", 3 << 29), ("65536", 65536), ("64KiB", 64 << 10),
-    ("2 MB", 2 << 20), ("", 32 << 20)])
+    ("2 MB", 2 << 20), ("", 24 << 20)])
 def test_max_input_reads_sizes(monkeypatch, text, expected):
     monkeypatch.setenv("ATTN_MAX_INPUT", text)
     assert limits.max_input() == expected
 
 
-def test_the_default_cap_is_32_mib(monkeypatch):
+def test_the_default_cap_is_24_mib(monkeypatch):
     monkeypatch.delenv("ATTN_MAX_INPUT", raising=False)
-    assert limits.max_input() == limits.MAX_INPUT == 32 << 20
+    assert limits.max_input() == limits.MAX_INPUT == 24 << 20
 
 
 @pytest.mark.parametrize("text", ["lots", "-5M", "0", "1Q"])
