@@ -138,7 +138,7 @@ def test_csv_text_cells_that_start_like_formulas_are_prefixed():
 
 def test_csv_negative_numbers_stay_numbers(run):
     out = run("compute", SAMPLES / "scooter.json", "-f", "csv", "--stages", "output").stdout
-    assert out.splitlines()[1] == "it,0.27751342166472096,1.349085936829135" or "'" not in out
+    assert "'" not in out
     neg = run("compute", "--q", "1,0", "--k", "1,0;0,1", "--v", "-0.5;-1", "-f", "csv", "--stages", "output").stdout
     assert "'" not in neg and ",-0.6" in neg
 
