@@ -189,7 +189,8 @@ def hostile_property(tmp, doc, file_name):
     shown = doc["query_labels"] + doc["key_labels"] + [doc["title"].strip(), doc["description"].strip()]
     trace = attend(build_problem(doc))
     for explanation in (None, explain(trace)):  # tables and heatmap; the explanation
-        console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor", width=300)
+        console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor",
+                          width=300, height=50)  # with a height, rich keeps the width under TERM=dumb
         render(trace, console, ("scores", "masked", "weights", "heatmap"), 4, None, explanation)
         assert_literal(console.file.getvalue(), shown)
     exports(trace, explain(trace))

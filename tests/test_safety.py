@@ -33,7 +33,8 @@ SGR = re.compile("\x1b\\[[0-9;]*m")  # colours and bold: the only escapes a colo
 
 def colour_terminal(doc, stages=ALL, explained=False) -> str:
     """Rendered as on a truecolor terminal, with every style."""
-    console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor", width=300)
+    console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor",
+                      width=300, height=50)  # with a height, rich keeps the width under TERM=dumb
     trace = attend(build_problem(doc))
     render(trace, console, stages, 4, None, explain(trace) if explained else None)
     return console.file.getvalue()
