@@ -189,3 +189,14 @@ def test_big_heatmaps_are_elided_with_the_shape_and_a_hint():
     narrow = Console(file=io.StringIO(), width=60, color_system=None)
     print_heatmaps(trace, narrow, width=60)
     assert all(len(line.rstrip()) <= 60 for line in narrow.file.getvalue().splitlines())
+
+
+def test_minus_infinity_as_printed_reads_back(run, tmp_path):
+    (tmp_path / "bias.csv").write_text("0,−∞\n", encoding="utf-8")
+    args = ("compute", "--q", "0,4", "--k", "1,0;0,1", "--v", "1;2")
+    for bias in ("0,−∞", tmp_path / "bias.csv"):
+        assert run.json(*args, "--bias", bias)["heads"][0]["weights"] == [[1.0, 0.0]]
+    doc = {"Q": [0, 4], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "bias": [[0, "−∞"]], "masked": [[0.0, "−∞"]]}
+    (tmp_path / "a.json").write_text(json.dumps(doc), encoding="utf-8")
+    result = run("check", tmp_path / "a.json", "-f", "json")
+    assert result.exit_code == 0, result.stderr
