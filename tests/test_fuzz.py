@@ -24,6 +24,7 @@ from attncli.cli import app
 from attncli.errors import InputError, visible
 from attncli.loading import decode, load_npy, parse_csv, parse_inline, parse_json
 from attncli.problem import INPUT_KEYS
+from tests.test_safety import RAW, SGR
 
 SHORT = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LONG = settings(max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck))
@@ -58,9 +59,6 @@ PIECES = ["[bold]", "[/]", "[/bold]", "[link=file:///etc/passwd]", "[/link]", ":
           "\u2066", "\u2069", "\u200f", "\u2028", "\\end{verbatim}", "\\input{/etc/passwd}", "%", "&", "{", "}",
           "$", "#", "_", "^", "~", "\\", "|", "```", "`", "<b>", "=", "+", "-", "@", "*", "=1+2", "-cmd|' /C calc'!A0"]
 hostile = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=3)), max_size=3).map("".join)
-# What must never reach a terminal or a text file raw: C0 but the line feed, DEL, C1, bidi.
-RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-SGR = re.compile("\x1b\\[[0-9;]*m")  # colour and bold, the only escapes a colour terminal gets
 
 # Structured problems: mostly consistent, sometimes not, with every option.
 floats = st.one_of(st.floats(-10, 10, allow_nan=False), st.integers(-5, 5),

@@ -155,7 +155,7 @@ def make_console() -> Console:
     (set and not empty) drops every style, bold and dim included (rich alone keeps those)."""
     plain = os.environ.get("NO_COLOR", "") != ""
     width = None if sys.stdout.isatty() else UNLIMITED
-    return _Console(highlight=False, width=width, **({"color_system": None} if plain else {}))
+    return _Console(highlight=False, width=width, color_system=None if plain else "auto")
 
 
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
