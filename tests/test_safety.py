@@ -14,7 +14,7 @@ from attncli.attention import attend
 from attncli.problem import build_problem
 from attncli.render.explain import explain
 from attncli.render.export import csv_stage, latex, markdown
-from attncli.render.heatmap import heatmap, print_heatmaps
+from attncli.render.heatmap import cell_style, heatmap, print_heatmaps
 from attncli.render.tables import make_console, render
 from attncli.render.text import header_lines
 from tests.conftest import SAMPLES, SCOOTER
@@ -172,7 +172,7 @@ def test_heatmap_cells_set_their_own_foreground_and_the_grid_is_not_bold():
     assert [grid.plain[s.start:s.end] for s in bold] == ["heatmap of weights\n"]
     cells = [Style.parse(str(span.style)) for span in grid.spans if span not in bold]
     assert len(cells) == 3 and all(s.color is not None and s.bgcolor is not None for s in cells)
-    dark, light = heatmap.__globals__["cell_style"](0.0), heatmap.__globals__["cell_style"](1.0)
+    dark, light = cell_style(0.0), cell_style(1.0)
     assert dark == "color(255) on color(232)" and light == "color(232) on color(255)"
 
 
@@ -200,3 +200,11 @@ def test_minus_infinity_as_printed_reads_back(run, tmp_path):
     (tmp_path / "a.json").write_text(json.dumps(doc), encoding="utf-8")
     result = run("check", tmp_path / "a.json", "-f", "json")
     assert result.exit_code == 0, result.stderr
+
+
+def test_full_shows_the_whole_heatmap_through_the_cli(run):
+    args = ("compute", "--q", ";".join(f"{i},1" for i in range(12)), "--k", "1,0;0,1", "--v", "1;2",
+            "--stages", "heatmap", "-f", "table")
+    cut, full = run(*args).stdout, run(*args, "--full").stdout
+    assert "heatmap of weights (12×2, middle elided: --full shows all)" in cut and "\n⋮" in cut
+    assert "middle elided" not in full and "\n11 " in full and "⋮" not in full
