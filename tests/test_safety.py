@@ -108,7 +108,8 @@ def test_a_latex_label_cannot_end_the_explanation_or_run_a_command():
     lines = text.splitlines()
     assert lines[0] == r"% attn compute: one\textbackslash{}u000atwo \% three · Q 1×2 · K 3×2 · V 3×2 · 1 head " \
                        r"· d\_k = 2 · d\_v = 2 · float64"
-    escaped = r"q\textbackslash{}end\{verbatim\}\textbackslash{}input\{/etc/passwd\}\textbackslash{}begin\{verbatim\}"
+    escaped = (r"q\textbackslash{}end\{verbatim\}\textbackslash{}input\{/etc/passwd\}"
+               r"\textbackslash{}begin\{verbatim\}")
     assert " & " + escaped + r" & {[}x{]} & {*}y \\ \hline" in lines
     assert text.endswith("\n".join([
         r"\begin{flushleft}\ttfamily", "~~" + escaped + r": \\", r"\mbox{} \\", r"~~x~~y", r"\end{flushleft}", ""]))

@@ -148,5 +148,6 @@ def csv_stage(trace: Trace, stage: str) -> str:
     writer.writerow((["head"] if multi else []) + ["query"] + [csv_text(c) for c in columns])
     for h, m in matrices:
         for r, row in zip(labels(p.query_labels, p.lq), m):
-            writer.writerow(([h] if multi else []) + [csv_text(r)] + ["-inf" if x == -np.inf else repr(float(x)) for x in row])
+            cells = ["-inf" if x == -np.inf else repr(float(x)) for x in row]
+            writer.writerow(([h] if multi else []) + [csv_text(r)] + cells)
     return buffer.getvalue()

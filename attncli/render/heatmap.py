@@ -57,7 +57,8 @@ def heatmap(trace: Trace, head: int, width: int | None = None, full: bool = Fals
         title += f" ({p.lq}×{p.lk}, middle elided: --full shows all)"
     text = Text()
     text.append(title + "\n", style="bold")
-    text.append(" " * side + "".join(" " + _pad("⋯" if j is None else columns[j], cell) for j in col_ids) + "\n")
+    header = "".join(" " + _pad("⋯" if j is None else columns[j], cell) for j in col_ids)
+    text.append(" " * side + header + "\n")
     for i in row_ids:
         text.append(_pad("⋮" if i is None else rows[i], side, right=False))
         for j in col_ids:
@@ -75,7 +76,8 @@ def print_heatmaps(trace: Trace, console: Console, heads: list[int] | None = Non
                    width: int | None = None) -> None:
     """Every head's grid, side by side when they fit the console, then the legend; `width` (a
     terminal's) narrows grids that do not fit it."""
-    grids = [heatmap(trace, h, width, full) for h in (heads if heads is not None else range(trace.problem.heads))]
+    heads = heads if heads is not None else range(trace.problem.heads)
+    grids = [heatmap(trace, h, width, full) for h in heads]
     widest = max(cell_len(line) for grid in grids for line in grid.plain.splitlines())
     per_row = max(1, (console.width + 4) // (widest + 4))
     for start in range(0, len(grids), per_row):

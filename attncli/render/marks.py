@@ -54,7 +54,8 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
 
 def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, precision: int) -> None:
     """Per stage: a table of given values marked ✓ correct, ↪ carried, ✗ wrong (expected beside)."""
-    console.print(Text("✓ correct · ↪ correct from your own earlier stage (carried) · ✗ wrong, expected value after it"))
+    console.print(Text("✓ correct · ↪ correct from your own earlier stage (carried) · "
+                       "✗ wrong, expected value after it"))
     console.print()
     for name, mark in marks.items():
         console.print(Text(name, style="bold"))
@@ -106,5 +107,5 @@ def print_class_summary(results: list[tuple[str, dict[str, StageMark] | None, st
     console.print(table)
     marked = [m for _, m, _ in results if m is not None]
     perfect = sum(all_correct(m) for m in marked)
-    console.print(Text(f"{perfect}/{len(marked)} files all correct"
-                       + (f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else "")))
+    unmarked = f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else ""
+    console.print(Text(f"{perfect}/{len(marked)} files all correct{unmarked}"))
