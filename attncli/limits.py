@@ -22,7 +22,7 @@ MAX_INPUT_VARIABLE = "ATTN_MAX_INPUT"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # What a view builds besides the arrays, per number (measured: JSON about 60 bytes a number for
 # long rows, markdown 45, LaTeX 80, CSV 20, a rich table cell about 700, a heatmap cell 1,100).
-JSON_NUMBER = 84  # a float in a list (8 + 24), and its text (≤ 26 characters) twice while json.dumps joins it
+JSON_NUMBER = 84  # a float in a list (8 + 24), its text (≤ 26 characters) twice while json.dumps joins
 JSON_ROW = 64  # each row's list
 TEXT_NUMBER = 100  # markdown, LaTeX, CSV: a cell's text, its slot in a list, the joined document
 RICH_CELL = 1200  # a rich table (--full) or heatmap cell, for every cell laid out at once
@@ -90,6 +90,14 @@ def answers_cap(problem) -> Cap:
                       f"every stage are {numbers:,} numbers")
 
 
+def _first_line(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return handle.readline().strip()
+    except (OSError, ValueError):
+        return None
+
+
 def available_bytes() -> int | None:
     """Memory the process can still get: the least of MemAvailable (else the free physical pages),
     the cgroup's limit less its usage, and the address-space limit (ulimit -v) less the address
@@ -105,23 +113,20 @@ def available_bytes() -> int | None:
             limits.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
         except (ValueError, OSError, AttributeError):
             pass
-    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
-                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            with open(limit, encoding="ascii") as a, open(usage, encoding="ascii") as b:
-                cap, used = a.read().strip(), int(b.read())
-            if cap.isdigit() and int(cap) < 1 << 60:  # "max", or v1's huge number, means none
-                limits.append(max(0, int(cap) - used))
+    for limit, usage in (("memory.max", "memory.current"),  # cgroup v2, then v1
+                         ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
+        cap, used = _first_line(f"/sys/fs/cgroup/{limit}"), _first_line(f"/sys/fs/cgroup/{usage}")
+        if cap is not None and used is not None:
+            if cap.isdigit() and used.isdigit() and int(cap) < 1 << 60:  # "max" or v1's huge number: none
+                limits.append(max(0, int(cap) - int(used)))
             break
-        except (OSError, ValueError):
-            continue
     try:
         import resource
 
         cap = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if cap != resource.RLIM_INFINITY:
-            with open("/proc/self/statm", encoding="ascii") as statm:
-                limits.append(max(0, cap - int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")))
+        statm = _first_line("/proc/self/statm")
+        if cap != resource.RLIM_INFINITY and statm:
+            limits.append(max(0, cap - int(statm.split()[0]) * os.sysconf("SC_PAGE_SIZE")))
     except (ImportError, OSError, ValueError):
         pass
     return min(limits) if limits else None
@@ -143,7 +148,8 @@ def stage_bytes(heads: int, lq: int, lk: int, itemsize: int, stages: int) -> dic
 
 
 def _widths(problem) -> tuple[int, int, int]:
-    """(H·d_k, H·d_v, d_out): a query's Q across heads, its per-head outputs side by side, its final output."""
+    """(H·d_k, H·d_v, d_out): the widths of a query's Q across heads, of its per-head outputs side
+    by side, and of its final output."""
     inputs, heads = problem.inputs, problem.heads
     q, v = (inputs["W_Q"], inputs["W_V"]) if problem.projected else (inputs["Q"], inputs["V"])
     per_head = q.ndim == 3  # 3-D Q: the last axis is one head's; 2-D: all heads' side by side

@@ -240,8 +240,8 @@ def _npz_keys(handle) -> list[str]:
             if "/" in info.filename:
                 continue
             if not info.filename.endswith(".npy"):
-                raise InputError(f"cannot read .npz: it holds {quote(info.filename)}, which is not an .npy array; "
-                                 "an .npz archive holds arrays, as numpy.savez writes them")
+                raise InputError(f"cannot read .npz: it holds {quote(info.filename)}, which is not an .npy "
+                                 "array; an .npz archive holds arrays, as numpy.savez writes them")
             members[info.filename[:-4]] = info
         _check_keys(dict.fromkeys(members))  # the same unknown-key error as a JSON problem's
         declared = 0

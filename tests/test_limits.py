@@ -57,7 +57,8 @@ def test_the_default_cap_is_24_mib(monkeypatch):
 @pytest.mark.parametrize("text", ["lots", "-5M", "0", "1Q"])
 def test_a_bad_max_input_is_one_error_line(run, monkeypatch, text):
     monkeypatch.setenv("ATTN_MAX_INPUT", text)
-    assert_error(run("compute", SAMPLES / "scooter.json"), "ATTN_MAX_INPUT is", "expected a size such as 200M")
+    assert_error(run("compute", SAMPLES / "scooter.json"), "ATTN_MAX_INPUT is",
+                 "expected a size such as 200M")
 
 
 def test_a_file_over_the_cap_is_refused_unread(run, small_cap, problem_file):
@@ -80,7 +81,8 @@ def test_stdin_over_the_cap(run, small_cap):
 def test_a_matrix_option_file_over_the_cap(run, small_cap, tmp_path):
     path = tmp_path / "Q.csv"
     path.write_text("0,4\n" * 2000)
-    assert_error(run("compute", "--q", path, "--k", "1,0", "--v", "1"), "Q.csv: the file is 7.8 KiB", *TEXT_LIMIT)
+    assert_error(run("compute", "--q", path, "--k", "1,0", "--v", "1"), "Q.csv: the file is 7.8 KiB",
+                 *TEXT_LIMIT)
 
 
 class Endless(io.RawIOBase):
@@ -111,8 +113,8 @@ def test_an_endless_stdin_is_read_only_up_to_the_cap(small_cap, monkeypatch):
 def test_yes_piped_into_compute_stops_at_the_cap():
     """The issue's reproduction, `yes | attn compute -`, as a real pipe."""
     env = dict(os.environ, ATTN_MAX_INPUT="64K", PYTHONPATH=str(ROOT))
-    result = subprocess.run(f"ulimit -v 2000000; yes | {sys.executable} -m attncli compute -", shell=True, env=env,
-                            capture_output=True, text=True, timeout=120)
+    command = f"ulimit -v 2000000; yes | {sys.executable} -m attncli compute -"  # ulimit: a regression fails
+    result = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
         "error: <stdin>: more than 64 KiB of text; text input is limited to 64 KiB (ATTN_MAX_INPUT=1G "
@@ -198,7 +200,8 @@ def test_the_memory_guard_runs_on_the_declared_shapes_first(run, tmp_path, monke
     path = tmp_path / "p.npz"
     rng = np.random.default_rng(0)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:  # stored: a CRC error if read
-        for name, array in (("Q", rng.standard_normal((1000, 4))), ("K", np.ones((3, 4))), ("V", np.ones((3, 2)))):
+        for name, array in (("Q", rng.standard_normal((1000, 4))), ("K", np.ones((3, 4))),
+                            ("V", np.ones((3, 2)))):
             buffer = io.BytesIO()
             np.save(buffer, array)
             archive.writestr(f"{name}.npy", buffer.getvalue())
@@ -266,7 +269,8 @@ def test_json_that_would_not_fit_is_refused_before_computing(run, problem_file, 
     monkeypatch.setattr(limits, "available_bytes", lambda: arrays + text // 2)
     path = problem_file(square(300))
     result = run("compute", path, "-f", "json")
-    assert_error(result, "p.json: this problem would need", "its JSON", "--stages output", "--output FILE.npz")
+    assert_error(result, "p.json: this problem would need", "its JSON", "--stages output",
+                 "--output FILE.npz")
     assert "--dtype float32" not in result.stderr  # halving the arrays would not make the JSON fit
     assert run("compute", path, "-f", "table").exit_code == 0  # elided tables are small
     assert run("compute", path, "-o", path.parent / "all.npz").exit_code == 0
@@ -295,8 +299,8 @@ def test_full_tables_and_heatmaps_are_counted(run, problem_file, monkeypatch):
 def test_the_core_gives_no_cli_advice():
     with pytest.raises(limits.ResourceError) as error:
         limits.check_fits(limits.stage_bytes(2, 1000, 1000, 8, 4), available=10 << 20)
-    assert str(error.value) == ("this problem would need 61 MiB (4 score-sized arrays (2 × 1000 × 1000) 61 MiB), "
-                                "and 10 MiB is available")
+    assert str(error.value) == ("this problem would need 61 MiB (4 score-sized arrays (2 × 1000 × 1000) "
+                                "61 MiB), and 10 MiB is available")
 
 
 def test_attend_checks_its_arrays(monkeypatch):
@@ -365,9 +369,27 @@ def test_a_big_heatmap_is_elided_unless_full(run, problem_file):
     assert grid[1].split() == [str(j) for j in range(8)] + ["⋯"] + [str(j) for j in range(32, 40)]
     assert grid[7].split() == ["⋮"] * 18
     full = run("compute", path, "-f", "table", "--stages", "heatmap", "--full").stdout
-    assert "elided" not in full and len(full[full.index("heatmap of"):full.index("shade:")].strip().splitlines()) == 42
+    assert "elided" not in full
+    assert len(full[full.index("heatmap of"):full.index("shade:")].strip().splitlines()) == 42
 
 
 def test_a_small_heatmap_is_whole(run):
     out = run("compute", SAMPLES / "causal.json", "-f", "table", "--stages", "heatmap").stdout
     assert "elided" not in out and "⋯" not in out
+
+
+# --- available memory ---------------------------------------------------------------------------
+
+def test_available_memory_honours_ulimit_v():
+    code = "from attncli.limits import available_bytes; print(available_bytes())"
+    result = subprocess.run(f"ulimit -v 1000000; {sys.executable} -c '{code}'", shell=True,
+                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+    assert 0 <= int(result.stdout) < 1000000 * 1024
+
+
+def test_available_memory_honours_a_cgroup_limit(monkeypatch):
+    files = {"/sys/fs/cgroup/memory.max": "3000000", "/sys/fs/cgroup/memory.current": "1000000"}
+    monkeypatch.setattr(limits, "_first_line", files.get)
+    assert limits.available_bytes() == 2000000
+    files["/sys/fs/cgroup/memory.max"] = "max"
+    assert limits.available_bytes() > 2000000
