@@ -393,3 +393,15 @@ def test_available_memory_honours_a_cgroup_limit(monkeypatch):
     assert limits.available_bytes() == 2000000
     files["/sys/fs/cgroup/memory.max"] = "max"
     assert limits.available_bytes() > 2000000
+
+
+def test_an_unforeseen_memory_error_advises_nothing_that_may_not_fit(run, monkeypatch):
+    import attncli.attention
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(attncli.attention, "attend", exhausted)
+    result = run("compute", SAMPLES / "scooter.json", "-f", "json")
+    assert_error(result, "out of memory; try --stages output")
+    assert "float32" not in result.stderr
