@@ -20,9 +20,10 @@ from attncli.errors import AttnError, InputError, quote
 MAX_INPUT = 24 << 20
 MAX_INPUT_VARIABLE = "ATTN_MAX_INPUT"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-# What a view builds besides the arrays, per number (measured: JSON about 60 bytes a number for
-# long rows, markdown 45, LaTeX 80, CSV 20, a rich table cell about 700, a heatmap cell 1,100).
-JSON_NUMBER = 84  # a float in a list (8 + 24), its text (≤ 26 characters) twice while json.dumps joins
+# What a view builds besides the arrays, per number (measured: JSON 81 bytes a number for numbers
+# of about 22 characters with their ", ", Markdown 30, LaTeX 60, CSV 40, a rich table cell 700,
+# a heatmap cell 1,100).
+JSON_NUMBER = 96  # a float in a list (8 + 24), its text (≤ 26 characters) 2.2 times over as json.dumps joins it
 JSON_ROW = 64  # each row's list
 TEXT_NUMBER = 100  # markdown, LaTeX, CSV: a cell's text, its slot in a list, the joined document
 RICH_CELL = 1200  # a rich table (--full) or heatmap cell, for every cell laid out at once
