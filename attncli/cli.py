@@ -57,7 +57,7 @@ class AttnGroup(TyperGroup):
         except typer.Abort:
             fail("aborted")
         except MemoryError:
-            fail("out of memory; try --dtype float32 or a smaller problem")
+            fail("out of memory; try --stages output, --output FILE.npz or a smaller problem")
         except (BrokenPipeError, _ReaderGone):
             _discard_stdout()  # the reader went away (`attn … | head`): not an error
             sys.exit(0)

@@ -5,6 +5,7 @@ Views never compute: everything shown is read from the `Trace`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 
@@ -14,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.render.text import exact_scale, header_lines, labels, number, shape_text
+from attncli.render.text import exact_scale, header_lines, labels, number, rich_text, shape_text, shown
 from attncli.trace import STAGES, Trace
 
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
@@ -84,12 +85,12 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
         suffix = "" if len(chunks) == 1 else f" (columns {names[chunk[0]]}–{names[chunk[-1]]})"
         table = Table(box=box.ROUNDED, header_style="bold")
         table.add_column("", style="bold", no_wrap=True)
-        for j in chunk:
-            table.add_column(names[j], justify="right", no_wrap=True, min_width=widths[j])
+        for j in chunk:  # Text everywhere: a label is never markup
+            table.add_column(rich_text(names[j]), justify="right", no_wrap=True, min_width=widths[j])
         for label, row in zip(labels, cells):
-            table.add_row(label, *(row[j] for j in chunk))
+            table.add_row(rich_text(label), *(Text(row[j]) for j in chunk))
         # The title stands on its own line: as a table title rich would wrap it to the table's width.
-        yield Text(title + suffix, style="bold")
+        yield rich_text(title + suffix, style="bold")
         yield table
 
 
@@ -109,7 +110,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     console.print(Text("\n".join(header_lines(trace, precision))))
     console.print()
     if explanation is not None:
-        console.print(Text("\n".join(explanation)))
+        console.print(Text("\n".join(shown(line) for line in explanation)))
         console.print()
         stages = [name for name in stages if name == "heatmap"]
     if "inputs" in stages and p.projected:
@@ -142,7 +143,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     if "heatmap" in stages:
         from attncli.render.heatmap import print_heatmaps
 
-        print_heatmaps(trace, console, heads)
+        print_heatmaps(trace, console, heads, full, width)
 
 
 class _Console(Console):
@@ -174,10 +175,13 @@ def terminal_width() -> int:
 
 
 def make_console() -> Console:
-    """stdout as a rich console: the terminal's width, or as wide as each table through a pipe."""
+    """stdout as a rich console: the terminal's width (at least MIN_WIDTH), or as wide as each
+    table through a pipe. NO_COLOR (set and not empty) drops every style, bold and dim included
+    (rich alone keeps those)."""
+    plain = os.environ.get("NO_COLOR", "") != ""
     if sys.stdout.isatty():
-        return _Console(highlight=False, width=terminal_width())
-    return _Console(highlight=False, width=UNLIMITED, grow=True)
+        return _Console(highlight=False, width=terminal_width(), color_system=None if plain else "auto")
+    return _Console(highlight=False, width=UNLIMITED, grow=True, color_system=None if plain else "auto")
 
 
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
