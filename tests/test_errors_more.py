@@ -313,3 +313,36 @@ def test_text_wider_than_the_pipe_limit_is_not_wrapped(run, monkeypatch):
     monkeypatch.setattr(tables, "UNLIMITED", 20)
     result = run("compute", SAMPLES / "scooter.json", "--format", "table", "--stages", "weights")
     assert "The mechanic fixed the scooter because it was leaking petrol.\n" in result.stdout
+
+
+# On a terminal, a table that cannot fit even at its narrowest is printed whole (the terminal
+# wraps its lines) rather than squeezed to empty cells.
+def test_a_table_too_wide_for_the_terminal_is_not_squeezed_to_nothing(monkeypatch):
+    from rich import box
+    from rich.table import Table
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    table = Table(box=box.ROUNDED)  # as the marks tables are built: wrappable columns
+    for j in range(30):
+        table.add_column(f"key{j}")
+    table.add_row(*["0.5 ✗ 0.0270"] * 30)
+    tables.make_console().print(table)
+    header = next(line for line in terminal.getvalue().splitlines() if "key0" in line)
+    assert [cell.strip() for cell in header.split("│")[1:-1]] == [f"key{j}" for j in range(30)]
+    assert terminal.getvalue().count("0.5 ✗ 0.0270") == 30
+
+
+def test_a_label_wider_than_the_terminal_is_not_cut(monkeypatch):
+    from attncli.attention import attend
+    from attncli.problem import build_problem
+
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    label = "a query label much longer than the terminal is wide, " * 2 + "end"
+    tables.print_tables(attend(build_problem(dict(SCOOTER, query_labels=[label]))), ["weights"])
+    assert label in terminal.getvalue() and "0.0454" in terminal.getvalue()

@@ -147,22 +147,47 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
 
 
 class _Console(Console):
-    """stdout. Through a pipe (`grow`) it widens itself to every table and text it prints: rich
-    cuts a table (and wraps a text) at the console's width, and a pipe has no width."""
+    """stdout, never cutting what it prints. Through a pipe (`grow`) it widens itself to every
+    table and text: rich cuts a table (and wraps a text) at the console's width, and a pipe has
+    no width. On a terminal, a table that cannot fit even with its columns at their narrowest
+    (rich would squeeze its cells to nothing) is printed at its natural width, and the terminal
+    wraps its lines."""
 
     def __init__(self, *args, grow: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.grow = grow
 
     def print(self, *objects, **kwargs) -> None:
-        if self.grow:
-            from rich.measure import Measurement
+        from rich.measure import Measurement
 
-            for item in (o for o in objects if isinstance(o, (Table, Text))):
-                # Measured with room to spare, so the measure is the item's natural width.
-                needed = Measurement.get(self, self.options.update(max_width=2**62), item).maximum
-                self.width = max(self.width, needed)
-        super().print(*objects, **kwargs)
+        wide = 0
+        for item in (o for o in objects if isinstance(o, (Table, Text) if self.grow else Table)):
+            # Measured with room to spare, so the measure is the item's natural width.
+            measure = Measurement.get(self, self.options.update(max_width=2**62), item)
+            if self.grow:
+                self.width = max(self.width, measure.maximum)
+            elif self._narrowest(item) > self.width:
+                wide = max(wide, measure.maximum)
+        if not wide:
+            return super().print(*objects, **kwargs)
+        width, self.width = self.width, wide
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = width
+
+    def _narrowest(self, table: Table) -> int:
+        """About the narrowest `table` can be without cutting a cell: wrapping columns at their
+        longest word, no_wrap columns whole (rich would end those in `…`)."""
+        from rich.measure import Measurement
+
+        options = self.options.update(max_width=2**62)
+        width = (len(table.columns) + 1) if table.box else 0  # the vertical borders
+        for column in table.columns:
+            cells = [Measurement.get(self, options, c) for c in (column.header, *column.cells)]
+            width += max(m.maximum if column.no_wrap else m.minimum for m in cells)
+            width += table.padding[1] + table.padding[3]
+        return width
 
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError  # the CLI edge treats a closed pipe as a normal end, exit 0
