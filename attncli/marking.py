@@ -139,10 +139,14 @@ def _cells(answer: Answer, exact: np.ndarray, followings, rule: Rule) -> tuple[n
                 if (ok | ok2).all():
                     break
     if best is None:
-        return np.where(ok, "correct", np.where(near, "imprecise", "wrong")), ()
-    _, ok2, near2, status, note = best
-    cells = np.where(ok, "correct", np.where(ok2, status, np.where(near | near2, "imprecise", "wrong")))
-    return cells, (note,) if note else ()
+        cells, notes = np.where(ok, "correct", np.where(near, "imprecise", "wrong")), ()
+    else:
+        _, ok2, near2, status, note = best
+        cells = np.where(ok, "correct", np.where(ok2, status, np.where(near | near2, "imprecise", "wrong")))
+        notes = (note,) if note else ()
+    if (cells == "imprecise").any():
+        notes += (f"imprecise: write at least {plural(rule.decimals, 'decimal')} (or the exact value)",)
+    return cells, notes
 
 
 def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.ndarray, basis: _Basis,

@@ -85,3 +85,56 @@ def test_a_required_stage_missing_in_the_table_view(run):
 
 
 MULTI = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 2], [3, 4]], "heads": 2}
+
+
+# Rule 2: precision is part of the answer
+
+def test_an_argmax_is_not_a_softmax(run, problem_file):
+    path = problem_file(EXERCISE_5, "prob.json")
+    result = run("check", path, "--weights", "0,1,0; 1,0,0", "--format", "json")
+    assert result.exit_code == 1
+    weights = json.loads(result.stdout)["stages"]["weights"]
+    assert weights["right"] == 0 and weights["imprecise"] == 6
+    assert weights["notes"] == ["imprecise: write at least 2 decimals (or the exact value)"]
+    table = run("check", path, "--weights", "0,1,0; 1,0,0", "--format", "table").stdout
+    assert "weights: 0/6 right (6 imprecise)" in table and "0 ~ 0.0229" in table
+
+
+def test_one_decimal_is_imprecise_unless_exact(run, problem_file):
+    weights = marked(run, problem_file, {"weights": [[0.0229, 0.9, 0.1911], [0.9622, 0.028, 0.0097]]},
+                     problem=EXERCISE_5, code=1)["stages"]["weights"]
+    assert weights["cells"][0] == ["correct", "imprecise", "correct"]
+    assert weights["cells"][1] == ["correct", "correct", "correct"]  # 0.028 has 3 decimals: right
+    halves = {"Q": [[1, 0]], "K": [[1, 0], [1, 0]], "V": [[1, 2], [3, 4]]}
+    doc = marked(run, problem_file, {"scores": [1, 1], "weights": [0.5, 0.5], "output": [2, 3]}, problem=halves)
+    assert doc["all_correct"]  # exact values need no decimals
+
+
+def test_more_decimals_are_required_with_decimals_option(run, problem_file):
+    answers = {"weights": [[0.02, 0.79, 0.19], [0.96, 0.03, 0.01]]}
+    assert marked(run, problem_file, answers, problem=EXERCISE_5, code=0)["all_correct"]
+    doc = marked(run, problem_file, answers, "--decimals", "3", problem=EXERCISE_5, code=1)
+    assert doc["stages"]["weights"]["imprecise"] == 6
+    assert marked(run, problem_file, {"weights": [[0, 1, 0], [1, 0, 0]]}, "--decimals", "0",
+                  problem=EXERCISE_5, code=0)["all_correct"]
+
+
+@pytest.mark.parametrize("written", ["2, 0", "3, 1", "2, 1", "3, 0"])
+def test_at_an_exact_tie_both_roundings_are_correct(run, problem_file, written):
+    ties = problem_file({"Q": [[0.5, 2]], "K": [[1, 1], [1, 0]], "V": [[1], [2]]})  # scores 2.5, 0.5
+    result = run("check", ties, "--scores", written, "--decimals", "0", "--format", "json")
+    assert result.exit_code == 0, result.stdout
+
+
+def test_a_whole_number_off_by_one_is_wrong(run, problem_file):
+    ties = problem_file({"Q": [[0.5, 2]], "K": [[1, 1], [1, 0]], "V": [[1], [2]]})
+    result = run("check", ties, "--scores", "4, 0", "--decimals", "0", "--format", "json")
+    assert json.loads(result.stdout)["stages"]["scores"]["cells"] == [["wrong", "correct"]]
+
+
+def test_the_rule_is_stated_in_help_and_footer(run):
+    help_text = " ".join(run("check", "--help", env={"COLUMNS": "200"}).stdout.split())
+    assert "With fewer than --decimals decimals (default 2) only the exact value is correct" in help_text
+    table = run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.7679, 0.1867", "--format", "table")
+    assert ("with fewer than 2 decimals only an exact value is correct, others are imprecise"
+            in " ".join(table.stdout.split()))
