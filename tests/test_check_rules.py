@@ -138,3 +138,54 @@ def test_the_rule_is_stated_in_help_and_footer(run):
     table = run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.7679, 0.1867", "--format", "table")
     assert ("with fewer than 2 decimals only an exact value is correct, others are imprecise"
             in " ".join(table.stdout.split()))
+
+
+# Rule 3: the textbook's method (round each stage to the decimals written, carry those numbers)
+
+def _exercise_5_weights(decimals=None):
+    q, k, v = (np.array(EXERCISE_5[n], dtype=float) for n in "QKV")
+    scaled = q @ k.T / np.sqrt(2)
+    e = np.exp(scaled - scaled.max(axis=1, keepdims=True))
+    weights = e / e.sum(axis=1, keepdims=True)
+    return (weights if decimals is None else np.round(weights, decimals)), v
+
+
+def test_the_textbooks_rounded_weights_carried_are_correct(run, problem_file):
+    doc = marked(run, problem_file, {"output": OUTPUT_5}, problem=EXERCISE_5, code=0)
+    output = doc["stages"]["output"]
+    assert output["cells"] == [["correct"] * 2] * 2 and output["carried"] == 0
+    assert output["notes"] == ["rounded weights carried (4 decimals)"]
+    exact, v = _exercise_5_weights()
+    assert abs((exact @ v)[1, 0] - -2.9234) < 5e-5  # so the pinned answer is 2 units off in the 4th decimal
+
+
+def test_the_textbooks_method_stage_by_stage_is_correct_not_carried(run, problem_file):
+    doc = marked(run, problem_file, {"weights": WEIGHTS_5, "output": OUTPUT_5}, problem=EXERCISE_5, code=0)
+    assert doc["stages"]["weights"]["cells"] == [["correct"] * 3] * 2
+    assert doc["stages"]["output"]["correct"] == 4 and doc["stages"]["output"]["notes"] == [
+        "rounded weights carried (4 decimals)"]
+
+
+@pytest.mark.parametrize("decimals", [2, 3, 5, 6, 8])
+def test_rounding_carried_at_any_precision_up_to_the_learners_own(run, problem_file, decimals):
+    weights, v = _exercise_5_weights(decimals)
+    output = np.round(weights @ v, decimals).tolist()
+    doc = marked(run, problem_file, {"output": output}, problem=EXERCISE_5, code=0)
+    assert doc["stages"]["output"]["right"] == 4
+
+
+def test_rounding_too_coarse_is_rounded_early(run, problem_file):
+    weights, v = _exercise_5_weights(1)
+    output = [[f"{x:.4f}" for x in row] for row in weights @ v]  # written to 4 decimals
+    doc = marked(run, problem_file, {"output": output}, problem=EXERCISE_5, code=1)
+    assert doc["stages"]["output"]["diagnosis"] == ["rounded_early"]
+    assert doc["stages"]["output"]["notes"] == [
+        "rounded_early: right method, but weights was rounded to 1 decimal before the next step"]
+
+
+def test_rounding_too_coarse_depends_on_decimals(run, problem_file):
+    weights, v = _exercise_5_weights(2)
+    output = [[f"{x:.4f}" for x in row] for row in weights @ v]
+    assert marked(run, problem_file, {"output": output}, problem=EXERCISE_5, code=0)["all_correct"]
+    doc = marked(run, problem_file, {"output": output}, "--decimals", "3", problem=EXERCISE_5, code=1)
+    assert doc["stages"]["output"]["diagnosis"] == ["rounded_early"]
