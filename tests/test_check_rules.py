@@ -189,3 +189,39 @@ def test_rounding_too_coarse_depends_on_decimals(run, problem_file):
     assert marked(run, problem_file, {"output": output}, problem=EXERCISE_5, code=0)["all_correct"]
     doc = marked(run, problem_file, {"output": output}, "--decimals", "3", problem=EXERCISE_5, code=1)
     assert doc["stages"]["output"]["diagnosis"] == ["rounded_early"]
+
+
+# Rule 4: diagnoses never contradict the cells
+
+MASK_IGNORED = "0.7071,0,0.7071,0.3536; 0,0.7071,0.7071,-0.7071; 0.7071,0.7071,1.4142,-0.3536; 0.3536,-0.7071,-0.3536,0.8839"
+
+
+def test_mask_ignored_is_not_also_called_inverted(run):
+    result = run("check", SAMPLES / "causal.json", "--masked", MASK_IGNORED, "--format", "json")
+    masked = json.loads(result.stdout)["stages"]["masked"]
+    assert masked["diagnosis"] == ["mask_ignored"] and masked["notes"] == ["mask_ignored: did not apply the mask"]
+
+
+def test_a_mistake_that_explains_only_some_wrong_cells_says_so(run, problem_file):
+    # the scaled scores left unscaled, and one more slip in the first cell
+    answers = {"scaled": [["9.00", "2.50", "0.50"], ["2.50", "-2.50", "-4.00"]]}
+    doc = marked(run, problem_file, answers, problem=EXERCISE_5, code=1)
+    scaled = doc["stages"]["scaled"]
+    assert scaled["diagnosis"] == ["no_scale"]
+    assert scaled["notes"] == ["no_scale: forgot to divide the scores by √d_k (explains 5 of 6 wrong cells)"]
+
+
+def test_a_mistake_contradicting_a_right_cell_is_not_named(run, problem_file):
+    answers = {"scaled": [["-1.7678", "2.50", "0.50"], ["2.50", "-2.50", "-4.00"]]}  # first cell right: not unscaled
+    doc = marked(run, problem_file, answers, problem=EXERCISE_5, code=1)
+    assert doc["stages"]["scaled"]["diagnosis"] == []
+
+
+# Rule 5: one definition of the counts
+
+def test_json_and_table_count_the_same_way(run):
+    args = ("check", SAMPLES / "scooter.json", "--scores", "0,4,2", "--scaled", "0,4,2",
+            "--weights", "0.0159,0.8668,0.1173")
+    weights = json.loads(run(*args, "--format", "json").stdout)["stages"]["weights"]
+    assert (weights["right"], weights["max"], weights["correct"], weights["carried"]) == (3, 3, 0, 3)
+    assert "weights: 3/3 right (3 carried)" in run(*args, "--format", "table").stdout
