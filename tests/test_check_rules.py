@@ -5,7 +5,14 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from attncli.answers import read_answers
+from attncli.attention import attend
+from attncli.marking import all_correct, mark_all
+from attncli.problem import build_problem
+from attncli.values import Written
 from tests.conftest import SAMPLES, SCOOTER, assert_error
 
 NO_ANSWERS = "write at least one of scores, scaled, masked, weights, output"
@@ -225,3 +232,52 @@ def test_json_and_table_count_the_same_way(run):
     weights = json.loads(run(*args, "--format", "json").stdout)["stages"]["weights"]
     assert (weights["right"], weights["max"], weights["correct"], weights["carried"]) == (3, 3, 0, 3)
     assert "weights: 3/3 right (3 carried)" in run(*args, "--format", "table").stdout
+
+
+# Invariants: the exact answers written to any precision ≥ --decimals are right; the textbook's
+# rounded-and-carried answers are right; a cell two units off in its last written place is not.
+
+halves = st.integers(-6, 6).map(lambda n: n / 2)
+
+
+@st.composite
+def small_problems(draw):
+    lq, lk, d = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    grid = lambda rows, cols: draw(st.lists(st.lists(halves, min_size=cols, max_size=cols),  # noqa: E731
+                                            min_size=rows, max_size=rows))
+    return {"Q": grid(lq, d), "K": grid(lk, d), "V": grid(lk, 2)}
+
+
+def _written(array, decimals):
+    return [[Written.parse(f"{x:.{decimals}f}") for x in row] for row in array]
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_problems(), st.integers(2, 8))
+def test_exact_answers_at_any_precision_are_right(doc, decimals):
+    trace = attend(build_problem(doc))
+    answers = {s: _written(trace.stage(s)[0], decimals) for s in ("scores", "scaled", "weights", "output")}
+    marks = mark_all(trace, *read_answers(answers, trace))
+    assert all_correct(marks), {k: m.cells.tolist() for k, m in marks.items()}
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_problems(), st.integers(2, 6))
+def test_the_textbooks_rounded_answers_are_right(doc, decimals):
+    trace = attend(build_problem(doc))
+    weights = np.round(trace.weights[0], decimals)
+    answers = {"output": _written(weights @ trace.V[0], decimals)}
+    marks = mark_all(trace, *read_answers(answers, trace))
+    assert all_correct(marks)
+    assert "carried" not in marks["output"].cells
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_problems(), st.integers(2, 6), st.data())
+def test_two_units_off_is_never_correct(doc, decimals, data):
+    trace = attend(build_problem(doc))
+    scores = np.round(trace.scores[0], decimals)
+    i, j = data.draw(st.integers(0, scores.shape[0] - 1)), data.draw(st.integers(0, scores.shape[1] - 1))
+    scores[i, j] += data.draw(st.sampled_from([-2, 2, 5])) * 10.0 ** -decimals
+    marks = mark_all(trace, *read_answers({"scores": _written(scores, decimals)}, trace))
+    assert marks["scores"].cells[i, j] == "wrong"
