@@ -140,6 +140,15 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     return marked, final_answer
 
 
+# A bare −∞ as learners type it into JSON (`-inf`, Python's `-Infinity`, `−∞`), outside strings.
+BARE_MINUS_INFINITY = re.compile(r'("(?:[^"\\]|\\.)*")|(?:-|−)(?:inf(?:inity)?\b|∞)', re.IGNORECASE)
+
+
+def bare_infinity_as_null(text: str) -> str:
+    """JSON text with every bare −∞ written as null (strict JSON has no infinity; strings are kept)."""
+    return BARE_MINUS_INFINITY.sub(lambda m: m.group(1) or "null", text)
+
+
 MAX_HEADS = 1024  # a stage line naming a head beyond this is a typo, not a head
 STAGE_LINE = re.compile(r"^(?:heads\[(\d+)\]\.)?([a-z_]+)$")
 

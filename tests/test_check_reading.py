@@ -33,6 +33,18 @@ def test_masked_cells_spelled_every_way(run, problem_file, blocked):
     assert doc["stages"]["masked"]["notes"] == []
 
 
+@pytest.mark.parametrize("bare", ["-inf", "-Infinity", "−∞"])
+def test_a_bare_minus_infinity_in_an_answers_file(run, problem_file, bare):
+    path = problem_file('{"masked": [[0.7071, %s], [0, 0.7071]], "note": "-inf stays text"}' % bare, "a.json")
+    result = run("check", path, problem_file(CAUSAL2), "--format", "json")
+    assert result.exit_code == 2 and 'unknown key "note"' in result.stderr  # the string was left alone
+    path = problem_file('{"masked": [[0.7071, %s], [0, 0.7071]]}' % bare, "a.json")
+    code, _ = marks(run, path, problem_file(CAUSAL2))
+    assert code == 0
+    assert_error(run("check", problem_file('{"weights": [0.1, %s, 0.2]}' % bare, "w.json"), SAMPLES / "scooter.json"),
+                 "weights[1] is null; expected a number")
+
+
 def test_a_large_negative_is_read_as_minus_infinity_with_a_note(run, problem_file):
     answers = {"masked": [[0.7071, -1e9], [0, 0.7071]]}
     code, doc = marks(run, problem_file(answers, "a.json"), problem_file(CAUSAL2))

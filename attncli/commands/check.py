@@ -111,25 +111,30 @@ def _stages(text: str | None) -> tuple[str, ...]:
 
 
 def _read_answers(name: str):
-    from attncli.loading import decode, read_bytes, read_document
+    """An answers document: CSV blocks, or JSON where a bare −∞ (`-inf`, `-Infinity`) is null."""
+    from attncli.loading import decode, parse_json, read_bytes, read_document
 
+    if name.lower().endswith(".npz"):
+        return read_document(name)[0]
+    data, source = read_bytes(name)
+    text = decode(data, source)
     if name.lower().endswith((".csv", ".tsv")):
         from attncli.answers import parse_answers_csv
 
-        data, source = read_bytes(name)
-        return parse_answers_csv(decode(data, source), source)
-    return read_document(name, keep_decimals=True)[0]
+        return parse_answers_csv(text, source)
+    from attncli.answers import bare_infinity_as_null
+
+    return parse_json(bare_infinity_as_null(text), source, keep_decimals=True)
 
 
 def _problem(name: str, doc=None):
     """(document, source, trace) of a problem file (or an answers document holding its problem)."""
     from attncli.attention import attend
-    from attncli.loading import read_document
     from attncli.problem import build_problem
 
     source = name
     if doc is None:
-        doc, source = read_document(name, keep_decimals=True)
+        doc = _read_answers(name)  # a problem file may hold answers too
     elif isinstance(doc, dict) and not doc.keys() & {"Q", "K", "V", "X", "q", "k", "v"}:
         raise InputError("holds answers but no problem (Q, K, V): name the problem with --problem", source)
     built = build_problem(doc, source=source)
