@@ -79,11 +79,14 @@ def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Bas
     if basis.stage is not None:
         note = f"rounded {basis.stage} carried ({plural(basis.precision, 'decimal')})" if basis.sound else None
         yield chain(trace, head, basis.stage, basis.values, stage), status, note
-    steps = span(trace, basis.stage, stage)
-    for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
-        for stages in roundings(steps):
-            yield (chain(trace, head, basis.stage, basis.values, stage, rounded=(stages, k)), status,
-                   f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})")
+    # Rounded and carried from the learner's basis; then from Q and K (right whatever they wrote before).
+    starts = [(basis, status)] + ([(_Basis(), "correct")] if basis.stage is not None else [])
+    for start, outcome in starts:
+        steps = span(trace, start.stage, stage)
+        for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
+            for stages in roundings(steps):
+                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k)), outcome,
+                       f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})")
 
 
 def _cells(answer: Answer, exact: np.ndarray, followings, rule: Rule) -> tuple[np.ndarray, tuple[str, ...]]:

@@ -281,3 +281,10 @@ def test_two_units_off_is_never_correct(doc, decimals, data):
     scores[i, j] += data.draw(st.sampled_from([-2, 2, 5])) * 10.0 ** -decimals
     marks = mark_all(trace, *read_answers({"scores": _written(scores, decimals)}, trace))
     assert marks["scores"].cells[i, j] == "wrong"
+
+
+def test_the_textbooks_output_is_correct_whatever_the_weights_written(run, problem_file):
+    doc = marked(run, problem_file, {"weights": [[0, 1, 0], [1, 0, 0]], "output": OUTPUT_5}, problem=EXERCISE_5,
+                 code=1)
+    assert doc["stages"]["weights"]["imprecise"] == 6
+    assert doc["stages"]["output"]["correct"] == 4
