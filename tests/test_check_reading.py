@@ -148,3 +148,11 @@ def test_a_file_without_a_problem_in_a_self_contained_class(run, problem_file):
     assert result.exit_code == 2
     assert "b.json: holds answers but no problem (Q, K, V): name the problem with --problem" in result.stderr
     assert json.loads(result.stdout)["files"][0]["all_correct"]
+
+
+def test_labels_in_the_marked_tables_are_shown_as_text(run, problem_file):
+    problem = problem_file(dict(SCOOTER, query_labels=["[bold]q\x1b[31m"], key_labels=["[red]a", "b\u202e", "c"]))
+    result = run("check", problem, "--weights", "0.0454, 0.7679, 0.1867", "--format", "table")
+    assert result.exit_code == 0
+    assert "[bold]q\\u001b[31m" in result.stdout and "[red]a" in result.stdout and "b\\u202e" in result.stdout
+    assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
