@@ -68,13 +68,14 @@ def _large_negatives(value) -> list[float]:
 
 def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
     masked = field.endswith("masked")
-    read = _read(value, masked)
+    numbers = _read(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
+    read = _read(numbers, masked)
     values = as_array(read, field, kind="bias" if masked else "number", max_dims=2)
     if values.ndim == 1 and shape[0] == 1:
         values = values.reshape(1, -1)
     decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
     notes = ()
-    large = _large_negatives(value) if masked else []
+    large = _large_negatives(numbers) if masked else []
     if large:
         notes = (f"read {large[0]:g} as −∞ (a large negative stands for a blocked position)",)
     if values.shape == shape:

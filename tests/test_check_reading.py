@@ -50,6 +50,9 @@ def test_a_large_negative_is_read_as_minus_infinity_with_a_note(run, problem_fil
     code, doc = marks(run, problem_file(answers, "a.json"), problem_file(CAUSAL2))
     assert code == 0
     assert doc["stages"]["masked"]["notes"] == ["read -1e+09 as −∞ (a large negative stands for a blocked position)"]
+    answers = {"masked": [["0.7071", "-1e9"], ["0", "0.7071"]]}
+    code, doc = marks(run, problem_file(answers, "a.json"), problem_file(CAUSAL2))
+    assert code == 0 and doc["stages"]["masked"]["notes"][0].startswith("read -1e+09 as −∞")
     result = run("check", problem_file(CAUSAL2), "--masked", "0.7071, -inf; 0, 0.7071", "--format", "json")
     assert result.exit_code == 0, result.stdout
 
