@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.grading import DECIMALS, UNKNOWN_DECIMALS, Rule, grade
-from attncli.mistakes import (MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, plural, present,
-                              rounding_text, roundings, span)
+from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, plural,
+                              present, rounding_text, roundings, span)
 from attncli.trace import Trace
 
 STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
@@ -218,10 +218,19 @@ def mark_final(trace: Trace, answer: Answer, heads: list[StageMark] | None, rule
                          diagnosis=(TRANSPOSED,), notes=answer.notes + (f"{TRANSPOSED}: {TRANSPOSED_TEXT}",))
     cells, notes = _cells(answer, trace.final, _final_followings(trace, answer, heads, rule), rule)
     ids, more = [], []
-    if (cells == "wrong").any() and trace.final.shape[0] == trace.final.shape[1]:
-        _, near = grade(answer.values, answer.decimals, trace.final.T, rule)
-        if near.all():
-            ids, more = [TRANSPOSED], [f"{TRANSPOSED}: {TRANSPOSED_TEXT}"]
+    if (cells == "wrong").any():
+        inputs = trace.problem.inputs
+        outputs = [m.given.values for m in heads] if heads is not None else list(trace.output)
+        candidates = {TRANSPOSED: (trace.final.T, TRANSPOSED_TEXT)}
+        if "W_O" in inputs:
+            concat = np.concatenate(outputs, axis=1)  # (Lq, H·d_v)
+            candidates["no_output_projection"] = (concat, FINAL_MISTAKES["no_output_projection"])
+            if "b_O" in inputs:
+                candidates["no_output_bias"] = (concat @ inputs["W_O"], FINAL_MISTAKES["no_output_bias"])
+        for mistake, (prediction, text) in candidates.items():
+            if prediction.shape == answer.values.shape \
+                    and grade(answer.values, answer.decimals, prediction, rule)[1].all():
+                ids, more = ids + [mistake], more + [f"{mistake}: {text}"]
     return StageMark(given=answer, cells=cells, expected=trace.final, diagnosis=tuple(ids),
                      notes=answer.notes + notes + tuple(more))
 

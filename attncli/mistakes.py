@@ -24,6 +24,11 @@ MISTAKES = {
     "transposed_k": ("scores", "multiplied Q by K where Kᵀ was needed"),
     "values_transposed": ("output", "multiplied the weights by Vᵀ instead of V"),
 }
+# Mistakes in the final output of several heads or a W_O projection.
+FINAL_MISTAKES = {
+    "no_output_projection": "gave the heads side by side without multiplying by W_O",
+    "no_output_bias": "multiplied by W_O but did not add b_O",
+}
 # Diagnoses that are not a recomputation with a mistake.
 TRANSPOSED = "transposed"
 TRANSPOSED_TEXT = "wrote the matrix transposed: each row should be one query"

@@ -288,3 +288,18 @@ def test_the_textbooks_output_is_correct_whatever_the_weights_written(run, probl
                  code=1)
     assert doc["stages"]["weights"]["imprecise"] == 6
     assert doc["stages"]["output"]["correct"] == 4
+
+
+PROJECTED = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 2], [3, 4]],
+             "W_O": [[1, 1], [0, 2]], "b_O": [10, 20]}
+
+
+@pytest.mark.parametrize("mistake", ["no_output_projection", "no_output_bias"])
+def test_final_output_mistakes_are_named(run, problem_file, mistake):
+    trace = attend(build_problem(PROJECTED))
+    concat = trace.output[0]
+    wrong = concat if mistake == "no_output_projection" else concat @ np.array(PROJECTED["W_O"])
+    answers = {"output": [[f"{x:.4f}" for x in row] for row in wrong]}
+    doc = marked(run, problem_file, answers, problem=PROJECTED, code=1)
+    assert doc["stages"]["output"]["diagnosis"] == [mistake]
+    assert mark_all(trace, *read_answers(answers, trace))["output"].notes[0].startswith(mistake + ": ")
