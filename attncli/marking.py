@@ -26,6 +26,7 @@ from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSE
 from attncli.trace import Trace
 
 STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
+SYMBOLS = {"correct": "✓", "carried": "↪", "wrong": "✗", "imprecise": "~", "missing": "?"}  # in tables
 FINEST_ROUNDING = 10  # the most decimals tried for a rounded-and-carried intermediate stage
 MISSING_NOTE = "missing: a required stage, not answered"
 

@@ -9,14 +9,14 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.errors import visible
-from attncli.marking import STATUSES, Rule, StageMark, all_correct, missing_stages, unanswered
+from attncli.marking import STATUSES, SYMBOLS, Rule, StageMark, all_correct, missing_stages, unanswered
 from attncli.render.text import labels, number
 from attncli.trace import Trace, plain
 
-SYMBOL = {"correct": "✓", "carried": "↪", "wrong": "✗", "imprecise": "~", "missing": "?"}
 STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
-LEGEND = ("✓ correct · ↪ correct from your own earlier stage (carried) · ~ imprecise (too few decimals) · "
-          "✗ wrong · ? missing; the expected value follows")
+MEANING = {"correct": "correct", "carried": "correct from your own earlier stage (carried)",
+           "imprecise": "imprecise (too few decimals)", "wrong": "wrong", "missing": "missing"}
+LEGEND = " · ".join(f"{SYMBOLS[s]} {MEANING[s]}" for s in MEANING) + "; the expected value follows"
 
 
 def counts(mark: StageMark) -> str:
@@ -47,7 +47,7 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
         for j in range(len(columns)):
             verdict = mark.cells[i, j]
             text = Text(_written(mark.given.values[i, j], mark.given.decimals[i, j], precision) + " ")
-            text.append(SYMBOL[verdict], style=STYLE[verdict])
+            text.append(SYMBOLS[verdict], style=STYLE[verdict])
             if verdict != "correct":
                 text.append(f" {number(mark.expected[i, j], precision)}", style="dim")
             cells.append(text)
