@@ -106,7 +106,7 @@ def _cell(text: str, row: int, column: int, source: str, kind: str):
     low = cell.lower()
     if kind == "mask" and low in ("true", "false"):
         return low == "true"
-    if kind == "bias" and low in ("-inf", "-∞", ""):
+    if kind == "bias" and low in ("-inf", "-∞", "−∞", ""):
         return None
     try:
         value = Written.parse(cell)  # a float that remembers its decimals, for `attn check`
@@ -129,7 +129,7 @@ def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[
                 if any(cell.strip() for cell in row)]
     except csv.Error as error:
         raise InputError(f"not valid CSV: {error}", source) from None
-    words = {"true", "false"} if kind == "mask" else {"-inf", "-∞", ""} if kind == "bias" else set()
+    words = {"true", "false"} if kind == "mask" else {"-inf", "-∞", "−∞", ""} if kind == "bias" else set()
 
     def numeric(cell: str) -> bool:
         return _is_number(cell) or cell.strip().lower() in words

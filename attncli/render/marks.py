@@ -8,9 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.errors import visible
 from attncli.marking import STATUSES, SYMBOLS, Rule, StageMark, all_correct, missing_stages, unanswered
-from attncli.render.text import labels, number
+from attncli.render.text import labels, number, rich_text, shown
 from attncli.trace import Trace, plain
 
 STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
@@ -41,7 +40,7 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
     table = Table(box=box.ROUNDED, header_style="bold")
     table.add_column("", style="bold", no_wrap=True)
     for column in columns:
-        table.add_column(Text(visible(column)), justify="right", no_wrap=True)
+        table.add_column(rich_text(column), justify="right", no_wrap=True)
     for i, row in enumerate(labels(p.query_labels, p.lq)):
         cells = []
         for j in range(len(columns)):
@@ -51,7 +50,7 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
             if verdict != "correct":
                 text.append(f" {number(mark.expected[i, j], precision)}", style="dim")
             cells.append(text)
-        table.add_row(Text(visible(row)), *cells)
+        table.add_row(rich_text(row), *cells)
     return table
 
 
@@ -59,7 +58,7 @@ def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, pre
                 rule: Rule = Rule()) -> None:
     """Per stage: a table of given values marked by status (expected beside); then one summary
     line per stage, the stages not answered, the total and the marking rule."""
-    console.print(LEGEND)
+    console.print(Text(LEGEND))
     console.print()
     for name, mark in marks.items():
         if mark.count("missing") == mark.cells.size:
@@ -68,14 +67,14 @@ def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, pre
         console.print(stage_table(trace, name, mark, precision))
         console.print()
     for name, mark in marks.items():
-        console.print(Text(summary(name, mark)))
+        console.print(Text("\n".join(shown(line) for line in summary(name, mark).splitlines())))
     skipped = unanswered(trace, marks)
     if skipped:
         console.print(Text(f"not answered: {', '.join(skipped)}"))
     right, cells = sum(m.right for m in marks.values()), sum(m.cells.size for m in marks.values())
     console.print(Text(f"score: {right}/{cells} right"))
-    console.print(Text(rule.text()), style="dim")
-    console.print("all correct" if all_correct(marks) else "some answers are not right")
+    console.print(Text(rule.text(), style="dim"))
+    console.print(Text("all correct" if all_correct(marks) else "some answers are not right"))
 
 
 def marks_dict(marks: dict[str, StageMark], trace: Trace | None = None) -> dict:
@@ -106,11 +105,11 @@ def print_class_summary(results: list[tuple[str, dict[str, StageMark] | None, st
     table = Table(box=box.ROUNDED, header_style="bold", title="class summary", title_justify="left")
     table.add_column("file", no_wrap=True)
     for name in names:
-        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(Text(name), justify="right", no_wrap=True)
     table.add_column("diagnoses")
     for file, marks, error in results:
         if marks is None:
-            table.add_row(file, *["–"] * len(names), Text(f"error: {error}", style="red"))
+            table.add_row(rich_text(file), *["–"] * len(names), rich_text(f"error: {error}", style="red"))
             continue
         cells = []
         for name in names:
@@ -121,9 +120,9 @@ def print_class_summary(results: list[tuple[str, dict[str, StageMark] | None, st
             carried = f" ({mark.count('carried')}↪)" if mark.count("carried") else ""
             cells.append(f"{mark.right}/{mark.cells.size}{carried}")
         diagnoses = sorted({d for mark in marks.values() for d in mark.diagnosis})
-        table.add_row(file, *cells, ", ".join(diagnoses))
+        table.add_row(rich_text(file), *cells, rich_text(", ".join(diagnoses)))
     console.print(table)
     marked = [m for _, m, _ in results if m is not None]
     perfect = sum(all_correct(m) for m in marked)
-    console.print(f"{perfect}/{len(marked)} files all correct"
-                  + (f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else ""))
+    unmarked = f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else ""
+    console.print(Text(f"{perfect}/{len(marked)} files all correct{unmarked}"))
