@@ -159,3 +159,9 @@ def test_labels_in_the_marked_tables_are_shown_as_text(run, problem_file):
     assert result.exit_code == 0
     assert "[bold]q\\u001b[31m" in result.stdout and "[red]a" in result.stdout and "b\\u202e" in result.stdout
     assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+
+
+def test_a_csv_answers_file_far_bigger_than_its_problem_is_refused_unread(run, problem_file):
+    big = problem_file("weights\n" + "0.25,0.25,0.5\n" * 40_000, "big.csv")
+    assert_error(run("check", big, SAMPLES / "scooter.json"), "big.csv: the file is",
+                 "an answers file for this problem is at most")

@@ -2,6 +2,7 @@
 
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -65,6 +66,7 @@ def check(
 
     Exit codes: 0 every given cell right, 1 some not right (or a file with no answers), 2 trouble.
     """
+    from attncli.limits import answers_cap
     from attncli.loading import load_matrix
 
     files = list(files or [])
@@ -78,17 +80,18 @@ def check(
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
-    given = {stage: load_matrix(value, f"--{stage}", "bias" if stage == "masked" else "number")[0]
-             for stage, value in inline.items()}  # read once, laid over every answers file
     shared = None if each_own else _problem(problem)
+    cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
+    given = {stage: load_matrix(value, f"--{stage}", "bias" if stage == "masked" else "number", cap)[0]
+             for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
         if name is None or name == problem:
             return shared[0], shared[2]
-        doc = _read_answers(name)
         if each_own:
+            doc = _read_answers(name)  # a problem file, under the general text cap
             return doc, _problem(name, doc)[2]
-        return doc, shared[2]
+        return _read_answers(name, cap), shared[2]
 
     names = files or [None]
     origin = {stage: f"--{stage}" for stage in inline}
@@ -110,21 +113,24 @@ def _stages(text: str | None) -> tuple[str, ...]:
     return stages
 
 
-def _read_answers(name: str):
-    """An answers document: CSV blocks, or JSON where a bare −∞ (`-inf`, `-Infinity`) is null."""
-    from attncli.loading import decode, parse_json, read_bytes, read_document
+def _read_answers(name: str, cap=None, csv: bool = True):
+    """An answers (or problem) document within `cap`: CSV blocks (when `csv`), or JSON where a
+    bare −∞ (`-inf`, `-Infinity`) is null; .npz archives and one-matrix files as `read_document`
+    reads (or refuses) them."""
+    from attncli.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
 
-    if name.lower().endswith(".npz"):
-        return read_document(name)[0]
-    data, source = read_bytes(name)
-    text = decode(data, source)
-    if name.lower().endswith((".csv", ".tsv")):
+    suffix = Path(name).suffix.lower()
+    if csv and suffix in (".csv", ".tsv"):
         from attncli.answers import parse_answers_csv
 
-        return parse_answers_csv(text, source)
+        data, source = read_bytes(name, cap)
+        return parse_answers_csv(decode(data, source), source)
+    if suffix == ".npz" or suffix in ONE_MATRIX_SUFFIXES:
+        return read_document(name, keep_decimals=True, cap=cap)[0]
     from attncli.answers import bare_infinity_as_null
 
-    return parse_json(bare_infinity_as_null(text), source, keep_decimals=True)
+    data, source = read_bytes(name, cap)
+    return parse_json(bare_infinity_as_null(decode(data, source)), source, keep_decimals=True)
 
 
 def _problem(name: str, doc=None):
@@ -132,9 +138,15 @@ def _problem(name: str, doc=None):
     from attncli.attention import attend
     from attncli.problem import build_problem
 
+    from attncli.loading import OneMatrixError
+
     source = name
     if doc is None:
-        doc = _read_answers(name)  # a problem file may hold answers too
+        try:
+            doc = _read_answers(name, csv=False)  # a problem file may hold answers too
+        except OneMatrixError as error:
+            error.message += "; give a learner's matrix as an option, e.g. --weights FILE"
+            raise
     elif isinstance(doc, dict) and not doc.keys() & {"Q", "K", "V", "X", "q", "k", "v"}:
         raise InputError("holds answers but no problem (Q, K, V): name the problem with --problem", source)
     built = build_problem(doc, source=source)
