@@ -183,3 +183,21 @@ Compute the attention weights and output for the query.
 |---|---:|---:|
 | home |   |   |
 """
+
+
+def test_worksheets_for_heads_projections_and_a_mask(run):
+    key = run("exercise", "--seed", "8", "--kind", "multihead", "--keys", "2", "--format", "markdown",
+              "--answers").stdout
+    titles = [line for line in key.splitlines() if line.startswith("**")]
+    assert titles == ["**X**", "**W_Q**", "**W_K**", "**W_V**", "**W_O**", "**Q = X W_Q**", "**K = X W_K**",
+                      "**V = X W_V**"] + [f"**{stage} (head {h}) = {formula}**" for h in (0, 1) for stage, formula in (
+                          ("scores", "Q Kᵀ"), ("scaled", "scores · scale"), ("weights", "softmax over keys"),
+                          ("output", "weights V"))] + ["**output = concat(heads) W_O**"]
+    sheet = run("exercise", "--seed", "8", "--keys", "2", "--queries", "2", "--mask", "random",
+                "--format", "markdown").stdout
+    assert "**mask (1 = may attend)**\n\n| | sun | she |\n|---|---:|---:|\n| it | 1 | 1 |\n| fast | 1 | 0 |" in sheet
+    assert "**masked = scaled + bias, −∞ where masked**" in sheet
+    cross = run("exercise", "--seed", "8", "--kind", "cross", "--format", "markdown").stdout
+    assert "**K = X_kv W_K**" in cross and "**Q = X W_Q**" in cross
+    posenc = run("exercise", "--seed", "8", "--kind", "posenc", "--format", "markdown").stdout
+    assert "**E (token embeddings)**" in posenc and "**X = E + PE**" in posenc
