@@ -19,6 +19,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from attncli.errors import InputError
+
 WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", "a", "book", "he",
          "saw", "it", "bird", "sang", "we", "ate", "soup", "red", "car", "went", "fast", "sun", "rose",
          "tea", "was", "hot", "rain", "fell", "they", "made", "bread", "old", "man", "sea", "blue",
@@ -74,7 +76,7 @@ class Exercise:
     command: str = ""
 
 
-class ExerciseError(ValueError):
+class ExerciseError(InputError):
     """Options that cannot make a problem (too many distinct keys asked of too few values)."""
 
 

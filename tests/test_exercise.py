@@ -201,3 +201,10 @@ def test_worksheets_for_heads_projections_and_a_mask(run):
     assert "**K = X_kv W_K**" in cross and "**Q = X W_Q**" in cross
     posenc = run("exercise", "--seed", "8", "--kind", "posenc", "--format", "markdown").stdout
     assert "**E (token embeddings)**" in posenc and "**X = E + PE**" in posenc
+
+
+def test_impossible_exercises_are_one_line_errors(run):
+    assert_error(run("exercise", "--kind", "causal", "--queries", "2", "--keys", "4"),
+                 "--queries: a causal exercise is self-attention over one sentence, so queries (2) must equal keys (4)")
+    assert_error(run("exercise", "--keys", "12", "--dim", "1"), "--keys: could not draw 12 different keys")
+    assert_error(run("exercise", "--kind", "posenc", "--dim", "1"), "--dim: a posenc exercise pairs sin and cos")

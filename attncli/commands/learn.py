@@ -103,8 +103,9 @@ def exercise(
     options = Options(seed, kind.value, queries, keys, dim, value_dim, heads, mask and mask.value)
     try:
         problems = problem_set(options, count)
-    except ExerciseError as error:
-        raise InputError(str(error), "--queries" if "queries" in str(error) else None) from None
+    except ExerciseError as error:  # name the option at the edge: the core speaks of queries, keys, dim
+        raise error.at("--queries" if "queries (" in error.message else "--keys" if "keys of" in error.message
+                       else "--dim") from None
     if chosen and not answers:  # the teacher needs the seed for the key; the sheet must not show it
         sys.stderr.write(f"answer key: {problems[0].command} --answers"
                          + (f" --count {count}" if count > 1 else "") + "\n")
