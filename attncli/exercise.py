@@ -27,12 +27,12 @@ WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", 
          "door", "shut")
 QK_VALUES = (-2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2)
 V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
-X_VALUES = (-1, 0, 1, 2)
+X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
 KINDS = ("plain", "causal", "multihead", "cross", "posenc")
 SELF = ("causal", "multihead", "posenc")  # self-attention kinds: one sentence, queries = keys
-REDRAWS = 100  # attempts at keys that are all different before giving up
+REDRAWS = 1000  # attempts at keys that are all different before giving up
 
 
 @dataclass(frozen=True)
