@@ -114,8 +114,9 @@ def test_csv_gradebook_one_row_per_file_with_numbers_and_safe_text():
     assert rows[4][:4] == ["blank.json", "0", "40", "0.0"] and rows[4][4] == ""
     assert rows[4][-1].startswith("no answers found")
     assert rows[5][0] == "'=HYPERLINK(1).json" and rows[6][0] == "'-1.json" and rows[6][-1] == "'@SUM(A1)"
-    for start in "=+-@\t\r":
+    for start in "=+-@":
         assert safe_cell(start + "x") == "'" + start + "x"
+    assert safe_cell("\tx") == "\\u0009x" and safe_cell("\rx") == "\\u000dx"  # escaped, so no longer a start
     assert safe_cell(-1.5) == -1.5 and safe_cell("a=b") == "a=b"
 
 

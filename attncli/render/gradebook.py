@@ -21,8 +21,6 @@ from attncli.marking import ORDER, STATUSES, StageMark
 Marks = dict[str, StageMark]
 Result = tuple[str, "Marks | None", "str | None"]
 
-CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula
-
 
 @dataclass(frozen=True)
 class Score:
@@ -90,11 +88,11 @@ def diagnoses(results: list[Result]) -> list[tuple[str, str, int, str]]:
 
 
 def safe_cell(value):
-    """A CSV cell: numbers stay numbers; text that a spreadsheet would take for a formula gets a
-    leading `'` (OWASP's advice for CSV injection)."""
-    if isinstance(value, str) and value.startswith(CSV_FORMULA_STARTS):
-        return "'" + value
-    return value
+    """A CSV cell: numbers stay numbers; text goes through `csv_text` (controls escaped, and a
+    leading `'` when a spreadsheet would take it for a formula)."""
+    from attncli.render.export import csv_text
+
+    return csv_text(value) if isinstance(value, str) else value
 
 
 def csv_gradebook(results: list[Result]) -> str:

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.marking import StageMark
-from attncli.render.text import labels, number
+from attncli.render.text import labels, number, rich_text, shown
 from attncli.trace import Trace, plain
 
 SYMBOL = {"correct": "✓", "carried": "↪", "wrong": "✗"}
@@ -38,7 +38,7 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
     table = Table(box=box.ROUNDED, header_style="bold")
     table.add_column("", style="bold", no_wrap=True)
     for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(rich_text(column), justify="right", no_wrap=True)
     for i, row in enumerate(labels(p.query_labels, p.lq)):
         cells = []
         for j in range(len(columns)):
@@ -48,21 +48,22 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
             if verdict != "correct":
                 text.append(f" {number(mark.expected[i, j], precision)}", style="dim")
             cells.append(text)
-        table.add_row(row, *cells)
+        table.add_row(rich_text(row), *cells)
     return table
 
 
 def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, precision: int) -> None:
     """Per stage: a table of given values marked ✓ correct, ↪ carried, ✗ wrong (expected beside)."""
-    console.print("✓ correct · ↪ correct from your own earlier stage (carried) · ✗ wrong, expected value after it")
+    console.print(Text("✓ correct · ↪ correct from your own earlier stage (carried) · "
+                       "✗ wrong, expected value after it"))
     console.print()
     for name, mark in marks.items():
         console.print(Text(name, style="bold"))
         console.print(stage_table(trace, name, mark, precision))
         console.print()
     for name, mark in marks.items():
-        console.print(summary(name, mark))
-    console.print("all correct" if all_correct(marks) else "some answers are wrong")
+        console.print(Text("\n".join(shown(line) for line in summary(name, mark).splitlines())))
+    console.print(Text("all correct" if all_correct(marks) else "some answers are wrong"))
 
 
 def marks_dict(marks: dict[str, StageMark]) -> dict:
@@ -74,4 +75,3 @@ def marks_dict(marks: dict[str, StageMark]) -> dict:
                         "expected": plain(np.asarray(mark.expected)), "diagnosis": list(mark.diagnosis),
                         "notes": list(mark.notes)}
     return {"stages": stages, "all_correct": all_correct(marks)}
-

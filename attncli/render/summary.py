@@ -6,7 +6,7 @@
 2. stages: per stage across the class, cells correct, carried, wrong, imprecise, missing.
 3. diagnoses: one row per (stage, mistake) with the number of files, most common first, and the
    mistake in words (the only column that wraps, at spaces).
-File names and error notes are user text: shown through `visible()`, as rich `Text`, never markup.
+File names and error notes are user text: through `rich_text` (escaped `Text`), never markup.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.errors import visible
 from attncli.marking import STATUSES
 from attncli.render.gradebook import Result, diagnoses, score, stage_sizes, tallies
+from attncli.render.text import rich_text, shown
 from attncli.render.marks import all_correct
 
-FILE_WIDTH = 24  # the file column folds longer names rather than squeezing the scores
+FILE_WIDTH = 24  # on a narrow console the file column folds longer names, not the scores
 BORDER = 3  # a rounded table's "│ " + " " around each column
 
 
@@ -55,9 +55,13 @@ def _students(results: list[Result], console: Console) -> list[Table]:
     cells = [[("–" if (m or {}).get(n) is None else _stage_cell(m[n])) for n in names] for _, m, _ in results]
     widths = [max([len(line) for line in _header(n).splitlines()] + [len(row[i]) for row in cells])
               for i, n in enumerate(names)]
-    file_width = min(FILE_WIDTH, max([len(visible(f)) for f, _, _ in results] + [4]))
     scores = [score(m, class_max) for _, m, _ in results]
     score_width = max(len(f"{s.right}/{s.max}") for s in scores) + len("100.0%") + 2 * BORDER
+    # File names are shown whole when the console has room (through a pipe it is unlimited);
+    # on a narrow one they fold at FILE_WIDTH rather than push the scores off.
+    longest = max([len(shown(f)) for f, _, _ in results] + [4])
+    room = console.width - 1 - BORDER - score_width - sum(w + BORDER for w in widths)
+    file_width = min(longest, max(FILE_WIDTH, room))
     fixed = 1 + file_width + BORDER
     runs = _chunks(widths, console.width - fixed - score_width, console.width - fixed)
     tables = []
@@ -71,7 +75,7 @@ def _students(results: list[Result], console: Console) -> list[Table]:
         for i in run:
             table.add_column(_header(names[i]), justify="right", no_wrap=True)
         for (file, _, _), s, row in zip(results, scores, cells):
-            head = [Text(visible(file))] + ([f"{s.right}/{s.max}", f"{s.percent:g}%"] if k == 0 else [])
+            head = [rich_text(file)] + ([f"{s.right}/{s.max}", f"{s.percent:g}%"] if k == 0 else [])
             table.add_row(*head, *[row[i] for i in run])
         tables.append(table)
     return tables
@@ -98,7 +102,7 @@ def _diagnoses(results: list[Result]) -> Table | None:
     table.add_column("files", justify="right", no_wrap=True)
     table.add_column("meaning", overflow="fold", ratio=1)
     for stage, diagnosis, files, words in found:
-        table.add_row(stage, diagnosis, str(files), Text(words))
+        table.add_row(stage, diagnosis, str(files), rich_text(words))
     return table
 
 
@@ -112,8 +116,8 @@ def print_class_summary(results: list[Result], console: Console) -> None:
         console.print(table)
     for file, marks, error in results:
         if marks is None:
-            line = Text(visible(file), style="bold")
-            line.append(f": 0 points, could not be marked: {visible(error or '')}", style="red")
+            line = rich_text(file, style="bold")
+            line.append(f": 0 points, could not be marked: {shown(error or '')}", style="red")
             console.print(line)
     marked = [m for _, m, _ in results if m is not None]
     sizes = stage_sizes(results)

@@ -12,7 +12,7 @@ import numpy as np
 from attncli.attention import merge_heads
 from attncli.exercise import Exercise
 from attncli.marking import present
-from attncli.render.export import PLAIN, _tex
+from attncli.render.export import PLAIN, md, tex
 from attncli.render.text import labels, number
 from attncli.trace import Trace, mask_rule_text
 
@@ -94,14 +94,10 @@ def markdown(items: list[tuple[Exercise, Trace]], key: bool) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|")
-
-
 def _md_table(title: str, cells: list[list[str]], rows: list[str], columns: list[str]) -> str:
-    lines = [f"**{title}**", "", "| | " + " | ".join(map(_md_cell, columns)) + " |",
+    lines = [f"**{title}**", "", "| | " + " | ".join(map(md, columns)) + " |",
              "|---|" + "---:|" * len(columns)]
-    lines += [f"| {_md_cell(r)} | " + " | ".join(row) + " |" for r, row in zip(rows, cells)]
+    lines += [f"| {md(r)} | " + " | ".join(row) + " |" for r, row in zip(rows, cells)]
     return "\n".join(lines)
 
 
@@ -111,7 +107,7 @@ def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
     parts = []
     for exercise, trace in items:
         doc = exercise.doc
-        parts.append(rf"\section*{{{_tex(doc['title'])}{' --- answer key' if key else ''}}}"
+        parts.append(rf"\section*{{{tex(doc['title'])}{' --- answer key' if key else ''}}}"
                      + "\n" + _text(doc["description"]) + ".\n\n" + " \\\\\n".join(_text(n) for n in _notes(trace)))
         givens = _givens(exercise, trace) + ([_mask(trace)] if _mask(trace) else [])
         for title, m, rows, columns in givens:
@@ -121,7 +117,7 @@ def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
                       for x in row] for row in m]
             parts.append(_tex_table(title, cells, rows, columns, not key))
         if key:
-            parts.append(r"reproduce with: \texttt{" + _tex(exercise.command) + "}")
+            parts.append(r"reproduce with: \texttt{" + tex(exercise.command) + "}")
     return "\n\n".join(parts) + "\n"
 
 
@@ -130,16 +126,16 @@ MATH = {"ᵀ": r"$^\top$", "√": r"$\surd$", "≤": r"$\le$", "−": "-", "·":
 
 def _text(text: str) -> str:
     """Our titles and notes in LaTeX: special characters escaped, the few symbols they use in math."""
-    text = _tex(text)
-    for symbol, tex in MATH.items():
-        text = text.replace(symbol, tex)
+    text = tex(text)
+    for symbol, math in MATH.items():
+        text = text.replace(symbol, math)
     return text
 
 
 def _tex_table(title: str, cells: list[list[str]], rows: list[str], columns: list[str], ruled: bool) -> str:
     spec = "l|" + "c|" * len(columns) if ruled else "l" + "r" * len(columns)
     rule = r" \hline" if ruled else ""
-    body = [" & " + " & ".join(_tex(c) for c in columns) + r" \\ \hline"]
-    body += [_tex(r) + " & " + " & ".join(row) + r" \\" + rule for r, row in zip(rows, cells)]
+    body = [" & " + " & ".join(tex(c) for c in columns) + r" \\ \hline"]
+    body += [tex(r) + " & " + " & ".join(row) + r" \\" + rule for r, row in zip(rows, cells)]
     return "\n".join([r"\paragraph{" + _text(title) + "}", "", rf"\begin{{tabular}}{{{spec}}}", *body,
                       r"\end{tabular}"])
