@@ -24,6 +24,7 @@ from attncli.attention import attend as _attend
 from attncli.marking import StageMark, mark_all
 from attncli.problem import INPUT_KEYS, build_problem
 from attncli.trace import Trace
+from attncli.values import Written
 
 
 def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Trace:
@@ -42,13 +43,13 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
 def check(answers: dict, problem, tol: float | None = None) -> Marks:
     """Mark `answers` (a dict like an answers file: `scores`, `scaled`, `masked`, `weights`,
     `output`, or `heads`: [{...}, ...]; arrays or lists) against `problem` (a `Trace` from `attend`,
-    or an input document as a dict). Each cell is correct at the decimals written (4 for floats
-    and arrays, 0 for ints), or within `tol`."""
+    or an input document as a dict). Each cell is correct at the decimals written (see `_plain`:
+    ints 0, typed floats their own, computed floats and arrays 4), or within `tol`."""
     from attncli.answers import read_answers
 
     trace = problem if isinstance(problem, Trace) else _attend(build_problem(
         {key: _plain(value) for key, value in problem.items()}))
-    given, final = read_answers({key: _plain(value) for key, value in answers.items()}, trace)
+    given, final = read_answers({key: _plain(value, typed=True) for key, value in answers.items()}, trace)
     return Marks(trace, mark_all(trace, given, final, tol))
 
 
@@ -107,12 +108,20 @@ def _print_marks(marks: Marks, console) -> None:
     print_marks(marks.trace, dict(marks), console, 4)
 
 
-def _plain(value):
-    """Arrays stay arrays (the loaders check them); nested structures are walked for arrays."""
+TYPED_DECIMALS = 6  # a float whose shortest form has at most this many decimals was typed, not computed
+
+
+def _plain(value, typed: bool = False):
+    """Arrays stay arrays (the loaders check them; their decimals are unknown). With `typed`, a
+    float in a list whose shortest form is short (`0.05`, `0.0454`) counts as written with those
+    decimals, as in an answers file; a computed one (`0.045397868702434395`) stays unknown."""
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_plain(v, typed) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, typed) for k, v in value.items()}
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
+    if typed and type(value) is float and "e" not in repr(value) \
+            and len(repr(value).partition(".")[2]) <= TYPED_DECIMALS:
+        return Written.parse(repr(value))
     return value

@@ -84,3 +84,12 @@ def test_the_readme_python_example_runs():
     section = readme[readme.index("### Python API"):]
     block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     exec(compile(block, "README.md", "exec"), {})
+
+
+def test_typed_floats_count_their_decimals_and_computed_ones_do_not():
+    trace = attend(**SCOOTER)
+    assert check({"weights": [0.05, 0.77, 0.19]}, trace).all_correct  # typed at 2 decimals
+    assert not check({"weights": [0.0454, 0.7679, 0.1967]}, trace).all_correct
+    assert check({"weights": trace.weights[0].tolist()}, trace).all_correct  # computed: 4 decimals assumed
+    assert check({"weights": trace.weights[0] + 3e-5}, trace).all_correct  # an array: the same
+    assert not check({"weights": trace.weights[0] + 3e-4}, trace).all_correct

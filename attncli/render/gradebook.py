@@ -16,7 +16,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from attncli.marking import ORDER, STATUSES, StageMark
+from attncli.marking import STATUSES, StageMark
+from attncli.trace import STAGES as ORDER
 
 Marks = dict[str, StageMark]
 Result = tuple[str, "Marks | None", "str | None"]
