@@ -4,7 +4,7 @@ The Python API (see `attncli.api`):
 
 >>> from attncli import attend, check
 >>> trace = attend(Q=[0, 4], K=[[1, 0], [0, 1], [.5, .5]], V=[[2, 0], [0, 2], [1, -1]])
->>> [round(w, 4) for w in trace.weights[0, 0]]
+>>> trace.weights[0, 0].round(4).tolist()  # head 0, query 0: one weight per key
 [0.0454, 0.7679, 0.1867]
 
 `import attncli` stays cheap (`attn --version` imports it): the API and numpy load on first use.

@@ -93,3 +93,12 @@ def test_typed_floats_count_their_decimals_and_computed_ones_do_not():
     assert check({"weights": trace.weights[0].tolist()}, trace).all_correct  # computed: 4 decimals assumed
     assert check({"weights": trace.weights[0] + 3e-5}, trace).all_correct  # an array: the same
     assert not check({"weights": trace.weights[0] + 3e-4}, trace).all_correct
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    import attncli.api
+
+    for module in (attncli, attncli.api):
+        assert doctest.testmod(module).failed == 0, module.__name__
