@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from attncli.attention import attend as _attend
-from attncli.marking import StageMark, mark_all
+from attncli.marking import StageMark, all_correct, mark_all
 from attncli.problem import INPUT_KEYS, build_problem
 from attncli.trace import Trace
 from attncli.values import Written
@@ -40,17 +40,20 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
     return _attend(build_problem({key: _plain(value) for key, value in doc.items()}, invert_mask=invert_mask))
 
 
-def check(answers: dict, problem, tol: float | None = None) -> Marks:
+def check(answers: dict, problem, *, decimals: int = 2, require: tuple[str, ...] = (),
+          tol: float | None = None) -> Marks:
     """Mark `answers` (a dict like an answers file: `scores`, `scaled`, `masked`, `weights`,
     `output`, or `heads`: [{...}, ...]; arrays or lists) against `problem` (a `Trace` from `attend`,
-    or an input document as a dict). Each cell is correct at the decimals written (see `_plain`:
-    ints 0, typed floats their own, computed floats and arrays 4), or within `tol`."""
+    or an input document as a dict), with `attn check`'s rules: `decimals` (--decimals), `require`
+    (--require: stages that must be answered, e.g. ("weights", "output")) and `tol` (--tol). What
+    counts as written: see `_plain` (ints 0 decimals, typed floats their own, computed floats and
+    arrays unknown, checked at 4)."""
     from attncli.answers import read_answers
 
     trace = problem if isinstance(problem, Trace) else _attend(build_problem(
         {key: _plain(value) for key, value in problem.items()}))
     given, final = read_answers({key: _plain(value, typed=True) for key, value in answers.items()}, trace)
-    return Marks(trace, mark_all(trace, given, final, tol))
+    return Marks(trace, mark_all(trace, given, final, tol, decimals, tuple(require)))
 
 
 class Marks(Mapping):
@@ -77,15 +80,14 @@ class Marks(Mapping):
 
     @property
     def all_correct(self) -> bool:
-        from attncli.render.marks import all_correct
-
+        """Every cell marked earns the mark (nothing wrong, imprecise or missing)."""
         return all_correct(self._marks)
 
     def to_dict(self) -> dict:
         """The JSON that `attn check --format json` writes."""
         from attncli.render.marks import marks_dict
 
-        return marks_dict(self._marks)
+        return marks_dict(self._marks, self.trace)
 
     def __repr__(self) -> str:
         right, total = self.score

@@ -117,10 +117,11 @@ def csv_gradebook(results: list[Result]) -> str:
 
 
 def stage_output(mark: StageMark) -> str:
-    """A stage's result in words: `3/3 right (1 carried)`, then its notes one per line."""
-    counts = ", ".join(f"{mark.count(s)} {s}" for s in STATUSES[1:] if mark.count(s))
-    return f"{mark.right}/{mark.cells.size} right" + (f" ({counts})" if counts else "") \
-        + "".join(f"\n{note}" for note in mark.notes)
+    """A stage's result in words, as `attn check` says it (`3/3 right (1 carried)`), then its
+    notes one per line."""
+    from attncli.render.marks import counts
+
+    return counts(mark) + "".join(f"\n{note}" for note in mark.notes)
 
 
 def gradescope(marks: Marks | None, error: str | None = None, class_max: int = 0) -> dict:

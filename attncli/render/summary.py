@@ -16,10 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.marking import STATUSES
+from attncli.marking import STATUSES, all_correct
 from attncli.render.gradebook import Result, diagnoses, score, stage_sizes, tallies
 from attncli.render.text import rich_text, shown
-from attncli.render.marks import all_correct
 
 FILE_WIDTH = 24  # on a narrow console the file column folds longer names, not the scores
 BORDER = 3  # a rounded table's "│ " + " " around each column
