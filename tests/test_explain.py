@@ -7,6 +7,7 @@ from attncli.problem import build_problem
 from attncli.render.explain import explain
 from tests.conftest import SAMPLES, SCOOTER
 
+# The textbook's digits; the two notes say which printed operands were rounded.
 TEXTBOOK = """\
 Query "it" (row 0): q = [0.0, 4.0]
 Step 1: raw scores, q · k
@@ -15,10 +16,10 @@ Step 1: raw scores, q · k
   petrol:   (0.0)(0.5) + (4.0)(0.5) = 2.0000
 Step 2: scale by 1/√d_k, d_k = 2, √2 ≈ 1.4142
   mechanic: 0.0000 / 1.4142 = 0.0000
-  scooter:  4.0000 / 1.4142 = 2.8284
+  scooter:  4.0000 / 1.4142 = 2.8284  (1.41421… unrounded)
   petrol:   2.0000 / 1.4142 = 1.4142
 Step 3: softmax
-  e^0.0000 = 1.0000   e^2.8284 = 16.9188   e^1.4142 = 4.1133   sum = 22.0321
+  e^0.0000 = 1.0000   e^2.8284 = 16.9188   e^1.4142 = 4.1133   sum = 22.0321  (2.82842…, 1.41421… unrounded)
   mechanic = 1.0000 / 22.0321 = 0.0454 (4.5%)
   scooter  = 16.9188 / 22.0321 = 0.7679 (76.8%)
   petrol   = 4.1133 / 22.0321 = 0.1867 (18.7%)

@@ -24,6 +24,11 @@ class MaskedRows(str, Enum):
     error = "error"
 
 
+class Carry(str, Enum):
+    exact = "exact"
+    rounded = "rounded"
+
+
 class DType(str, Enum):
     float64 = "float64"
     float32 = "float32"
@@ -85,6 +90,11 @@ def compute(
     explain: Annotated[bool, typer.Option(
         "--explain", help="Show the hand calculation, step by step, instead of the tables.",
         rich_help_panel="Learning")] = False,
+    carry: Annotated[Optional[Carry], typer.Option(
+        help="With --explain: exact (default; exact arithmetic, rounded display, a note where printed "
+             "numbers do not give the printed result) or rounded (each step from the numbers as printed, "
+             "as on a pocket calculator; every printed equation holds).",
+        rich_help_panel="Learning", show_default=False)] = None,
     row: Annotated[Optional[list[str]], typer.Option(
         help="With --explain: a query row to explain, by label or index (repeatable).",
         rich_help_panel="Learning", show_default=False)] = None,
@@ -118,6 +128,8 @@ def compute(
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
     shown = _stages(stages) + (("heatmap",) if heatmap else ())
+    if carry is not None and not explain:
+        raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
     suffix = output_file and _suffix(output_file)
     if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
         raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
@@ -153,7 +165,7 @@ def compute(
     if explain:
         from attncli.render.explain import explain as explain_lines
 
-        explanation = explain_lines(trace, rows, heads_shown, precision)
+        explanation = explain_lines(trace, rows, heads_shown, precision, (carry or Carry.exact).value)
     if output_file:
         from attncli.render.files import write_output
         from attncli.render.json import document
