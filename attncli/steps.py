@@ -28,6 +28,9 @@ from attncli.trace import Trace, head_slice
 WORK = Context(prec=60)
 WIDE = Context(prec=1000)
 PERCENT_PLACES = 1  # "(76.8%)"
+# Numbers this large are written in e-notation; e^x would be one, so the hand calculation
+# subtracts the row's largest score first (it would overflow the dtype soon after anyway).
+E_NOTATION_FROM = 1e15
 CARRIES = ("exact", "rounded")
 
 
@@ -44,7 +47,8 @@ class RowSteps:
     bias: np.ndarray | None  # (Lk,)
     allowed: np.ndarray  # (Lk,) bool: False where masked (bias −∞ or mask)
     masked: np.ndarray  # (Lk,) the softmax's input
-    shift: float  # subtracted before e^x: 0, or the row max when e^x would overflow
+    shift: float  # subtracted before e^x: 0, or the row max when e^max is too large to write
+    shift_reason: str | None  # "overflow" (e^max beyond the dtype), "large" (≥ E_NOTATION_FROM) or None
     exps: np.ndarray  # (Lk,) e^(masked − shift), 0 where masked
     total: float  # Σ exps
     weights: np.ndarray  # (Lk,)
@@ -58,15 +62,18 @@ def row_steps(trace: Trace, head: int, row: int) -> RowSteps:
     masked = (trace.scaled if trace.masked is None else trace.masked)[head, row]  # (Lk,)
     allowed = masked != -np.inf
     top = masked[allowed].max() if allowed.any() else 0.0
-    # e^x overflows beyond log(max float): only then does the hand calculation need the shift.
-    shift = float(top) if top > np.log(np.finfo(masked.dtype).max) else 0.0
+    # e^x overflows beyond log(max float), and is written in e-notation from E_NOTATION_FROM on:
+    # only then does the hand calculation need the shift.
+    reason = ("overflow" if top > np.log(np.finfo(masked.dtype).max) else
+              "large" if top >= np.log(E_NOTATION_FROM) else None)
+    shift = float(top) if reason else 0.0
     with np.errstate(under="ignore"):
         exps = np.where(allowed, np.exp(np.where(allowed, masked - shift, 0.0)), 0.0)  # (Lk,)
     weights = trace.weights[head, row]  # (Lk,)
     bias = head_slice(trace.problem.bias, head)
     return RowSteps(head=head, row=row, q=trace.Q[head, row], K=trace.K[head], scores=trace.scores[head, row],
                     scaled=trace.scaled[head, row], bias=None if bias is None else bias[row],
-                    allowed=allowed, masked=masked, shift=shift, exps=exps, total=float(exps.sum()),
+                    allowed=allowed, masked=masked, shift=shift, shift_reason=reason, exps=exps, total=float(exps.sum()),
                     weights=weights, V=trace.V[head], contributions=weights[:, None] * trace.V[head],
                     output=trace.output[head, row])
 
@@ -119,7 +126,7 @@ class Written:
     allowed: list[bool]
     masked: list[Decimal | None]
     shift: Decimal | None
-    shift_reason: str | None  # "overflow" (e^x beyond the dtype) or "underflow" (every e^x prints 0)
+    shift_reason: str | None  # RowSteps.shift_reason, or "underflow" (rounded carry: every e^x prints 0)
     exps: list[Decimal]
     total: Decimal
     weights: list[Decimal]
@@ -237,7 +244,8 @@ def written(trace: Trace, steps: RowSteps, places: int, carry: str = "exact") ->
     live = [j for j in range(lk) if allowed[j]]
     shift, reason = None, None
     if steps.shift:
-        shift, reason = (printed(steps.shift, places) if carry == "exact" else max(masked[j] for j in live)), "overflow"
+        shift = printed(steps.shift, places) if carry == "exact" else max(masked[j] for j in live)
+        reason = steps.shift_reason
     elif live and carry == "rounded" and all(_round(masked[j].exp(), places) == 0 for j in live):
         shift, reason = max(masked[j] for j in live), "underflow"
     exps = []

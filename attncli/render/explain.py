@@ -10,17 +10,16 @@ import math
 from decimal import ROUND_DOWN, Decimal
 
 from attncli.render.text import labels
-from attncli.steps import PERCENT_PLACES, Written, WrittenFinal, row_steps, written, written_final
+from attncli.steps import E_NOTATION_FROM, PERCENT_PLACES, Written, WrittenFinal, row_steps, written, written_final
 from attncli.trace import Trace
 
 MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
 MAX_TERMS = 6  # longer dot products and vectors are elided in the middle
-TEXT_FROM = 1e15  # beyond this, numbers are written in e-notation (as the tables write them)
 
 
 def _number(d: Decimal, places: int) -> str:
     """A computed value: fixed decimals, e-notation when huge."""
-    return f"{d:.{places}e}" if abs(d) >= TEXT_FROM else f"{d:.{places}f}"
+    return f"{d:.{places}e}" if abs(d) >= E_NOTATION_FROM else f"{d:.{places}f}"
 
 
 def _given(d: Decimal, places: int) -> str:
@@ -187,6 +186,9 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
         dtype = trace.problem.dtype
         lines.append(f"  the largest score is {n(w.shift)}: e^{n(w.shift)} overflows "
                      f"{dtype}, so subtract it first (a constant shift leaves softmax unchanged)")
+    elif w.shift_reason == "large":
+        lines.append(f"  the largest score is {n(w.shift)}: e^{n(w.shift)} is too large to write out, "
+                     "so subtract it first (a constant shift leaves softmax unchanged)")
     elif w.shift_reason == "underflow":
         lines.append(f"  every e^x rounds to 0 at {places} decimals, so subtract the largest score, "
                      f"{n(w.shift)}, first (a constant shift leaves softmax unchanged)")
