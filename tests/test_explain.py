@@ -3,6 +3,7 @@
 import json
 
 from attncli.attention import attend
+from attncli.loading import read_document
 from attncli.problem import build_problem
 from attncli.render.explain import explain
 from tests.conftest import SAMPLES, SCOOTER, assert_error
@@ -244,3 +245,50 @@ def test_carry_in_json_and_only_with_explain(run):
     assert "  petrol:   2.00 / 1.41 = 1.42" in doc["explanation"]
     assert doc["explanation"][-1] == "  with exact arithmetic: [0.28, 1.35] (carrying rounded numbers changed 1 of 2)"
     assert_error(run("compute", SAMPLES / "scooter.json", "--carry", "rounded"), "--carry", "add --explain")
+
+
+MULTIHEAD_LIKE = """\
+Query "like" (row 1): heads side by side, output = concat W_O
+  concat = [0.9929, 0.5107, 0.8216, 0.9121]
+  output0: (0.9929)(0.5) + (0.5107)(0.0) + (0.8216)(0.5) + (0.9121)(0.0) = 0.9072
+  output1: (0.9929)(0.0) + (0.5107)(0.5) + (0.8216)(0.5) + (0.9121)(0.0) = 0.6662
+  output2: (0.9929)(0.0) + (0.5107)(0.5) + (0.8216)(0.0) + (0.9121)(0.5) = 0.7114
+  output3: (0.9929)(0.5) + (0.5107)(0.0) + (0.8216)(0.0) + (0.9121)(0.5) = 0.9525
+  output = [0.9072, 0.6662, 0.7114, 0.9525]"""
+
+
+def test_multihead_explains_the_projection_the_heads_side_by_side_and_W_O(run):
+    out = run("compute", SAMPLES / "multihead.json", "--explain", "--row", "like").stdout
+    assert 'Head 0, query "like" (row 1): x = [0.0, 2.0, 0.0, 1.0]\n' \
+           "Step 1: project, q = x W_Q (columns 0–1 of W_Q for this head)\n" \
+           "  q0: (0.0)(1.0) + (2.0)(0.0) + (0.0)(1.0) + (1.0)(0.0) = 0.0000\n" \
+           "  q1: (0.0)(0.0) + (2.0)(1.0) + (0.0)(0.0) + (1.0)(1.0) = 3.0000\n" \
+           "  k = x W_K and v = x W_V the same way, for every key:\n" \
+           "  I:    k = [0.0000, 2.0000]   v = [1.0000, 0.0000]\n" in out
+    assert "Step 1: project, q = x W_Q (columns 2–3 of W_Q for this head)" in out
+    assert out.rstrip("\n").endswith(MULTIHEAD_LIKE)
+    assert "table" not in out.split("rows are queries, columns are keys")[1]  # points at nothing unprinted
+    trace = attend(build_problem(read_document(str(SAMPLES / "multihead.json"))[0]))
+    assert MULTIHEAD_LIKE.endswith("[" + ", ".join(f"{x:.4f}" for x in trace.final[1]) + "]")
+    one = run("compute", SAMPLES / "multihead.json", "--explain", "--row", "like", "--head", "1").stdout
+    assert one.rstrip("\n").endswith("(only head 1 is shown; without --head the heads' outputs are placed "
+                                     "side by side and multiplied by W_O)")
+
+
+def test_output_projection_with_b_O_and_heads_without_W_O():
+    doc = dict(SCOOTER, W_O=[[1, 0.5], [0, 2]], b_O=[0.25, -1])
+    lines = explain(attend(build_problem(doc)))
+    assert lines[-5:] == [
+        'Query 0 (row 0): output projection, output = concat W_O + b_O',
+        "  concat = [0.2775, 1.3491]",
+        "  output0: (0.2775)(1.0) + (1.3491)(0.0) + 0.25 = 0.5275",
+        "  output1: (0.2775)(0.5) + (1.3491)(2.0) + -1.0 = 1.8370",
+        "  output = [0.5275, 1.8370]"]
+    two = explain(attend(build_problem({"Q": [[1, 0, 0, 1]], "K": [[1, 0, 1, 0]], "V": [[2, 4, 6, 8]], "heads": 2})))
+    assert two[-2:] == ["Query 0 (row 0): the heads' outputs side by side", "  output = [2.0000, 4.0000, 6.0000, 8.0000]"]
+
+
+def test_explaining_a_row_uses_that_rows_bias():
+    doc = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "bias": [[0.5, 0], [0, -2]]}
+    lines = "\n".join(explain(attend(build_problem(doc)), [1]))
+    assert "  0: 0.0000 + 0.0000 = 0.0000\n  1: 0.7071 + -2.0000 = -1.2929" in lines
