@@ -34,6 +34,7 @@ class DType(str, Enum):
     float32 = "float32"
 
 
+SUFFIX_FORMATS = {".md": Format.markdown, ".tex": Format.latex, ".csv": Format.csv}  # --output's text files
 VIEWS = ("inputs", "scores", "scaled", "masked", "weights", "output", "heatmap")
 Matrix = Optional[str]
 
@@ -105,8 +106,9 @@ def compute(
         "--heatmap", help="Draw the weights as a shaded grid (also: --stages heatmap).",
         rich_help_panel="Learning")] = False,
     output_file: Annotated[Optional[str], typer.Option(
-        "--output", "-o", help="Write to FILE instead of stdout: .json, .npy (the final output) or "
-                               ".npz (every stage); atomically.", rich_help_panel="Output",
+        "--output", "-o", help="Write to FILE instead of stdout: .json, .md, .tex, .csv (as --format "
+                               "json, markdown, latex, csv), .npy (the final output) or .npz (every "
+                               "stage); atomically.", rich_help_panel="Output",
         show_default=False)] = None,
     full: Annotated[bool, typer.Option(
         "--full", help="Print every row and column of big tables (default: elide the middle).",
@@ -131,6 +133,11 @@ def compute(
     if carry is not None and not explain:
         raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
     suffix = output_file and _suffix(output_file)
+    if suffix in SUFFIX_FORMATS:
+        if format not in (Format.auto, SUFFIX_FORMATS[suffix]):
+            raise InputError(f"{quote(output_file)} is written as {SUFFIX_FORMATS[suffix].value}, "
+                             f"but --format is {format.value}; drop --format or change the suffix", "--output")
+        format = SUFFIX_FORMATS[suffix]
     if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
         raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
                                  "scaled, masked, output)", param_hint="--stages")
@@ -168,31 +175,35 @@ def compute(
         explanation = explain_lines(trace, rows, heads_shown, precision, (carry or Carry.exact).value)
     if output_file:
         from attncli.render.files import write_output
-        from attncli.render.json import document
 
-        write_output(trace, output_file, suffix, lambda: document(trace, shown, round_, explanation))
+        view = format if suffix in SUFFIX_FORMATS else Format.json
+        write_output(trace, output_file, suffix, lambda: _text(view, trace, shown, precision, round_, explanation))
         return
     view = format
     if view == Format.auto:
         view = Format.table if sys.stdout.isatty() or explain else Format.json
-    if view == Format.json:
-        from attncli.render.json import document
-
-        sys.stdout.write(document(trace, shown, round_, explanation))
-    elif view == Format.table:
+    if view == Format.table:
         from attncli.render.tables import print_tables
 
         print_tables(trace, shown, precision, explanation, heads_shown, full)
-    elif view == Format.csv:
-        from attncli.render.export import csv_stage
-
-        sys.stdout.write(csv_stage(trace, shown[0]))
     else:
-        from attncli.render import export
-        from attncli.render.text import header_lines
+        sys.stdout.write(_text(view, trace, shown, precision, round_, explanation))
 
-        write = export.markdown if view == Format.markdown else export.latex
-        sys.stdout.write(write(trace, shown, precision, header_lines(trace, precision), explanation))
+
+def _text(view: Format, trace, shown, precision: int, round_: int | None, explanation) -> str:
+    """The document of a text format: JSON, CSV (one stage), Markdown or LaTeX."""
+    if view == Format.json:
+        from attncli.render.json import document
+
+        return document(trace, shown, round_, explanation)
+    from attncli.render import export
+
+    if view == Format.csv:
+        return export.csv_stage(trace, shown[0], round_)
+    from attncli.render.text import header_lines
+
+    write = export.markdown if view == Format.markdown else export.latex
+    return write(trace, shown, precision, header_lines(trace, precision), explanation)
 
 
 def _attend(problem, output_only: bool, workers: int):
@@ -214,8 +225,8 @@ def _suffix(path: str) -> str:
     from pathlib import Path
 
     suffix = Path(path).suffix.lower()
-    if suffix not in (".json", ".npy", ".npz"):
-        raise InputError(f'"{path}" has no known suffix; expected .json, .npy or .npz', "--output")
+    if suffix not in (".json", ".npy", ".npz", *SUFFIX_FORMATS):
+        raise InputError(f'"{path}" has no known suffix; expected .json, .md, .tex, .csv, .npy or .npz', "--output")
     if not Path(path).resolve().parent.is_dir():
         raise InputError(f"folder {Path(path).resolve().parent} does not exist", "--output")
     return suffix

@@ -42,14 +42,18 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
     return out
 
 
+def markdown_table(title: str, formula: str | None, m: np.ndarray, rows, columns, precision: int) -> str:
+    """**title** = formula, then a pipe table with row labels."""
+    lines = [f"**{title}**" + (f" = {formula}" if formula else ""), "", "| | " + " | ".join(columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    lines += [f"| {r} | " + " | ".join(number(x, precision) for x in row) + " |" for r, row in zip(rows, m)]
+    return "\n".join(lines)
+
+
 def markdown(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
     parts = ["\n".join(f"{line}  " for line in header)]
     for name, title, m, rows, columns in _matrices(trace, stages):
-        formula = f" = {PLAIN[name]}" if name in PLAIN else ""
-        lines = [f"**{title}**{formula}", "", "| | " + " | ".join(columns) + " |",
-                 "|---|" + "---:|" * len(columns)]
-        lines += [f"| {r} | " + " | ".join(number(x, precision) for x in row) + " |" for r, row in zip(rows, m)]
-        parts.append("\n".join(lines))
+        parts.append(markdown_table(title, PLAIN.get(name), m, rows, columns, precision))
     if explanation:
         parts.append("```\n" + "\n".join(explanation) + "\n```")
     return "\n\n".join(parts) + "\n"
@@ -62,31 +66,53 @@ def _tex(text: str) -> str:
     return text
 
 
+def latex_table(title: str, formula: str, m: np.ndarray, rows, columns, precision: int) -> str:
+    """One `table`: a `tabular` captioned "title: $formula$" with labels, and the matrix as a `bmatrix`."""
+    cell = lambda x: r"-\infty" if x == -np.inf else number(x, precision)  # noqa: E731
+    body = " \\\\\n".join(" & ".join(cell(x) for x in row) for row in m)
+    tab = " \\\\\n".join(_tex(r) + " & " + " & ".join(f"${cell(x)}$" for x in row) for r, row in zip(rows, m))
+    return "\n".join([
+        r"\begin{table}[h]", r"\centering",
+        rf"\caption{{{_tex(title)}: ${formula}$}}",
+        rf"\begin{{tabular}}{{l{'r' * len(columns)}}}",
+        " & " + " & ".join(_tex(c) for c in columns) + r" \\ \hline",
+        tab, r"\end{tabular}", "",
+        r"\[", rf"\text{{{_tex(title)}}} = \begin{{bmatrix}}", body, r"\end{bmatrix}", r"\]",
+        r"\end{table}"])
+
+
 def latex(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
-    """One `table` per stage: a captioned `tabular` with labels, and the matrix as a `bmatrix`."""
+    """One `latex_table` per stage and head; the weights' formula names the softmax's input."""
     parts = ["% attn compute: " + _tex(" · ".join(header[1:3]))]
+    formulas = dict(FORMULAS)
+    if trace.masked is None:  # no mask or bias: the softmax reads the scaled scores
+        formulas["weights"] = (formulas["weights"][0], r"\operatorname{softmax}(\text{scaled})")
     for name, title, m, rows, columns in _matrices(trace, stages):
-        cell = lambda x: r"-\infty" if x == -np.inf else number(x, precision)  # noqa: E731
-        body = " \\\\\n".join(" & ".join(cell(x) for x in row) for row in m)
-        formula = FORMULAS.get(name, (name, name))[1]
-        tab = " \\\\\n".join(_tex(r) + " & " + " & ".join(f"${cell(x)}$" for x in row) for r, row in zip(rows, m))
-        parts.append("\n".join([
-            r"\begin{table}[h]", r"\centering",
-            rf"\caption{{{_tex(title)}: ${formula}$}}",
-            rf"\begin{{tabular}}{{l{'r' * len(columns)}}}",
-            " & " + " & ".join(_tex(c) for c in columns) + r" \\ \hline",
-            tab, r"\end{tabular}", "",
-            r"\[", rf"\text{{{_tex(title)}}} = \begin{{bmatrix}}", body, r"\end{bmatrix}", r"\]",
-            r"\end{table}"]))
+        parts.append(latex_table(title, formulas.get(name, (name, name))[1], m, rows, columns, precision))
     if explanation:
         parts.append("\\begin{verbatim}\n" + "\n".join(explanation) + "\n\\end{verbatim}")
     return "\n\n".join(parts) + "\n"
 
 
-def csv_stage(trace: Trace, stage: str) -> str:
+def csv_table(rows, columns, matrices, decimals: int | None = None, first: str = "query") -> str:
+    """A CSV table: a header of column labels, row labels in the first column; with several
+    matrices a leading `head` column. −∞ is written -inf, −0 as 0; `decimals` rounds as JSON's --round."""
+    multi = len(matrices) > 1
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow((["head"] if multi else []) + [first] + list(columns))
+    for h, m in matrices:
+        if decimals is not None:
+            m = np.round(m, decimals)
+        for r, row in zip(rows, m):
+            writer.writerow(([h] if multi else []) + [r] + ["-inf" if x == -np.inf else repr(float(x) + 0.0) for x in row])
+    return buffer.getvalue()
+
+
+def csv_stage(trace: Trace, stage: str, decimals: int | None = None) -> str:
     """One stage (scores, scaled, masked, weights or output) as CSV: a header of key (or column)
     labels, query labels in the first column; with several heads a leading `head` column.
-    `output` is the final output; −∞ is written -inf."""
+    `output` is the final output; −∞ is written -inf; `decimals` rounds as --round does."""
     p = trace.problem
     if stage == "output":
         matrices = [(None, trace.final)]
@@ -94,11 +120,4 @@ def csv_stage(trace: Trace, stage: str) -> str:
     else:
         matrices = [(h, trace.stage(stage)[h]) for h in range(p.heads)]
         columns = labels(p.key_labels, p.lk)
-    multi = len(matrices) > 1
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow((["head"] if multi else []) + ["query"] + columns)
-    for h, m in matrices:
-        for r, row in zip(labels(p.query_labels, p.lq), m):
-            writer.writerow(([h] if multi else []) + [r] + ["-inf" if x == -np.inf else repr(float(x)) for x in row])
-    return buffer.getvalue()
+    return csv_table(labels(p.query_labels, p.lq), columns, matrices, decimals)

@@ -1,4 +1,5 @@
-"""`--output FILE`: the trace as .json, .npy (the final output) or .npz (every stage), written
+"""`--output FILE`: the trace as .json, .md, .tex or .csv (text), .npy (the final output) or .npz
+(every stage), written
 atomically: a temporary file in the same folder, renamed over FILE only when complete."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from attncli.trace import STAGES, Trace, mask_and_bias
+
+TEXT_SUFFIXES = (".json", ".md", ".tex", ".csv")  # written as the text the format's view makes
 
 
 def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
@@ -34,12 +37,12 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
 
 
 def write_output(trace: Trace, path: str, suffix: str, json_text=None) -> None:
-    """Write atomically. `json_text()` gives the JSON document for a .json file."""
+    """Write atomically. `json_text()` gives the text of a .json (.md, .tex, .csv) file."""
     folder = str(Path(path).resolve().parent)
     handle = tempfile.NamedTemporaryFile(dir=folder, prefix=".attn-", suffix=suffix, delete=False)
     try:
         with handle:
-            if suffix == ".json":
+            if suffix in TEXT_SUFFIXES:
                 handle.write(json_text().encode("utf-8"))
             elif suffix == ".npy":
                 np.save(handle, trace.final)
