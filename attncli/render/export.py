@@ -10,15 +10,30 @@ import numpy as np
 from attncli.render.text import labels, number
 from attncli.trace import STAGES, Trace
 
+# Each table's formula: (Markdown, LaTeX). `formulas` adapts the weights' and the final output's.
 FORMULAS = {
-    "scores": ("scores", r"Q K^\top"),
-    "scaled": ("scaled", r"\text{scores} \cdot \text{scale}"),
-    "masked": ("masked", r"\text{scaled} + \text{bias}, -\infty \text{ where masked}"),
-    "weights": ("weights", r"\operatorname{softmax}(\text{masked})"),
-    "output": ("output", r"\text{weights}\, V"),
+    "scores": ("Q Kᵀ", r"Q K^\top"),
+    "scaled": ("scores · scale", r"\text{scores} \cdot \text{scale}"),
+    "masked": ("scaled + bias, −∞ where masked", r"\text{scaled} + \text{bias}, -\infty \text{ where masked}"),
+    "weights": ("softmax(masked) over keys", r"\operatorname{softmax}(\text{masked})"),
+    "output": ("weights V", r"\text{weights}\, V"),
 }
-PLAIN = {"scores": "Q Kᵀ", "scaled": "scores · scale", "masked": "scaled + bias, −∞ where masked",
-         "weights": "softmax over keys", "output": "weights V"}
+
+
+def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
+    """FORMULAS for this trace: the softmax reads `scaled` when there is no mask or bias; the
+    final output is the heads side by side, times W_O (+ b_O) when given."""
+    out = dict(FORMULAS)
+    if trace.masked is None:
+        out["weights"] = ("softmax(scaled) over keys", r"\operatorname{softmax}(\text{scaled})")
+    inputs = trace.problem.inputs
+    if "W_O" not in inputs:
+        out["final"] = ("the heads' outputs side by side", r"\text{the heads' outputs side by side}")
+    elif "b_O" in inputs:
+        out["final"] = ("concat W_O + b_O", r"\text{concat}\, W_O + b_O")
+    else:
+        out["final"] = ("concat W_O", r"\text{concat}\, W_O")
+    return out
 
 
 def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str], list[str]]]:
@@ -38,7 +53,7 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
                 columns = keys if name != "output" else [str(j) for j in range(m.shape[2])]
                 out.append((name, name + head, m[h], queries, columns))
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
-        out.append(("output", "final output", trace.final, queries, [str(j) for j in range(trace.final.shape[1])]))
+        out.append(("final", "final output", trace.final, queries, [str(j) for j in range(trace.final.shape[1])]))
     return out
 
 
@@ -52,8 +67,10 @@ def markdown_table(title: str, formula: str | None, m: np.ndarray, rows, columns
 
 def markdown(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
     parts = ["\n".join(f"{line}  " for line in header)]
+    written = formulas(trace)
     for name, title, m, rows, columns in _matrices(trace, stages):
-        parts.append(markdown_table(title, PLAIN.get(name), m, rows, columns, precision))
+        parts.append(markdown_table(title, written[name][0] if name in written else None, m, rows, columns,
+                                    precision))
     if explanation:
         parts.append("```\n" + "\n".join(explanation) + "\n```")
     return "\n\n".join(parts) + "\n"
@@ -82,13 +99,11 @@ def latex_table(title: str, formula: str, m: np.ndarray, rows, columns, precisio
 
 
 def latex(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
-    """One `latex_table` per stage and head; the weights' formula names the softmax's input."""
-    parts = ["% attn compute: " + _tex(" · ".join(header[1:3]))]
-    formulas = dict(FORMULAS)
-    if trace.masked is None:  # no mask or bias: the softmax reads the scaled scores
-        formulas["weights"] = (formulas["weights"][0], r"\operatorname{softmax}(\text{scaled})")
+    """The header as comments, then one `latex_table` per stage and head."""
+    parts = ["\n".join("% " + _tex(line) for line in header)]  # the header as comments, every line
+    written = formulas(trace)
     for name, title, m, rows, columns in _matrices(trace, stages):
-        parts.append(latex_table(title, formulas.get(name, (name, name))[1], m, rows, columns, precision))
+        parts.append(latex_table(title, written[name][1] if name in written else name, m, rows, columns, precision))
     if explanation:
         parts.append("\\begin{verbatim}\n" + "\n".join(explanation) + "\n\\end{verbatim}")
     return "\n\n".join(parts) + "\n"
