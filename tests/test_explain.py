@@ -292,3 +292,15 @@ def test_explaining_a_row_uses_that_rows_bias():
     doc = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "bias": [[0.5, 0], [0, -2]]}
     lines = "\n".join(explain(attend(build_problem(doc)), [1]))
     assert "  0: 0.0000 + 0.0000 = 0.0000\n  1: 0.7071 + -2.0000 = -1.2929" in lines
+
+
+def test_the_readme_examples_at_precision_2_are_what_attn_prints(run):
+    readme = (SAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    exact = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2").stdout.splitlines()
+    rounded = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2", "--carry", "rounded").stdout
+    block = readme.split("$ attn compute samples/scooter.json --explain --precision 2 ")[1].split("```")[0]
+    shown_exact, shown_rounded = block.split("$ attn compute")[0], block.split("$ attn compute")[1]
+    for line in shown_exact.splitlines()[1:]:
+        assert line == "…" or line in exact, line
+    for line in shown_rounded.splitlines()[1:]:
+        assert line == "…" or line in rounded.splitlines(), line
