@@ -298,7 +298,7 @@ def test_the_readme_examples_at_precision_2_are_what_attn_prints(run):
     readme = (SAMPLES.parent / "README.md").read_text(encoding="utf-8")
     exact = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2").stdout.splitlines()
     rounded = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2", "--carry", "rounded").stdout
-    block = readme.split("$ attn compute samples/scooter.json --explain --precision 2 ")[1].split("```")[0]
+    block = readme.split("$ attn compute samples/scooter.json --explain --precision 2 ", 1)[1].split("```")[0]
     shown_exact, shown_rounded = block.split("$ attn compute")[0], block.split("$ attn compute")[1]
     for line in shown_exact.splitlines()[1:]:
         assert line == "…" or line in exact, line
