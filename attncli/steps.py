@@ -73,7 +73,8 @@ def row_steps(trace: Trace, head: int, row: int) -> RowSteps:
     bias = head_slice(trace.problem.bias, head)
     return RowSteps(head=head, row=row, q=trace.Q[head, row], K=trace.K[head], scores=trace.scores[head, row],
                     scaled=trace.scaled[head, row], bias=None if bias is None else bias[row],
-                    allowed=allowed, masked=masked, shift=shift, shift_reason=reason, exps=exps, total=float(exps.sum()),
+                    allowed=allowed, masked=masked, shift=shift, shift_reason=reason, exps=exps,
+                    total=float(exps.sum()),
                     weights=weights, V=trace.V[head], contributions=weights[:, None] * trace.V[head],
                     output=trace.output[head, row])
 

@@ -235,7 +235,8 @@ def test_the_issues_precision_2_equations_now_hold(run):
     out = run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2").stdout
     assert "  petrol:   2.00 / 1.41 = 1.42" in out and "  0.19 × [1.0, -1.0] = [0.19, -0.19]" in out
     assert "\nRounded carry: every step uses the numbers as printed before it, 2 decimals" in out
-    assert "  sum = [0.27, 1.35]\n  with exact arithmetic: [0.28, 1.35] (carrying rounded numbers changed 1 of 2)" in out
+    assert "  sum = [0.27, 1.35]\n  with exact arithmetic: [0.28, 1.35] " \
+           "(carrying rounded numbers changed 1 of 2)" in out
     exact = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2").stdout
     assert "  petrol:   2.00 / 1.41 = 1.41  (1.414… unrounded)" in exact
 
@@ -285,7 +286,8 @@ def test_output_projection_with_b_O_and_heads_without_W_O():
         "  output1: (0.2775)(0.5) + (1.3491)(2.0) + -1.0 = 1.8370",
         "  output = [0.5275, 1.8370]"]
     two = explain(attend(build_problem({"Q": [[1, 0, 0, 1]], "K": [[1, 0, 1, 0]], "V": [[2, 4, 6, 8]], "heads": 2})))
-    assert two[-2:] == ["Query 0 (row 0): the heads' outputs side by side", "  output = [2.0000, 4.0000, 6.0000, 8.0000]"]
+    assert two[-2:] == ["Query 0 (row 0): the heads' outputs side by side",
+                        "  output = [2.0000, 4.0000, 6.0000, 8.0000]"]
 
 
 def test_explaining_a_row_uses_that_rows_bias():

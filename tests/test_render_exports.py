@@ -145,7 +145,8 @@ def test_posenc_writes_csv_markdown_and_latex(run):
                   "PE(pos, 2i+1) = cos(pos / 10000^(2i/2))  \n\n**PE**\n\n| | sin 0 | cos 1 |\n|---|---:|---:|\n"
                   "| 0 | 0.00 | 1.00 |\n| 1 | 0.84 | 0.54 |\n")
     tex = run("posenc", "--positions", "2", "--dim", "2", "-f", "latex").stdout
-    assert r"\caption{PE: $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/2}),\ PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i/2})$}" in tex
+    assert (r"\caption{PE: $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/2}),\ "
+            r"PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i/2})$}") in tex
     assert "1 & $0.8415$ & $0.5403$" in tex and tex.count(r"\begin{table}") == 1
     table = run("posenc", "--positions", "3", "--dim", "4", "-f", "table").stdout
     assert "\nPE\n" in table and "3×4" not in table

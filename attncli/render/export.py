@@ -120,7 +120,8 @@ def csv_table(rows, columns, matrices, decimals: int | None = None, first: str =
         if decimals is not None:
             m = np.round(m, decimals)
         for r, row in zip(rows, m):
-            writer.writerow(([h] if multi else []) + [r] + ["-inf" if x == -np.inf else repr(float(x) + 0.0) for x in row])
+            cells = ["-inf" if x == -np.inf else repr(float(x) + 0.0) for x in row]  # + 0.0: no "-0.0"
+            writer.writerow(([h] if multi else []) + [r] + cells)
     return buffer.getvalue()
 
 
