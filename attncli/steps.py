@@ -10,7 +10,8 @@ numbers an explanation prints, each a `Decimal` with `places` decimals, under on
   then rounded, so every printed equation holds for the printed numbers.
 
 "Holds" (`holds`): the printed result equals the printed operands' exact result rounded to the
-printed decimals; at an exact tie either neighbour holds.
+printed decimals; at an exact tie either neighbour holds. Lines with a number of E_NOTATION_FROM
+or more are exempt: such numbers are written in e-notation, rounded to significant digits.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ class _Writer:
         (true value, printed) pairs, named in the note when they were rounded."""
         places = self.places if places is None else places
         shown = _round(value, places) if self.carry == "rounded" else printed(exact, places)
-        if not holds(shown, value, places):
+        huge = max([abs(shown)] + [abs(d) for _, d in operands]) >= E_NOTATION_FROM  # e-notation: exempt
+        if not huge and not holds(shown, value, places):
             rounded = tuple(float(x) for x, d in operands if Decimal(repr(float(x))) != d)
             self.unrounded[key] = self.unrounded.get(key, ()) + tuple(
                 x for x in rounded if x not in self.unrounded.get(key, ()))

@@ -306,3 +306,14 @@ def test_the_readme_examples_at_precision_2_are_what_attn_prints(run):
         assert line == "…" or line in exact, line
     for line in shown_rounded.splitlines()[1:]:
         assert line == "…" or line in rounded.splitlines(), line
+
+
+@settings(max_examples=40, deadline=None)
+@given(q=st.lists(st.floats(-1e4, 1e4), min_size=2, max_size=2),
+       k=st.lists(st.lists(st.floats(-1e4, 1e4), min_size=2, max_size=2), min_size=1, max_size=3),
+       v=st.floats(-1e20, 1e20), precision=st.integers(0, 8), carry=st.sampled_from(["exact", "rounded"]))
+def test_any_finite_row_is_explained_and_rounded_carry_holds_where_numbers_are_written_out(q, k, v, precision, carry):
+    doc = {"Q": [q], "K": k, "V": [[v, 1.0]] * len(k)}
+    lines = explain(attend(build_problem(doc)), precision=precision, carry=carry)
+    results, _ = check_equations([line for line in lines if "e+" not in line])
+    assert [line for line, ok in results if not ok and (carry == "rounded" or "unrounded" not in line)] == []

@@ -10,7 +10,7 @@ import math
 from decimal import ROUND_DOWN, Decimal
 
 from attncli.render.text import labels
-from attncli.steps import E_NOTATION_FROM, PERCENT_PLACES, Written, WrittenFinal, row_steps, written, written_final
+from attncli.steps import E_NOTATION_FROM, PERCENT_PLACES, WIDE, Written, WrittenFinal, row_steps, written, written_final
 from attncli.trace import Trace
 
 MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
@@ -58,9 +58,11 @@ def _keys(n: int) -> list[int | None]:
 
 def _unrounded(x: float, places: int) -> str:
     """An operand's unrounded value: enough decimals to differ from the printed one, then `…`."""
+    if abs(x) >= E_NOTATION_FROM:
+        return repr(x)
     exact = Decimal(repr(x))
     decimals = min(17, max(places + 1, 2 - math.floor(math.log10(abs(x))) if x else 0))
-    cut = exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_DOWN)
+    cut = exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_DOWN, context=WIDE)
     return f"{cut}" if cut == exact else f"{cut}…"
 
 
@@ -214,7 +216,7 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
 
 def _comparison(carried: list[Decimal], exact: list[Decimal], places: int) -> str:
     """Rounded carry's last line: the carried result beside exact arithmetic's."""
-    changed = sum(a != b for a, b in zip(carried, exact))
+    changed = sum(_number(a, places) != _number(b, places) for a, b in zip(carried, exact))
     verdict = "the same" if not changed else f"carrying rounded numbers changed {changed} of {len(exact)}"
     return f"  with exact arithmetic: {_vector(exact, places)} ({verdict})"
 
