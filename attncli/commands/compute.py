@@ -132,7 +132,9 @@ def compute(
     shown = _stages(stages) + (("heatmap",) if heatmap else ())
     if carry is not None and not explain:
         raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
-    suffix = output_file and _suffix(output_file)
+    stdin = "-" if file is None and not sys.stdin.isatty() else None  # read when piped and no file is named
+    suffix = output_file and _output_suffix(output_file, [file, stdin, q, k, v, x, x_kv, wq, wk, wv, wo, mask,
+                                                          bias])
     if suffix in SUFFIX_FORMATS:
         if format not in (Format.auto, SUFFIX_FORMATS[suffix]):
             raise InputError(f"{quote(output_file)} is written as {SUFFIX_FORMATS[suffix].value}, "
@@ -174,10 +176,16 @@ def compute(
 
         explanation = explain_lines(trace, rows, heads_shown, precision, (carry or Carry.exact).value)
     if output_file:
-        from attncli.render.files import write_output
+        from attncli.render.files import Interrupted, OutputError, write_output
 
         view = format if suffix in SUFFIX_FORMATS else Format.json
-        write_output(trace, output_file, suffix, lambda: _text(view, trace, shown, precision, round_, explanation))
+        try:
+            write_output(trace, output_file, suffix,
+                         lambda: _text(view, trace, shown, precision, round_, explanation))
+        except OutputError as error:
+            raise error.at("--output")
+        except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
+            stop.die()
         return
     view = format
     if view == Format.auto:
@@ -220,16 +228,15 @@ def _attend(problem, output_only: bool, workers: int):
         return attend(problem, progress=done)
 
 
-def _suffix(path: str) -> str:
-    """--output's suffix, checked before any work is done."""
-    from pathlib import Path
+def _output_suffix(path: str, inputs: list[str | None]) -> str:
+    """--output's suffix, after checking that the file can be written and is no input of this
+    run; before any work is done."""
+    from attncli.render.files import OutputError, check_target
 
-    suffix = Path(path).suffix.lower()
-    if suffix not in (".json", ".npy", ".npz", *SUFFIX_FORMATS):
-        raise InputError(f'"{path}" has no known suffix; expected .json, .md, .tex, .csv, .npy or .npz', "--output")
-    if not Path(path).resolve().parent.is_dir():
-        raise InputError(f"folder {Path(path).resolve().parent} does not exist", "--output")
-    return suffix
+    try:
+        return check_target(path, inputs)
+    except OutputError as error:
+        raise error.at("--output")
 
 
 def _split(text: str | None) -> list[str] | None:
