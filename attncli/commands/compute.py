@@ -152,7 +152,7 @@ def compute(
 
         workers = one_blas_thread()  # before numpy loads
 
-    from attncli.loading import gather
+    from attncli.loading import OneMatrixError, gather
     from attncli.problem import build_problem
 
     matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
@@ -160,9 +160,21 @@ def compute(
     settings = {"heads": heads, "scale": scale, "query_labels": _split(query_labels),
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
                 "dtype": dtype and dtype.value}
-    doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
-    problem = build_problem(doc, origin, source, invert_mask=invert_mask)
     try:
+        doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
+    except OneMatrixError as error:
+        error.message += f"; give it as a matrix option: --q {file}"
+        raise
+    problem = build_problem(doc, origin, source, invert_mask=invert_mask)
+    view = format
+    if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
+        view = format if suffix in SUFFIX_FORMATS else Format.json
+    elif view == Format.auto:
+        view = Format.table if sys.stdout.isatty() or explain else Format.json
+    # what is built: json, npz, npy, or a text view
+    written = suffix[1:] if output_file and suffix not in SUFFIX_FORMATS else view.value
+    try:
+        _guard(problem, written, shown, full, output_only)
         trace = _attend(problem, output_only, workers)
     except AttnError as error:
         raise error.at(source) if source else error
@@ -178,7 +190,6 @@ def compute(
     if output_file:
         from attncli.render.files import Interrupted, OutputError, write_output
 
-        view = format if suffix in SUFFIX_FORMATS else Format.json
         try:
             write_output(trace, output_file, suffix,
                          lambda: _text(view, trace, shown, precision, round_, explanation))
@@ -187,9 +198,6 @@ def compute(
         except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
             stop.die()
         return
-    view = format
-    if view == Format.auto:
-        view = Format.table if sys.stdout.isatty() or explain else Format.json
     if view == Format.table:
         from attncli.render.tables import print_tables
 
@@ -212,6 +220,30 @@ def _text(view: Format, trace, shown, precision: int, round_: int | None, explan
 
     write = export.markdown if view == Format.markdown else export.latex
     return write(trace, shown, precision, header_lines(trace, precision), explanation)
+
+
+def _guard(problem, view: str, shown, full: bool, output_only: bool) -> None:
+    """Refuse, before computing, a problem whose stages and view would not fit in memory, naming
+    the ways out that would fit: only the output (in blocks), a binary file, single precision."""
+    from attncli.limits import ResourceError, available_bytes, check_fits, needs
+
+    available = available_bytes()
+    itemsize = 8 if problem.dtype == "float64" else 4
+    plan = {"view": view, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
+
+    def fits(**change) -> bool:
+        return sum(needs(problem, **plan | change).values()) <= available
+
+    try:
+        check_fits(needs(problem, **plan), available)
+    except ResourceError as error:
+        ways = [way for way, works in (
+            ("--stages output (computed in blocks of about 16 MiB)",
+             not output_only and fits(output_only=True, shown=("output",))),
+            ("--output FILE.npz (no text)", view not in ("npz", "npy") and fits(view="npz")),
+            ("--dtype float32", itemsize == 8 and fits(itemsize=4))) if works]
+        error.message += "; use " + " or ".join(ways) if ways else "; make the problem smaller"
+        raise
 
 
 def _attend(problem, output_only: bool, workers: int):

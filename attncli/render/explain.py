@@ -1,7 +1,9 @@
 """The hand calculation of selected query rows, step by step, as a textbook writes it.
 
 Every number is read from `steps.written` (exact or rounded carry); this module only writes them
-down, with a note on each exact-carry line whose printed operands do not give its result.
+down, with a note on each exact-carry line whose printed operands do not give its result. Labels
+come through `labels` (escaped by `shown`): the lines are display text wherever they go (a
+terminal, an export, or JSON's `explanation`); each export escapes them again for its medium.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def _note(unrounded: dict, keys, places: int) -> str:
 def explain_row(trace: Trace, w: Written) -> list[str]:
     p = trace.problem
     keys = labels(p.key_labels, p.lk)
-    query = f'"{p.query_labels[w.row]}"' if p.query_labels else str(w.row)
+    query = f'"{labels(p.query_labels, p.lq)[w.row]}"' if p.query_labels else str(w.row)
     width = max(len(keys[j]) for j in _keys(p.lk) if j is not None) + 1
     places = w.places
     n = lambda x: _number(x, places)  # noqa: E731
@@ -224,7 +226,7 @@ def _comparison(carried: list[Decimal], exact: list[Decimal], places: int) -> st
 def final_lines(trace: Trace, f: WrittenFinal, places: int, carry: str) -> list[str]:
     """One query row's heads side by side and, with W_O, their product with W_O (+ b_O)."""
     p = trace.problem
-    query = f'"{p.query_labels[f.row]}"' if p.query_labels else str(f.row)
+    query = f'"{labels(p.query_labels, p.lq)[f.row]}"' if p.query_labels else str(f.row)
     if f.projection is None:
         lines = [f"Query {query} (row {f.row}): the heads' outputs side by side",
                  f"  output = {_vector(f.concat, places)}"]
