@@ -21,6 +21,9 @@ class TableFormat(str, Enum):
     auto = "auto"
     table = "table"
     json = "json"
+    csv = "csv"
+    markdown = "markdown"
+    latex = "latex"
 
 
 def pretty(doc: dict) -> str:
@@ -167,7 +170,8 @@ def posenc(
     dim: Annotated[int, typer.Option(min=2, max=4096, help="Encoding width D (even).")] = 8,
     base: Annotated[float, typer.Option(min=1.0, help="The wavelength base.")] = 10000.0,
     format: Annotated[TableFormat, typer.Option("--format", "-f", help="auto: a table on a terminal, "
-                                                "JSON when piped.")] = TableFormat.auto,
+                                                "JSON when piped; csv, markdown or latex for a write-up.")
+                      ] = TableFormat.auto,
     precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals in the table.")] = 4,
 ) -> None:
     """Sinusoidal positional encodings: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(…).
@@ -189,15 +193,31 @@ def posenc(
                                 "formula": "PE(pos, 2i) = sin(pos / base^(2i/D)); PE(pos, 2i+1) = cos(pos / base^(2i/D))",
                                 "encoding": pe.tolist()}) + "\n")
         return
+    formula = (f"PE(pos, 2i) = sin(pos / {base:g}^(2i/{dim})), "
+               f"PE(pos, 2i+1) = cos(pos / {base:g}^(2i/{dim}))")
+    rows = [str(p) for p in range(positions)]
+    columns = [f"{'sin' if j % 2 == 0 else 'cos'} {j}" for j in range(dim)]
+    if format in (TableFormat.csv, TableFormat.markdown, TableFormat.latex):
+        from attncli.render import export
+
+        if format == TableFormat.csv:
+            sys.stdout.write(export.csv_table(rows, columns, [(None, pe)], first="pos"))
+        elif format == TableFormat.markdown:
+            sys.stdout.write(f"sinusoidal positional encoding, base {base:g}: {formula}  \n\n"
+                             + export.markdown_table("PE", None, pe, rows, columns, precision) + "\n")
+        else:
+            tex = (rf"PE_{{(pos, 2i)}} = \sin(pos / {base:g}^{{2i/{dim}}}),\ "
+                   rf"PE_{{(pos, 2i+1)}} = \cos(pos / {base:g}^{{2i/{dim}}})")
+            sys.stdout.write(f"% attn posenc: sinusoidal positional encoding, base {base:g}\n\n"
+                             + export.latex_table("PE", tex, pe, rows, columns, precision) + "\n")
+        return
     from rich.text import Text
 
     from attncli.render.tables import make_console, matrix_tables
 
     console = make_console()
-    columns = [f"{'sin' if j % 2 == 0 else 'cos'} {j}" for j in range(dim)]
     width = console.width if sys.stdout.isatty() else None
-    console.print(Text(f"sinusoidal positional encoding, base {base:g}: PE(pos, 2i) = sin(pos / {base:g}^(2i/{dim})), "
-                       f"PE(pos, 2i+1) = cos(pos / {base:g}^(2i/{dim}))"))
-    for renderable in matrix_tables(f"PE {positions}×{dim}", pe, [str(p) for p in range(positions)],
-                                    columns, precision, width):
+    console.print(Text(f"sinusoidal positional encoding, base {base:g}: {formula}"))
+    # The title is the name only: an elided table adds the shape once ("PE (100×8, middle elided…)").
+    for renderable in matrix_tables("PE", pe, rows, columns, precision, width):
         console.print(renderable)
