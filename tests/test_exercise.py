@@ -171,7 +171,7 @@ Compute the attention weights and output for the query.
 |---|---:|---:|---:|
 | home |   |   |   |
 
-**weights = softmax over keys**
+**weights = softmax(scaled) over keys**
 
 | | cat | we | bird |
 |---|---:|---:|---:|
@@ -191,8 +191,8 @@ def test_worksheets_for_heads_projections_and_a_mask(run):
     titles = [line for line in key.splitlines() if line.startswith("**")]
     assert titles == ["**X**", "**W_Q**", "**W_K**", "**W_V**", "**W_O**", "**Q = X W_Q**", "**K = X W_K**",
                       "**V = X W_V**"] + [f"**{stage} (head {h}) = {formula}**" for h in (0, 1) for stage, formula in (
-                          ("scores", "Q Kᵀ"), ("scaled", "scores · scale"), ("weights", "softmax over keys"),
-                          ("output", "weights V"))] + ["**output = concat(heads) W_O**"]
+                          ("scores", "Q Kᵀ"), ("scaled", "scores · scale"), ("weights", "softmax(scaled) over keys"),
+                          ("output", "weights V"))] + ["**output = concat W_O**"]
     sheet = run("exercise", "--seed", "8", "--keys", "2", "--queries", "2", "--mask", "random",
                 "--format", "markdown").stdout
     assert "**mask (1 = may attend)**\n\n| | sun | she |\n|---|---:|---:|\n| it | 1 | 1 |\n| fast | 1 | 0 |" in sheet

@@ -12,7 +12,7 @@ import numpy as np
 from attncli.attention import merge_heads
 from attncli.exercise import Exercise
 from attncli.marking import present
-from attncli.render.export import PLAIN, md, tex
+from attncli.render.export import formulas, md, tex
 from attncli.render.text import labels, number
 from attncli.trace import Trace, mask_rule_text
 
@@ -39,14 +39,14 @@ def _grids(trace: Trace, exercise: Exercise) -> list[tuple[str, np.ndarray, list
             out.append((f"{name} = X{'_kv' if name != 'Q' and 'X_kv' in p.inputs else ''} W_{name}", m, rows,
                         columns(m)))
     multi = p.heads > 1 or "W_O" in p.inputs
+    formula = {name: plain for name, (plain, _) in formulas(trace).items()}
     for h in range(p.heads):
         for name in present(trace):
             m = trace.stage(name)[h]
             title = f"{name} (head {h})" if multi else name
-            out.append((f"{title} = {PLAIN[name]}", m, queries, keys if name != "output" else columns(m)))
+            out.append((f"{title} = {formula[name]}", m, queries, keys if name != "output" else columns(m)))
     if multi:
-        formula = "concat(heads) W_O" if "W_O" in p.inputs else "heads side by side"
-        out.append((f"output = {formula}", trace.final, queries, columns(trace.final)))
+        out.append((f"output = {formula['final']}", trace.final, queries, columns(trace.final)))
     return out
 
 
