@@ -30,8 +30,18 @@ def fail(message: str) -> None:
     sys.exit(EXIT_TROUBLE)
 
 
+class _ReaderGone(Exception):
+    """stdout's reader went away. Not an OSError: typer turns an EPIPE OSError into exit 1."""
+
+
 class AttnGroup(TyperGroup):
     """Turns every usage and input error into one `error: …` line and exit code 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _ReaderGone from None
 
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
@@ -48,10 +58,8 @@ class AttnGroup(TyperGroup):
             fail("aborted")
         except MemoryError:
             fail("out of memory; try --stages output, --output FILE.npz or a smaller problem")
-        except BrokenPipeError:
-            # The reader went away (`attn … | head`): not an error. Point stdout at /dev/null so
-            # that Python's final flush does not complain either.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (BrokenPipeError, _ReaderGone):
+            _discard_stdout()  # the reader went away (`attn … | head`): not an error
             sys.exit(0)
         except Exception as error:  # a bug: still one line, but say so and how to see more
             if os.environ.get("ATTN_DEBUG"):
@@ -96,4 +104,17 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure") and stream.encoding.lower().replace("-", "") != "utf8":
             stream.reconfigure(encoding="utf-8")
-    app()
+    try:
+        app()
+    finally:
+        # Output still buffered when the command ends is flushed here, not at interpreter exit,
+        # where a reader that went away (`attn compute p.json | true`) would turn into exit 1.
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _discard_stdout()
+
+
+def _discard_stdout() -> None:
+    """The reader went away: point stdout at /dev/null so that no later flush complains."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -46,7 +46,10 @@ def grade(given: np.ndarray, decimals: np.ndarray, target: np.ndarray, rule: Rul
     d = np.where(decimals < 0, max(UNKNOWN_DECIMALS, rule.decimals), decimals)
     unit = 10.0 ** -d
     noise = 1e-9 * unit + 1e-12 * np.abs(t)
-    rounded = np.round(t * 10.0 ** d) / 10.0 ** d
+    with np.errstate(over="ignore", invalid="ignore"):  # d goes up to values.MAX_DECIMALS
+        shifted = t * 10.0 ** d
+        # Where t · 10^d overflows, t has no digits left to round at d decimals.
+        rounded = np.where(np.isfinite(shifted), np.round(shifted) / 10.0 ** d, t)
     # ±1 in the last written place (whole numbers must round exactly); at a tie both ways.
     near = (np.abs(g - rounded) <= np.where(d > 0, unit, 0.0) + noise) | (np.abs(g - t) <= 0.5 * unit + noise)
     exact = np.abs(g - t) <= 1e-9 * np.maximum(1.0, np.abs(t))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from attncli.errors import AttnError, InputError, quote
 from attncli.limits import Cap, check_fits, text_cap
-from attncli.values import Written
+from attncli.values import Written, excerpt, json_int
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
 ONE_MATRIX_SUFFIXES = (".npy", ".csv", ".tsv")  # files that hold one matrix, never a whole problem
@@ -88,7 +88,7 @@ def _reject_constant(token: str):
 def _finite_float(token: str, kind=float) -> float:
     value = kind(token)
     if not math.isfinite(value):
-        raise ValueError(f"the number {token} overflows float64")
+        raise ValueError(f"the number {excerpt(token)} overflows float64")
     return value
 
 
@@ -100,7 +100,7 @@ def parse_json(text: str, source: str, keep_decimals: bool = False):
     """Strict RFC 8259 JSON: no NaN/Infinity tokens, no numbers that overflow float64.
     With `keep_decimals`, floats are `Written`: they remember how many decimals they had."""
     try:
-        return json.loads(text, parse_constant=_reject_constant,
+        return json.loads(text, parse_constant=_reject_constant, parse_int=json_int,
                           parse_float=_written_float if keep_decimals else _finite_float)
     except json.JSONDecodeError as error:
         raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}",
@@ -146,7 +146,7 @@ def _cell(text: str, row: int, column: int, source: str, kind: str):
     except ValueError:
         value = None
     if value is None or not math.isfinite(value):
-        raise InputError(f"row {row}, column {column}: {quote(cell)} is not a finite number", source)
+        raise InputError(f"row {row}, column {column}: {excerpt(cell, quoted=True)} is not a finite number", source)
     return int(value) if kind == "mask" and value in (0, 1) else value
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from attncli.grading import DECIMALS, UNKNOWN_DECIMALS, Rule, grade
 from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, plural,
                               present, rounding_text, roundings, span)
-from attncli.trace import Trace
+from attncli.trace import Trace, round_finite
 
 STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
 SYMBOLS = {"correct": "✓", "carried": "↪", "wrong": "✗", "imprecise": "~", "missing": "?"}  # in tables
@@ -207,7 +207,7 @@ def _final_followings(trace: Trace, answer: Answer, heads: list[StageMark] | Non
         for stages in roundings(steps):
             outputs = [chain(trace, h, None, None, "output", rounded=(stages, k)) for h in range(trace.problem.heads)]
             if "output" in stages:
-                outputs = [np.round(o, k) for o in outputs]
+                outputs = [round_finite(o, k) for o in outputs]
             yield project(trace, outputs), "correct", f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})"
 
 

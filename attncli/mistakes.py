@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.attention import mask_scores, softmax
-from attncli.trace import STAGES, Trace, head_slice
+from attncli.trace import STAGES, Trace, head_slice, round_finite
 
 # id: (the stage where it happens, what the learner did)
 MISTAKES = {
@@ -92,7 +92,7 @@ def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None,
         if current is None:
             return None
         if rounded and name in rounded[0] and name != stop:
-            current = np.round(current, rounded[1])
+            current = round_finite(current, rounded[1])
     return current
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.trace import MASK_WORDS, MASKED_ROWS, Problem
-from attncli.values import as_array, describe
+from attncli.values import HugeInt, as_array, describe, scalar
 
 QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
@@ -23,6 +23,7 @@ ALIASES = {"q": "Q", "k": "K", "v": "V"}
 OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "scores", "scaled", "masked", "weights",
                "output", "concat", "warnings")
 DTYPES = ("float64", "float32")
+MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
 
 
 def _rows(n: int, what: str = "row") -> str:
@@ -72,6 +73,9 @@ def _heads_count(value) -> int | None:
         if not value or not all(isinstance(h, dict) for h in value):
             raise InputError("heads is a list, but not of per-head objects; expected a whole number ≥ 1")
         return len(value)
+    if isinstance(value, HugeInt) or (isinstance(value, (int, float)) and value > MAX_HEADS):
+        raise InputError(f"heads is {describe(value)}; expected a whole number from 1 to {MAX_HEADS:,} "
+                         "(at most one head per column)")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value != int(value) or value < 1:
         raise InputError(f"heads is {describe(value)}; expected a whole number ≥ 1")
@@ -87,13 +91,24 @@ def _labels(value, field: str, length: int, axis: str) -> list[str] | None:
     if len(value) != length:
         raise InputError(f"{field} has {len(value)} labels but there {'is' if length == 1 else 'are'} "
                          f"{_rows(length, axis)}")
-    return [str(x) for x in value]
+    return [_unicode(str(x), f"{field}[{i}]") for i, x in enumerate(value)]
 
 
 def _text(value, field: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InputError(f"{field} is {describe(value)}; expected a string")
-    return value
+    return value if value is None else _unicode(value, field)
+
+
+def _unicode(text: str, field: str) -> str:
+    """Text that can be written as UTF-8. JSON's `\\ud800` escapes (and undecodable bytes in
+    command-line arguments) give lone surrogates, which no output could encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(f"{field} holds a lone surrogate \\u{ord(text[error.start]):04x} at character "
+                         f"{error.start + 1}; expected text that is valid Unicode") from None
+    return text
 
 
 def _choice(value, field: str, choices: tuple[str, ...], default: str) -> str:
@@ -221,15 +236,12 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         mask, rule = (None, None) if doc.get("mask") is None else _mask(
             doc["mask"], "mask", heads, lq, lk, invert_mask)
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
-        scale = doc.get("scale")
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                                  or not math.isfinite(scale)):
-            raise InputError(f"scale is {describe(scale)}; expected a finite number")
+        scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
             inputs=inputs, heads=heads, lq=lq, lk=lk, mask=mask, mask_rule=rule, bias=bias,
-            scale=None if scale is None else float(scale),
+            scale=scale,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),
             query_labels=query_labels, key_labels=key_labels,

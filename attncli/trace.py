@@ -90,10 +90,21 @@ class Trace:
         return html(lambda c: print_trace(self, c))
 
 
+EXACT_INTEGERS = 2.0**52  # from here on every float64 is a whole number: rounding changes nothing
+
+
+def round_finite(array: np.ndarray, decimals: int) -> np.ndarray:
+    """np.round that never turns a finite number into ∞: numpy rounds x·10^d, which overflows for
+    a huge x (1e306 with d = 3); values from 2^52 up have no decimals and are kept as they are."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = np.round(array, decimals)
+    return np.where(np.abs(array) < EXACT_INTEGERS, result, array)
+
+
 def plain(array: np.ndarray, decimals: int | None = None):
     """Nested lists for JSON: −∞ becomes None (strict JSON has no Infinity), optionally rounded."""
     if decimals is not None:
-        array = np.round(array, decimals)
+        array = round_finite(array, decimals)
     if np.isneginf(array).any():
         return np.where(np.isneginf(array), None, array).tolist()
     return array.tolist()

@@ -12,6 +12,33 @@ import numpy as np
 from attncli.errors import InputError, quote
 
 FLOAT_MAX = float(np.finfo(np.float64).max)  # a Python float: int comparisons stay exact
+FLOAT_DIGITS = 309  # FLOAT_MAX has 309 digits: an integer with more is always too large for float64
+MAX_DECIMALS = 308  # decimals a `Written` number remembers at most: 10^308 is the last finite power
+
+
+class HugeInt:
+    """A JSON integer with more digits than any float64 can hold, kept as its digit count only:
+    Python refuses int() of very long digit strings (sys.set_int_max_str_digits), and the number
+    is an error wherever it appears, with the field named by `_number` or `describe`."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+
+def json_int(token: str):
+    """json.loads' parse_int: an int, or a HugeInt for one with more than FLOAT_DIGITS digits."""
+    digits = len(token.lstrip("-"))
+    return HugeInt(digits) if digits > FLOAT_DIGITS else int(token)
+
+
+def excerpt(token: str, quoted: bool = False, limit: int = 40) -> str:
+    """A token for a message, shortened when long: `99999999999999999999…99999 (5000 characters)`
+    (with `quoted`, the token part is quoted and escaped)."""
+    short = token if len(token) <= limit else f"{token[:limit // 2]}…{token[-5:]}"
+    text = quote(short) if quoted else short
+    return text if len(token) <= limit else f"{text} ({len(token)} characters)"
 
 
 def describe(value) -> str:
@@ -20,6 +47,8 @@ def describe(value) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, HugeInt):
+        return f"a {value.digits}-digit number"
     if isinstance(value, int) and abs(value) >= 10**20:
         return f"a {len(str(abs(value)))}-digit number"
     if isinstance(value, (int, float)):
@@ -78,9 +107,10 @@ def _number(x, where: str, kind: str):
         raise InputError(f"{where} is {describe(x)}; expected true/false or 1/0")
     if kind == "bias" and (x is None or (isinstance(x, str) and x.strip().lower() in ("-inf", "-∞", "−∞"))):
         return -math.inf
+    if isinstance(x, HugeInt) or (type(x) is int and abs(x) > FLOAT_MAX):
+        digits = x.digits if isinstance(x, HugeInt) else len(str(abs(x)))
+        raise InputError(f"{where} is a {digits}-digit integer, too large for float64")
     if type(x) is int:
-        if abs(x) > FLOAT_MAX:
-            raise InputError(f"{where} is a {len(str(abs(x)))}-digit integer, too large for float64")
         return float(x)
     if isinstance(x, float):  # a float, or a `Written` float that remembers its decimals
         if math.isfinite(x):
@@ -114,12 +144,24 @@ def as_array(value, field: str, kind: str = "number", max_dims: int = 3) -> np.n
     if kind == "number" and _fast_numbers(value):
         try:
             array = np.array(value, dtype=np.float64)
-        except OverflowError:
-            array = None  # a huge int: fall through to the element-wise check that names it
+        except (OverflowError, ValueError):
+            # A huge int, or a list where a number belongs ([[1, 2], [[3], 4]]: _shape checks
+            # only the first row's leaves): the element-wise check below names the element.
+            array = None
         if array is not None and np.isfinite(array).all():
             return array
     flat = [_number(x, where, kind) for where, x in _leaves(value, field, len(shape))]
     return np.array(flat, dtype=dtype).reshape(shape)
+
+
+def scalar(value, field: str) -> float:
+    """A setting such as `scale`: a finite number (a JSON integer of any length is measured,
+    never converted, so a 401-digit one is an error rather than an OverflowError)."""
+    if isinstance(value, HugeInt) or (type(value) is int and abs(value) > FLOAT_MAX):
+        return _number(value, field, "number")  # raises: "scale is a 401-digit integer, …"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{field} is {describe(value)}; expected a finite number")
+    return float(value)
 
 
 def _checked_ndarray(array: np.ndarray, field: str, kind: str, max_dims: int) -> np.ndarray:
@@ -138,15 +180,21 @@ def _checked_ndarray(array: np.ndarray, field: str, kind: str, max_dims: int) ->
                          "expected a boolean mask")
     if array.dtype.kind not in "iuf":
         raise InputError(f"{field} has dtype {array.dtype}; expected real numbers")
-    array = array.astype(np.float64)
-    bad = ~np.isfinite(array)
+    # Read like JSON numbers: each value rounded to the nearest float64 (longdouble included);
+    # one that overflows float64 is an error naming it, never a RuntimeWarning beside it.
+    with np.errstate(over="ignore"):
+        converted = array.astype(np.float64)
+    bad = ~np.isfinite(converted)
     if kind == "bias":
-        bad &= array != -np.inf
+        bad &= converted != -np.inf
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
         where = field + "".join(f"[{i}]" for i in index)
-        raise InputError(f"{where} is {array[index]}; expected a finite number")
-    return array
+        if np.isfinite(array[index]):
+            raise InputError(f"{where} is {str(array[index])}, "
+                             f"too large for float64 (the file's dtype is {array.dtype})")
+        raise InputError(f"{where} is {converted[index]}; expected a finite number")
+    return converted
 
 
 class Written(float):
@@ -159,7 +207,12 @@ class Written(float):
     def parse(cls, token: str) -> "Written":
         value = cls(token)
         mantissa, _, exponent = token.strip().lower().partition("e")
-        value.decimals = max(0, len(mantissa.partition(".")[2]) - int(exponent or 0))
+        places = len(mantissa.partition(".")[2])
+        # An exponent's digits are counted before int() reads them: "0e-99999999999999999999"
+        # is a valid zero whose decimals are capped, not an overflow (or a refused long int).
+        shift = int(exponent or 0) if len(exponent.lstrip("+-")) <= 6 else (
+            -10**6 if exponent.startswith("-") else 10**6)
+        value.decimals = min(MAX_DECIMALS, max(0, places - shift))
         return value
 
     def __repr__(self) -> str:

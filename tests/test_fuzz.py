@@ -15,7 +15,7 @@ import string
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -120,6 +120,14 @@ def compute_property(doc, options):
 
 @SHORT
 @given(problems(), OPTIONS)
+# Found by exploration: numpy's round scaled 1e308 by 10^3 to infinity (strict JSON refused it).
+@example({"Q": [[0] * 12, [0] * 10 + [1e154, 0]], "K": [[0] * 10 + [1e154, 0]], "V": [[0, 0, 0]], "heads": 3},
+         [["--round", "3"]])
+@example({"Q": [[1, 2], [[3], 4]], "K": [[1, 2]], "V": [[1]]}, [])  # a list where a number belongs
+@example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "title": "\ud800"}, [["--format", "table"]])  # lone surrogate
+@example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "scale": 10**400, "heads": 10**400}, [])
+@example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]]}, [["--format", "csv", "--stages", "masked"]])
+@example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]]}, [["--explain"], ["--row", "²"]])
 def test_compute_on_structured_problems(doc, options):
     compute_property(doc, options)
 
@@ -239,6 +247,9 @@ def garbage_property(data):
 
 @SHORT
 @given(damaged)
+@example(b'{"Q": [1' + b"9" * 5000 + b"]}")  # longer than Python's int() reads
+@example(b'{"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "heads": ' + b"9" * 5000 + b"}")
+@example(b'{"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "description": "\\udfff"}')
 def test_compute_on_damaged_input(data):
     garbage_property(data)
 
@@ -269,6 +280,29 @@ def test_wrong_types_at_every_key(key, value):
 @given(st.sampled_from(INPUT_KEYS + ("heads", "q", "output", "weights")), json_values)
 def test_wrong_types_at_every_key_long(key, value):
     test_wrong_types_at_every_key.hypothesis.inner_test(key, value)
+
+
+# Extreme scalars at every key: integers past float64 (and past Python's 4300-digit int() limit),
+# floats at the edges, lone surrogates in text, written as JSON text so that nothing is lost.
+extreme_scalars = st.one_of(
+    st.integers(300, 6000).map(lambda n: "9" * n), st.integers(300, 6000).map(lambda n: "-1" + "0" * n),
+    st.sampled_from(["1e308", "-1.7976931348623157e308", "5e-324", "0e-99999999999999999999", "1e-400",
+                     "123456789012345678901234567890.5", "true", "null", '"-inf"']),
+    st.text(st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010), max_size=3).map(
+        lambda t: json.dumps(t)))
+
+
+@SHORT
+@given(st.sampled_from(INPUT_KEYS + ("heads", "q", "weights")), extreme_scalars,
+       st.sampled_from(["{}", "[{}]", "[[{}, 1]]", "[[1, {}], [2, 3]]"]),
+       st.sampled_from([["--format", "json"], ["--format", "table"], ["--round", "2"]]))
+def test_extreme_scalars_at_every_key(key, scalar, shape, options):
+    text = '{"Q": [[0, 4]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]], "%s": %s}' % (
+        key, shape.format(scalar))
+    args = ["compute", "-"] + options + (["--format", "json"] if options[0] == "--round" else [])
+    result = invoke(args, input=text)
+    assert_clean(result, json_out=options[-1] == "json" or options[0] == "--round")
+    assert "set_int_max_str_digits" not in result.stderr
 
 
 # Loaders on their own: a value, or an InputError; nothing else.

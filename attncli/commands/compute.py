@@ -166,6 +166,9 @@ def compute(
         error.message += f"; give it as a matrix option: --q {file}"
         raise
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
+    if format == Format.csv and shown[0] == "masked" and problem.mask is None and problem.bias is None:
+        raise InputError("this problem has no mask or bias, so it has no masked stage; the weights "
+                         "are softmax(scaled): use --stages scaled", "--stages")
     view = format
     if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
         view = format if suffix in SUFFIX_FORMATS else Format.json
@@ -294,7 +297,8 @@ def _rows(chosen: list[str] | None, query_labels: list[str] | None, lq: int) -> 
     for value in chosen:
         if query_labels and value in query_labels:
             rows.append(query_labels.index(value))
-        elif value.lstrip("-").isdigit() and 0 <= int(value) < lq:
+        elif value.isascii() and value.isdigit() and len(value) < 19 and int(value) < lq:
+            # ASCII only: str.isdigit accepts "²" and "٣", which int() refuses or reads as 3.
             rows.append(int(value))
         else:
             names = ", ".join(query_labels) if query_labels else f"0 to {lq - 1}"

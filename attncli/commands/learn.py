@@ -1,5 +1,6 @@
 """`attn exercise`, `attn example` and `attn posenc`: problems to practise on and reference tables."""
 
+import math
 import sys
 from enum import Enum
 from pathlib import Path
@@ -178,6 +179,8 @@ def posenc(
 
     attn posenc --positions 4 --dim 6
     """
+    if not math.isfinite(base):  # typer reads 1e309 as inf, and nan passes min=1.0
+        raise InputError(f"base is {base}; expected a finite number ≥ 1", "--base")
     if dim % 2:
         raise InputError(f"dim is {dim}; the encoding pairs sin and cos columns, so D must be even", "--dim")
     if positions * dim > 10_000_000:

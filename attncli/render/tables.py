@@ -19,6 +19,7 @@ from attncli.render.text import exact_scale, header_lines, labels, number, rich_
 from attncli.trace import STAGES, Trace
 
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
+MIN_WIDTH = 40  # a terminal narrower than this (COLUMNS=0 to 5, say) is laid out at this width
 TITLES = {
     "scores": "scores = Q Kᵀ",
     "scaled": "scaled = scores · {scale}",  # e.g. "0.7071 (1/√2)"
@@ -146,21 +147,72 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
 
 
 class _Console(Console):
+    """stdout, never cutting what it prints. Through a pipe (`grow`) it widens itself to every
+    table and text: rich cuts a table (and wraps a text) at the console's width, and a pipe has
+    no width. On a terminal, a table that cannot fit even with its columns at their narrowest
+    (rich would squeeze its cells to nothing) is printed at its natural width, and the terminal
+    wraps its lines."""
+
+    def __init__(self, *args, grow: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.grow = grow
+
+    def print(self, *objects, **kwargs) -> None:
+        from rich.measure import Measurement
+
+        wide = 0
+        for item in (o for o in objects if isinstance(o, (Table, Text) if self.grow else Table)):
+            # Measured with room to spare, so the measure is the item's natural width.
+            measure = Measurement.get(self, self.options.update(max_width=2**62), item)
+            if self.grow:
+                self.width = max(self.width, measure.maximum)
+            elif self._narrowest(item) > self.width:
+                wide = max(wide, measure.maximum)
+        if not wide:
+            return super().print(*objects, **kwargs)
+        width, self.width = self.width, wide
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = width
+
+    def _narrowest(self, table: Table) -> int:
+        """About the narrowest `table` can be without cutting a cell: wrapping columns at their
+        longest word, no_wrap columns whole (rich would end those in `…`)."""
+        from rich.measure import Measurement
+
+        options = self.options.update(max_width=2**62)
+        width = (len(table.columns) + 1) if table.box else 0  # the vertical borders
+        for column in table.columns:
+            cells = [Measurement.get(self, options, c) for c in (column.header, *column.cells)]
+            width += max(m.maximum if column.no_wrap else m.minimum for m in cells)
+            width += table.padding[1] + table.padding[3]
+        return width
+
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError  # the CLI edge treats a closed pipe as a normal end, exit 0
 
 
+def terminal_width() -> int:
+    """The terminal's columns, never fewer than MIN_WIDTH: with COLUMNS=0 rich prints nothing
+    at all, and a handful of columns cannot hold a table's label and one number."""
+    return max(MIN_WIDTH, shutil.get_terminal_size().columns)
+
+
 def make_console() -> Console:
-    """stdout as a rich console: the terminal's width, or unlimited through a pipe. NO_COLOR
-    (set and not empty) drops every style, bold and dim included (rich alone keeps those)."""
+    """stdout as a rich console: the terminal's width (at least MIN_WIDTH), or as wide as each
+    table through a pipe. NO_COLOR (set and not empty) drops every style, bold and dim included
+    (rich alone keeps those)."""
     plain = os.environ.get("NO_COLOR", "") != ""
-    width = None if sys.stdout.isatty() else UNLIMITED
-    return _Console(highlight=False, width=width, color_system=None if plain else "auto")
+    if sys.stdout.isatty():
+        return _Console(highlight=False, width=terminal_width(), color_system=None if plain else "auto")
+    return _Console(highlight=False, width=UNLIMITED, grow=True, color_system=None if plain else "auto")
 
 
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
                  heads: list[int] | None = None, full: bool = False) -> None:
     """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
     the console is made as wide as the widest table, so that no number is ever cut."""
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    render(trace, make_console(), stages, precision, width, explanation, heads, full)
+    console = make_console()
+    render(trace, console, stages, precision, console.width if sys.stdout.isatty() else None,
+           explanation, heads, full)
