@@ -50,8 +50,10 @@ def check(
 
     A cell is correct when it equals the exact value rounded to the decimals the learner wrote
     (±1 in the last place; whole numbers must round exactly), or is within --tol.
+
     A stage that is wrong but right when recomputed from the learner's own earlier stage is
     carried (error carried forward) and counts as correct.
+
     Exit codes: 0 every given cell correct, 1 some wrong, 2 trouble.
     """
     from attncli.attention import attend
