@@ -232,8 +232,8 @@ def _scale(text: str | None) -> float | None:
         return value ** 0.5 if root else value
 
     try:
-        top, _, bottom = text.partition("/")
-        value = number(top) / number(bottom) if bottom else number(top)
+        top, slash, bottom = text.partition("/")
+        value = number(top) / number(bottom) if slash else number(top)
     except (ValueError, ZeroDivisionError, OverflowError):
         raise InputError(f"{quote(text)} is not a scale; expected a number (0.7071), a fraction (1/1.4142) "
                          "or a square root (1/sqrt(2), 1/√2)", "--scale") from None
