@@ -86,7 +86,7 @@ class AttnGroup(_PlainFlags, TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-app = typer.Typer(cls=AttnGroup, no_args_is_help=True, add_completion=False,
+app = typer.Typer(cls=AttnGroup, no_args_is_help=True,
                   pretty_exceptions_enable=False,
                   help="attn: scaled dot-product attention, softmax(Q Kᵀ · scale + bias) V, step by step.\n\n"
                        "Exit codes as diff: 0 ok, 1 answers differ (check), 2 trouble (bad input or usage).")
