@@ -122,3 +122,15 @@ def test_invert_mask_from_a_file_problem_without_mask(run):
 def test_invert_mask_with_a_matrix_still_inverts(run):
     doc = run.json("compute", "--q", "1", "--k", "1;2", "--v", "1;2", "--mask", "true,false", "--invert-mask")
     assert doc["heads"][0]["weights"] == [[0.0, 1.0]]
+
+
+def test_shell_completion_is_offered_and_completes():
+    from typer.testing import CliRunner
+
+    from attncli.cli import app
+
+    runner = CliRunner()
+    assert "--install-completion" in runner.invoke(app, ["--help"], env=WIDTH).stdout
+    env = {"_ATTN_COMPLETE": "complete_bash", "COMP_WORDS": "attn compute --form", "COMP_CWORD": "2"}
+    result = runner.invoke(app, [], env=env, prog_name="attn")
+    assert result.exit_code == 0 and result.stdout.split() == ["--format"]

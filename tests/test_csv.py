@@ -2,6 +2,8 @@
 unterminated quotes and empty entries are errors that say so."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attncli.errors import InputError
 from attncli.text_input import parse_csv, parse_inline
@@ -150,3 +152,23 @@ def test_inline_mask_and_bias_words(run):
     assert doc["heads"][0]["weights"] == [[1.0, 0.0]]
     doc = run.json("compute", "--q", "1,0", *KV, "--bias", "0 -inf")
     assert doc["heads"][0]["weights"] == [[1.0, 0.0]]
+
+
+# Whatever numbers a spreadsheet or pandas writes, with or without a header and labels, read back
+# exactly: nothing is taken for a header, nothing is dropped.
+numbers = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False, width=64))
+
+
+@given(st.lists(st.lists(numbers, min_size=1, max_size=4), min_size=1, max_size=4).filter(
+    lambda rows: len({len(r) for r in rows}) == 1),
+    st.sampled_from(["none", "names", "pandas", "pandas-index"]), st.booleans())
+def test_written_matrices_read_back_exactly(rows, header, labelled):
+    width = len(rows[0])
+    labels = [f"q{i}" for i in range(len(rows))] if header != "pandas-index" else [str(i) for i in range(len(rows))]
+    labelled = labelled or header.startswith("pandas")
+    lines = {"none": [], "names": [",".join(f"d{j}" for j in range(width))],
+             "pandas": ["," + ",".join(str(j) for j in range(width))]}
+    lines = lines.get(header, lines["pandas"])
+    lines += [(f"{label}," if labelled else "") + ",".join(repr(x) for x in row) for label, row in zip(labels, rows)]
+    matrix, read_labels = csv("\n".join(lines) + "\n")
+    assert matrix == rows and read_labels == (labels if labelled else None)
