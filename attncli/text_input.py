@@ -24,7 +24,7 @@ from attncli.values import Written
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _NON_FINITE = re.compile(r"[+-]?(inf|infinity|nan)", re.IGNORECASE)  # numbers, refused later
 _COMMA_DECIMAL = re.compile(r"[+-]?\d+,\d+")
-WORDS = {"mask": ("true", "false"), "bias": ("-inf", "-∞", "−∞")}
+WORDS = {"mask": ("true", "false"), "bias": ("-inf", "-∞", "−∞", "−inf")}
 EXPECTED = {"number": "a number", "mask": "true/false or 1/0", "bias": "a number or -inf"}
 
 
@@ -145,14 +145,15 @@ def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[
 
 
 def parse_inline(text: str, source: str, kind: str = "number"):
-    """JSON (`"[[1,0],[0,1]]"`), or `"1,0; 0,1; .5,.5"`: rows split by `;` or newlines (leading and trailing ones ignored; an
-    empty row between two is an error), entries by commas, or by spaces in a row without commas.
-    An empty entry (`0,,4`, `1,2,`) is an error. One row gives a 1-D list."""
+    """JSON (`"[[1,0],[0,1]]"`), or `"1,0; 0,1; .5,.5"`: rows split by `;`, newlines or both
+    (leading and trailing ones ignored; an empty row between two is an error), entries by commas,
+    or by spaces in a row without commas. An empty entry (`0,,4`, `1,2,`) is an error. One row
+    gives a 1-D list."""
     if text.lstrip().startswith(("[", "{")):
         from attncli.loading import parse_json
 
         return parse_json(text, source, keep_decimals=True)
-    text = text.replace("\n", ";").strip(" \t\r;")
+    text = re.sub(r";[ \t\r]*\n", ";", text).replace("\n", ";").strip(" \t\r;")  # `;` ending a line
     if not text:
         raise InputError("empty matrix; expected rows like \"1,0; 0,1\"", source)
     matrix = []

@@ -33,6 +33,8 @@ READS = [
     ("-inf,0\n0,−∞\n", "bias", [[None, 0], [0, None]], None),
     ("\n0,4\n\n1,1\n\n", "number", [[0, 4], [1, 1]], None),           # blank lines are skipped
     ("0\t4\n1\t1\n", "number", [[0, 4], [1, 1]], None),               # tabs without commas
+    ("d0,d1\r\n0,4\r\n1,1\r\n", "number", [[0, 4], [1, 1]], None),    # CRLF
+    ("0,−inf\n", "bias", [[0, None]], None),
     ('"0","4"\n', "number", [[0, 4]], None),                          # quoted numbers
 ]
 
@@ -119,6 +121,7 @@ def test_a_bias_csv_with_a_header_and_minus_infinity(run, tmp_path):
     ("1,0; 0,1", [[1, 0], [0, 1]]),
     ("1, 0 ;0 ,1;", [[1, 0], [0, 1]]),       # spaces around commas; a trailing `;` is allowed
     ("; 1 0\n0 1\n", [[1, 0], [0, 1]]),      # leading and trailing separators are ignored
+    ("1,0;\n0,1;\n", [[1, 0], [0, 1]]),     # a `;` ending a line is one separator
     (".5,-.5,1e-3", [0.5, -0.5, 0.001]),
     ("[[1, 0], [0, 1]]", [[1, 0], [0, 1]]),
 ])
