@@ -57,7 +57,8 @@ def compute(
         help="Additive bias (Lq × Lk), added after scaling; -inf or null = blocked.",
         rich_help_panel="Masking")] = None,
     invert_mask: Annotated[bool, typer.Option(
-        "--invert-mask", help="Read mask true as BLOCKED (nn.MultiheadAttention's convention).",
+        "--invert-mask", help="Read a true/false mask matrix with true as BLOCKED (nn.MultiheadAttention's "
+                              "convention).",
         rich_help_panel="Masking")] = False,
     masked_rows: Annotated[Optional[MaskedRows], typer.Option(
         help="A query whose every key is masked: zero (weights and output 0, as PyTorch SDPA; default), "
@@ -67,7 +68,7 @@ def compute(
         help="Split the feature axis of 2-D Q/K/V into this many contiguous heads.")] = None,
     scale: Annotated[Optional[str], typer.Option(
         help="Scale for Q Kᵀ (default 1/√d_k): a number, a fraction (1/1.4142) or a root (1/sqrt(2)).",
-        show_default=False)] = None,
+        metavar="<number>", show_default=False)] = None,
     query_labels: Annotated[Optional[str], typer.Option(help="Row labels, comma-separated: it,they")] = None,
     key_labels: Annotated[Optional[str], typer.Option(help="Key labels, comma-separated.")] = None,
     dtype: Annotated[Optional[DType], typer.Option(help="Arithmetic: float64 (default) or float32.",
