@@ -107,7 +107,7 @@ def compute(
 ) -> None:
     """Compute softmax(Q Kᵀ · scale + bias) V and show every stage, per head.
 
-    attn compute samples/scooter.json
+    attn example scooter | attn compute
 
     attn compute --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1"
 
