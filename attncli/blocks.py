@@ -2,9 +2,14 @@
 peak memory is O(block × Lk) per head instead of O(Lq × Lk), and blocks can run on several
 threads (numpy releases the GIL in matrix products and ufuncs).
 
-Each block goes through the arithmetic of `attention.attend`, in place: scores = (Q · scale) Kᵀ,
-+ bias, −∞ where masked, e^(x − shift), weights V, then ÷ the row sums. The results agree with
-`attend` to rounding (the tests hold them to 1e-12 in float64).
+Each block goes through the arithmetic of `attention.attend`, in place and in the same order:
+scores = Q Kᵀ, · scale, + bias, −∞ where masked, e^(x − row max), then weights V. So it accepts
+and refuses the same inputs, with the same overflow rules (scores, scaled, scaled + bias and
+output overflow the dtype; e^x never does, and nothing underflows that the full trace keeps).
+One difference in order: the row sums divide weights·V rather than the weights (the sums come
+from a column of ones beside V, in the same product), unless weights·V overflows before the
+division; the results agree with `attend` to rounding (the tests hold them to 1e-12 of
+Σ weights·|V| in float64, over scaled scores of ±700 and values from 1e-300 to 1e300).
 """
 
 from __future__ import annotations
@@ -14,25 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from attncli.attention import HQK, check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
-from attncli.errors import NumericError
 from attncli.trace import Problem, Trace
 
 BLOCK_BYTES = 16 << 20  # one block's scores: large enough for BLAS, small enough for the cache
-SAFE_EXP = {np.dtype(np.float64): 600.0, np.dtype(np.float32): 40.0}  # |x| below which Σ e^x cannot overflow
 
 
 def block_rows(heads: int, lk: int, itemsize: int, budget: int = BLOCK_BYTES) -> int:
     return max(1, budget // (heads * lk * itemsize))
-
-
-def _blocked(problem: Problem, rows: slice, gone: np.ndarray) -> bool:
-    """Are the rows whose weights all vanished really blocked by the mask or a −∞ bias?"""
-    blocked = np.zeros(gone.shape[:2] + (problem.lk,), bool)
-    if problem.mask is not None:
-        blocked |= ~problem.mask[:, rows]
-    if problem.bias is not None:
-        blocked |= np.isneginf(problem.bias[:, rows])
-    return bool(blocked.all(axis=-1)[gone[..., 0]].all())
 
 
 def attend_output(problem: Problem, block: int | None = None, workers: int = 1, progress=None) -> Trace:
@@ -43,11 +36,12 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
         heads, lq, d_k = Q.shape
         scale = scale_of(problem, d_k)
-        Qs = Q * Q.dtype.type(scale)  # (H, Lq, d_k): scaling Q is scaling every score
         Kt = np.ascontiguousarray(K.transpose(0, 2, 1))  # (H, d_k, Lk)
-        # |q·k| ≤ |q| |k|: when that bound is small, e^x needs no max subtracted (softmax is shift-free).
-        k_norm = np.sqrt((K.astype(np.float64) ** 2).sum(axis=-1)).max(axis=-1)[:, None]  # (H, 1)
-        q_bound = np.sqrt((Qs.astype(np.float64) ** 2).sum(axis=-1)) * k_norm  # (H, Lq)
+        # |Σ q_a k_a| ≤ ‖q‖ ‖k‖ bounds every partial sum of a score (Cauchy–Schwarz): queries whose
+        # bound, times max(1, |scale|), is far below the largest float cannot overflow; skip that check.
+        k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)
+        bound = np.sqrt(np.square(Q, dtype=np.float64).sum(axis=-1)) * k_norm[:, None]  # (H, Lq)
+        safe = (bound * max(1.0, abs(scale)) < np.finfo(Q.dtype).max / 4).all(axis=0)  # (Lq,)
         V1 = np.concatenate([V, np.ones(V.shape[:2] + (1,), V.dtype)], axis=-1)  # (H, Lk, d_v + 1)
         output = np.empty((heads, lq, V.shape[2]), Q.dtype)  # (H, Lq, d_v)
         dead = np.zeros((heads, lq), bool)
@@ -59,31 +53,37 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
 
         def one_block(start: int) -> int:
             rows = slice(start, min(start + step, lq))
-            x = Qs[:, rows] @ Kt  # (H, b, Lk) scaled scores; overflow shows up in the sums below
+            x = Q[:, rows] @ Kt  # (H, b, Lk) scores
+            if scale != 1:
+                x *= Q.dtype.type(scale)  # scaled
+            if not safe[rows].all() and not np.isfinite(x.sum()):  # one pass finds inf or NaN of either stage
+                _overflow(Q[:, rows] @ Kt, x, start)
             if problem.bias is not None:
-                bias = problem.bias[:, rows]
-                x += bias
-                check_finite(x, "scaled + bias", HQK, allow_neg_inf=np.isneginf(bias), offset=(0, start, 0))
+                x += problem.bias[:, rows].astype(x.dtype)
             if problem.mask is not None:
                 np.putmask(x, ~np.broadcast_to(problem.mask[:, rows], x.shape), -np.inf)
-            if problem.bias is not None or q_bound[:, rows].max() > SAFE_EXP[x.dtype]:
-                shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
-                shift[shift == -np.inf] = 0.0  # rows with every key masked stay all −∞
-                x -= shift
+            if problem.bias is not None:  # −∞ may come from the bias or the mask, never from overflow
+                blocked = np.isneginf(problem.bias[:, rows])
+                if problem.mask is not None:
+                    blocked = blocked | ~problem.mask[:, rows]
+                check_finite(x, "scaled + bias", HQK, allow_neg_inf=blocked, offset=(0, start, 0))
+            shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
+            gone = shift == -np.inf  # every key masked
+            shift[gone] = 0.0  # those rows stay all −∞
+            x -= shift  # ≤ 0: e^x ≤ 1 never overflows, and the largest is 1, so no row sum underflows
             np.exp(x, out=x)  # unnormalised weights
             both = x @ V1  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
             out, sums = both[..., :-1], both[..., -1:]
-            gone = sums == 0  # every key masked (otherwise some e^x ≥ e^−SAFE_EXP > 0)
-            if not np.isfinite(sums).all() or (gone.any() and not _blocked(problem, rows, gone)):
-                bad = np.argwhere(~np.isfinite(sums[..., 0]) | gone[..., 0])[0]
-                raise NumericError(f"scaled = scores · scale overflows {x.dtype} at head {bad[0]}, "
-                                   f"query {start + bad[1]}; scale the inputs down")
+            sums[gone] = 1.0  # 0 / 1: their output is 0
+            out /= sums
+            lost = ~np.isfinite(out).all(axis=-1)  # (H, b): Σ e^x V overflowed before ÷ Σ e^x
+            for h in np.flatnonzero(lost.any(axis=-1)):  # normalise first, as the full trace does
+                out[h, lost[h]] = (x[h, lost[h]] / sums[h, lost[h]]) @ V[h]  # (rows, d_v)
             if gone.any():
                 dead[:, rows] = gone[..., 0]
-                sums[gone] = 1.0  # 0 / 1: their output is 0
-            out /= sums
-            if gone.any() and problem.masked_rows == "uniform":
-                out = np.where(gone, V.mean(axis=1, keepdims=True), out)  # equal weights: the mean of V
+                if problem.masked_rows == "uniform":  # equal weights 1/Lk, multiplied as the full trace does
+                    uniform = np.full((heads, 1, K.shape[1]), 1.0 / K.shape[1], x.dtype) @ V  # (H, 1, d_v)
+                    out = np.where(gone, uniform, out)
             output[:, rows] = out
             return rows.stop
 
@@ -91,10 +91,15 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             for stop in pool.map(run, range(0, lq, step)):
                 if progress:
                     progress(stop)
+        warnings = masked_rows_warnings(problem, dead)  # before the output check, as in `attend`
         check_finite(output, "output = weights V", ("head", "query", "column"))
-        warnings = masked_rows_warnings(problem, dead)
         concat, final = project_output(problem, output)  # (Lq, H·d_v), (Lq, d_out)
     return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=None, scaled=None, masked=None,
                  weights=None, output=output, concat=concat, final=final,
                  masked_rows=tuple((int(h), int(i)) for h, i in np.argwhere(dead)), warnings=tuple(warnings))
 
+
+def _overflow(scores: np.ndarray, scaled: np.ndarray, start: int) -> None:
+    """Name the stage that overflowed, as `attend` does: Q Kᵀ first, then · scale."""
+    check_finite(scores, "scores = Q Kᵀ", HQK, offset=(0, start, 0))
+    check_finite(scaled, "scaled = scores · scale", HQK, offset=(0, start, 0))

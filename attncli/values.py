@@ -76,7 +76,7 @@ def _number(x, where: str, kind: str):
         if isinstance(x, (bool, int, float)) and x in (0, 1):  # floats include `Written` ones
             return bool(x)
         raise InputError(f"{where} is {describe(x)}; expected true/false or 1/0")
-    if kind == "bias" and (x is None or (isinstance(x, str) and x.strip().lower() in ("-inf", "-∞"))):
+    if kind == "bias" and (x is None or (isinstance(x, str) and x.strip().lower() in ("-inf", "-∞", "−∞"))):
         return -math.inf
     if type(x) is int:
         if abs(x) > FLOAT_MAX:

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from attncli.attention import attend
 from attncli.blocks import attend_output
-from attncli.errors import NumericError
+from attncli.errors import AttnError, NumericError
 from attncli.problem import build_problem
 
 
@@ -98,5 +98,109 @@ def test_threaded_blocks_print_nothing_but_the_error(tmp_path):
                            "1e200,1e200;1,1", "--v", "1;2", "--stages", "output"],
                           capture_output=True, text=True, env=env)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.splitlines() == [
-        "error: scaled = scores · scale overflows float64 at head 0, query 0; scale the inputs down"]
+    assert done.stderr.splitlines() == [  # the full trace's message, word for word
+        "error: scores = Q Kᵀ overflows float64 at head 0, query 0, key 0 (its largest finite value "
+        "is 1.8e+308); scale the inputs down"]
+
+
+# --- The blocked path equals the full trace on every finite input ---------------------------------
+# Both subtract the row max before e^x, so neither overflows nor underflows where the other does
+# not; both refuse exactly when Q Kᵀ, · scale, + bias or weights V overflow the dtype.
+
+def test_tiny_values_far_below_the_max_score_do_not_underflow(run):
+    """e^(−576) · 1e-75 underflows to 0; with the max subtracted it is 1 · 1e-75."""
+    args = ("compute", "--q=-24", "--k", "24;24", "--v", "1e-75;3e-75", "--scale", "1")
+    blocked, full = run.json(*args, "--stages", "output"), run.json(*args)
+    assert blocked["output"] == full["output"] == [[2e-75]]
+
+
+def test_huge_values_beside_a_large_score_do_not_overflow(run):
+    """e^576 · 1e60 overflows; the full trace's weights are (1, e^−576), so its output is 1e60."""
+    args = ("compute", "--q", "24", "--k", "24;0", "--v", "1e60;0", "--scale", "1")
+    blocked, full = run.json(*args, "--stages", "output"), run.json(*args)
+    assert blocked["output"] == full["output"] == [[1e60]]
+
+
+def test_weights_times_values_overflow_only_where_the_full_trace_does():
+    """Σ e^x v overflows before the division by Σ e^x (2e308 / 2); the full trace divides first."""
+    problem = build_problem({"Q": [[1.0]], "K": [[1.0], [1.0]], "V": [[1e308], [1e308]]})
+    assert attend_output(problem).final.tolist() == attend(problem).final.tolist() == [[1e308]]
+    uniform = build_problem({"Q": [[1.0]], "K": [[1.0], [1.0]], "V": [[1e308], [1e308]], "mask": [[False, False]],
+                             "masked_rows": "uniform"})  # the mean of V, without Σ V overflowing
+    assert attend_output(uniform).final.tolist() == attend(uniform).final.tolist() == [[1e308]]
+
+
+def test_overflow_at_a_masked_key_is_refused_as_the_full_trace_does():
+    """Q Kᵀ overflowing is an error even where the mask hides it; scaled + bias only where not masked."""
+    hidden = build_problem({"Q": [[1e200]], "K": [[1e200], [1.0]], "V": [[1.0], [2.0]], "mask": [[False, True]]})
+    for compute in (attend, attend_output):
+        with pytest.raises(NumericError, match=r"^scores = Q Kᵀ overflows float64 at head 0, query 0, key 0"):
+            compute(hidden)
+    bias = {"Q": [[1e154]], "K": [[1e154], [1.0]], "V": [[1.0], [2.0]], "scale": 1.0, "bias": [[1e308, 0.0]]}
+    shown, masked = build_problem(bias), build_problem(bias | {"mask": [[False, True]]})
+    for compute in (attend, attend_output):
+        with pytest.raises(NumericError, match=r"^scaled \+ bias overflows float64 at head 0, query 0, key 0"):
+            compute(shown)
+        assert compute(masked).final.tolist() == [[2.0]]
+
+
+def _magnitude(low, high):
+    """±10^e with e uniform in [low, high], or 0."""
+    exponents = st.floats(low, high, allow_nan=False)
+    return st.one_of(st.just(0.0), st.tuples(st.sampled_from([-1.0, 1.0]), exponents).map(lambda t: t[0] * 10 ** t[1]))
+
+
+@st.composite
+def extreme_problems(draw):
+    """Scaled scores anywhere in [−700, 700] built from Q and K of extreme magnitudes (K = diag(k),
+    Q = scores / (k · scale)), values from 1e-300 to 1e300, masks with fully masked rows, biases
+    with −∞; or raw Q and K up to 1e200, which mostly overflow (both paths must refuse)."""
+    lq, lk = draw(st.integers(1, 5)), draw(st.integers(1, 4))
+    if draw(st.booleans()):
+        scale = 10 ** draw(st.floats(-100, 100))
+        k = [draw(_magnitude(-150, 150).filter(bool)) for _ in range(lk)]
+        scaled = np.array(draw(st.lists(st.lists(st.floats(-700, 700), min_size=lk, max_size=lk),
+                                        min_size=lq, max_size=lq)))
+        with np.errstate(over="ignore", under="ignore"):
+            Q = scaled / (np.array(k) * scale)
+        if not np.isfinite(Q).all():
+            Q = np.clip(np.nan_to_num(Q), -1e300, 1e300)
+        doc = {"Q": Q, "K": np.diag(k), "scale": scale}
+    else:
+        doc = {"Q": [[draw(_magnitude(-200, 200)) for _ in range(2)] for _ in range(lq)],
+               "K": [[draw(_magnitude(-200, 200)) for _ in range(2)] for _ in range(lk)]}
+        if draw(st.booleans()):
+            doc["scale"] = 10 ** draw(st.floats(-300, 300))
+    doc["V"] = [[draw(_magnitude(-300, 300)) for _ in range(2)] for _ in range(lk)]
+    if draw(st.booleans()):
+        mask = np.array(draw(st.lists(st.booleans(), min_size=lq * lk, max_size=lq * lk))).reshape(lq, lk)
+        mask[draw(st.integers(0, lq - 1))] = draw(st.booleans())  # sometimes a row with every key masked
+        doc["mask"] = mask
+    if draw(st.booleans()):
+        doc["bias"] = [[draw(st.one_of(st.floats(-700, 700), st.just(-np.inf), _magnitude(250, 308)))
+                        for _ in range(lk)] for _ in range(lq)]
+    doc["masked_rows"] = draw(st.sampled_from(["zero", "uniform"]))
+    return build_problem(doc), draw(st.integers(1, lq))
+
+
+def _outcome(compute, problem, **options):
+    try:
+        return compute(problem, **options)
+    except AttnError as error:
+        return type(error)
+
+
+@settings(max_examples=300, deadline=None)
+@given(extreme_problems())
+def test_blocked_equals_full_on_extreme_magnitudes(case):
+    problem, block = case
+    full, blocked = _outcome(attend, problem), _outcome(attend_output, problem, block=block)
+    if isinstance(full, type) or isinstance(blocked, type):
+        assert blocked == full  # both refuse, with the same kind of error
+        return
+    # Within 1e-12 of what rounding can move: Σ_j weights_j |v_j|, plus a few subnormal spacings
+    # (products below 2^-1022 keep fewer digits, in both paths alike).
+    scale = np.abs(full.weights) @ np.abs(full.V)  # (H, Lq, d_v)
+    floor = 4 * problem.lk * np.nextafter(0.0, 1.0)
+    assert np.all(np.abs(blocked.output - full.output) <= 1e-12 * scale + floor)
+    assert blocked.masked_rows == full.masked_rows and blocked.warnings == full.warnings

@@ -1,11 +1,16 @@
 """Fuzzing every loader and the whole CLI: every input ends in valid output (exit 0, or 1 for
 `check`) or exactly one `error:` line with exit 2, nothing on stdout: never a traceback.
+Labels, titles, descriptions and file names are hostile text (rich markup, terminal controls,
+bidi overrides, LaTeX, Markdown and CSV specials): no raw control and no markup effect may reach
+any text output, and JSON keeps the text exact.
 
 The short profile runs with every test run; the `slow` tests run the same properties with
 10,000 examples each (CI: `python -m pytest -q -m slow`).
 """
 
+import io
 import json
+import re
 import string
 
 import numpy as np
@@ -14,10 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from attncli.attention import attend
 from attncli.cli import app
-from attncli.errors import InputError
+from attncli.errors import InputError, visible
 from attncli.loading import decode, load_npy, parse_csv, parse_inline, parse_json
 from attncli.problem import INPUT_KEYS
+from tests.test_safety import RAW, SGR
 
 SHORT = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LONG = settings(max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck))
@@ -45,6 +52,14 @@ def assert_clean(result, json_out=False, differ_ok=False):
             json.loads(result.stdout, parse_constant=_strict)
 
 
+# Hostile text: pieces that mean something to rich, a terminal, LaTeX, Markdown or a spreadsheet,
+# mixed with arbitrary text.
+PIECES = ["[bold]", "[/]", "[/bold]", "[link=file:///etc/passwd]", "[/link]", ":smile:", "\x1b]0;PWNED\x07",
+          "\x1b]8;;http://x\x1b\\", "\x1b[2J", "\x9b31m", "\x7f", "\x85", "\x00", "\t", "\r", "\n", "\u202e",
+          "\u2066", "\u2069", "\u200f", "\u2028", "\\end{verbatim}", "\\input{/etc/passwd}", "%", "&", "{", "}",
+          "$", "#", "_", "^", "~", "\\", "|", "```", "`", "<b>", "=", "+", "-", "@", "*", "=1+2", "-cmd|' /C calc'!A0"]
+hostile = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=3)), max_size=3).map("".join)
+
 # Structured problems: mostly consistent, sometimes not, with every option.
 floats = st.one_of(st.floats(-10, 10, allow_nan=False), st.integers(-5, 5),
                    st.sampled_from([0.0, 1e-310, -1e300, 1e154, 0.5]))
@@ -70,9 +85,13 @@ def problems(draw):
                        for _ in range(lq)]
     if draw(st.booleans()):
         doc["scale"] = draw(st.one_of(floats, st.just(1e300), st.text(max_size=3)))
-    if draw(st.booleans()):
-        n = jitter(lq)
-        doc["query_labels"] = draw(st.lists(st.text(max_size=5), min_size=n, max_size=n))
+    for key, length in (("query_labels", lq), ("key_labels", lk)):
+        if draw(st.booleans()):
+            n = jitter(length)
+            doc[key] = draw(st.lists(hostile, min_size=n, max_size=n))
+    for key in ("title", "description"):
+        if draw(st.booleans()):
+            doc[key] = draw(hostile)
     if draw(st.booleans()):
         doc[draw(st.sampled_from(["Qs", "title", "description", "masked_rows", "dtype"]))] = draw(
             st.one_of(st.text(max_size=8), st.sampled_from(["uniform", "error", "float32"])))
@@ -92,6 +111,11 @@ def compute_property(doc, options):
     args = ["compute", "-"] + [a for option in options for a in option] + (["--format", "json"] if not fmt else [])
     result = invoke(args, input=json.dumps(doc))
     assert_clean(result, json_out=fmt in (None, "json"))
+    if result.exit_code == 0 and fmt in (None, "json"):
+        out = json.loads(result.stdout)
+        assert all(out.get(key) == doc[key] for key in ("title", "description") if key in out)  # exact
+    elif result.exit_code == 0:
+        assert not RAW.search(result.stdout), RAW.findall(result.stdout)
 
 
 @SHORT
@@ -105,6 +129,92 @@ def test_compute_on_structured_problems(doc, options):
 @given(problems(), OPTIONS)
 def test_compute_on_structured_problems_long(doc, options):
     compute_property(doc, options)
+
+
+# Hostile text in every label, title, description and file name of a valid problem: every view
+# prints it literally (escaped by `visible`), with no raw control, hyperlink or markup effect.
+@st.composite
+def hostile_problems(draw):
+    return {"Q": [[0, 4], [1, 1]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]],
+            "mask": [[True, True, False], [True, True, True]],
+            "query_labels": draw(st.lists(hostile, min_size=2, max_size=2)),
+            "key_labels": draw(st.lists(hostile, min_size=3, max_size=3)),
+            "title": draw(hostile), "description": draw(hostile)}
+
+
+def assert_literal(output: str, texts) -> None:
+    assert "\x1b]" not in output  # no hyperlink, no window title
+    plain = SGR.sub("", output)
+    assert not RAW.search(plain), RAW.findall(plain)
+    for text in texts:
+        assert visible(text) in plain, (text, visible(text))
+
+
+def exports(trace, explanation) -> None:
+    """Markdown keeps its columns and its fence, LaTeX its groups, CSV its cells; none gets a raw
+    control."""
+    import csv
+
+    from attncli.render.export import csv_stage, latex, markdown
+    from attncli.render.text import header_lines
+
+    header, lk = header_lines(trace, 4), trace.problem.lk
+    md = markdown(trace, ("weights",), 4, header, explanation)
+    tex = latex(trace, ("weights",), 4, header, explanation)
+    table = csv_stage(trace, "weights")
+    for text in (md, tex, table):
+        assert not RAW.search(text), RAW.findall(text)
+    rows = [line for line in md.splitlines() if line.startswith("| ")]
+    assert len(rows) == 3 and all(re.findall(r"\\.|\|", row).count("|") == lk + 2 for row in rows), rows
+    lines = md.splitlines()
+    fence, start = lines[-1], lines.index(lines[-1])
+    assert set(fence) == {"`"} and not any(line.lstrip(" ").startswith(fence) for line in lines[start + 1:-1])
+    tokens = re.findall(r"\\[a-zA-Z]+|\\.|[{}]", tex)
+    assert tokens.count("{") == tokens.count("}") and tokens.count(r"\input") == 0
+    assert tokens.count(r"\begin") == tokens.count(r"\end") == 4  # table, tabular, bmatrix, flushleft
+    cells = list(csv.reader(io.StringIO(table)))
+    assert len(cells) == 3 and all(len(row) == lk + 1 for row in cells)
+    assert not any(cell.startswith(("=", "+", "-", "@", "\t", "\r")) for cell in cells[0] + [r[0] for r in cells[1:]])
+
+
+def hostile_property(tmp, doc, file_name):
+    from rich.console import Console
+
+    from attncli.problem import build_problem
+    from attncli.render.explain import explain
+    from attncli.render.tables import render
+
+    shown = doc["query_labels"] + doc["key_labels"] + [doc["title"].strip(), doc["description"].strip()]
+    trace = attend(build_problem(doc))
+    for explanation in (None, explain(trace)):  # tables and heatmap; the explanation
+        console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor",
+                          width=300, height=50)  # with a height, rich keeps the width under TERM=dumb
+        render(trace, console, ("scores", "masked", "weights", "heatmap"), 4, None, explanation)
+        assert_literal(console.file.getvalue(), shown)
+    exports(trace, explain(trace))
+    problem = tmp / "problem.json"
+    answers = tmp / (file_name.replace("/", "∕").replace("\0", "") + ".json")  # any name a folder can hold
+    problem.write_text(json.dumps(doc))
+    answers.write_text(json.dumps({"weights": [[0.0454, 0.7679, 0.1867], [0.2, 0.2, 0.6]]}))
+    one = invoke(["check", str(answers), str(problem), "--format", "table"])
+    assert_clean(one, differ_ok=True)
+    assert_literal(one.stdout, doc["query_labels"] + doc["key_labels"])
+    many = invoke(["check", str(answers), str(problem), "--problem", str(problem), "--format", "table"])
+    assert_clean(many, differ_ok=True)
+    assert_literal(many.stdout, [str(answers)])
+
+
+@settings(SHORT, max_examples=60)  # ~0.1 s each (five views, two `check` runs)
+@given(hostile_problems(), hostile)
+def test_hostile_text_is_shown_literally(tmp_path_factory, doc, file_name):
+    hostile_property(tmp_path_factory.mktemp("hostile"), doc, file_name)
+
+
+@pytest.mark.slow
+@settings(LONG, max_examples=400)  # the slow run stays about as long as before
+@given(hostile_problems(), hostile)
+def test_hostile_text_is_shown_literally_long(tmp_path_factory, doc, file_name):
+    hostile_property(tmp_path_factory.mktemp("hostile"), doc, file_name)
 
 
 # Garbage: random bytes, and valid documents damaged in the ways files get damaged.

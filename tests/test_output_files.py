@@ -52,7 +52,7 @@ def test_an_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(files.np, "savez", broken)
+    monkeypatch.setattr(np, "savez", broken)
     with pytest.raises(KeyboardInterrupt):
         files.write_output(trace, str(target), ".npz")
     assert target.read_bytes() == b"old" and os.listdir(tmp_path) == ["out.npz"]
@@ -89,3 +89,264 @@ def test_npy_and_npz_must_hold_what_their_names_say(run, tmp_path):
     np.savez(tmp_path / "many.npz", Q=np.ones(2))
     assert_error(run("compute", "--q", tmp_path / "many.npz", "--k", "1", "--v", "1"),
                  "many.npz: an .npz archive holds several arrays")
+
+
+# --- Files written like a careful Unix tool ---------------------------------------------------------
+# Subprocess cases run attn as a user would; root's powers to write anywhere are dropped there
+# (CAP_DAC_OVERRIDE), so read-only folders mean what they say also when the tests run as root.
+
+import signal  # noqa: E402
+import stat  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+SCOOTER_FILE = str(SAMPLES / "scooter.json")
+ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def _no_root_powers():
+    """In the child: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set, so that
+    the python it executes, even as root, obeys file permissions."""
+    if os.geteuid() != 0:
+        return  # permissions already apply
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        libc.prctl(24, capability, 0, 0, 0)  # PR_CAPBSET_DROP
+
+
+def attn(*args, preexec_fn=None, code=None, stdin=subprocess.DEVNULL):
+    """Run attn in a fresh process (or `code`, a script that ends by calling attn's main)."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    command = [sys.executable, "-c", code, *map(str, args)] if code else [sys.executable, "-m", "attncli", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, preexec_fn=preexec_fn, stdin=stdin)
+
+
+def assert_process_error(done, *fragments):
+    assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --output: "), done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def temporaries(folder):
+    return [name for name in os.listdir(folder) if name.startswith(".attn-")]
+
+
+def test_a_new_file_honours_the_umask(run, tmp_path):
+    old = os.umask(0o027)
+    try:
+        assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "out.npz").exit_code == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "out.npz").st_mode) == 0o640  # 0666 minus the umask
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o664, 0o604])
+def test_an_existing_file_keeps_its_mode(run, tmp_path, mode):
+    path = tmp_path / "out.json"
+    path.write_text("old")
+    path.chmod(mode)
+    assert run("compute", SAMPLES / "scooter.json", "-o", path).exit_code == 0
+    assert stat.S_IMODE(os.stat(path).st_mode) == mode and path.read_text().startswith("{")
+
+
+def test_the_file_is_synced_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    trace = attend(build_problem({"Q": [1.0], "K": [1.0], "V": [1.0]}))
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(
+        "fsync folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file"), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append("rename"), real_replace(a, b))[1])
+    files.write_output(trace, str(tmp_path / "out.npy"), ".npy")
+    assert events == ["fsync file", "rename", "fsync folder"]
+
+
+def test_a_symlink_is_followed_and_kept(run, tmp_path):
+    (tmp_path / "runs").mkdir()
+    real = tmp_path / "runs" / "run3.json"
+    real.write_text("old")
+    real.chmod(0o640)
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+    assert run("compute", SAMPLES / "scooter.json", "-o", link).exit_code == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == run("compute", SAMPLES / "scooter.json").stdout
+    assert stat.S_IMODE(os.stat(real).st_mode) == 0o640
+    assert temporaries(tmp_path) == temporaries(tmp_path / "runs") == []
+    dangling = tmp_path / "next.npy"
+    dangling.symlink_to(tmp_path / "runs" / "run4.npy")  # a dangling link creates what it names
+    assert run("compute", SAMPLES / "scooter.json", "-o", dangling).exit_code == 0
+    assert dangling.is_symlink() and (tmp_path / "runs" / "run4.npy").is_file()
+
+
+@pytest.mark.parametrize("as_input", ["FILE", "--q", "link", "hard link"])
+def test_an_input_of_the_same_run_is_never_overwritten(run, tmp_path, as_input):
+    problem = tmp_path / "p.npz"
+    assert run("compute", SAMPLES / "scooter.json", "-o", problem).exit_code == 0
+    q = tmp_path / "Q.npy"
+    np.save(q, np.array([[0.0, 4.0]]))
+    before = problem.read_bytes(), q.read_bytes()
+    if as_input == "FILE":
+        result = run("compute", problem, "-o", problem)
+    else:
+        given = q
+        if as_input == "link":
+            given = tmp_path / "alias.npy"
+            given.symlink_to(q)
+        elif as_input == "hard link":
+            given = tmp_path / "hard.npy"
+            os.link(q, given)
+        result = run("compute", "--q", given, "--k", "1,0;0,1;.5,.5", "--v", "2,0;0,2;1,-1", "-o", q)
+    assert_error(result, "--output: ", "is an input of this run; refusing to overwrite it"
+                 if as_input in ("FILE", "--q") else "is an input of this run (as ")
+    assert (problem.read_bytes(), q.read_bytes()) == before
+
+
+def test_a_problem_file_on_standard_input_is_never_overwritten(tmp_path):
+    problem = tmp_path / "p.json"
+    problem.write_text(json.dumps({"Q": [[0, 4]], "K": [[1, 0], [0, 1]], "V": [[1], [2]]}))
+    before = problem.read_bytes()
+    with open(problem) as stdin:
+        done = attn("compute", "-o", problem, stdin=stdin)
+    assert_process_error(done, f'"{problem}" is an input of this run (as standard input); refusing to overwrite it')
+    assert problem.read_bytes() == before
+
+
+def test_unwritable_targets_are_one_clear_error(run, tmp_path):
+    scooter = SAMPLES / "scooter.json"
+    (tmp_path / "folder.npz").mkdir()
+    assert_error(run("compute", scooter, "-o", tmp_path / "folder.npz"),
+                 "--output: cannot write", 'folder.npz": it is a folder; name a file in it')
+    assert_error(run("compute", scooter, "-o", tmp_path / "no" / "x.npy"),
+                 "--output: cannot write", "x.npy\": folder ", '/no" does not exist')
+    (tmp_path / "loop.npz").symlink_to(tmp_path / "loop.npz")
+    assert_error(run("compute", scooter, "-o", tmp_path / "loop.npz"),
+                 "--output: cannot write", 'loop.npz": too many levels of symbolic links')
+    (tmp_path / "file").write_text("")
+    assert_error(run("compute", scooter, "-o", tmp_path / "file" / "x.json"),
+                 "--output: cannot write", 'x.json": not a directory')
+    assert temporaries(tmp_path) == []
+
+
+def device(path, name):
+    """A character device like /dev/NAME at `path`, reached through a link: as root, a node of
+    our own in tmp_path (so that no bug can ever replace the machine's /dev/NAME); otherwise a
+    link to /dev/NAME itself (which only root could replace)."""
+    if os.geteuid() == 0:
+        node = path.with_name(name + "-device")
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.stat(f"/dev/{name}").st_rdev)
+        path.symlink_to(node)
+    else:
+        path.symlink_to(f"/dev/{name}")
+    return Path(os.path.realpath(path))
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_device_is_one_clear_error(run, tmp_path):
+    node = device(tmp_path / "full.npy", "full")
+    assert_error(run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "full.npy"),
+                 "--output: cannot write", 'full.npy": no space left on device')
+    assert stat.S_ISCHR(os.stat(node).st_mode) and temporaries(tmp_path) == []
+
+
+def test_devices_and_fifos_are_written_directly_never_replaced(run, tmp_path):
+    node = device(tmp_path / "null.npz", "null")
+    assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "null.npz").exit_code == 0
+    assert stat.S_ISCHR(os.stat(node).st_mode) and temporaries(tmp_path) == []
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    assert run("compute", SAMPLES / "scooter.json", "-o", fifo).exit_code == 0
+    assert json.loads(reader.communicate()[0])["output"] == run.json("compute", SAMPLES / "scooter.json")["output"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and temporaries(tmp_path) == []
+
+
+@pytest.mark.parametrize("what", ["folder", "file"])
+def test_read_only_folders_and_files_are_one_clear_error(tmp_path, what):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    target = folder / "out.npz"
+    if what == "file":
+        target.write_bytes(b"old")
+        target.chmod(0o444)
+    else:
+        folder.chmod(0o555)
+    try:
+        done = attn("compute", SCOOTER_FILE, "-o", target, preexec_fn=_no_root_powers)
+    finally:
+        folder.chmod(0o755)
+    expected = "the file is read-only" if what == "file" else "permission denied in folder"
+    assert_process_error(done, f'cannot write "{target}": {expected}')
+    assert temporaries(folder) == [] and (what == "folder" or target.read_bytes() == b"old")
+
+
+def test_a_write_past_the_file_size_limit_is_one_clear_error(tmp_path):
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    target = tmp_path / "big.npz"
+    done = attn("compute", SCOOTER_FILE, "-o", target, preexec_fn=limit)
+    assert_process_error(done, f'cannot write "{target}": file too large (the file-size limit, ulimit -f, '
+                               "is 2000 bytes)")
+    assert os.listdir(tmp_path) == []
+
+
+SIGNAL_MID_WRITE = """
+import os, signal, sys
+import numpy as np
+real, signum = np.savez, getattr(signal, sys.argv.pop(1))
+def savez(handle, **arrays):  # half the archive is on disk when the signal comes
+    handle.write(b"PK" * 50_000)
+    handle.flush()
+    os.kill(os.getpid(), signum)
+    real(handle, **arrays)
+np.savez = savez
+from attncli.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_signal_during_the_write_leaves_no_temporary_file(tmp_path, name):
+    target = tmp_path / "out.npz"
+    target.write_bytes(b"old")
+    done = attn(name, "compute", SCOOTER_FILE, "-o", target, code=SIGNAL_MID_WRITE)
+    assert done.returncode == -getattr(signal, name), (done.returncode, done.stderr)  # died of it
+    assert done.stdout == done.stderr == ""
+    assert os.listdir(tmp_path) == ["out.npz"] and target.read_bytes() == b"old"
+
+
+def test_the_signal_handlers_remove_the_temporary_and_are_restored(tmp_path, monkeypatch):
+    trace = attend(build_problem({"Q": [1.0], "K": [1.0], "V": [1.0]}))
+    before = signal.getsignal(signal.SIGTERM)
+    seen = []
+
+    def savez(handle, **arrays):
+        handle.write(b"partial")
+        seen.extend(temporaries(tmp_path))
+        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # what Python runs when SIGTERM arrives
+
+    monkeypatch.setattr(np, "savez", savez)
+    with pytest.raises(files.Interrupted) as stopped:  # any case of suffix: temporaries are named alike
+        files.write_output(trace, str(tmp_path / "out.NPZ"), ".npz")
+    assert stopped.value.signum == signal.SIGTERM
+    assert len(seen) == 1 and files.TEMPORARY.fullmatch(seen[0]) and seen[0].startswith(f".attn-tmp-{os.getpid()}-")
+    assert os.listdir(tmp_path) == [] and signal.getsignal(signal.SIGTERM) == before
+
+
+def test_stale_temporaries_of_dead_processes_are_removed(run, tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid is no longer running
+    stale = tmp_path / f".attn-tmp-{dead.pid}-0123abcd.npz"
+    live = tmp_path / f".attn-tmp-{os.getppid()}-89abcdef.json"  # pytest's parent is still running
+    other = tmp_path / ".attn-tmp-notes.npz"  # not a name attn makes
+    for path in (stale, live, other):
+        path.write_bytes(b"partial")
+    assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "out.npy").exit_code == 0
+    assert sorted(os.listdir(tmp_path)) == sorted([live.name, other.name, "out.npy"])

@@ -67,7 +67,7 @@ def test_latex_has_captioned_tables_and_bmatrices():
     assert r"\caption{masked: $\text{scaled} + \text{bias}, -\infty \text{ where masked}$}" in text
     assert r"\caption{weights: $\operatorname{softmax}(\text{masked})$}" in text
     assert r"\text{masked} = \begin{bmatrix}" in text and r"0.7071 & -\infty & -\infty & -\infty \\" in text
-    assert "\\begin{verbatim}\nStep 1: …\n\\end{verbatim}" in text
+    assert "\\begin{flushleft}\\ttfamily\nStep~1:~…\n\\end{flushleft}" in text
     assert text.count(r"\begin{table}") == text.count(r"\end{table}") == 2
 
 

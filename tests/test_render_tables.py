@@ -60,7 +60,7 @@ def test_masked_stage_shows_minus_infinity_and_states_conventions():
     text = rendered(doc, ("masked",))
     assert "mask: causal: query i may attend key j when j ≤ i (top-left" in text
     assert "rows with every key masked: weights and output 0 (as PyTorch SDPA)" in text
-    assert "│ the  │ 0.7071 │      -∞ │      -∞ │     -∞ │" in text
+    assert "│ the  │ 0.7071 │      −∞ │      −∞ │     −∞ │" in text
 
 
 def _wide_problem():
@@ -101,7 +101,7 @@ def test_big_stages_are_elided_without_building_every_cell(monkeypatch):
 
 def test_precision_and_negative_zero():
     assert number(-0.00001, 4) == "0.0000"
-    assert number(-np.inf, 4) == "-∞"
+    assert number(-np.inf, 4) == "−∞"  # U+2212
     assert number(2.0 / 3, 2) == "0.67"
     assert number(1.5e300, 2) == "1.50e+300"
     assert "0.045388" in rendered(SCOOTER, ("weights",), precision=6)

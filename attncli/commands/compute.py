@@ -121,7 +121,9 @@ def compute(
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
     shown = _stages(stages) + (("heatmap",) if heatmap else ())
-    suffix = output_file and _suffix(output_file)
+    stdin = "-" if file is None and not sys.stdin.isatty() else None  # read when piped and no file is named
+    suffix = output_file and _output_suffix(output_file, [file, stdin, q, k, v, x, x_kv, wq, wk, wv, wo, mask,
+                                                          bias])
     if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
         raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
                                  "scaled, masked, output)", param_hint="--stages")
@@ -163,10 +165,15 @@ def compute(
 
         explanation = explain_lines(trace, rows, heads_shown, precision)
     if output_file:
-        from attncli.render.files import write_output
+        from attncli.render.files import Interrupted, OutputError, write_output
         from attncli.render.json import document
 
-        write_output(trace, output_file, suffix, lambda: document(trace, shown, round_, explanation))
+        try:
+            write_output(trace, output_file, suffix, lambda: document(trace, shown, round_, explanation))
+        except OutputError as error:
+            raise error.at("--output")
+        except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
+            stop.die()
         return
     view = format
     if view == Format.auto:
@@ -205,16 +212,15 @@ def _attend(problem, output_only: bool, workers: int):
         return attend(problem, progress=done)
 
 
-def _suffix(path: str) -> str:
-    """--output's suffix, checked before any work is done."""
-    from pathlib import Path
+def _output_suffix(path: str, inputs: list[str | None]) -> str:
+    """--output's suffix, after checking that the file can be written and is no input of this
+    run; before any work is done."""
+    from attncli.render.files import OutputError, check_target
 
-    suffix = Path(path).suffix.lower()
-    if suffix not in (".json", ".npy", ".npz"):
-        raise InputError(f'"{path}" has no known suffix; expected .json, .npy or .npz', "--output")
-    if not Path(path).resolve().parent.is_dir():
-        raise InputError(f"folder {Path(path).resolve().parent} does not exist", "--output")
-    return suffix
+    try:
+        return check_target(path, inputs)
+    except OutputError as error:
+        raise error.at("--output")
 
 
 def _scale(text: str | None) -> float | None:

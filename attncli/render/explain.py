@@ -1,6 +1,8 @@
 """The hand calculation of selected query rows, step by step, as a textbook writes it.
 
-Every number is read from `attention.row_steps`; this module only writes them down.
+Every number is read from `attention.row_steps`; this module only writes them down. Labels come
+through `labels` (escaped by `shown`): the lines are display text wherever they go (a terminal,
+an export, or JSON's `explanation`); each export escapes them again for its medium.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def _keys(n: int) -> list[int | None]:
 def explain_row(trace: Trace, steps: RowSteps, precision: int) -> list[str]:
     p = trace.problem
     keys = labels(p.key_labels, p.lk)
-    query = f'"{p.query_labels[steps.row]}"' if p.query_labels else str(steps.row)
+    query = f'"{labels(p.query_labels, p.lq)[steps.row]}"' if p.query_labels else str(steps.row)
     width = max(len(keys[j]) for j in _keys(p.lk) if j is not None) + 1
     n = lambda x: number(x, precision)  # noqa: E731
 

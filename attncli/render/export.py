@@ -1,13 +1,18 @@
-"""Write-up exports: Markdown and LaTeX tables of the selected stages, and one stage as CSV."""
+"""Write-up exports: Markdown and LaTeX tables of the selected stages, and one stage as CSV.
+
+User text arrives escaped by `shown` (labels, header lines, explanation) and is escaped again here
+for the medium, at one place each: `md` (Markdown), `tex` (LaTeX), `csv_text` (CSV formulas).
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 
 import numpy as np
 
-from attncli.render.text import labels, number
+from attncli.render.text import labels, number, shown
 from attncli.trace import STAGES, Trace
 
 FORMULAS = {
@@ -42,51 +47,94 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
     return out
 
 
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>|#~&!$])")  # links, emphasis, code, HTML, table cells, math
+_MD_LINE_START = re.compile(r"^(\s*(?:\d+(?=[.)]))?)([-+=.)])")  # lists, rules, setext headings
+
+
+def md(text: str) -> str:
+    """Text for Markdown, shown literally: every inline special backslash-escaped (so `|` cannot
+    add a column and `[x](y)` is no link), and a start that would open a list or rule escaped."""
+    text = _MD_INLINE.sub(r"\\\1", shown(text))
+    return _MD_LINE_START.sub(r"\1\\\2", text)
+
+
+def fence(lines: list[str]) -> str:
+    """A code block whose fence is longer than any run of backticks in it, so nothing closes it."""
+    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return "\n".join([ticks, *(shown(line) for line in lines), ticks])
+
+
 def markdown(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
-    parts = ["\n".join(f"{line}  " for line in header)]
+    parts = ["\n".join(f"{md(line)}  " for line in header)]
     for name, title, m, rows, columns in _matrices(trace, stages):
         formula = f" = {PLAIN[name]}" if name in PLAIN else ""
-        lines = [f"**{title}**{formula}", "", "| | " + " | ".join(columns) + " |",
+        lines = [f"**{title}**{formula}", "", "| | " + " | ".join(md(c) for c in columns) + " |",
                  "|---|" + "---:|" * len(columns)]
-        lines += [f"| {r} | " + " | ".join(number(x, precision) for x in row) + " |" for r, row in zip(rows, m)]
+        lines += [f"| {md(r)} | " + " | ".join(number(x, precision) for x in row) + " |" for r, row in zip(rows, m)]
         parts.append("\n".join(lines))
     if explanation:
-        parts.append("```\n" + "\n".join(explanation) + "\n```")
+        parts.append(fence(explanation))
     return "\n\n".join(parts) + "\n"
 
 
-def _tex(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
-                 ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
-        text = text.replace(a, b)
-    return text
+# Every character with a meaning to LaTeX, in a form user text cannot end: braces and backslash
+# are escaped, so a label can neither close a group nor start a command. `[` and `*` are braced
+# because `\\` at a row's end would read them as its optional arguments.
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+        "[": "{[}", "]": "{]}", "*": "{*}", "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+
+
+def tex(text: str) -> str:
+    """Text for LaTeX, shown literally, on one line."""
+    return "".join(_TEX.get(c, c) for c in shown(text))
+
+
+def tex_lines(lines: list[str]) -> str:
+    """Lines in typewriter type, spaces kept (each a `~`), as a verbatim block would show them,
+    but escaped by `tex`: no line can end the block."""
+    body = " \\\\\n".join(tex(line).replace(" ", "~") or r"\mbox{}" for line in lines)
+    return "\\begin{flushleft}\\ttfamily\n" + body + "\n\\end{flushleft}"
 
 
 def latex(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
     """One `table` per stage: a captioned `tabular` with labels, and the matrix as a `bmatrix`."""
-    parts = ["% attn compute: " + _tex(" · ".join(header[1:3]))]
+    parts = ["% attn compute: " + tex(" · ".join(header[1:3]))]
     for name, title, m, rows, columns in _matrices(trace, stages):
         cell = lambda x: r"-\infty" if x == -np.inf else number(x, precision)  # noqa: E731
         body = " \\\\\n".join(" & ".join(cell(x) for x in row) for row in m)
         formula = FORMULAS.get(name, (name, name))[1]
-        tab = " \\\\\n".join(_tex(r) + " & " + " & ".join(f"${cell(x)}$" for x in row) for r, row in zip(rows, m))
+        tab = " \\\\\n".join(tex(r) + " & " + " & ".join(f"${cell(x)}$" for x in row) for r, row in zip(rows, m))
         parts.append("\n".join([
             r"\begin{table}[h]", r"\centering",
-            rf"\caption{{{_tex(title)}: ${formula}$}}",
+            rf"\caption{{{tex(title)}: ${formula}$}}",
             rf"\begin{{tabular}}{{l{'r' * len(columns)}}}",
-            " & " + " & ".join(_tex(c) for c in columns) + r" \\ \hline",
+            " & " + " & ".join(tex(c) for c in columns) + r" \\ \hline",
             tab, r"\end{tabular}", "",
-            r"\[", rf"\text{{{_tex(title)}}} = \begin{{bmatrix}}", body, r"\end{bmatrix}", r"\]",
+            r"\[", rf"\text{{{tex(title)}}} = \begin{{bmatrix}}", body, r"\end{bmatrix}", r"\]",
             r"\end{table}"]))
     if explanation:
-        parts.append("\\begin{verbatim}\n" + "\n".join(explanation) + "\n\\end{verbatim}")
+        parts.append(tex_lines(explanation))
     return "\n\n".join(parts) + "\n"
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads such a cell as a formula
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_text(text: str) -> str:
+    """A text cell: escaped by `shown`, and prefixed with `'` when it starts like a formula
+    (OWASP's CSV injection advice) unless it is a plain number such as -1."""
+    text = shown(text)
+    return "'" + text if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text) else text
 
 
 def csv_stage(trace: Trace, stage: str) -> str:
     """One stage (scores, scaled, masked, weights or output) as CSV: a header of key (or column)
     labels, query labels in the first column; with several heads a leading `head` column.
-    `output` is the final output; −∞ is written -inf."""
+    `output` is the final output; −∞ is written -inf. Numbers are written as numbers; labels
+    through `csv_text`."""
     p = trace.problem
     if stage == "output":
         matrices = [(None, trace.final)]
@@ -97,8 +145,9 @@ def csv_stage(trace: Trace, stage: str) -> str:
     multi = len(matrices) > 1
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow((["head"] if multi else []) + ["query"] + columns)
+    writer.writerow((["head"] if multi else []) + ["query"] + [csv_text(c) for c in columns])
     for h, m in matrices:
         for r, row in zip(labels(p.query_labels, p.lq), m):
-            writer.writerow(([h] if multi else []) + [r] + ["-inf" if x == -np.inf else repr(float(x)) for x in row])
+            cells = ["-inf" if x == -np.inf else repr(float(x)) for x in row]
+            writer.writerow(([h] if multi else []) + [csv_text(r)] + cells)
     return buffer.getvalue()

@@ -1,20 +1,125 @@
 """`--output FILE`: the trace as .json, .npy (the final output) or .npz (every stage), written
-atomically: a temporary file in the same folder, renamed over FILE only when complete."""
+like a careful Unix tool (the README's Guarantees say the same):
+
+- Atomically: the content goes to a temporary file `.attn-tmp-<pid>-<random><suffix>` in FILE's
+  folder, is flushed and fsynced, renamed over FILE, and then the folder is fsynced: FILE is
+  either complete or as it was, also after a power cut.
+- Modes: a new FILE gets 0666 minus the umask, as `attn … > FILE` would; an existing FILE keeps
+  its mode (and its owner and group, where we may set them). A read-only FILE is refused.
+- Symbolic links are followed: the file a link points to is replaced and the link kept (what
+  editors and `sed -i --follow-symlinks` do; a link such as `latest.npz -> run3.npz` keeps
+  pointing where it did). A dangling link creates the file it names.
+- Devices and named pipes (a link to /dev/null, a FIFO named out.json) cannot be replaced: they
+  are written directly, without a temporary file.
+- A file that is an input of the same run (the problem FILE, --q …, a file redirected to stdin;
+  by any name or link) is never overwritten.
+- SIGTERM and SIGHUP during the write remove the temporary file; the process then dies of the
+  same signal (exit status 128 + n in a shell), as if attn had not caught it.
+- A temporary file left by SIGKILL or a crash is recognised by its name: each write removes the
+  ones in its folder whose process is no longer running.
+
+This module imports numpy only when it writes: the checks run before numpy loads.
+"""
 
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
+import re
+import signal
+import stat
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING
 
-import numpy as np
+from attncli.errors import AttnError, quote
 
-from attncli.trace import STAGES, Trace, mask_and_bias
+if TYPE_CHECKING:
+    from attncli.trace import Trace
+
+SUFFIXES = (".json", ".npy", ".npz")
+TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|npy|npz)")
+CLEAN_UP_ON = ("SIGTERM", "SIGHUP")  # SIGINT already raises KeyboardInterrupt, which cleans up
 
 
-def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
+class OutputError(AttnError):
+    """FILE cannot be written; the CLI names --output."""
+
+
+class Interrupted(BaseException):
+    """A signal arrived during the write; the temporary file is gone, the process should die of it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    def die(self) -> None:
+        import sys
+
+        signal.signal(self.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), self.signum)
+        sys.exit(128 + self.signum)  # not reached unless the signal is blocked
+
+
+def check_target(path: str, inputs: list[str | None]) -> str:
+    """FILE's suffix, after checking (before any work is done) that FILE can be written and is
+    none of `inputs` (paths or inline text; the ones that name existing files are compared)."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in SUFFIXES:
+        raise OutputError(f"{quote(path)} has no known suffix; expected .json, .npy or .npz")
+    try:
+        existing = os.stat(path)  # follows links
+    except FileNotFoundError:
+        existing = None
+    except OSError as error:  # a link loop, a file where a folder should be, a folder we may not enter
+        raise OutputError(f"cannot write {quote(path)}: {reason(error)}") from None
+    folder = os.path.dirname(os.path.realpath(path))
+    if existing is None and not os.path.isdir(folder):
+        raise OutputError(f"cannot write {quote(path)}: folder {quote(folder)} does not exist")
+    if existing is not None and stat.S_ISDIR(existing.st_mode):
+        raise OutputError(f"cannot write {quote(path)}: it is a folder; name a file in it")
+    for value in inputs:
+        if existing is not None and value and _same_file(value, existing):
+            alias = "" if value == path else " (as standard input)" if value == "-" else f" (as {quote(value)})"
+            raise OutputError(f"{quote(path)} is an input of this run{alias}; refusing to overwrite it, "
+                              "write to another file")
+    regular = existing is None or stat.S_ISREG(existing.st_mode)
+    if existing is not None and regular and not os.access(path, os.W_OK):
+        raise OutputError(f"cannot write {quote(path)}: the file is read-only")
+    if regular and not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {quote(path)}: permission denied in folder {quote(folder)}")
+    return suffix
+
+
+def _same_file(value: str, target: os.stat_result) -> bool:
+    """Is `value` (a path, inline text, or - for a regular file on stdin) the file `target`?"""
+    try:
+        found = os.fstat(0) if value == "-" else os.stat(value)
+    except (OSError, ValueError):  # inline text, a name too long, no stdin
+        return False
+    return stat.S_ISREG(found.st_mode) and os.path.samestat(found, target)
+
+
+def reason(error: OSError) -> str:
+    """`No space left on device` → `no space left on device`; EFBIG names the limit."""
+    import errno
+
+    text = (error.strerror or str(error)).rstrip(".")
+    text = text[:1].lower() + text[1:]
+    if error.errno == errno.EFBIG:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY:
+            text += f" (the file-size limit, ulimit -f, is {limit} bytes)"
+    return text
+
+
+def npz_arrays(trace: Trace) -> dict:
     """Every stage under its JSON path (`heads/weights` is (H, Lq, Lk)), the inputs as given,
     and what is needed to read the file back as a problem."""
+    import numpy as np
+
+    from attncli.trace import STAGES, mask_and_bias
+
     p = trace.problem
     arrays = dict(p.inputs)
     for name in ("Q", "K", "V") + STAGES:
@@ -34,18 +139,118 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
 
 
 def write_output(trace: Trace, path: str, suffix: str, json_text=None) -> None:
-    """Write atomically. `json_text()` gives the JSON document for a .json file."""
-    folder = str(Path(path).resolve().parent)
-    handle = tempfile.NamedTemporaryFile(dir=folder, prefix=".attn-", suffix=suffix, delete=False)
+    """Write FILE as the module docstring says. `json_text()` gives the JSON document for a
+    .json file. Raises OutputError for what the system refused, Interrupted on SIGTERM/SIGHUP."""
+    import numpy as np
+
+    def content(handle) -> None:
+        if suffix == ".json":
+            handle.write(json_text().encode("utf-8"))
+        elif suffix == ".npy":
+            np.save(handle, trace.final)
+        else:
+            np.savez(handle, **npz_arrays(trace))
+
+    target = os.path.realpath(path)
     try:
-        with handle:
-            if suffix == ".json":
-                handle.write(json_text().encode("utf-8"))
-            elif suffix == ".npy":
-                np.save(handle, trace.final)
+        with _signals_clean_up():
+            if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
+                with open(target, "wb") as handle:  # a device or a FIFO
+                    content(handle)
             else:
-                np.savez(handle, **npz_arrays(trace))
-        os.replace(handle.name, path)
-    except BaseException:
-        os.unlink(handle.name)
+                _replace(target, content, suffix)
+    except OSError as error:
+        raise OutputError(f"cannot write {quote(path)}: {reason(error)}") from None
+
+
+def _replace(target: str, content, suffix: str) -> None:
+    """Write a temporary file beside `target`, then rename it over `target`."""
+    folder = os.path.dirname(target)
+    remove_stale(folder)
+    existing = os.stat(target) if os.path.exists(target) else None
+    temporary = os.path.join(folder, f".attn-tmp-{os.getpid()}-{os.urandom(4).hex()}{suffix}")  # TEMPORARY
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        with os.fdopen(fd, "wb") as handle:  # created 0666 minus the umask
+            if existing is not None:
+                _keep_owner_and_mode(fd, existing)
+            content(handle)
+            handle.flush()
+            os.fsync(fd)  # the data is on disk before the name points to it
+        os.replace(temporary, target)
+    except BaseException:  # an error, Ctrl-C, or Interrupted by SIGTERM/SIGHUP
+        with suppress(OSError):
+            os.unlink(temporary)
         raise
+    _fsync_folder(folder)  # the rename itself is on disk
+
+
+def _keep_owner_and_mode(fd: int, existing: os.stat_result) -> None:
+    ours = os.fstat(fd)
+    if (ours.st_uid, ours.st_gid) != (existing.st_uid, existing.st_gid):
+        with suppress(PermissionError):  # only root may give a file away; the group may still work
+            os.fchown(fd, existing.st_uid, existing.st_gid)
+    os.fchmod(fd, stat.S_IMODE(existing.st_mode))  # after chown, which clears set-id bits
+
+
+def _fsync_folder(folder: str) -> None:
+    import errno
+
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):  # folders some systems cannot fsync
+            raise
+    finally:
+        os.close(fd)
+
+
+def remove_stale(folder: str) -> list[str]:
+    """Remove the temporary files in `folder` whose writer is no longer running; return their names."""
+    removed = []
+    with suppress(OSError):
+        for name in os.listdir(folder):
+            match = TEMPORARY.fullmatch(name)
+            if match and not _running(int(match[1])):
+                with suppress(OSError):
+                    os.unlink(os.path.join(folder, name))
+                    removed.append(name)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):  # someone else's process, or not a pid
+        return True
+    return True
+
+
+@contextmanager
+def _signals_clean_up():
+    """While writing: SIGTERM and SIGHUP raise Interrupted (so the temporary file is removed),
+    and SIGXFSZ is ignored (so a write past `ulimit -f` fails with EFBIG instead of killing us)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise Interrupted(signum)
+
+    wanted = {getattr(signal, name): interrupt for name in CLEAN_UP_ON if hasattr(signal, name)
+              and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN}  # nohup stays nohup
+    if hasattr(signal, "SIGXFSZ"):
+        wanted[signal.SIGXFSZ] = signal.SIG_IGN
+    previous = {signum: signal.signal(signum, handler) for signum, handler in wanted.items()}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.marking import StageMark
-from attncli.render.text import labels, number
+from attncli.render.text import labels, number, rich_text, shown
 from attncli.trace import Trace, plain
 
 SYMBOL = {"correct": "✓", "carried": "↪", "wrong": "✗"}
@@ -38,7 +38,7 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
     table = Table(box=box.ROUNDED, header_style="bold")
     table.add_column("", style="bold", no_wrap=True)
     for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(rich_text(column), justify="right", no_wrap=True)
     for i, row in enumerate(labels(p.query_labels, p.lq)):
         cells = []
         for j in range(len(columns)):
@@ -48,21 +48,22 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
             if verdict != "correct":
                 text.append(f" {number(mark.expected[i, j], precision)}", style="dim")
             cells.append(text)
-        table.add_row(row, *cells)
+        table.add_row(rich_text(row), *cells)
     return table
 
 
 def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, precision: int) -> None:
     """Per stage: a table of given values marked ✓ correct, ↪ carried, ✗ wrong (expected beside)."""
-    console.print("✓ correct · ↪ correct from your own earlier stage (carried) · ✗ wrong, expected value after it")
+    console.print(Text("✓ correct · ↪ correct from your own earlier stage (carried) · "
+                       "✗ wrong, expected value after it"))
     console.print()
     for name, mark in marks.items():
         console.print(Text(name, style="bold"))
         console.print(stage_table(trace, name, mark, precision))
         console.print()
     for name, mark in marks.items():
-        console.print(summary(name, mark))
-    console.print("all correct" if all_correct(marks) else "some answers are wrong")
+        console.print(Text("\n".join(shown(line) for line in summary(name, mark).splitlines())))
+    console.print(Text("all correct" if all_correct(marks) else "some answers are wrong"))
 
 
 def marks_dict(marks: dict[str, StageMark]) -> dict:
@@ -87,11 +88,11 @@ def print_class_summary(results: list[tuple[str, dict[str, StageMark] | None, st
     table = Table(box=box.ROUNDED, header_style="bold", title="class summary", title_justify="left")
     table.add_column("file", no_wrap=True)
     for name in names:
-        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(Text(name), justify="right", no_wrap=True)
     table.add_column("diagnoses")
     for file, marks, error in results:
         if marks is None:
-            table.add_row(file, *["–"] * len(names), Text(f"error: {error}", style="red"))
+            table.add_row(rich_text(file), *["–"] * len(names), rich_text(f"error: {error}", style="red"))
             continue
         cells = []
         for name in names:
@@ -102,9 +103,9 @@ def print_class_summary(results: list[tuple[str, dict[str, StageMark] | None, st
             carried = f" ({mark.count('carried')}↪)" if mark.count("carried") else ""
             cells.append(f"{mark.right}/{mark.cells.size}{carried}")
         diagnoses = sorted({d for mark in marks.values() for d in mark.diagnosis})
-        table.add_row(file, *cells, ", ".join(diagnoses))
+        table.add_row(rich_text(file), *cells, rich_text(", ".join(diagnoses)))
     console.print(table)
     marked = [m for _, m, _ in results if m is not None]
     perfect = sum(all_correct(m) for m in marked)
-    console.print(f"{perfect}/{len(marked)} files all correct"
-                  + (f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else ""))
+    unmarked = f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else ""
+    console.print(Text(f"{perfect}/{len(marked)} files all correct{unmarked}"))

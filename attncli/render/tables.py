@@ -5,6 +5,7 @@ Views never compute: everything shown is read from the `Trace`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 
@@ -14,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.render.text import exact_scale, header_lines, labels, number, shape_text
+from attncli.render.text import exact_scale, header_lines, labels, number, rich_text, shape_text, shown
 from attncli.trace import STAGES, Trace
 
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
@@ -83,12 +84,12 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
         suffix = "" if len(chunks) == 1 else f" (columns {names[chunk[0]]}–{names[chunk[-1]]})"
         table = Table(box=box.ROUNDED, header_style="bold")
         table.add_column("", style="bold", no_wrap=True)
-        for j in chunk:
-            table.add_column(names[j], justify="right", no_wrap=True, min_width=widths[j])
+        for j in chunk:  # Text everywhere: a label is never markup
+            table.add_column(rich_text(names[j]), justify="right", no_wrap=True, min_width=widths[j])
         for label, row in zip(labels, cells):
-            table.add_row(label, *(row[j] for j in chunk))
+            table.add_row(rich_text(label), *(Text(row[j]) for j in chunk))
         # The title stands on its own line: as a table title rich would wrap it to the table's width.
-        yield Text(title + suffix, style="bold")
+        yield rich_text(title + suffix, style="bold")
         yield table
 
 
@@ -108,7 +109,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     console.print(Text("\n".join(header_lines(trace, precision))))
     console.print()
     if explanation is not None:
-        console.print(Text("\n".join(explanation)))
+        console.print(Text("\n".join(shown(line) for line in explanation)))
         console.print()
         stages = [name for name in stages if name == "heatmap"]
     if "inputs" in stages and p.projected:
@@ -141,7 +142,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     if "heatmap" in stages:
         from attncli.render.heatmap import print_heatmaps
 
-        print_heatmaps(trace, console, heads)
+        print_heatmaps(trace, console, heads, full, width)
 
 
 class _Console(Console):
@@ -150,10 +151,11 @@ class _Console(Console):
 
 
 def make_console() -> Console:
-    """stdout as a rich console: the terminal's width, or unlimited through a pipe."""
-    if sys.stdout.isatty():
-        return _Console(highlight=False)
-    return _Console(highlight=False, width=UNLIMITED)
+    """stdout as a rich console: the terminal's width, or unlimited through a pipe. NO_COLOR
+    (set and not empty) drops every style, bold and dim included (rich alone keeps those)."""
+    plain = os.environ.get("NO_COLOR", "") != ""
+    width = None if sys.stdout.isatty() else UNLIMITED
+    return _Console(highlight=False, width=width, color_system=None if plain else "auto")
 
 
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,

@@ -1,16 +1,37 @@
-"""How numbers, labels and the header are written in every text view."""
+"""How numbers, labels and the header are written in every text view.
+
+User text (labels, title, description, file names) reaches a view only through `shown` (or
+`labels` and `header_lines`, which use it): controls, separators and bidi characters become
+visible `\\uXXXX` escapes. Rich renders it only as `rich_text(...)`, never as a str it would
+parse as markup. Each export then escapes for its own medium (export.py).
+"""
 
 from __future__ import annotations
 
 import math
 
+from attncli.errors import visible
 from attncli.trace import Trace, mask_rule_text
 
-MINUS_INF = "-∞"
+MINUS_INF = "−∞"  # U+2212, one spelling in every text view (CSV writes -inf, JSON null)
+
+
+def shown(text: str) -> str:
+    """User text as every text view writes it: see `attncli.errors.visible`."""
+    return visible(text)
+
+
+def rich_text(text: str, style: str = "") -> "Text":
+    """User text for rich: escaped by `shown`, and a `Text`, which rich never parses as markup
+    (`[link=…]`, `[/]` and `:emoji:` stay literal)."""
+    from rich.text import Text
+
+    return Text(shown(text), style=style)
 
 
 def number(x: float, precision: int) -> str:
-    """A computed value: fixed decimals as textbooks round, −∞ as -∞, huge values in e-notation."""
+    """A computed value: fixed decimals as textbooks round, −∞ as `MINUS_INF`, huge values in
+    e-notation."""
     x = float(x)
     if x == -math.inf:
         return MINUS_INF
@@ -25,8 +46,8 @@ def given(x: float, precision: int) -> str:
 
 
 def labels(names: list[str] | None, n: int) -> list[str]:
-    """Row or column headers: the given labels, or indices."""
-    return names if names else [str(i) for i in range(n)]
+    """Row or column headers: the given labels (escaped by `shown`), or indices."""
+    return [shown(name) for name in names] if names else [str(i) for i in range(n)]
 
 
 def shape_text(shape) -> str:
@@ -51,14 +72,14 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
     """The problem in a few lines: shapes, scale and every convention that libraries disagree on."""
     p = trace.problem
     lines = ["attn · softmax(Q Kᵀ · scale + bias) V"]
-    lines += [text for text in (p.title, p.description) if text]
+    lines += [shown(text) for text in (p.title, p.description) if text]
     given = " · ".join(f"{name} {shape_text(a.shape)}" for name, a in p.inputs.items())
     lines.append(f"{given} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
                  f"d_v = {trace.d_v} · {p.dtype}")
     lines.append(f"scale = {scale_text(trace, precision)}")
     lines.append(f"mask: {mask_rule_text(p.mask_rule)}")
     if p.bias is not None:
-        lines.append("bias: added after scaling, before the mask; -∞ blocks")
+        lines.append("bias: added after scaling, before the mask; −∞ blocks")
     if trace.masked is not None:
         lines.append("rows with every key masked: " + {
             "zero": "weights and output 0 (as PyTorch SDPA)",

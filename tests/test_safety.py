@@ -1,0 +1,211 @@
+"""User text is data, never markup or control: every reproduction of issue 9 (rich markup,
+terminal controls, LaTeX, Markdown, CSV formulas), through the views and through the CLI."""
+
+import csv
+import io
+import json
+import re
+
+import pytest
+from rich.console import Console
+from rich.style import Style
+
+from attncli.attention import attend
+from attncli.problem import build_problem
+from attncli.render.explain import explain
+from attncli.render.export import csv_stage, latex, markdown
+from attncli.render.heatmap import cell_style, heatmap, print_heatmaps
+from attncli.render.tables import make_console, render
+from attncli.render.text import header_lines
+from tests.conftest import SAMPLES, SCOOTER
+
+LINK = "[link=file:///etc/passwd]click[/link]"
+TITLE = "T\u001b]0;PWNED\u0007\u001b[2J"
+TITLE_SHOWN = "T\\u001b]0;PWNED\\u0007\\u001b[2J"
+LATEX = r"q\end{verbatim}\input{/etc/passwd}\begin{verbatim}"
+HOSTILE = SCOOTER | {"title": TITLE, "description": "C1 \u009b31m DEL \x7f bidi \u202eevil\u202c \u2066x\u2069",
+                     "query_labels": ["[/]"], "key_labels": [LINK, "a|b", "[bold]x"]}
+ALL = ("inputs", "scores", "scaled", "masked", "weights", "output", "heatmap")
+# What must never reach a terminal or a text file raw: C0 but the line feed, DEL, C1, bidi.
+RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+SGR = re.compile("\x1b\\[[0-9;]*m")  # colours and bold: the only escapes a colour terminal gets
+
+
+def colour_terminal(doc, stages=ALL, explained=False) -> str:
+    """Rendered as on a truecolor terminal, with every style."""
+    console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor",
+                      width=300, height=50)  # with a height, rich keeps the width under TERM=dumb
+    trace = attend(build_problem(doc))
+    render(trace, console, stages, 4, None, explain(trace) if explained else None)
+    return console.file.getvalue()
+
+
+def assert_literal(text: str, *fragments: str) -> None:
+    """No hyperlink, no raw control (beyond colour), and each fragment printed as written."""
+    assert "\x1b]8;" not in text
+    plain = SGR.sub("", text)
+    assert not RAW.search(plain), RAW.findall(plain)
+    for fragment in fragments:
+        assert fragment in plain, fragment
+
+
+@pytest.mark.parametrize("explained", [False, True])
+def test_markup_in_labels_is_printed_literally_on_a_colour_terminal(explained):
+    text = colour_terminal(HOSTILE, explained=explained)
+    assert "\x1b[1m" in text  # the console does style: the test would see a hyperlink
+    assert_literal(text, LINK, "[/]", "[bold]x", TITLE_SHOWN, "C1 \\u009b31m DEL \\u007f bidi \\u202eevil\\u202c")
+
+
+def test_markup_and_controls_through_the_cli(run, problem_file):
+    path = problem_file(HOSTILE)
+    for args in (["-f", "table", "--heatmap"], ["--explain"], ["-f", "table", "--stages", "weights"]):
+        result = run("compute", path, *args)
+        assert result.exit_code == 0, result.stderr
+        assert_literal(result.stdout, LINK, "[/]", "[bold]x", TITLE_SHOWN)
+    assert run.json("compute", path)["title"] == TITLE  # JSON keeps the text exact
+    assert run.json("compute", path)["key_labels"] == [LINK, "a|b", "[bold]x"]
+
+
+def test_every_text_export_escapes_controls(run, problem_file):
+    path = problem_file(HOSTILE)
+    for args in (["-f", "markdown", "--explain"], ["-f", "latex", "--explain"], ["-f", "csv", "--stages", "weights"]):
+        result = run("compute", path, *args)
+        assert result.exit_code == 0, result.stderr
+        assert not RAW.search(result.stdout), (args, RAW.findall(result.stdout))
+
+
+def _answers_file(tmp_path, name, doc):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_check_tables_print_labels_literally(run, tmp_path):
+    path = _answers_file(tmp_path, "a.json", HOSTILE | {"weights": [[0.0454, 0.7679, 0.1867]]})
+    result = run("check", path, "-f", "table")
+    assert result.exit_code == 0, result.stderr
+    assert_literal(result.stdout, LINK, "[/]", "[bold]x")
+
+
+def test_class_summary_lists_file_names_literally(run, tmp_path):
+    problem = _answers_file(tmp_path, "problem.json", HOSTILE)
+    right = {"weights": [[0.0454, 0.7679, 0.1867]]}
+    (tmp_path / "c[").mkdir()
+    names = ["[bold]alice.json", "b\x1b]0;x\x07.json", "c[/]d.json"]  # the last: a file in folder `c[`
+    for name in names[:2]:
+        _answers_file(tmp_path, name, right)
+    _answers_file(tmp_path, names[2], {"nothing": 1})  # cannot be marked: an error row
+    result = run("check", *(tmp_path / n for n in names), "--problem", problem, "-f", "table")
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert_literal(result.stdout, "[bold]alice.json", "b\\u001b]0;x\\u0007.json", "c[/]d.json")
+    assert not RAW.search(result.stderr)
+
+
+def test_a_latex_label_cannot_end_the_explanation_or_run_a_command():
+    doc = SCOOTER | {"title": "one\ntwo % three", "key_labels": [LATEX, "[x]", "*y"], "query_labels": ["it"]}
+    trace = attend(build_problem(doc))
+    text = latex(trace, ("weights",), 4, header_lines(trace, 4), ["  " + LATEX + ":", "", "  x  y"])
+    lines = text.splitlines()
+    assert lines[0] == r"% attn compute: one\textbackslash{}u000atwo \% three · Q 1×2 · K 3×2 · V 3×2 · 1 head " \
+                       r"· d\_k = 2 · d\_v = 2 · float64"
+    escaped = (r"q\textbackslash{}end\{verbatim\}\textbackslash{}input\{/etc/passwd\}"
+               r"\textbackslash{}begin\{verbatim\}")
+    assert " & " + escaped + r" & {[}x{]} & {*}y \\ \hline" in lines
+    assert text.endswith("\n".join([
+        r"\begin{flushleft}\ttfamily", "~~" + escaped + r": \\", r"\mbox{} \\", r"~~x~~y", r"\end{flushleft}", ""]))
+    assert "verbatim}" not in text.replace(r"verbatim\}", "") and r"\input{" not in text
+
+
+def test_markdown_labels_cannot_add_columns_or_close_the_fence():
+    doc = SCOOTER | {"title": "# not a heading", "key_labels": ["a|b", "`", "[x](y)"], "query_labels": ["- it"]}
+    trace = attend(build_problem(doc))
+    text = markdown(trace, ("weights",), 4, header_lines(trace, 4), ["a ``` b", "``"])
+    assert "\\# not a heading  \n" in text
+    assert "| | a\\|b | \\` | \\[x\\](y) |\n|---|---:|---:|---:|\n| \\- it | 0.0454 | 0.7679 | 0.1867 |\n" in text
+    assert text.endswith("\n\n````\na ``` b\n``\n````\n")
+
+
+def test_csv_text_cells_that_start_like_formulas_are_prefixed():
+    doc = {"Q": [[0, 4], [1, 1]], "K": [[1, 0], [0, 1], [0.5, 0.5], [0, 0], [1, 1]],
+           "V": [[2, 0], [0, 2], [1, -1], [0, 0], [1, 1]], "bias": [[0, 0, 0, 0, 0], [0, 0, 0, 0, None]],
+           "query_labels": ["=1+2", "@SUM(A1)"], "key_labels": ["+x", "-cmd|' /C calc'!A0", "\tt", "\rr", "-1"]}
+    text = csv_stage(attend(build_problem(doc)), "masked")
+    lines = text.splitlines()
+    assert lines[0] == "query,'+x,'-cmd|' /C calc'!A0,\\u0009t,\\u000dr,-1"  # escaped: no tab or CR starts a cell
+    assert lines[1].startswith("'=1+2,0.0,2.82842712474619") and lines[2].startswith("'@SUM(A1),")
+    assert lines[2].endswith(",-inf")  # a number: never prefixed
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[2][-1] == "-inf" and float(rows[1][-1]) > 0
+
+
+def test_csv_negative_numbers_stay_numbers(run):
+    out = run("compute", SAMPLES / "scooter.json", "-f", "csv", "--stages", "output").stdout
+    assert "'" not in out
+    neg = run("compute", "--q", "1,0", "--k", "1,0;0,1", "--v", "-0.5;-1", "-f", "csv", "--stages", "output").stdout
+    assert "'" not in neg and ",-0.6" in neg
+
+
+def test_minus_infinity_has_one_spelling_in_text_views(run):
+    causal = SAMPLES / "causal.json"
+    for args in (["-f", "table"], ["-f", "markdown"]):
+        out = run("compute", causal, "--stages", "masked", *args).stdout
+        assert "−∞" in out and "-∞" not in out, args  # U+2212
+    assert "-inf" in run("compute", causal, "--stages", "masked", "-f", "csv").stdout
+    assert run.json("compute", causal, "--stages", "masked")["heads"][0]["masked"][0][1] is None
+
+
+def test_no_color_drops_bold_and_dim(monkeypatch, capsys):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    render(attend(build_problem(HOSTILE)), make_console(), ALL)
+    assert "\x1b[1m" in capsys.readouterr().out  # a colour terminal gets bold
+    monkeypatch.setenv("NO_COLOR", "1")
+    render(attend(build_problem(HOSTILE)), make_console(), ALL)
+    out = capsys.readouterr().out
+    assert "\x1b[" not in out and "heatmap of weights" in out
+
+
+def test_heatmap_cells_set_their_own_foreground_and_the_grid_is_not_bold():
+    grid = heatmap(attend(build_problem(SCOOTER | {"key_labels": ["a", "b", "c"]})), 0)
+    assert grid.style == ""
+    bold = [span for span in grid.spans if Style.parse(str(span.style)).bold]
+    assert [grid.plain[s.start:s.end] for s in bold] == ["heatmap of weights\n"]
+    cells = [Style.parse(str(span.style)) for span in grid.spans if span not in bold]
+    assert len(cells) == 3 and all(s.color is not None and s.bgcolor is not None for s in cells)
+    dark, light = cell_style(0.0), cell_style(1.0)
+    assert dark == "color(255) on color(232)" and light == "color(232) on color(255)"
+
+
+def test_big_heatmaps_are_elided_with_the_shape_and_a_hint():
+    doc = {"Q": [[i % 3, 1] for i in range(30)], "K": [[j % 5, 0] for j in range(40)],
+           "V": [[1] for _ in range(40)]}
+    trace = attend(build_problem(doc))
+    lines = heatmap(trace, 0).plain.splitlines()
+    assert lines[0] == "heatmap of weights (30×40, middle elided: --full shows all)"
+    assert len(lines) == 2 + 11 and lines[7].strip().startswith("⋮") and "⋯" in lines[1]
+    assert len(lines[1].split()) == 17  # 16 keys and ⋯
+    full = heatmap(trace, 0, full=True).plain.splitlines()
+    assert full[0] == "heatmap of weights" and len(full) == 2 + 30 and len(full[1].split()) == 40
+    narrow = Console(file=io.StringIO(), width=60, color_system=None)
+    print_heatmaps(trace, narrow, width=60)
+    assert all(len(line.rstrip()) <= 60 for line in narrow.file.getvalue().splitlines())
+
+
+def test_minus_infinity_as_printed_reads_back(run, tmp_path):
+    (tmp_path / "bias.csv").write_text("0,−∞\n", encoding="utf-8")
+    args = ("compute", "--q", "0,4", "--k", "1,0;0,1", "--v", "1;2")
+    for bias in ("0,−∞", tmp_path / "bias.csv"):
+        assert run.json(*args, "--bias", bias)["heads"][0]["weights"] == [[1.0, 0.0]]
+    doc = {"Q": [0, 4], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "bias": [[0, "−∞"]], "masked": [[0.0, "−∞"]]}
+    (tmp_path / "a.json").write_text(json.dumps(doc), encoding="utf-8")
+    result = run("check", tmp_path / "a.json", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_full_shows_the_whole_heatmap_through_the_cli(run):
+    args = ("compute", "--q", ";".join(f"{i},1" for i in range(12)), "--k", "1,0;0,1", "--v", "1;2",
+            "--stages", "heatmap", "-f", "table")
+    cut, full = run(*args).stdout, run(*args, "--full").stdout
+    assert "heatmap of weights (12×2, middle elided: --full shows all)" in cut and "\n⋮" in cut
+    assert "middle elided" not in full and "\n11 " in full and "⋮" not in full
