@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.errors import InputError, NumericError, quote
-from attncli.limits import check_fits
+from attncli.limits import check_fits, stage_bytes
 from attncli.trace import Problem, Trace
 
 HQK = ("head", "query", "key")
@@ -154,7 +154,7 @@ def attend(problem: Problem, progress=None) -> Trace:
 def _attend(problem: Problem, progress) -> Trace:
     itemsize = np.dtype(problem.dtype).itemsize
     stages = 4 if problem.mask is None and problem.bias is None else 5  # with the temporaries
-    check_fits(problem.heads, problem.lq, problem.lk, itemsize, stages)
+    check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, stages))
     Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
     scale = scale_of(problem, Q.shape[-1])
 

@@ -72,7 +72,7 @@ class AttnGroup(_PlainFlags, TyperGroup):
         except typer.Abort:
             fail("aborted")
         except MemoryError:
-            fail("out of memory; try --dtype float32 or a smaller problem")
+            fail("out of memory; try --stages output, --output FILE.npz or a smaller problem")
         except BrokenPipeError:
             # The reader went away (`attn … | head`): not an error. Point stdout at /dev/null so
             # that Python's final flush does not complain either.

@@ -9,35 +9,64 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 from pathlib import Path
 
-from attncli.errors import InputError, quote
+from attncli.errors import AttnError, InputError, quote
+from attncli.limits import Cap, check_fits, text_cap
 from attncli.text_input import parse_csv, parse_inline  # noqa: F401  (re-exported)
 from attncli.values import Written
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
+ONE_MATRIX_SUFFIXES = (".npy", ".csv", ".tsv")  # files that hold one matrix, never a whole problem
 LABELS_FROM = {"Q": ("query_labels",), "K": ("key_labels",), "X": ("query_labels", "key_labels"),
                "X_kv": ("key_labels",)}
-MAX_BYTES = 1 << 30  # refuse text inputs over 1 GiB rather than exhaust memory parsing them
+CHUNK = 1 << 20  # text is read this much at a time, so that the cap is checked as it grows
+NPY_START = b"\x93NUMPY"
+ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first member, or an empty zip's directory
+NOT_NUMPY = {".npy": "not an .npy array (numpy.save writes one)",
+             ".npz": "not an npz archive (numpy.savez writes a zip of .npy arrays)"}
 
 
-def read_bytes(path: str) -> tuple[bytes, str]:
-    """The bytes of a file, or of stdin for `-`; returns (data, name to use in errors)."""
-    if path == "-":
-        return sys.stdin.buffer.read(), "<stdin>"
+class OneMatrixError(InputError):
+    """A file that holds one matrix (.npy, .csv, .tsv) given where a whole document belongs."""
+
+
+def _read_capped(stream, cap: Cap, source: str) -> bytes:
+    """Read to the end in chunks, refusing as soon as more than the cap has come. Stops early at a
+    chunk holding a NUL byte: that is binary data, which `decode` refuses (/dev/zero has no end)."""
+    chunks, total = [], 0
+    while chunk := stream.read(min(CHUNK, cap.bytes + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > cap.bytes:
+            raise cap.refuse(total, source, exact=False)
+        if b"\0" in chunk:
+            break
+    return b"".join(chunks)
+
+
+def read_bytes(path: str, cap: Cap | None = None) -> tuple[bytes, str]:
+    """The bytes of a file, or of stdin for `-`, within `cap` (default: the text cap): a file whose
+    size is over it is refused unread; stdin, FIFOs and devices, which have no size, are refused
+    as soon as the cap is passed. Returns (data, name to use in errors)."""
+    cap = cap or text_cap()
+    source = "<stdin>" if path == "-" else path
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise InputError(f"the file is {size / 2**30:.1f} GiB; text input is limited to 1 GiB "
-                             "(use .npy for large matrices)", path)
-        return Path(path).read_bytes(), path
+        if path == "-":
+            return _read_capped(sys.stdin.buffer, cap, source), source
+        with open(path, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            if stat.S_ISREG(status.st_mode) and status.st_size > cap.bytes:
+                raise cap.refuse(status.st_size, source, exact=True)
+            return _read_capped(handle, cap, source), source
     except FileNotFoundError:
-        raise InputError("no such file", path) from None
+        raise InputError("no such file", source) from None
     except IsADirectoryError:
-        raise InputError("is a directory, expected a file", path) from None
+        raise InputError("is a directory, expected a file", source) from None
     except OSError as error:
-        raise InputError(f"cannot read: {error.strerror or error}", path) from None
+        raise InputError(f"cannot read: {error.strerror or error}", source) from None
 
 
 def decode(data: bytes, source: str) -> str:
@@ -107,57 +136,120 @@ def parse_json(text: str, source: str, keep_decimals: bool = False):
                          source) from None
 
 
-def read_document(path: str, keep_decimals: bool = False):
-    """A JSON document from a file or stdin (`-`), or the arrays of an .npz archive;
+def read_document(path: str, keep_decimals: bool = False, cap: Cap | None = None):
+    """A JSON document from a file or stdin (`-`) within `cap`, or the arrays of an .npz archive;
     returns (document, source name)."""
-    if path.lower().endswith(".npz"):
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npz":
         return load_npz(path), path
-    data, source = read_bytes(path)
+    if suffix in ONE_MATRIX_SUFFIXES:
+        raise OneMatrixError(f"a {suffix} file holds one matrix; a whole problem (or answers) file is "
+                             "a JSON object or an .npz archive", path)
+    data, source = read_bytes(path, cap)
     return parse_json(decode(data, source), source, keep_decimals), source
 
 
-def _npy_fits(path: str) -> None:
-    """Read an .npy header and refuse, before allocating, a shape the file does not hold."""
+def _npy_header(stream, suffix: str) -> tuple[tuple[int, ...], object, int]:
+    """(shape, dtype, bytes of data declared) from an .npy stream, reading only its header.
+    Python objects are refused here, before any data is read."""
     import numpy as np
 
-    with open(path, "rb") as handle:
-        version = np.lib.format.read_magic(handle)
-        read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-        if version not in read:
-            return  # np.load checks the rest
-        shape, _, dtype = read[version](handle)
-        declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
-        held = os.path.getsize(path) - handle.tell()
-    if dtype.itemsize and declared > held:
-        raise InputError(f"cannot read .npy: it declares shape {shape} ({declared:,} bytes) but holds "
-                         f"{held:,} bytes", path)
+    version = np.lib.format.read_magic(stream)
+    read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if version not in read:
+        raise InputError(f"cannot read {suffix}: unsupported .npy format version {version[0]}.{version[1]}")
+    shape, _, dtype = read[version](stream)
+    if dtype.hasobject:
+        raise InputError(f"cannot read {suffix}: it holds Python objects (pickles are refused)")
+    return shape, dtype, math.prod(shape) * dtype.itemsize
+
+
+def _held(suffix: str, shape, declared: int, held: int, name: str = "it") -> None:
+    """Refuse, before allocating, a header that declares more data than there is."""
+    if declared > held:
+        raise InputError(f"cannot read {suffix}: {name} declares shape {shape} ({declared:,} bytes) but "
+                         f"holds {held:,} bytes")
+
+
+def _npz_keys(handle) -> list[str]:
+    """The keys to read from an .npz, checked from its zip directory and each member's .npy header
+    alone (a few hundred bytes decompressed per member): every member is an .npy array, every key
+    is known (an unknown one is refused before anything is decompressed), no header declares more
+    than its member holds, and the arrays fit in memory together. Members with a `/` in their name
+    are results that --output wrote (heads/weights.npy): skipped, never decompressed."""
+    import zipfile
+
+    from attncli.problem import _check_keys
+
+    with zipfile.ZipFile(handle) as archive:
+        members = {}
+        for info in archive.infolist():
+            if "/" in info.filename:
+                continue
+            if not info.filename.endswith(".npy"):
+                raise InputError(f"cannot read .npz: it holds {quote(info.filename)}, which is not an .npy "
+                                 "array; an .npz archive holds arrays, as numpy.savez writes them")
+            members[info.filename[:-4]] = info
+        _check_keys(dict.fromkeys(members))  # the same unknown-key error as a JSON problem's
+        declared = 0
+        for key, info in members.items():
+            try:
+                with archive.open(info) as member:
+                    shape, _, size = _npy_header(member, ".npz")
+                    _held(".npz", shape, size, info.file_size - member.tell(), key)
+            except (RuntimeError, NotImplementedError) as error:  # encrypted; unknown compression
+                raise InputError(f"cannot read .npz: {key}: {error}") from None
+            declared += size
+    check_fits({"its arrays": declared})
+    return list(members)
 
 
 def _numpy_file(path: str, suffix: str):
-    """np.load without pickles, its failures as InputErrors; an .npy must hold one array and an
-    .npz an archive. Returns the array, or the archive's arrays (keys with a `/` are results
-    that --output wrote, not problem keys)."""
+    """An .npy's array, or an .npz's arrays by key, after checking without reading any data that
+    the file is what its suffix says, that no header declares more than the file holds, and that
+    the arrays fit in memory; then np.load without pickles. Every failure is an InputError."""
+    import zipfile
+    import zlib
+
     import numpy as np
 
+    kinds = {".npy": "one array", ".npz": "an archive of arrays"}
     try:
-        if suffix == ".npy":
-            _npy_fits(path)
-        loaded = np.load(path, allow_pickle=False)
-        if isinstance(loaded, np.ndarray) != (suffix == ".npy"):
-            found = "one array" if isinstance(loaded, np.ndarray) else "an archive of arrays"
-            raise InputError(f"cannot read {suffix}: it holds {found}; save it as "
-                             f"{'.npz' if suffix == '.npy' else '.npy'}", path)
-        if suffix == ".npy":
-            return loaded
-        with loaded as archive:
-            return {name: archive[name] for name in archive.files if "/" not in name}
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a FIFO would block
+            raise InputError(f"not a regular file; {suffix} input is read from a file")
+        with open(path, "rb") as handle:
+            start = handle.read(len(NPY_START))
+            handle.seek(0)
+            found = ".npy" if start == NPY_START else ".npz" if start[:4] in ZIP_STARTS else None
+            if found != suffix:
+                reason = (f"it holds {kinds[found]}; save it as {found}" if found
+                          else "the file is empty" if not start else NOT_NUMPY[suffix])
+                raise InputError(f"cannot read {suffix}: {reason}")
+            if suffix == ".npy":
+                shape, _, size = _npy_header(handle, suffix)
+                _held(suffix, shape, size, os.fstat(handle.fileno()).st_size - handle.tell())
+                check_fits({"its array": size})
+                handle.seek(0)
+                return np.load(handle, allow_pickle=False)
+            keys = _npz_keys(handle)
+            handle.seek(0)
+            with np.load(handle, allow_pickle=False) as archive:
+                return {key: archive[key] for key in keys}
+    except AttnError as error:
+        raise error.at(path)
     except FileNotFoundError:
         raise InputError("no such file", path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a file", path) from None
+    except (zipfile.BadZipFile, EOFError, zlib.error) as error:
+        raise InputError(f"cannot read .npz: the archive is truncated or damaged ({error})", path) from None
     except ValueError as error:
         reason = "it holds Python objects (pickles are refused)" if "pickle" in str(error) else str(error)
         raise InputError(f"cannot read {suffix}: {reason}", path) from None
-    except (OSError, MemoryError) as error:
-        raise InputError(f"cannot read {suffix}: {error or 'too large for memory'}", path) from None
+    except OSError as error:
+        raise InputError(f"cannot read {suffix}: {error.strerror or error}", path) from None
+    except MemoryError:
+        raise InputError(f"cannot read {suffix}: too large for memory", path) from None
 
 
 def load_npy(path: str):
@@ -178,8 +270,8 @@ def load_npz(path: str) -> dict:
     return doc
 
 
-def load_matrix(value: str, option: str, kind: str = "number"):
-    """A matrix option's value: a path (.json, .csv, .tsv, .npy) or inline text.
+def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None = None):
+    """A matrix option's value: a path (.json, .csv, .tsv, .npy; text within `cap`) or inline text.
     Returns (matrix, row labels or None, source name)."""
     suffix = Path(value).suffix.lower()
     if suffix == ".npz":
@@ -188,7 +280,7 @@ def load_matrix(value: str, option: str, kind: str = "number"):
     if suffix in MATRIX_SUFFIXES or (os.path.isfile(value) and not value.lstrip().startswith("[")):
         if suffix == ".npy":
             return load_npy(value), None, value
-        data, source = read_bytes(value)
+        data, source = read_bytes(value, cap)
         text = decode(data, source)
         if suffix == ".json":
             return parse_json(text, source, keep_decimals=True), None, source

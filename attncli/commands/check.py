@@ -57,7 +57,8 @@ def check(
     Exit codes: 0 every given cell correct, 1 some wrong, 2 trouble.
     """
     from attncli.attention import attend
-    from attncli.loading import load_matrix, read_document
+    from attncli.limits import answers_cap
+    from attncli.loading import OneMatrixError, load_matrix, read_document
     from attncli.problem import build_problem
 
     files = list(files or [])
@@ -72,18 +73,26 @@ def check(
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
-    doc, source = read_document(problem, keep_decimals=True)
+    try:
+        doc, source = read_document(problem, keep_decimals=True)
+    except OneMatrixError as error:
+        error.message += "; give a learner's matrix as an option, e.g. --weights FILE"
+        raise
     built = build_problem(doc, source=source)
     try:
         trace = attend(built)
     except AttnError as error:
         raise error.at(source)
+    cap = answers_cap(built)  # answers bigger than this problem's every stage are refused unread
 
-    given = {stage: load_matrix(value, f"--{stage}", "bias" if stage == "masked" else "number")[0]
+    given = {stage: load_matrix(value, f"--{stage}", "bias" if stage == "masked" else "number", cap)[0]
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None) -> dict:
-        answers = dict(doc) if name is None or name == problem else read_document(name, keep_decimals=True)[0]
+        if name is None or name == problem:
+            answers = dict(doc)
+        else:
+            answers = read_document(name, keep_decimals=True, cap=cap)[0]
         return answers | given if isinstance(answers, dict) else answers  # read_answers names a wrong type
 
     names = files or [None]

@@ -136,7 +136,7 @@ def compute(
 
         workers = one_blas_thread()  # before numpy loads
 
-    from attncli.loading import gather
+    from attncli.loading import OneMatrixError, gather
     from attncli.problem import build_problem
 
     matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
@@ -144,14 +144,23 @@ def compute(
     settings = {"heads": heads, "scale": _scale(scale), "query_labels": _split(query_labels),
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
                 "dtype": dtype and dtype.value}
-    doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
+    try:
+        doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
+    except OneMatrixError as error:
+        error.message += f"; give it as a matrix option: --q {file}"
+        raise
     origin["invert_mask"] = "--invert-mask"
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
     if problem.mask_rule == "causal" and problem.lq < problem.lk:
         sys.stderr.write(f"warning: mask causal is top-left (query i sees keys j ≤ i), and there are fewer "
                          f"queries ({problem.lq}) than keys ({problem.lk}); if the queries are the last "
                          "tokens of the keys' sequence (a KV cache), use causal_lower_right\n")
+    view = format
+    if view == Format.auto:
+        view = Format.table if sys.stdout.isatty() or explain else Format.json
+    written = suffix[1:] if output_file else view.value  # what is built: json, npz, npy, or a text view
     try:
+        _guard(problem, written, shown, full, output_only)
         trace = _attend(problem, output_only, workers)
     except AttnError as error:
         raise error.at(source) if source else error
@@ -175,9 +184,6 @@ def compute(
         except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
             stop.die()
         return
-    view = format
-    if view == Format.auto:
-        view = Format.table if sys.stdout.isatty() or explain else Format.json
     if view == Format.json:
         from attncli.render.json import document
 
@@ -196,6 +202,30 @@ def compute(
 
         write = export.markdown if view == Format.markdown else export.latex
         sys.stdout.write(write(trace, shown, precision, header_lines(trace, precision), explanation))
+
+
+def _guard(problem, view: str, shown, full: bool, output_only: bool) -> None:
+    """Refuse, before computing, a problem whose stages and view would not fit in memory, naming
+    the ways out that would fit: only the output (in blocks), a binary file, single precision."""
+    from attncli.limits import ResourceError, available_bytes, check_fits, needs
+
+    available = available_bytes()
+    itemsize = 8 if problem.dtype == "float64" else 4
+    plan = {"view": view, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
+
+    def fits(**change) -> bool:
+        return sum(needs(problem, **plan | change).values()) <= available
+
+    try:
+        check_fits(needs(problem, **plan), available)
+    except ResourceError as error:
+        ways = [way for way, works in (
+            ("--stages output (computed in blocks of about 16 MiB)",
+             not output_only and fits(output_only=True, shown=("output",))),
+            ("--output FILE.npz (no text)", view not in ("npz", "npy") and fits(view="npz")),
+            ("--dtype float32", itemsize == 8 and fits(itemsize=4))) if works]
+        error.message += "; use " + " or ".join(ways) if ways else "; make the problem smaller"
+        raise
 
 
 def _attend(problem, output_only: bool, workers: int):
