@@ -175,3 +175,11 @@ def test_written_matrices_read_back_exactly(rows, header, labelled):
     lines += [(f"{label}," if labelled else "") + ",".join(repr(x) for x in row) for label, row in zip(labels, rows)]
     matrix, read_labels = csv("\n".join(lines) + "\n")
     assert matrix == rows and read_labels == (labels if labelled else None)
+
+
+@given(st.lists(st.lists(numbers, min_size=1, max_size=4), min_size=2, max_size=4).filter(
+    lambda rows: len({len(r) for r in rows}) == 1),
+    st.sampled_from([", ", ",", " "]), st.sampled_from(["; ", ";", "\n", ";\n"]))
+def test_inline_rows_read_back_exactly(rows, entries, separator):
+    text = separator.join(entries.join(repr(x) for x in row) for row in rows)
+    assert parse_inline(text, "--q") == rows
