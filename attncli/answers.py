@@ -1,34 +1,89 @@
 """A learner's answers document to checked `Answer`s, shaped like the stages they answer.
 
 Top-level `scores`, `scaled`, `masked`, `weights` answer a one-head problem; several heads are
-answered as `"heads": [{...}, ...]`. Top-level `output` is the final output (for one head without
-W_O that is the head's output). The JSON that `attn compute` writes is a complete answer.
+answered as `"heads": [{...}, ...]` (heads left out or `{}` are not answered). Top-level `output`
+is the final output (for one head without W_O that is the head's output). The JSON that
+`attn compute` writes is a complete answer.
+
+Learners write numbers as numbers or strings (`"0.0454"`); a masked cell as null, `"-inf"`,
+`"−∞"` or a large negative (≤ -1e9, read as −∞ with a note). A matrix written transposed is kept
+(turned back) and marked wrong with the diagnosis `transposed`. A CSV answers file holds blocks:
+a line naming the stage (`weights`, `heads[1].weights`), then its rows.
 """
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 
 from attncli.errors import InputError, did_you_mean, quote
-from attncli.marking import Answer, present
+from attncli.marking import Answer
+from attncli.mistakes import present
 from attncli.problem import ALIASES, INPUT_KEYS, OUTPUT_KEYS
-from attncli.trace import Trace
-from attncli.values import as_array, decimals_of, describe
+from attncli.trace import STAGES, Trace
+from attncli.values import Written, as_array, decimals_of, describe
 
-HEAD_STAGES = ("scores", "scaled", "masked", "weights", "output")
+HEAD_STAGES = STAGES
 IGNORED_IN_HEADS = ("Q", "K", "V")
+NEGATIVE_INFINITY = ("-inf", "-infinity", "-∞", "−∞", "−inf")
+LARGE_NEGATIVE = -1e9  # a masked cell at or below this stands for −∞ (as PyTorch code writes -1e9)
+NO_ANSWERS = "no answers found"
+
+
+class NoAnswers(InputError):
+    """A document with no answer stage at all: never "all correct"."""
+
+    def __init__(self, name: str | None = None):
+        where = f" in {name}" if name else ""
+        super().__init__(f"{NO_ANSWERS}{where}: write at least one of {', '.join(HEAD_STAGES)}")
+
+
+def _leaf(x, masked: bool):
+    """A learner's cell as a number: strings are read as they are written."""
+    if isinstance(x, str):
+        text = x.strip()
+        if masked and text.lower() in NEGATIVE_INFINITY:
+            return None
+        try:
+            number = Written.parse(text.replace("−", "-"))
+        except ValueError:
+            return x  # as_array names it
+        return number if math.isfinite(number) else x
+    if masked and isinstance(x, (int, float)) and not isinstance(x, bool) and x <= LARGE_NEGATIVE:
+        return None
+    return x
+
+
+def _read(value, masked: bool):
+    return [_read(v, masked) for v in value] if isinstance(value, list) else _leaf(value, masked)
+
+
+def _large_negatives(value) -> list[float]:
+    if isinstance(value, list):
+        return [x for v in value for x in _large_negatives(v)]
+    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= LARGE_NEGATIVE else []
 
 
 def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
-    kind = "bias" if field.endswith("masked") else "number"
-    values = as_array(value, field, kind=kind, max_dims=2)
+    masked = field.endswith("masked")
+    numbers = _read(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
+    read = _read(numbers, masked)
+    values = as_array(read, field, kind="bias" if masked else "number", max_dims=2)
     if values.ndim == 1 and shape[0] == 1:
         values = values.reshape(1, -1)
-    if values.shape != shape:
-        found = " × ".join(map(str, values.shape))
-        raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}")
-    decimals = decimals_of(value, values.shape) if isinstance(value, list) else np.full(shape, -1)
-    return Answer(values=values, decimals=decimals)
+    decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
+    notes = ()
+    large = _large_negatives(numbers) if masked else []
+    if large:
+        notes = (f"read {large[0]:g} as −∞ (a large negative stands for a blocked position)",)
+    if values.shape == shape:
+        return Answer(values=values, decimals=decimals, notes=notes)
+    if values.shape == shape[::-1]:
+        return Answer(values=values.T, decimals=decimals.T, notes=notes, transposed=True)
+    found = " × ".join(map(str, values.shape))
+    raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}")
 
 
 def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
@@ -39,7 +94,8 @@ def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
 
 
 def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | None]:
-    """Per-head answers, and the final output's answer (None when it is head 0's output or absent)."""
+    """Per-head answers (one dict per head, empty when not answered), and the final output's
+    answer (None when it is head 0's output or absent). Raises NoAnswers when nothing is answered."""
     p = trace.problem
     if not isinstance(doc, dict):
         raise InputError(f"the top level is {describe(doc)}; expected a JSON object of answers")
@@ -53,9 +109,11 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     heads = [dict() for _ in range(p.heads)]
     listed = doc.get("heads")
     if isinstance(listed, list):
-        if len(listed) != p.heads:
+        if len(listed) > p.heads:
             raise InputError(f"heads lists {len(listed)} heads but the problem has {p.heads}")
         for h, entry in enumerate(listed):
+            if entry is None:
+                continue
             if not isinstance(entry, dict):
                 raise InputError(f"heads[{h}] is {describe(entry)}; expected an object of stages")
             _check_keys(entry, HEAD_STAGES + IGNORED_IN_HEADS, f" in heads[{h}]")
@@ -68,6 +126,8 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     final = doc.get("output")
     if single and final is not None and "output" not in heads[0]:
         heads[0]["output"] = final
+    if not any(heads) and final is None:
+        raise NoAnswers()
     marked = []
     for h, entry in enumerate(heads):
         prefix = f"heads[{h}]." if isinstance(listed, list) else ""
@@ -79,3 +139,57 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     if final is not None and not single:
         final_answer = _answer(final, "output", trace.final.shape, "queries × output columns")
     return marked, final_answer
+
+
+# A bare −∞ as learners type it into JSON (`-inf`, Python's `-Infinity`, `−∞`), outside strings.
+BARE_MINUS_INFINITY = re.compile(r'("(?:[^"\\]|\\.)*")|(?:-|−)(?:inf(?:inity)?\b|∞)', re.IGNORECASE)
+
+
+def bare_infinity_as_null(text: str) -> str:
+    """JSON text with every bare −∞ written as null (strict JSON has no infinity; strings are kept)."""
+    return BARE_MINUS_INFINITY.sub(lambda m: m.group(1) or "null", text)
+
+
+MAX_HEADS = 1024  # a stage line naming a head beyond this is a typo, not a head
+STAGE_LINE = re.compile(r"^(?:heads\[(\d+)\]\.)?([a-z_]+)$")
+
+
+def parse_answers_csv(text: str, source: str) -> dict:
+    """An answers document from CSV (or TSV): a line naming a stage (`weights`, `output`,
+    `heads[1].weights`), then that matrix's rows; blank lines are skipped. Cells stay text, read
+    as the learner wrote them (an empty masked cell is −∞)."""
+    import csv
+    import io
+
+    delimiter = "\t" if source.lower().endswith(".tsv") else ","
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
+    except csv.Error as error:
+        raise InputError(f"not valid CSV: {error}", source) from None
+    doc: dict = {}
+    current = None
+    for r, row in enumerate(rows, start=1):
+        cells = [c.strip() for c in row]
+        if not any(cells):
+            continue
+        named = STAGE_LINE.match(cells[0]) if not any(cells[1:]) else None
+        if named:
+            head, stage = named.groups()
+            if stage not in HEAD_STAGES:
+                hint = did_you_mean(stage, HEAD_STAGES) or f"; stages are {', '.join(HEAD_STAGES)}"
+                raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
+            current = []
+            if head is None:
+                doc[stage] = current
+            elif int(head) >= MAX_HEADS:
+                raise InputError(f"row {r}: {quote(cells[0])} names head {head}; heads are numbered from 0", source)
+            else:
+                heads = doc.setdefault("heads", [])
+                heads.extend({} for _ in range(int(head) + 1 - len(heads)))
+                heads[int(head)][stage] = current
+            continue
+        if current is None:
+            raise InputError(f"row {r}: numbers before any stage name; expected a line naming the stage "
+                             "(e.g. weights) above its rows", source)
+        current.append([c if c else None for c in cells])
+    return doc

@@ -1,10 +1,17 @@
-"""Mark a learner's stages against a trace, as an examiner does: exact, carried, or wrong.
+"""Mark a learner's stages against a trace, as an examiner does.
 
-A cell is correct when it equals the exact value rounded to the decimals the learner wrote
-(±1 in the last place when they wrote decimals), or within `tol` when one is given. A wrong
-stage that is right when recomputed from the learner's own earlier stage is *carried*
-(error carried forward). Wrong stages are diagnosed by recomputing them under common mistakes.
-Pure numpy: no I/O.
+Each cell is one of `STATUSES`:
+- correct: the exact value rounded to the decimals written (±1 in the last place; at an exact tie
+  either rounding); a value with fewer than `Rule.decimals` decimals must equal the exact value.
+  Also correct: the textbook's method, each earlier stage rounded to the decimals written (at
+  least `Rule.decimals`) and carried forward, and a stage that follows from the learner's own
+  earlier stage when that stage was all correct.
+- carried: wrong against the exact values, but right when recomputed from the learner's own
+  earlier stage that had a mistake (error carried forward).
+- imprecise: fewer decimals than `Rule.decimals`, right at the decimals written, not exact.
+- wrong; missing: a required stage not answered.
+`right` = correct + carried. Wrong cells are diagnosed by recomputing the stage under common
+mistakes (`attncli.mistakes`). Pure numpy: no I/O.
 """
 
 from __future__ import annotations
@@ -13,46 +20,42 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.attention import mask_scores, softmax
-from attncli.trace import Trace, head_slice
+from attncli.grading import DECIMALS, UNKNOWN_DECIMALS, Rule, grade
+from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, plural,
+                              present, rounding_text, roundings, span)
+from attncli.trace import Trace
 
-ORDER = ("scores", "scaled", "masked", "weights", "output")
-MISTAKES = {
-    "no_scale": ("scaled", "forgot to divide the scores by √d_k"),
-    "scale_by_dk": ("scaled", "divided the scores by d_k instead of √d_k"),
-    "scale_multiplied": ("scaled", "multiplied the scores by √d_k instead of dividing"),
-    "mask_ignored": ("masked", "did not apply the mask"),
-    "mask_inverted": ("masked", "inverted the mask: kept the positions that should be blocked"),
-    "no_exp": ("weights", "normalised the scores by their sum without taking e^x first"),
-    "softmax_wrong_axis": ("weights", "normalised each column (over queries) instead of each row (over keys)"),
-    "no_softmax": ("weights", "used the scaled scores as weights without a softmax"),
-    "transposed_k": ("scores", "multiplied Q by K where Kᵀ was needed"),
-    "values_transposed": ("output", "multiplied the weights by Vᵀ instead of V"),
-}
-# A cell's mark. `right` counts correct and carried; imprecise (too few decimals) and missing
-# (a required stage left unanswered) earn nothing, as wrong does.
 STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
-ROUNDING = (0, 1, 2, 3)  # decimals tried for `rounded_early`
+SYMBOLS = {"correct": "✓", "carried": "↪", "wrong": "✗", "imprecise": "~", "missing": "?"}  # in tables
+FINEST_ROUNDING = 10  # the most decimals tried for a rounded-and-carried intermediate stage
+MISSING_NOTE = "missing: a required stage, not answered"
 
 
 @dataclass(frozen=True)
 class Answer:
     """One stage of one head as the learner gave it."""
 
-    values: np.ndarray  # float, −∞ allowed in `masked`
-    decimals: np.ndarray  # decimals written per cell; -1 when unknown (then 4 are assumed)
+    values: np.ndarray  # float, −∞ allowed in `masked`; NaN where a required stage is missing
+    decimals: np.ndarray  # decimals written per cell; -1 when unknown
+    notes: tuple[str, ...] = ()  # how it was read, e.g. a large negative taken as −∞
+    transposed: bool = False  # written keys × queries; `values` are turned back to queries × keys
+
+    @property
+    def precision(self) -> int:
+        """The most decimals written in any cell (unknown counts as UNKNOWN_DECIMALS)."""
+        return int(np.where(self.decimals < 0, UNKNOWN_DECIMALS, self.decimals).max())
 
 
 @dataclass(frozen=True)
 class StageMark:
     given: Answer
-    cells: np.ndarray  # "correct" / "carried" / "wrong" per cell
+    cells: np.ndarray  # one of STATUSES per cell
     expected: np.ndarray
-    diagnosis: tuple[str, ...]  # mistake ids; `rounded_early` may carry detail in `notes`
-    notes: tuple[str, ...]  # one line per diagnosis
+    diagnosis: tuple[str, ...]  # mistake ids (`attncli.mistakes`), `transposed` or `rounded_early`
+    notes: tuple[str, ...]  # one line per diagnosis or note
 
-    def count(self, mark: str) -> int:
-        return int((self.cells == mark).sum())
+    def count(self, status: str) -> int:
+        return int((self.cells == status).sum())
 
     @property
     def right(self) -> int:
@@ -60,155 +63,218 @@ class StageMark:
         return self.count("correct") + self.count("carried")
 
 
-def cell_ok(given: np.ndarray, decimals: np.ndarray, target: np.ndarray, tol: float | None) -> np.ndarray:
-    """Per cell: does `given` match `target` under the marking rule?"""
-    both_inf = np.isneginf(given) & np.isneginf(target)
-    finite = np.isfinite(given) & np.isfinite(target)
-    g, t = np.where(finite, given, 0.0), np.where(finite, target, 0.0)
-    if tol is not None:
-        close = np.abs(g - t) <= tol
+@dataclass(frozen=True)
+class _Basis:
+    """The learner's latest earlier stage: where recomputation starts."""
+
+    stage: str | None = None  # None: from Q and K
+    values: np.ndarray | None = None
+    sound: bool = True  # every cell correct: following from it is the textbook's method
+    precision: int = 0
+
+
+def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Basis, rule: Rule):
+    """(target, status, note): the values a learner reaches legitimately from `basis`, their
+    own earlier stage as written, or with intermediate stages rounded to k ≥ rule.decimals."""
+    status = "correct" if basis.sound else "carried"
+    if basis.stage is not None:
+        note = f"rounded {basis.stage} carried ({plural(basis.precision, 'decimal')})" if basis.sound else None
+        yield chain(trace, head, basis.stage, basis.values, stage), status, note
+    # Rounded and carried from the learner's basis; then from Q and K (right whatever they wrote before).
+    starts = [(basis, status)] + ([(_Basis(), "correct")] if basis.stage is not None else [])
+    for start, outcome in starts:
+        steps = span(trace, start.stage, stage)
+        for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
+            for stages in roundings(steps):
+                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k)), outcome,
+                       f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})")
+
+
+def _cells(answer: Answer, exact: np.ndarray, followings, rule: Rule) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Cell statuses against the exact values and the one following that makes most cells right."""
+    ok, near = grade(answer.values, answer.decimals, exact, rule)
+    best = None
+    if not ok.all():
+        for target, status, note in followings:
+            if target is None or target.shape != exact.shape:
+                continue
+            ok2, near2 = grade(answer.values, answer.decimals, target, rule)
+            gain = int((ok2 & ~ok).sum())
+            if gain and (best is None or gain > best[0]):
+                best = (gain, ok2, near2, status, note)
+                if (ok | ok2).all():
+                    break
+    if best is None:
+        cells, notes = np.where(ok, "correct", np.where(near, "imprecise", "wrong")), ()
     else:
-        d = np.where(decimals < 0, 4, decimals)
-        unit = 10.0 ** -d
-        allowance = np.where(d > 0, unit, 0.0)  # ±1 in the last place; whole numbers must round exactly
-        rounded = np.round(t * 10.0 ** d) / 10.0 ** d
-        close = np.abs(g - rounded) <= allowance * (1 + 1e-9) + 1e-12 * np.abs(t)
-    return both_inf | (finite & close)
+        _, ok2, near2, status, note = best
+        cells = np.where(ok, "correct", np.where(ok2, status, np.where(near | near2, "imprecise", "wrong")))
+        notes = (note,) if note else ()
+    if (cells == "imprecise").any():
+        notes += (f"imprecise: write at least {plural(rule.decimals, 'decimal')} (or the exact value)",)
+    return cells, notes
 
 
-def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mistake: str | None = None):
-    """Stage `stage` of one head from the stage before it, optionally with a mistake."""
-    p = trace.problem
-    Q, K, V = trace.Q[head], trace.K[head], trace.V[head]  # (Lq, d_k), (Lk, d_k), (Lk, d_v)
-    d_k = Q.shape[-1]
-    with np.errstate(all="ignore"):
-        if stage == "scores":
-            if mistake == "transposed_k":
-                return Q @ K if Q.shape[1] == K.shape[0] == K.shape[1] else None
-            return Q @ K.T
-        if stage == "scaled":
-            factor = {"no_scale": 1.0, "scale_by_dk": 1.0 / d_k, "scale_multiplied": np.sqrt(d_k)}
-            return previous * factor.get(mistake, trace.scale)
-        if stage == "masked":
-            mask = head_slice(p.mask, head)
-            if mistake in ("mask_ignored", "mask_inverted") and mask is None:
-                return None
-            mask = None if mistake == "mask_ignored" else (~mask if mistake == "mask_inverted" else mask)
-            return mask_scores(previous, mask, head_slice(p.bias, head))
-        if stage == "weights":
-            if mistake == "no_softmax":
-                return previous
-            if mistake == "no_exp":
-                plain = np.where(np.isneginf(previous), 0.0, previous)
-                return plain / plain.sum(axis=-1, keepdims=True)
-            if mistake == "softmax_wrong_axis":
-                return softmax(previous.T, p.masked_rows)[0].T
-            return softmax(previous, p.masked_rows)[0]
-        if stage == "output":
-            if mistake == "values_transposed":
-                return previous @ V.T if previous.shape[1] == V.shape[1] == V.shape[0] else None
-            return previous @ V
-    raise ValueError(stage)
-
-
-def span(trace: Trace, start: str | None, stop: str) -> tuple[str, ...]:
-    """The stages recomputed after `start` (None: from Q and K) up to and including `stop`."""
-    stages = present(trace)
-    return stages[stages.index(start) + 1 if start else 0: stages.index(stop) + 1]
-
-
-def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None, stop: str,
-          mistake: str | None = None, round_at: tuple[str, int] | None = None) -> np.ndarray | None:
-    """Recompute from stage `start` (the learner's `values`; None: from Q and K) up to `stop`,
-    making `mistake` at its stage. `round_at` = (stage, k) rounds that intermediate stage to k
-    decimals on the way."""
-    current = values
-    for name in span(trace, start, stop):
-        current = step(trace, head, name, current, mistake if MISTAKES.get(mistake, ("",))[0] == name else None)
-        if current is None:
-            return None
-        if round_at and round_at[0] == name and name != stop:
-            current = np.round(current, round_at[1])
-    return current
-
-
-def present(trace: Trace) -> tuple[str, ...]:
-    """The stages this problem has (`masked` only with a mask or bias)."""
-    return tuple(s for s in ORDER if s != "masked" or trace.masked is not None)
-
-
-def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, wrong: np.ndarray,
-              basis: tuple[str | None, np.ndarray | None], tol: float | None) -> tuple[list[str], list[str]]:
-    """Mistakes whose recomputation, from the learner's own latest stage, reproduces every wrong
-    cell; failing those, an intermediate stage rounded too coarsely."""
+def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.ndarray, basis: _Basis,
+              rule: Rule) -> tuple[list[str], list[str]]:
+    """Mistakes consistent with every cell: the recomputation, from the learner's latest earlier
+    stage, agrees with every right cell and reproduces wrong ones. The ones that explain the most
+    wrong cells are named; an early rounding coarser than rule.decimals is `rounded_early`."""
+    wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried")
+    steps = span(trace, basis.stage, stage)
     exact = trace.stage(stage)[head]
-
-    def matches(prediction) -> bool:
+    candidates = [(m, f"{m}: {text}", chain(trace, head, basis.stage, basis.values, stage, m))
+                  for m, (where, text) in MISTAKES.items() if where in steps]
+    candidates.append((TRANSPOSED, f"{TRANSPOSED}: {TRANSPOSED_TEXT}", exact.T))
+    for k in range(min(rule.decimals, answer.precision + 1) - 1, -1, -1):
+        for stages in roundings(steps):
+            verb = "was" if len(stages) == 1 else "were"
+            candidates.append((ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {rounding_text(stages)} {verb} "
+                               f"rounded to {plural(k, 'decimal')} before the next step",
+                               chain(trace, head, basis.stage, basis.values, stage, rounded=(stages, k))))
+    best, named = 0, []
+    for mistake, note, prediction in candidates:
         if prediction is None or prediction.shape != answer.values.shape:
-            return False
-        ok = cell_ok(answer.values, answer.decimals, prediction, tol)
-        return bool(ok[wrong].all()) and not bool(cell_ok(prediction, answer.decimals, exact, tol).all())
-
-    start, values = basis
-    steps = span(trace, start, stage)
-    ids = [m for m, (where, _) in MISTAKES.items()
-           if where in steps and matches(chain(trace, head, start, values, stage, m))]
-    if ids:
-        return ids, [f"{m}: {MISTAKES[m][1]}" for m in ids]
-    for name in steps[:-1]:
-        for k in ROUNDING:
-            if matches(chain(trace, head, start, values, stage, round_at=(name, k))):
-                return ["rounded_early"], [f"rounded_early: right method, but {name} was rounded to {k} "
-                                           f"decimal{'s' * (k != 1)} before the next step"]
-    return [], []
+            continue
+        _, near = grade(answer.values, answer.decimals, prediction, rule)
+        if not near[right].all():
+            continue  # contradicts a cell the learner got right
+        explained = int((near & wrong).sum())
+        if explained > best:
+            best, named = explained, [(mistake, note)]
+        elif explained == best and explained and mistake not in [m for m, _ in named]:
+            named.append((mistake, note))  # equally good; one rounded_early note at most
+    total = int(wrong.sum())
+    suffix = f" (explains {best} of {total} wrong cells)" if named and best < total else ""
+    return [m for m, _ in named], [note + suffix for _, note in named]
 
 
-def mark_head(trace: Trace, head: int, answers: dict[str, Answer], tol: float | None = None) -> dict[str, StageMark]:
+def mark_stage(trace: Trace, head: int, stage: str, answer: Answer, basis: _Basis, rule: Rule) -> StageMark:
+    exact = trace.stage(stage)[head]
+    if answer.transposed:
+        cells = np.full(exact.shape, "wrong")
+        return StageMark(given=answer, cells=cells, expected=exact, diagnosis=(TRANSPOSED,),
+                         notes=answer.notes + (f"{TRANSPOSED}: {TRANSPOSED_TEXT}",))
+    cells, notes = _cells(answer, exact, _followings(trace, head, stage, answer, basis, rule), rule)
+    ids, diagnosis_notes = _diagnose(trace, head, stage, answer, cells, basis, rule) if (cells == "wrong").any() \
+        else ([], [])
+    return StageMark(given=answer, cells=cells, expected=exact, diagnosis=tuple(ids),
+                     notes=answer.notes + notes + tuple(diagnosis_notes))
+
+
+def missing(expected: np.ndarray) -> StageMark:
+    """A required stage the learner did not answer: every cell missing."""
+    blank = Answer(values=np.full(expected.shape, np.nan), decimals=np.full(expected.shape, -1))
+    return StageMark(given=blank, cells=np.full(expected.shape, "missing"), expected=expected, diagnosis=(),
+                     notes=(MISSING_NOTE,))
+
+
+def mark_head(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule = Rule(),
+              require: tuple[str, ...] = ()) -> dict[str, StageMark]:
     """Mark the given stages of one head in order, carrying the learner's own values forward."""
     marks = {}
-    basis: tuple[str | None, np.ndarray | None] = (None, None)
+    basis = _Basis()
     for stage in present(trace):
         if stage not in answers:
+            if stage in require:
+                marks[stage] = missing(trace.stage(stage)[head])
             continue
         answer = answers[stage]
-        exact = trace.stage(stage)[head]
-        correct = cell_ok(answer.values, answer.decimals, exact, tol)
-        carried = np.zeros_like(correct)
-        if basis[0] is not None:
-            recomputed = chain(trace, head, basis[0], basis[1], stage)
-            carried = ~correct & cell_ok(answer.values, answer.decimals, recomputed, tol)
-        wrong = ~correct & ~carried
-        ids, notes = _diagnose(trace, head, stage, answer, wrong, basis, tol) if wrong.any() else ([], [])
-        cells = np.where(correct, "correct", np.where(carried, "carried", "wrong"))
-        marks[stage] = StageMark(given=answer, cells=cells, expected=exact, diagnosis=tuple(ids), notes=tuple(notes))
-        basis = (stage, answer.values)
+        mark = marks[stage] = mark_stage(trace, head, stage, answer, basis, rule)
+        basis = _Basis(stage, answer.values, bool((mark.cells == "correct").all()), answer.precision)
     return marks
 
 
-def mark_final(trace: Trace, answer: Answer, head_outputs: list[np.ndarray] | None,
-               tol: float | None = None) -> StageMark:
+def project(trace: Trace, outputs: list[np.ndarray]) -> np.ndarray:
+    """The final output from per-head outputs: side by side, then times W_O plus b_O."""
+    concat = np.concatenate(outputs, axis=1)  # (Lq, H·d_v)
+    inputs = trace.problem.inputs
+    if "W_O" in inputs:
+        concat = concat @ inputs["W_O"] + inputs.get("b_O", 0.0)
+    return concat
+
+
+def _final_followings(trace: Trace, answer: Answer, heads: list[StageMark] | None, rule: Rule):
+    """As `_followings`, for the final output: from the learner's own head outputs, or from every
+    head's stages rounded to k decimals on the way."""
+    if heads is not None:
+        sound = all((m.cells == "correct").all() for m in heads)
+        precision = max(m.given.precision for m in heads)
+        yield (project(trace, [m.given.values for m in heads]), "correct" if sound else "carried",
+               f"rounded head outputs carried ({plural(precision, 'decimal')})" if sound else None)
+    steps = present(trace) + ("final",)
+    for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
+        for stages in roundings(steps):
+            outputs = [chain(trace, h, None, None, "output", rounded=(stages, k)) for h in range(trace.problem.heads)]
+            if "output" in stages:
+                outputs = [np.round(o, k) for o in outputs]
+            yield project(trace, outputs), "correct", f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})"
+
+
+def mark_final(trace: Trace, answer: Answer, heads: list[StageMark] | None, rule: Rule = Rule()) -> StageMark:
     """The final output (heads side by side, times W_O): carried when it follows from the
-    learner's own per-head outputs."""
-    correct = cell_ok(answer.values, answer.decimals, trace.final, tol)
-    carried = np.zeros_like(correct)
-    if head_outputs is not None:
-        concat = np.concatenate(head_outputs, axis=1)
-        if "W_O" in trace.problem.inputs:
-            concat = concat @ trace.problem.inputs["W_O"] + trace.problem.inputs.get("b_O", 0.0)
-        carried = ~correct & cell_ok(answer.values, answer.decimals, concat, tol)
-    cells = np.where(correct, "correct", np.where(carried, "carried", "wrong"))
-    return StageMark(given=answer, cells=cells, expected=trace.final, diagnosis=(), notes=())
+    learner's own per-head outputs (`heads`: their marks, when every head's output was given)."""
+    if answer.transposed:
+        return StageMark(given=answer, cells=np.full(trace.final.shape, "wrong"), expected=trace.final,
+                         diagnosis=(TRANSPOSED,), notes=answer.notes + (f"{TRANSPOSED}: {TRANSPOSED_TEXT}",))
+    cells, notes = _cells(answer, trace.final, _final_followings(trace, answer, heads, rule), rule)
+    ids, more = [], []
+    if (cells == "wrong").any():
+        inputs = trace.problem.inputs
+        outputs = [m.given.values for m in heads] if heads is not None else list(trace.output)
+        candidates = {TRANSPOSED: (trace.final.T, TRANSPOSED_TEXT)}
+        if "W_O" in inputs:
+            concat = np.concatenate(outputs, axis=1)  # (Lq, H·d_v)
+            candidates["no_output_projection"] = (concat, FINAL_MISTAKES["no_output_projection"])
+            if "b_O" in inputs:
+                candidates["no_output_bias"] = (concat @ inputs["W_O"], FINAL_MISTAKES["no_output_bias"])
+        for mistake, (prediction, text) in candidates.items():
+            if prediction.shape == answer.values.shape \
+                    and grade(answer.values, answer.decimals, prediction, rule)[1].all():
+                ids, more = ids + [mistake], more + [f"{mistake}: {text}"]
+    return StageMark(given=answer, cells=cells, expected=trace.final, diagnosis=tuple(ids),
+                     notes=answer.notes + notes + tuple(more))
 
 
-def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | None,
-             tol: float | None = None) -> dict[str, StageMark]:
-    """Every given stage, keyed `weights` (one head) or `heads[1].weights`; `output` is final."""
+def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | None, tol: float | None = None,
+             decimals: int = DECIMALS, require: tuple[str, ...] = ()) -> dict[str, StageMark]:
+    """Every given (or required) stage, keyed `weights` (one head) or `heads[1].weights`;
+    `output` is the final output. `answers` has one dict per head (empty when not answered)."""
+    rule = Rule(decimals, tol)
     p = trace.problem
-    marks = {}
+    several = p.heads > 1 or "W_O" in p.inputs
+    per_head = tuple(s for s in require if s != "output") if several else tuple(require)
+    marks, outputs = {}, []
     for h, given in enumerate(answers):
-        prefix = f"heads[{h}]." if p.heads > 1 or "W_O" in p.inputs else ""
-        marks.update({prefix + stage: m for stage, m in mark_head(trace, h, given, tol).items()})
-    if final is not None:
-        outputs = [a["output"].values for a in answers] if all("output" in a for a in answers) else None
-        marks["output"] = mark_final(trace, final, outputs, tol)
+        prefix = f"heads[{h}]." if several else ""
+        head_marks = mark_head(trace, h, given, rule, per_head)
+        marks.update({prefix + stage: m for stage, m in head_marks.items()})
+        outputs.append(head_marks.get("output") if "output" in given else None)
+    if several and final is not None:
+        marks["output"] = mark_final(trace, final, outputs if None not in outputs else None, rule)
+    elif several and "output" in require:
+        marks["output"] = missing(trace.final)
     return marks
+
+
+def stage_keys(trace: Trace) -> list[str]:
+    """Every stage key a complete answer has, in order."""
+    p = trace.problem
+    if p.heads == 1 and "W_O" not in p.inputs:
+        return list(present(trace))
+    return [f"heads[{h}].{s}" for h in range(p.heads) for s in present(trace)] + ["output"]
+
+
+def unanswered(trace: Trace, marks: dict[str, StageMark]) -> list[str]:
+    """The stage keys neither answered nor required (listed as "not answered"; they do not fail)."""
+    return [key for key in stage_keys(trace) if key not in marks]
+
+
+def missing_stages(marks: dict[str, StageMark]) -> list[str]:
+    """Required stages not answered."""
+    return [key for key, mark in marks.items() if mark.count("missing")]
+
+
+def all_correct(marks: dict[str, StageMark]) -> bool:
+    """Every cell earns the mark: nothing wrong, imprecise or missing (and something was marked)."""
+    return bool(marks) and all(mark.right == mark.cells.size for mark in marks.values())

@@ -44,9 +44,13 @@ def test_all_correct_exits_0(run, tmp_path):
     code, doc = check(run, tmp_path, {"scores": r4(SCORES), "scaled": r4(SCALED), "weights": r4(WEIGHTS),
                                       "output": r4(OUTPUT)})
     assert code == 0 and doc["all_correct"]
-    assert doc["stages"]["weights"] == {"correct": 6, "carried": 0, "wrong": 0, "cells": [["correct"] * 3] * 2,
+    assert doc["stages"]["weights"] == {"right": 6, "max": 6, "correct": 6, "carried": 0, "wrong": 0,
+                                        "imprecise": 0, "missing": 0, "cells": [["correct"] * 3] * 2,
                                         "expected": doc["stages"]["weights"]["expected"], "diagnosis": [],
                                         "notes": []}
+    assert np.allclose(doc["stages"]["weights"]["expected"], WEIGHTS, atol=1e-15)
+    assert np.allclose(doc["stages"]["output"]["expected"], OUTPUT, atol=1e-15)
+    assert (doc["right"], doc["max"], doc["missing"], doc["not_answered"]) == (24, 24, [], ["masked"])
 
 
 def test_precision_follows_what_the_learner_wrote(run, tmp_path):
@@ -133,8 +137,8 @@ def test_table_view_marks_cells_and_summarises(run):
     out = result.stdout
     assert "│ it │      0 ✓ │ 4 ✗ 2.8284 │ 2 ✗ 1.4142 │" in out
     assert "0.8668 ↪ 0.7679" in out
-    assert "scaled: 1/3 correct\n  no_scale: forgot to divide the scores by √d_k" in out
-    assert "weights: 3/3 correct (3 carried)" in out and out.rstrip().endswith("some answers are wrong")
+    assert "scaled: 1/3 right (2 wrong)\n  no_scale: forgot to divide the scores by √d_k" in out
+    assert "weights: 3/3 right (3 carried)" in out and out.rstrip().endswith("some answers are not right")
 
 
 def test_compute_output_is_a_complete_correct_answer(run):
@@ -194,7 +198,6 @@ def test_answer_errors(run, tmp_path, answers, fragments):
 
 
 def test_usage_errors(run, tmp_path):
-    assert_error(run("check", "a.json", "b.json", "c.json"), "name the problem with --problem")
     assert_error(run("check", SAMPLES / "scooter.json", "--weights", "1,2"), "--weights: weights has shape")
     assert_error(run("check", SAMPLES / "multihead.json", "--weights", "1,2,3"),
                  "weights is given at the top level, but the problem has 2 heads")

@@ -2,11 +2,12 @@
 
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from attncli.errors import AttnError, InputError, one_line
+from attncli.errors import AttnError, InputError, did_you_mean, one_line, quote
 
 ANSWER_OPTIONS = ("scores", "scaled", "masked", "weights", "output")
 EXIT_DIFFER = 1
@@ -25,8 +26,8 @@ def _answer(stage: str):
 
 def check(
     files: Annotated[Optional[list[str]], typer.Argument(
-        help="ANSWERS [PROBLEM], one file holding both, or many answer files with --problem.",
-        show_default=False)] = None,
+        help="ANSWERS [PROBLEM], one file holding both, or many answer files (with --problem, or each "
+             "holding its own problem).", show_default=False)] = None,
     problem: Annotated[Optional[str], typer.Option(
         "--problem", "-p", help="The problem (compute input); every FILE is then an answers file.")] = None,
     scores: Annotated[Optional[str], _answer("scores")] = None,
@@ -34,83 +35,143 @@ def check(
     masked: Annotated[Optional[str], _answer("masked")] = None,
     weights: Annotated[Optional[str], _answer("weights")] = None,
     output: Annotated[Optional[str], _answer("output")] = None,
+    decimals: Annotated[int, typer.Option(
+        min=0, max=17, help="Least decimals a value needs: with fewer it is correct only when exact "
+        "(4, 0.5), otherwise imprecise (not correct).")] = 2,
+    require: Annotated[Optional[str], typer.Option(
+        metavar="STAGES", help="Stages every answer must have, comma-separated (e.g. weights,output); "
+        "a missing one counts as wrong.", show_default=False)] = None,
     tol: Annotated[Optional[float], typer.Option(
         min=0.0, help="Accept cells within this absolute tolerance, instead of at the decimals written.")] = None,
     format: Annotated[CheckFormat, typer.Option("--format", "-f", help="auto: tables on a terminal, JSON "
                                                 "when piped.")] = CheckFormat.auto,
     precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals for expected values.")] = 4,
 ) -> None:
-    """Mark a learner's answers: each cell ✓ correct, ↪ carried, or ✗ wrong, with diagnoses.
+    """Mark a learner's answers: each cell ✓ correct, ↪ carried, ~ imprecise, ✗ wrong, with diagnoses.
 
     attn check answers.json problem.json
 
     attn check samples/scooter.json --weights "0.0454, 0.7679, 0.1867"
 
-    attn check answers/*.json --problem problem.json
+    attn check answers/*.json --problem problem.json --require weights,output
 
-    A cell is correct when it equals the exact value rounded to the decimals the learner wrote
-    (±1 in the last place; whole numbers must round exactly), or is within --tol.
+    Correct: the exact value rounded to the decimals written, ±1 in the last place (either
+    rounding at an exact tie). With fewer than --decimals decimals (default 2) only the exact
+    value is correct (4, 0.5, 0); anything else is imprecise and earns nothing. Rounding each
+    stage to the decimals written and carrying those numbers forward (the textbook's method) is
+    correct. --tol T instead accepts cells within T.
 
-    A stage that is wrong but right when recomputed from the learner's own earlier stage is
-    carried (error carried forward) and counts as correct.
+    Carried: wrong, but right when recomputed from the learner's own (wrong) earlier stage; it
+    earns the mark. Stages not answered are listed and do not fail, unless --require names them.
 
-    Exit codes: 0 every given cell correct, 1 some wrong, 2 trouble.
+    Exit codes: 0 every given cell right, 1 some not right (or a file with no answers), 2 trouble.
     """
-    from attncli.attention import attend
     from attncli.limits import answers_cap
-    from attncli.loading import OneMatrixError, load_matrix, read_document
-    from attncli.problem import build_problem
+    from attncli.loading import load_matrix
 
     files = list(files or [])
     inline = {stage: value for stage, value in zip(ANSWER_OPTIONS, (scores, scaled, masked, weights, output))
               if value is not None}
-    if problem is None:
-        if len(files) > 2:
-            raise InputError(f"{len(files)} files given: to mark several answer files, name the problem "
-                             "with --problem")
+    required = _stages(require)
+    each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
+    if problem is None and not each_own:
         if not files:
             files = ["-"]
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
-    try:
-        doc, source = read_document(problem, keep_decimals=True)
-    except OneMatrixError as error:
-        error.message += "; give a learner's matrix as an option, e.g. --weights FILE"
-        raise
-    built = build_problem(doc, source=source)
-    try:
-        trace = attend(built)
-    except AttnError as error:
-        raise error.at(source)
-    cap = answers_cap(built)  # answers bigger than this problem's every stage are refused unread
-
+    shared = None if each_own else _problem(problem)
+    cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
     given = {stage: load_matrix(value, f"--{stage}", "bias" if stage == "masked" else "number", cap)[0]
              for stage, value in inline.items()}  # read once, laid over every answers file
 
-    def answers_of(name: str | None) -> dict:
+    def answers_of(name: str | None):
         if name is None or name == problem:
-            answers = dict(doc)
-        else:
-            answers = read_document(name, keep_decimals=True, cap=cap)[0]
-        return answers | given if isinstance(answers, dict) else answers  # read_answers names a wrong type
+            return shared[0], shared[2]
+        if each_own:
+            doc = _read_answers(name)  # a problem file, under the general text cap
+            return doc, _problem(name, doc)[2]
+        return _read_answers(name, cap), shared[2]
 
     names = files or [None]
     origin = {stage: f"--{stage}" for stage in inline}
-    results = [_mark_one(trace, name or problem, lambda n=name: answers_of(n), tol, len(names) > 1, origin)
+    settings = {"tol": tol, "decimals": decimals, "require": required}
+    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, len(names) > 1, origin)
                for name in names]
-    _report(trace, results, format, precision)
+    _report(shared[2] if shared else None, results, format, precision, decimals, tol)
 
 
-def _mark_one(trace, name: str, answers, tol: float | None, many: bool, origin: dict[str, str]):
-    """(file, marks or None, error or None). With several files a bad one is reported and skipped.
-    An error about a stage given inline names its option (`--weights`) instead of the file."""
-    from attncli.answers import read_answers
+def _stages(text: str | None) -> tuple[str, ...]:
+    """--require's comma list, checked."""
+    if text is None:
+        return ()
+    stages = tuple(s.strip() for s in text.split(",") if s.strip())
+    for stage in stages:
+        if stage not in ANSWER_OPTIONS:
+            hint = did_you_mean(stage, ANSWER_OPTIONS) or f"; stages are {', '.join(ANSWER_OPTIONS)}"
+            raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
+    return stages
+
+
+def _read_answers(name: str, cap=None, csv: bool = True):
+    """An answers (or problem) document within `cap`: CSV blocks (when `csv`), or JSON where a
+    bare −∞ (`-inf`, `-Infinity`) is null; .npz archives and one-matrix files as `read_document`
+    reads (or refuses) them."""
+    from attncli.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
+
+    suffix = Path(name).suffix.lower()
+    if csv and suffix in (".csv", ".tsv"):
+        from attncli.answers import parse_answers_csv
+
+        data, source = read_bytes(name, cap)
+        return parse_answers_csv(decode(data, source), source)
+    if suffix == ".npz" or suffix in ONE_MATRIX_SUFFIXES:
+        return read_document(name, keep_decimals=True, cap=cap)[0]
+    from attncli.answers import bare_infinity_as_null
+
+    data, source = read_bytes(name, cap)
+    return parse_json(bare_infinity_as_null(decode(data, source)), source, keep_decimals=True)
+
+
+def _problem(name: str, doc=None):
+    """(document, source, trace) of a problem file (or an answers document holding its problem)."""
+    from attncli.attention import attend
+    from attncli.problem import build_problem
+
+    from attncli.loading import OneMatrixError
+
+    source = name
+    if doc is None:
+        try:
+            doc = _read_answers(name, csv=False)  # a problem file may hold answers too
+        except OneMatrixError as error:
+            error.message += "; give a learner's matrix as an option, e.g. --weights FILE"
+            raise
+    elif isinstance(doc, dict) and not doc.keys() & {"Q", "K", "V", "X", "q", "k", "v"}:
+        raise InputError("holds answers but no problem (Q, K, V): name the problem with --problem", source)
+    built = build_problem(doc, source=source)
+    try:
+        return doc, source, attend(built)
+    except AttnError as error:
+        raise error.at(source)
+
+
+def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origin: dict[str, str]):
+    """(file, marks or None, error or None). With several files a bad one is reported and skipped,
+    and a file with no answers scores 0. An error about a stage given inline names its option
+    (`--weights`) instead of the file."""
+    from attncli.answers import NoAnswers, read_answers
     from attncli.marking import mark_all
 
     try:
-        given, final = read_answers(answers(), trace)
-        return name, mark_all(trace, given, final, tol), None
+        doc, trace = answers()
+        doc = doc | given if isinstance(doc, dict) else doc  # read_answers names a wrong type
+        return name, mark_all(trace, *read_answers(doc, trace), **settings), None
+    except NoAnswers:
+        blank = NoAnswers(name)
+        if not many:
+            raise blank.at("") from None  # the message names the file already
+        return name, None, blank.message
     except AttnError as error:
         error.at(origin.get(error.message.split(" ", 1)[0], name))
         if not many:
@@ -119,15 +180,23 @@ def _mark_one(trace, name: str, answers, tol: float | None, many: bool, origin: 
         return name, None, error.message
 
 
-def _report(trace, results, format: CheckFormat, precision: int) -> None:
-    from attncli.render.marks import all_correct, marks_dict
+def _blank(error: str | None) -> bool:
+    """A file marked 0 because it answered nothing (not a file that could not be read)."""
+    from attncli.answers import NO_ANSWERS
+
+    return error is not None and error.startswith(NO_ANSWERS)
+
+
+def _report(trace, results, format: CheckFormat, precision: int, decimals: int = 2, tol=None) -> None:
+    from attncli.marking import Rule, all_correct
+    from attncli.render.marks import marks_dict
 
     as_json = format == CheckFormat.json or (format == CheckFormat.auto and not sys.stdout.isatty())
     if as_json:
         from attncli.render.json import dumps
 
         if len(results) == 1:
-            doc = marks_dict(results[0][1])
+            doc = marks_dict(results[0][1], trace)
         else:
             doc = {"files": [{"file": f} | (marks_dict(m) if m is not None else {"error": e})
                              for f, m, e in results],
@@ -139,10 +208,10 @@ def _report(trace, results, format: CheckFormat, precision: int) -> None:
 
         console = make_console()
         if len(results) == 1:
-            print_marks(trace, results[0][1], console, precision)
+            print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
         else:
             print_class_summary(results, console)
-    if any(m is None for _, m, _ in results):
+    if any(m is None and not _blank(e) for _, m, e in results):
         sys.exit(2)
-    if not all(all_correct(m) for _, m, _ in results):
+    if not all(m is not None and all_correct(m) for _, m, _ in results):
         sys.exit(EXIT_DIFFER)

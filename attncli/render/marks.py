@@ -8,23 +8,25 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.marking import StageMark
+from attncli.marking import STATUSES, SYMBOLS, Rule, StageMark, all_correct, missing_stages, unanswered
 from attncli.render.text import labels, number, rich_text, shown
 from attncli.trace import Trace, plain
 
-SYMBOL = {"correct": "✓", "carried": "↪", "wrong": "✗"}
-STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red"}
+STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
+MEANING = {"correct": "correct", "carried": "correct from your own earlier stage (carried)",
+           "imprecise": "imprecise (too few decimals)", "wrong": "wrong", "missing": "missing"}
+LEGEND = " · ".join(f"{SYMBOLS[s]} {MEANING[s]}" for s in MEANING) + "; the expected value follows"
+
+
+def counts(mark: StageMark) -> str:
+    """`3/3 right (1 carried, 2 imprecise)`: right = correct + carried, then every other status seen."""
+    others = [f"{mark.count(s)} {s}" for s in STATUSES[1:] if mark.count(s)]
+    return f"{mark.right}/{mark.cells.size} right" + (f" ({', '.join(others)})" if others else "")
 
 
 def summary(name: str, mark: StageMark) -> str:
-    """`weights: 3/3 correct (1 carried)`, then any diagnosis."""
-    carried = f" ({mark.count('carried')} carried)" if mark.count("carried") else ""
-    line = f"{name}: {mark.right}/{mark.cells.size} correct{carried}"
-    return line + "".join(f"\n  {note}" for note in mark.notes)
-
-
-def all_correct(marks: dict[str, StageMark]) -> bool:
-    return all(mark.count("wrong") == 0 for mark in marks.values())
+    """`weights: 3/3 right (1 carried)`, then any diagnosis or note."""
+    return f"{name}: {counts(mark)}" + "".join(f"\n  {note}" for note in mark.notes)
 
 
 def _written(value: float, decimals: int, precision: int) -> str:
@@ -44,7 +46,7 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
         for j in range(len(columns)):
             verdict = mark.cells[i, j]
             text = Text(_written(mark.given.values[i, j], mark.given.decimals[i, j], precision) + " ")
-            text.append(SYMBOL[verdict], style=STYLE[verdict])
+            text.append(SYMBOLS[verdict], style=STYLE[verdict])
             if verdict != "correct":
                 text.append(f" {number(mark.expected[i, j], precision)}", style="dim")
             cells.append(text)
@@ -52,29 +54,44 @@ def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Tab
     return table
 
 
-def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, precision: int) -> None:
-    """Per stage: a table of given values marked ✓ correct, ↪ carried, ✗ wrong (expected beside)."""
-    console.print(Text("✓ correct · ↪ correct from your own earlier stage (carried) · "
-                       "✗ wrong, expected value after it"))
+def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, precision: int,
+                rule: Rule = Rule()) -> None:
+    """Per stage: a table of given values marked by status (expected beside); then one summary
+    line per stage, the stages not answered, the total and the marking rule."""
+    console.print(Text(LEGEND))
     console.print()
     for name, mark in marks.items():
+        if mark.count("missing") == mark.cells.size:
+            continue  # nothing to show: the summary says it is missing
         console.print(Text(name, style="bold"))
         console.print(stage_table(trace, name, mark, precision))
         console.print()
     for name, mark in marks.items():
         console.print(Text("\n".join(shown(line) for line in summary(name, mark).splitlines())))
-    console.print(Text("all correct" if all_correct(marks) else "some answers are wrong"))
+    skipped = unanswered(trace, marks)
+    if skipped:
+        console.print(Text(f"not answered: {', '.join(skipped)}"))
+    right, cells = sum(m.right for m in marks.values()), sum(m.cells.size for m in marks.values())
+    console.print(Text(f"score: {right}/{cells} right"))
+    console.print(Text(rule.text(), style="dim"))
+    console.print(Text("all correct" if all_correct(marks) else "some answers are not right"))
 
 
-def marks_dict(marks: dict[str, StageMark]) -> dict:
-    """The JSON form: per stage counts, per-cell verdicts, expected values and diagnoses."""
+def marks_dict(marks: dict[str, StageMark], trace: Trace | None = None) -> dict:
+    """The JSON form: per stage `right` (correct + carried), `max` and a count per status, per-cell
+    statuses, expected values and diagnoses; totals; required stages missing; with the trace,
+    the stages not answered."""
     stages = {}
     for name, mark in marks.items():
-        stages[name] = {"correct": mark.count("correct"), "carried": mark.count("carried"),
-                        "wrong": mark.count("wrong"), "cells": mark.cells.tolist(),
-                        "expected": plain(np.asarray(mark.expected)), "diagnosis": list(mark.diagnosis),
-                        "notes": list(mark.notes)}
-    return {"stages": stages, "all_correct": all_correct(marks)}
+        stages[name] = ({"right": mark.right, "max": int(mark.cells.size)}
+                        | {status: mark.count(status) for status in STATUSES}
+                        | {"cells": mark.cells.tolist(), "expected": plain(np.asarray(mark.expected)),
+                           "diagnosis": list(mark.diagnosis), "notes": list(mark.notes)})
+    doc = {"stages": stages, "right": sum(m.right for m in marks.values()),
+           "max": sum(int(m.cells.size) for m in marks.values()), "missing": missing_stages(marks)}
+    if trace is not None:
+        doc["not_answered"] = unanswered(trace, marks)
+    return doc | {"all_correct": all_correct(marks)}
 
 
 def print_class_summary(results: list[tuple[str, dict[str, StageMark] | None, str | None]],

@@ -1,0 +1,167 @@
+"""`attn check` reads what learners actually write: numbers as strings, −∞ in several spellings,
+CSV answers files, transposed matrices, some heads only, and classes of self-contained files."""
+
+import json
+
+import pytest
+
+from tests.conftest import SAMPLES, SCOOTER, assert_error
+
+CAUSAL2 = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 2], [3, 4]], "mask": "causal"}
+# masked = [[0.7071, −∞], [0, 0.7071]]
+
+
+def marks(run, path, problem, *extra):
+    result = run("check", path, problem, "--format", "json", *extra)
+    assert result.exit_code in (0, 1), result.stderr
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_numbers_written_as_strings_keep_their_decimals(run, problem_file):
+    code, doc = marks(run, problem_file({"weights": ["0.0454", "0.7679", " 0.1867 "]}, "a.json"),
+                      problem_file(SCOOTER))
+    assert code == 0 and doc["stages"]["weights"]["correct"] == 3
+    code, doc = marks(run, problem_file({"weights": ["0.05", "0.8", "0.19"]}, "a.json"), problem_file(SCOOTER))
+    assert doc["stages"]["weights"]["cells"] == [["correct", "imprecise", "correct"]]
+
+
+@pytest.mark.parametrize("blocked", [None, "-inf", "-Inf", "−∞", "-∞"])
+def test_masked_cells_spelled_every_way(run, problem_file, blocked):
+    answers = {"masked": [[0.7071, blocked], [0, 0.7071]]}
+    code, doc = marks(run, problem_file(answers, "a.json"), problem_file(CAUSAL2))
+    assert code == 0, doc
+    assert doc["stages"]["masked"]["notes"] == []
+
+
+@pytest.mark.parametrize("bare", ["-inf", "-Infinity", "−∞"])
+def test_a_bare_minus_infinity_in_an_answers_file(run, problem_file, bare):
+    path = problem_file('{"masked": [[0.7071, %s], [0, 0.7071]], "note": "-inf stays text"}' % bare, "a.json")
+    result = run("check", path, problem_file(CAUSAL2), "--format", "json")
+    assert result.exit_code == 2 and 'unknown key "note"' in result.stderr  # the string was left alone
+    path = problem_file('{"masked": [[0.7071, %s], [0, 0.7071]]}' % bare, "a.json")
+    code, _ = marks(run, path, problem_file(CAUSAL2))
+    assert code == 0
+    assert_error(run("check", problem_file('{"weights": [0.1, %s, 0.2]}' % bare, "w.json"), SAMPLES / "scooter.json"),
+                 "weights[1] is null; expected a number")
+
+
+def test_a_large_negative_is_read_as_minus_infinity_with_a_note(run, problem_file):
+    answers = {"masked": [[0.7071, -1e9], [0, 0.7071]]}
+    code, doc = marks(run, problem_file(answers, "a.json"), problem_file(CAUSAL2))
+    assert code == 0
+    assert doc["stages"]["masked"]["notes"] == ["read -1e+09 as −∞ (a large negative stands for a blocked position)"]
+    answers = {"masked": [["0.7071", "-1e9"], ["0", "0.7071"]]}
+    code, doc = marks(run, problem_file(answers, "a.json"), problem_file(CAUSAL2))
+    assert code == 0 and doc["stages"]["masked"]["notes"][0].startswith("read -1e+09 as −∞")
+    result = run("check", problem_file(CAUSAL2), "--masked", "0.7071, -inf; 0, 0.7071", "--format", "json")
+    assert result.exit_code == 0, result.stdout
+
+
+def test_a_large_negative_where_a_value_belongs_is_wrong(run, problem_file):
+    answers = {"masked": [[-1e9, -1e9], [0, 0.7071]]}
+    code, doc = marks(run, problem_file(answers, "a.json"), problem_file(CAUSAL2))
+    assert code == 1 and doc["stages"]["masked"]["cells"][0] == ["wrong", "correct"]
+
+
+def test_a_string_that_is_not_a_number_is_an_error(run, problem_file):
+    assert_error(run("check", problem_file({"weights": ["0.1", "x", 1]}, "a.json"), SAMPLES / "scooter.json"),
+                 'weights[1] is the string "x"; expected a number')
+
+
+CSV_ANSWERS = """weights
+0.0229,0.7860,0.1911
+0.9622,0.0280,0.0097
+
+output
+-1.2585,-2.7173
+-2.9232,0.8588
+"""
+EXERCISE_5 = {"Q": [[1.5, -0.5], [-2, -1]], "K": [[-1.5, 0.5], [1.5, -0.5], [1, 2]],
+              "V": [[-3, 1], [-2, -3], [2, -2]]}
+
+
+def test_a_csv_answers_file(run, problem_file):
+    code, doc = marks(run, problem_file(CSV_ANSWERS, "alice.csv"), problem_file(EXERCISE_5))
+    assert code == 0 and doc["stages"]["weights"]["correct"] == 6 and doc["stages"]["output"]["right"] == 4
+
+
+def test_csv_answers_in_a_class_with_heads_and_blocked_cells(run, problem_file):
+    problem = problem_file({**CAUSAL2, "heads": 2, "Q": [[1, 0, 1, 0], [0, 1, 0, 1]],
+                            "K": [[1, 0, 1, 0], [0, 1, 0, 1]], "V": [[1, 2], [3, 4]]})
+    good = problem_file("heads[1].masked\n0.7071,-inf\n0,0.7071\n", "good.csv")
+    blank_cell = problem_file("heads[0].masked\n0.7071,\n0,0.7071\n", "blank.csv")
+    result = run("check", good, blank_cell, "--problem", problem, "--format", "json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    files = json.loads(result.stdout)["files"]
+    assert files[0]["stages"]["heads[1].masked"]["right"] == 4 and files[1]["all_correct"]
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ("0.1,0.2,0.3\n", ["alice.csv: row 1: numbers before any stage name"]),
+    ("wieghts\n0.1,0.2,0.3\n", ['alice.csv: row 1: unknown stage "wieghts" (did you mean "weights"?)']),
+    ("weights\n0.1,x,0.3\n", ['weights[0][1] is the string "x"; expected a number']),
+])
+def test_csv_answer_errors(run, problem_file, text, fragments):
+    assert_error(run("check", problem_file(text, "alice.csv"), SAMPLES / "scooter.json"), *fragments)
+
+
+def test_a_transposed_matrix_is_wrong_and_diagnosed(run, problem_file):
+    weights_t = [[0.0229, 0.9622], [0.7860, 0.0280], [0.1911, 0.0097]]  # keys × queries
+    code, doc = marks(run, problem_file({"weights": weights_t}, "a.json"), problem_file(EXERCISE_5))
+    weights = doc["stages"]["weights"]
+    assert code == 1 and weights["wrong"] == 6 and weights["diagnosis"] == ["transposed"]
+    assert weights["notes"] == ["transposed: wrote the matrix transposed: each row should be one query"]
+
+
+def test_a_square_matrix_transposed_is_diagnosed(run, problem_file):
+    problem = problem_file({"Q": [[1, 0], [0, 2]], "K": [[1, 1], [0, 1]], "V": [[1, 0], [0, 1]]})
+    code, doc = marks(run, problem_file({"scores": [[1, 2], [0, 2]]}, "a.json"), problem)  # exact [[1, 0], [2, 2]]
+    assert code == 1 and doc["stages"]["scores"]["diagnosis"] == ["transposed"]
+    assert doc["stages"]["scores"]["notes"] == ["transposed: wrote the matrix transposed: each row should be one query"]
+
+
+def test_some_heads_only(run, problem_file):
+    computed = json.loads(run("compute", SAMPLES / "multihead.json", "--format", "json").stdout)
+    answers = {"heads": [{"weights": computed["heads"][0]["weights"]}]}
+    code, doc = marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")
+    assert code == 0 and list(doc["stages"]) == ["heads[0].weights"]
+    assert "heads[1].weights" in doc["not_answered"]
+    answers = {"heads": [{}, {"weights": computed["heads"][1]["weights"]}]}
+    assert marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")[0] == 0
+    too_many = {"heads": [{}, {}, {}]}
+    assert_error(run("check", problem_file(too_many, "a.json"), SAMPLES / "multihead.json"),
+                 "heads lists 3 heads but the problem has 2")
+
+
+def test_a_class_of_self_contained_files_needs_no_problem(run, problem_file):
+    right = problem_file(dict(SCOOTER, weights=[0.0454, 0.7679, 0.1867]), "a.json")
+    wrong = problem_file(dict(SCOOTER, scaled=[0, 4, 2]), "b.json")
+    other = problem_file(dict(EXERCISE_5, weights=[[0.0229, 0.7860, 0.1911], [0.9622, 0.0280, 0.0097]]), "c.json")
+    result = run("check", right, wrong, other, "--format", "json")
+    assert result.exit_code == 1, result.stderr
+    files = json.loads(result.stdout)["files"]
+    assert [f["all_correct"] for f in files] == [True, False, True]
+    assert files[1]["stages"]["scaled"]["diagnosis"] == ["no_scale"]
+
+
+def test_a_file_without_a_problem_in_a_self_contained_class(run, problem_file):
+    right = problem_file(dict(SCOOTER, weights=[0.0454, 0.7679, 0.1867]), "a.json")
+    bare = problem_file({"weights": [0.0454, 0.7679, 0.1867]}, "b.json")
+    result = run("check", right, bare, right, "--format", "json")
+    assert result.exit_code == 2
+    assert "b.json: holds answers but no problem (Q, K, V): name the problem with --problem" in result.stderr
+    assert json.loads(result.stdout)["files"][0]["all_correct"]
+
+
+def test_labels_in_the_marked_tables_are_shown_as_text(run, problem_file):
+    problem = problem_file(dict(SCOOTER, query_labels=["[bold]q\x1b[31m"], key_labels=["[red]a", "b\u202e", "c"]))
+    result = run("check", problem, "--weights", "0.0454, 0.7679, 0.1867", "--format", "table")
+    assert result.exit_code == 0
+    assert "[bold]q\\u001b[31m" in result.stdout and "[red]a" in result.stdout and "b\\u202e" in result.stdout
+    assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+
+
+def test_a_csv_answers_file_far_bigger_than_its_problem_is_refused_unread(run, problem_file):
+    big = problem_file("weights\n" + "0.25,0.25,0.5\n" * 40_000, "big.csv")
+    assert_error(run("check", big, SAMPLES / "scooter.json"), "big.csv: the file is",
+                 "an answers file for this problem is at most")
