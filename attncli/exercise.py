@@ -1,12 +1,25 @@
 """Fresh practice problems with numbers that are easy by hand.
 
 Only Python's `random.Random(seed)` is used (not numpy's generators), so the same seed gives the
-same problem on every machine, Python 3 version and numpy version.
+same problem on every machine, Python 3 version and numpy version. Seeds are whole numbers ≥ 0
+(`random.Random(-7)` is `random.Random(7)`, so negative seeds would silently repeat problems).
+
+Kinds:
+- plain: Q, K and V given; queries and keys are different words (as in cross-attention).
+- causal: self-attention over one sentence (the same words as queries and keys), causal mask.
+- multihead: self-attention from X with projections W_Q, W_K, W_V (heads side by side) and W_O.
+- cross: queries from X, keys and values from X_kv, with projections.
+- posenc: self-attention from token embeddings E plus sinusoidal positional encodings PE
+  (rounded to 2 decimals, as printed tables are), X = E + PE, then projections.
+No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, field
+
+from attncli.errors import InputError
 
 WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", "a", "book", "he",
          "saw", "it", "bird", "sang", "we", "ate", "soup", "red", "car", "went", "fast", "sun", "rose",
@@ -14,39 +27,169 @@ WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", 
          "door", "shut")
 QK_VALUES = (-2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2)
 V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
+X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
+W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
+W_O_VALUES = (0, 0.5, 1)
+KINDS = ("plain", "causal", "multihead", "cross", "posenc")
+SELF = ("causal", "multihead", "posenc")  # self-attention kinds: one sentence, queries = keys
+REDRAWS = 1000  # attempts at keys that are all different before giving up
 
 
-def make_exercise(seed: int, queries: int = 1, keys: int = 3, dim: int = 2, value_dim: int | None = None,
-                  heads: int = 1, mask: str | None = None) -> dict:
-    """A `compute` input document: Q (queries × dim·heads), K, V, labels, and a mask if asked."""
-    rng = random.Random(seed)
-    value_dim = value_dim or dim
+@dataclass(frozen=True)
+class Options:
+    """Everything that decides a problem; `command()` reproduces it exactly."""
+
+    seed: int
+    kind: str = "plain"
+    queries: int | None = None  # None: 1, or the sentence length (keys) for self-attention
+    keys: int = 3
+    dim: int = 2
+    value_dim: int | None = None
+    heads: int = 1
+    mask: str | None = None  # "causal", "random" or None
+
+    @property
+    def self_attention(self) -> bool:
+        return self.kind in SELF or self.mask == "causal"
+
+    @property
+    def lq(self) -> int:
+        return self.keys if self.self_attention else (self.queries or 1)
+
+    def command(self) -> str:
+        """`attn exercise …` naming every option, so that changed defaults cannot change it."""
+        parts = [f"attn exercise --seed {self.seed} --kind {self.kind}", f"--queries {self.lq}",
+                 f"--keys {self.keys}", f"--dim {self.dim}", f"--value-dim {self.value_dim or self.dim}",
+                 f"--heads {self.heads}"]
+        if self.mask:
+            parts.append(f"--mask {self.mask}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """`doc` is `attn compute` input; `shown` the matrices a worksheet prints (for posenc, E and PE
+    instead of their sum X); `command` the line that reproduces it (for the answer key only)."""
+
+    doc: dict
+    shown: dict = field(default_factory=dict)
+    command: str = ""
+
+
+class ExerciseError(InputError):
+    """Options that cannot make a problem (too many distinct keys asked of too few values)."""
+
+
+def make_exercise(seed: int, queries: int | None = None, keys: int = 3, dim: int = 2,
+                  value_dim: int | None = None, heads: int = 1, mask: str | None = None,
+                  kind: str = "plain") -> dict:
+    """The `attn compute` input document of one problem (see `build`)."""
+    return build(Options(seed, kind, queries, keys, dim, value_dim, heads, mask)).doc
+
+
+def build(options: Options) -> Exercise:
+    o = options
+    if o.kind not in KINDS:
+        raise ExerciseError(f"kind is {o.kind!r}; expected one of {', '.join(KINDS)}")
+    if o.self_attention and o.queries not in (None, o.keys):
+        raise ExerciseError(f"a {o.kind if o.kind in SELF else 'causal'} exercise is self-attention over one "
+                            f"sentence, so queries ({o.queries}) must equal keys ({o.keys})")
+    if o.kind == "posenc" and o.dim * o.heads % 2:
+        raise ExerciseError(f"a posenc exercise pairs sin and cos columns, so dim × heads "
+                            f"({o.dim * o.heads}) must be even")
+    rng = random.Random(o.seed)
+    value_dim = o.value_dim or o.dim
+    lq, lk = o.lq, o.keys
 
     def matrix(rows: int, columns: int, values) -> list[list[float]]:
         return [[rng.choice(values) for _ in range(columns)] for _ in range(rows)]
 
-    words = rng.sample(WORDS, min(len(WORDS), queries + keys))
-    doc = {
-        "title": f"Exercise {seed}",
-        "description": f"Compute the attention weights and output for {'each query' if queries > 1 else 'the query'}"
-                       f"; reproduce with: attn exercise --seed {seed}",
-        "Q": matrix(queries, dim * heads, QK_VALUES),
-        "K": matrix(keys, dim * heads, QK_VALUES),
-        "V": matrix(keys, value_dim * heads, V_VALUES),
-        "query_labels": [_label(words, i) for i in range(queries)],
-        "key_labels": [_label(words, queries + i) for i in range(keys)],
-    }
-    if heads > 1:
-        doc["heads"] = heads
-    if mask == "causal":
+    def projection(rows: int, columns: int, values=W_VALUES) -> list[list[float]]:
+        """A weight matrix with no all-zero column (it would zero a feature for every token)."""
+        drawn = [[rng.choice(values) for _ in range(rows)] for _ in range(columns)]
+        drawn = [column if any(column) else [1] + column[1:] for column in drawn]
+        return [list(row) for row in zip(*drawn)]
+
+    def distinct(draw):
+        """Call `draw() -> (matrices, keys)` until the keys' rows are all different."""
+        for _ in range(REDRAWS):
+            drawn, keys = draw()
+            if len({tuple(row) for row in keys}) == len(keys):
+                return drawn
+        raise ExerciseError(f"could not draw {lk} different keys of width {o.dim * o.heads}; "
+                            "ask for fewer keys or a wider dim")
+
+    words = rng.sample(WORDS, min(len(WORDS), lk if o.self_attention else lq + lk))
+    query_labels = [_label(words, i) for i in range(lq)]
+    key_labels = query_labels if o.self_attention else [_label(words, lq + i) for i in range(lk)]
+    doc: dict = {"title": "Exercise",
+                 "description": f"Compute the attention weights and output for "
+                                f"{'each query' if lq > 1 else 'the query'}"}
+    shown: dict = {}
+    width = o.dim * o.heads
+    if o.kind in ("plain", "causal"):
+        Q = matrix(lq, width, QK_VALUES)
+        K = distinct(lambda: (lambda k: (k, k))(matrix(lk, width, QK_VALUES)))
+        doc |= {"Q": Q, "K": K, "V": matrix(lk, value_dim * o.heads, V_VALUES)}
+    else:
+        d_model = width
+        if o.kind == "cross":
+            doc["X"] = matrix(lq, d_model, X_VALUES)
+            X_kv, W_K = distinct(lambda: _keys(matrix(lk, d_model, X_VALUES), projection(d_model, width)))
+            doc |= {"X_kv": X_kv, "W_Q": projection(d_model, width), "W_K": W_K}
+        else:
+            pe = _positional(lk, d_model) if o.kind == "posenc" else None
+            E, W_K = distinct(lambda: _keys(matrix(lk, d_model, X_VALUES), projection(d_model, width), pe))
+            doc["X"] = E if pe is None else _add(E, pe)
+            if pe is not None:
+                shown |= {"E": E, "PE": pe}
+                doc["description"] += ("; X = E + PE: token embeddings plus sinusoidal positional "
+                                       "encodings (rounded to 2 decimals)")
+            doc |= {"W_Q": projection(d_model, width), "W_K": W_K}
+        doc["W_V"] = projection(d_model, value_dim * o.heads)
+        if o.kind == "multihead":
+            doc["W_O"] = projection(value_dim * o.heads, d_model, W_O_VALUES)
+    doc |= {"query_labels": query_labels, "key_labels": key_labels}
+    if o.heads > 1:
+        doc["heads"] = o.heads
+    if o.mask == "causal" or o.kind == "causal":
         doc["mask"] = "causal"
-    elif mask == "random":
-        grid = [[rng.random() < 0.7 for _ in range(keys)] for _ in range(queries)]
+    elif o.mask == "random":
+        grid = [[rng.random() < 0.7 for _ in range(lk)] for _ in range(lq)]
         for row in grid:
             if not any(row):
-                row[rng.randrange(keys)] = True  # every query keeps at least one key
+                row[rng.randrange(lk)] = True  # every query keeps at least one key
         doc["mask"] = grid
-    return doc
+    matrices = [k for k in ("Q", "K", "V", "X", "X_kv", "W_Q", "W_K", "W_V", "W_O") if k in doc]
+    shown = shown | {k: doc[k] for k in matrices if not (shown and k == "X")}  # E and PE first
+    return Exercise(doc=doc, shown=shown, command=o.command())
+
+
+def problem_set(options: Options, count: int) -> list[Exercise]:
+    """`count` problems: problem k (from 0) is exactly `attn exercise --seed <seed + k>` with the
+    same options, so each one's key can be made on its own."""
+    from dataclasses import replace
+
+    return [build(replace(options, seed=options.seed + k)) for k in range(count)]
+
+
+def _keys(X: list, W: list, pe: list | None = None):
+    """((X, W_K), the keys they give): keys are the rows of (X + PE) W_K."""
+    x = X if pe is None else _add(X, pe)
+    return (X, W), [[sum(a * b for a, b in zip(row, column)) for column in zip(*W)] for row in x]
+
+
+def _add(a: list, b: list) -> list:
+    return [[round(x + y, 2) for x, y in zip(r, s)] for r, s in zip(a, b)]
+
+
+def _positional(positions: int, dim: int) -> list[list[float]]:
+    """Sinusoidal encodings rounded to 2 decimals (the numbers a printed table gives)."""
+    import numpy as np
+
+    from attncli.posenc import positional_encoding
+
+    return (np.round(positional_encoding(positions, dim), 2) + 0.0).tolist()  # + 0.0: no -0.0
 
 
 def _label(words: tuple[str, ...] | list[str], i: int) -> str:

@@ -78,6 +78,17 @@ class Trace:
     def stage(self, name: str) -> np.ndarray | None:
         return getattr(self, name)
 
+    # In rich and Jupyter a trace shows as `attn compute`'s tables (the views load only then).
+    def __rich_console__(self, console, options):
+        from attncli.render.notebook import print_trace, rendered
+
+        yield rendered(lambda c: print_trace(self, c), console, options.max_width)
+
+    def _repr_html_(self) -> str:
+        from attncli.render.notebook import html, print_trace
+
+        return html(lambda c: print_trace(self, c))
+
 
 def plain(array: np.ndarray, decimals: int | None = None):
     """Nested lists for JSON: −∞ becomes None (strict JSON has no Infinity), optionally rounded."""

@@ -3,10 +3,12 @@
 import json
 
 from attncli.attention import attend
+from attncli.loading import read_document
 from attncli.problem import build_problem
 from attncli.render.explain import explain
-from tests.conftest import SAMPLES, SCOOTER
+from tests.conftest import SAMPLES, SCOOTER, assert_error
 
+# The textbook's digits; the two notes say which printed operands were rounded.
 TEXTBOOK = """\
 Query "it" (row 0): q = [0.0, 4.0]
 Step 1: raw scores, q · k
@@ -15,10 +17,10 @@ Step 1: raw scores, q · k
   petrol:   (0.0)(0.5) + (4.0)(0.5) = 2.0000
 Step 2: scale by 1/√d_k, d_k = 2, √2 ≈ 1.4142
   mechanic: 0.0000 / 1.4142 = 0.0000
-  scooter:  4.0000 / 1.4142 = 2.8284
+  scooter:  4.0000 / 1.4142 = 2.8284  (1.41421… unrounded)
   petrol:   2.0000 / 1.4142 = 1.4142
 Step 3: softmax
-  e^0.0000 = 1.0000   e^2.8284 = 16.9188   e^1.4142 = 4.1133   sum = 22.0321
+  e^0.0000 = 1.0000   e^2.8284 = 16.9188   e^1.4142 = 4.1133   sum = 22.0321  (2.82842…, 1.41421… unrounded)
   mechanic = 1.0000 / 22.0321 = 0.0454 (4.5%)
   scooter  = 16.9188 / 22.0321 = 0.7679 (76.8%)
   petrol   = 4.1133 / 22.0321 = 0.1867 (18.7%)
@@ -83,3 +85,235 @@ def test_rows_heads_and_long_rows_are_chosen_and_elided(run):
         'error: --row: no query "z"; the queries are a, b, c, d, e')
     assert "this problem has heads 0 to 1" in run("compute", "-", "--explain", "--head", "2",
                                                   input=json.dumps(doc)).stderr
+
+
+# --- every printed equation holds (rounded carry) or says why (exact carry) -----------------------
+#
+# "Holds" (the README's rule): the printed result equals the exact result of the printed operands,
+# rounded to as many decimals as the result is printed with; at an exact tie either neighbour.
+# The checker below parses each equation shape the explanation prints and recomputes it here with
+# 80-digit decimals, independently of attncli.steps.
+
+import re  # noqa: E402
+from decimal import Context, Decimal  # noqa: E402
+
+from hypothesis import example, given, settings, strategies as st  # noqa: E402
+
+EXACT = Context(prec=80)
+NUM = r"-?\d+(?:\.\d+)?"
+NOTE = re.compile(r"  \((?:[^()]*unrounded[^()]*|from the unrounded terms)\)$")
+TERM = re.compile(rf"\(({NUM})\)\(({NUM})\)")
+
+
+def holds(shown: str, value: Decimal) -> bool:
+    places = len(shown.split(".")[1]) if "." in shown else 0
+    if value.is_infinite():
+        return False
+    return EXACT.abs(EXACT.subtract(Decimal(shown), value)) <= Decimal(5).scaleb(-places - 1)
+
+
+def _divide(a: str, b: str) -> Decimal:
+    return EXACT.divide(Decimal(a), Decimal(b)) if Decimal(b) else Decimal("Infinity")  # never holds
+
+
+def _sum(values) -> Decimal:
+    total = Decimal(0)
+    for v in values:
+        total = EXACT.add(total, v)
+    return total
+
+
+def check_equations(lines: list[str]) -> tuple[list[tuple[str, bool]], dict[str, int]]:
+    """(line, holds) for every line holding an equation, and how many equations of each kind."""
+    results, kinds, terms = [], {}, []
+
+    def seen(kind, ok_list, line):
+        kinds[kind] = kinds.get(kind, 0) + len(ok_list)
+        results.append((line, all(ok_list)))
+
+    for raw in lines:
+        line = NOTE.sub("", raw)
+        if "weighted sum" in line or line.startswith(("Head", "Query")):
+            terms = []
+        if line.startswith("  e^"):
+            oks, exps = [], []
+            for m in re.finditer(rf"e\^(?:\(({NUM}) − ({NUM})\)|({NUM})) = ({NUM})", line):
+                power = EXACT.subtract(Decimal(m[1]), Decimal(m[2])) if m[1] else Decimal(m[3])
+                oks.append(holds(m[4], EXACT.exp(power)))
+                exps.append(Decimal(m[4]))
+            total = re.search(rf"sum = ({NUM})$", line)
+            if "…" not in line:
+                oks.append(holds(total[1], _sum(exps)))
+            seen("exp", oks, raw)
+        elif m := re.search(rf"= ({NUM}) / ({NUM}) = ({NUM}) \(({NUM})%\)$", line):
+            quotient = _divide(m[1], m[2])
+            seen("weight", [holds(m[3], quotient), holds(m[4], EXACT.multiply(quotient, 100))], raw)
+        elif m := re.fullmatch(rf"\s+\S+: ((?:\({NUM}\)\({NUM}\)(?: \+ )?)+)(?: \+ ({NUM}))? = ({NUM})", line):
+            products = [EXACT.multiply(Decimal(a), Decimal(b)) for a, b in TERM.findall(m[1])]
+            seen("dot", [holds(m[3], _sum(products + ([Decimal(m[2])] if m[2] else [])))], raw)
+        elif m := re.search(rf": ({NUM}) / ({NUM}) = ({NUM})$", line):
+            seen("divide", [holds(m[3], _divide(m[1], m[2]))], raw)
+        elif m := re.search(rf": ({NUM}) × ({NUM}) = ({NUM})$", line):
+            seen("scale", [holds(m[3], EXACT.multiply(Decimal(m[1]), Decimal(m[2])))], raw)
+        elif m := re.search(rf": ({NUM}) \+ ({NUM}) = ({NUM})$", line):
+            seen("bias", [holds(m[3], EXACT.add(Decimal(m[1]), Decimal(m[2])))], raw)
+        elif m := re.fullmatch(rf"\s+({NUM}) × \[(.*)\] = \[(.*)\]", line):
+            vs, rs = m[2].split(", "), m[3].split(", ")
+            terms.append([Decimal(r) for r in rs])
+            seen("product", [holds(r, EXACT.multiply(Decimal(m[1]), Decimal(v))) for v, r in zip(vs, rs)], raw)
+        elif m := re.fullmatch(r"\s+sum = \[(.*)\]", line):
+            seen("sum", [holds(s, _sum(column)) for s, column in zip(m[1].split(", "), zip(*terms))], raw)
+    return results, kinds
+
+
+def small_problems():
+    """Small problems of every shape the explanation handles: masks, biases, heads, projections,
+    W_O and b_O, values with up to 3 decimals."""
+    value = st.one_of(st.integers(-3, 3), st.sampled_from([0.5, -1.5, 0.25]),
+                      st.integers(-3000, 3000).map(lambda i: i / 1000))
+    matrix = lambda r, c: st.lists(st.lists(value, min_size=c, max_size=c), min_size=r, max_size=r)  # noqa: E731
+
+    @st.composite
+    def problem(draw):
+        heads, lq, lk = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 4))
+        d = heads * draw(st.integers(1, 2))
+        if draw(st.booleans()):
+            d_model = draw(st.integers(1, 3))
+            doc = {"X": draw(matrix(lq, d_model)), "W_Q": draw(matrix(d_model, d)),
+                   "W_K": draw(matrix(d_model, d)), "W_V": draw(matrix(d_model, d))}
+            if draw(st.booleans()):
+                doc["b_Q"] = draw(matrix(1, d))[0]
+            lk = lq
+        else:
+            doc = {"Q": draw(matrix(lq, d)), "K": draw(matrix(lk, d)), "V": draw(matrix(lk, d))}
+        doc["heads"] = heads
+        if draw(st.booleans()):
+            doc["W_O"] = draw(matrix(d, draw(st.integers(1, 3))))
+            if draw(st.booleans()):
+                doc["b_O"] = draw(matrix(1, len(doc["W_O"][0])))[0]
+        if draw(st.booleans()):
+            doc["bias"] = draw(st.lists(st.lists(st.one_of(value, st.none()), min_size=lk, max_size=lk),
+                                        min_size=lq, max_size=lq))
+        if draw(st.booleans()):
+            doc["scale"] = draw(st.sampled_from([0.5, 0.3, 1.25]))
+        return doc
+    return problem()
+
+
+RICH = {"Q": [[0.123, 1.5], [2.0, -0.25]], "K": [[1, 0], [0.333, 0.5], [-1, 2]], "V": [[2, 0], [0, 2], [1, -1]],
+        "bias": [[0.5, None, 0], [0, 0.25, -1]], "heads": 2, "W_O": [[0.5, 1], [1, -0.5]], "b_O": [0.1, 0]}
+UNDERFLOW = {"Q": [[-3, -3]], "K": [[3, 3], [2, 3]], "V": [[1, 2], [3, 4]]}  # every e^x prints 0 at 2 decimals
+
+
+@settings(max_examples=60, deadline=None)
+@given(doc=small_problems(), precision=st.integers(0, 6))
+@example(doc=SCOOTER, precision=2)
+@example(doc=RICH, precision=0)
+@example(doc=UNDERFLOW, precision=2)
+def test_every_rounded_carry_equation_holds_and_exact_lines_say_why(doc, precision):
+    trace = attend(build_problem(doc))
+    rows = list(range(trace.problem.lq))
+    rounded = explain(trace, rows, precision=precision, carry="rounded")
+    results, kinds = check_equations(rounded)
+    assert [line for line, ok in results if not ok] == []
+    assert not any("unrounded" in line for line in rounded)
+    # Every key's scores and scaling are checked in every row of every head: the parser sees them.
+    assert kinds["dot"] >= trace.problem.heads * len(rows) * trace.problem.lk
+    assert kinds.get("divide", 0) + kinds.get("scale", 0) == trace.problem.heads * len(rows) * trace.problem.lk
+    exact = explain(trace, rows, precision=precision)
+    results, _ = check_equations(exact)
+    assert [line for line, ok in results if not ok and "unrounded" not in line] == []
+
+
+def test_the_checker_catches_a_wrong_equation():
+    results, _ = check_equations(["  a: 2.00 / 1.41 = 1.41", "  0.19 × [2.0] = [0.37]", "  a: (0.5)(0.5) = 0.3",
+                                  "  it: 0.125 / 1 = 0.12", "  e^1.00 = 2.72   sum = 2.72"])
+    assert [ok for _, ok in results] == [False, False, True, True, True]  # 0.25 and 0.125 are ties
+
+
+def test_the_issues_precision_2_equations_now_hold(run):
+    out = run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2").stdout
+    assert "  petrol:   2.00 / 1.41 = 1.42" in out and "  0.19 × [1.0, -1.0] = [0.19, -0.19]" in out
+    assert "\nRounded carry: every step uses the numbers as printed before it, 2 decimals" in out
+    assert "  sum = [0.27, 1.35]\n  with exact arithmetic: [0.28, 1.35] " \
+           "(carrying rounded numbers changed 1 of 2)" in out
+    exact = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2").stdout
+    assert "  petrol:   2.00 / 1.41 = 1.41  (1.414… unrounded)" in exact
+
+
+def test_carry_in_json_and_only_with_explain(run):
+    doc = run.json("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2")
+    assert "  petrol:   2.00 / 1.41 = 1.42" in doc["explanation"]
+    assert doc["explanation"][-1] == "  with exact arithmetic: [0.28, 1.35] (carrying rounded numbers changed 1 of 2)"
+    assert_error(run("compute", SAMPLES / "scooter.json", "--carry", "rounded"), "--carry", "add --explain")
+
+
+MULTIHEAD_LIKE = """\
+Query "like" (row 1): heads side by side, output = concat W_O
+  concat = [0.9929, 0.5107, 0.8216, 0.9121]
+  output0: (0.9929)(0.5) + (0.5107)(0.0) + (0.8216)(0.5) + (0.9121)(0.0) = 0.9072
+  output1: (0.9929)(0.0) + (0.5107)(0.5) + (0.8216)(0.5) + (0.9121)(0.0) = 0.6662
+  output2: (0.9929)(0.0) + (0.5107)(0.5) + (0.8216)(0.0) + (0.9121)(0.5) = 0.7114
+  output3: (0.9929)(0.5) + (0.5107)(0.0) + (0.8216)(0.0) + (0.9121)(0.5) = 0.9525
+  output = [0.9072, 0.6662, 0.7114, 0.9525]"""
+
+
+def test_multihead_explains_the_projection_the_heads_side_by_side_and_W_O(run):
+    out = run("compute", SAMPLES / "multihead.json", "--explain", "--row", "like").stdout
+    assert 'Head 0, query "like" (row 1): x = [0.0, 2.0, 0.0, 1.0]\n' \
+           "Step 1: project, q = x W_Q (columns 0–1 of W_Q for this head)\n" \
+           "  q0: (0.0)(1.0) + (2.0)(0.0) + (0.0)(1.0) + (1.0)(0.0) = 0.0000\n" \
+           "  q1: (0.0)(0.0) + (2.0)(1.0) + (0.0)(0.0) + (1.0)(1.0) = 3.0000\n" \
+           "  k = x W_K and v = x W_V the same way, for every key:\n" \
+           "  I:    k = [0.0000, 2.0000]   v = [1.0000, 0.0000]\n" in out
+    assert "Step 1: project, q = x W_Q (columns 2–3 of W_Q for this head)" in out
+    assert out.rstrip("\n").endswith(MULTIHEAD_LIKE)
+    assert "table" not in out.split("rows are queries, columns are keys")[1]  # points at nothing unprinted
+    trace = attend(build_problem(read_document(str(SAMPLES / "multihead.json"))[0]))
+    assert MULTIHEAD_LIKE.endswith("[" + ", ".join(f"{x:.4f}" for x in trace.final[1]) + "]")
+    one = run("compute", SAMPLES / "multihead.json", "--explain", "--row", "like", "--head", "1").stdout
+    assert one.rstrip("\n").endswith("(only head 1 is shown; without --head the heads' outputs are placed "
+                                     "side by side and multiplied by W_O)")
+
+
+def test_output_projection_with_b_O_and_heads_without_W_O():
+    doc = dict(SCOOTER, W_O=[[1, 0.5], [0, 2]], b_O=[0.25, -1])
+    lines = explain(attend(build_problem(doc)))
+    assert lines[-5:] == [
+        'Query 0 (row 0): output projection, output = concat W_O + b_O',
+        "  concat = [0.2775, 1.3491]",
+        "  output0: (0.2775)(1.0) + (1.3491)(0.0) + 0.25 = 0.5275",
+        "  output1: (0.2775)(0.5) + (1.3491)(2.0) + -1.0 = 1.8370",
+        "  output = [0.5275, 1.8370]"]
+    two = explain(attend(build_problem({"Q": [[1, 0, 0, 1]], "K": [[1, 0, 1, 0]], "V": [[2, 4, 6, 8]], "heads": 2})))
+    assert two[-2:] == ["Query 0 (row 0): the heads' outputs side by side",
+                        "  output = [2.0000, 4.0000, 6.0000, 8.0000]"]
+
+
+def test_explaining_a_row_uses_that_rows_bias():
+    doc = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "bias": [[0.5, 0], [0, -2]]}
+    lines = "\n".join(explain(attend(build_problem(doc)), [1]))
+    assert "  0: 0.0000 + 0.0000 = 0.0000\n  1: 0.7071 + -2.0000 = -1.2929" in lines
+
+
+def test_the_readme_examples_at_precision_2_are_what_attn_prints(run):
+    readme = (SAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    exact = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2").stdout.splitlines()
+    rounded = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2", "--carry", "rounded").stdout
+    block = readme.split("$ attn compute samples/scooter.json --explain --precision 2 ", 1)[1].split("```")[0]
+    shown_exact, shown_rounded = block.split("$ attn compute")[0], block.split("$ attn compute")[1]
+    for line in shown_exact.splitlines()[1:]:
+        assert line == "…" or line in exact, line
+    for line in shown_rounded.splitlines()[1:]:
+        assert line == "…" or line in rounded.splitlines(), line
+
+
+@settings(max_examples=40, deadline=None)
+@given(q=st.lists(st.floats(-1e4, 1e4), min_size=2, max_size=2),
+       k=st.lists(st.lists(st.floats(-1e4, 1e4), min_size=2, max_size=2), min_size=1, max_size=3),
+       v=st.floats(-1e20, 1e20), precision=st.integers(0, 8), carry=st.sampled_from(["exact", "rounded"]))
+def test_any_finite_row_is_explained_and_rounded_carry_holds_where_numbers_are_written_out(q, k, v, precision, carry):
+    doc = {"Q": [q], "K": k, "V": [[v, 1.0]] * len(k)}
+    lines = explain(attend(build_problem(doc)), precision=precision, carry=carry)
+    results, _ = check_equations([line for line in lines if "e+" not in line])
+    assert [line for line, ok in results if not ok and (carry == "rounded" or "unrounded" not in line)] == []

@@ -13,8 +13,8 @@ from tests.conftest import SAMPLES, assert_error
 def test_the_same_seed_gives_the_same_problem_everywhere():
     # A golden copy: a change here breaks every teacher's seed, so it must be deliberate.
     assert make_exercise(42) == {
-        "title": "Exercise 42",
-        "description": "Compute the attention weights and output for the query; reproduce with: attn exercise --seed 42",
+        "title": "Exercise",  # no seed on the students' sheet: they could regenerate the key
+        "description": "Compute the attention weights and output for the query",
         "Q": [[-0.5, -1]], "K": [[-1.5, 2], [-1.5, 1], [-2, -2]], "V": [[-3, -2], [-2, 1], [1, -3]],
         "query_labels": ["home"], "key_labels": ["cat", "we", "bird"]}
     assert make_exercise(5, queries=2, keys=2, dim=1, heads=2, mask="random") == make_exercise(
@@ -31,11 +31,11 @@ def test_exercise_numbers_are_doable_by_hand():
 
 
 def test_exercise_pipes_into_compute_and_check(run):
-    problem = run("exercise", "--seed", "11", "--queries", "2", "--mask", "causal")
+    problem = run("exercise", "--seed", "11", "--keys", "2", "--mask", "causal")
     assert problem.exit_code == 0
     computed = run("compute", "-", "--format", "json", input=problem.stdout)
     assert computed.exit_code == 0 and json.loads(computed.stdout)["mask"] == "causal"
-    key = run("exercise", "--seed", "11", "--queries", "2", "--mask", "causal", "--answers").stdout
+    key = run("exercise", "--seed", "11", "--keys", "2", "--mask", "causal", "--answers").stdout
     assert run("check", "-", input=key).exit_code == 0
     assert json.loads(key)["heads"][0]["weights"]
 

@@ -2,6 +2,10 @@
 
 import csv
 import io
+import json
+from pathlib import Path
+
+import numpy as np
 
 from rich.console import Console
 
@@ -11,7 +15,7 @@ from attncli.problem import build_problem
 from attncli.render.export import csv_stage, latex, markdown
 from attncli.render.heatmap import print_heatmaps, shade
 from attncli.render.text import header_lines
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, assert_error
 
 
 def trace_of(name):
@@ -56,7 +60,7 @@ def test_heatmap_through_the_cli_without_colour(run):
 def test_markdown_tables():
     trace = trace_of("scooter")
     text = markdown(trace, ("weights",), 4, header_lines(trace, 4), None)
-    assert "**weights** = softmax over keys\n\n| | mechanic | scooter | petrol |\n|---|---:|---:|---:|\n" \
+    assert "**weights** = softmax(scaled) over keys\n\n| | mechanic | scooter | petrol |\n|---|---:|---:|---:|\n" \
            "| it | 0.0454 | 0.7679 | 0.1867 |" in text
     assert text.startswith("attn · softmax(Q Kᵀ · scale + bias) V  \n")
 
@@ -69,6 +73,84 @@ def test_latex_has_captioned_tables_and_bmatrices():
     assert r"\text{masked} = \begin{bmatrix}" in text and r"0.7071 & -\infty & -\infty & -\infty \\" in text
     assert "\\begin{flushleft}\\ttfamily\nStep~1:~…\n\\end{flushleft}" in text
     assert text.count(r"\begin{table}") == text.count(r"\end{table}") == 2
+
+
+TWO_HEADS = {"Q": [[1, 0], [0, 2], [1, 1]], "K": [[0, 1], [1, 0]], "V": [[1, 2], [3, 4]], "heads": 2,
+             "W_O": [[1, 0], [0.5, 1]], "query_labels": ["a", "b", "c"], "key_labels": ["x", "y"]}
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_markdown_and_latex_of_two_heads_and_W_O_are_the_golden_text(run):
+    """Three rows, two heads, W_O: every head's weights and output, then the final output, exactly
+    as in tests/fixtures/export_two_heads.{md,tex} (a dropped row, head or table fails here)."""
+    problem = json.dumps(TWO_HEADS)
+    md = run("compute", "-", "-f", "markdown", "--stages", "weights,output", input=problem).stdout
+    assert md == (FIXTURES / "export_two_heads.md").read_text(encoding="utf-8")
+    tex = run("compute", "-", "-f", "latex", "--stages", "weights,output", "--precision", "3", input=problem).stdout
+    assert tex == (FIXTURES / "export_two_heads.tex").read_text(encoding="utf-8")
+
+
+def test_the_golden_text_holds_the_right_numbers():
+    """The golden Markdown's tables, read back, are softmax(q k / √1) V per head and concat W_O,
+    computed here without attncli."""
+    q, k, v = (np.array(TWO_HEADS[n], dtype=float) for n in "QKV")
+    weights = [np.exp(np.outer(q[:, h], k[:, h])) for h in range(2)]
+    weights = [w / w.sum(axis=1, keepdims=True) for w in weights]
+    outputs = [w @ v[:, h:h + 1] for h, w in zip(range(2), weights)]
+    final = np.hstack(outputs) @ np.array(TWO_HEADS["W_O"])
+    tables = [[[float(x) for x in line.split("|")[2:-1]] for line in block.splitlines() if line.startswith("| ")
+               and not line.startswith("| |")]
+              for block in (FIXTURES / "export_two_heads.md").read_text(encoding="utf-8").split("**")[2::2]]
+    expected = [weights[0], outputs[0], weights[1], outputs[1], final]
+    assert len(tables) == len(expected)
+    for table, matrix in zip(tables, expected):
+        assert np.allclose(table, matrix, atol=5e-5)
+
+
+def test_captions_name_the_softmax_input_and_the_final_formula():
+    scooter, causal = trace_of("scooter"), trace_of("causal")
+    assert r"\caption{weights: $\operatorname{softmax}(\text{scaled})$}" in latex(
+        scooter, ("weights",), 4, header_lines(scooter, 4), None)
+    assert "**weights** = softmax(masked) over keys" in markdown(causal, ("weights",), 4, header_lines(causal, 4), None)
+    with_b = attend(build_problem(dict(TWO_HEADS, b_O=[1, 0])))
+    assert r"\caption{final output: $\text{concat}\, W_O + b_O$}" in latex(
+        with_b, ("output",), 4, header_lines(with_b, 4), None)
+    no_w = attend(build_problem({k: v for k, v in TWO_HEADS.items() if k != "W_O"}))
+    assert "**final output** = the heads' outputs side by side" in markdown(
+        no_w, ("output",), 4, header_lines(no_w, 4), None)
+
+
+def test_csv_honours_round_and_output_files_take_the_text_formats(run, tmp_path):
+    out = run("compute", SAMPLES / "scooter.json", "-f", "csv", "--stages", "weights", "--round", "2").stdout
+    assert out == "query,mechanic,scooter,petrol\nit,0.05,0.77,0.19\n"
+    assert run("compute", SAMPLES / "causal.json", "-f", "csv", "--stages", "masked", "--round", "1").stdout \
+        .splitlines()[1] == "the,0.7,-inf,-inf,-inf"
+    problem = json.dumps(TWO_HEADS)
+    for suffix, fmt, extra in ((".md", "markdown", ()), (".tex", "latex", ()), (".csv", "csv", ("--round", "3"))):
+        path = tmp_path / f"out{suffix}"
+        args = ("compute", "-", "--stages", "weights", *extra)
+        result = run(*args, "-o", path, input=problem)
+        assert result.exit_code == 0 and result.stdout == "", result.stderr
+        assert path.read_text(encoding="utf-8") == run(*args, "-f", fmt, input=problem).stdout
+    assert_error(run("compute", "-", "-o", tmp_path / "x.tex", "-f", "markdown", input=problem),
+                 "--output", "is written as latex, but --format is markdown")
+    assert not (tmp_path / "x.tex").exists()
+
+
+def test_posenc_writes_csv_markdown_and_latex(run):
+    csv_text = run("posenc", "--positions", "2", "--dim", "2", "-f", "csv").stdout
+    assert csv_text == "pos,sin 0,cos 1\n0,0.0,1.0\n1,0.8414709848078965,0.5403023058681398\n"
+    md = run("posenc", "--positions", "2", "--dim", "2", "-f", "markdown", "--precision", "2").stdout
+    assert md == ("sinusoidal positional encoding, base 10000: PE(pos, 2i) = sin(pos / 10000^(2i/2)), "
+                  "PE(pos, 2i+1) = cos(pos / 10000^(2i/2))  \n\n**PE**\n\n| | sin 0 | cos 1 |\n|---|---:|---:|\n"
+                  "| 0 | 0.00 | 1.00 |\n| 1 | 0.84 | 0.54 |\n")
+    tex = run("posenc", "--positions", "2", "--dim", "2", "-f", "latex").stdout
+    assert (r"\caption{PE: $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/2}),\ "
+            r"PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i/2})$}") in tex
+    assert "1 & $0.8415$ & $0.5403$" in tex and tex.count(r"\begin{table}") == 1
+    table = run("posenc", "--positions", "3", "--dim", "4", "-f", "table").stdout
+    assert "\nPE\n" in table and "3×4" not in table
+    assert "PE (100×8, middle elided" in run("posenc", "--positions", "100", "-f", "table").stdout
 
 
 def test_csv_export_round_trips_through_a_csv_reader(run):

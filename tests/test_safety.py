@@ -106,8 +106,8 @@ def test_a_latex_label_cannot_end_the_explanation_or_run_a_command():
     trace = attend(build_problem(doc))
     text = latex(trace, ("weights",), 4, header_lines(trace, 4), ["  " + LATEX + ":", "", "  x  y"])
     lines = text.splitlines()
-    assert lines[0] == r"% attn compute: one\textbackslash{}u000atwo \% three · Q 1×2 · K 3×2 · V 3×2 · 1 head " \
-                       r"· d\_k = 2 · d\_v = 2 · float64"
+    assert lines[1:3] == [r"% one\textbackslash{}u000atwo \% three",  # every header line a comment
+                          r"% Q 1×2 · K 3×2 · V 3×2 · 1 head · d\_k = 2 · d\_v = 2 · float64"]
     escaped = (r"q\textbackslash{}end\{verbatim\}\textbackslash{}input\{/etc/passwd\}"
                r"\textbackslash{}begin\{verbatim\}")
     assert " & " + escaped + r" & {[}x{]} & {*}y \\ \hline" in lines

@@ -17,6 +17,8 @@ class CheckFormat(str, Enum):
     auto = "auto"
     table = "table"
     json = "json"
+    csv = "csv"
+    gradescope = "gradescope"
 
 
 def _answer(stage: str):
@@ -44,7 +46,8 @@ def check(
     tol: Annotated[Optional[float], typer.Option(
         min=0.0, help="Accept cells within this absolute tolerance, instead of at the decimals written.")] = None,
     format: Annotated[CheckFormat, typer.Option("--format", "-f", help="auto: tables on a terminal, JSON "
-                                                "when piped.")] = CheckFormat.auto,
+                                                "when piped. csv: a gradebook, one row per file. gradescope: "
+                                                "Gradescope's autograder results.json.")] = CheckFormat.auto,
     precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals for expected values.")] = 4,
 ) -> None:
     """Mark a learner's answers: each cell ✓ correct, ↪ carried, ~ imprecise, ✗ wrong, with diagnoses.
@@ -192,7 +195,17 @@ def _report(trace, results, format: CheckFormat, precision: int, decimals: int =
     from attncli.render.marks import marks_dict
 
     as_json = format == CheckFormat.json or (format == CheckFormat.auto and not sys.stdout.isatty())
-    if as_json:
+    if format == CheckFormat.csv:
+        from attncli.render.gradebook import csv_gradebook
+
+        sys.stdout.write(csv_gradebook(results))
+    elif format == CheckFormat.gradescope:
+        from attncli.render.gradebook import gradescope, gradescope_class
+        from attncli.render.json import dumps
+
+        doc = gradescope(results[0][1], results[0][2]) if len(results) == 1 else gradescope_class(results)
+        sys.stdout.write(dumps(doc) + "\n")
+    elif as_json:
         from attncli.render.json import dumps
 
         if len(results) == 1:
@@ -203,13 +216,16 @@ def _report(trace, results, format: CheckFormat, precision: int, decimals: int =
                    "all_correct": all(m is not None and all_correct(m) for _, m, _ in results)}
         sys.stdout.write(dumps(doc) + "\n")
     else:
-        from attncli.render.marks import print_class_summary, print_marks
         from attncli.render.tables import make_console
 
         console = make_console()
         if len(results) == 1:
+            from attncli.render.marks import print_marks
+
             print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
         else:
+            from attncli.render.summary import print_class_summary
+
             print_class_summary(results, console)
     if any(m is None and not _blank(e) for _, m, e in results):
         sys.exit(2)

@@ -24,11 +24,17 @@ class MaskedRows(str, Enum):
     error = "error"
 
 
+class Carry(str, Enum):
+    exact = "exact"
+    rounded = "rounded"
+
+
 class DType(str, Enum):
     float64 = "float64"
     float32 = "float32"
 
 
+SUFFIX_FORMATS = {".md": Format.markdown, ".tex": Format.latex, ".csv": Format.csv}  # --output's text files
 VIEWS = ("inputs", "scores", "scaled", "masked", "weights", "output", "heatmap")
 Matrix = Optional[str]
 
@@ -88,6 +94,11 @@ def compute(
     explain: Annotated[bool, typer.Option(
         "--explain", help="Show the hand calculation, step by step, instead of the tables.",
         rich_help_panel="Learning")] = False,
+    carry: Annotated[Optional[Carry], typer.Option(
+        help="With --explain: exact (default; exact arithmetic, rounded display, a note where printed "
+             "numbers do not give the printed result) or rounded (each step from the numbers as printed, "
+             "as on a pocket calculator; every printed equation holds).",
+        rich_help_panel="Learning", show_default=False)] = None,
     row: Annotated[Optional[list[str]], typer.Option(
         help="With --explain: a query row to explain, by label or index (repeatable).",
         rich_help_panel="Learning", show_default=False)] = None,
@@ -98,8 +109,9 @@ def compute(
         "--heatmap", help="Draw the weights as a shaded grid (also: --stages heatmap).",
         rich_help_panel="Learning")] = False,
     output_file: Annotated[Optional[str], typer.Option(
-        "--output", "-o", help="Write to FILE instead of stdout: .json, .npy (the final output) or "
-                               ".npz (every stage); atomically.", rich_help_panel="Output",
+        "--output", "-o", help="Write to FILE instead of stdout: .json, .md, .tex, .csv (as --format "
+                               "json, markdown, latex, csv), .npy (the final output) or .npz (every "
+                               "stage); atomically.", rich_help_panel="Output",
         show_default=False)] = None,
     full: Annotated[bool, typer.Option(
         "--full", help="Print every row and column of big tables (default: elide the middle).",
@@ -121,9 +133,16 @@ def compute(
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
     shown = _stages(stages) + (("heatmap",) if heatmap else ())
+    if carry is not None and not explain:
+        raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
     stdin = "-" if file is None and not sys.stdin.isatty() else None  # read when piped and no file is named
     suffix = output_file and _output_suffix(output_file, [file, stdin, q, k, v, x, x_kv, wq, wk, wv, wo, mask,
                                                           bias])
+    if suffix in SUFFIX_FORMATS:
+        if format not in (Format.auto, SUFFIX_FORMATS[suffix]):
+            raise InputError(f"{quote(output_file)} is written as {SUFFIX_FORMATS[suffix].value}, "
+                             f"but --format is {format.value}; drop --format or change the suffix", "--output")
+        format = SUFFIX_FORMATS[suffix]
     if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
         raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
                                  "scaled, masked, output)", param_hint="--stages")
@@ -156,9 +175,12 @@ def compute(
                          f"queries ({problem.lq}) than keys ({problem.lk}); if the queries are the last "
                          "tokens of the keys' sequence (a KV cache), use causal_lower_right\n")
     view = format
-    if view == Format.auto:
+    if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
+        view = format if suffix in SUFFIX_FORMATS else Format.json
+    elif view == Format.auto:
         view = Format.table if sys.stdout.isatty() or explain else Format.json
-    written = suffix[1:] if output_file else view.value  # what is built: json, npz, npy, or a text view
+    # what is built: json, npz, npy, or a text view
+    written = suffix[1:] if output_file and suffix not in SUFFIX_FORMATS else view.value
     try:
         _guard(problem, written, shown, full, output_only)
         trace = _attend(problem, output_only, workers)
@@ -172,36 +194,40 @@ def compute(
     if explain:
         from attncli.render.explain import explain as explain_lines
 
-        explanation = explain_lines(trace, rows, heads_shown, precision)
+        explanation = explain_lines(trace, rows, heads_shown, precision, (carry or Carry.exact).value)
     if output_file:
         from attncli.render.files import Interrupted, OutputError, write_output
-        from attncli.render.json import document
 
         try:
-            write_output(trace, output_file, suffix, lambda: document(trace, shown, round_, explanation))
+            write_output(trace, output_file, suffix,
+                         lambda: _text(view, trace, shown, precision, round_, explanation))
         except OutputError as error:
             raise error.at("--output")
         except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
             stop.die()
         return
-    if view == Format.json:
-        from attncli.render.json import document
-
-        sys.stdout.write(document(trace, shown, round_, explanation))
-    elif view == Format.table:
+    if view == Format.table:
         from attncli.render.tables import print_tables
 
         print_tables(trace, shown, precision, explanation, heads_shown, full)
-    elif view == Format.csv:
-        from attncli.render.export import csv_stage
-
-        sys.stdout.write(csv_stage(trace, shown[0]))
     else:
-        from attncli.render import export
-        from attncli.render.text import header_lines
+        sys.stdout.write(_text(view, trace, shown, precision, round_, explanation))
 
-        write = export.markdown if view == Format.markdown else export.latex
-        sys.stdout.write(write(trace, shown, precision, header_lines(trace, precision), explanation))
+
+def _text(view: Format, trace, shown, precision: int, round_: int | None, explanation) -> str:
+    """The document of a text format: JSON, CSV (one stage), Markdown or LaTeX."""
+    if view == Format.json:
+        from attncli.render.json import document
+
+        return document(trace, shown, round_, explanation)
+    from attncli.render import export
+
+    if view == Format.csv:
+        return export.csv_stage(trace, shown[0], round_)
+    from attncli.render.text import header_lines
+
+    write = export.markdown if view == Format.markdown else export.latex
+    return write(trace, shown, precision, header_lines(trace, precision), explanation)
 
 
 def _guard(problem, view: str, shown, full: bool, output_only: bool) -> None:

@@ -21,6 +21,9 @@ class TableFormat(str, Enum):
     auto = "auto"
     table = "table"
     json = "json"
+    csv = "csv"
+    markdown = "markdown"
+    latex = "latex"
 
 
 def pretty(doc: dict) -> str:
@@ -41,38 +44,102 @@ def pretty(doc: dict) -> str:
     return value(doc, "") + "\n"
 
 
+class ExerciseKind(str, Enum):
+    plain = "plain"
+    causal = "causal"
+    multihead = "multihead"
+    cross = "cross"
+    posenc = "posenc"
+
+
+class SheetFormat(str, Enum):
+    json = "json"
+    markdown = "markdown"
+    latex = "latex"
+
+
 def exercise(
-    seed: Annotated[Optional[int], typer.Option(help="Same seed, same problem (default: a random one, "
-                                                     "shown in the title).", show_default=False)] = None,
-    queries: Annotated[int, typer.Option(min=1, max=64, help="Number of queries.")] = 1,
-    keys: Annotated[int, typer.Option(min=1, max=64, help="Number of keys.")] = 3,
+    seed: Annotated[Optional[int], typer.Option(min=0, help="Same seed, same problem (default: a random one, "
+                                                           "told on stderr).", show_default=False)] = None,
+    kind: Annotated[ExerciseKind, typer.Option(help="plain: Q, K, V given. causal: self-attention over one "
+                                               "sentence, causal mask. multihead: X with projections and W_O. "
+                                               "cross: X and X_kv with projections. posenc: X = E + PE "
+                                               "(sinusoidal) with projections.")] = ExerciseKind.plain,
+    queries: Annotated[Optional[int], typer.Option(min=1, max=64, help="Number of queries (default 1; for "
+                                                   "self-attention the sentence length, --keys).",
+                                                   show_default=False)] = None,
+    keys: Annotated[int, typer.Option(min=1, max=64, help="Number of keys (words in the sentence).")] = 3,
     dim: Annotated[int, typer.Option(min=1, max=64, help="d_k, per head.")] = 2,
     value_dim: Annotated[Optional[int], typer.Option(min=1, max=64, help="d_v per head (default: --dim).",
                                                      show_default=False)] = None,
-    heads: Annotated[int, typer.Option(min=1, max=16, help="Number of heads.")] = 1,
-    mask: Annotated[Optional[MaskKind], typer.Option(help="causal, or random (every query keeps a key).",
-                                                     show_default=False)] = None,
-    answers: Annotated[bool, typer.Option("--answers", help="Add the worked solution: every stage.")] = False,
+    heads: Annotated[Optional[int], typer.Option(min=1, max=16, help="Number of heads (default 2 for "
+                                                 "multihead, else 1).", show_default=False)] = None,
+    mask: Annotated[Optional[MaskKind], typer.Option(help="causal (self-attention), or random (every query "
+                                                     "keeps a key).", show_default=False)] = None,
+    count: Annotated[int, typer.Option(min=1, max=100, help="A problem set: problem k is the problem of "
+                                       "seed + k - 1, with the same options.")] = 1,
+    format: Annotated[SheetFormat, typer.Option("--format", "-f", help="json: attn compute input (with "
+                                                "--count, {\"problems\": [...]}). markdown, latex: a worksheet "
+                                                "with blank answer grids.")] = SheetFormat.json,
+    answers: Annotated[bool, typer.Option("--answers", help="The answer key: every stage worked out, and "
+                                          "the command that reproduces the problem.")] = False,
 ) -> None:
-    """Print a fresh practice problem as `attn compute` input JSON (small integers and halves).
+    """Print a fresh practice problem (small integers and halves): attn compute input, or a worksheet.
 
     attn exercise --seed 7 > problem.json && attn compute problem.json
 
     attn exercise --seed 7 --answers > key.json && attn check answers.json key.json
+
+    attn exercise --seed 7 --count 5 --kind causal --format markdown > sheet.md
+
+    The students' sheet never shows the seed; the key (--answers) ends with the command that
+    reproduces it. Without --seed a random one is chosen and told on stderr.
     """
     import random
 
-    from attncli.exercise import make_exercise
+    from attncli.exercise import ExerciseError, Options, problem_set
 
-    seed = random.SystemRandom().randrange(1, 1_000_000) if seed is None else seed
-    doc = make_exercise(seed, queries, keys, dim, value_dim, heads, mask and mask.value)
-    if answers:
-        from attncli.attention import attend
-        from attncli.problem import build_problem
-        from attncli.trace import to_dict
+    chosen = seed is None
+    if chosen:
+        seed = random.SystemRandom().randrange(1, 1_000_000)
+    heads = heads or (2 if kind == ExerciseKind.multihead else 1)
+    options = Options(seed, kind.value, queries, keys, dim, value_dim, heads, mask and mask.value)
+    try:
+        problems = problem_set(options, count)
+    except ExerciseError as error:  # name the option at the edge: the core speaks of queries, keys, dim
+        raise error.at("--queries" if "queries (" in error.message else "--keys" if "keys of" in error.message
+                       else "--dim") from None
+    if chosen and not answers:  # the teacher needs the seed for the key; the sheet must not show it
+        sys.stderr.write(f"answer key: {problems[0].command} --answers"
+                         + (f" --count {count}" if count > 1 else "") + "\n")
+    if count > 1:
+        problems = [_titled(p, f"Exercise {k + 1}") for k, p in enumerate(problems)]
+    if format == SheetFormat.json:
+        docs = [_key(p) if answers else p.doc for p in problems]
+        sys.stdout.write(pretty(docs[0] if count == 1 else {"problems": docs}))
+        return
+    from attncli.attention import attend
+    from attncli.problem import build_problem
+    from attncli.render import worksheet
 
-        doc = to_dict(attend(build_problem(doc)))
-    sys.stdout.write(pretty(doc))
+    items = [(p, attend(build_problem(p.doc))) for p in problems]
+    sys.stdout.write((worksheet.markdown if format == SheetFormat.markdown else worksheet.latex)(items, answers))
+
+
+def _titled(problem, title: str):
+    from dataclasses import replace
+
+    return replace(problem, doc=problem.doc | {"title": title})
+
+
+def _key(problem) -> dict:
+    """`attn compute`'s full JSON of the problem, its description ending with the reproduce line."""
+    from attncli.attention import attend
+    from attncli.problem import build_problem
+    from attncli.trace import to_dict
+
+    doc = problem.doc | {"description": f"{problem.doc['description']}; reproduce with: {problem.command}"}
+    return to_dict(attend(build_problem(doc)))
 
 
 def example(
@@ -103,7 +170,8 @@ def posenc(
     dim: Annotated[int, typer.Option(min=2, max=4096, help="Encoding width D (even).")] = 8,
     base: Annotated[float, typer.Option(min=1.0, help="The wavelength base.")] = 10000.0,
     format: Annotated[TableFormat, typer.Option("--format", "-f", help="auto: a table on a terminal, "
-                                                "JSON when piped.")] = TableFormat.auto,
+                                                "JSON when piped; csv, markdown or latex for a write-up.")
+                      ] = TableFormat.auto,
     precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals in the table.")] = 4,
 ) -> None:
     """Sinusoidal positional encodings: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(…).
@@ -125,15 +193,31 @@ def posenc(
                                 "formula": "PE(pos, 2i) = sin(pos / base^(2i/D)); PE(pos, 2i+1) = cos(pos / base^(2i/D))",
                                 "encoding": pe.tolist()}) + "\n")
         return
+    formula = (f"PE(pos, 2i) = sin(pos / {base:g}^(2i/{dim})), "
+               f"PE(pos, 2i+1) = cos(pos / {base:g}^(2i/{dim}))")
+    rows = [str(p) for p in range(positions)]
+    columns = [f"{'sin' if j % 2 == 0 else 'cos'} {j}" for j in range(dim)]
+    if format in (TableFormat.csv, TableFormat.markdown, TableFormat.latex):
+        from attncli.render import export
+
+        if format == TableFormat.csv:
+            sys.stdout.write(export.csv_table(rows, columns, [(None, pe)], first="pos"))
+        elif format == TableFormat.markdown:
+            sys.stdout.write(f"sinusoidal positional encoding, base {base:g}: {formula}  \n\n"
+                             + export.markdown_table("PE", None, pe, rows, columns, precision) + "\n")
+        else:
+            tex = (rf"PE_{{(pos, 2i)}} = \sin(pos / {base:g}^{{2i/{dim}}}),\ "
+                   rf"PE_{{(pos, 2i+1)}} = \cos(pos / {base:g}^{{2i/{dim}}})")
+            sys.stdout.write(f"% attn posenc: sinusoidal positional encoding, base {base:g}\n\n"
+                             + export.latex_table("PE", tex, pe, rows, columns, precision) + "\n")
+        return
     from rich.text import Text
 
     from attncli.render.tables import make_console, matrix_tables
 
     console = make_console()
-    columns = [f"{'sin' if j % 2 == 0 else 'cos'} {j}" for j in range(dim)]
     width = console.width if sys.stdout.isatty() else None
-    console.print(Text(f"sinusoidal positional encoding, base {base:g}: PE(pos, 2i) = sin(pos / {base:g}^(2i/{dim})), "
-                       f"PE(pos, 2i+1) = cos(pos / {base:g}^(2i/{dim}))"))
-    for renderable in matrix_tables(f"PE {positions}×{dim}", pe, [str(p) for p in range(positions)],
-                                    columns, precision, width):
+    console.print(Text(f"sinusoidal positional encoding, base {base:g}: {formula}"))
+    # The title is the name only: an elided table adds the shape once ("PE (100×8, middle elided…)").
+    for renderable in matrix_tables("PE", pe, rows, columns, precision, width):
         console.print(renderable)

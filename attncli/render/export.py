@@ -15,15 +15,30 @@ import numpy as np
 from attncli.render.text import labels, number, shown
 from attncli.trace import STAGES, Trace
 
+# Each table's formula: (Markdown, LaTeX). `formulas` adapts the weights' and the final output's.
 FORMULAS = {
-    "scores": ("scores", r"Q K^\top"),
-    "scaled": ("scaled", r"\text{scores} \cdot \text{scale}"),
-    "masked": ("masked", r"\text{scaled} + \text{bias}, -\infty \text{ where masked}"),
-    "weights": ("weights", r"\operatorname{softmax}(\text{masked})"),
-    "output": ("output", r"\text{weights}\, V"),
+    "scores": ("Q Kᵀ", r"Q K^\top"),
+    "scaled": ("scores · scale", r"\text{scores} \cdot \text{scale}"),
+    "masked": ("scaled + bias, −∞ where masked", r"\text{scaled} + \text{bias}, -\infty \text{ where masked}"),
+    "weights": ("softmax(masked) over keys", r"\operatorname{softmax}(\text{masked})"),
+    "output": ("weights V", r"\text{weights}\, V"),
 }
-PLAIN = {"scores": "Q Kᵀ", "scaled": "scores · scale", "masked": "scaled + bias, −∞ where masked",
-         "weights": "softmax over keys", "output": "weights V"}
+
+
+def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
+    """FORMULAS for this trace: the softmax reads `scaled` when there is no mask or bias; the
+    final output is the heads side by side, times W_O (+ b_O) when given."""
+    out = dict(FORMULAS)
+    if trace.masked is None:
+        out["weights"] = ("softmax(scaled) over keys", r"\operatorname{softmax}(\text{scaled})")
+    inputs = trace.problem.inputs
+    if "W_O" not in inputs:
+        out["final"] = ("the heads' outputs side by side", r"\text{the heads' outputs side by side}")
+    elif "b_O" in inputs:
+        out["final"] = ("concat W_O + b_O", r"\text{concat}\, W_O + b_O")
+    else:
+        out["final"] = ("concat W_O", r"\text{concat}\, W_O")
+    return out
 
 
 def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str], list[str]]]:
@@ -43,7 +58,7 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
                 columns = keys if name != "output" else [str(j) for j in range(m.shape[2])]
                 out.append((name, name + head, m[h], queries, columns))
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
-        out.append(("output", "final output", trace.final, queries, [str(j) for j in range(trace.final.shape[1])]))
+        out.append(("final", "final output", trace.final, queries, [str(j) for j in range(trace.final.shape[1])]))
     return out
 
 
@@ -65,14 +80,20 @@ def fence(lines: list[str]) -> str:
     return "\n".join([ticks, *(shown(line) for line in lines), ticks])
 
 
+def markdown_table(title: str, formula: str | None, m: np.ndarray, rows, columns, precision: int) -> str:
+    """**title** = formula (both ours), then a pipe table with row and column labels (`md`)."""
+    lines = [f"**{title}**" + (f" = {formula}" if formula else ""), "",
+             "| | " + " | ".join(md(c) for c in columns) + " |", "|---|" + "---:|" * len(columns)]
+    lines += [f"| {md(r)} | " + " | ".join(number(x, precision) for x in row) + " |" for r, row in zip(rows, m)]
+    return "\n".join(lines)
+
+
 def markdown(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
     parts = ["\n".join(f"{md(line)}  " for line in header)]
+    written = formulas(trace)
     for name, title, m, rows, columns in _matrices(trace, stages):
-        formula = f" = {PLAIN[name]}" if name in PLAIN else ""
-        lines = [f"**{title}**{formula}", "", "| | " + " | ".join(md(c) for c in columns) + " |",
-                 "|---|" + "---:|" * len(columns)]
-        lines += [f"| {md(r)} | " + " | ".join(number(x, precision) for x in row) + " |" for r, row in zip(rows, m)]
-        parts.append("\n".join(lines))
+        parts.append(markdown_table(title, written[name][0] if name in written else None, m, rows, columns,
+                                    precision))
     if explanation:
         parts.append(fence(explanation))
     return "\n\n".join(parts) + "\n"
@@ -98,22 +119,27 @@ def tex_lines(lines: list[str]) -> str:
     return "\\begin{flushleft}\\ttfamily\n" + body + "\n\\end{flushleft}"
 
 
+def latex_table(title: str, formula: str, m: np.ndarray, rows, columns, precision: int) -> str:
+    """One `table`: a `tabular` captioned "title: $formula$" with labels, and the matrix as a `bmatrix`."""
+    cell = lambda x: r"-\infty" if x == -np.inf else number(x, precision)  # noqa: E731
+    body = " \\\\\n".join(" & ".join(cell(x) for x in row) for row in m)
+    tab = " \\\\\n".join(tex(r) + " & " + " & ".join(f"${cell(x)}$" for x in row) for r, row in zip(rows, m))
+    return "\n".join([
+        r"\begin{table}[h]", r"\centering",
+        rf"\caption{{{tex(title)}: ${formula}$}}",
+        rf"\begin{{tabular}}{{l{'r' * len(columns)}}}",
+        " & " + " & ".join(tex(c) for c in columns) + r" \\ \hline",
+        tab, r"\end{tabular}", "",
+        r"\[", rf"\text{{{tex(title)}}} = \begin{{bmatrix}}", body, r"\end{bmatrix}", r"\]",
+        r"\end{table}"])
+
+
 def latex(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
-    """One `table` per stage: a captioned `tabular` with labels, and the matrix as a `bmatrix`."""
-    parts = ["% attn compute: " + tex(" · ".join(header[1:3]))]
+    """The header as comments, then one `latex_table` per stage and head."""
+    parts = ["\n".join("% " + tex(line) for line in header)]  # the header as comments, every line
+    written = formulas(trace)
     for name, title, m, rows, columns in _matrices(trace, stages):
-        cell = lambda x: r"-\infty" if x == -np.inf else number(x, precision)  # noqa: E731
-        body = " \\\\\n".join(" & ".join(cell(x) for x in row) for row in m)
-        formula = FORMULAS.get(name, (name, name))[1]
-        tab = " \\\\\n".join(tex(r) + " & " + " & ".join(f"${cell(x)}$" for x in row) for r, row in zip(rows, m))
-        parts.append("\n".join([
-            r"\begin{table}[h]", r"\centering",
-            rf"\caption{{{tex(title)}: ${formula}$}}",
-            rf"\begin{{tabular}}{{l{'r' * len(columns)}}}",
-            " & " + " & ".join(tex(c) for c in columns) + r" \\ \hline",
-            tab, r"\end{tabular}", "",
-            r"\[", rf"\text{{{tex(title)}}} = \begin{{bmatrix}}", body, r"\end{bmatrix}", r"\]",
-            r"\end{table}"]))
+        parts.append(latex_table(title, written[name][1] if name in written else name, m, rows, columns, precision))
     if explanation:
         parts.append(tex_lines(explanation))
     return "\n\n".join(parts) + "\n"
@@ -130,11 +156,27 @@ def csv_text(text: str) -> str:
     return "'" + text if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text) else text
 
 
-def csv_stage(trace: Trace, stage: str) -> str:
+def csv_table(rows, columns, matrices, decimals: int | None = None, first: str = "query") -> str:
+    """A CSV table: a header of column labels, row labels in the first column; with several
+    matrices a leading `head` column. Numbers are written as numbers (−∞ as -inf, −0 as 0;
+    `decimals` rounds as JSON's --round); labels through `csv_text`."""
+    multi = len(matrices) > 1
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow((["head"] if multi else []) + [first] + [csv_text(c) for c in columns])
+    for h, m in matrices:
+        if decimals is not None:
+            m = np.round(m, decimals)
+        for r, row in zip(rows, m):
+            cells = ["-inf" if x == -np.inf else repr(float(x) + 0.0) for x in row]  # + 0.0: no "-0.0"
+            writer.writerow(([h] if multi else []) + [csv_text(r)] + cells)
+    return buffer.getvalue()
+
+
+def csv_stage(trace: Trace, stage: str, decimals: int | None = None) -> str:
     """One stage (scores, scaled, masked, weights or output) as CSV: a header of key (or column)
     labels, query labels in the first column; with several heads a leading `head` column.
-    `output` is the final output; −∞ is written -inf. Numbers are written as numbers; labels
-    through `csv_text`."""
+    `output` is the final output; −∞ is written -inf; `decimals` rounds as --round does."""
     p = trace.problem
     if stage == "output":
         matrices = [(None, trace.final)]
@@ -142,12 +184,4 @@ def csv_stage(trace: Trace, stage: str) -> str:
     else:
         matrices = [(h, trace.stage(stage)[h]) for h in range(p.heads)]
         columns = labels(p.key_labels, p.lk)
-    multi = len(matrices) > 1
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow((["head"] if multi else []) + ["query"] + [csv_text(c) for c in columns])
-    for h, m in matrices:
-        for r, row in zip(labels(p.query_labels, p.lq), m):
-            cells = ["-inf" if x == -np.inf else repr(float(x)) for x in row]
-            writer.writerow(([h] if multi else []) + [csv_text(r)] + cells)
-    return buffer.getvalue()
+    return csv_table(labels(p.query_labels, p.lq), columns, matrices, decimals)

@@ -1,4 +1,5 @@
-"""`--output FILE`: the trace as .json, .npy (the final output) or .npz (every stage), written
+"""`--output FILE`: the trace as .json, .md, .tex or .csv (text), .npy (the final output) or .npz
+(every stage), written
 like a careful Unix tool (the README's Guarantees say the same):
 
 - Atomically: the content goes to a temporary file `.attn-tmp-<pid>-<random><suffix>` in FILE's
@@ -35,8 +36,9 @@ from attncli.errors import AttnError, quote
 if TYPE_CHECKING:
     from attncli.trace import Trace
 
-SUFFIXES = (".json", ".npy", ".npz")
-TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|npy|npz)")
+TEXT_SUFFIXES = (".json", ".md", ".tex", ".csv")  # written as the text their format's view makes
+SUFFIXES = TEXT_SUFFIXES + (".npy", ".npz")
+TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|md|tex|csv|npy|npz)")
 CLEAN_UP_ON = ("SIGTERM", "SIGHUP")  # SIGINT already raises KeyboardInterrupt, which cleans up
 
 
@@ -64,7 +66,7 @@ def check_target(path: str, inputs: list[str | None]) -> str:
     none of `inputs` (paths or inline text; the ones that name existing files are compared)."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in SUFFIXES:
-        raise OutputError(f"{quote(path)} has no known suffix; expected .json, .npy or .npz")
+        raise OutputError(f"{quote(path)} has no known suffix; expected .json, .md, .tex, .csv, .npy or .npz")
     try:
         existing = os.stat(path)  # follows links
     except FileNotFoundError:
@@ -139,12 +141,12 @@ def npz_arrays(trace: Trace) -> dict:
 
 
 def write_output(trace: Trace, path: str, suffix: str, json_text=None) -> None:
-    """Write FILE as the module docstring says. `json_text()` gives the JSON document for a
-    .json file. Raises OutputError for what the system refused, Interrupted on SIGTERM/SIGHUP."""
+    """Write FILE as the module docstring says. `json_text()` gives the text of a .json,
+    .md, .tex or .csv file. Raises OutputError for what the system refused, Interrupted on SIGTERM/SIGHUP."""
     import numpy as np
 
     def content(handle) -> None:
-        if suffix == ".json":
+        if suffix in TEXT_SUFFIXES:
             handle.write(json_text().encode("utf-8"))
         elif suffix == ".npy":
             np.save(handle, trace.final)

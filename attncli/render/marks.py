@@ -92,37 +92,3 @@ def marks_dict(marks: dict[str, StageMark], trace: Trace | None = None) -> dict:
     if trace is not None:
         doc["not_answered"] = unanswered(trace, marks)
     return doc | {"all_correct": all_correct(marks)}
-
-
-def print_class_summary(results: list[tuple[str, dict[str, StageMark] | None, str | None]],
-                        console: Console) -> None:
-    """One row per file: per-stage scores and diagnoses; files that could not be marked say why."""
-    names = []
-    for _, marks, _ in results:
-        for name in marks or {}:
-            if name not in names:
-                names.append(name)
-    table = Table(box=box.ROUNDED, header_style="bold", title="class summary", title_justify="left")
-    table.add_column("file", no_wrap=True)
-    for name in names:
-        table.add_column(Text(name), justify="right", no_wrap=True)
-    table.add_column("diagnoses")
-    for file, marks, error in results:
-        if marks is None:
-            table.add_row(rich_text(file), *["–"] * len(names), rich_text(f"error: {error}", style="red"))
-            continue
-        cells = []
-        for name in names:
-            mark = marks.get(name)
-            if mark is None:
-                cells.append("–")
-                continue
-            carried = f" ({mark.count('carried')}↪)" if mark.count("carried") else ""
-            cells.append(f"{mark.right}/{mark.cells.size}{carried}")
-        diagnoses = sorted({d for mark in marks.values() for d in mark.diagnosis})
-        table.add_row(rich_text(file), *cells, rich_text(", ".join(diagnoses)))
-    console.print(table)
-    marked = [m for _, m, _ in results if m is not None]
-    perfect = sum(all_correct(m) for m in marked)
-    unmarked = f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else ""
-    console.print(Text(f"{perfect}/{len(marked)} files all correct{unmarked}"))

@@ -1,0 +1,129 @@
+"""The Python API for autograders and notebooks: `from attncli import attend, check`.
+
+    >>> from attncli import attend, check
+    >>> trace = attend(Q=[[0, 4]], K=[[1, 0], [0, 1], [.5, .5]], V=[[2, 0], [0, 2], [1, -1]])
+    >>> trace.weights[0].round(4).tolist()
+    [[0.0454, 0.7679, 0.1867]]
+    >>> marks = check({"weights": [[0.0454, 0.7679, 0.1867]]}, trace)
+    >>> marks.all_correct, marks.score
+    (True, (3, 3))
+
+Keyword names are the input document's keys (`attn compute` JSON): Q, K, V, or X with W_Q, W_K,
+W_V (and X_kv, biases b_Q…, W_O, b_O), mask (true = may attend, or "causal"), bias, heads, scale,
+labels. Arrays or nested lists are both accepted. Errors are `attncli.errors.InputError` (or
+another `AttnError`) naming the field; nothing here prints, exits or imports the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from attncli.attention import attend as _attend
+from attncli.marking import StageMark, all_correct, mark_all
+from attncli.problem import INPUT_KEYS, build_problem
+from attncli.trace import Trace
+from attncli.values import Written
+
+
+def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Trace:
+    """Every stage of softmax(Q Kᵀ · scale + bias) V as arrays: a `Trace` with `scores`, `scaled`,
+    `masked` (None without mask or bias), `weights`, `output` (per head: head axis first) and
+    `final` (the heads side by side, times W_O when given). `invert_mask=True` reads a boolean mask
+    as True = blocked (nn.MultiheadAttention's convention)."""
+    doc = {key: value for key, value in {"Q": Q, "K": K, "V": V, **inputs}.items() if value is not None}
+    unknown = [key for key in doc if key not in INPUT_KEYS]
+    if unknown:
+        raise TypeError(f"attend() got an unexpected keyword argument {unknown[0]!r}; "
+                        f"expected any of {', '.join(INPUT_KEYS)}")
+    return _attend(build_problem({key: _plain(value) for key, value in doc.items()}, invert_mask=invert_mask))
+
+
+def check(answers: dict, problem, *, decimals: int = 2, require: tuple[str, ...] = (),
+          tol: float | None = None) -> Marks:
+    """Mark `answers` (a dict like an answers file: `scores`, `scaled`, `masked`, `weights`,
+    `output`, or `heads`: [{...}, ...]; arrays or lists) against `problem` (a `Trace` from `attend`,
+    or an input document as a dict), with `attn check`'s rules: `decimals` (--decimals), `require`
+    (--require: stages that must be answered, e.g. ("weights", "output")) and `tol` (--tol). What
+    counts as written: see `_plain` (ints 0 decimals, typed floats their own, computed floats and
+    arrays unknown, checked at 4)."""
+    from attncli.answers import read_answers
+
+    trace = problem if isinstance(problem, Trace) else _attend(build_problem(
+        {key: _plain(value) for key, value in problem.items()}))
+    given, final = read_answers({key: _plain(value, typed=True) for key, value in answers.items()}, trace)
+    return Marks(trace, mark_all(trace, given, final, tol, decimals, tuple(require)))
+
+
+class Marks(Mapping):
+    """The marks of one answers document: a read-only dict of `StageMark` keyed by stage path
+    (`weights`, `heads[1].weights`, `output`), with the score and a rich rendering."""
+
+    def __init__(self, trace: Trace, marks: dict[str, StageMark]):
+        self.trace = trace
+        self._marks = marks
+
+    def __getitem__(self, stage: str) -> StageMark:
+        return self._marks[stage]
+
+    def __iter__(self):
+        return iter(self._marks)
+
+    def __len__(self) -> int:
+        return len(self._marks)
+
+    @property
+    def score(self) -> tuple[int, int]:
+        """(cells right, cells marked): right = correct or carried."""
+        return sum(m.right for m in self.values()), sum(int(m.cells.size) for m in self.values())
+
+    @property
+    def all_correct(self) -> bool:
+        """Every cell marked earns the mark (nothing wrong, imprecise or missing)."""
+        return all_correct(self._marks)
+
+    def to_dict(self) -> dict:
+        """The JSON that `attn check --format json` writes."""
+        from attncli.render.marks import marks_dict
+
+        return marks_dict(self._marks, self.trace)
+
+    def __repr__(self) -> str:
+        right, total = self.score
+        return f"<Marks {right}/{total} cells right: {', '.join(self._marks)}>"
+
+    def __rich_console__(self, console, options):
+        from attncli.render.notebook import rendered
+
+        yield rendered(lambda c: _print_marks(self, c), console, options.max_width)
+
+    def _repr_html_(self) -> str:
+        from attncli.render.notebook import html
+
+        return html(lambda c: _print_marks(self, c))
+
+
+def _print_marks(marks: Marks, console) -> None:
+    from attncli.render.marks import print_marks
+
+    print_marks(marks.trace, dict(marks), console, 4)
+
+
+TYPED_DECIMALS = 6  # a float whose shortest form has at most this many decimals was typed, not computed
+
+
+def _plain(value, typed: bool = False):
+    """Arrays stay arrays (the loaders check them; their decimals are unknown). With `typed`, a
+    float in a list whose shortest form is short (`0.05`, `0.0454`) counts as written with those
+    decimals, as in an answers file; a computed one (`0.045397868702434395`) stays unknown."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, typed) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v, typed) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        value = value.item()
+    if typed and type(value) is float and "e" not in repr(value) \
+            and len(repr(value).partition(".")[2]) <= TYPED_DECIMALS:
+        return Written.parse(repr(value))
+    return value

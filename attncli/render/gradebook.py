@@ -1,0 +1,148 @@
+"""A class's marks as numbers: per-file scores, per-stage tallies, a CSV gradebook and
+Gradescope's autograder `results.json`. No rich here; `render/summary.py` draws the tables.
+
+A class result is a list of `(file name, marks or None, error message or None)`, where marks are
+`{stage path: StageMark}` (`weights`, `heads[1].weights`, `output`). A file's score is the cells
+that earn the mark (correct or carried) out of the cells marked in it: the stages it answers plus
+the stages `--require` adds as missing. A file that could not be marked (unreadable, or no answers
+at all) scores 0 out of the class's maximum (every stage marked in any file) and keeps its note.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from attncli.marking import STATUSES, StageMark
+from attncli.trace import STAGES as ORDER
+
+Marks = dict[str, StageMark]
+Result = tuple[str, "Marks | None", "str | None"]
+
+
+@dataclass(frozen=True)
+class Score:
+    right: int
+    max: int
+
+    @property
+    def percent(self) -> float:
+        """Rounded to one decimal; 0 when nothing was marked."""
+        return round(100 * self.right / self.max, 1) if self.max else 0.0
+
+
+def stage_order(name: str) -> tuple[float, int]:
+    """Sort key: head by head in computation order; the final `output` after every head."""
+    prefix, _, stage = name.rpartition(".")
+    head = int(prefix[len("heads["):-1]) if prefix.startswith("heads[") else (math.inf if stage == "output" else -1)
+    return head, ORDER.index(stage) if stage in ORDER else len(ORDER)
+
+
+def stage_sizes(results: list[Result]) -> dict[str, int]:
+    """Every stage marked in any file, in order, with its number of cells."""
+    sizes = {}
+    for _, marks, _ in results:
+        for name, mark in (marks or {}).items():
+            sizes.setdefault(name, int(mark.cells.size))
+    return {name: sizes[name] for name in sorted(sizes, key=stage_order)}
+
+
+def score(marks: Marks | None, class_max: int) -> Score:
+    if marks is None:
+        return Score(0, class_max)
+    return Score(sum(m.right for m in marks.values()), sum(int(m.cells.size) for m in marks.values()))
+
+
+def tallies(results: list[Result]) -> dict[str, dict[str, int]]:
+    """Per stage across the class: cells per status (`correct`, `carried`, … as in STATUSES)."""
+    out = {name: dict.fromkeys(STATUSES, 0) for name in stage_sizes(results)}
+    for _, marks, _ in results:
+        for name, mark in (marks or {}).items():
+            for status in STATUSES:
+                out[name][status] += mark.count(status)
+    return out
+
+
+def meaning(mark: StageMark, diagnosis: str) -> str:
+    """A diagnosis in words, from the mark's own note (`id: words`)."""
+    for note in mark.notes:
+        if note.startswith(diagnosis + ":"):
+            return note[len(diagnosis) + 1:].strip()
+    return ""
+
+
+def diagnoses(results: list[Result]) -> list[tuple[str, str, int, str]]:
+    """(stage, diagnosis, files, meaning): how many files made each mistake at each stage, most
+    common first (ties in stage order, then by id)."""
+    counts: Counter = Counter()
+    words: dict[tuple[str, str], str] = {}
+    for _, marks, _ in results:
+        for name, mark in (marks or {}).items():
+            for d in mark.diagnosis:
+                counts[name, d] += 1
+                words.setdefault((name, d), meaning(mark, d))
+    ranked = sorted(counts, key=lambda k: (-counts[k], stage_order(k[0]), k[1]))
+    return [(name, d, counts[name, d], words[name, d]) for name, d in ranked]
+
+
+def safe_cell(value):
+    """A CSV cell: numbers stay numbers; text goes through `csv_text` (controls escaped, and a
+    leading `'` when a spreadsheet would take it for a formula)."""
+    from attncli.render.export import csv_text
+
+    return csv_text(value) if isinstance(value, str) else value
+
+
+def csv_gradebook(results: list[Result]) -> str:
+    """One row per file: file, score, max, percent, per stage `<stage> right` and `<stage> max`
+    (empty when the file has no such stage), the diagnoses (`stage: id`, `; `-separated), note."""
+    sizes = stage_sizes(results)
+    class_max = sum(sizes.values())
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["file", "score", "max", "percent"]
+                    + [f"{name} {part}" for name in sizes for part in ("right", "max")] + ["diagnoses", "note"])
+    for file, marks, error in results:
+        s = score(marks, class_max)
+        stages = []
+        for name in sizes:
+            mark = (marks or {}).get(name)
+            stages += ["", ""] if mark is None else [mark.right, int(mark.cells.size)]
+        found = "; ".join(f"{name}: {d}" for name, mark in (marks or {}).items() for d in mark.diagnosis)
+        writer.writerow([safe_cell(c) for c in [file, s.right, s.max, s.percent, *stages, found, error or ""]])
+    return buffer.getvalue()
+
+
+def stage_output(mark: StageMark) -> str:
+    """A stage's result in words, as `attn check` says it (`3/3 right (1 carried)`), then its
+    notes one per line."""
+    from attncli.render.marks import counts
+
+    return counts(mark) + "".join(f"\n{note}" for note in mark.notes)
+
+
+def gradescope(marks: Marks | None, error: str | None = None, class_max: int = 0) -> dict:
+    """Gradescope's autograder results.json: the total `score`, and one test per stage with its
+    `score`, `max_score`, `status` and a readable `output` (see
+    https://gradescope-autograders.readthedocs.io/en/latest/specs/)."""
+    s = score(marks, class_max)
+    if marks is None:
+        return {"score": 0, "output": f"could not be marked: {error}", "visibility": "visible",
+                "tests": []}
+    tests = [{"name": name, "score": mark.right, "max_score": int(mark.cells.size),
+              "status": "passed" if mark.right == mark.cells.size else "failed",
+              "output": stage_output(mark), "visibility": "visible"}
+             for name, mark in sorted(marks.items(), key=lambda item: stage_order(item[0]))]
+    return {"score": s.right, "output": f"{s.right}/{s.max} cells right ({s.percent:g}%)",
+            "visibility": "visible", "tests": tests}
+
+
+def gradescope_class(results: list[Result]) -> dict:
+    """Several files: `{"files": [{"file": …, "results": <results.json>}, …]}`; Gradescope itself
+    grades one submission at a time, so a single file gives the bare results.json."""
+    class_max = sum(stage_sizes(results).values())
+    return {"files": [{"file": file, "results": gradescope(marks, error, class_max)}
+                      for file, marks, error in results]}

@@ -1,0 +1,141 @@
+"""`attn exercise --format markdown|latex`: a worksheet (the given matrices, values as written, and a
+blank grid per stage to fill in) or, with `--answers`, the key (the grids filled in, and the line
+that reproduces the problem; it is never printed on the students' sheet).
+
+Views never compute: the key's numbers are read from the trace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncli.attention import merge_heads
+from attncli.exercise import Exercise
+from attncli.marking import present
+from attncli.render.export import formulas, md, tex
+from attncli.render.text import labels, number
+from attncli.trace import Trace, mask_rule_text
+
+GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional encoding, 2 decimals)"}
+KEY_DECIMALS = 4
+
+
+def written(x) -> str:
+    """A given value as a person writes it: 1.5, -2, 0.84 (never 1.5000, never -0)."""
+    return f"{float(x) + 0.0:g}"
+
+
+def _grids(trace: Trace, exercise: Exercise) -> list[tuple[str, np.ndarray, list[str], list[str]]]:
+    """(title, key values, row labels, column labels) for every matrix the learner computes."""
+    p = trace.problem
+    queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
+    columns = lambda m: [str(j) for j in range(m.shape[-1])]  # noqa: E731
+    out = []
+    if "PE" in exercise.shown:
+        out.append(("X = E + PE", p.inputs["X"], keys, columns(p.inputs["X"])))
+    if p.projected:
+        for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
+            m = merge_heads(trace.stage(name))
+            out.append((f"{name} = X{'_kv' if name != 'Q' and 'X_kv' in p.inputs else ''} W_{name}", m, rows,
+                        columns(m)))
+    multi = p.heads > 1 or "W_O" in p.inputs
+    formula = {name: plain for name, (plain, _) in formulas(trace).items()}
+    for h in range(p.heads):
+        for name in present(trace):
+            m = trace.stage(name)[h]
+            title = f"{name} (head {h})" if multi else name
+            out.append((f"{title} = {formula[name]}", m, queries, keys if name != "output" else columns(m)))
+    if multi:
+        out.append((f"output = {formula['final']}", trace.final, queries, columns(trace.final)))
+    return out
+
+
+def _givens(exercise: Exercise, trace: Trace) -> list[tuple[str, list, list[str], list[str]]]:
+    p = trace.problem
+    queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
+    rows_of = {"Q": queries, "X": queries, "K": keys, "V": keys, "X_kv": keys, "E": keys, "PE": keys}
+    out = []
+    for name, m in exercise.shown.items():
+        rows = rows_of.get(name) or [str(i) for i in range(len(m))]
+        out.append((GIVEN_TITLES.get(name, name), m, rows, [str(j) for j in range(len(m[0]))]))
+    return out
+
+
+def _notes(trace: Trace) -> list[str]:
+    p = trace.problem
+    lines = [f"scale = 1/√d_k, d_k = {trace.d_k}" + (f"; {p.heads} heads, each its own columns" if p.heads > 1 else "")]
+    if p.mask_rule is not None:
+        lines.append(f"mask: {mask_rule_text(p.mask_rule)}")
+    return lines
+
+
+def _mask(trace: Trace):
+    p = trace.problem
+    if p.mask_rule != "matrix":
+        return None
+    return ("mask (1 = may attend)", [[int(x) for x in row] for row in p.mask[0]],
+            labels(p.query_labels, p.lq), labels(p.key_labels, p.lk))
+
+
+def markdown(items: list[tuple[Exercise, Trace]], key: bool) -> str:
+    parts = []
+    for exercise, trace in items:
+        doc = exercise.doc
+        parts.append(f"## {doc['title']}{' — answer key' if key else ''}\n\n{doc['description']}.")
+        parts.append("\n".join(f"- {line}" for line in _notes(trace)))
+        givens = _givens(exercise, trace) + ([_mask(trace)] if _mask(trace) else [])
+        for title, m, rows, columns in givens:
+            parts.append(_md_table(title, [[written(x) for x in row] for row in m], rows, columns))
+        for title, m, rows, columns in _grids(trace, exercise):
+            cells = [[number(x, KEY_DECIMALS) if key else " " for x in row] for row in m]
+            parts.append(_md_table(title, cells, rows, columns))
+        if key:
+            parts.append(f"reproduce with: `{exercise.command}`")
+    return "\n\n".join(parts) + "\n"
+
+
+def _md_table(title: str, cells: list[list[str]], rows: list[str], columns: list[str]) -> str:
+    lines = [f"**{title}**", "", "| | " + " | ".join(map(md, columns)) + " |",
+             "|---|" + "---:|" * len(columns)]
+    lines += [f"| {md(r)} | " + " | ".join(row) + " |" for r, row in zip(rows, cells)]
+    return "\n".join(lines)
+
+
+def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
+    """Fragments to \\input: one \\section* per problem, a tabular per matrix (blank, ruled grids
+    on the worksheet)."""
+    parts = []
+    for exercise, trace in items:
+        doc = exercise.doc
+        parts.append(rf"\section*{{{tex(doc['title'])}{' --- answer key' if key else ''}}}"
+                     + "\n" + _text(doc["description"]) + ".\n\n" + " \\\\\n".join(_text(n) for n in _notes(trace)))
+        givens = _givens(exercise, trace) + ([_mask(trace)] if _mask(trace) else [])
+        for title, m, rows, columns in givens:
+            parts.append(_tex_table(title, [[f"${written(x)}$" for x in row] for row in m], rows, columns, False))
+        for title, m, rows, columns in _grids(trace, exercise):
+            cells = [[(r"$-\infty$" if x == -np.inf else f"${number(x, KEY_DECIMALS)}$") if key else r"\hspace{4em}"
+                      for x in row] for row in m]
+            parts.append(_tex_table(title, cells, rows, columns, not key))
+        if key:
+            parts.append(r"reproduce with: \texttt{" + tex(exercise.command) + "}")
+    return "\n\n".join(parts) + "\n"
+
+
+MATH = {"ᵀ": r"$^\top$", "√": r"$\surd$", "≤": r"$\le$", "−": "-", "·": r"$\cdot$", "∞": r"$\infty$"}
+
+
+def _text(text: str) -> str:
+    """Our titles and notes in LaTeX: special characters escaped, the few symbols they use in math."""
+    text = tex(text)
+    for symbol, math in MATH.items():
+        text = text.replace(symbol, math)
+    return text
+
+
+def _tex_table(title: str, cells: list[list[str]], rows: list[str], columns: list[str], ruled: bool) -> str:
+    spec = "l|" + "c|" * len(columns) if ruled else "l" + "r" * len(columns)
+    rule = r" \hline" if ruled else ""
+    body = [" & " + " & ".join(tex(c) for c in columns) + r" \\ \hline"]
+    body += [tex(r) + " & " + " & ".join(row) + r" \\" + rule for r, row in zip(rows, cells)]
+    return "\n".join([r"\paragraph{" + _text(title) + "}", "", rf"\begin{{tabular}}{{{spec}}}", *body,
+                      r"\end{tabular}"])

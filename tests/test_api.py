@@ -1,0 +1,108 @@
+"""The Python API: `from attncli import attend, check`, its rendering, and that it stays light."""
+
+import io
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+import attncli
+from attncli import AttnError, InputError, Marks, attend, check
+from tests.conftest import ROOT, SCOOTER
+
+
+def test_attend_returns_every_stage_as_arrays():
+    trace = attend(**SCOOTER)
+    assert trace.weights.shape == (1, 1, 3) and np.allclose(trace.weights[0, 0], [0.0454, 0.7679, 0.1867],
+                                                            atol=5e-5)
+    assert np.allclose(trace.scaled, trace.scores / np.sqrt(2)) and trace.masked is None
+    masked = attend(Q=np.eye(2), K=np.eye(2), V=np.array([[1.0], [3.0]]), mask=np.array([[True, False]] * 2))
+    assert masked.weights[:, :, 1].max() == 0 and np.allclose(masked.final, [[1], [1]])
+    inverted = attend(Q=np.eye(2), K=np.eye(2), V=[[1], [3]], mask=[[True, False]] * 2, invert_mask=True)
+    assert np.allclose(inverted.final, [[3], [3]])
+    heads = attend(X=np.eye(2), W_Q=np.eye(2), W_K=np.eye(2), W_V=np.eye(2), heads=2, scale=1.0)
+    assert heads.weights.shape == (2, 2, 2) and heads.scale == 1.0
+
+
+def test_bad_input_raises_the_core_error_naming_the_field_without_cli_advice():
+    with pytest.raises(InputError, match="K has 3 columns but Q has 2") as caught:
+        attend(Q=[[1, 2]], K=[[1, 2, 3]], V=[[1]])
+    assert "--" not in str(caught.value)
+    with pytest.raises(TypeError, match="'Kk'"):
+        attend(Q=[[1]], Kk=[[1]], V=[[1]])
+    with pytest.raises(AttnError, match="weights has shape"):
+        check({"weights": [[1, 0]]}, attend(**SCOOTER))
+
+
+def test_check_marks_arrays_and_lists_with_the_cli_rules():
+    trace = attend(**SCOOTER)
+    marks = check({"scaled": [[0, 4, 2]], "weights": np.array([[0.0159, 0.8668, 0.1173]])}, trace)
+    assert isinstance(marks, Marks) and list(marks) == ["scaled", "weights"]
+    assert marks.score == (4, 6) and not marks.all_correct
+    assert marks["scaled"].diagnosis == ("no_scale",) and marks["weights"].count("carried") == 3
+    assert marks.to_dict()["stages"]["scaled"]["wrong"] == 2
+    assert check({"weights": [0.0454, 0.7679, 0.1867]}, dict(SCOOTER)).all_correct
+    assert not check({"weights": [0.0454, 0.7679, 0.1967]}, trace).all_correct
+    assert check({"weights": [0.0454, 0.7679, 0.1967]}, trace, tol=0.02).all_correct
+
+
+def render(obj, width=100) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(obj)
+    return console.file.getvalue()
+
+
+def test_a_trace_and_marks_render_as_the_terminal_tables():
+    trace = attend(**SCOOTER, query_labels=["it"], key_labels=["cat", "sat", "mat"])
+    text = render(trace)
+    assert "weights = softmax(scaled) over keys" in text and "0.7679" in text and "│ it │" in text
+    html = trace._repr_html_()
+    assert html.startswith("<pre") and "0.7679" in html and "mat" in html
+    marks = check({"weights": [0.0454, 0.7679, 0.1967]}, trace)
+    assert "0.1967 ✗ 0.1867" in render(marks) and "0.1867</span>" in marks._repr_html_()
+    assert repr(marks) == "<Marks 2/3 cells right: weights>"
+
+
+def test_import_attncli_is_light_and_the_api_loads_no_cli():
+    code = ("import sys, attncli; light = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numpy', 'rich', 'typer', 'attncli')); "
+            "from attncli import attend, check; t = attend(Q=[[1]], K=[[1]], V=[[1]]); check({'weights': [1]}, t); "
+            "print(light, [m for m in sys.modules if m.startswith(('typer', 'attncli.cli', 'attncli.commands', "
+            "'click'))])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "['attncli'] []"
+    assert "attend" in dir(attncli)
+    with pytest.raises(AttributeError):
+        attncli.nothing
+
+
+def test_the_readme_python_example_runs():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Python API"):]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(block, "README.md", "exec"), {})
+
+
+def test_typed_floats_count_their_decimals_and_computed_ones_do_not():
+    trace = attend(**SCOOTER)
+    assert check({"weights": [0.05, 0.77, 0.19]}, trace).all_correct  # typed at 2 decimals
+    assert not check({"weights": [0.0454, 0.7679, 0.1967]}, trace).all_correct
+    assert check({"weights": trace.weights[0].tolist()}, trace).all_correct  # computed: 4 decimals assumed
+    assert check({"weights": trace.weights[0] + 3e-5}, trace).all_correct  # an array: the same
+    assert not check({"weights": trace.weights[0] + 3e-4}, trace).all_correct
+    assert check({"weights": [0.1, 0.8, 0.2]}, trace)["weights"].count("imprecise") == 3  # fewer than decimals=2
+    assert check({"weights": [0.1, 0.8, 0.2]}, trace, decimals=1).all_correct
+    marks = check({"weights": [0.0454, 0.7679, 0.1867]}, trace, require=("weights", "output"))
+    assert marks["output"].count("missing") == 2 and marks.score == (3, 5) and not marks.all_correct
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    import attncli.api
+
+    for module in (attncli, attncli.api):
+        assert doctest.testmod(module).failed == 0, module.__name__

@@ -1,0 +1,210 @@
+"""`attn exercise`: exact reproduction, the key only for the teacher, problem sets, worksheets,
+kinds of problem, distinct keys, and seeds that never alias."""
+
+import json
+
+import numpy as np
+import pytest
+
+from attncli.exercise import KINDS, ExerciseError, Options, build, make_exercise, problem_set
+from tests.conftest import assert_error
+
+COMMAND = ("attn exercise --seed 5 --kind plain --queries 2 --keys 3 --dim 2 --value-dim 2 --heads 1")
+
+
+def test_the_key_reproduces_the_exact_problem_and_the_sheet_never_shows_it(run):
+    sheet = run("exercise", "--seed", "5", "--queries", "2", "--keys", "3")
+    assert sheet.exit_code == 0 and sheet.stderr == ""
+    assert "reproduce" not in sheet.stdout and "5" not in json.loads(sheet.stdout)["title"]
+    key = json.loads(run("exercise", "--seed", "5", "--queries", "2", "--keys", "3", "--answers").stdout)
+    assert key["description"].endswith(f"reproduce with: {COMMAND}")
+    again = run(*COMMAND.split()[1:])
+    assert json.loads(again.stdout) == json.loads(sheet.stdout)
+    assert run(*COMMAND.split()[1:], "--answers").stdout == run(
+        "exercise", "--seed", "5", "--queries", "2", "--keys", "3", "--answers").stdout
+    for fmt in ("markdown", "latex"):
+        text = run("exercise", "--seed", "5", "--queries", "2", "--format", fmt).stdout
+        assert "reproduce" not in text and "seed" not in text
+        assert "reproduce with" in run("exercise", "--seed", "5", "--queries", "2", "--format", fmt, "--answers").stdout
+
+
+def test_every_option_is_in_the_reproduce_line():
+    options = Options(9, "cross", 2, 4, 3, 1, 2, "random")
+    command = build(options).command
+    assert command == ("attn exercise --seed 9 --kind cross --queries 2 --keys 4 --dim 3 --value-dim 1 "
+                       "--heads 2 --mask random")
+
+
+def test_without_a_seed_the_teacher_is_told_the_key_command_on_stderr(run):
+    result = run("exercise")
+    assert result.exit_code == 0 and result.stderr.startswith("answer key: attn exercise --seed ")
+    seed = result.stderr.split()[5]
+    assert json.loads(run("exercise", "--seed", seed).stdout) == json.loads(result.stdout)
+
+
+def test_negative_seeds_are_refused_not_aliased(run):
+    # random.Random(-7) is random.Random(7): a negative seed would silently repeat a problem.
+    assert_error(run("exercise", "--seed", "-7"), "--seed")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_computes_and_its_key_checks(run, kind):
+    problem = run("exercise", "--seed", "3", "--kind", kind, "--keys", "4")
+    assert problem.exit_code == 0, problem.stderr
+    doc = json.loads(problem.stdout)
+    key = run("exercise", "--seed", "3", "--kind", kind, "--keys", "4", "--answers").stdout
+    assert run("check", "-", input=key).exit_code == 0
+    if kind in ("causal", "multihead", "posenc"):
+        assert doc["query_labels"] == doc["key_labels"] and len(doc["key_labels"]) == 4
+    else:
+        assert not set(doc["query_labels"]) & set(doc["key_labels"])
+    if kind == "causal":
+        assert doc["mask"] == "causal"
+    if kind in ("multihead", "cross", "posenc"):
+        assert "X" in doc and "W_Q" in doc and "Q" not in doc
+    assert ("X_kv" in doc) == (kind == "cross")
+    assert ("W_O" in doc and json.loads(key)["heads"].__len__() == 2) == (kind == "multihead")
+
+
+def test_a_causal_mask_is_self_attention_over_one_sentence():
+    doc = make_exercise(11, keys=4, mask="causal")
+    assert doc["query_labels"] == doc["key_labels"] and len(doc["Q"]) == 4
+    with pytest.raises(ExerciseError, match="queries \\(2\\) must equal keys \\(4\\)"):
+        make_exercise(11, queries=2, keys=4, kind="causal")
+
+
+def test_posenc_adds_the_rounded_sinusoidal_encoding_to_the_embeddings():
+    from attncli.posenc import positional_encoding
+
+    exercise = build(Options(4, "posenc", keys=5, dim=2, heads=2))
+    E, PE = np.array(exercise.shown["E"]), np.array(exercise.shown["PE"])
+    assert np.array_equal(PE, np.round(positional_encoding(5, 4), 2))
+    assert np.allclose(exercise.doc["X"], E + PE)
+    assert "X" not in exercise.shown
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_two_keys_are_identical(seed):
+    for kind in ("plain", "causal"):
+        K = make_exercise(seed, keys=6, dim=1, kind=kind)["K"]
+        assert len({tuple(k) for k in K}) == 6
+    for kind in ("multihead", "cross", "posenc"):
+        doc = make_exercise(seed, keys=5, kind=kind, heads=2)
+        X = np.array(doc.get("X_kv", doc["X"]))
+        K = X @ np.array(doc["W_K"])
+        assert len({tuple(k) for k in K.tolist()}) == 5, (kind, seed)
+    with pytest.raises(ExerciseError, match="different keys"):
+        make_exercise(seed, keys=12, dim=1)  # only 9 values for 12 one-number keys
+
+
+def test_a_problem_set_is_one_json_document_of_reproducible_problems(run):
+    result = run("exercise", "--seed", "20", "--count", "3", "--kind", "causal")
+    problems = json.loads(result.stdout)["problems"]
+    assert [p["title"] for p in problems] == ["Exercise 1", "Exercise 2", "Exercise 3"]
+    for k, p in enumerate(problems):
+        alone = json.loads(run("exercise", "--seed", 20 + k, "--kind", "causal").stdout)
+        assert {**p, "title": None} == {**alone, "title": None}
+        assert run("compute", "-", "--format", "json", input=json.dumps(p)).exit_code == 0
+    keys = json.loads(run("exercise", "--seed", "20", "--count", "3", "--kind", "causal", "--answers").stdout)
+    assert len(keys["problems"]) == 3 and all("reproduce with: attn exercise --seed 2" in k["description"]
+                                              for k in keys["problems"])
+
+
+def test_markdown_worksheet_values_as_written_and_blank_grids(run):
+    sheet = run("exercise", "--seed", "42", "--format", "markdown").stdout
+    assert sheet == (GOLDEN_SHEET)
+    key = run("exercise", "--seed", "42", "--format", "markdown", "--answers").stdout
+    assert "| home | 0.0431 | 0.0873 | 0.8696 |" in key  # weights filled in
+    assert "**output = weights V**" in key and key.rstrip().endswith(
+        "reproduce with: `attn exercise --seed 42 --kind plain --queries 1 --keys 3 --dim 2 --value-dim 2 --heads 1`")
+
+
+def test_latex_worksheet_has_ruled_blank_grids_and_a_key(run):
+    sheet = run("exercise", "--seed", "42", "--format", "latex").stdout
+    assert r"\section*{Exercise}" in sheet and r"\paragraph{Q}" in sheet
+    assert r"home & $-0.5$ & $-1$ \\" in sheet
+    assert r"home & \hspace{4em} & \hspace{4em} & \hspace{4em} \\ \hline" in sheet
+    assert r"\paragraph{scores = Q K$^\top$}" in sheet and "1.5000" not in sheet
+    key = run("exercise", "--seed", "42", "--format", "latex", "--answers").stdout
+    assert r"\section*{Exercise --- answer key}" in key and r"\hspace" not in key
+    assert r"reproduce with: \texttt{attn exercise --seed 42" in key
+
+
+GOLDEN_SHEET = """\
+## Exercise
+
+Compute the attention weights and output for the query.
+
+- scale = 1/√d_k, d_k = 2
+
+**Q**
+
+| | 0 | 1 |
+|---|---:|---:|
+| home | -0.5 | -1 |
+
+**K**
+
+| | 0 | 1 |
+|---|---:|---:|
+| cat | -1.5 | 2 |
+| we | -1.5 | 1 |
+| bird | -2 | -2 |
+
+**V**
+
+| | 0 | 1 |
+|---|---:|---:|
+| cat | -3 | -2 |
+| we | -2 | 1 |
+| bird | 1 | -3 |
+
+**scores = Q Kᵀ**
+
+| | cat | we | bird |
+|---|---:|---:|---:|
+| home |   |   |   |
+
+**scaled = scores · scale**
+
+| | cat | we | bird |
+|---|---:|---:|---:|
+| home |   |   |   |
+
+**weights = softmax(scaled) over keys**
+
+| | cat | we | bird |
+|---|---:|---:|---:|
+| home |   |   |   |
+
+**output = weights V**
+
+| | 0 | 1 |
+|---|---:|---:|
+| home |   |   |
+"""
+
+
+def test_worksheets_for_heads_projections_and_a_mask(run):
+    key = run("exercise", "--seed", "8", "--kind", "multihead", "--keys", "2", "--format", "markdown",
+              "--answers").stdout
+    titles = [line for line in key.splitlines() if line.startswith("**")]
+    assert titles == ["**X**", "**W_Q**", "**W_K**", "**W_V**", "**W_O**", "**Q = X W_Q**", "**K = X W_K**",
+                      "**V = X W_V**"] + [f"**{stage} (head {h}) = {formula}**" for h in (0, 1) for stage, formula in (
+                          ("scores", "Q Kᵀ"), ("scaled", "scores · scale"), ("weights", "softmax(scaled) over keys"),
+                          ("output", "weights V"))] + ["**output = concat W_O**"]
+    sheet = run("exercise", "--seed", "8", "--keys", "2", "--queries", "2", "--mask", "random",
+                "--format", "markdown").stdout
+    assert "**mask (1 = may attend)**\n\n| | sun | she |\n|---|---:|---:|\n| it | 1 | 1 |\n| fast | 1 | 0 |" in sheet
+    assert "**masked = scaled + bias, −∞ where masked**" in sheet
+    cross = run("exercise", "--seed", "8", "--kind", "cross", "--format", "markdown").stdout
+    assert "**K = X_kv W_K**" in cross and "**Q = X W_Q**" in cross
+    posenc = run("exercise", "--seed", "8", "--kind", "posenc", "--format", "markdown").stdout
+    assert "**E (token embeddings)**" in posenc and "**X = E + PE**" in posenc
+
+
+def test_impossible_exercises_are_one_line_errors(run):
+    assert_error(run("exercise", "--kind", "causal", "--queries", "2", "--keys", "4"),
+                 "--queries: a causal exercise is self-attention over one sentence, so queries (2) must equal keys (4)")
+    assert_error(run("exercise", "--keys", "12", "--dim", "1"), "--keys: could not draw 12 different keys")
+    assert_error(run("exercise", "--kind", "posenc", "--dim", "1"), "--dim: a posenc exercise pairs sin and cos")

@@ -1,0 +1,169 @@
+"""The class views of `attn check`: summary tables, CSV gradebook, Gradescope results.json.
+
+Marks are fabricated (the contract's StageMark with every status), so these tests do not depend
+on how the marking rules decide a cell.
+"""
+
+import csv
+import io
+import json
+
+import numpy as np
+from rich.console import Console
+
+from attncli.marking import Answer, StageMark
+from attncli.render.gradebook import csv_gradebook, diagnoses, gradescope, safe_cell, score, stage_sizes, tallies
+from attncli.render.summary import print_class_summary
+from tests.conftest import SCOOTER
+
+LONG = ("softmax_wrong_axis", "scale_multiplied", "mask_inverted_and_more_words", "values_transposed")
+
+
+def mark(cells, diagnosis=(), notes=None) -> StageMark:
+    cells = np.array(cells, dtype=object).astype(str)
+    given = Answer(values=np.zeros(cells.shape), decimals=np.full(cells.shape, 4))
+    notes = tuple(f"{d}: the words for {d}" for d in diagnosis) if notes is None else notes
+    return StageMark(given=given, cells=cells, expected=np.zeros(cells.shape), diagnosis=tuple(diagnosis),
+                     notes=notes)
+
+
+def two_heads(student: int) -> dict:
+    """A 2-head class: every status and long diagnosis ids spread over the stages."""
+    right = [["correct", "correct", "carried", "correct"]] * 2
+    bad = [["wrong", "imprecise", "missing", "correct"], ["correct", "carried", "wrong", "wrong"]]
+    return {
+        "heads[0].scores": mark(right),
+        "heads[0].weights": mark(bad if student % 2 else right, LONG[:2] if student % 2 else ()),
+        "heads[1].scores": mark(right),
+        "heads[1].weights": mark(bad, LONG[2:] if student else LONG[3:]),
+        "output": mark([["missing"] * 4] * 2),
+    }
+
+
+def class_results():
+    results = [(f"student_with_a_rather_long_file_name_{i:02}.json", two_heads(i), None) for i in range(3)]
+    results.append(("blank.json", None, "no answers found in blank.json: write at least one of scores, weights"))
+    return results
+
+
+def render(results, width=80) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
+    print_class_summary(results, console)
+    return console.file.getvalue()
+
+
+def test_scores_count_right_cells_and_an_unmarked_file_scores_zero_of_the_class_max():
+    results = class_results()
+    assert list(stage_sizes(results)) == ["heads[0].scores", "heads[0].weights", "heads[1].scores",
+                                          "heads[1].weights", "output"]
+    assert score(results[0][1], 40) == score(results[0][1], 0)  # the class max is for unmarked files only
+    s = score(results[1][1], 40)
+    assert (s.right, s.max, s.percent) == (8 + 3 + 8 + 3 + 0, 40, 55.0)
+    assert (score(None, 40).right, score(None, 40).max, score(None, 40).percent) == (0, 40, 0.0)
+    assert tallies(results)["heads[1].weights"] == {"correct": 6, "carried": 3, "wrong": 9, "imprecise": 3,
+                                                     "missing": 3}
+    # Most common first: values_transposed in 3 files, mask_inverted… in 2, the others in 1.
+    assert [d[:3] for d in diagnoses(results)] == [
+        ("heads[1].weights", LONG[3], 3), ("heads[1].weights", LONG[2], 2),
+        ("heads[0].weights", LONG[1], 1), ("heads[0].weights", LONG[0], 1)]
+    assert diagnoses(results)[0][3] == f"the words for {LONG[3]}"
+
+
+def test_summary_at_80_columns_cuts_nothing_and_names_every_diagnosis():
+    text = render(class_results())
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for d in LONG:
+        assert d in text
+    for status in ("correct", "carried", "wrong", "imprecise", "missing"):
+        assert status in text
+    assert "blank.json: 0 points, could not be marked: no answers found in blank.json" in text
+    assert "1/3 files all correct" not in text and "0/3 files all correct; 1 could not be marked" in text
+    assert "0/40" in text and "55%" in text
+    # Every stage column is there, whether on the first table or a continuation.
+    assert text.count("heads[1]") >= 2 and "output" in text
+    # Long file names fold rather than end in an ellipsis: all their characters are present.
+    assert "student_with_a_rather_lo" in text and "ng_file_name_02.json" in text
+
+
+def test_a_narrow_console_continues_the_stage_columns_in_another_table():
+    text = render(class_results(), width=60)
+    students = text[:text.index("cells per stage")]
+    assert "…" not in students and "class summary (continued, 2/" in students
+    assert "heads[1]" in students and "output" in students
+    assert max(len(line) for line in text.splitlines()) <= 60
+
+
+def test_file_names_in_the_summary_are_text_not_markup_or_controls():
+    results = [("[bold red]x[/]\x1b[31m.json", two_heads(0), None), ("ok.json", None, "bad \x1b[2J")]
+    text = render(results, width=200)
+    assert "[bold" in text and "red]x[/]\\u001b[31m.json" in text and "\x1b" not in text
+    assert "bad \\u001b[2J" in text
+
+
+def test_csv_gradebook_one_row_per_file_with_numbers_and_safe_text():
+    results = class_results() + [("=HYPERLINK(1).json", two_heads(0), None), ("-1.json", None, "@SUM(A1)")]
+    rows = list(csv.reader(io.StringIO(csv_gradebook(results))))
+    assert rows[0][:4] == ["file", "score", "max", "percent"]
+    assert rows[0][4:6] == ["heads[0].scores right", "heads[0].scores max"]
+    assert rows[0][-2:] == ["diagnoses", "note"]
+    assert len(rows) == 1 + len(results)
+    assert rows[2][:4] == ["student_with_a_rather_long_file_name_01.json", "22", "40", "55.0"]
+    assert rows[2][-2] == (f"heads[0].weights: {LONG[0]}; heads[0].weights: {LONG[1]}; "
+                           f"heads[1].weights: {LONG[2]}; heads[1].weights: {LONG[3]}")
+    assert rows[4][:4] == ["blank.json", "0", "40", "0.0"] and rows[4][4] == ""
+    assert rows[4][-1].startswith("no answers found")
+    assert rows[5][0] == "'=HYPERLINK(1).json" and rows[6][0] == "'-1.json" and rows[6][-1] == "'@SUM(A1)"
+    for start in "=+-@":
+        assert safe_cell(start + "x") == "'" + start + "x"
+    assert safe_cell("\tx") == "\\u0009x" and safe_cell("\rx") == "\\u000dx"  # escaped, so no longer a start
+    assert safe_cell(-1.5) == -1.5 and safe_cell("a=b") == "a=b"
+
+
+def test_gradescope_results_one_test_per_stage():
+    doc = gradescope(two_heads(1))
+    assert doc["score"] == 22 and doc["output"] == "22/40 cells right (55%)"
+    assert [t["name"] for t in doc["tests"]] == list(stage_sizes([("x", two_heads(1), None)]))
+    weights = doc["tests"][1]
+    assert (weights["score"], weights["max_score"], weights["status"]) == (3, 8, "failed")
+    assert weights["output"].splitlines() == ["3/8 right (1 carried, 3 wrong, 1 imprecise, 1 missing)",
+                                              f"{LONG[0]}: the words for {LONG[0]}",
+                                              f"{LONG[1]}: the words for {LONG[1]}"]
+    assert doc["tests"][0]["status"] == "passed"
+    assert gradescope(None, "no answers found") == {"score": 0, "output": "could not be marked: no answers found",
+                                                     "visibility": "visible", "tests": []}
+
+
+def _class(tmp_path, n=3):
+    (tmp_path / "problem.json").write_text(json.dumps(SCOOTER))
+    files = []
+    for i in range(n):
+        path = tmp_path / f"s{i}.json"
+        scaled = [0, 4, 2] if i == 1 else [0, 2.8284, 1.4142]
+        path.write_text(json.dumps({"scaled": scaled, "weights": [0.0454, 0.7679, 0.1867]}))
+        files.append(path)
+    return files
+
+
+def test_check_format_csv_and_gradescope_through_the_cli(run, tmp_path):
+    files = _class(tmp_path)
+    result = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "csv")
+    assert result.exit_code == 1
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert [r[0].rsplit("/", 1)[-1] for r in rows[1:]] == ["s0.json", "s1.json", "s2.json"]
+    assert rows[2][1:4] == ["4", "6", "66.7"] and rows[2][-2] == "scaled: no_scale"
+    one = run("check", files[0], "--problem", tmp_path / "problem.json", "--format", "csv")
+    assert one.exit_code == 0 and len(one.stdout.splitlines()) == 2
+    grade = run("check", files[1], "--problem", tmp_path / "problem.json", "--format", "gradescope")
+    doc = json.loads(grade.stdout)
+    assert doc["score"] == 4 and [t["name"] for t in doc["tests"]] == ["scaled", "weights"]
+    assert "no_scale" in doc["tests"][0]["output"] and doc["tests"][0]["max_score"] == 3
+    many = json.loads(run("check", *files, "--problem", tmp_path / "problem.json", "--format", "gradescope").stdout)
+    assert [f["results"]["score"] for f in many["files"]] == [6, 4, 6]
+
+
+def test_class_table_through_the_cli(run, tmp_path):
+    files = _class(tmp_path)
+    table = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "table").stdout
+    assert "class summary" in table and "cells per stage" in table and "no_scale" in table
+    assert "2/3 files all correct" in table and "class mean 88.9%" in table
