@@ -10,7 +10,7 @@ import sys
 from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 try:  # typer 0.2x vendors click
     from typer._click.exceptions import ClickException
@@ -34,7 +34,32 @@ class _ReaderGone(Exception):
     """stdout's reader went away. Not an OSError: typer turns an EPIPE OSError into exit 1."""
 
 
-class AttnGroup(TyperGroup):
+class _PlainFlags:
+    """Help without a type placeholder on plain on/off flags (Typer shows `<bool>` there)."""
+
+    def format_help(self, ctx, formatter) -> None:
+        for param in self.get_params(ctx):
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""  # Typer's rich help prints the metavar, when set, as the type
+        super().format_help(ctx, formatter)
+
+
+class AttnCommand(_PlainFlags, TyperCommand):
+    """A command whose help shows plain flags without a type."""
+
+
+def prose(doc: str) -> str:
+    """A docstring as help: lines within a paragraph are joined, so that rich wraps each paragraph
+    at the terminal's width (Typer's rich mode keeps every line break as written). A paragraph
+    whose first line is `\\b` keeps its lines (click's marker for "do not rewrap")."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(p.removeprefix("\b\n") if p.startswith("\b\n") else " ".join(p.split("\n"))
+                       for p in paragraphs)
+
+
+class AttnGroup(_PlainFlags, TyperGroup):
     """Turns every usage and input error into one `error: …` line and exit code 2."""
 
     def invoke(self, ctx):
@@ -69,7 +94,7 @@ class AttnGroup(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-app = typer.Typer(cls=AttnGroup, no_args_is_help=True, add_completion=False,
+app = typer.Typer(cls=AttnGroup, no_args_is_help=True,
                   pretty_exceptions_enable=False,
                   help="attn: scaled dot-product attention, softmax(Q Kᵀ · scale + bias) V, step by step.\n\n"
                        "Exit codes as diff: 0 ok, 1 answers differ (check), 2 trouble (bad input or usage).")
@@ -91,11 +116,11 @@ def _root(
 
 from attncli.commands import check, compute, learn  # noqa: E402
 
-app.command()(compute.compute)
-app.command()(check.check)
-app.command()(learn.exercise)
-app.command()(learn.example)
-app.command()(learn.posenc)
+app.command(cls=AttnCommand)(compute.compute)
+app.command(cls=AttnCommand, help=prose(check.check.__doc__))(check.check)
+app.command(cls=AttnCommand)(learn.exercise)
+app.command(cls=AttnCommand)(learn.example)
+app.command(cls=AttnCommand)(learn.posenc)
 
 
 def main() -> None:

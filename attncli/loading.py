@@ -15,6 +15,7 @@ from pathlib import Path
 
 from attncli.errors import AttnError, InputError, quote
 from attncli.limits import Cap, check_fits, text_cap
+from attncli.text_input import parse_csv, parse_inline  # noqa: F401  (re-exported)
 from attncli.values import Written, excerpt, json_int
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
@@ -96,15 +97,39 @@ def _written_float(token: str) -> Written:
     return _finite_float(token, Written.parse)
 
 
+def _unique_keys(pairs: list) -> dict:
+    """An object whose keys are all different: JSON would otherwise keep the last silently."""
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"the key {quote(key)} appears twice in one object")
+        obj[key] = value
+    return obj
+
+
+def _json_hint(text: str, position: int) -> str:
+    """Advice for the slips people make writing JSON numbers by hand (`.5`, `1.`)."""
+    point = position + (text[position:position + 2] == "-.")
+    if text[point:point + 1] != ".":
+        return ""
+    if not text[point - 1:point].isdigit():
+        return " (JSON numbers need a leading zero: 0.5)"
+    if not text[point + 1:point + 2].isdigit():
+        return " (JSON numbers need a digit after the point: 1.0)"
+    return ""
+
+
 def parse_json(text: str, source: str, keep_decimals: bool = False):
-    """Strict RFC 8259 JSON: no NaN/Infinity tokens, no numbers that overflow float64.
-    With `keep_decimals`, floats are `Written`: they remember how many decimals they had."""
+    """Strict RFC 8259 JSON: no NaN/Infinity tokens, no numbers that overflow float64, no key
+    twice in one object (at any depth). With `keep_decimals`, floats are `Written`: they
+    remember how many decimals they had."""
     try:
         return json.loads(text, parse_constant=_reject_constant, parse_int=json_int,
+                          object_pairs_hook=_unique_keys,
                           parse_float=_written_float if keep_decimals else _finite_float)
     except json.JSONDecodeError as error:
-        raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}",
-                         source) from None
+        raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+                         + _json_hint(text, error.pos), source) from None
     except ValueError as error:  # raised by the hooks above
         raise InputError(f"invalid JSON: {error}", source) from None
     except RecursionError:
@@ -123,83 +148,6 @@ def read_document(path: str, keep_decimals: bool = False, cap: Cap | None = None
                              "a JSON object or an .npz archive", path)
     data, source = read_bytes(path, cap)
     return parse_json(decode(data, source), source, keep_decimals), source
-
-
-def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-        return True
-    except ValueError:
-        return False
-
-
-def _cell(text: str, row: int, column: int, source: str, kind: str):
-    """One CSV cell: a number; for a mask also true/false; for a bias also -inf or empty."""
-    cell = text.strip()
-    low = cell.lower()
-    if kind == "mask" and low in ("true", "false"):
-        return low == "true"
-    if kind == "bias" and low in ("-inf", "-∞", "−∞", ""):
-        return None
-    try:
-        value = Written.parse(cell)  # a float that remembers its decimals, for `attn check`
-    except ValueError:
-        value = None
-    if value is None or not math.isfinite(value):
-        raise InputError(f"row {row}, column {column}: {excerpt(cell, quoted=True)} is not a finite number", source)
-    return int(value) if kind == "mask" and value in (0, 1) else value
-
-
-def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[str] | None]:
-    """One matrix from CSV or TSV text. A first row with a non-numeric cell is a header; a first
-    column that is non-numeric in every row holds row labels. Returns (rows, labels)."""
-    import csv
-    import io
-
-    delimiter = "\t" if source.lower().endswith(".tsv") or ("\t" in text and "," not in text) else ","
-    try:
-        rows = [row for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-                if any(cell.strip() for cell in row)]
-    except csv.Error as error:
-        raise InputError(f"not valid CSV: {error}", source) from None
-    words = {"true", "false"} if kind == "mask" else {"-inf", "-∞", "−∞", ""} if kind == "bias" else set()
-
-    def numeric(cell: str) -> bool:
-        return _is_number(cell) or cell.strip().lower() in words
-
-    # A header: a word after the first column, or a word heading a column of numbers.
-    header = bool(rows) and (not all(numeric(c) for c in rows[0][1:]) or (
-        not numeric(rows[0][0]) and len(rows) > 1 and all(row and numeric(row[0]) for row in rows[1:])))
-    first_data = int(header)
-    data = rows[first_data:]
-    if not data:
-        raise InputError("no rows of numbers; expected one matrix", source)
-    labelled = all(row and not numeric(row[0]) for row in data)
-    labels = [row[0].strip() for row in data] if labelled else None
-    data = [row[1:] for row in data] if labelled else data
-    width = len(data[0])
-    matrix = []
-    for r, row in enumerate(data, start=first_data + 1):
-        if len(row) != width:
-            raise InputError(f"row {r} has {len(row)} cells, row {first_data + 1} has {width}", source)
-        matrix.append([_cell(c, r, i + 1 + labelled, source, kind) for i, c in enumerate(row)])
-    return matrix, labels
-
-
-def parse_inline(text: str, source: str, kind: str = "number"):
-    """`"1,0; 0,1; .5,.5"` (rows by `;` or newlines, entries by commas or spaces) or JSON
-    `"[[1,0],[0,1]]"`. One row gives a 1-D list."""
-    text = text.strip()
-    if text.startswith("["):
-        return parse_json(text, source, keep_decimals=True)
-    rows = [row for row in text.replace("\n", ";").split(";") if row.strip()]
-    if not rows:
-        raise InputError("empty matrix; expected rows like \"1,0; 0,1\"", source)
-    matrix = []
-    for r, row in enumerate(rows, start=1):
-        cells = row.replace(",", " ").split()
-        matrix.append([_cell(c, r, i + 1, source, kind) for i, c in enumerate(cells)])
-    return matrix[0] if len(matrix) == 1 else matrix
 
 
 def _npy_header(stream, suffix: str) -> tuple[tuple[int, ...], object, int]:
@@ -349,8 +297,8 @@ def gather(file: str | None, matrices: dict[str, str | None], settings: dict,
     given = {key: value for key, value in matrices.items() if value is not None}
     if file is None and not given.keys() & {"Q", "K", "V", "X"}:
         if stdin_is_terminal:
-            raise InputError("no input: name a JSON file (attn compute samples/scooter.json), pipe one "
-                             "(cat p.json | attn compute), or give --q, --k and --v")
+            raise InputError("no input: name a JSON file (attn compute problem.json), pipe one "
+                             "(attn example scooter | attn compute), or give --q, --k and --v")
         file = "-"
     doc, source = read_document(file) if file is not None else ({}, None)
     if not isinstance(doc, dict):

@@ -233,6 +233,10 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
             if inputs["W_O"].shape[0] != d_v:
                 raise InputError(f"W_O has {_rows(inputs['W_O'].shape[0])} but the heads' outputs side by "
                                  f"side have {d_v} columns: W_O must be (heads·d_v × d_out)")
+        if invert_mask and not isinstance(doc.get("mask"), (list, np.ndarray)):
+            found = "there is no mask" if doc.get("mask") is None else f"the mask is {describe(doc['mask'])}"
+            raise InputError(f"invert_mask is on but {found}: only a true/false mask matrix can be "
+                             "read with true as blocked")
         mask, rule = (None, None) if doc.get("mask") is None else _mask(
             doc["mask"], "mask", heads, lq, lk, invert_mask)
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)

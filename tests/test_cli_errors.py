@@ -104,8 +104,8 @@ def test_no_input_on_a_terminal_shows_the_ways_to_give_it():
 
 
 @pytest.mark.parametrize("text, fragments", [
-    ("token,a,b\nx,1,2\ny,1\n", ["row 3 has 1 cells, row 2 has 2"]),
-    ("1,2\n3,abc\n", ['row 2, column 2: "abc" is not a finite number']),
+    ("token,a,b\nx,1,2\ny,1\n", ["row 3 has 2 cells, row 2 has 3"]),
+    ("1,2\n3,abc\n", ['row 2, column 2: "abc" is not a number']),
     ("1,2\n3,nan\n", ['row 2, column 2: "nan" is not a finite number']),
     ("a,b\n", ["no rows of numbers"]),
 ])

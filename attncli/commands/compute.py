@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.errors import AttnError, InputError, one_line, quote
+from attncli.errors import AttnError, InputError, did_you_mean, one_line, quote
 
 
 class Format(str, Enum):
@@ -63,7 +63,8 @@ def compute(
         help="Additive bias (Lq × Lk), added after scaling; -inf or null = blocked.",
         rich_help_panel="Masking")] = None,
     invert_mask: Annotated[bool, typer.Option(
-        "--invert-mask", help="Read mask true as BLOCKED (nn.MultiheadAttention's convention).",
+        "--invert-mask", help="Read a true/false mask matrix with true as BLOCKED (nn.MultiheadAttention's "
+                              "convention).",
         rich_help_panel="Masking")] = False,
     masked_rows: Annotated[Optional[MaskedRows], typer.Option(
         help="A query whose every key is masked: zero (weights and output 0, as PyTorch SDPA; default), "
@@ -71,7 +72,9 @@ def compute(
         rich_help_panel="Masking", show_default=False)] = None,
     heads: Annotated[Optional[int], typer.Option(
         help="Split the feature axis of 2-D Q/K/V into this many contiguous heads.")] = None,
-    scale: Annotated[Optional[float], typer.Option(help="Scale for Q Kᵀ (default 1/√d_k).")] = None,
+    scale: Annotated[Optional[str], typer.Option(
+        help="Scale for Q Kᵀ (default 1/√d_k): a number, a fraction (1/1.4142) or a root (1/sqrt(2)).",
+        metavar="<number>", show_default=False)] = None,
     query_labels: Annotated[Optional[str], typer.Option(help="Row labels, comma-separated: it,they")] = None,
     key_labels: Annotated[Optional[str], typer.Option(help="Key labels, comma-separated.")] = None,
     dtype: Annotated[Optional[DType], typer.Option(help="Arithmetic: float64 (default) or float32.",
@@ -81,7 +84,7 @@ def compute(
                                "markdown/latex: write-up tables; csv: one stage.",
         rich_help_panel="Output")] = Format.auto,
     stages: Annotated[Optional[str], typer.Option(
-        help="Comma-separated stages to show: inputs,scores,scaled,masked,weights,output,heatmap.",
+        help=f"Comma-separated stages to show: {', '.join(VIEWS)}.",
         rich_help_panel="Output")] = None,
     precision: Annotated[int, typer.Option(
         min=0, max=17, help="Decimals in tables.", rich_help_panel="Output")] = 4,
@@ -116,7 +119,7 @@ def compute(
 ) -> None:
     """Compute softmax(Q Kᵀ · scale + bias) V and show every stage, per head.
 
-    attn compute samples/scooter.json
+    attn example scooter | attn compute
 
     attn compute --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1"
 
@@ -157,7 +160,7 @@ def compute(
 
     matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
                 "W_O": wo, "mask": mask, "bias": bias}
-    settings = {"heads": heads, "scale": scale, "query_labels": _split(query_labels),
+    settings = {"heads": heads, "scale": _scale(scale), "query_labels": _split(query_labels),
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
                 "dtype": dtype and dtype.value}
     try:
@@ -165,10 +168,15 @@ def compute(
     except OneMatrixError as error:
         error.message += f"; give it as a matrix option: --q {file}"
         raise
+    origin["invert_mask"] = "--invert-mask"
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
     if format == Format.csv and shown[0] == "masked" and problem.mask is None and problem.bias is None:
         raise InputError("this problem has no mask or bias, so it has no masked stage; the weights "
                          "are softmax(scaled): use --stages scaled", "--stages")
+    if problem.mask_rule == "causal" and problem.lq < problem.lk:
+        sys.stderr.write(f"warning: mask causal is top-left (query i sees keys j ≤ i), and there are fewer "
+                         f"queries ({problem.lq}) than keys ({problem.lk}); if the queries are the last "
+                         "tokens of the keys' sequence (a KV cache), use causal_lower_right\n")
     view = format
     if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
         view = format if suffix in SUFFIX_FORMATS else Format.json
@@ -274,6 +282,30 @@ def _output_suffix(path: str, inputs: list[str | None]) -> str:
         raise error.at("--output")
 
 
+def _scale(text: str | None) -> float | None:
+    """--scale: a number (0.7071), a fraction (1/1.4142), or either side a square root
+    (1/sqrt(2), 1/√2). NaN and infinities pass through: the problem check names them."""
+    if text is None:
+        return None
+
+    def number(part: str) -> float:
+        part = part.strip()
+        root = part.startswith("√") or (part.lower().startswith("sqrt(") and part.endswith(")"))
+        inner = part[1:] if part.startswith("√") else part[5:-1] if root else part
+        value = float(inner)
+        if root and not value >= 0:
+            raise ValueError(part)
+        return value ** 0.5 if root else value
+
+    try:
+        top, slash, bottom = text.partition("/")
+        value = number(top) / number(bottom) if slash else number(top)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise InputError(f"{quote(text)} is not a scale; expected a number (0.7071), a fraction (1/1.4142) "
+                         "or a square root (1/sqrt(2), 1/√2)", "--scale") from None
+    return value
+
+
 def _split(text: str | None) -> list[str] | None:
     return None if text is None else [label.strip() for label in text.split(",")]
 
@@ -302,7 +334,8 @@ def _rows(chosen: list[str] | None, query_labels: list[str] | None, lq: int) -> 
             rows.append(int(value))
         else:
             names = ", ".join(query_labels) if query_labels else f"0 to {lq - 1}"
-            raise InputError(f"no query {quote(value)}; the queries are {names}", "--row")
+            hint = did_you_mean(value, query_labels, 0.5) if query_labels else ""
+            raise InputError(f"no query {quote(value)}{hint}; the queries are {names}", "--row")
     return rows
 
 

@@ -1,0 +1,171 @@
+"""CSV/TSV and inline text to nested lists, never guessing data into headers.
+
+The rules (the README's "Input" section states them for users):
+- A cell is a *value* (a number such as `2`, `-0.5`, `.5`, `1e-3`; for a mask also true/false;
+  for a bias also -inf or −∞), *empty*, or a *word* (anything else).
+- CSV row 1 is a header when its first cell is empty and it has more cells (pandas' `to_csv`
+  corner: the column names after it may look like numbers, `,0,1`), or when it holds no value
+  at all (`token,d0,d1`, `d0,d1`). Otherwise it is data, and every cell outside the label column
+  must be a value: `0,4o` is an error naming "4o", never a header.
+- The first column holds row labels when the header has the empty corner, or when the first data
+  row starts with a word (`it,0,4`); then every data row has a label there.
+- An empty cell is never a value (write −∞ as -inf); numbers joined by `;` or spaces inside one
+  cell mean the file uses another separator, and that is an error saying so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from attncli.errors import InputError
+from attncli.values import Written, excerpt
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_NON_FINITE = re.compile(r"[+-]?(inf|infinity|nan)", re.IGNORECASE)  # numbers, refused later
+_COMMA_DECIMAL = re.compile(r"[+-]?\d+,\d+")
+WORDS = {"mask": ("true", "false"), "bias": ("-inf", "-∞", "−∞", "−inf")}
+EXPECTED = {"number": "a number", "mask": "true/false or 1/0", "bias": "a number or -inf"}
+
+
+def is_number(cell: str) -> bool:
+    cell = cell.strip()
+    return bool(_NUMBER.fullmatch(cell) or _NON_FINITE.fullmatch(cell))
+
+
+def is_value(cell: str, kind: str) -> bool:
+    return is_number(cell) or cell.strip().lower() in WORDS.get(kind, ())
+
+
+def is_word(cell: str, kind: str) -> bool:
+    return bool(cell.strip()) and not is_value(cell, kind)
+
+
+def cell_value(text: str, where: str, source: str, kind: str):
+    """One cell as a number (a `Written` float that remembers its decimals, for `attn check`);
+    a mask's true/false as a bool, a bias's −∞ as None (as JSON's null)."""
+    cell = text.strip()
+    low = cell.lower()
+    if not cell:
+        raise InputError(f"{where} is empty; expected {EXPECTED[kind]}"
+                         + (" (write −∞ as -inf)" if kind == "bias" else ""), source)
+    if kind == "mask" and low in WORDS["mask"]:
+        return low == "true"
+    if kind == "bias" and low in WORDS["bias"]:
+        return None
+    if not is_number(cell):
+        hint = f" (write decimals with a point: {cell.replace(',', '.')})" \
+            if _COMMA_DECIMAL.fullmatch(cell) else ""
+        raise InputError(f"{where}: {excerpt(cell, quoted=True)} is not {EXPECTED[kind]}{hint}", source)
+    value = Written.parse(cell)
+    if not math.isfinite(value):
+        if kind == "bias" and value == -math.inf:
+            return None
+        raise InputError(f"{where}: {excerpt(cell, quoted=True)} is not a finite number", source)
+    return int(value) if kind == "mask" and value in (0, 1) else value
+
+
+def _other_separator(cell: str, where: str, source: str, expected: str) -> None:
+    """Refuse a cell holding numbers joined by `;` or by spaces: another separator was used."""
+    cell = cell.strip()
+    for separator, name, least in ((";", "semicolons", 1), (None, "spaces", 2)):
+        parts = cell.split(separator)
+        if len(parts) > 1 and sum(is_number(p) for p in parts) >= least:
+            raise InputError(f"{where}: {excerpt(cell, quoted=True)} holds numbers separated by {name}; "
+                             f"{expected}", source)
+
+
+def _delimiter(text: str, source: str) -> tuple[str, str]:
+    """(delimiter, what to say when cells are joined otherwise)."""
+    if source.lower().endswith(".tsv") or ("\t" in text and "," not in text):
+        return "\t", "cells in a .tsv are separated by tabs"
+    return ",", "cells in a CSV are separated by commas (and decimals written with a point)"
+
+
+def _records(text: str, source: str, delimiter: str) -> list[tuple[int, list[str]]]:
+    """(row number, cells) of every non-blank record; row numbers count blank lines too."""
+    import csv
+    import io
+
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    records, number = [], 0
+    try:
+        for number, cells in enumerate(reader, start=1):
+            if any(cell.strip() for cell in cells):
+                records.append((number, cells))
+    except csv.Error as error:
+        reason = 'a quote (") opens a cell and is never closed' if "end of data" in str(error) \
+            else f"not valid CSV: {error}"
+        raise InputError(f"row {number + 1}: {reason}", source) from None
+    return records
+
+
+def _cells(n: int) -> str:
+    return f"{n} cell{'' if n == 1 else 's'}"
+
+
+def _is_header(cells: list[str], kind: str) -> bool:
+    if len(cells) > 1 and not cells[0].strip():
+        return True  # pandas' corner: an empty index name before the column names
+    return not any(is_value(cell, kind) for cell in cells)
+
+
+def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[str] | None]:
+    """One matrix from CSV or TSV text, by the rules in this module's docstring.
+    Returns (rows, row labels or None)."""
+    delimiter, separated = _delimiter(text, source)
+    records = _records(text, source, delimiter)
+    for number, cells in records:
+        for column, cell in enumerate(cells, start=1):
+            _other_separator(cell, f"row {number}, column {column}", source, separated)
+    header = bool(records) and _is_header(records[0][1], kind)
+    data = records[1:] if header else records
+    if not data:
+        raise InputError("no rows of numbers; expected one matrix", source)
+    first, width = data[0][0], len(data[0][1])
+    corner = header and not records[0][1][0].strip()
+    labelled = corner or is_word(data[0][1][0], kind)
+    if header and len(records[0][1]) not in (width, width - labelled):
+        raise InputError(f"row {records[0][0]} (the header) has {_cells(len(records[0][1]))} but row "
+                         f"{first} has {width}", source)
+    matrix, labels = [], []
+    for number, cells in data:
+        if len(cells) != width:
+            raise InputError(f"row {number} has {_cells(len(cells))}, row {first} has {width}", source)
+        if labelled:
+            if not cells[0].strip():
+                raise InputError(f"row {number}, column 1 is empty; expected the row's label, "
+                                 f"as in row {first}", source)
+            labels.append(cells[0].strip())
+        matrix.append([cell_value(cell, f"row {number}, column {column}", source, kind)
+                       for column, cell in enumerate(cells[labelled:], start=1 + labelled)])
+    if labelled and width == 1:
+        raise InputError("only labels, no numbers; expected one matrix", source)
+    return matrix, (labels if labelled else None)
+
+
+def parse_inline(text: str, source: str, kind: str = "number"):
+    """JSON (`"[[1,0],[0,1]]"`), or `"1,0; 0,1; .5,.5"`: rows split by `;`, newlines or both
+    (leading and trailing ones ignored; an empty row between two is an error), entries by commas,
+    or by spaces in a row without commas. An empty entry (`0,,4`, `1,2,`) is an error. One row
+    gives a 1-D list."""
+    if text.lstrip().startswith(("[", "{")):
+        from attncli.loading import parse_json
+
+        return parse_json(text, source, keep_decimals=True)
+    text = re.sub(r";[ \t\r]*\n", ";", text).replace("\n", ";").strip(" \t\r;")  # `;` ending a line
+    if not text:
+        raise InputError("empty matrix; expected rows like \"1,0; 0,1\"", source)
+    matrix = []
+    for r, row in enumerate(text.split(";"), start=1):
+        if not row.strip():
+            raise InputError(f"row {r} is empty (two row separators in a row); expected rows like "
+                             "\"1,0; 0,1\"", source)
+        cells = row.split(",") if "," in row else row.split()
+        values = []
+        for c, cell in enumerate(cells, start=1):
+            where = f"row {r}, column {c}"
+            _other_separator(cell, where, source, "separate the entries of a row with commas")
+            values.append(cell_value(cell, where, source, kind))
+        matrix.append(values)
+    return matrix[0] if len(matrix) == 1 else matrix

@@ -1,0 +1,138 @@
+"""Help text and hints found by trying the CLI: nothing cut off, no placeholders on flags,
+paragraphs wrapped as paragraphs, and hints that point somewhere real."""
+
+import re
+
+import pytest
+
+from attncli.cli import prose
+from attncli.commands.compute import VIEWS
+from attncli.errors import InputError
+from attncli.loading import gather
+from tests.conftest import SAMPLES, assert_error
+
+WIDTH = {"COLUMNS": "80", "NO_COLOR": "1"}
+
+
+def help_text(run, *command):
+    result = run(*command, "--help", env=WIDTH)
+    assert result.exit_code == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    return result.stdout
+
+
+def words(text: str) -> str:
+    """The help's words in order, without the panels' borders and line breaks."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def test_stages_help_lists_every_stage_uncut(run):
+    text = help_text(run, "compute")
+    assert "…" not in text
+    assert f"Comma-separated stages to show: {', '.join(VIEWS)}." in words(text)
+
+
+@pytest.mark.parametrize("command", [(), ("compute",), ("check",), ("exercise",), ("example",), ("posenc",)])
+def test_flags_show_no_bool_placeholder(run, command):
+    text = help_text(run, *command)
+    assert "<bool>" not in text
+    assert "--help" in text
+
+
+def test_check_help_wraps_paragraphs_not_lines(run):
+    text = help_text(run, "check")
+    # In every paragraph of the description, each line but the last is filled (rich wrapped it at
+    # 80): no line ends half-way through a sentence with the sentence going on below it.
+    description = text.split("╭")[0].split("Usage:")[1].split("\n", 1)[1]
+    paragraphs = [[line.strip() for line in p.splitlines() if line.strip()]
+                  for p in re.split(r"\n\s*\n", description)]
+    assert sum(len(p) > 1 for p in paragraphs) >= 2  # there are paragraphs that wrap at all
+    for paragraph in paragraphs:
+        assert all(len(line) > 65 for line in paragraph[:-1]), paragraph
+    assert "Exit codes: 0 every given cell" in words(text)
+
+
+def test_prose_joins_lines_within_paragraphs_and_keeps_marked_ones():
+    doc = """First line
+    goes on.
+
+    \b
+    kept
+    as is
+    """
+    assert prose(doc) == "First line goes on.\n\nkept\nas is"
+
+
+def test_no_input_hint_names_a_command_that_works_anywhere():
+    with pytest.raises(InputError) as caught:
+        gather(None, {}, {}, stdin_is_terminal=True)
+    assert "attn example scooter | attn compute" in caught.value.message
+    assert "samples/" not in caught.value.message
+
+
+def test_causal_with_fewer_queries_than_keys_hints_at_lower_right(run):
+    result = run("compute", "--q", "1;2", "--k", "1;2;3", "--v", "1;2;3", "--mask", "causal", "-f", "json")
+    assert result.exit_code == 0
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "causal_lower_right" in warnings[0] and "(2) than keys (3)" in warnings[0]
+    assert '"warnings": []' in result.stdout  # advice about the command line, not a result
+
+
+@pytest.mark.parametrize("mask, lq", [("causal", 3), ("causal_lower_right", 2), ("1,0,0;1,1,0", 2)])
+def test_no_causal_hint_otherwise(run, mask, lq):
+    q = ";".join(["1"] * lq)
+    result = run("compute", "--q", q, "--k", "1;2;3", "--v", "1;2;3", "--mask", mask, "-f", "json")
+    assert result.exit_code == 0 and "causal_lower_right" not in result.stderr
+
+
+def test_row_gets_a_did_you_mean(run):
+    assert_error(run("compute", SAMPLES / "scooter.json", "--explain", "--row", "iz"),
+                 '--row: no query "iz" (did you mean "it"?); the queries are it')
+
+
+@pytest.mark.parametrize("scale, value", [
+    ("0.5", 0.5), ("1/1.4142", 1 / 1.4142), ("1/sqrt(2)", 1 / 2 ** 0.5), ("1 / √2", 1 / 2 ** 0.5),
+    ("sqrt(0.25)", 0.5), ("-1", -1.0), ("3/4", 0.75),
+])
+def test_scale_takes_numbers_fractions_and_roots(run, scale, value):
+    doc = run.json("compute", "--q", "1", "--k", "1;2", "--v", "1;2", "--scale", scale)
+    assert doc["scale"] == value
+
+
+@pytest.mark.parametrize("scale", ["abc", "1/0", "1/2/3", "sqrt(-1)", "1/", "√"])
+def test_scale_errors_in_our_words(run, scale):
+    assert_error(run("compute", "--q", "1", "--k", "1;2", "--v", "1;2", "--scale", scale),
+                 "--scale: ", "is not a scale; expected a number (0.7071), a fraction (1/1.4142) "
+                 "or a square root (1/sqrt(2), 1/√2)")
+
+
+@pytest.mark.parametrize("mask, found", [
+    (None, "there is no mask"),
+    ("causal", 'the mask is the string "causal"'),
+    ("causal_lower_right", 'the mask is the string "causal_lower_right"'),
+])
+def test_invert_mask_needs_a_mask_matrix(run, mask, found):
+    # issue 9: --invert-mask was silently ignored here.
+    args = ["compute", "--q", "1", "--k", "1;2", "--v", "1;2", "--invert-mask"] + (["--mask", mask] if mask else [])
+    assert_error(run(*args), "--invert-mask: ", found, "only a true/false mask matrix")
+
+
+def test_invert_mask_from_a_file_problem_without_mask(run):
+    assert_error(run("compute", SAMPLES / "scooter.json", "--invert-mask"), "--invert-mask: ", "there is no mask")
+
+
+def test_invert_mask_with_a_matrix_still_inverts(run):
+    doc = run.json("compute", "--q", "1", "--k", "1;2", "--v", "1;2", "--mask", "true,false", "--invert-mask")
+    assert doc["heads"][0]["weights"] == [[0.0, 1.0]]
+
+
+def test_shell_completion_is_offered_and_completes():
+    from typer.testing import CliRunner
+
+    from attncli.cli import app
+
+    runner = CliRunner()
+    assert "--install-completion" in runner.invoke(app, ["--help"], env=WIDTH).stdout
+    env = {"_ATTN_COMPLETE": "complete_bash", "COMP_WORDS": "attn compute --form", "COMP_CWORD": "2"}
+    result = runner.invoke(app, [], env=env, prog_name="attn")
+    assert result.exit_code == 0 and result.stdout.split() == ["--format"]

@@ -1,0 +1,185 @@
+"""CSV/TSV and inline text: headers and labels by rule, never by guess; other separators,
+unterminated quotes and empty entries are errors that say so."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from attncli.errors import InputError
+from attncli.text_input import parse_csv, parse_inline
+from tests.conftest import assert_error
+
+KV = ("--k", "1,0;0,1", "--v", "1;2")
+
+
+def csv(text, kind="number", name="Q.csv"):
+    return parse_csv(text, name, kind)
+
+
+# (text, kind, matrix, labels): what each first row is, by the rules.
+READS = [
+    ("0,4\n1,1\n", "number", [[0, 4], [1, 1]], None),                 # numbers: data
+    ("d0,d1\n0,4\n", "number", [[0, 4]], None),                       # words: a header
+    ("token,d0,d1\nit,0,4\n", "number", [[0, 4]], ["it"]),            # header with a label corner
+    ("d0,d1\nit,0,4\n", "number", [[0, 4]], ["it"]),                  # header names the values only
+    ("it,0,4\nthey,1,1\n", "number", [[0, 4], [1, 1]], ["it", "they"]),  # labels, no header
+    (",0,1\nit,0,4\n", "number", [[0, 4]], ["it"]),                   # pandas: index with labels
+    (",0,1\n0,0,4\n1,1,1\n", "number", [[0, 4], [1, 1]], ["0", "1"]),  # pandas: default index
+    (",a,b\nx,1,2\n", "number", [[1, 2]], ["x"]),
+    ("k0,k1\ntrue,false\n", "mask", [[True, False]], None),           # a mask's header
+    ("true,0\n1,false\n", "mask", [[True, 0], [1, False]], None),     # true/false are values
+    (",0,1\nq,true,false\n", "mask", [[True, False]], ["q"]),
+    ("k0,k1\n-inf,0\n", "bias", [[None, 0]], None),                   # -inf is a bias value
+    ("-inf,0\n0,−∞\n", "bias", [[None, 0], [0, None]], None),
+    ("\n0,4\n\n1,1\n\n", "number", [[0, 4], [1, 1]], None),           # blank lines are skipped
+    ("0\t4\n1\t1\n", "number", [[0, 4], [1, 1]], None),               # tabs without commas
+    ("d0,d1\r\n0,4\r\n1,1\r\n", "number", [[0, 4], [1, 1]], None),    # CRLF
+    ("0,−inf\n", "bias", [[0, None]], None),
+    ('"0","4"\n', "number", [[0, 4]], None),                          # quoted numbers
+]
+
+
+@pytest.mark.parametrize("text, kind, matrix, labels", READS)
+def test_first_rows_and_label_columns_by_rule(text, kind, matrix, labels):
+    assert csv(text, kind) == (matrix, labels)
+
+
+ERRORS = [
+    # (text, kind, file name, fragments)
+    ("0,4o\n1,1\n", "number", "Q.csv", ['row 1, column 2: "4o" is not a number']),
+    ("1,x\n", "number", "Q.csv", ['row 1, column 2: "x" is not a number']),
+    ("it,0,x\n", "number", "Q.csv", ['row 1, column 3: "x" is not a number']),
+    ("d0,d1\n0,4\n1,y\n", "number", "Q.csv", ['row 3, column 2: "y" is not a number']),
+    ("0,4\nit,1,1\n", "number", "Q.csv", ["row 2 has 3 cells, row 1 has 2"]),
+    ("d0,d1,d2,d3\n0,4\n", "number", "Q.csv", ["row 1 (the header) has 4 cells but row 2 has 2"]),
+    ("1,,2\n", "number", "Q.csv", ["row 1, column 2 is empty; expected a number"]),
+    ("0,4\n1,1,\n", "number", "Q.csv", ["row 2 has 3 cells, row 1 has 2"]),
+    ("0,\n", "bias", "B.csv", ["row 1, column 2 is empty; expected a number or -inf (write −∞ as -inf)"]),
+    ("1,nan\n", "number", "Q.csv", ['row 1, column 2: "nan" is not a finite number']),
+    ("1,yes\n", "mask", "M.csv", ['row 1, column 2: "yes" is not true/false or 1/0']),
+    ("1;2\n3;4\n", "number", "Q.csv", ['row 1, column 1: "1;2" holds numbers separated by semicolons',
+                                       "cells in a CSV are separated by commas"]),
+    ("it;0;4\n", "number", "Q.csv", ["separated by semicolons"]),
+    ("0,5;1,5\n", "number", "Q.csv", ['"5;1" holds numbers separated by semicolons',
+                                      "decimals written with a point"]),
+    ('"0,5","1,5"\n"2,5","3,5"\n', "number", "Q.csv", ['"3,5" is not a number (write decimals with a point: 3.5)']),
+    ("1 2\n3 4\n", "number", "Q.tsv", ['row 1, column 1: "1 2" holds numbers separated by spaces; '
+                                       "cells in a .tsv are separated by tabs"]),
+    ("it 0 4\n", "number", "Q.csv", ["separated by spaces"]),
+    ('"1,2\n3,4\n', "number", "Q.csv", ['row 1: a quote (") opens a cell and is never closed']),
+    ('1,2\n3,"4\n', "number", "Q.csv", ['row 2: a quote (") opens a cell and is never closed']),
+    ("a,b\n", "number", "Q.csv", ["no rows of numbers"]),
+    ("a\nb\n", "number", "Q.csv", ["only labels, no numbers"]),
+    ("x,1\n,2\n", "number", "Q.csv", ["row 2, column 1 is empty; expected the row's label, as in row 1"]),
+    ("2,1_000\n", "number", "Q.csv", ['"1_000" is not a number']),
+]
+
+
+@pytest.mark.parametrize("text, kind, name, fragments", ERRORS)
+def test_csv_errors_say_what_and_where(text, kind, name, fragments):
+    with pytest.raises(InputError) as caught:
+        csv(text, kind, name)
+    assert caught.value.source == name
+    for fragment in fragments:
+        assert fragment in caught.value.message, caught.value.message
+
+
+def test_pandas_header_with_an_empty_corner_is_read_as_a_header(run, tmp_path):
+    # issue 9: `,0,1` (pandas to_csv) was read as data: Q = [[0,1],[0,4]] and a query labelled "".
+    (tmp_path / "Q.csv").write_text(",0,1\nit,0,4\n")
+    doc = run.json("compute", "--q", tmp_path / "Q.csv", *KV)
+    assert doc["Q"] == [[0, 4]] and doc["query_labels"] == ["it"]
+
+
+def test_a_typo_in_the_first_row_is_an_error_not_a_header(run, tmp_path):
+    # issue 9: `0,4o` silently became a header and the row was dropped.
+    (tmp_path / "Q.csv").write_text("0,4o\n1,1\n")
+    assert_error(run("compute", "--q", tmp_path / "Q.csv", *KV), "Q.csv: ", 'row 1, column 2: "4o" is not a number')
+
+
+@pytest.mark.parametrize("name, text, fragment", [
+    ("Q.csv", "1;2\n3;4\n", "separated by semicolons"),
+    ("Q.tsv", "1 2\n3 4\n", "cells in a .tsv are separated by tabs"),
+    ("Q.csv", '"1,2\n3,4\n', "never closed"),
+])
+def test_other_separators_and_open_quotes_say_so(run, tmp_path, name, text, fragment):
+    # issue 9: all three said "Q[0] is empty".
+    (tmp_path / name).write_text(text)
+    assert_error(run("compute", "--q", tmp_path / name, *KV), name, fragment)
+
+
+def test_a_bias_csv_with_a_header_and_minus_infinity(run, tmp_path):
+    (tmp_path / "B.csv").write_text("k0,k1\n-inf,0\n")
+    doc = run.json("compute", "--q", "1,0", *KV, "--bias", tmp_path / "B.csv")
+    assert doc["heads"][0]["weights"] == [[0.0, 1.0]]
+
+
+# Inline text: rows by `;` or newlines, entries by commas, or spaces in a row without commas.
+@pytest.mark.parametrize("text, matrix", [
+    ("0,4", [0, 4]),
+    ("0 4", [0, 4]),
+    ("1,0; 0,1", [[1, 0], [0, 1]]),
+    ("1, 0 ;0 ,1;", [[1, 0], [0, 1]]),       # spaces around commas; a trailing `;` is allowed
+    ("; 1 0\n0 1\n", [[1, 0], [0, 1]]),      # leading and trailing separators are ignored
+    ("1,0;\n0,1;\n", [[1, 0], [0, 1]]),     # a `;` ending a line is one separator
+    (".5,-.5,1e-3", [0.5, -0.5, 0.001]),
+    ("[[1, 0], [0, 1]]", [[1, 0], [0, 1]]),
+])
+def test_inline_text(text, matrix):
+    assert parse_inline(text, "--q") == matrix
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("0,,4", "row 1, column 2 is empty; expected a number"),
+    ("0,4,", "row 1, column 3 is empty"),
+    (",0,4", "row 1, column 1 is empty"),
+    ("1,0;;0,1", "row 2 is empty (two row separators in a row)"),
+    ("1,0\n\n0,1", "row 2 is empty"),
+    ("1 2, 3", '"1 2" holds numbers separated by spaces; separate the entries of a row with commas'),
+    ("1,x", 'row 1, column 2: "x" is not a number'),
+    (" ; ", "empty matrix"),
+])
+def test_inline_errors(text, fragment):
+    with pytest.raises(InputError, match=None) as caught:
+        parse_inline(text, "--q")
+    assert fragment in caught.value.message and caught.value.source == "--q"
+
+
+def test_inline_empty_entry_is_an_error_on_the_command_line(run):
+    # issue 9: "0,,4" was read as [0, 4].
+    assert_error(run("compute", "--q", "0,,4", "--k", "1,0,0", "--v", "1"), "--q: row 1, column 2 is empty")
+
+
+def test_inline_mask_and_bias_words(run):
+    doc = run.json("compute", "--q", "1,0", *KV, "--mask", "true, false")
+    assert doc["heads"][0]["weights"] == [[1.0, 0.0]]
+    doc = run.json("compute", "--q", "1,0", *KV, "--bias", "0 -inf")
+    assert doc["heads"][0]["weights"] == [[1.0, 0.0]]
+
+
+# Whatever numbers a spreadsheet or pandas writes, with or without a header and labels, read back
+# exactly: nothing is taken for a header, nothing is dropped.
+numbers = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False, width=64))
+
+
+@given(st.lists(st.lists(numbers, min_size=1, max_size=4), min_size=1, max_size=4).filter(
+    lambda rows: len({len(r) for r in rows}) == 1),
+    st.sampled_from(["none", "names", "pandas", "pandas-index"]), st.booleans())
+def test_written_matrices_read_back_exactly(rows, header, labelled):
+    width = len(rows[0])
+    labels = [f"q{i}" for i in range(len(rows))] if header != "pandas-index" else [str(i) for i in range(len(rows))]
+    labelled = labelled or header.startswith("pandas")
+    lines = {"none": [], "names": [",".join(f"d{j}" for j in range(width))],
+             "pandas": ["," + ",".join(str(j) for j in range(width))]}
+    lines = lines.get(header, lines["pandas"])
+    lines += [(f"{label}," if labelled else "") + ",".join(repr(x) for x in row) for label, row in zip(labels, rows)]
+    matrix, read_labels = csv("\n".join(lines) + "\n")
+    assert matrix == rows and read_labels == (labels if labelled else None)
+
+
+@given(st.lists(st.lists(numbers, min_size=1, max_size=4), min_size=2, max_size=4).filter(
+    lambda rows: len({len(r) for r in rows}) == 1),
+    st.sampled_from([", ", ",", " "]), st.sampled_from(["; ", ";", "\n", ";\n"]))
+def test_inline_rows_read_back_exactly(rows, entries, separator):
+    text = separator.join(entries.join(repr(x) for x in row) for row in rows)
+    assert parse_inline(text, "--q") == rows

@@ -1,0 +1,66 @@
+"""JSON as we read it everywhere: a key twice in one object is an error naming the key, and the
+slips people make writing numbers by hand get a hint."""
+
+import json
+
+import pytest
+
+from attncli.errors import InputError
+from attncli.loading import parse_json
+from tests.conftest import SCOOTER, assert_error
+
+SCOOTER_TEXT = json.dumps(SCOOTER)
+
+
+@pytest.mark.parametrize("text, key", [
+    ('{"Q": [1], "Q": [2]}', "Q"),
+    ('{"a": {"b": 1, "b": 2}}', "b"),                  # at any depth
+    ('[{"x": 1}, {"y": 1, "y": 1}]', "y"),             # inside lists, even with equal values
+])
+def test_duplicate_keys_are_refused(text, key):
+    with pytest.raises(InputError) as caught:
+        parse_json(text, "p.json")
+    assert caught.value.message == f'invalid JSON: the key "{key}" appears twice in one object'
+
+
+def test_the_same_key_in_different_objects_is_fine():
+    assert parse_json('[{"a": 1}, {"a": 2}]', "p.json") == [{"a": 1}, {"a": 2}]
+
+
+def test_duplicate_key_in_a_problem_file(run, problem_file):
+    # issue 9: the last "Q" won silently.
+    path = problem_file('{"Q": [0, 4], "K": [[1, 0]], "V": [[1]], "Q": [4, 0]}')
+    assert_error(run("compute", path), "p.json: invalid JSON: the key \"Q\" appears twice")
+
+
+def test_duplicate_key_in_an_answers_file(run, problem_file):
+    problem = problem_file(SCOOTER_TEXT)
+    answers = problem_file('{"weights": [[0.0454, 0.7679, 0.1867]], "weights": [[1, 0, 0]]}', "a.json")
+    assert_error(run("check", answers, problem), "a.json: invalid JSON: the key \"weights\" appears twice")
+
+
+def test_duplicate_key_in_a_heads_entry_of_answers(run, problem_file):
+    problem = problem_file(SCOOTER_TEXT)
+    answers = problem_file('{"heads": [{"scores": [[0, 4, 2]], "scores": [[1, 1, 1]]}]}', "a.json")
+    assert_error(run("check", answers, problem), 'the key "scores" appears twice')
+
+
+def test_duplicate_key_in_inline_json(run):
+    assert_error(run("compute", "--q", '{"a": 1, "a": 2}', "--k", "1", "--v", "1"),
+                 '--q: invalid JSON: the key "a" appears twice')
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("[[.5, 1]]", "JSON numbers need a leading zero: 0.5"),
+    ("[1, -.5]", "JSON numbers need a leading zero: 0.5"),
+    ("[1., 2]", "JSON numbers need a digit after the point: 1.0"),
+])
+def test_hand_written_number_slips_get_a_hint(run, text, hint):
+    result = run("compute", "--q", "1,0", "--k", text, "--v", "1")
+    assert_error(result, "--k: invalid JSON at line 1", hint)
+
+
+def test_no_hint_for_other_json_errors():
+    with pytest.raises(InputError) as caught:
+        parse_json("[1, 2", "p.json")
+    assert "(" not in caught.value.message
