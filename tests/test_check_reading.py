@@ -85,6 +85,11 @@ def test_a_csv_answers_file(run, problem_file):
     assert code == 0 and doc["stages"]["weights"]["correct"] == 6 and doc["stages"]["output"]["right"] == 4
 
 
+def test_a_tsv_answers_file_is_split_at_tabs(run, problem_file):
+    code, doc = marks(run, problem_file("weights\n0.0454\t0.7679\t0.1867\n", "alice.tsv"), problem_file(SCOOTER))
+    assert code == 0 and doc["stages"]["weights"]["correct"] == 3
+
+
 def test_csv_answers_in_a_class_with_heads_and_blocked_cells(run, problem_file):
     problem = problem_file({**CAUSAL2, "heads": 2, "Q": [[1, 0, 1, 0], [0, 1, 0, 1]],
                             "K": [[1, 0, 1, 0], [0, 1, 0, 1]], "V": [[1, 2], [3, 4]]})
