@@ -105,6 +105,7 @@ def test_csv_answers_in_a_class_with_heads_and_blocked_cells(run, problem_file):
     ("0.1,0.2,0.3\n", ["alice.csv: row 1: numbers before any stage name"]),
     ("wieghts\n0.1,0.2,0.3\n", ['alice.csv: row 1: unknown stage "wieghts" (did you mean "weights"?)']),
     ("weights\n0.1,x,0.3\n", ['weights[0][1] is the string "x"; expected a number']),
+    ("heads[1024].weights\n0.1,0.2,0.3\n", ['row 1: "heads[1024].weights" names head 1024']),
 ])
 def test_csv_answer_errors(run, problem_file, text, fragments):
     assert_error(run("check", problem_file(text, "alice.csv"), SAMPLES / "scooter.json"), *fragments)
