@@ -25,6 +25,12 @@ def test_numbers_written_as_strings_keep_their_decimals(run, problem_file):
     assert doc["stages"]["weights"]["cells"] == [["correct", "imprecise", "correct"]]
 
 
+def test_numbers_written_as_strings_with_a_unicode_minus(run, problem_file):
+    scaled = [["−1.7678", "1.7678", "0.3536"], ["1.7678", "−1.7678", "−2.8284"]]  # U+2212, as typeset
+    code, doc = marks(run, problem_file({"scaled": scaled}, "a.json"), problem_file(EXERCISE_5))
+    assert code == 0 and doc["stages"]["scaled"]["correct"] == 6
+
+
 @pytest.mark.parametrize("blocked", [None, "-inf", "-Inf", "−∞", "-∞"])
 def test_masked_cells_spelled_every_way(run, problem_file, blocked):
     answers = {"masked": [[0.7071, blocked], [0, 0.7071]]}
@@ -134,6 +140,9 @@ def test_some_heads_only(run, problem_file):
     assert "heads[1].weights" in doc["not_answered"]
     answers = {"heads": [{}, {"weights": computed["heads"][1]["weights"]}]}
     assert marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")[0] == 0
+    answers = {"heads": [None, {"weights": computed["heads"][1]["weights"]}]}  # null: head 0 not answered
+    code, doc = marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")
+    assert code == 0 and list(doc["stages"]) == ["heads[1].weights"]
     too_many = {"heads": [{}, {}, {}]}
     assert_error(run("check", problem_file(too_many, "a.json"), SAMPLES / "multihead.json"),
                  "heads lists 3 heads but the problem has 2")
