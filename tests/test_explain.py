@@ -251,6 +251,12 @@ def test_rounded_carry_multiplies_the_projected_q_and_k_as_printed(run, problem_
     assert "Step 2: raw scores, q · k\n  0: (0.2)(0.9) + (0.9)(0.4) = 0.5\n" in out
 
 
+def test_a_tiny_negative_is_printed_without_a_minus_sign(run, problem_file):
+    out = run("compute", problem_file({"Q": [-0.00001, 0], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]}),
+              "--explain").stdout
+    assert "  0: (0.0)(1.0) + (0.0)(0.0) = 0.0000\n" in out and "-0.0" not in out and "e^-" not in out
+
+
 def test_carry_in_json_and_only_with_explain(run):
     doc = run.json("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2")
     assert "  petrol:   2.00 / 1.41 = 1.42" in doc["explanation"]
