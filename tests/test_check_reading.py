@@ -140,6 +140,11 @@ def test_some_heads_only(run, problem_file):
     assert "heads[1].weights" in doc["not_answered"]
     answers = {"heads": [{}, {"weights": computed["heads"][1]["weights"]}]}
     assert marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")[0] == 0
+    answers = {"heads": [{"weights": None}, {"weights": computed["heads"][1]["weights"]}]}  # a null stage too
+    code, doc = marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")
+    assert code == 0 and list(doc["stages"]) == ["heads[1].weights"]
+    assert_error(run("check", problem_file({"heads": [{"wieghts": [[1]]}]}, "a.json"), SAMPLES / "multihead.json"),
+                 'unknown key "wieghts" in heads[0] (did you mean "weights"?)')
     answers = {"heads": [None, {"weights": computed["heads"][1]["weights"]}]}  # null: head 0 not answered
     code, doc = marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")
     assert code == 0 and list(doc["stages"]) == ["heads[1].weights"]

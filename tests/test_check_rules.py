@@ -365,3 +365,4 @@ def test_scores_and_scaled_both_rounded_and_carried_are_correct(run, problem_fil
     problem = {"Q": [[-0.04, 0.13]], "K": [[-0.13, 0.25], [-1.72, 1.67], [-1.33, 2.48]], "V": [[1, 0], [0, 1], [1, 1]]}
     doc = marked(run, problem_file, {"weights": [[0.2883, 0.3452, 0.3665]]}, problem=problem, code=0)
     assert doc["stages"]["weights"]["notes"] == ["rounded scores, scaled carried (2 decimals)"]
+

@@ -227,3 +227,10 @@ def test_a_file_name_that_is_not_utf8_is_named_in_one_printable_line(run, tmp_pa
     result = run("compute", name)
     assert result.exit_code == 2 and result.stdout == ""
     assert "bad\\udcffname.json" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_markdown_escapes_a_start_that_would_open_a_list_or_a_rule():
+    from attncli.render.export import md
+
+    assert [md(t) for t in ("1. Intro", "2) b", "- x", "+ y", "=", ". z", "12 monkeys")] == \
+        ["1\\. Intro", "2\\) b", "\\- x", "\\+ y", "\\=", "\\. z", "12 monkeys"]
