@@ -97,9 +97,12 @@ def check(
         return _read_answers(name, cap), shared[2]
 
     names = files or [None]
+    # The gradebook formats record a submission that cannot be marked as a row scoring 0, also
+    # when it is the only one: Gradescope needs a results.json whatever went wrong.
+    many = len(names) > 1 or (format in (CheckFormat.csv, CheckFormat.gradescope) and names != [None])
     origin = {stage: f"--{stage}" for stage in inline}
     settings = {"tol": tol, "decimals": decimals, "require": required}
-    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, len(names) > 1, origin)
+    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
                for name in names]
     _report(shared[2] if shared else None, results, format, precision, decimals, tol)
 
