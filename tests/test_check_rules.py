@@ -303,3 +303,22 @@ def test_final_output_mistakes_are_named(run, problem_file, mistake):
     doc = marked(run, problem_file, answers, problem=PROJECTED, code=1)
     assert doc["stages"]["output"]["diagnosis"] == [mistake]
     assert mark_all(trace, *read_answers(answers, trace))["output"].notes[0].startswith(mistake + ": ")
+
+
+# `attn exercise --seed 40 --kind causal` (pinned); a learner who forgot the scale and carried
+# full precision on a calculator: weights written to 4 decimals, output from the unrounded weights.
+CAUSAL_40 = {"Q": [[-2, -0.5], [0, -0.5], [-1, 0.5]], "K": [[0, 1.5], [-2, 2], [-1, -2]],
+             "V": [[2, -2], [1, 2], [0, 3]], "mask": "causal"}
+NO_SCALE_40 = {"scaled": [[-0.75, 3, 3], [-0.75, -1, 1], [0.75, 3, 0]],
+               "weights": [[1, 0, 0], [0.5622, 0.4378, 0], [0.0912, 0.8657, 0.0431]],
+               "output": [[2, -2], [1.5622, -0.2487], [1.0481, 1.6781]]}
+
+
+def test_carried_at_full_precision_from_an_earlier_stage_is_carried(run, problem_file):
+    # From the written (4-decimal) weights the last cell is 1.6783: the learner's own scaled scores,
+    # carried exactly, give 1.6781. Both are the learner's own method; neither is wrong.
+    doc = marked(run, problem_file, NO_SCALE_40, problem=CAUSAL_40, code=1)
+    assert doc["stages"]["scaled"]["diagnosis"] == ["no_scale"]
+    output = doc["stages"]["output"]
+    assert (output["right"], output["wrong"], output["carried"]) == (6, 0, 4)
+    assert doc["right"] == doc["max"] - 8  # only the 8 unscaled cells lose marks
