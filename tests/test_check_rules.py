@@ -322,3 +322,13 @@ def test_carried_at_full_precision_from_an_earlier_stage_is_carried(run, problem
     output = doc["stages"]["output"]
     assert (output["right"], output["wrong"], output["carried"]) == (6, 0, 4)
     assert doc["right"] == doc["max"] - 8  # only the 8 unscaled cells lose marks
+
+
+def test_a_causal_mask_the_wrong_way_round_is_mask_transposed(run, problem_file):
+    # triu for tril: each query keeps itself and the later keys. Not "wrote the matrix transposed"
+    # (the numbers are in their places) nor "mask_ignored" (it was applied).
+    scaled = np.array([[-0.75, 3, 3], [-0.75, -1, 1], [0.75, 3, 0]]) / np.sqrt(2)
+    masked = [[None if j < i else round(x, 4) for j, x in enumerate(row)] for i, row in enumerate(scaled)]
+    doc = marked(run, problem_file, {"masked": masked}, problem=CAUSAL_40, code=1)
+    assert doc["stages"]["masked"]["diagnosis"] == ["mask_transposed"]
+    assert doc["stages"]["masked"]["wrong"] == 6
