@@ -21,7 +21,7 @@ import numpy as np
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.marking import Answer
 from attncli.mistakes import present
-from attncli.problem import ALIASES, INPUT_KEYS, OUTPUT_KEYS
+from attncli.problem import ALIASES, INPUT_KEYS, OUTPUT_KEYS, PROJECTIONS, QKV
 from attncli.trace import STAGES, Trace
 from attncli.values import Written, as_array, decimals_of, describe
 
@@ -93,6 +93,21 @@ def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
             raise InputError(f"unknown key {quote(key)}{where}{hint}")
 
 
+def _same_problem(doc: dict, trace: Trace) -> None:
+    """Answers that carry their own problem (Q, K, V or X, W_Q, … beside them) must carry this
+    one: answers to another exercise are not marked against it."""
+    inputs = trace.problem.inputs
+    for key, value in doc.items():
+        name = ALIASES.get(key, key)
+        if name not in QKV + PROJECTIONS or name not in inputs or value is None:
+            continue
+        mine = as_array(_read(value, False), key, max_dims=2)
+        given = inputs[name]
+        if mine.size != given.size or not np.allclose(mine.reshape(given.shape), given, rtol=1e-12, atol=1e-12):
+            raise InputError(f"{key} is not the problem's {name}: these answers hold their own problem; mark "
+                             "them against it, on their own")
+
+
 def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | None]:
     """Per-head answers (one dict per head, empty when not answered), and the final output's
     answer (None when it is head 0's output or absent). Raises NoAnswers when nothing is answered."""
@@ -100,6 +115,7 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     if not isinstance(doc, dict):
         raise InputError(f"the top level is {describe(doc)}; expected a JSON object of answers")
     _check_keys(doc, HEAD_STAGES + ("heads",) + INPUT_KEYS + OUTPUT_KEYS, "")
+    _same_problem(doc, trace)
     shapes = {"scores": (p.lq, p.lk), "scaled": (p.lq, p.lk), "masked": (p.lq, p.lk),
               "weights": (p.lq, p.lk), "output": (p.lq, trace.d_v)}
     what = {name: "queries × keys" for name in shapes} | {"output": "queries × value columns"}

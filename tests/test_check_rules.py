@@ -332,3 +332,18 @@ def test_a_causal_mask_the_wrong_way_round_is_mask_transposed(run, problem_file)
     doc = marked(run, problem_file, {"masked": masked}, problem=CAUSAL_40, code=1)
     assert doc["stages"]["masked"]["diagnosis"] == ["mask_transposed"]
     assert doc["stages"]["masked"]["wrong"] == 6
+
+
+def test_answers_holding_another_problem_are_not_marked_against_this_one(run, problem_file, tmp_path):
+    # A learner who solved another exercise (its Q, K, V copied beside the answers) would score
+    # whatever happens to agree; the teacher is told instead, and the class goes on.
+    other = dict(CAUSAL_40, Q=[[1, 0.5], [0, -0.5], [-1, 0.5]])
+    theirs = problem_file(dict(other, weights=[[1, 0, 0], [0.5, 0.5, 0], [0.3, 0.3, 0.4]]), "theirs.json")
+    key = problem_file(CAUSAL_40, "key.json")
+    result = run("check", theirs, "--problem", key)
+    assert_error(result, "theirs.json", "Q is not the problem's Q", "their own problem")
+    same = problem_file(dict(CAUSAL_40, Q=[["-2", "-0.5"], [0, "-0.5"], [-1, 0.5]], output=NO_SCALE_40["output"]),
+                        "same.json")
+    assert run("check", same, "--problem", key, "-f", "json").exit_code == 1  # the same problem, copied: marked
+    many = run("check", same, theirs, "--problem", key, "-f", "json")
+    assert many.exit_code == 2 and "their own problem" in json.loads(many.stdout)["files"][1]["error"]
