@@ -202,3 +202,25 @@ def test_usage_errors(run, tmp_path):
     assert_error(run("check", SAMPLES / "multihead.json", "--weights", "1,2,3"),
                  "weights is given at the top level, but the problem has 2 heads")
     assert_error(run("check", tmp_path / "nope.json", SAMPLES / "scooter.json"), "nope.json: no such file")
+
+
+def test_a_wide_stage_table_is_split_to_fit_the_terminal():
+    # Six keys of "0.0438 ✗ 0.0338" are ~116 columns: on an 80-column terminal every row wrapped.
+    import io
+
+    from rich.console import Console
+
+    from attncli.api import attend, check as check_api
+    from attncli.render.marks import print_marks
+
+    keys = [[1, 0], [0, 1], [1, 1], [-1, 0], [0, -1], [2, 1]]
+    trace = attend(Q=[[1, 2], [0.5, -1]], K=keys, V=keys)
+    given = np.round(trace.weights[0] + 0.01, 4)
+    marks = check_api({"weights": given.tolist()}, trace)
+    console = Console(file=io.StringIO(), width=80, color_system=None, highlight=False)
+    print_marks(trace, dict(marks), console, 4)
+    out = console.file.getvalue()
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "weights (columns 0–" in out and "weights (columns " in out.split("weights (columns 0–")[1]
+    assert "…" not in out and out.count(" ✗ ") == 12 + 1  # no cell cut, each shown once (and the legend)
+    assert f"{trace.weights[0][1, 5]:.4f}" in out
