@@ -122,7 +122,8 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
               rule: Rule) -> tuple[list[str], list[str]]:
     """Mistakes consistent with every cell: the recomputation, from the learner's latest earlier
     stage, agrees with every right cell and reproduces wrong ones. The ones that explain the most
-    wrong cells are named; an early rounding coarser than rule.decimals is `rounded_early`."""
+    wrong cells (more than half of them) are named; an early rounding coarser than rule.decimals
+    is `rounded_early`."""
     wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried")
     steps = span(trace, basis.stage, stage)
     exact = trace.stage(stage)[head]
@@ -148,6 +149,8 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
         elif explained == best and explained and mistake not in [m for m, _ in named]:
             named.append((mistake, note))  # equally good; one rounded_early note at most
     total = int(wrong.sum())
+    if 2 * best <= total:
+        return [], []  # agreeing on half the wrong cells or fewer is as likely a coincidence
     suffix = f" (explains {best} of {total} wrong cells)" if named and best < total else ""
     return [m for m, _ in named], [note + suffix for _, note in named]
 

@@ -347,3 +347,15 @@ def test_answers_holding_another_problem_are_not_marked_against_this_one(run, pr
     assert run("check", same, "--problem", key, "-f", "json").exit_code == 1  # the same problem, copied: marked
     many = run("check", same, theirs, "--problem", key, "-f", "json")
     assert many.exit_code == 2 and "their own problem" in json.loads(many.stdout)["files"][1]["error"]
+
+
+def test_a_mistake_that_explains_few_of_the_wrong_cells_is_not_named(run, problem_file):
+    # Every weight 0.01 too big: no common mistake does that. A recomputation that happens to
+    # agree on one cell of twelve is a coincidence, not a diagnosis to show a class.
+    # `attn exercise --seed 3 --queries 2 --keys 6` (pinned): scaled rounded to 1 decimal happens
+    # to give one of the twelve.
+    problem = {"Q": [[1.5, 0], [2, -0.5]], "K": [[-0.5, 1.5], [2, 2], [1.5, 1], [-1, -0.5], [-1, 2], [1, -2]],
+               "V": [[2, 3], [-3, -2], [3, 1], [-3, -1], [3, -3], [3, 3]]}
+    exact = np.array(json.loads(run("compute", problem_file(problem), "-f", "json").stdout)["heads"][0]["weights"])
+    doc = marked(run, problem_file, {"weights": np.round(exact + 0.01, 4).tolist()}, problem=problem, code=1)
+    assert doc["stages"]["weights"]["wrong"] == 12 and doc["stages"]["weights"]["diagnosis"] == []
