@@ -34,9 +34,10 @@ def _written(value: float, decimals: int, precision: int) -> str:
     return number(value, decimals if decimals >= 0 else precision)
 
 
-def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width: int):
+def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width: int | None):
     """Yield a title and a table of the given values marked (expected beside); a table wider than
-    `width` is split into column ranges, each cell shown whole."""
+    `width` (a terminal's; None: a pipe, as wide as it needs) is split into column ranges, each
+    cell shown whole."""
     p = trace.problem
     output = name.endswith("output")
     columns = [str(j) for j in range(mark.expected.shape[1])] if output else labels(p.key_labels, p.lk)
@@ -53,7 +54,7 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
             cells[i].append(text)
     headers = [rich_text(column) for column in columns]
     widths = [max(h.cell_len, *(row[j].cell_len for row in cells)) for j, h in enumerate(headers)]
-    chunks = column_chunks(widths, max(row.cell_len for row in rows), width)
+    chunks = column_chunks(widths, max(row.cell_len for row in rows), width) if width else [list(range(len(columns)))]
     for chunk in chunks:
         suffix = "" if len(chunks) == 1 else f" (columns {columns[chunk[0]]}–{columns[chunk[-1]]})"
         table = Table(box=box.ROUNDED, header_style="bold")
@@ -75,7 +76,8 @@ def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, pre
     for name, mark in marks.items():
         if mark.count("missing") == mark.cells.size:
             continue  # nothing to show: the summary says it is missing
-        for renderable in stage_tables(trace, name, mark, precision, console.width):
+        width = None if getattr(console, "grow", False) else console.width  # a pipe grows to fit
+        for renderable in stage_tables(trace, name, mark, precision, width):
             console.print(renderable)
         console.print()
     for name, mark in marks.items():
