@@ -186,3 +186,17 @@ def test_one_bad_submission_still_gets_a_gradescope_results_json(run, tmp_path):
                                                "--format", "csv").stdout)))
         assert rows[1][1] == "0" and reason in rows[1][-1]
     assert run("check", blank, "--problem", tmp_path / "problem.json", "--format", "json").exit_code == 2
+
+
+def test_the_class_summary_warns_when_files_are_marked_out_of_different_maxima(run, tmp_path):
+    # One learner answered only the scores (all right): 100% beside a full answer's 100%. The
+    # teacher is told why, and how to mark every file out of the same.
+    (tmp_path / "problem.json").write_text(json.dumps(SCOOTER))
+    (tmp_path / "full.json").write_text(json.dumps({"weights": [0.0454, 0.7679, 0.1867], "output": [0.2775, 1.3491]}))
+    (tmp_path / "scores.json").write_text(json.dumps({"scores": [0, 4, 2]}))
+    files = [tmp_path / "full.json", tmp_path / "scores.json"]
+    table = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "table").stdout
+    assert "marked out of different maxima (3 to 5 cells)" in table and "--require" in table
+    same = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "table",
+               "--require", "scores,weights,output").stdout
+    assert "different maxima" not in same and "scores.json" in same
