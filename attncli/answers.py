@@ -183,7 +183,7 @@ def parse_answers_csv(text: str, source: str) -> dict:
     except csv.Error as error:
         raise InputError(f"not valid CSV: {error}", source) from None
     doc: dict = {}
-    current = None
+    current, blocks = None, []
     for r, row in enumerate(rows, start=1):
         cells = [c.strip() for c in row]
         if not any(cells):
@@ -207,5 +207,31 @@ def parse_answers_csv(text: str, source: str) -> dict:
         if current is None:
             raise InputError(f"row {r}: numbers before any stage name; expected a line naming the stage "
                              "(e.g. weights) above its rows", source)
-        current.append([c if c else None for c in cells])
+        if not current:
+            blocks.append((current, stage == "masked"))
+        current.append((r, cells))
+    for block, masked in blocks:
+        block[:] = _unlabelled(block, source, masked)
     return doc
+
+
+def _unlabelled(block: list, source: str, masked: bool) -> list:
+    """A block's rows, (row number, cells), without the labels copied from a worksheet: a first
+    row holding no number (or pandas' empty corner before the names) is a header, and the first
+    column holds labels when the header has that corner or the first row starts with a word (the
+    rules of `attncli.text_input`). Cells stay text; an empty one is None (−∞ when masked)."""
+    from attncli.text_input import is_value, is_word
+
+    header = block[0][1]
+    # pandas' corner; in `masked` an empty first cell may be a blocked position, so there the
+    # names after it must be words
+    corner = len(header) > 1 and not header[0] and not (masked and any(is_value(c, "bias") for c in header[1:]))
+    if corner or not any(is_value(c, "bias") or not c for c in header):
+        block = block[1:] or block  # a header alone is read as data, and refused as such
+    labelled = corner or is_word(block[0][1][0], "bias")
+    rows = []
+    for r, cells in block:
+        if labelled and (len(cells) != len(block[0][1]) or not cells[0] or not (corner or is_word(cells[0], "bias"))):
+            raise InputError(f"row {r}: expected the row's label in column 1, as in row {block[0][0]}", source)
+        rows.append([c if c else None for c in cells[labelled:]])
+    return rows
