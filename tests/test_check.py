@@ -224,3 +224,19 @@ def test_a_wide_stage_table_is_split_to_fit_the_terminal():
     assert "weights (columns 0–" in out and "weights (columns " in out.split("weights (columns 0–")[1]
     assert "…" not in out and out.count(" ✗ ") == 12 + 1  # no cell cut, each shown once (and the legend)
     assert f"{trace.weights[0][1, 5]:.4f}" in out
+
+
+def test_inline_answers_with_a_complete_key_mark_only_what_was_given(run, tmp_path):
+    # `attn compute`'s JSON is a complete key. With --problem it is only the problem: its stages
+    # are not the learner's answers. Without, it is answers and problem in one file, and an
+    # inline stage replaces the file's own (it was hidden behind the key's heads[0]).
+    key = tmp_path / "key.json"
+    key.write_text(run("compute", SAMPLES / "scooter.json", "--format", "json").stdout)
+    wrong = "0.0159,0.8668,0.1173"
+    result = run("check", "--weights", wrong, "--problem", key, "--format", "json")
+    assert result.exit_code == 1, result.stdout
+    doc = json.loads(result.stdout)
+    assert list(doc["stages"]) == ["weights"] and doc["stages"]["weights"]["wrong"] == 3
+    result = run("check", key, "--weights", wrong, "--format", "json")
+    assert result.exit_code == 1, result.stdout
+    assert json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3
