@@ -18,6 +18,8 @@ MISTAKES = {
     "scale_multiplied": ("scaled", "multiplied the scores by √d_k instead of dividing"),
     "mask_ignored": ("masked", "did not apply the mask"),
     "mask_inverted": ("masked", "inverted the mask: kept the positions that should be blocked"),
+    "mask_transposed": ("masked", "applied the mask transposed (for a causal mask: each query kept the later "
+                                  "keys instead of the earlier ones)"),
     "no_exp": ("weights", "normalised the scores by their sum without taking e^x first"),
     "softmax_wrong_axis": ("weights", "normalised each column (over queries) instead of each row (over keys)"),
     "no_softmax": ("weights", "used the scaled scores as weights without a softmax"),
@@ -61,8 +63,12 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
             return previous * factor.get(mistake, trace.scale)
         if stage == "masked":
             mask = head_slice(p.mask, head)
-            if mistake in ("mask_ignored", "mask_inverted") and mask is None:
+            if mistake in ("mask_ignored", "mask_inverted", "mask_transposed") and mask is None:
                 return None
+            if mistake == "mask_transposed" and mask.shape[0] != mask.shape[1]:
+                return None
+            if mistake == "mask_transposed":
+                mask = mask.T  # (Lq, Lk) square: a causal mask as triu instead of tril
             mask = None if mistake == "mask_ignored" else (~mask if mistake == "mask_inverted" else mask)
             return mask_scores(previous, mask, head_slice(p.bias, head))
         if stage == "weights":

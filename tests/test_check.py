@@ -202,3 +202,41 @@ def test_usage_errors(run, tmp_path):
     assert_error(run("check", SAMPLES / "multihead.json", "--weights", "1,2,3"),
                  "weights is given at the top level, but the problem has 2 heads")
     assert_error(run("check", tmp_path / "nope.json", SAMPLES / "scooter.json"), "nope.json: no such file")
+
+
+def test_a_wide_stage_table_is_split_to_fit_the_terminal():
+    # Six keys of "0.0438 ✗ 0.0338" are ~116 columns: on an 80-column terminal every row wrapped.
+    import io
+
+    from rich.console import Console
+
+    from attncli.api import attend, check as check_api
+    from attncli.render.marks import print_marks
+
+    keys = [[1, 0], [0, 1], [1, 1], [-1, 0], [0, -1], [2, 1]]
+    trace = attend(Q=[[1, 2], [0.5, -1]], K=keys, V=keys)
+    given = np.round(trace.weights[0] + 0.01, 4)
+    marks = check_api({"weights": given.tolist()}, trace)
+    console = Console(file=io.StringIO(), width=80, color_system=None, highlight=False)
+    print_marks(trace, dict(marks), console, 4)
+    out = console.file.getvalue()
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "weights (columns 0–" in out and "weights (columns " in out.split("weights (columns 0–")[1]
+    assert "…" not in out and out.count(" ✗ ") == 12 + 1  # no cell cut, each shown once (and the legend)
+    assert f"{trace.weights[0][1, 5]:.4f}" in out
+
+
+def test_inline_answers_with_a_complete_key_mark_only_what_was_given(run, tmp_path):
+    # `attn compute`'s JSON is a complete key. With --problem it is only the problem: its stages
+    # are not the learner's answers. Without, it is answers and problem in one file, and an
+    # inline stage replaces the file's own (it was hidden behind the key's heads[0]).
+    key = tmp_path / "key.json"
+    key.write_text(run("compute", SAMPLES / "scooter.json", "--format", "json").stdout)
+    wrong = "0.0159,0.8668,0.1173"
+    result = run("check", "--weights", wrong, "--problem", key, "--format", "json")
+    assert result.exit_code == 1, result.stdout
+    doc = json.loads(result.stdout)
+    assert list(doc["stages"]) == ["weights"] and doc["stages"]["weights"]["wrong"] == 3
+    result = run("check", key, "--weights", wrong, "--format", "json")
+    assert result.exit_code == 1, result.stdout
+    assert json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3

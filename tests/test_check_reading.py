@@ -85,6 +85,20 @@ def test_a_csv_answers_file(run, problem_file):
     assert code == 0 and doc["stages"]["weights"]["correct"] == 6 and doc["stages"]["output"]["right"] == 4
 
 
+def test_a_csv_answers_file_with_the_worksheets_labels(run, problem_file):
+    # Copied from the worksheet's grid: a header of key names, each row starting with its query
+    # (the first cell of the header empty, as pandas writes it). The labels are not answers.
+    text = ("weights\n,w0,w1,w2\nq0,0.0229,0.7860,0.1911\nq1,0.9622,0.0280,0.0097\n"
+            "output\nq0,-1.2585,-2.7173\nq1,-2.9232,0.8588\n"
+            "scores\n,0,1,2\n0,-2.5,2.5,0.5\n1,2.5,-2.5,-4\n")
+    code, doc = marks(run, problem_file(text, "alice.csv"), problem_file(EXERCISE_5))
+    assert code == 0, doc
+    assert doc["stages"]["weights"]["correct"] == 6 and doc["stages"]["output"]["right"] == 4
+    assert doc["stages"]["scores"]["right"] == 6  # pandas' to_csv: the corner, then numbered names
+    assert_error(run("check", problem_file("weights\n,a,b,c\nq0,0.1,0.2,0.7\n0.5,0.2,0.3\n", "bob.csv"),
+                     problem_file(EXERCISE_5)), "bob.csv", "row 4", "label")
+
+
 def test_csv_answers_in_a_class_with_heads_and_blocked_cells(run, problem_file):
     problem = problem_file({**CAUSAL2, "heads": 2, "Q": [[1, 0, 1, 0], [0, 1, 0, 1]],
                             "K": [[1, 0, 1, 0], [0, 1, 0, 1]], "V": [[1, 2], [3, 4]]})

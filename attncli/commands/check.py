@@ -73,6 +73,7 @@ def check(
     from attncli.loading import load_matrix
 
     files = list(files or [])
+    named_problem = problem is not None  # --problem: that file is the problem, never answers
     inline = {stage: value for stage, value in zip(ANSWER_OPTIONS, (scores, scaled, masked, weights, output))
               if value is not None}
     required = _stages(require)
@@ -89,6 +90,8 @@ def check(
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
+        if name is None and named_problem:
+            return {}, shared[2]  # only the answers given inline
         if name is None or name == problem:
             return shared[0], shared[2]
         if each_own:
@@ -97,9 +100,12 @@ def check(
         return _read_answers(name, cap), shared[2]
 
     names = files or [None]
+    # The gradebook formats record a submission that cannot be marked as a row scoring 0, also
+    # when it is the only one: Gradescope needs a results.json whatever went wrong.
+    many = len(names) > 1 or (format in (CheckFormat.csv, CheckFormat.gradescope) and names != [None])
     origin = {stage: f"--{stage}" for stage in inline}
     settings = {"tol": tol, "decimals": decimals, "require": required}
-    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, len(names) > 1, origin)
+    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
                for name in names]
     _report(shared[2] if shared else None, results, format, precision, decimals, tol)
 
@@ -168,7 +174,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
 
     try:
         doc, trace = answers()
-        doc = doc | given if isinstance(doc, dict) else doc  # read_answers names a wrong type
+        doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         return name, mark_all(trace, *read_answers(doc, trace), **settings), None
     except NoAnswers:
         blank = NoAnswers(name)
@@ -181,6 +187,18 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
             raise
         sys.stderr.write(f"error: {one_line(str(error))}\n")
         return name, None, error.message
+
+
+def _overlay(doc: dict, given: dict, trace) -> dict:
+    """The file's answers with the stages given inline in their place: a one-head key (what
+    `attn compute` writes) holds them in heads[0] too, where they would win over the top level."""
+    doc = doc | given
+    heads = doc.get("heads")
+    p = trace.problem
+    if given and p.heads == 1 and "W_O" not in p.inputs and isinstance(heads, list) and heads \
+            and isinstance(heads[0], dict):
+        doc["heads"] = [{k: v for k, v in heads[0].items() if k not in given}] + heads[1:]
+    return doc
 
 
 def _blank(error: str | None) -> bool:
