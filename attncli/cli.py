@@ -118,7 +118,7 @@ from attncli.commands import check, compute, learn  # noqa: E402
 
 app.command(cls=AttnCommand)(compute.compute)
 app.command(cls=AttnCommand, help=prose(check.check.__doc__))(check.check)
-app.command(cls=AttnCommand)(learn.exercise)
+app.command(cls=AttnCommand, help=prose(learn.exercise.__doc__))(learn.exercise)
 app.command(cls=AttnCommand)(learn.example)
 app.command(cls=AttnCommand)(learn.posenc)
 
