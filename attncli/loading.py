@@ -108,7 +108,9 @@ def _unique_keys(pairs: list) -> dict:
 
 
 def _json_hint(text: str, position: int) -> str:
-    """Advice for the slips people make writing JSON numbers by hand (`.5`, `1.`)."""
+    """Advice for the slips people make writing JSON numbers by hand (`.5`, `1.`, `−1`)."""
+    if text[position:position + 1] == "\u2212":
+        return " (JSON numbers take the ASCII minus: -1, not \u22121)"
     point = position + (text[position:position + 2] == "-.")
     if text[point:point + 1] != ".":
         return ""
