@@ -18,9 +18,11 @@ MISTAKES = {
     "scale_multiplied": ("scaled", "multiplied the scores by √d_k instead of dividing"),
     "mask_ignored": ("masked", "did not apply the mask"),
     "mask_inverted": ("masked", "inverted the mask: kept the positions that should be blocked"),
+    "mask_zero": ("masked", "wrote 0 where the mask blocks, instead of −∞ (e^−∞ = 0, but e^0 = 1)"),
     "no_exp": ("weights", "normalised the scores by their sum without taking e^x first"),
     "softmax_wrong_axis": ("weights", "normalised each column (over queries) instead of each row (over keys)"),
     "no_softmax": ("weights", "used the scaled scores as weights without a softmax"),
+    "argmax": ("weights", "gave the largest score all the weight (argmax) instead of a softmax"),
     "transposed_k": ("scores", "multiplied Q by K where Kᵀ was needed"),
     "values_transposed": ("output", "multiplied the weights by Vᵀ instead of V"),
 }
@@ -64,13 +66,17 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
             if mistake in ("mask_ignored", "mask_inverted") and mask is None:
                 return None
             mask = None if mistake == "mask_ignored" else (~mask if mistake == "mask_inverted" else mask)
-            return mask_scores(previous, mask, head_slice(p.bias, head))
+            masked = mask_scores(previous, mask, head_slice(p.bias, head))
+            return np.where(np.isneginf(masked), 0.0, masked) if mistake == "mask_zero" else masked
         if stage == "weights":
             if mistake == "no_softmax":
                 return previous
             if mistake == "no_exp":
                 plain = np.where(np.isneginf(previous), 0.0, previous)
                 return plain / plain.sum(axis=-1, keepdims=True)
+            if mistake == "argmax":  # a tie shares the weight
+                top = previous == previous.max(axis=-1, keepdims=True)
+                return top / top.sum(axis=-1, keepdims=True)
             if mistake == "softmax_wrong_axis":
                 return softmax(previous.T, p.masked_rows)[0].T
             return softmax(previous, p.masked_rows)[0]

@@ -109,6 +109,9 @@ FABRICATED = {
     "mask_inverted": {"weights": r4(softmax_rows(np.where(~MASK, SCALED, -np.inf)))},
     "values_transposed": {"weights": r4(WEIGHTS), "output": r4(WEIGHTS @ V.T)},
     "rounded_early": {"weights": r4(softmax_rows(np.where(MASK, np.round(SCALED, 1), -np.inf)))},
+    "mask_zero": {"masked": r4(np.where(MASK, SCALED, 0.0))},
+    "argmax": {"weights": [[f"{x:.2f}" for x in row] for row in
+                           (MASKED == MASKED.max(axis=1, keepdims=True)).astype(float)]},
 }
 
 
@@ -122,6 +125,15 @@ def test_no_softmax_is_named(run, tmp_path):
     scaled = np.array([[0.0, 4.0, 2.0]]) / math.sqrt(2)
     diagnoses = _diagnosed(run, tmp_path, {"weights": r4(scaled)}, SCOOTER)
     assert diagnoses["weights"] == ["no_softmax"]
+
+
+def test_masked_zeros_then_their_softmax_is_one_slip(run, tmp_path):
+    # A learner writes 0 where −∞ belongs, then takes the softmax of that: the masked stage is
+    # diagnosed, and the weights follow from it (carried), not a second mistake.
+    masked = np.where(MASK, SCALED, 0.0)
+    _, doc = check(run, tmp_path, {"masked": r4(masked), "weights": r4(softmax_rows(masked))})
+    assert doc["stages"]["masked"]["diagnosis"] == ["mask_zero"]
+    assert doc["stages"]["weights"]["wrong"] == 0 and doc["stages"]["weights"]["carried"] > 0
 
 
 def test_rounded_early_says_where_and_how(run, tmp_path):
