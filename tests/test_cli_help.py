@@ -137,3 +137,22 @@ def test_shell_completion_is_offered_and_completes():
     env = {"_ATTN_COMPLETE": "complete_bash", "COMP_WORDS": "attn compute --form", "COMP_CWORD": "2"}
     result = runner.invoke(app, [], env=env, prog_name="attn")
     assert result.exit_code == 0 and result.stdout.split() == ["--format"]
+
+
+def test_check_on_a_terminal_with_no_problem_says_how_instead_of_waiting():
+    # `attn check --weights …` with no file read the terminal and sat there, silent, until Ctrl-D.
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    main, terminal = pty.openpty()
+    try:
+        result = subprocess.run([sys.executable, "-m", "attncli", "check", "--weights", "0.1,0.2,0.7"],
+                                stdin=terminal, capture_output=True, text=True, timeout=30)
+    finally:
+        os.close(main)
+        os.close(terminal)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: no problem: name one") and result.stderr.count("\n") == 1
+    assert "attn example scooter | attn check --weights" in result.stderr

@@ -79,6 +79,10 @@ def check(
     each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
     if problem is None and not each_own:
         if not files:
+            if sys.stdin.isatty():  # reading it would wait, silently, for a document typed in
+                raise InputError('no problem: name one (attn check answers.json problem.json, or attn check '
+                                 'problem.json --weights "0.05, 0.77, 0.19"), or pipe one '
+                                 '(attn example scooter | attn check --weights "0.05, 0.77, 0.19")')
             files = ["-"]
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
