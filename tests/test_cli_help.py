@@ -156,3 +156,14 @@ def test_check_on_a_terminal_with_no_problem_says_how_instead_of_waiting():
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: no problem: name one") and result.stderr.count("\n") == 1
     assert "attn example scooter | attn check --weights" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["scooter", "scooter.json", "samples/causal.json"])
+def test_a_missing_file_named_like_an_example_points_to_attn_example(run, tmp_path, monkeypatch, name):
+    # A learner away from the repository types the README's `attn compute samples/scooter.json`.
+    monkeypatch.chdir(tmp_path)
+    stem = name.split("/")[-1].removesuffix(".json")
+    assert_error(run("compute", name), f"{name}: no such file",
+                 f"(a bundled example: attn example {stem} prints it)")
+    assert_error(run("compute", "homework.json"), "homework.json: no such file")
+    assert "example" not in run("compute", "homework.json").stderr
