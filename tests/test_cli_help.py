@@ -167,3 +167,13 @@ def test_a_missing_file_named_like_an_example_points_to_attn_example(run, tmp_pa
                  f"(a bundled example: attn example {stem} prints it)")
     assert_error(run("compute", "homework.json"), "homework.json: no such file")
     assert "example" not in run("compute", "homework.json").stderr
+
+
+@pytest.mark.parametrize("command", [(), ("compute",), ("check",), ("exercise",)])
+def test_no_color_help_has_no_style_at_all(run, command):
+    # README: NO_COLOR turns off every style, bold and dim included; rich alone keeps those, and
+    # Typer's help is rich. FORCE_COLOR stands in for a terminal.
+    result = run(*command, "--help", env={"NO_COLOR": "1", "FORCE_COLOR": "1", "COLUMNS": "80"})
+    assert result.exit_code == 0 and "Usage" in result.stdout
+    assert "\x1b[" not in result.stdout
+    assert "\x1b[" in run(*command, "--help", env={"NO_COLOR": "", "FORCE_COLOR": "1", "COLUMNS": "80"}).stdout
