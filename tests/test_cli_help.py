@@ -177,3 +177,8 @@ def test_no_color_help_has_no_style_at_all(run, command):
     assert result.exit_code == 0 and "Usage" in result.stdout
     assert "\x1b[" not in result.stdout
     assert "\x1b[" in run(*command, "--help", env={"NO_COLOR": "", "FORCE_COLOR": "1", "COLUMNS": "80"}).stdout
+
+
+def test_require_help_names_the_missing_status_the_table_shows(run):
+    # The table and JSON say "missing ?", not "wrong", for a required stage not answered.
+    assert "a missing one counts its cells as missing (? in the table), not right." in words(help_text(run, "check"))

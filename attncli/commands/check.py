@@ -42,7 +42,7 @@ def check(
         "(4, 0.5), otherwise imprecise (not correct).")] = 2,
     require: Annotated[Optional[str], typer.Option(
         metavar="STAGES", help="Stages every answer must have, comma-separated (e.g. weights,output); "
-        "a missing one counts as wrong.", show_default=False)] = None,
+        "a missing one counts its cells as missing (? in the table), not right.", show_default=False)] = None,
     tol: Annotated[Optional[float], typer.Option(
         min=0.0, help="Accept cells within this absolute tolerance, instead of at the decimals written.")] = None,
     format: Annotated[CheckFormat, typer.Option("--format", "-f", help="auto: tables on a terminal, JSON "
