@@ -25,6 +25,7 @@ MISTAKES = {
     "softmax_wrong_axis": ("weights", "normalised each column (over queries) instead of each row (over keys)"),
     "no_softmax": ("weights", "used the scaled scores as weights without a softmax"),
     "argmax": ("weights", "gave the largest score all the weight (argmax) instead of a softmax"),
+    "percent": ("weights", "wrote the weights as percentages: a weight is a fraction (76.79% is 0.7679)"),
     "transposed_k": ("scores", "multiplied Q by K where Kᵀ was needed"),
     "values_transposed": ("output", "multiplied the weights by Vᵀ instead of V"),
 }
@@ -81,6 +82,8 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
             if mistake == "argmax":  # a tie shares the weight
                 top = previous == previous.max(axis=-1, keepdims=True)
                 return top / top.sum(axis=-1, keepdims=True)
+            if mistake == "percent":
+                return softmax(previous, p.masked_rows)[0] * 100
             if mistake == "softmax_wrong_axis":
                 return softmax(previous.T, p.masked_rows)[0].T
             return softmax(previous, p.masked_rows)[0]

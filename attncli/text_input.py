@@ -24,6 +24,7 @@ from attncli.values import Written, excerpt
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _NON_FINITE = re.compile(r"[+-]?(inf|infinity|nan)", re.IGNORECASE)  # numbers, refused later
 _COMMA_DECIMAL = re.compile(r"[+-]?\d+,\d+")
+_PERCENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)%")
 WORDS = {"mask": ("true", "false"), "bias": ("-inf", "-∞", "−∞", "−inf")}
 EXPECTED = {"number": "a number", "mask": "true/false or 1/0", "bias": "a number or -inf"}
 
@@ -61,6 +62,10 @@ def cell_value(text: str, where: str, source: str, kind: str):
     if not is_number(cell):
         hint = f" (write decimals with a point: {cell.replace(',', '.')})" \
             if _COMMA_DECIMAL.fullmatch(cell) else ""
+        if _PERCENT.fullmatch(cell):
+            from decimal import Decimal
+
+            hint = f" (write {cell} as {Decimal(cell[:-1]).scaleb(-2)})"
         raise InputError(f"{where}: {excerpt(cell, quoted=True)} is not {EXPECTED[kind]}{hint}", source)
     value = Written.parse(cell)
     if not math.isfinite(value):

@@ -110,6 +110,7 @@ FABRICATED = {
     "values_transposed": {"weights": r4(WEIGHTS), "output": r4(WEIGHTS @ V.T)},
     "rounded_early": {"weights": r4(softmax_rows(np.where(MASK, np.round(SCALED, 1), -np.inf)))},
     "mask_zero": {"masked": r4(np.where(MASK, SCALED, 0.0))},
+    "percent": {"weights": np.round(WEIGHTS * 100, 2).tolist()},
     "argmax": {"weights": [[f"{x:.2f}" for x in row] for row in
                            (MASKED == MASKED.max(axis=1, keepdims=True)).astype(float)]},
 }

@@ -138,6 +138,7 @@ def test_inline_text(text, matrix):
     ("1,0\n\n0,1", "row 2 is empty"),
     ("1 2, 3", '"1 2" holds numbers separated by spaces; separate the entries of a row with commas'),
     ("1,x", 'row 1, column 2: "x" is not a number'),
+    ("4.5%, 76.8%", 'row 1, column 1: "4.5%" is not a number (write 4.5% as 0.045)'),
     (" ; ", "empty matrix"),
 ])
 def test_inline_errors(text, fragment):
