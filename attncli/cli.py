@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import ClickException
 
 from attncli import __version__
-from attncli.errors import AttnError, one_line
+from attncli.errors import AttnError, ReaderGone, one_line
 
 EXIT_TROUBLE = 2  # as diff: 0 same/ok, 1 answers differ, 2 trouble
 
@@ -28,10 +28,6 @@ def fail(message: str) -> None:
     sys.stderr.write(f"error: {one_line(message)}\n")
     sys.stderr.flush()
     sys.exit(EXIT_TROUBLE)
-
-
-class _ReaderGone(Exception):
-    """stdout's reader went away. Not an OSError: typer turns an EPIPE OSError into exit 1."""
 
 
 class _PlainFlags:
@@ -71,7 +67,7 @@ class AttnGroup(_PlainFlags, TyperGroup):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            raise _ReaderGone from None
+            raise ReaderGone() from None
 
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
@@ -88,9 +84,12 @@ class AttnGroup(_PlainFlags, TyperGroup):
             fail("aborted")
         except MemoryError:
             fail("out of memory; try --stages output, --output FILE.npz or a smaller problem")
-        except (BrokenPipeError, _ReaderGone):
+        except BrokenPipeError:
             _discard_stdout()  # the reader went away (`attn … | head`): not an error
             sys.exit(0)
+        except ReaderGone as gone:
+            _discard_stdout()
+            sys.exit(gone.code)
         except Exception as error:  # a bug: still one line, but say so and how to see more
             if os.environ.get("ATTN_DEBUG"):
                 raise

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.errors import AttnError, InputError, did_you_mean, one_line, quote
+from attncli.errors import AttnError, InputError, ReaderGone, did_you_mean, one_line, quote
 
 ANSWER_OPTIONS = ("scores", "scaled", "masked", "weights", "output")
 EXIT_DIFFER = 1
@@ -195,10 +195,26 @@ def _blank(error: str | None) -> bool:
 
 
 def _report(trace, results, format: CheckFormat, precision: int, decimals: int = 2, tol=None) -> None:
+    from attncli.marking import all_correct
+
+    as_json = format == CheckFormat.json or (format == CheckFormat.auto and not sys.stdout.isatty())
+    code = 0  # as diff: 2 trouble (a file that could not be read), 1 some answer differs
+    if any(m is None and not _blank(e) for _, m, e in results):
+        code = 2
+    elif not all(m is not None and all_correct(m) for _, m, _ in results):
+        code = EXIT_DIFFER
+    try:
+        _print_report(trace, results, format, precision, decimals, tol, as_json)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise ReaderGone(code) from None  # the reader left; the verdict is still the exit status
+    sys.exit(code)
+
+
+def _print_report(trace, results, format: CheckFormat, precision: int, decimals: int, tol, as_json: bool) -> None:
     from attncli.marking import Rule, all_correct
     from attncli.render.marks import marks_dict
 
-    as_json = format == CheckFormat.json or (format == CheckFormat.auto and not sys.stdout.isatty())
     if format == CheckFormat.csv:
         from attncli.render.gradebook import csv_gradebook
 
@@ -231,7 +247,3 @@ def _report(trace, results, format: CheckFormat, precision: int, decimals: int =
             from attncli.render.summary import print_class_summary
 
             print_class_summary(results, console)
-    if any(m is None and not _blank(e) for _, m, e in results):
-        sys.exit(2)
-    if not all(m is not None and all_correct(m) for _, m, _ in results):
-        sys.exit(EXIT_DIFFER)

@@ -214,7 +214,9 @@ def compute(
 
         print_tables(trace, shown, precision, explanation, heads_shown, full)
     else:
-        sys.stdout.write(_text(view, trace, shown, precision, round_, explanation))
+        from attncli.render import out
+
+        out.write_all(_text(view, trace, shown, precision, round_, explanation))
 
 
 def _text(view: Format, trace, shown, precision: int, round_: int | None, explanation) -> str:
