@@ -93,7 +93,9 @@ def check(
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
-        if name is None or name == problem:
+        if name is None:  # answers inline, no answers file: the file is the problem (a key's stages are not the learner's)
+            return {}, shared[2]
+        if name == problem:
             return shared[0], shared[2]
         if each_own:
             doc = _read_answers(name)  # a problem file, under the general text cap
@@ -172,7 +174,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
 
     try:
         doc, trace = answers()
-        doc = doc | given if isinstance(doc, dict) else doc  # read_answers names a wrong type
+        doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         return name, mark_all(trace, *read_answers(doc, trace), **settings), None
     except NoAnswers:
         blank = NoAnswers(name)
@@ -185,6 +187,19 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
             raise
         sys.stderr.write(f"error: {one_line(str(error))}\n")
         return name, None, error.message
+
+
+def _overlay(doc: dict, given: dict, trace) -> dict:
+    """The inline answers laid over a document's: each replaces that stage at the top level and in
+    heads[0], where read_answers would otherwise prefer the file's (the final output only when it is
+    head 0's output)."""
+    doc = doc | given
+    heads = doc.get("heads")
+    if given and isinstance(heads, list) and heads and isinstance(heads[0], dict):
+        single = trace.problem.heads == 1 and "W_O" not in trace.problem.inputs
+        replaced = {stage for stage in given if stage != "output" or single}
+        doc["heads"] = [{k: v for k, v in heads[0].items() if k not in replaced}] + heads[1:]
+    return doc
 
 
 def _blank(error: str | None) -> bool:
