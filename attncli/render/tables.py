@@ -156,6 +156,8 @@ class _Console(Console):
     wraps its lines."""
 
     def __init__(self, *args, grow: bool = False, **kwargs):
+        # rich takes a given width only with a height too: under TERM=dumb it would use 80 columns.
+        kwargs.setdefault("height", shutil.get_terminal_size().lines)
         super().__init__(*args, **kwargs)
         self.grow = grow
 
