@@ -187,3 +187,12 @@ def test_inline_answers_replace_an_answers_files_own_heads_entry(run, tmp_path):
     answers.write_text(json.dumps({"heads": [{"weights": [[0.0454, 0.7679, 0.1867]]}]}))
     result = run("check", answers, SAMPLES / "scooter.json", "--weights", "0.10, 0.20, 0.70", "--format", "json")
     assert result.exit_code == 1 and json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3
+
+
+def test_weights_copied_with_the_tables_sum_column_say_so(run):
+    # The weights table ends with a `sum` column; a learner copying the row takes it along.
+    assert_error(run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.7679, 0.1867, 1.0000"),
+                 "--weights: weights has shape (1 × 4); expected (1 × 3): queries × keys",
+                 "(leave out the table's sum column)")
+    result = run("check", SAMPLES / "scooter.json", "--weights", "0.1, 0.2, 0.3, 0.4")
+    assert "sum column" not in result.stderr  # a last column that is not the row's sum
