@@ -83,7 +83,11 @@ def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
     if values.shape == shape[::-1]:
         return Answer(values=values.T, decimals=decimals.T, notes=notes, transposed=True)
     found = " × ".join(map(str, values.shape))
-    raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}")
+    # The weights table's last column is each row's sum (1): copied along with the row, it is one too many.
+    summed = field.endswith("weights") and values.shape == (shape[0], shape[1] + 1) and \
+        np.allclose(values[:, -1], values[:, :-1].sum(axis=1), atol=0.05)
+    hint = " (leave out the table's sum column)" if summed else ""
+    raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}")
 
 
 def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:

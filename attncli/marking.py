@@ -22,7 +22,7 @@ import numpy as np
 
 from attncli.grading import DECIMALS, UNKNOWN_DECIMALS, Rule, grade
 from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, plural,
-                              present, rounding_text, roundings, span)
+                              present, rounded_scales, rounding_text, roundings, span)
 from attncli.trace import Trace, round_finite
 
 STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
@@ -130,6 +130,10 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
     candidates = [(m, f"{m}: {text}", chain(trace, head, basis.stage, basis.values, stage, m))
                   for m, (where, text) in MISTAKES.items() if where in steps]
     candidates.append((TRANSPOSED, f"{TRANSPOSED}: {TRANSPOSED_TEXT}", exact.T))
+    if "scaled" in steps:
+        candidates += [(ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",
+                        chain(trace, head, basis.stage, basis.values, stage, scale=scale))
+                       for scale, text in rounded_scales(trace)]
     for k in range(min(rule.decimals, answer.precision + 1) - 1, -1, -1):
         for stages in roundings(steps):
             verb = "was" if len(stages) == 1 else "were"

@@ -109,6 +109,10 @@ FABRICATED = {
     "mask_inverted": {"weights": r4(softmax_rows(np.where(~MASK, SCALED, -np.inf)))},
     "values_transposed": {"weights": r4(WEIGHTS), "output": r4(WEIGHTS @ V.T)},
     "rounded_early": {"weights": r4(softmax_rows(np.where(MASK, np.round(SCALED, 1), -np.inf)))},
+    "mask_zero": {"masked": r4(np.where(MASK, SCALED, 0.0))},
+    "percent": {"weights": np.round(WEIGHTS * 100, 2).tolist()},
+    "argmax": {"weights": [[f"{x:.2f}" for x in row] for row in
+                           (MASKED == MASKED.max(axis=1, keepdims=True)).astype(float)]},
 }
 
 
@@ -122,6 +126,31 @@ def test_no_softmax_is_named(run, tmp_path):
     scaled = np.array([[0.0, 4.0, 2.0]]) / math.sqrt(2)
     diagnoses = _diagnosed(run, tmp_path, {"weights": r4(scaled)}, SCOOTER)
     assert diagnoses["weights"] == ["no_softmax"]
+
+
+def test_masked_zeros_then_their_softmax_is_one_slip(run, tmp_path):
+    # A learner writes 0 where −∞ belongs, then takes the softmax of that: the masked stage is
+    # diagnosed, and the weights follow from it (carried), not a second mistake.
+    masked = np.where(MASK, SCALED, 0.0)
+    _, doc = check(run, tmp_path, {"masked": r4(masked), "weights": r4(softmax_rows(masked))})
+    assert doc["stages"]["masked"]["diagnosis"] == ["mask_zero"]
+    assert doc["stages"]["weights"]["wrong"] == 0 and doc["stages"]["weights"]["carried"] > 0
+
+
+@pytest.mark.parametrize("answers, note", [
+    # 4 / 1.41 = 2.8369: the learner rounded √2 before dividing (exact 2.8284)
+    ({"scaled": "0, 2.8369, 1.4184"}, "√d_k was rounded to 2 decimals (1.41) before dividing"),
+    ({"scaled": "0, 2.8571, 1.4286"}, "√d_k was rounded to 1 decimal (1.4) before dividing"),
+    ({"scaled": "0, 2.8400, 1.4200"}, "the scale 1/√d_k was rounded to 2 decimals (0.71) before multiplying"),
+    # the weights alone, from scores divided by 1.41 (nothing else written down)
+    ({"weights": "0.0451, 0.7688, 0.1861"}, "√d_k was rounded to 2 decimals (1.41) before dividing"),
+])
+def test_a_rounded_square_root_is_named(run, answers, note):
+    options = [part for stage, text in answers.items() for part in (f"--{stage}", text)]
+    result = run("check", SAMPLES / "scooter.json", *options, "--format", "json")
+    assert result.exit_code == 1, result.stderr
+    (mark,) = json.loads(result.stdout)["stages"].values()
+    assert mark["diagnosis"] == ["rounded_early"] and f"rounded_early: right method, but {note}" in mark["notes"]
 
 
 def test_rounded_early_says_where_and_how(run, tmp_path):

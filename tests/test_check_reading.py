@@ -179,3 +179,34 @@ def test_a_csv_answers_file_far_bigger_than_its_problem_is_refused_unread(run, p
     big = problem_file("weights\n" + "0.25,0.25,0.5\n" * 40_000, "big.csv")
     assert_error(run("check", big, SAMPLES / "scooter.json"), "big.csv: the file is",
                  "an answers file for this problem is at most")
+
+
+def test_inline_answers_beside_a_key_are_the_only_answers(run, tmp_path):
+    # A learner checks against the teacher's key (attn compute's JSON, every stage in it): the
+    # key's stages are not the learner's, and the learner's --output is marked, not the key's.
+    key = tmp_path / "key.json"
+    key.write_text(run("compute", SAMPLES / "scooter.json", "--format", "json").stdout)
+    result = run("check", key, "--output", "9, 9", "--format", "json")
+    assert result.exit_code == 1, result.stdout
+    doc = json.loads(result.stdout)
+    assert list(doc["stages"]) == ["output"] and doc["stages"]["output"]["wrong"] == 2
+    assert doc["not_answered"] == ["scores", "scaled", "weights"]
+    result = run("check", key, "--weights", "0.0454, 0.7679, 0.1867", "--format", "json")
+    assert result.exit_code == 0 and list(json.loads(result.stdout)["stages"]) == ["weights"]
+
+
+def test_inline_answers_replace_an_answers_files_own_heads_entry(run, tmp_path):
+    # Laid over an answers file, --weights replaces its weights wherever the file wrote them.
+    answers = tmp_path / "a.json"
+    answers.write_text(json.dumps({"heads": [{"weights": [[0.0454, 0.7679, 0.1867]]}]}))
+    result = run("check", answers, SAMPLES / "scooter.json", "--weights", "0.10, 0.20, 0.70", "--format", "json")
+    assert result.exit_code == 1 and json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3
+
+
+def test_weights_copied_with_the_tables_sum_column_say_so(run):
+    # The weights table ends with a `sum` column; a learner copying the row takes it along.
+    assert_error(run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.7679, 0.1867, 1.0000"),
+                 "--weights: weights has shape (1 × 4); expected (1 × 3): queries × keys",
+                 "(leave out the table's sum column)")
+    result = run("check", SAMPLES / "scooter.json", "--weights", "0.1, 0.2, 0.3, 0.4")
+    assert "sum column" not in result.stderr  # a last column that is not the row's sum

@@ -169,3 +169,11 @@ def test_markdown_and_latex_through_the_cli(run):
     assert r"\caption{output: $\text{weights}\, V$}" in tex
     bad = run("compute", SAMPLES / "scooter.json", "-f", "csv")
     assert bad.exit_code == 2 and "--format csv writes one stage" in bad.stderr
+
+
+def test_heatmap_through_a_pipe_is_drawn_not_dropped(run):
+    # `attn compute p.json --heatmap | less` gave JSON, without the picture that was asked for;
+    # like --explain, a heatmap makes the auto view text.
+    out = run("compute", SAMPLES / "scooter.json", "--heatmap").stdout
+    assert "heatmap of weights" in out and "▓▓▓ 0.77" in out and not out.startswith("{")
+    assert run("compute", SAMPLES / "scooter.json", "--heatmap", "-f", "json").stdout.startswith("{")

@@ -42,7 +42,7 @@ def check(
         "(4, 0.5), otherwise imprecise (not correct).")] = 2,
     require: Annotated[Optional[str], typer.Option(
         metavar="STAGES", help="Stages every answer must have, comma-separated (e.g. weights,output); "
-        "a missing one counts as wrong.", show_default=False)] = None,
+        "a missing one counts its cells as missing (? in the table), not right.", show_default=False)] = None,
     tol: Annotated[Optional[float], typer.Option(
         min=0.0, help="Accept cells within this absolute tolerance, instead of at the decimals written.")] = None,
     format: Annotated[CheckFormat, typer.Option("--format", "-f", help="auto: tables on a terminal, JSON "
@@ -73,13 +73,16 @@ def check(
     from attncli.loading import load_matrix
 
     files = list(files or [])
-    named_problem = problem is not None  # --problem: that file is the problem, never answers
     inline = {stage: value for stage, value in zip(ANSWER_OPTIONS, (scores, scaled, masked, weights, output))
               if value is not None}
     required = _stages(require)
     each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
     if problem is None and not each_own:
         if not files:
+            if sys.stdin.isatty():  # reading it would wait, silently, for a document typed in
+                raise InputError('no problem: name one (attn check answers.json problem.json, or attn check '
+                                 'problem.json --weights "0.05, 0.77, 0.19"), or pipe one '
+                                 '(attn example scooter | attn check --weights "0.05, 0.77, 0.19")')
             files = ["-"]
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
@@ -90,9 +93,9 @@ def check(
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
-        if name is None and named_problem:
-            return {}, shared[2]  # only the answers given inline
-        if name is None or name == problem:
+        if name is None:  # answers inline, no answers file: the file is the problem (a key's stages are not the learner's)
+            return {}, shared[2]
+        if name == problem:
             return shared[0], shared[2]
         if each_own:
             doc = _read_answers(name)  # a problem file, under the general text cap
@@ -190,14 +193,15 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
 
 
 def _overlay(doc: dict, given: dict, trace) -> dict:
-    """The file's answers with the stages given inline in their place: a one-head key (what
-    `attn compute` writes) holds them in heads[0] too, where they would win over the top level."""
+    """The inline answers laid over a document's: each replaces that stage at the top level and in
+    heads[0], where read_answers would otherwise prefer the file's (the final output only when it is
+    head 0's output)."""
     doc = doc | given
     heads = doc.get("heads")
-    p = trace.problem
-    if given and p.heads == 1 and "W_O" not in p.inputs and isinstance(heads, list) and heads \
-            and isinstance(heads[0], dict):
-        doc["heads"] = [{k: v for k, v in heads[0].items() if k not in given}] + heads[1:]
+    if given and isinstance(heads, list) and heads and isinstance(heads[0], dict):
+        single = trace.problem.heads == 1 and "W_O" not in trace.problem.inputs
+        replaced = {stage for stage in given if stage != "output" or single}
+        doc["heads"] = [{k: v for k, v in heads[0].items() if k not in replaced}] + heads[1:]
     return doc
 
 

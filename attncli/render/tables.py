@@ -110,7 +110,9 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     console.print(Text("\n".join(header_lines(trace, precision))))
     console.print()
     if explanation is not None:
-        console.print(Text("\n".join(shown(line) for line in explanation)))
+        from attncli.render.explain import fold
+
+        console.print(Text("\n".join(part for line in explanation for part in fold(shown(line), width))))
         console.print()
         stages = [name for name in stages if name == "heatmap"]
     if "inputs" in stages and p.projected:
