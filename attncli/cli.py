@@ -31,9 +31,14 @@ def fail(message: str) -> None:
 
 
 class _PlainFlags:
-    """Help without a type placeholder on plain on/off flags (Typer shows `<bool>` there)."""
+    """Help without a type placeholder on plain on/off flags (Typer shows `<bool>` there), and
+    without any style under NO_COLOR."""
 
     def format_help(self, ctx, formatter) -> None:
+        from typer import rich_utils
+
+        # NO_COLOR (set and not empty) drops every style, as in the tables; rich alone keeps bold and dim.
+        rich_utils.COLOR_SYSTEM = None if os.environ.get("NO_COLOR", "") else "auto"
         for param in self.get_params(ctx):
             if getattr(param, "is_flag", False) and param.metavar is None:
                 param.metavar = ""  # Typer's rich help prints the metavar, when set, as the type
@@ -117,7 +122,7 @@ from attncli.commands import check, compute, learn  # noqa: E402
 
 app.command(cls=AttnCommand)(compute.compute)
 app.command(cls=AttnCommand, help=prose(check.check.__doc__))(check.check)
-app.command(cls=AttnCommand)(learn.exercise)
+app.command(cls=AttnCommand, help=prose(learn.exercise.__doc__))(learn.exercise)
 app.command(cls=AttnCommand)(learn.example)
 app.command(cls=AttnCommand)(learn.posenc)
 

@@ -366,3 +366,58 @@ def test_scores_and_scaled_both_rounded_and_carried_are_correct(run, problem_fil
     doc = marked(run, problem_file, {"weights": [[0.2883, 0.3452, 0.3665]]}, problem=problem, code=0)
     assert doc["stages"]["weights"]["notes"] == ["rounded scores, scaled carried (2 decimals)"]
 
+
+# `attn exercise --seed 40 --kind causal` (pinned); a learner who forgot the scale and carried
+# full precision on a calculator: weights written to 4 decimals, output from the unrounded weights.
+CAUSAL_40 = {"Q": [[-2, -0.5], [0, -0.5], [-1, 0.5]], "K": [[0, 1.5], [-2, 2], [-1, -2]],
+             "V": [[2, -2], [1, 2], [0, 3]], "mask": "causal"}
+NO_SCALE_40 = {"scaled": [[-0.75, 3, 3], [-0.75, -1, 1], [0.75, 3, 0]],
+               "weights": [[1, 0, 0], [0.5622, 0.4378, 0], [0.0912, 0.8657, 0.0431]],
+               "output": [[2, -2], [1.5622, -0.2487], [1.0481, 1.6781]]}
+
+
+def test_carried_at_full_precision_from_an_earlier_stage_is_carried(run, problem_file):
+    # From the written (4-decimal) weights the last cell is 1.6783: the learner's own scaled scores,
+    # carried exactly, give 1.6781. Both are the learner's own method; neither is wrong.
+    doc = marked(run, problem_file, NO_SCALE_40, problem=CAUSAL_40, code=1)
+    assert doc["stages"]["scaled"]["diagnosis"] == ["no_scale"]
+    output = doc["stages"]["output"]
+    assert (output["right"], output["wrong"], output["carried"]) == (6, 0, 4)
+    assert doc["right"] == doc["max"] - 8  # only the 8 unscaled cells lose marks
+
+
+def test_a_causal_mask_the_wrong_way_round_is_mask_transposed(run, problem_file):
+    # triu for tril: each query keeps itself and the later keys. Not "wrote the matrix transposed"
+    # (the numbers are in their places) nor "mask_ignored" (it was applied).
+    scaled = np.array([[-0.75, 3, 3], [-0.75, -1, 1], [0.75, 3, 0]]) / np.sqrt(2)
+    masked = [[None if j < i else round(x, 4) for j, x in enumerate(row)] for i, row in enumerate(scaled)]
+    doc = marked(run, problem_file, {"masked": masked}, problem=CAUSAL_40, code=1)
+    assert doc["stages"]["masked"]["diagnosis"] == ["mask_transposed"]
+    assert doc["stages"]["masked"]["wrong"] == 6
+
+
+def test_answers_holding_another_problem_are_not_marked_against_this_one(run, problem_file, tmp_path):
+    # A learner who solved another exercise (its Q, K, V copied beside the answers) would score
+    # whatever happens to agree; the teacher is told instead, and the class goes on.
+    other = dict(CAUSAL_40, Q=[[1, 0.5], [0, -0.5], [-1, 0.5]])
+    theirs = problem_file(dict(other, weights=[[1, 0, 0], [0.5, 0.5, 0], [0.3, 0.3, 0.4]]), "theirs.json")
+    key = problem_file(CAUSAL_40, "key.json")
+    result = run("check", theirs, "--problem", key)
+    assert_error(result, "theirs.json", "Q is not the problem's Q", "their own problem")
+    same = problem_file(dict(CAUSAL_40, Q=[["-2", "-0.5"], [0, "-0.5"], [-1, 0.5]], output=NO_SCALE_40["output"]),
+                        "same.json")
+    assert run("check", same, "--problem", key, "-f", "json").exit_code == 1  # the same problem, copied: marked
+    many = run("check", same, theirs, "--problem", key, "-f", "json")
+    assert many.exit_code == 2 and "their own problem" in json.loads(many.stdout)["files"][1]["error"]
+
+
+def test_a_mistake_that_explains_few_of_the_wrong_cells_is_not_named(run, problem_file):
+    # Every weight 0.01 too big: no common mistake does that. A recomputation that happens to
+    # agree on one cell of twelve is a coincidence, not a diagnosis to show a class.
+    # `attn exercise --seed 3 --queries 2 --keys 6` (pinned): scaled rounded to 1 decimal happens
+    # to give one of the twelve.
+    problem = {"Q": [[1.5, 0], [2, -0.5]], "K": [[-0.5, 1.5], [2, 2], [1.5, 1], [-1, -0.5], [-1, 2], [1, -2]],
+               "V": [[2, 3], [-3, -2], [3, 1], [-3, -1], [3, -3], [3, 3]]}
+    exact = np.array(json.loads(run("compute", problem_file(problem), "-f", "json").stdout)["heads"][0]["weights"])
+    doc = marked(run, problem_file, {"weights": np.round(exact + 0.01, 4).tolist()}, problem=problem, code=1)
+    assert doc["stages"]["weights"]["wrong"] == 12 and doc["stages"]["weights"]["diagnosis"] == []
