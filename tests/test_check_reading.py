@@ -25,6 +25,12 @@ def test_numbers_written_as_strings_keep_their_decimals(run, problem_file):
     assert doc["stages"]["weights"]["cells"] == [["correct", "imprecise", "correct"]]
 
 
+def test_numbers_written_as_strings_with_a_unicode_minus(run, problem_file):
+    scaled = [["−1.7678", "1.7678", "0.3536"], ["1.7678", "−1.7678", "−2.8284"]]  # U+2212, as typeset
+    code, doc = marks(run, problem_file({"scaled": scaled}, "a.json"), problem_file(EXERCISE_5))
+    assert code == 0 and doc["stages"]["scaled"]["correct"] == 6
+
+
 @pytest.mark.parametrize("blocked", [None, "-inf", "-Inf", "−∞", "-∞"])
 def test_masked_cells_spelled_every_way(run, problem_file, blocked):
     answers = {"masked": [[0.7071, blocked], [0, 0.7071]]}
@@ -85,6 +91,11 @@ def test_a_csv_answers_file(run, problem_file):
     assert code == 0 and doc["stages"]["weights"]["correct"] == 6 and doc["stages"]["output"]["right"] == 4
 
 
+def test_a_tsv_answers_file_is_split_at_tabs(run, problem_file):
+    code, doc = marks(run, problem_file("weights\n0.0454\t0.7679\t0.1867\n", "alice.tsv"), problem_file(SCOOTER))
+    assert code == 0 and doc["stages"]["weights"]["correct"] == 3
+
+
 def test_a_csv_answers_file_with_the_worksheets_labels(run, problem_file):
     # Copied from the worksheet's grid: a header of key names, each row starting with its query
     # (the first cell of the header empty, as pandas writes it). The labels are not answers.
@@ -114,6 +125,7 @@ def test_csv_answers_in_a_class_with_heads_and_blocked_cells(run, problem_file):
     ("0.1,0.2,0.3\n", ["alice.csv: row 1: numbers before any stage name"]),
     ("wieghts\n0.1,0.2,0.3\n", ['alice.csv: row 1: unknown stage "wieghts" (did you mean "weights"?)']),
     ("weights\n0.1,x,0.3\n", ['weights[0][1] is the string "x"; expected a number']),
+    ("heads[1024].weights\n0.1,0.2,0.3\n", ['row 1: "heads[1024].weights" names head 1024']),
 ])
 def test_csv_answer_errors(run, problem_file, text, fragments):
     assert_error(run("check", problem_file(text, "alice.csv"), SAMPLES / "scooter.json"), *fragments)
@@ -142,6 +154,14 @@ def test_some_heads_only(run, problem_file):
     assert "heads[1].weights" in doc["not_answered"]
     answers = {"heads": [{}, {"weights": computed["heads"][1]["weights"]}]}
     assert marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")[0] == 0
+    answers = {"heads": [{"weights": None}, {"weights": computed["heads"][1]["weights"]}]}  # a null stage too
+    code, doc = marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")
+    assert code == 0 and list(doc["stages"]) == ["heads[1].weights"]
+    assert_error(run("check", problem_file({"heads": [{"wieghts": [[1]]}]}, "a.json"), SAMPLES / "multihead.json"),
+                 'unknown key "wieghts" in heads[0] (did you mean "weights"?)')
+    answers = {"heads": [None, {"weights": computed["heads"][1]["weights"]}]}  # null: head 0 not answered
+    code, doc = marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")
+    assert code == 0 and list(doc["stages"]) == ["heads[1].weights"]
     too_many = {"heads": [{}, {}, {}]}
     assert_error(run("check", problem_file(too_many, "a.json"), SAMPLES / "multihead.json"),
                  "heads lists 3 heads but the problem has 2")

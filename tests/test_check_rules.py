@@ -305,6 +305,68 @@ def test_final_output_mistakes_are_named(run, problem_file, mistake):
     assert mark_all(trace, *read_answers(answers, trace))["output"].notes[0].startswith(mistake + ": ")
 
 
+# Found by breaking the marking code on purpose: each test below fails with one plausible mistake.
+
+def test_npz_answers_are_held_to_at_least_the_decimals_option(run, problem_file, tmp_path):
+    # An .npz does not say how many decimals were written: at least --decimals are assumed, so a
+    # value right to 6 decimals is correct with --decimals 6 (not imprecise, as 4 assumed would make it).
+    trace = attend(build_problem(SCOOTER))
+    path = tmp_path / "answers.npz"
+    np.savez(path, weights=np.round(trace.weights[0], 6))
+    result = run("check", path, problem_file(SCOOTER), "--decimals", "6", "--format", "json")
+    assert result.exit_code == 0, result.stdout
+    assert json.loads(result.stdout)["stages"]["weights"]["correct"] == 3
+
+
+EQUAL_KEYS = {"Q": [1, 0], "K": [[1, 0], [1, 0]], "V": [[1, 0], [0, 1]]}  # weights exactly [0.5, 0.5]
+
+
+def test_a_tolerance_includes_its_boundary(run, problem_file):
+    # 0.51 - 0.5 is 0.010000000000000009 in binary: "within ±0.01" must still hold.
+    doc = marked(run, problem_file, {"weights": [0.51, 0.49]}, "--tol", "0.01", problem=EQUAL_KEYS, code=0)
+    assert doc["stages"]["weights"]["correct"] == 2
+    doc = marked(run, problem_file, {"weights": [0.52, 0.49]}, "--tol", "0.01", problem=EQUAL_KEYS, code=1)
+    assert doc["stages"]["weights"]["cells"] == [["wrong", "correct"]]
+
+
+MASKED_SCOOTER = dict(SCOOTER, mask=[True, True, False])  # masked = [0, 2.8284, −∞]
+
+
+def test_a_tolerance_never_takes_a_number_for_minus_infinity(run, problem_file):
+    doc = marked(run, problem_file, {"masked": [0, 2.8284, 0]}, "--tol", "0.5", problem=MASKED_SCOOTER, code=1)
+    assert doc["stages"]["masked"]["cells"] == [["correct", "correct", "wrong"]]
+    doc = marked(run, problem_file, {"masked": [None, 2.8284, None]}, "--tol", "0.5", problem=MASKED_SCOOTER, code=1)
+    assert doc["stages"]["masked"]["cells"] == [["wrong", "correct", "correct"]]
+
+
+def test_nothing_marked_is_not_all_correct():
+    assert not all_correct({})
+
+
+def test_a_carried_stage_written_with_too_few_decimals_is_imprecise_not_wrong(run, problem_file):
+    # scores [0, 5, 3] (exact [0, 4, 2]); scaled from them is [0, 3.5355, 2.1213], written 2.1 in the last cell.
+    doc = marked(run, problem_file, {"scores": [0, 5, 3], "scaled": [0, 3.5355, 2.1]}, code=1)
+    assert doc["stages"]["scaled"]["cells"] == [["correct", "carried", "imprecise"]]
+
+
+def test_the_following_that_makes_most_cells_right_is_chosen(run, problem_file):
+    # The learner's scaled has a slip in row 0, but the weights were computed from the exact scaled
+    # rounded to 2 decimals: the textbook's method, all correct (carrying their own scaled fits row 1 only).
+    scaled = [[-0.77, 1.77, 0.35], [1.77, -1.77, -2.83]]  # exact rounded: row 0 starts -1.77
+    weights = [[0.0228, 0.787, 0.1902], [0.9624, 0.0279, 0.0097]]
+    doc = marked(run, problem_file, {"scaled": scaled, "weights": weights}, problem=EXERCISE_5, code=1)
+    assert doc["stages"]["weights"]["cells"] == [["correct"] * 3] * 2
+    assert doc["stages"]["weights"]["notes"] == ["rounded scaled carried (2 decimals)"]
+
+
+def test_scores_and_scaled_both_rounded_and_carried_are_correct(run, problem_file):
+    # Scores 0.0377, 0.2859, 0.3756 rounded to 2 decimals, scaled rounded again: weights that neither
+    # rounding alone gives (those are 0.2886… and 0.2893…).
+    problem = {"Q": [[-0.04, 0.13]], "K": [[-0.13, 0.25], [-1.72, 1.67], [-1.33, 2.48]], "V": [[1, 0], [0, 1], [1, 1]]}
+    doc = marked(run, problem_file, {"weights": [[0.2883, 0.3452, 0.3665]]}, problem=problem, code=0)
+    assert doc["stages"]["weights"]["notes"] == ["rounded scores, scaled carried (2 decimals)"]
+
+
 # `attn exercise --seed 40 --kind causal` (pinned); a learner who forgot the scale and carried
 # full precision on a calculator: weights written to 4 decimals, output from the unrounded weights.
 CAUSAL_40 = {"Q": [[-2, -0.5], [0, -0.5], [-1, 0.5]], "K": [[0, 1.5], [-2, 2], [-1, -2]],

@@ -36,6 +36,8 @@ READS = [
     ("d0,d1\r\n0,4\r\n1,1\r\n", "number", [[0, 4], [1, 1]], None),    # CRLF
     ("0,−inf\n", "bias", [[0, None]], None),
     ('"0","4"\n', "number", [[0, 4]], None),                          # quoted numbers
+    ("0,4\t\n1,1\n", "number", [[0, 4], [1, 1]], None),             # a stray tab in a CSV with commas
+    ("row 1,0,4\nrow 2,1,1\n", "number", [[0, 4], [1, 1]], ["row 1", "row 2"]),  # one number in a label
 ]
 
 
@@ -56,6 +58,7 @@ ERRORS = [
     ("0,4\n1,1,\n", "number", "Q.csv", ["row 2 has 3 cells, row 1 has 2"]),
     ("0,\n", "bias", "B.csv", ["row 1, column 2 is empty; expected a number or -inf (write −∞ as -inf)"]),
     ("1,nan\n", "number", "Q.csv", ['row 1, column 2: "nan" is not a finite number']),
+    ("1,-inf\n", "number", "Q.csv", ['row 1, column 2: "-inf" is not a finite number']),  # only a bias has −∞
     ("1,yes\n", "mask", "M.csv", ['row 1, column 2: "yes" is not true/false or 1/0']),
     ("1;2\n3;4\n", "number", "Q.csv", ['row 1, column 1: "1;2" holds numbers separated by semicolons',
                                        "cells in a CSV are separated by commas"]),

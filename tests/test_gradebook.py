@@ -94,6 +94,15 @@ def test_a_narrow_console_continues_the_stage_columns_in_another_table():
     assert max(len(line) for line in text.splitlines()) <= 60
 
 
+def test_the_summary_fits_every_console_width_and_shows_carried_cells():
+    for width in range(40, 131, 6):
+        text = render(class_results(), width=width)
+        students = text[:text.index("cells per stage")]
+        assert "…" not in students, width
+        assert max(len(line) for line in text.splitlines()) <= width, width
+        assert students.count("8/8 ↪2") == 8, width  # 8 right, 2 of them carried, in 8 stages of 3 files
+
+
 def test_file_names_in_the_summary_are_text_not_markup_or_controls():
     results = [("[bold red]x[/]\x1b[31m.json", two_heads(0), None), ("ok.json", None, "bad \x1b[2J")]
     text = render(results, width=200)

@@ -405,3 +405,19 @@ def test_an_unforeseen_memory_error_advises_nothing_that_may_not_fit(run, monkey
     result = run("compute", SAMPLES / "scooter.json", "-f", "json")
     assert_error(result, "out of memory; try --stages output")
     assert "float32" not in result.stderr
+
+
+@pytest.mark.parametrize("mask, arrays", [(False, 4), (True, 5)])
+def test_the_full_trace_counts_every_score_sized_array(monkeypatch, mask, arrays):
+    # scores, scaled, (masked,) weights and the softmax's temporary: each 100 × 100 × 8 bytes
+    one = 100 * 100 * 8
+    monkeypatch.setattr(limits, "available_bytes", lambda: arrays * one - 1)
+    with pytest.raises(limits.ResourceError, match=f"{arrays} score-sized arrays"):
+        attend(build_problem(square(100, mask)))
+    monkeypatch.setattr(limits, "available_bytes", lambda: arrays * one)
+    attend(build_problem(square(100, mask)))
+
+
+def test_sizes_are_named_in_the_largest_unit_they_reach():
+    assert [limits.size_text(n) for n in (1023, 1 << 10, (1 << 20) - 1, 1 << 20, 10 << 30)] == \
+        ["1023 bytes", "1.0 KiB", "1024 KiB", "1.0 MiB", "10 GiB"]
