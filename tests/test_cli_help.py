@@ -172,11 +172,12 @@ def test_a_missing_file_named_like_an_example_points_to_attn_example(run, tmp_pa
 @pytest.mark.parametrize("command", [(), ("compute",), ("check",), ("exercise",)])
 def test_no_color_help_has_no_style_at_all(run, command):
     # README: NO_COLOR turns off every style, bold and dim included; rich alone keeps those, and
-    # Typer's help is rich. FORCE_COLOR stands in for a terminal.
-    result = run(*command, "--help", env={"NO_COLOR": "1", "FORCE_COLOR": "1", "COLUMNS": "80"})
+    # Typer's help is rich. FORCE_COLOR and TERM stand in for a colour terminal (CI runs under TERM=dumb).
+    colour = {"FORCE_COLOR": "1", "COLUMNS": "80", "TERM": "xterm-256color"}
+    result = run(*command, "--help", env=colour | {"NO_COLOR": "1"})
     assert result.exit_code == 0 and "Usage" in result.stdout
     assert "\x1b[" not in result.stdout
-    assert "\x1b[" in run(*command, "--help", env={"NO_COLOR": "", "FORCE_COLOR": "1", "COLUMNS": "80"}).stdout
+    assert "\x1b[" in run(*command, "--help", env=colour | {"NO_COLOR": ""}).stdout
 
 
 def test_require_help_names_the_missing_status_the_table_shows(run):
