@@ -405,3 +405,11 @@ def test_an_unforeseen_memory_error_advises_nothing_that_may_not_fit(run, monkey
     result = run("compute", SAMPLES / "scooter.json", "-f", "json")
     assert_error(result, "out of memory; try --stages output")
     assert "float32" not in result.stderr
+
+
+def test_the_cap_message_does_not_advise_the_size_already_set(monkeypatch):
+    """With ATTN_MAX_INPUT=1G, "ATTN_MAX_INPUT=1G raises it" would send the user round in circles."""
+    monkeypatch.setenv("ATTN_MAX_INPUT", "1G")
+    assert limits.text_cap().why == "text input is limited to 1.0 GiB (set by ATTN_MAX_INPUT); save big matrices as .npy or .npz"
+    monkeypatch.setenv("ATTN_MAX_INPUT", "64K")
+    assert "(ATTN_MAX_INPUT=1G raises it)" in limits.text_cap().why
