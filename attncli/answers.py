@@ -21,7 +21,7 @@ import numpy as np
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.marking import Answer
 from attncli.mistakes import present
-from attncli.problem import ALIASES, INPUT_KEYS, OUTPUT_KEYS
+from attncli.problem import ALIASES, INPUT_KEYS, OUTPUT_KEYS, PROJECTIONS, QKV
 from attncli.trace import STAGES, Trace
 from attncli.values import Written, as_array, decimals_of, describe
 
@@ -83,7 +83,11 @@ def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
     if values.shape == shape[::-1]:
         return Answer(values=values.T, decimals=decimals.T, notes=notes, transposed=True)
     found = " × ".join(map(str, values.shape))
-    raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}")
+    # The weights table's last column is each row's sum (1): copied along with the row, it is one too many.
+    summed = field.endswith("weights") and values.shape == (shape[0], shape[1] + 1) and \
+        np.allclose(values[:, -1], values[:, :-1].sum(axis=1), atol=0.05)
+    hint = " (leave out the table's sum column)" if summed else ""
+    raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}")
 
 
 def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
@@ -93,6 +97,21 @@ def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
             raise InputError(f"unknown key {quote(key)}{where}{hint}")
 
 
+def _same_problem(doc: dict, trace: Trace) -> None:
+    """Answers that carry their own problem (Q, K, V or X, W_Q, … beside them) must carry this
+    one: answers to another exercise are not marked against it."""
+    inputs = trace.problem.inputs
+    for key, value in doc.items():
+        name = ALIASES.get(key, key)
+        if name not in QKV + PROJECTIONS or name not in inputs or value is None:
+            continue
+        mine = as_array(_read(value, False), key, max_dims=2)
+        given = inputs[name]
+        if mine.size != given.size or not np.allclose(mine.reshape(given.shape), given, rtol=1e-12, atol=1e-12):
+            raise InputError(f"{key} is not the problem's {name}: these answers hold their own problem; mark "
+                             "them against it, on their own")
+
+
 def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | None]:
     """Per-head answers (one dict per head, empty when not answered), and the final output's
     answer (None when it is head 0's output or absent). Raises NoAnswers when nothing is answered."""
@@ -100,6 +119,7 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     if not isinstance(doc, dict):
         raise InputError(f"the top level is {describe(doc)}; expected a JSON object of answers")
     _check_keys(doc, HEAD_STAGES + ("heads",) + INPUT_KEYS + OUTPUT_KEYS, "")
+    _same_problem(doc, trace)
     shapes = {"scores": (p.lq, p.lk), "scaled": (p.lq, p.lk), "masked": (p.lq, p.lk),
               "weights": (p.lq, p.lk), "output": (p.lq, trace.d_v)}
     what = {name: "queries × keys" for name in shapes} | {"output": "queries × value columns"}
@@ -170,7 +190,7 @@ def parse_answers_csv(text: str, source: str) -> dict:
     except csv.Error as error:
         raise InputError(f"not valid CSV: {error}", source) from None
     doc: dict = {}
-    current = None
+    current, blocks = None, []
     for r, row in enumerate(rows, start=1):
         cells = [c.strip() for c in row]
         if not any(cells):
@@ -198,5 +218,31 @@ def parse_answers_csv(text: str, source: str) -> dict:
         if current is None:
             raise InputError(f"row {r}: numbers before any stage name; expected a line naming the stage "
                              "(e.g. weights) above its rows", source)
-        current.append([c if c else None for c in cells])
+        if not current:
+            blocks.append((current, stage == "masked"))
+        current.append((r, cells))
+    for block, masked in blocks:
+        block[:] = _unlabelled(block, source, masked)
     return doc
+
+
+def _unlabelled(block: list, source: str, masked: bool) -> list:
+    """A block's rows, (row number, cells), without the labels copied from a worksheet: a first
+    row holding no number (or pandas' empty corner before the names) is a header, and the first
+    column holds labels when the header has that corner or the first row starts with a word (the
+    rules of `attncli.text_input`). Cells stay text; an empty one is None (−∞ when masked)."""
+    from attncli.text_input import is_value, is_word
+
+    header = block[0][1]
+    # pandas' corner; in `masked` an empty first cell may be a blocked position, so there the
+    # names after it must be words
+    corner = len(header) > 1 and not header[0] and not (masked and any(is_value(c, "bias") for c in header[1:]))
+    if corner or not any(is_value(c, "bias") or not c for c in header):
+        block = block[1:] or block  # a header alone is read as data, and refused as such
+    labelled = corner or is_word(block[0][1][0], "bias")
+    rows = []
+    for r, cells in block:
+        if labelled and (len(cells) != len(block[0][1]) or not cells[0] or not (corner or is_word(cells[0], "bias"))):
+            raise InputError(f"row {r}: expected the row's label in column 1, as in row {block[0][0]}", source)
+        rows.append([c if c else None for c in cells[labelled:]])
+    return rows

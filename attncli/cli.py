@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import ClickException
 
 from attncli import __version__
-from attncli.errors import AttnError, one_line
+from attncli.errors import AttnError, ReaderGone, one_line
 
 EXIT_TROUBLE = 2  # as diff: 0 same/ok, 1 answers differ, 2 trouble
 
@@ -30,14 +30,15 @@ def fail(message: str) -> None:
     sys.exit(EXIT_TROUBLE)
 
 
-class _ReaderGone(Exception):
-    """stdout's reader went away. Not an OSError: typer turns an EPIPE OSError into exit 1."""
-
-
 class _PlainFlags:
-    """Help without a type placeholder on plain on/off flags (Typer shows `<bool>` there)."""
+    """Help without a type placeholder on plain on/off flags (Typer shows `<bool>` there), and
+    without any style under NO_COLOR."""
 
     def format_help(self, ctx, formatter) -> None:
+        from typer import rich_utils
+
+        # NO_COLOR (set and not empty) drops every style, as in the tables; rich alone keeps bold and dim.
+        rich_utils.COLOR_SYSTEM = None if os.environ.get("NO_COLOR", "") else "auto"
         for param in self.get_params(ctx):
             if getattr(param, "is_flag", False) and param.metavar is None:
                 param.metavar = ""  # Typer's rich help prints the metavar, when set, as the type
@@ -66,7 +67,7 @@ class AttnGroup(_PlainFlags, TyperGroup):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            raise _ReaderGone from None
+            raise ReaderGone() from None
 
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
@@ -83,9 +84,12 @@ class AttnGroup(_PlainFlags, TyperGroup):
             fail("aborted")
         except MemoryError:
             fail("out of memory; try --stages output, --output FILE.npz or a smaller problem")
-        except (BrokenPipeError, _ReaderGone):
+        except BrokenPipeError:
             _discard_stdout()  # the reader went away (`attn … | head`): not an error
             sys.exit(0)
+        except ReaderGone as gone:
+            _discard_stdout()
+            sys.exit(gone.code)
         except Exception as error:  # a bug: still one line, but say so and how to see more
             if os.environ.get("ATTN_DEBUG"):
                 raise
@@ -118,7 +122,7 @@ from attncli.commands import check, compute, learn  # noqa: E402
 
 app.command(cls=AttnCommand)(compute.compute)
 app.command(cls=AttnCommand, help=prose(check.check.__doc__))(check.check)
-app.command(cls=AttnCommand)(learn.exercise)
+app.command(cls=AttnCommand, help=prose(learn.exercise.__doc__))(learn.exercise)
 app.command(cls=AttnCommand)(learn.example)
 app.command(cls=AttnCommand)(learn.posenc)
 

@@ -23,6 +23,16 @@ class InputError(AttnError):
     """The input is malformed: wrong type, shape, value or key."""
 
 
+class ReaderGone(Exception):
+    """stdout's reader went away (`attn … | head`): not an error. `code` is the exit status the
+    command had already decided (check's verdict). Not an OSError: typer turns an EPIPE OSError
+    into exit 1."""
+
+    def __init__(self, code: int = 0):
+        super().__init__(code)
+        self.code = code
+
+
 class NumericError(AttnError):
     """The input is valid but the arithmetic cannot be carried out in the chosen dtype."""
 

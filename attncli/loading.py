@@ -47,6 +47,14 @@ def _read_capped(stream, cap: Cap, source: str) -> bytes:
     return b"".join(chunks)
 
 
+def _example_hint(path: str) -> str:
+    """For a missing `scooter.json` or `samples/scooter.json` (the README's paths, typed elsewhere):
+    where the bundled example of that name is."""
+    name = Path(path).name.removesuffix(".json")
+    bundled = Path(__file__).resolve().parent / "examples" / f"{name}.json"
+    return f" (a bundled example: attn example {name} prints it)" if name and bundled.is_file() else ""
+
+
 def read_bytes(path: str, cap: Cap | None = None) -> tuple[bytes, str]:
     """The bytes of a file, or of stdin for `-`, within `cap` (default: the text cap): a file whose
     size is over it is refused unread; stdin, FIFOs and devices, which have no size, are refused
@@ -62,7 +70,7 @@ def read_bytes(path: str, cap: Cap | None = None) -> tuple[bytes, str]:
                 raise cap.refuse(status.st_size, source, exact=True)
             return _read_capped(handle, cap, source), source
     except FileNotFoundError:
-        raise InputError("no such file", source) from None
+        raise InputError("no such file" + _example_hint(path), source) from None
     except IsADirectoryError:
         raise InputError("is a directory, expected a file", source) from None
     except OSError as error:
@@ -108,7 +116,9 @@ def _unique_keys(pairs: list) -> dict:
 
 
 def _json_hint(text: str, position: int) -> str:
-    """Advice for the slips people make writing JSON numbers by hand (`.5`, `1.`)."""
+    """Advice for the slips people make writing JSON numbers by hand (`.5`, `1.`, `−1`)."""
+    if text[position:position + 1] == "\u2212":
+        return " (JSON numbers take the ASCII minus: -1, not \u22121)"
     point = position + (text[position:position + 2] == "-.")
     if text[point:point + 1] != ".":
         return ""
@@ -239,7 +249,7 @@ def _numpy_file(path: str, suffix: str):
     except AttnError as error:
         raise error.at(path)
     except FileNotFoundError:
-        raise InputError("no such file", path) from None
+        raise InputError("no such file" + _example_hint(path), path) from None
     except IsADirectoryError:
         raise InputError("is a directory, expected a file", path) from None
     except (zipfile.BadZipFile, EOFError, zlib.error) as error:

@@ -22,7 +22,7 @@ import numpy as np
 
 from attncli.grading import DECIMALS, UNKNOWN_DECIMALS, Rule, grade
 from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, plural,
-                              present, rounding_text, roundings, span)
+                              present, rounded_scales, rounding_text, roundings, span)
 from attncli.trace import Trace, round_finite
 
 STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
@@ -71,15 +71,18 @@ class _Basis:
     values: np.ndarray | None = None
     sound: bool = True  # every cell correct: following from it is the textbook's method
     precision: int = 0
+    earlier: tuple[_Basis, ...] = ()  # the learner's stages before this one, first first
 
 
 def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Basis, rule: Rule):
     """(target, status, note): the values a learner reaches legitimately from `basis`, their
     own earlier stage as written, or with intermediate stages rounded to k ≥ rule.decimals."""
     status = "correct" if basis.sound else "carried"
-    if basis.stage is not None:
-        note = f"rounded {basis.stage} carried ({plural(basis.precision, 'decimal')})" if basis.sound else None
-        yield chain(trace, head, basis.stage, basis.values, stage), status, note
+    # From the latest stage as written; then from each earlier one, carried at full precision (a
+    # calculator keeps the unrounded weights while the page shows them to 4 decimals).
+    for start in (basis,) + basis.earlier[::-1] if basis.stage is not None else ():
+        note = f"rounded {start.stage} carried ({plural(start.precision, 'decimal')})" if start.sound else None
+        yield chain(trace, head, start.stage, start.values, stage), "correct" if start.sound else "carried", note
     # Rounded and carried from the learner's basis; then from Q and K (right whatever they wrote before).
     starts = [(basis, status)] + ([(_Basis(), "correct")] if basis.stage is not None else [])
     for start, outcome in starts:
@@ -119,13 +122,18 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
               rule: Rule) -> tuple[list[str], list[str]]:
     """Mistakes consistent with every cell: the recomputation, from the learner's latest earlier
     stage, agrees with every right cell and reproduces wrong ones. The ones that explain the most
-    wrong cells are named; an early rounding coarser than rule.decimals is `rounded_early`."""
+    wrong cells (more than half of them) are named; an early rounding coarser than rule.decimals
+    is `rounded_early`."""
     wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried")
     steps = span(trace, basis.stage, stage)
     exact = trace.stage(stage)[head]
     candidates = [(m, f"{m}: {text}", chain(trace, head, basis.stage, basis.values, stage, m))
                   for m, (where, text) in MISTAKES.items() if where in steps]
     candidates.append((TRANSPOSED, f"{TRANSPOSED}: {TRANSPOSED_TEXT}", exact.T))
+    if "scaled" in steps:
+        candidates += [(ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",
+                        chain(trace, head, basis.stage, basis.values, stage, scale=scale))
+                       for scale, text in rounded_scales(trace)]
     for k in range(min(rule.decimals, answer.precision + 1) - 1, -1, -1):
         for stages in roundings(steps):
             verb = "was" if len(stages) == 1 else "were"
@@ -145,6 +153,8 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
         elif explained == best and explained and mistake not in [m for m, _ in named]:
             named.append((mistake, note))  # equally good; one rounded_early note at most
     total = int(wrong.sum())
+    if 2 * best <= total:
+        return [], []  # agreeing on half the wrong cells or fewer is as likely a coincidence
     suffix = f" (explains {best} of {total} wrong cells)" if named and best < total else ""
     return [m for m, _ in named], [note + suffix for _, note in named]
 
@@ -181,7 +191,8 @@ def mark_head(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule = 
             continue
         answer = answers[stage]
         mark = marks[stage] = mark_stage(trace, head, stage, answer, basis, rule)
-        basis = _Basis(stage, answer.values, bool((mark.cells == "correct").all()), answer.precision)
+        earlier = basis.earlier + ((basis,) if basis.stage is not None else ())
+        basis = _Basis(stage, answer.values, bool((mark.cells == "correct").all()), answer.precision, earlier)
     return marks
 
 

@@ -6,6 +6,8 @@ common mistake, or with an intermediate stage rounded. Pure numpy: no I/O.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from attncli.attention import mask_scores, softmax
@@ -18,9 +20,14 @@ MISTAKES = {
     "scale_multiplied": ("scaled", "multiplied the scores by √d_k instead of dividing"),
     "mask_ignored": ("masked", "did not apply the mask"),
     "mask_inverted": ("masked", "inverted the mask: kept the positions that should be blocked"),
+    "mask_transposed": ("masked", "applied the mask transposed (for a causal mask: each query kept the later "
+                                  "keys instead of the earlier ones)"),
+    "mask_zero": ("masked", "wrote 0 where the mask blocks, instead of −∞ (e^−∞ = 0, but e^0 = 1)"),
     "no_exp": ("weights", "normalised the scores by their sum without taking e^x first"),
     "softmax_wrong_axis": ("weights", "normalised each column (over queries) instead of each row (over keys)"),
     "no_softmax": ("weights", "used the scaled scores as weights without a softmax"),
+    "argmax": ("weights", "gave the largest score all the weight (argmax) instead of a softmax"),
+    "percent": ("weights", "wrote the weights as percentages: a weight is a fraction (76.79% is 0.7679)"),
     "transposed_k": ("scores", "multiplied Q by K where Kᵀ was needed"),
     "values_transposed": ("output", "multiplied the weights by Vᵀ instead of V"),
 }
@@ -46,8 +53,10 @@ def span(trace: Trace, start: str | None, stop: str) -> tuple[str, ...]:
     return stages[stages.index(start) + 1 if start else 0: stages.index(stop) + 1]
 
 
-def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mistake: str | None = None):
-    """Stage `stage` of one head from the stage before it, optionally with a mistake."""
+def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mistake: str | None = None,
+         scale: float | None = None):
+    """Stage `stage` of one head from the stage before it, optionally with a mistake or with
+    `scale` in place of the problem's (a learner's rounded 1/√d_k)."""
     p = trace.problem
     Q, K, V = trace.Q[head], trace.K[head], trace.V[head]  # (Lq, d_k), (Lk, d_k), (Lk, d_v)
     d_k = Q.shape[-1]
@@ -58,19 +67,29 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
             return Q @ K.T
         if stage == "scaled":
             factor = {"no_scale": 1.0, "scale_by_dk": 1.0 / d_k, "scale_multiplied": np.sqrt(d_k)}
-            return previous * factor.get(mistake, trace.scale)
+            return previous * factor.get(mistake, trace.scale if scale is None else scale)
         if stage == "masked":
             mask = head_slice(p.mask, head)
-            if mistake in ("mask_ignored", "mask_inverted") and mask is None:
+            if mistake in ("mask_ignored", "mask_inverted", "mask_transposed") and mask is None:
                 return None
+            if mistake == "mask_transposed" and mask.shape[0] != mask.shape[1]:
+                return None
+            if mistake == "mask_transposed":
+                mask = mask.T  # (Lq, Lk) square: a causal mask as triu instead of tril
             mask = None if mistake == "mask_ignored" else (~mask if mistake == "mask_inverted" else mask)
-            return mask_scores(previous, mask, head_slice(p.bias, head))
+            masked = mask_scores(previous, mask, head_slice(p.bias, head))
+            return np.where(np.isneginf(masked), 0.0, masked) if mistake == "mask_zero" else masked
         if stage == "weights":
             if mistake == "no_softmax":
                 return previous
             if mistake == "no_exp":
                 plain = np.where(np.isneginf(previous), 0.0, previous)
                 return plain / plain.sum(axis=-1, keepdims=True)
+            if mistake == "argmax":  # a tie shares the weight
+                top = previous == previous.max(axis=-1, keepdims=True)
+                return top / top.sum(axis=-1, keepdims=True)
+            if mistake == "percent":
+                return softmax(previous, p.masked_rows)[0] * 100
             if mistake == "softmax_wrong_axis":
                 return softmax(previous.T, p.masked_rows)[0].T
             return softmax(previous, p.masked_rows)[0]
@@ -82,18 +101,38 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
 
 
 def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None, stop: str,
-          mistake: str | None = None, rounded: tuple[tuple[str, ...], int] | None = None) -> np.ndarray | None:
+          mistake: str | None = None, rounded: tuple[tuple[str, ...], int] | None = None,
+          scale: float | None = None) -> np.ndarray | None:
     """Recompute from stage `start` (the learner's `values`; None: from Q and K) up to `stop`,
     making `mistake` at its stage. `rounded` = (stages, k) rounds those stages to k decimals on
-    the way, as a learner who writes each stage down and carries the written numbers."""
+    the way, as a learner who writes each stage down and carries the written numbers; `scale`
+    replaces the problem's scale."""
     current = values
     for name in span(trace, start, stop):
-        current = step(trace, head, name, current, mistake if MISTAKES.get(mistake, ("",))[0] == name else None)
+        current = step(trace, head, name, current, mistake if MISTAKES.get(mistake, ("",))[0] == name else None,
+                       scale)
         if current is None:
             return None
         if rounded and name in rounded[0] and name != stop:
             current = round_finite(current, rounded[1])
     return current
+
+
+def rounded_scales(trace: Trace) -> list[tuple[float, str]]:
+    """The default scale as a learner may have rounded it before using it: √d_k to k decimals
+    (dividing by 1.41) or 1/√d_k to k decimals (multiplying by 0.71), k = 3, 2, 1; as
+    (the scale used, what the learner did). None for a scale the problem sets."""
+    root = math.sqrt(trace.d_k)
+    if trace.scale != 1 / root:
+        return []
+    found = []
+    for k in (3, 2, 1):
+        for used, text in ((round(root, k), "√d_k was rounded to {} ({:.{}f}) before dividing"),
+                           (round(1 / root, k), "the scale 1/√d_k was rounded to {} ({:.{}f}) before multiplying")):
+            scale = 1 / used if text.startswith("√") else used
+            if used and scale != trace.scale:
+                found.append((scale, text.format(plural(k, "decimal"), used, k)))
+    return found
 
 
 def roundings(steps: tuple[str, ...]) -> list[tuple[str, ...]]:

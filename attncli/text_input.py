@@ -1,7 +1,7 @@
 """CSV/TSV and inline text to nested lists, never guessing data into headers.
 
 The rules (the README's "Input" section states them for users):
-- A cell is a *value* (a number such as `2`, `-0.5`, `.5`, `1e-3`; for a mask also true/false;
+- A cell is a *value* (a number such as `2`, `-0.5`, `−0.5`, `.5`, `1e-3`; for a mask also true/false;
   for a bias also -inf or −∞), *empty*, or a *word* (anything else).
 - CSV row 1 is a header when its first cell is empty and it has more cells (pandas' `to_csv`
   corner: the column names after it may look like numbers, `,0,1`), or when it holds no value
@@ -24,12 +24,18 @@ from attncli.values import Written, excerpt
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _NON_FINITE = re.compile(r"[+-]?(inf|infinity|nan)", re.IGNORECASE)  # numbers, refused later
 _COMMA_DECIMAL = re.compile(r"[+-]?\d+,\d+")
+_PERCENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)%")
 WORDS = {"mask": ("true", "false"), "bias": ("-inf", "-∞", "−∞", "−inf")}
 EXPECTED = {"number": "a number", "mask": "true/false or 1/0", "bias": "a number or -inf"}
 
 
+def _ascii(cell: str) -> str:
+    """The cell stripped, with U+2212 (the minus sign of textbooks, PDFs and attn's own −∞) as `-`."""
+    return cell.strip().replace("\u2212", "-")
+
+
 def is_number(cell: str) -> bool:
-    cell = cell.strip()
+    cell = _ascii(cell)
     return bool(_NUMBER.fullmatch(cell) or _NON_FINITE.fullmatch(cell))
 
 
@@ -44,7 +50,7 @@ def is_word(cell: str, kind: str) -> bool:
 def cell_value(text: str, where: str, source: str, kind: str):
     """One cell as a number (a `Written` float that remembers its decimals, for `attn check`);
     a mask's true/false as a bool, a bias's −∞ as None (as JSON's null)."""
-    cell = text.strip()
+    cell = _ascii(text)
     low = cell.lower()
     if not cell:
         raise InputError(f"{where} is empty; expected {EXPECTED[kind]}"
@@ -56,6 +62,10 @@ def cell_value(text: str, where: str, source: str, kind: str):
     if not is_number(cell):
         hint = f" (write decimals with a point: {cell.replace(',', '.')})" \
             if _COMMA_DECIMAL.fullmatch(cell) else ""
+        if _PERCENT.fullmatch(cell):
+            from decimal import Decimal
+
+            hint = f" (write {cell} as {Decimal(cell[:-1]).scaleb(-2)})"
         raise InputError(f"{where}: {excerpt(cell, quoted=True)} is not {EXPECTED[kind]}{hint}", source)
     value = Written.parse(cell)
     if not math.isfinite(value):

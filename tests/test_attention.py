@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from attncli.attention import attend, merge_heads, softmax, split_heads
+from attncli.blocks import attend_output
 from attncli.errors import InputError, NumericError
 from attncli.problem import build_problem
 from tests.conftest import SCOOTER
@@ -104,6 +105,15 @@ def test_grouped_query_heads_share_kv_heads():
 def test_scores_overflow_is_an_error_not_nan():
     with pytest.raises(NumericError, match="scores = Q Kᵀ overflows float64 at head 0, query 0, key 0"):
         attend(build_problem({"Q": [1e200, 1e200], "K": [1e200, 1e200], "V": [1]}))
+
+
+@pytest.mark.parametrize("scale", [1.5, -1.5, 3.0])
+def test_scaling_overflow_is_an_error_not_nan(scale):
+    # scores 1.5e308 are finite; times a given scale above 1 in size they are not
+    problem = build_problem({"Q": [1e154], "K": [1.5e154], "V": [1], "scale": scale})
+    for compute in (attend, attend_output):
+        with pytest.raises(NumericError, match="scaled = scores · scale overflows float64 at head 0, query 0, key 0"):
+            compute(problem)
 
 
 def test_float32_overflow_is_an_error():

@@ -204,3 +204,16 @@ def test_blocked_equals_full_on_extreme_magnitudes(case):
     floor = 4 * problem.lk * np.nextafter(0.0, 1.0)
     assert np.all(np.abs(blocked.output - full.output) <= 1e-12 * scale + floor)
     assert blocked.masked_rows == full.masked_rows and blocked.warnings == full.warnings
+
+
+@pytest.mark.parametrize("doc", [
+    {"Q": [[1e154]], "K": [[1e155], [1e-300]], "V": [[1.0], [1.0]]},  # one key overflows, the other is tiny
+    {"Q": [[1e19]], "K": [[1e20]], "V": [[1.0]], "dtype": "float32"},  # 1e39: between float32's max and 4 times it
+])
+def test_the_output_only_path_names_the_same_overflow_as_the_full_trace(doc):
+    # The output-only path skips the overflow check for rows whose Cauchy–Schwarz bound is far below
+    # the largest float: the bound must use the largest key and stay below the dtype's maximum.
+    message = f"scores = Q Kᵀ overflows {doc.get('dtype', 'float64')} at head 0, query 0, key 0"
+    for compute in (attend, attend_output):
+        with pytest.raises(NumericError, match=message):
+            compute(build_problem(doc))

@@ -109,6 +109,10 @@ FABRICATED = {
     "mask_inverted": {"weights": r4(softmax_rows(np.where(~MASK, SCALED, -np.inf)))},
     "values_transposed": {"weights": r4(WEIGHTS), "output": r4(WEIGHTS @ V.T)},
     "rounded_early": {"weights": r4(softmax_rows(np.where(MASK, np.round(SCALED, 1), -np.inf)))},
+    "mask_zero": {"masked": r4(np.where(MASK, SCALED, 0.0))},
+    "percent": {"weights": np.round(WEIGHTS * 100, 2).tolist()},
+    "argmax": {"weights": [[f"{x:.2f}" for x in row] for row in
+                           (MASKED == MASKED.max(axis=1, keepdims=True)).astype(float)]},
 }
 
 
@@ -122,6 +126,31 @@ def test_no_softmax_is_named(run, tmp_path):
     scaled = np.array([[0.0, 4.0, 2.0]]) / math.sqrt(2)
     diagnoses = _diagnosed(run, tmp_path, {"weights": r4(scaled)}, SCOOTER)
     assert diagnoses["weights"] == ["no_softmax"]
+
+
+def test_masked_zeros_then_their_softmax_is_one_slip(run, tmp_path):
+    # A learner writes 0 where −∞ belongs, then takes the softmax of that: the masked stage is
+    # diagnosed, and the weights follow from it (carried), not a second mistake.
+    masked = np.where(MASK, SCALED, 0.0)
+    _, doc = check(run, tmp_path, {"masked": r4(masked), "weights": r4(softmax_rows(masked))})
+    assert doc["stages"]["masked"]["diagnosis"] == ["mask_zero"]
+    assert doc["stages"]["weights"]["wrong"] == 0 and doc["stages"]["weights"]["carried"] > 0
+
+
+@pytest.mark.parametrize("answers, note", [
+    # 4 / 1.41 = 2.8369: the learner rounded √2 before dividing (exact 2.8284)
+    ({"scaled": "0, 2.8369, 1.4184"}, "√d_k was rounded to 2 decimals (1.41) before dividing"),
+    ({"scaled": "0, 2.8571, 1.4286"}, "√d_k was rounded to 1 decimal (1.4) before dividing"),
+    ({"scaled": "0, 2.8400, 1.4200"}, "the scale 1/√d_k was rounded to 2 decimals (0.71) before multiplying"),
+    # the weights alone, from scores divided by 1.41 (nothing else written down)
+    ({"weights": "0.0451, 0.7688, 0.1861"}, "√d_k was rounded to 2 decimals (1.41) before dividing"),
+])
+def test_a_rounded_square_root_is_named(run, answers, note):
+    options = [part for stage, text in answers.items() for part in (f"--{stage}", text)]
+    result = run("check", SAMPLES / "scooter.json", *options, "--format", "json")
+    assert result.exit_code == 1, result.stderr
+    (mark,) = json.loads(result.stdout)["stages"].values()
+    assert mark["diagnosis"] == ["rounded_early"] and f"rounded_early: right method, but {note}" in mark["notes"]
 
 
 def test_rounded_early_says_where_and_how(run, tmp_path):
@@ -202,3 +231,41 @@ def test_usage_errors(run, tmp_path):
     assert_error(run("check", SAMPLES / "multihead.json", "--weights", "1,2,3"),
                  "weights is given at the top level, but the problem has 2 heads")
     assert_error(run("check", tmp_path / "nope.json", SAMPLES / "scooter.json"), "nope.json: no such file")
+
+
+def test_a_wide_stage_table_is_split_to_fit_the_terminal():
+    # Six keys of "0.0438 ✗ 0.0338" are ~116 columns: on an 80-column terminal every row wrapped.
+    import io
+
+    from rich.console import Console
+
+    from attncli.api import attend, check as check_api
+    from attncli.render.marks import print_marks
+
+    keys = [[1, 0], [0, 1], [1, 1], [-1, 0], [0, -1], [2, 1]]
+    trace = attend(Q=[[1, 2], [0.5, -1]], K=keys, V=keys)
+    given = np.round(trace.weights[0] + 0.01, 4)
+    marks = check_api({"weights": given.tolist()}, trace)
+    console = Console(file=io.StringIO(), width=80, color_system=None, highlight=False)
+    print_marks(trace, dict(marks), console, 4)
+    out = console.file.getvalue()
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "weights (columns 0–" in out and "weights (columns " in out.split("weights (columns 0–")[1]
+    assert "…" not in out and out.count(" ✗ ") == 12 + 1  # no cell cut, each shown once (and the legend)
+    assert f"{trace.weights[0][1, 5]:.4f}" in out
+
+
+def test_inline_answers_with_a_complete_key_mark_only_what_was_given(run, tmp_path):
+    # `attn compute`'s JSON is a complete key. With --problem it is only the problem: its stages
+    # are not the learner's answers. Without, it is answers and problem in one file, and an
+    # inline stage replaces the file's own (it was hidden behind the key's heads[0]).
+    key = tmp_path / "key.json"
+    key.write_text(run("compute", SAMPLES / "scooter.json", "--format", "json").stdout)
+    wrong = "0.0159,0.8668,0.1173"
+    result = run("check", "--weights", wrong, "--problem", key, "--format", "json")
+    assert result.exit_code == 1, result.stdout
+    doc = json.loads(result.stdout)
+    assert list(doc["stages"]) == ["weights"] and doc["stages"]["weights"]["wrong"] == 3
+    result = run("check", key, "--weights", wrong, "--format", "json")
+    assert result.exit_code == 1, result.stdout
+    assert json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3

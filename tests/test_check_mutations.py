@@ -29,7 +29,8 @@ def test_each_heads_mask_ignored_is_diagnosed_on_its_own_plane(run, problem_file
     answers = {"heads": [{"masked": [[1, None], [3, 0]]}, {"masked": [[0, 2], [0, 4]]}]}
     stages = marks(run, problem_file, answers, PER_HEAD_MASK)
     assert stages["heads[0].masked"]["right"] == 4
-    assert stages["heads[1].masked"]["diagnosis"] == ["mask_ignored"]
+    # The blocked cell's scaled score is 0 here, so writing 0 for −∞ explains it equally well.
+    assert stages["heads[1].masked"]["diagnosis"] == ["mask_ignored", "mask_zero"]
 
 
 WITH_BIAS_OUT = {"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1, 2], [3, 4]],

@@ -25,6 +25,12 @@ def test_numbers_written_as_strings_keep_their_decimals(run, problem_file):
     assert doc["stages"]["weights"]["cells"] == [["correct", "imprecise", "correct"]]
 
 
+def test_numbers_written_as_strings_with_a_unicode_minus(run, problem_file):
+    scaled = [["−1.7678", "1.7678", "0.3536"], ["1.7678", "−1.7678", "−2.8284"]]  # U+2212, as typeset
+    code, doc = marks(run, problem_file({"scaled": scaled}, "a.json"), problem_file(EXERCISE_5))
+    assert code == 0 and doc["stages"]["scaled"]["correct"] == 6
+
+
 @pytest.mark.parametrize("blocked", [None, "-inf", "-Inf", "−∞", "-∞"])
 def test_masked_cells_spelled_every_way(run, problem_file, blocked):
     answers = {"masked": [[0.7071, blocked], [0, 0.7071]]}
@@ -85,6 +91,25 @@ def test_a_csv_answers_file(run, problem_file):
     assert code == 0 and doc["stages"]["weights"]["correct"] == 6 and doc["stages"]["output"]["right"] == 4
 
 
+def test_a_tsv_answers_file_is_split_at_tabs(run, problem_file):
+    code, doc = marks(run, problem_file("weights\n0.0454\t0.7679\t0.1867\n", "alice.tsv"), problem_file(SCOOTER))
+    assert code == 0 and doc["stages"]["weights"]["correct"] == 3
+
+
+def test_a_csv_answers_file_with_the_worksheets_labels(run, problem_file):
+    # Copied from the worksheet's grid: a header of key names, each row starting with its query
+    # (the first cell of the header empty, as pandas writes it). The labels are not answers.
+    text = ("weights\n,w0,w1,w2\nq0,0.0229,0.7860,0.1911\nq1,0.9622,0.0280,0.0097\n"
+            "output\nq0,-1.2585,-2.7173\nq1,-2.9232,0.8588\n"
+            "scores\n,0,1,2\n0,-2.5,2.5,0.5\n1,2.5,-2.5,-4\n")
+    code, doc = marks(run, problem_file(text, "alice.csv"), problem_file(EXERCISE_5))
+    assert code == 0, doc
+    assert doc["stages"]["weights"]["correct"] == 6 and doc["stages"]["output"]["right"] == 4
+    assert doc["stages"]["scores"]["right"] == 6  # pandas' to_csv: the corner, then numbered names
+    assert_error(run("check", problem_file("weights\n,a,b,c\nq0,0.1,0.2,0.7\n0.5,0.2,0.3\n", "bob.csv"),
+                     problem_file(EXERCISE_5)), "bob.csv", "row 4", "label")
+
+
 def test_csv_answers_in_a_class_with_heads_and_blocked_cells(run, problem_file):
     problem = problem_file({**CAUSAL2, "heads": 2, "Q": [[1, 0, 1, 0], [0, 1, 0, 1]],
                             "K": [[1, 0, 1, 0], [0, 1, 0, 1]], "V": [[1, 2], [3, 4]]})
@@ -103,6 +128,7 @@ def test_csv_answers_in_a_class_with_heads_and_blocked_cells(run, problem_file):
     # a line meant as a stage name is one, not a row of the stage above ("weights[1] has 1 entry")
     ("weights\n0.1,0.2,0.3\nOutput\n1,2\n", ['alice.csv: row 3: unknown stage "Output" (did you mean "output"?)']),
     ("weights\n0.1,0.2,0.3\n[bold]x\x1b[2J\n1,2\n", ['row 3: unknown stage "[bold]x\\u001b[2J"; stages are']),
+    ("heads[1024].weights\n0.1,0.2,0.3\n", ['row 1: "heads[1024].weights" names head 1024']),
 ])
 def test_csv_answer_errors(run, problem_file, text, fragments):
     assert_error(run("check", problem_file(text, "alice.csv"), SAMPLES / "scooter.json"), *fragments)
@@ -131,6 +157,14 @@ def test_some_heads_only(run, problem_file):
     assert "heads[1].weights" in doc["not_answered"]
     answers = {"heads": [{}, {"weights": computed["heads"][1]["weights"]}]}
     assert marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")[0] == 0
+    answers = {"heads": [{"weights": None}, {"weights": computed["heads"][1]["weights"]}]}  # a null stage too
+    code, doc = marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")
+    assert code == 0 and list(doc["stages"]) == ["heads[1].weights"]
+    assert_error(run("check", problem_file({"heads": [{"wieghts": [[1]]}]}, "a.json"), SAMPLES / "multihead.json"),
+                 'unknown key "wieghts" in heads[0] (did you mean "weights"?)')
+    answers = {"heads": [None, {"weights": computed["heads"][1]["weights"]}]}  # null: head 0 not answered
+    code, doc = marks(run, problem_file(answers, "a.json"), SAMPLES / "multihead.json")
+    assert code == 0 and list(doc["stages"]) == ["heads[1].weights"]
     too_many = {"heads": [{}, {}, {}]}
     assert_error(run("check", problem_file(too_many, "a.json"), SAMPLES / "multihead.json"),
                  "heads lists 3 heads but the problem has 2")
@@ -168,3 +202,34 @@ def test_a_csv_answers_file_far_bigger_than_its_problem_is_refused_unread(run, p
     big = problem_file("weights\n" + "0.25,0.25,0.5\n" * 40_000, "big.csv")
     assert_error(run("check", big, SAMPLES / "scooter.json"), "big.csv: the file is",
                  "an answers file for this problem is at most")
+
+
+def test_inline_answers_beside_a_key_are_the_only_answers(run, tmp_path):
+    # A learner checks against the teacher's key (attn compute's JSON, every stage in it): the
+    # key's stages are not the learner's, and the learner's --output is marked, not the key's.
+    key = tmp_path / "key.json"
+    key.write_text(run("compute", SAMPLES / "scooter.json", "--format", "json").stdout)
+    result = run("check", key, "--output", "9, 9", "--format", "json")
+    assert result.exit_code == 1, result.stdout
+    doc = json.loads(result.stdout)
+    assert list(doc["stages"]) == ["output"] and doc["stages"]["output"]["wrong"] == 2
+    assert doc["not_answered"] == ["scores", "scaled", "weights"]
+    result = run("check", key, "--weights", "0.0454, 0.7679, 0.1867", "--format", "json")
+    assert result.exit_code == 0 and list(json.loads(result.stdout)["stages"]) == ["weights"]
+
+
+def test_inline_answers_replace_an_answers_files_own_heads_entry(run, tmp_path):
+    # Laid over an answers file, --weights replaces its weights wherever the file wrote them.
+    answers = tmp_path / "a.json"
+    answers.write_text(json.dumps({"heads": [{"weights": [[0.0454, 0.7679, 0.1867]]}]}))
+    result = run("check", answers, SAMPLES / "scooter.json", "--weights", "0.10, 0.20, 0.70", "--format", "json")
+    assert result.exit_code == 1 and json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3
+
+
+def test_weights_copied_with_the_tables_sum_column_say_so(run):
+    # The weights table ends with a `sum` column; a learner copying the row takes it along.
+    assert_error(run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.7679, 0.1867, 1.0000"),
+                 "--weights: weights has shape (1 × 4); expected (1 × 3): queries × keys",
+                 "(leave out the table's sum column)")
+    result = run("check", SAMPLES / "scooter.json", "--weights", "0.1, 0.2, 0.3, 0.4")
+    assert "sum column" not in result.stderr  # a last column that is not the row's sum

@@ -318,3 +318,121 @@ def test_huge_answers_are_wrong_without_a_warning_on_stderr(run, problem_file, t
     assert result.exit_code == 1 and result.stderr == "", result.stderr
     stages = json.loads(result.stdout)["stages"]
     assert stages["weights"]["wrong"] == 2 and stages["output"]["wrong"] == 1
+
+
+# Found by breaking the marking code on purpose: each test below fails with one plausible mistake.
+
+def test_npz_answers_are_held_to_at_least_the_decimals_option(run, problem_file, tmp_path):
+    # An .npz does not say how many decimals were written: at least --decimals are assumed, so a
+    # value right to 6 decimals is correct with --decimals 6 (not imprecise, as 4 assumed would make it).
+    trace = attend(build_problem(SCOOTER))
+    path = tmp_path / "answers.npz"
+    np.savez(path, weights=np.round(trace.weights[0], 6))
+    result = run("check", path, problem_file(SCOOTER), "--decimals", "6", "--format", "json")
+    assert result.exit_code == 0, result.stdout
+    assert json.loads(result.stdout)["stages"]["weights"]["correct"] == 3
+
+
+EQUAL_KEYS = {"Q": [1, 0], "K": [[1, 0], [1, 0]], "V": [[1, 0], [0, 1]]}  # weights exactly [0.5, 0.5]
+
+
+def test_a_tolerance_includes_its_boundary(run, problem_file):
+    # 0.51 - 0.5 is 0.010000000000000009 in binary: "within ±0.01" must still hold.
+    doc = marked(run, problem_file, {"weights": [0.51, 0.49]}, "--tol", "0.01", problem=EQUAL_KEYS, code=0)
+    assert doc["stages"]["weights"]["correct"] == 2
+    doc = marked(run, problem_file, {"weights": [0.52, 0.49]}, "--tol", "0.01", problem=EQUAL_KEYS, code=1)
+    assert doc["stages"]["weights"]["cells"] == [["wrong", "correct"]]
+
+
+MASKED_SCOOTER = dict(SCOOTER, mask=[True, True, False])  # masked = [0, 2.8284, −∞]
+
+
+def test_a_tolerance_never_takes_a_number_for_minus_infinity(run, problem_file):
+    doc = marked(run, problem_file, {"masked": [0, 2.8284, 0]}, "--tol", "0.5", problem=MASKED_SCOOTER, code=1)
+    assert doc["stages"]["masked"]["cells"] == [["correct", "correct", "wrong"]]
+    doc = marked(run, problem_file, {"masked": [None, 2.8284, None]}, "--tol", "0.5", problem=MASKED_SCOOTER, code=1)
+    assert doc["stages"]["masked"]["cells"] == [["wrong", "correct", "correct"]]
+
+
+def test_nothing_marked_is_not_all_correct():
+    assert not all_correct({})
+
+
+def test_a_carried_stage_written_with_too_few_decimals_is_imprecise_not_wrong(run, problem_file):
+    # scores [0, 5, 3] (exact [0, 4, 2]); scaled from them is [0, 3.5355, 2.1213], written 2.1 in the last cell.
+    doc = marked(run, problem_file, {"scores": [0, 5, 3], "scaled": [0, 3.5355, 2.1]}, code=1)
+    assert doc["stages"]["scaled"]["cells"] == [["correct", "carried", "imprecise"]]
+
+
+def test_the_following_that_makes_most_cells_right_is_chosen(run, problem_file):
+    # The learner's scaled has a slip in row 0, but the weights were computed from the exact scaled
+    # rounded to 2 decimals: the textbook's method, all correct (carrying their own scaled fits row 1 only).
+    scaled = [[-0.77, 1.77, 0.35], [1.77, -1.77, -2.83]]  # exact rounded: row 0 starts -1.77
+    weights = [[0.0228, 0.787, 0.1902], [0.9624, 0.0279, 0.0097]]
+    doc = marked(run, problem_file, {"scaled": scaled, "weights": weights}, problem=EXERCISE_5, code=1)
+    assert doc["stages"]["weights"]["cells"] == [["correct"] * 3] * 2
+    assert doc["stages"]["weights"]["notes"] == ["rounded scaled carried (2 decimals)"]
+
+
+def test_scores_and_scaled_both_rounded_and_carried_are_correct(run, problem_file):
+    # Scores 0.0377, 0.2859, 0.3756 rounded to 2 decimals, scaled rounded again: weights that neither
+    # rounding alone gives (those are 0.2886… and 0.2893…).
+    problem = {"Q": [[-0.04, 0.13]], "K": [[-0.13, 0.25], [-1.72, 1.67], [-1.33, 2.48]], "V": [[1, 0], [0, 1], [1, 1]]}
+    doc = marked(run, problem_file, {"weights": [[0.2883, 0.3452, 0.3665]]}, problem=problem, code=0)
+    assert doc["stages"]["weights"]["notes"] == ["rounded scores, scaled carried (2 decimals)"]
+
+
+# `attn exercise --seed 40 --kind causal` (pinned); a learner who forgot the scale and carried
+# full precision on a calculator: weights written to 4 decimals, output from the unrounded weights.
+CAUSAL_40 = {"Q": [[-2, -0.5], [0, -0.5], [-1, 0.5]], "K": [[0, 1.5], [-2, 2], [-1, -2]],
+             "V": [[2, -2], [1, 2], [0, 3]], "mask": "causal"}
+NO_SCALE_40 = {"scaled": [[-0.75, 3, 3], [-0.75, -1, 1], [0.75, 3, 0]],
+               "weights": [[1, 0, 0], [0.5622, 0.4378, 0], [0.0912, 0.8657, 0.0431]],
+               "output": [[2, -2], [1.5622, -0.2487], [1.0481, 1.6781]]}
+
+
+def test_carried_at_full_precision_from_an_earlier_stage_is_carried(run, problem_file):
+    # From the written (4-decimal) weights the last cell is 1.6783: the learner's own scaled scores,
+    # carried exactly, give 1.6781. Both are the learner's own method; neither is wrong.
+    doc = marked(run, problem_file, NO_SCALE_40, problem=CAUSAL_40, code=1)
+    assert doc["stages"]["scaled"]["diagnosis"] == ["no_scale"]
+    output = doc["stages"]["output"]
+    assert (output["right"], output["wrong"], output["carried"]) == (6, 0, 4)
+    assert doc["right"] == doc["max"] - 8  # only the 8 unscaled cells lose marks
+
+
+def test_a_causal_mask_the_wrong_way_round_is_mask_transposed(run, problem_file):
+    # triu for tril: each query keeps itself and the later keys. Not "wrote the matrix transposed"
+    # (the numbers are in their places) nor "mask_ignored" (it was applied).
+    scaled = np.array([[-0.75, 3, 3], [-0.75, -1, 1], [0.75, 3, 0]]) / np.sqrt(2)
+    masked = [[None if j < i else round(x, 4) for j, x in enumerate(row)] for i, row in enumerate(scaled)]
+    doc = marked(run, problem_file, {"masked": masked}, problem=CAUSAL_40, code=1)
+    assert doc["stages"]["masked"]["diagnosis"] == ["mask_transposed"]
+    assert doc["stages"]["masked"]["wrong"] == 6
+
+
+def test_answers_holding_another_problem_are_not_marked_against_this_one(run, problem_file, tmp_path):
+    # A learner who solved another exercise (its Q, K, V copied beside the answers) would score
+    # whatever happens to agree; the teacher is told instead, and the class goes on.
+    other = dict(CAUSAL_40, Q=[[1, 0.5], [0, -0.5], [-1, 0.5]])
+    theirs = problem_file(dict(other, weights=[[1, 0, 0], [0.5, 0.5, 0], [0.3, 0.3, 0.4]]), "theirs.json")
+    key = problem_file(CAUSAL_40, "key.json")
+    result = run("check", theirs, "--problem", key)
+    assert_error(result, "theirs.json", "Q is not the problem's Q", "their own problem")
+    same = problem_file(dict(CAUSAL_40, Q=[["-2", "-0.5"], [0, "-0.5"], [-1, 0.5]], output=NO_SCALE_40["output"]),
+                        "same.json")
+    assert run("check", same, "--problem", key, "-f", "json").exit_code == 1  # the same problem, copied: marked
+    many = run("check", same, theirs, "--problem", key, "-f", "json")
+    assert many.exit_code == 2 and "their own problem" in json.loads(many.stdout)["files"][1]["error"]
+
+
+def test_a_mistake_that_explains_few_of_the_wrong_cells_is_not_named(run, problem_file):
+    # Every weight 0.01 too big: no common mistake does that. A recomputation that happens to
+    # agree on one cell of twelve is a coincidence, not a diagnosis to show a class.
+    # `attn exercise --seed 3 --queries 2 --keys 6` (pinned): scaled rounded to 1 decimal happens
+    # to give one of the twelve.
+    problem = {"Q": [[1.5, 0], [2, -0.5]], "K": [[-0.5, 1.5], [2, 2], [1.5, 1], [-1, -0.5], [-1, 2], [1, -2]],
+               "V": [[2, 3], [-3, -2], [3, 1], [-3, -1], [3, -3], [3, 3]]}
+    exact = np.array(json.loads(run("compute", problem_file(problem), "-f", "json").stdout)["heads"][0]["weights"])
+    doc = marked(run, problem_file, {"weights": np.round(exact + 0.01, 4).tolist()}, problem=problem, code=1)
+    assert doc["stages"]["weights"]["wrong"] == 12 and doc["stages"]["weights"]["diagnosis"] == []

@@ -39,8 +39,9 @@ def test_flags_show_no_bool_placeholder(run, command):
     assert "--help" in text
 
 
-def test_check_help_wraps_paragraphs_not_lines(run):
-    text = help_text(run, "check")
+@pytest.mark.parametrize("command", ["check", "exercise"])
+def test_help_wraps_paragraphs_not_lines(run, command):
+    text = help_text(run, command)
     # In every paragraph of the description, each line but the last is filled (rich wrapped it at
     # 80): no line ends half-way through a sentence with the sentence going on below it.
     description = text.split("╭")[0].split("Usage:")[1].split("\n", 1)[1]
@@ -49,7 +50,7 @@ def test_check_help_wraps_paragraphs_not_lines(run):
     assert sum(len(p) > 1 for p in paragraphs) >= 2  # there are paragraphs that wrap at all
     for paragraph in paragraphs:
         assert all(len(line) > 65 for line in paragraph[:-1]), paragraph
-    assert "Exit codes: 0 every given cell" in words(text)
+    assert "Exit codes: 0 every given cell" in words(text) or command != "check"
 
 
 def test_prose_joins_lines_within_paragraphs_and_keeps_marked_ones():
@@ -136,3 +137,48 @@ def test_shell_completion_is_offered_and_completes():
     env = {"_ATTN_COMPLETE": "complete_bash", "COMP_WORDS": "attn compute --form", "COMP_CWORD": "2"}
     result = runner.invoke(app, [], env=env, prog_name="attn")
     assert result.exit_code == 0 and result.stdout.split() == ["--format"]
+
+
+def test_check_on_a_terminal_with_no_problem_says_how_instead_of_waiting():
+    # `attn check --weights …` with no file read the terminal and sat there, silent, until Ctrl-D.
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    main, terminal = pty.openpty()
+    try:
+        result = subprocess.run([sys.executable, "-m", "attncli", "check", "--weights", "0.1,0.2,0.7"],
+                                stdin=terminal, capture_output=True, text=True, timeout=30)
+    finally:
+        os.close(main)
+        os.close(terminal)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: no problem: name one") and result.stderr.count("\n") == 1
+    assert "attn example scooter | attn check --weights" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["scooter", "scooter.json", "samples/causal.json"])
+def test_a_missing_file_named_like_an_example_points_to_attn_example(run, tmp_path, monkeypatch, name):
+    # A learner away from the repository types the README's `attn compute samples/scooter.json`.
+    monkeypatch.chdir(tmp_path)
+    stem = name.split("/")[-1].removesuffix(".json")
+    assert_error(run("compute", name), f"{name}: no such file",
+                 f"(a bundled example: attn example {stem} prints it)")
+    assert_error(run("compute", "homework.json"), "homework.json: no such file")
+    assert "example" not in run("compute", "homework.json").stderr
+
+
+@pytest.mark.parametrize("command", [(), ("compute",), ("check",), ("exercise",)])
+def test_no_color_help_has_no_style_at_all(run, command):
+    # README: NO_COLOR turns off every style, bold and dim included; rich alone keeps those, and
+    # Typer's help is rich. FORCE_COLOR stands in for a terminal.
+    result = run(*command, "--help", env={"NO_COLOR": "1", "FORCE_COLOR": "1", "COLUMNS": "80"})
+    assert result.exit_code == 0 and "Usage" in result.stdout
+    assert "\x1b[" not in result.stdout
+    assert "\x1b[" in run(*command, "--help", env={"NO_COLOR": "", "FORCE_COLOR": "1", "COLUMNS": "80"}).stdout
+
+
+def test_require_help_names_the_missing_status_the_table_shows(run):
+    # The table and JSON say "missing ?", not "wrong", for a required stage not answered.
+    assert "a missing one counts its cells as missing (? in the table), not right." in words(help_text(run, "check"))

@@ -36,6 +36,8 @@ READS = [
     ("d0,d1\r\n0,4\r\n1,1\r\n", "number", [[0, 4], [1, 1]], None),    # CRLF
     ("0,−inf\n", "bias", [[0, None]], None),
     ('"0","4"\n', "number", [[0, 4]], None),                          # quoted numbers
+    ("0,4\t\n1,1\n", "number", [[0, 4], [1, 1]], None),             # a stray tab in a CSV with commas
+    ("row 1,0,4\nrow 2,1,1\n", "number", [[0, 4], [1, 1]], ["row 1", "row 2"]),  # one number in a label
 ]
 
 
@@ -56,6 +58,7 @@ ERRORS = [
     ("0,4\n1,1,\n", "number", "Q.csv", ["row 2 has 3 cells, row 1 has 2"]),
     ("0,\n", "bias", "B.csv", ["row 1, column 2 is empty; expected a number or -inf (write −∞ as -inf)"]),
     ("1,nan\n", "number", "Q.csv", ['row 1, column 2: "nan" is not a finite number']),
+    ("1,-inf\n", "number", "Q.csv", ['row 1, column 2: "-inf" is not a finite number']),  # only a bias has −∞
     ("1,yes\n", "mask", "M.csv", ['row 1, column 2: "yes" is not true/false or 1/0']),
     ("1;2\n3;4\n", "number", "Q.csv", ['row 1, column 1: "1;2" holds numbers separated by semicolons',
                                        "cells in a CSV are separated by commas"]),
@@ -123,6 +126,7 @@ def test_a_bias_csv_with_a_header_and_minus_infinity(run, tmp_path):
     ("; 1 0\n0 1\n", [[1, 0], [0, 1]]),      # leading and trailing separators are ignored
     ("1,0;\n0,1;\n", [[1, 0], [0, 1]]),     # a `;` ending a line is one separator
     (".5,-.5,1e-3", [0.5, -0.5, 0.001]),
+    ("2,0; 0,2; 1,\u22121", [[2, 0], [0, 2], [1, -1]]),  # the minus sign of textbooks and PDFs
     ("[[1, 0], [0, 1]]", [[1, 0], [0, 1]]),
 ])
 def test_inline_text(text, matrix):
@@ -137,12 +141,23 @@ def test_inline_text(text, matrix):
     ("1,0\n\n0,1", "row 2 is empty"),
     ("1 2, 3", '"1 2" holds numbers separated by spaces; separate the entries of a row with commas'),
     ("1,x", 'row 1, column 2: "x" is not a number'),
+    ("4.5%, 76.8%", 'row 1, column 1: "4.5%" is not a number (write 4.5% as 0.045)'),
     (" ; ", "empty matrix"),
 ])
 def test_inline_errors(text, fragment):
     with pytest.raises(InputError, match=None) as caught:
         parse_inline(text, "--q")
     assert fragment in caught.value.message and caught.value.source == "--q"
+
+
+def test_the_typographic_minus_is_a_minus_in_csv_and_bias(run, tmp_path):
+    # A learner copies V from a textbook: "1, −1" with U+2212, as attn itself prints −∞.
+    (tmp_path / "V.csv").write_text("token,d0,d1\nmechanic,2,0\nscooter,0,2\npetrol,1,\u22121\n")
+    assert parse_csv((tmp_path / "V.csv").read_text(), "V.csv")[0] == [[2, 0], [0, 2], [1, -1]]
+    assert parse_inline("\u22120.5, \u2212\u221e", "--bias", "bias") == [-0.5, None]
+    result = run("compute", "--q", "0,4", "--k", "1,0; 0,1; .5,.5", "--v", str(tmp_path / "V.csv"), "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    assert '"output": [[0.27747042677509215, 1.349142171329902]]' in result.stdout
 
 
 def test_inline_empty_entry_is_an_error_on_the_command_line(run):

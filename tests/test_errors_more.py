@@ -214,6 +214,19 @@ def test_a_reader_that_goes_away_is_not_an_error(args):
     assert child.wait() == 0 and stderr == b""
 
 
+# check's verdict is decided before it prints: a reader that leaves does not turn "differ" into 0.
+@pytest.mark.parametrize("weights, code", [("0.0454, 0.7679, 0.1867", 0), ("0.5, 0.25, 0.25", 1)])
+@pytest.mark.parametrize("form", ["json", "table", "csv"])
+def test_check_keeps_its_verdict_when_the_reader_goes_away(weights, code, form):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    child = subprocess.Popen([sys.executable, "-m", "attncli", "check", "samples/scooter.json", "--weights",
+                              weights, "--format", form], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()
+    stderr = child.stderr.read()
+    assert child.wait() == code and stderr == b""
+
+
 # A terminal of almost no columns still gets tables.
 class FakeTerminal(io.StringIO):
     def isatty(self) -> bool:

@@ -241,6 +241,22 @@ def test_the_issues_precision_2_equations_now_hold(run):
     assert "  petrol:   2.00 / 1.41 = 1.41  (1.414… unrounded)" in exact
 
 
+def test_rounded_carry_multiplies_the_projected_q_and_k_as_printed(run, problem_file):
+    # exact q = [0.315, 0.925] and k = [0.925, 0.4625] print as [0.3, 0.9] and [0.9, 0.5]; a pocket
+    # calculator from x printed [0.2, 1.4] gets q = [0.2, 0.9] and k = [0.9, 0.4], and uses those.
+    doc = {"X": [[0.25, 1.35]], "W_Q": [[0.45, 1.0], [0.15, 0.5]], "W_K": [[1.0, 0.5], [0.5, 0.25]],
+           "W_V": [[1, 0], [0, 1]]}
+    out = run("compute", problem_file(doc), "--explain", "--carry", "rounded", "--precision", "1").stdout
+    assert "  q0: (0.2)(0.5) + (1.4)(0.1) = 0.2\n  q1: (0.2)(1.0) + (1.4)(0.5) = 0.9\n" in out
+    assert "Step 2: raw scores, q · k\n  0: (0.2)(0.9) + (0.9)(0.4) = 0.5\n" in out
+
+
+def test_a_tiny_negative_is_printed_without_a_minus_sign(run, problem_file):
+    out = run("compute", problem_file({"Q": [-0.00001, 0], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]}),
+              "--explain").stdout
+    assert "  0: (0.0)(1.0) + (0.0)(0.0) = 0.0000\n" in out and "-0.0" not in out and "e^-" not in out
+
+
 def test_carry_in_json_and_only_with_explain(run):
     doc = run.json("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2")
     assert "  petrol:   2.00 / 1.41 = 1.42" in doc["explanation"]

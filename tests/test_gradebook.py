@@ -94,6 +94,15 @@ def test_a_narrow_console_continues_the_stage_columns_in_another_table():
     assert max(len(line) for line in text.splitlines()) <= 60
 
 
+def test_the_summary_fits_every_console_width_and_shows_carried_cells():
+    for width in range(40, 131, 6):
+        text = render(class_results(), width=width)
+        students = text[:text.index("cells per stage")]
+        assert "…" not in students, width
+        assert max(len(line) for line in text.splitlines()) <= width, width
+        assert students.count("8/8 ↪2") == 8, width  # 8 right, 2 of them carried, in 8 stages of 3 files
+
+
 def test_file_names_in_the_summary_are_text_not_markup_or_controls():
     results = [("[bold red]x[/]\x1b[31m.json", two_heads(0), None), ("ok.json", None, "bad \x1b[2J")]
     text = render(results, width=200)
@@ -167,3 +176,36 @@ def test_class_table_through_the_cli(run, tmp_path):
     table = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "table").stdout
     assert "class summary" in table and "cells per stage" in table and "no_scale" in table
     assert "2/3 files all correct" in table and "class mean 88.9%" in table
+
+
+def test_one_bad_submission_still_gets_a_gradescope_results_json(run, tmp_path):
+    # Gradescope reads results.json whatever the exit code: an empty one is "could not be parsed",
+    # so a blank or broken submission must still score 0 with the reason, as in a class.
+    (tmp_path / "problem.json").write_text(json.dumps(SCOOTER))
+    blank, broken = tmp_path / "blank.json", tmp_path / "broken.json"
+    blank.write_text("{}")
+    broken.write_text('{"weights": [0.0454, 0.7679,]}')
+    for path, code, reason in [(blank, 1, "no answers found"), (broken, 2, "invalid JSON"),
+                               (tmp_path / "absent.json", 2, "no such file")]:
+        result = run("check", path, "--problem", tmp_path / "problem.json", "--format", "gradescope")
+        assert result.exit_code == code, result.stderr
+        doc = json.loads(result.stdout)
+        assert doc["score"] == 0 and doc["tests"] == [] and reason in doc["output"]
+        rows = list(csv.reader(io.StringIO(run("check", path, "--problem", tmp_path / "problem.json",
+                                               "--format", "csv").stdout)))
+        assert rows[1][1] == "0" and reason in rows[1][-1]
+    assert run("check", blank, "--problem", tmp_path / "problem.json", "--format", "json").exit_code == 2
+
+
+def test_the_class_summary_warns_when_files_are_marked_out_of_different_maxima(run, tmp_path):
+    # One learner answered only the scores (all right): 100% beside a full answer's 100%. The
+    # teacher is told why, and how to mark every file out of the same.
+    (tmp_path / "problem.json").write_text(json.dumps(SCOOTER))
+    (tmp_path / "full.json").write_text(json.dumps({"weights": [0.0454, 0.7679, 0.1867], "output": [0.2775, 1.3491]}))
+    (tmp_path / "scores.json").write_text(json.dumps({"scores": [0, 4, 2]}))
+    files = [tmp_path / "full.json", tmp_path / "scores.json"]
+    table = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "table").stdout
+    assert "marked out of different maxima (3 to 5 cells)" in table and "--require" in table
+    same = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "table",
+               "--require", "scores,weights,output").stdout
+    assert "different maxima" not in same and "scores.json" in same

@@ -413,3 +413,19 @@ def test_the_cap_message_does_not_advise_the_size_already_set(monkeypatch):
     assert limits.text_cap().why == "text input is limited to 1.0 GiB (set by ATTN_MAX_INPUT); save big matrices as .npy or .npz"
     monkeypatch.setenv("ATTN_MAX_INPUT", "64K")
     assert "(ATTN_MAX_INPUT=1G raises it)" in limits.text_cap().why
+
+
+@pytest.mark.parametrize("mask, arrays", [(False, 4), (True, 5)])
+def test_the_full_trace_counts_every_score_sized_array(monkeypatch, mask, arrays):
+    # scores, scaled, (masked,) weights and the softmax's temporary: each 100 × 100 × 8 bytes
+    one = 100 * 100 * 8
+    monkeypatch.setattr(limits, "available_bytes", lambda: arrays * one - 1)
+    with pytest.raises(limits.ResourceError, match=f"{arrays} score-sized arrays"):
+        attend(build_problem(square(100, mask)))
+    monkeypatch.setattr(limits, "available_bytes", lambda: arrays * one)
+    attend(build_problem(square(100, mask)))
+
+
+def test_sizes_are_named_in_the_largest_unit_they_reach():
+    assert [limits.size_text(n) for n in (1023, 1 << 10, (1 << 20) - 1, 1 << 20, 10 << 30)] == \
+        ["1023 bytes", "1.0 KiB", "1024 KiB", "1.0 MiB", "10 GiB"]

@@ -54,6 +54,7 @@ def test_duplicate_key_in_inline_json(run):
     ("[[.5, 1]]", "JSON numbers need a leading zero: 0.5"),
     ("[1, -.5]", "JSON numbers need a leading zero: 0.5"),
     ("[1., 2]", "JSON numbers need a digit after the point: 1.0"),
+    ("[[2, 0], [1, \u22121]]", "JSON numbers take the ASCII minus: -1, not \u22121"),  # copied from a PDF
 ])
 def test_hand_written_number_slips_get_a_hint(run, text, hint):
     result = run("compute", "--q", "1,0", "--k", text, "--v", "1")

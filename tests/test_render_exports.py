@@ -175,3 +175,18 @@ def test_markdown_and_latex_through_the_cli(run):
     assert r"\caption{output: $\text{weights}\, V$}" in tex
     bad = run("compute", SAMPLES / "scooter.json", "-f", "csv")
     assert bad.exit_code == 2 and "--format csv writes one stage" in bad.stderr
+
+
+def test_csv_writes_minus_zero_as_zero_and_minus_infinity_as_minus_inf():
+    from attncli.render.export import csv_table
+
+    text = csv_table(["q"], ["a", "b", "c"], [(None, np.array([[-0.0, -np.inf, -1e-300]]))], decimals=4)
+    assert text == "query,a,b,c\nq,0.0,-inf,0.0\n"  # -1e-300 rounds to −0, written 0.0
+
+
+def test_heatmap_through_a_pipe_is_drawn_not_dropped(run):
+    # `attn compute p.json --heatmap | less` gave JSON, without the picture that was asked for;
+    # like --explain, a heatmap makes the auto view text.
+    out = run("compute", SAMPLES / "scooter.json", "--heatmap").stdout
+    assert "heatmap of weights" in out and "▓▓▓ 0.77" in out and not out.startswith("{")
+    assert run("compute", SAMPLES / "scooter.json", "--heatmap", "-f", "json").stdout.startswith("{")

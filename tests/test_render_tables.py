@@ -114,3 +114,26 @@ def test_multihead_titles_name_heads_and_final_output():
                   "concat = heads side by side", "output = concat W_O (final)"):
         assert title in text, title
     assert "projections: Q = X W_Q, W is (d_in × d_out)" in text
+
+
+def test_a_long_explanation_line_folds_between_terms_on_a_terminal():
+    # At 80 columns the terminal broke "sum =" from "22.032079"; the line now folds between the
+    # e^x terms and before its note, the continuation indented under the step.
+    from attncli.render.explain import explain
+
+    trace = attend(build_problem(SCOOTER))
+    for precision, expected in [
+        (4, ["  e^0.0000 = 1.0000   e^2.8284 = 16.9188   e^1.4142 = 4.1133   sum = 22.0321",
+             "    (2.82842…, 1.41421… unrounded)"]),
+        (6, ["  e^0.000000 = 1.000000   e^2.828427 = 16.918829   e^1.414214 = 4.113250",
+             "    sum = 22.032079  (2.8284271…, 1.4142135… unrounded)"]),
+    ]:
+        console = Console(file=io.StringIO(), width=80, color_system=None)
+        render(trace, console, (), precision, 80, explain(trace, [0], [0], precision, "exact"))
+        lines = [line.rstrip() for line in console.file.getvalue().splitlines()]
+        start = lines.index("Step 3: softmax") + 1
+        assert lines[start:start + 2] == expected
+        assert max(map(len, lines)) <= 80
+    wide = Console(file=io.StringIO(), width=1000, color_system=None)
+    render(trace, wide, (), 4, None, explain(trace, [0], [0], 4, "exact"))  # a pipe: nothing folds
+    assert "sum = 22.0321  (2.82842…, 1.41421… unrounded)" in wide.file.getvalue()

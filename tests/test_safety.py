@@ -226,3 +226,28 @@ def test_full_shows_the_whole_heatmap_through_the_cli(run):
     cut, full = run(*args).stdout, run(*args, "--full").stdout
     assert "heatmap of weights (12×2, middle elided: --full shows all)" in cut and "\n⋮" in cut
     assert "middle elided" not in full and "\n11 " in full and "⋮" not in full
+
+
+UNSAFE = "\x00\x1b\x1f\x7f\x80\x9b\x9f\u2028\u2029\u200e\u200f\u061c\u202a\u202e\u2066\u2069\ud800\udcff\udfff"
+
+
+def test_visible_escapes_every_unsafe_character_and_keeps_its_neighbours():
+    from attncli.errors import visible
+
+    assert visible(UNSAFE) == "".join(f"\\u{ord(c):04x}" for c in UNSAFE)
+    kept = " ~\xa0é\u2027\u202f\u2065\u206a\ue000∞"  # the characters just outside each unsafe range
+    assert visible(kept) == kept
+
+
+def test_a_file_name_that_is_not_utf8_is_named_in_one_printable_line(run, tmp_path):
+    name = str(tmp_path / "bad\udcffname.json")  # how Python hands over the byte 0xff of a file name
+    result = run("compute", name)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "bad\\udcffname.json" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_markdown_escapes_a_start_that_would_open_a_list_or_a_rule():
+    from attncli.render.export import md
+
+    assert [md(t) for t in ("1. Intro", "2) b", "- x", "+ y", "=", ". z", "12 monkeys")] == \
+        ["1\\. Intro", "2\\) b", "\\- x", "\\+ y", "\\=", "\\. z", "12 monkeys"]

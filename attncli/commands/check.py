@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.errors import AttnError, InputError, did_you_mean, one_line, quote
+from attncli.errors import AttnError, InputError, ReaderGone, did_you_mean, one_line, quote
 
 ANSWER_OPTIONS = ("scores", "scaled", "masked", "weights", "output")
 EXIT_DIFFER = 1
@@ -42,7 +42,7 @@ def check(
         "(4, 0.5), otherwise imprecise (not correct).")] = 2,
     require: Annotated[Optional[str], typer.Option(
         metavar="STAGES", help="Stages every answer must have, comma-separated (e.g. weights,output); "
-        "a missing one counts as wrong.", show_default=False)] = None,
+        "a missing one counts its cells as missing (? in the table), not right.", show_default=False)] = None,
     tol: Annotated[Optional[float], typer.Option(
         min=0.0, help="Accept cells within this absolute tolerance, instead of at the decimals written.")] = None,
     format: Annotated[CheckFormat, typer.Option("--format", "-f", help="auto: tables on a terminal, JSON "
@@ -79,6 +79,10 @@ def check(
     each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
     if problem is None and not each_own:
         if not files:
+            if sys.stdin.isatty():  # reading it would wait, silently, for a document typed in
+                raise InputError('no problem: name one (attn check answers.json problem.json, or attn check '
+                                 'problem.json --weights "0.05, 0.77, 0.19"), or pipe one '
+                                 '(attn example scooter | attn check --weights "0.05, 0.77, 0.19")')
             files = ["-"]
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
@@ -89,7 +93,9 @@ def check(
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
-        if name is None or name == problem:
+        if name is None:  # answers inline, no answers file: the file is the problem (a key's stages are not the learner's)
+            return {}, shared[2]
+        if name == problem:
             return shared[0], shared[2]
         if each_own:
             doc = _read_answers(name)  # a problem file, under the general text cap
@@ -97,9 +103,12 @@ def check(
         return _read_answers(name, cap), shared[2]
 
     names = files or [None]
+    # The gradebook formats record a submission that cannot be marked as a row scoring 0, also
+    # when it is the only one: Gradescope needs a results.json whatever went wrong.
+    many = len(names) > 1 or (format in (CheckFormat.csv, CheckFormat.gradescope) and names != [None])
     origin = {stage: f"--{stage}" for stage in inline}
     settings = {"tol": tol, "decimals": decimals, "require": required}
-    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, len(names) > 1, origin)
+    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
                for name in names]
     _report(shared[2] if shared else None, results, format, precision, decimals, tol)
 
@@ -168,7 +177,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
 
     try:
         doc, trace = answers()
-        doc = doc | given if isinstance(doc, dict) else doc  # read_answers names a wrong type
+        doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         return name, mark_all(trace, *read_answers(doc, trace), **settings), None
     except NoAnswers:
         blank = NoAnswers(name)
@@ -183,6 +192,19 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         return name, None, error.message
 
 
+def _overlay(doc: dict, given: dict, trace) -> dict:
+    """The inline answers laid over a document's: each replaces that stage at the top level and in
+    heads[0], where read_answers would otherwise prefer the file's (the final output only when it is
+    head 0's output)."""
+    doc = doc | given
+    heads = doc.get("heads")
+    if given and isinstance(heads, list) and heads and isinstance(heads[0], dict):
+        single = trace.problem.heads == 1 and "W_O" not in trace.problem.inputs
+        replaced = {stage for stage in given if stage != "output" or single}
+        doc["heads"] = [{k: v for k, v in heads[0].items() if k not in replaced}] + heads[1:]
+    return doc
+
+
 def _blank(error: str | None) -> bool:
     """A file marked 0 because it answered nothing (not a file that could not be read)."""
     from attncli.answers import NO_ANSWERS
@@ -191,10 +213,26 @@ def _blank(error: str | None) -> bool:
 
 
 def _report(trace, results, format: CheckFormat, precision: int, decimals: int = 2, tol=None) -> None:
+    from attncli.marking import all_correct
+
+    as_json = format == CheckFormat.json or (format == CheckFormat.auto and not sys.stdout.isatty())
+    code = 0  # as diff: 2 trouble (a file that could not be read), 1 some answer differs
+    if any(m is None and not _blank(e) for _, m, e in results):
+        code = 2
+    elif not all(m is not None and all_correct(m) for _, m, _ in results):
+        code = EXIT_DIFFER
+    try:
+        _print_report(trace, results, format, precision, decimals, tol, as_json)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise ReaderGone(code) from None  # the reader left; the verdict is still the exit status
+    sys.exit(code)
+
+
+def _print_report(trace, results, format: CheckFormat, precision: int, decimals: int, tol, as_json: bool) -> None:
     from attncli.marking import Rule, all_correct
     from attncli.render.marks import marks_dict
 
-    as_json = format == CheckFormat.json or (format == CheckFormat.auto and not sys.stdout.isatty())
     if format == CheckFormat.csv:
         from attncli.render.gradebook import csv_gradebook
 
@@ -227,7 +265,3 @@ def _report(trace, results, format: CheckFormat, precision: int, decimals: int =
             from attncli.render.summary import print_class_summary
 
             print_class_summary(results, console)
-    if any(m is None and not _blank(e) for _, m, e in results):
-        sys.exit(2)
-    if not all(m is not None and all_correct(m) for _, m, _ in results):
-        sys.exit(EXIT_DIFFER)

@@ -80,7 +80,7 @@ def compute(
     dtype: Annotated[Optional[DType], typer.Option(help="Arithmetic: float64 (default) or float32.",
                                                    show_default=False)] = None,
     format: Annotated[Format, typer.Option(
-        "--format", "-f", help="auto: tables on a terminal, JSON when piped (text with --explain). "
+        "--format", "-f", help="auto: tables on a terminal, JSON when piped (text with --explain or --heatmap). "
                                "markdown/latex: write-up tables; csv: one stage.",
         rich_help_panel="Output")] = Format.auto,
     stages: Annotated[Optional[str], typer.Option(
@@ -184,7 +184,7 @@ def compute(
     if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
         view = format if suffix in SUFFIX_FORMATS else Format.json
     elif view == Format.auto:
-        view = Format.table if sys.stdout.isatty() or explain else Format.json
+        view = Format.table if sys.stdout.isatty() or explain or "heatmap" in shown else Format.json
     # what is built: json, npz, npy, or a text view
     written = suffix[1:] if output_file and suffix not in SUFFIX_FORMATS else view.value
     try:
@@ -217,7 +217,9 @@ def compute(
 
         print_tables(trace, shown, precision, explanation, heads_shown, full)
     else:
-        sys.stdout.write(_text(view, trace, shown, precision, round_, explanation))
+        from attncli.render import out
+
+        out.write_all(_text(view, trace, shown, precision, round_, explanation))
 
 
 def _text(view: Format, trace, shown, precision: int, round_: int | None, explanation) -> str:

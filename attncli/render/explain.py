@@ -9,6 +9,7 @@ terminal, an export, or JSON's `explanation`); each export escapes them again fo
 from __future__ import annotations
 
 import math
+import re
 from decimal import ROUND_DOWN, Decimal
 
 from attncli.render.text import labels
@@ -247,6 +248,25 @@ def final_lines(trace: Trace, f: WrittenFinal, places: int, carry: str) -> list[
     if carry == "rounded":
         lines.append(_comparison(proj.result, f.exact_final, places))
     return lines
+
+
+def fold(line: str, width: int | None) -> list[str]:
+    """One explanation line for a terminal `width` columns wide: broken between its terms (three
+    spaces apart: `e^x = y   e^x = y   sum = s`) and before its `  (… unrounded)` note, the rest
+    indented two more spaces, so that the terminal's own wrapping cannot split an equation
+    (`sum =` / `22.0321`). A single term wider than the terminal is left for it to wrap."""
+    if width is None or len(line) <= width:
+        return [line]
+    margin = len(line) - len(line.lstrip(" "))
+    pieces = re.split(r"(   |  (?=\())", line[margin:])  # term, separator, term, …
+    lines, current = [], " " * margin + pieces[0]
+    for separator, piece in zip(pieces[1::2], pieces[2::2]):
+        if len(current) + len(separator) + len(piece) <= width:
+            current += separator + piece
+        else:
+            lines.append(current)
+            current = " " * (margin + 2) + piece
+    return lines + [current]
 
 
 def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None = None,

@@ -32,6 +32,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
 from attncli.errors import AttnError, quote
+from attncli.render import out
 
 if TYPE_CHECKING:
     from attncli.trace import Trace
@@ -147,7 +148,7 @@ def write_output(trace: Trace, path: str, suffix: str, json_text=None) -> None:
 
     def content(handle) -> None:
         if suffix in TEXT_SUFFIXES:
-            handle.write(json_text().encode("utf-8"))
+            out.write_all(json_text().encode("utf-8"), handle)
         elif suffix == ".npy":
             np.save(handle, trace.final)
         else:

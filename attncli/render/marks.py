@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.marking import STATUSES, SYMBOLS, Rule, StageMark, all_correct, missing_stages, unanswered
+from attncli.render.tables import column_chunks
 from attncli.render.text import labels, number, rich_text, shown
 from attncli.trace import Trace, plain
 
@@ -33,25 +34,37 @@ def _written(value: float, decimals: int, precision: int) -> str:
     return number(value, decimals if decimals >= 0 else precision)
 
 
-def stage_table(trace: Trace, name: str, mark: StageMark, precision: int) -> Table:
+def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width: int | None):
+    """Yield a title and a table of the given values marked (expected beside); a table wider than
+    `width` (a terminal's; None: a pipe, as wide as it needs) is split into column ranges, each
+    cell shown whole."""
     p = trace.problem
     output = name.endswith("output")
     columns = [str(j) for j in range(mark.expected.shape[1])] if output else labels(p.key_labels, p.lk)
-    table = Table(box=box.ROUNDED, header_style="bold")
-    table.add_column("", style="bold", no_wrap=True)
-    for column in columns:
-        table.add_column(rich_text(column), justify="right", no_wrap=True)
-    for i, row in enumerate(labels(p.query_labels, p.lq)):
-        cells = []
+    rows = [rich_text(row) for row in labels(p.query_labels, p.lq)]
+    cells = []
+    for i in range(len(rows)):
+        cells.append([])
         for j in range(len(columns)):
             verdict = mark.cells[i, j]
             text = Text(_written(mark.given.values[i, j], mark.given.decimals[i, j], precision) + " ")
             text.append(SYMBOLS[verdict], style=STYLE[verdict])
             if verdict != "correct":
                 text.append(f" {number(mark.expected[i, j], precision)}", style="dim")
-            cells.append(text)
-        table.add_row(rich_text(row), *cells)
-    return table
+            cells[i].append(text)
+    headers = [rich_text(column) for column in columns]
+    widths = [max(h.cell_len, *(row[j].cell_len for row in cells)) for j, h in enumerate(headers)]
+    chunks = column_chunks(widths, max(row.cell_len for row in rows), width) if width else [list(range(len(columns)))]
+    for chunk in chunks:
+        suffix = "" if len(chunks) == 1 else f" (columns {columns[chunk[0]]}–{columns[chunk[-1]]})"
+        table = Table(box=box.ROUNDED, header_style="bold")
+        table.add_column("", style="bold", no_wrap=True)
+        for j in chunk:
+            table.add_column(headers[j], justify="right", no_wrap=True, min_width=widths[j])
+        for label, row in zip(rows, cells):
+            table.add_row(label, *(row[j] for j in chunk))
+        yield rich_text(name + suffix, style="bold")
+        yield table
 
 
 def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, precision: int,
@@ -63,8 +76,9 @@ def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, pre
     for name, mark in marks.items():
         if mark.count("missing") == mark.cells.size:
             continue  # nothing to show: the summary says it is missing
-        console.print(Text(name, style="bold"))
-        console.print(stage_table(trace, name, mark, precision))
+        width = None if getattr(console, "grow", False) else console.width  # a pipe grows to fit
+        for renderable in stage_tables(trace, name, mark, precision, width):
+            console.print(renderable)
         console.print()
     for name, mark in marks.items():
         console.print(Text("\n".join(shown(line) for line in summary(name, mark).splitlines())))

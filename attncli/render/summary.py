@@ -125,3 +125,9 @@ def print_class_summary(results: list[Result], console: Console) -> None:
     console.print(f"{sum(all_correct(m) for m in marked)}/{len(marked)} files all correct"
                   + (f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else "")
                   + f"; class mean {mean:.1f}%")
+    maxima = sorted({s.max for s, m in zip(scores, (m for _, m, _ in results)) if m is not None})
+    if len(maxima) > 1:  # a file answering one easy stage scores 100% like a full answer
+        console.print(Text(f"files are marked out of different maxima ({maxima[0]} to {maxima[-1]} cells): each "
+                           "out of the stages it answered; --require with the stages asked for marks every file "
+                           "out of the same",
+                           style="dim"))

@@ -38,7 +38,7 @@ def _pick(n: int, keep: int) -> list[int | None]:
     return list(range((keep + 1) // 2)) + [None] + list(range(n - keep // 2, n))
 
 
-def _column_chunks(widths: list[int], label_width: int, available: int) -> list[list[int]]:
+def column_chunks(widths: list[int], label_width: int, available: int) -> list[list[int]]:
     """Split columns into runs that fit `available` characters beside the label column."""
     chunks, chunk, used = [], [], label_width + 4
     for j, width in enumerate(widths):
@@ -80,7 +80,7 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
         names, cells, widths = layout(col_ids)
     if None in row_ids or None in col_ids:
         title += f" ({n_rows}×{n_cols}, middle elided: --full shows all)"
-    chunks = _column_chunks(widths, label_width, width) if full and width is not None else [list(range(len(names)))]
+    chunks = column_chunks(widths, label_width, width) if full and width is not None else [list(range(len(names)))]
     for chunk in chunks:
         suffix = "" if len(chunks) == 1 else f" (columns {names[chunk[0]]}–{names[chunk[-1]]})"
         table = Table(box=box.ROUNDED, header_style="bold")
@@ -110,7 +110,9 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     console.print(Text("\n".join(header_lines(trace, precision))))
     console.print()
     if explanation is not None:
-        console.print(Text("\n".join(shown(line) for line in explanation)))
+        from attncli.render.explain import fold
+
+        console.print(Text("\n".join(part for line in explanation for part in fold(shown(line), width))))
         console.print()
         stages = [name for name in stages if name == "heatmap"]
     if "inputs" in stages and p.projected:
@@ -154,6 +156,8 @@ class _Console(Console):
     wraps its lines."""
 
     def __init__(self, *args, grow: bool = False, **kwargs):
+        # rich takes a given width only with a height too: under TERM=dumb it would use 80 columns.
+        kwargs.setdefault("height", shutil.get_terminal_size().lines)
         super().__init__(*args, **kwargs)
         self.grow = grow
 
