@@ -172,6 +172,9 @@ def bare_infinity_as_null(text: str) -> str:
 
 MAX_HEADS = 1024  # a stage line naming a head beyond this is a typo, not a head
 STAGE_LINE = re.compile(r"^(?:heads\[(\d+)\]\.)?([a-z_]+)$")
+# How a cell a learner means as a number starts (also -inf, −∞, null): a lone cell that starts
+# otherwise is meant as a stage name ("Weights", "output:"), and is reported as one.
+NUMBER_START = re.compile(r"^[-+−]?(?:\d|\.|inf|∞|nan|null|none)", re.IGNORECASE)
 
 
 def parse_answers_csv(text: str, source: str) -> dict:
@@ -192,7 +195,11 @@ def parse_answers_csv(text: str, source: str) -> dict:
         cells = [c.strip() for c in row]
         if not any(cells):
             continue
-        named = STAGE_LINE.match(cells[0]) if not any(cells[1:]) else None
+        alone = not any(cells[1:])
+        named = STAGE_LINE.match(cells[0]) if alone else None
+        if alone and not named and not NUMBER_START.match(cells[0]):
+            hint = did_you_mean(cells[0].lower(), HEAD_STAGES) or f"; stages are {', '.join(HEAD_STAGES)}"
+            raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
         if named:
             head, stage = named.groups()
             if stage not in HEAD_STAGES:

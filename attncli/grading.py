@@ -37,6 +37,12 @@ class Rule:
 def grade(given: np.ndarray, decimals: np.ndarray, target: np.ndarray, rule: Rule) -> tuple[np.ndarray, np.ndarray]:
     """Per cell (correct, near): correct under `rule`; near = right at the decimals written, which
     is correct unless fewer than `rule.decimals` were written (then the cell is imprecise)."""
+    # |given − target| overflows to inf for a learner's ±1e308: such a cell is simply not close.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _grade(given, decimals, target, rule)
+
+
+def _grade(given, decimals, target, rule):
     both_inf = np.isneginf(given) & np.isneginf(target)
     finite = np.isfinite(given) & np.isfinite(target)
     g, t = np.where(finite, given, 0.0), np.where(finite, target, 0.0)
@@ -46,10 +52,9 @@ def grade(given: np.ndarray, decimals: np.ndarray, target: np.ndarray, rule: Rul
     d = np.where(decimals < 0, max(UNKNOWN_DECIMALS, rule.decimals), decimals)
     unit = 10.0 ** -d
     noise = 1e-9 * unit + 1e-12 * np.abs(t)
-    with np.errstate(over="ignore", invalid="ignore"):  # d goes up to values.MAX_DECIMALS
-        shifted = t * 10.0 ** d
-        # Where t · 10^d overflows, t has no digits left to round at d decimals.
-        rounded = np.where(np.isfinite(shifted), np.round(shifted) / 10.0 ** d, t)
+    shifted = t * 10.0 ** d  # d goes up to values.MAX_DECIMALS
+    # Where t · 10^d overflows, t has no digits left to round at d decimals.
+    rounded = np.where(np.isfinite(shifted), np.round(shifted) / 10.0 ** d, t)
     # ±1 in the last written place (whole numbers must round exactly); at a tie both ways.
     near = (np.abs(g - rounded) <= np.where(d > 0, unit, 0.0) + noise) | (np.abs(g - t) <= 0.5 * unit + noise)
     exact = np.abs(g - t) <= 1e-9 * np.maximum(1.0, np.abs(t))

@@ -73,8 +73,8 @@ def max_input() -> int:
 
 def text_cap() -> Cap:
     cap = max_input()
-    return Cap(cap, f"text input is limited to {size_text(cap)} ({MAX_INPUT_VARIABLE}=1G raises it); "
-                    "save big matrices as .npy or .npz")
+    how = f"{MAX_INPUT_VARIABLE}=1G raises it" if cap < 1 << 30 else f"set by {MAX_INPUT_VARIABLE}"
+    return Cap(cap, f"text input is limited to {size_text(cap)} ({how}); save big matrices as .npy or .npz")
 
 
 def answers_cap(problem) -> Cap:

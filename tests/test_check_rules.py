@@ -2,6 +2,7 @@
 the textbook's rounding carried, diagnoses consistent with every cell, one definition of counts."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -303,6 +304,20 @@ def test_final_output_mistakes_are_named(run, problem_file, mistake):
     doc = marked(run, problem_file, answers, problem=PROJECTED, code=1)
     assert doc["stages"]["output"]["diagnosis"] == [mistake]
     assert mark_all(trace, *read_answers(answers, trace))["output"].notes[0].startswith(mistake + ": ")
+
+
+@pytest.mark.parametrize("tol", [[], ["--tol", "0.01"]])
+def test_huge_answers_are_wrong_without_a_warning_on_stderr(run, problem_file, tol):
+    """A learner's 1e308 (or -1e308) is wrong, and numpy's overflow in |given − exact| prints no
+    RuntimeWarning beside the marks."""
+    problem = problem_file({"Q": [[1]], "K": [[1], [2]], "V": [[1], [2]], "bias": [[None, None]]})
+    answers = problem_file({"weights": [[1e308, -1e308]], "output": [[1e308]]}, "a.json")
+    with warnings.catch_warnings():  # pytest collects warnings before they reach stderr: fail on one
+        warnings.simplefilter("error", RuntimeWarning)
+        result = run("check", answers, problem, "-f", "json", *tol)
+    assert result.exit_code == 1 and result.stderr == "", result.stderr
+    stages = json.loads(result.stdout)["stages"]
+    assert stages["weights"]["wrong"] == 2 and stages["output"]["wrong"] == 1
 
 
 # Found by breaking the marking code on purpose: each test below fails with one plausible mistake.

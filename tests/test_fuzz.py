@@ -12,6 +12,7 @@ import io
 import json
 import re
 import string
+import warnings
 
 import numpy as np
 import pytest
@@ -114,6 +115,7 @@ def compute_property(doc, options):
     if result.exit_code == 0 and fmt in (None, "json"):
         out = json.loads(result.stdout)
         assert all(out.get(key) == doc[key] for key in ("title", "description") if key in out)  # exact
+        assert not RAW.search(result.stdout), RAW.findall(result.stdout)  # as \uXXXX escapes
     elif result.exit_code == 0:
         assert not RAW.search(result.stdout), RAW.findall(result.stdout)
 
@@ -128,6 +130,7 @@ def compute_property(doc, options):
 @example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "scale": 10**400, "heads": 10**400}, [])
 @example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]]}, [["--format", "csv", "--stages", "masked"]])
 @example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]]}, [["--explain"], ["--row", "²"]])
+@example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "title": "\x9b2J\u202e\x7f\u2028"}, [])  # raw in JSON
 def test_compute_on_structured_problems(doc, options):
     compute_property(doc, options)
 
@@ -210,6 +213,10 @@ def hostile_property(tmp, doc, file_name):
     many = invoke(["check", str(answers), str(problem), "--problem", str(problem), "--format", "table"])
     assert_clean(many, differ_ok=True)
     assert_literal(many.stdout, [str(answers)])
+    for fmt in ("json", "gradescope"):  # the file name in JSON: escaped, and exact when parsed
+        result = invoke(["check", str(answers), str(problem), "--problem", str(problem), "--format", fmt])
+        assert_clean(result, json_out=True, differ_ok=True)
+        assert not RAW.search(result.stdout), RAW.findall(result.stdout)
 
 
 @settings(SHORT, max_examples=60)  # ~0.1 s each (five views, two `check` runs)
@@ -359,7 +366,9 @@ def test_npy_declaring_an_enormous_shape(tmp_path):
                        json_values, max_size=3))
 def test_check_on_random_answers(answers):
     problem = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
-    result = invoke(["check", "-", "--format", "json"], input=json.dumps(problem | answers))
+    with warnings.catch_warnings():  # pytest keeps warnings from stderr: a numpy warning fails here
+        warnings.simplefilter("error", RuntimeWarning)
+        result = invoke(["check", "-", "--format", "json"], input=json.dumps(problem | answers))
     assert_clean(result, json_out=True, differ_ok=True)
 
 

@@ -407,6 +407,14 @@ def test_an_unforeseen_memory_error_advises_nothing_that_may_not_fit(run, monkey
     assert "float32" not in result.stderr
 
 
+def test_the_cap_message_does_not_advise_the_size_already_set(monkeypatch):
+    """With ATTN_MAX_INPUT=1G, "ATTN_MAX_INPUT=1G raises it" would send the user round in circles."""
+    monkeypatch.setenv("ATTN_MAX_INPUT", "1G")
+    assert limits.text_cap().why == "text input is limited to 1.0 GiB (set by ATTN_MAX_INPUT); save big matrices as .npy or .npz"
+    monkeypatch.setenv("ATTN_MAX_INPUT", "64K")
+    assert "(ATTN_MAX_INPUT=1G raises it)" in limits.text_cap().why
+
+
 @pytest.mark.parametrize("mask, arrays", [(False, 4), (True, 5)])
 def test_the_full_trace_counts_every_score_sized_array(monkeypatch, mask, arrays):
     # scores, scaled, (masked,) weights and the softmax's temporary: each 100 × 100 × 8 bytes

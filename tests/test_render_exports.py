@@ -135,6 +135,12 @@ def test_csv_honours_round_and_output_files_take_the_text_formats(run, tmp_path)
     assert_error(run("compute", "-", "-o", tmp_path / "x.tex", "-f", "markdown", input=problem),
                  "--output", "is written as latex, but --format is markdown")
     assert not (tmp_path / "x.tex").exists()
+    for name, fmt in (("x.json", "latex"), ("x.npz", "markdown"), ("x.npy", "csv"), ("x.json", "table")):
+        # the README: a --format that contradicts the suffix is an error (JSON was written silently)
+        assert_error(run("compute", "-", "-o", tmp_path / name, "-f", fmt, "--stages", "weights", input=problem),
+                     "--output", f"is written as {name[2:]}, but --format is {fmt}")
+        assert not (tmp_path / name).exists()
+    assert run("compute", "-", "-o", tmp_path / "x.json", "-f", "json", input=problem).exit_code == 0
 
 
 def test_posenc_writes_csv_markdown_and_latex(run):

@@ -66,6 +66,23 @@ def test_markup_and_controls_through_the_cli(run, problem_file):
     assert run.json("compute", path)["key_labels"] == [LINK, "a|b", "[bold]x"]
 
 
+def test_json_escapes_controls_and_keeps_the_text(run, problem_file, tmp_path):
+    """JSON on a terminal: DEL, C1, bidi and line separators are written as \\uXXXX escapes
+    (json.dumps escapes only C0), so no raw control reaches the terminal; the parsed text is exact."""
+    path = problem_file(HOSTILE)
+    for args in (["-f", "json"], ["-f", "json", "--explain"]):
+        result = run("compute", path, *args)
+        assert result.exit_code == 0, result.stderr
+        assert not RAW.search(result.stdout) and "\u2028" not in result.stdout, RAW.findall(result.stdout)
+        assert json.loads(result.stdout)["description"] == HOSTILE["description"]
+    answers = _answers_file(tmp_path, "b\u202ex\x9b.json", {"weights": [[0.0454, 0.7679, 0.1867]]})
+    other = _answers_file(tmp_path, "a.json", {"weights": [[0.0454, 0.7679, 0.1867]]})
+    for fmt in ("json", "gradescope"):  # a class: the file names are in the output
+        result = run("check", answers, other, "--problem", path, "-f", fmt)
+        assert not RAW.search(result.stdout), (fmt, RAW.findall(result.stdout))
+        assert str(answers) in json.dumps(json.loads(result.stdout), ensure_ascii=False)  # the name, exact
+
+
 def test_every_text_export_escapes_controls(run, problem_file):
     path = problem_file(HOSTILE)
     for args in (["-f", "markdown", "--explain"], ["-f", "latex", "--explain"], ["-f", "csv", "--stages", "weights"]):

@@ -143,6 +143,9 @@ def compute(
             raise InputError(f"{quote(output_file)} is written as {SUFFIX_FORMATS[suffix].value}, "
                              f"but --format is {format.value}; drop --format or change the suffix", "--output")
         format = SUFFIX_FORMATS[suffix]
+    elif suffix and format not in (Format.auto, Format.json):  # .json, .npy, .npz: no text view goes there
+        raise InputError(f"{quote(output_file)} is written as {suffix[1:]}, but --format is {format.value}; "
+                         "drop --format or change the suffix (.md, .tex, .csv)", "--output")
     if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
         raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
                                  "scaled, masked, output)", param_hint="--stages")
