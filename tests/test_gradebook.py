@@ -110,6 +110,13 @@ def test_file_names_in_the_summary_are_text_not_markup_or_controls():
     assert "bad \\u001b[2J" in text
 
 
+def test_a_file_name_with_wide_characters_is_not_folded_when_there_is_room():
+    # The slow hostile-text fuzzer found it: the column was sized by len(), and ⺀ takes two cells.
+    name = "/tmp/hx/\x1f⺀字.json"
+    text = render([(name, two_heads(0), None)], width=200)
+    assert "/tmp/hx/\\u001f⺀字.json" in text
+
+
 def test_csv_gradebook_one_row_per_file_with_numbers_and_safe_text():
     results = class_results() + [("=HYPERLINK(1).json", two_heads(0), None), ("-1.json", None, "@SUM(A1)")]
     rows = list(csv.reader(io.StringIO(csv_gradebook(results))))

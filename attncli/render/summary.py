@@ -12,6 +12,7 @@ File names and error notes are user text: through `rich_text` (escaped `Text`), 
 from __future__ import annotations
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -58,7 +59,7 @@ def _students(results: list[Result], console: Console) -> list[Table]:
     score_width = max(len(f"{s.right}/{s.max}") for s in scores) + len("100.0%") + 2 * BORDER
     # File names are shown whole when the console has room (through a pipe it is unlimited);
     # on a narrow one they fold at FILE_WIDTH rather than push the scores off.
-    longest = max([len(shown(f)) for f, _, _ in results] + [4])
+    longest = max([cell_len(shown(f)) for f, _, _ in results] + [4])
     room = console.width - 1 - BORDER - score_width - sum(w + BORDER for w in widths)
     file_width = min(longest, max(FILE_WIDTH, room))
     fixed = 1 + file_width + BORDER
