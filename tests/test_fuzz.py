@@ -131,6 +131,9 @@ def compute_property(doc, options):
 @example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]]}, [["--format", "csv", "--stages", "masked"]])
 @example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]]}, [["--explain"], ["--row", "²"]])
 @example({"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "title": "\x9b2J\u202e\x7f\u2028"}, [])  # raw in JSON
+# Found by the long profile: the causal hint (a warning) came before an error, two lines.
+@example({"Q": [[0.0] * 4], "K": [[0.0] * 4] * 2, "V": [[0.0, 0.0]] * 2, "heads": 2, "mask": "causal"},
+         [["--row", "1"]])
 def test_compute_on_structured_problems(doc, options):
     compute_property(doc, options)
 

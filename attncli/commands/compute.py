@@ -176,10 +176,12 @@ def compute(
     if format == Format.csv and shown[0] == "masked" and problem.mask is None and problem.bias is None:
         raise InputError("this problem has no mask or bias, so it has no masked stage; the weights "
                          "are softmax(scaled): use --stages scaled", "--stages")
+    # Warnings are printed once the run has succeeded: an error is always the only line on stderr.
+    warnings = []
     if problem.mask_rule == "causal" and problem.lq < problem.lk:
-        sys.stderr.write(f"warning: mask causal is top-left (query i sees keys j ≤ i), and there are fewer "
-                         f"queries ({problem.lq}) than keys ({problem.lk}); if the queries are the last "
-                         "tokens of the keys' sequence (a KV cache), use causal_lower_right\n")
+        warnings.append(f"mask causal is top-left (query i sees keys j ≤ i), and there are fewer queries "
+                        f"({problem.lq}) than keys ({problem.lk}); if the queries are the last tokens of the "
+                        "keys' sequence (a KV cache), use causal_lower_right")
     view = format
     if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
         view = format if suffix in SUFFIX_FORMATS else Format.json
@@ -194,8 +196,7 @@ def compute(
         raise error.at(source) if source else error
     rows = _rows(row, problem.query_labels, problem.lq)
     heads_shown = None if head is None else [_head(head, problem.heads)]
-    for warning in trace.warnings:
-        sys.stderr.write(f"warning: {one_line(warning)}\n")
+    warnings += trace.warnings
     explanation = None
     if explain:
         from attncli.render.explain import explain as explain_lines
@@ -211,8 +212,7 @@ def compute(
             raise error.at("--output")
         except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
             stop.die()
-        return
-    if view == Format.table:
+    elif view == Format.table:
         from attncli.render.tables import print_tables
 
         print_tables(trace, shown, precision, explanation, heads_shown, full)
@@ -220,6 +220,8 @@ def compute(
         from attncli.render import out
 
         out.write_all(_text(view, trace, shown, precision, round_, explanation))
+    for warning in warnings:
+        sys.stderr.write(f"warning: {one_line(warning)}\n")
 
 
 def _text(view: Format, trace, shown, precision: int, round_: int | None, explanation) -> str:
