@@ -154,6 +154,19 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     return lines
 
 
+
+def _product_lines(proj, name: str, unrounded, key: str, places) -> list[str]:
+    """One line per column of a vector-matrix product x W (+ b): `name_j: (x0)(w0j) + … = r`."""
+    lines = []
+    for j in _keys(len(proj.result)):
+        if j is None:
+            lines.append(f"  … {len(proj.result) - MAX_KEYS + 1} more columns …")
+            continue
+        column = [row[j] for row in proj.W]
+        lines.append(f"  {name}{j}: {_dot(proj.x, column, places, None if proj.b is None else proj.b[j])} = "
+                     f"{_number(proj.result[j], places)}{_note(unrounded, [(key, j)], places)}")
+    return lines
+
 def _projection_lines(trace: Trace, w: Written, keys: list[str], width: int) -> list[str]:
     """q = x W_Q (+ b_Q) as dot products over this head's columns; k and v of every key."""
     p, places, proj = trace.problem, w.places, w.projection
@@ -161,13 +174,7 @@ def _projection_lines(trace: Trace, w: Written, keys: list[str], width: int) -> 
     columns = f"column{'s' * (trace.d_k > 1)} {first}" + (f"–{first + trace.d_k - 1}" if trace.d_k > 1 else "")
     plus_b = " + b_Q" if proj.b is not None else ""
     lines = [f"Step 1: project, q = x W_Q{plus_b} ({columns} of W_Q for this head)"]
-    for j in _keys(len(proj.result)):
-        if j is None:
-            lines.append(f"  … {len(proj.result) - MAX_KEYS + 1} more columns …")
-            continue
-        column = [row[j] for row in proj.W]
-        lines.append(f"  q{j}: {_dot(proj.x, column, places, None if proj.b is None else proj.b[j])} = "
-                     f"{_number(proj.result[j], places)}{_note(w.unrounded, [('q', j)], places)}")
+    lines += _product_lines(proj, "q", w.unrounded, "q", places)
     source = "x_kv" if "X_kv" in p.inputs else "x"
     lines.append(f"  k = {source} W_K and v = {source} W_V the same way, for every key:")
     for j in _keys(p.lk):
@@ -237,13 +244,7 @@ def final_lines(trace: Trace, f: WrittenFinal, places: int, carry: str) -> list[
     what = "heads side by side" if p.heads > 1 else "output projection"
     lines = [f"Query {query} (row {f.row}): {what}, output = concat W_O{plus_b}",
              f"  concat = {_vector(f.concat, places)}"]
-    for j in _keys(len(proj.result)):
-        if j is None:
-            lines.append(f"  … {len(proj.result) - MAX_KEYS + 1} more columns …")
-            continue
-        column = [row[j] for row in proj.W]
-        lines.append(f"  output{j}: {_dot(proj.x, column, places, None if proj.b is None else proj.b[j])} = "
-                     f"{_number(proj.result[j], places)}{_note(f.unrounded, [('final', j)], places)}")
+    lines += _product_lines(proj, "output", f.unrounded, "final", places)
     lines.append(f"  output = {_vector(proj.result, places)}")
     if carry == "rounded":
         lines.append(_comparison(proj.result, f.exact_final, places))
