@@ -154,7 +154,6 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     return lines
 
 
-
 def _product_lines(proj, name: str, unrounded, key: str, places) -> list[str]:
     """One line per column of a vector-matrix product x W (+ b): `name_j: (x0)(w0j) + … = r`."""
     lines = []
