@@ -161,7 +161,8 @@ def assert_literal(output: str, texts) -> None:
     plain = SGR.sub("", output)
     assert not RAW.search(plain), RAW.findall(plain)
     for text in texts:
-        assert visible(text) in plain, (text, visible(text))
+        # rich trims whitespace (a no-break space too) at a cell's edges: layout, not escaping.
+        assert visible(text).strip() in plain, (text, visible(text))
 
 
 def exports(trace, explanation) -> None:
@@ -224,6 +225,11 @@ def hostile_property(tmp, doc, file_name):
 
 @settings(SHORT, max_examples=60)  # ~0.1 s each (five views, two `check` runs)
 @given(hostile_problems(), hostile)
+# Found by the long profile: a file name holding a wide character (⺀ takes two terminal cells),
+# and a label that is a no-break space (rich trims it at the cell's edge).
+@example({"Q": [[0, 4], [1, 1]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]],
+          "mask": [[True, True, False], [True, True, True]], "query_labels": ["", ""],
+          "key_labels": ["", "", "\xa0"], "title": "", "description": ""}, "\x1f⺀")
 def test_hostile_text_is_shown_literally(tmp_path_factory, doc, file_name):
     hostile_property(tmp_path_factory.mktemp("hostile"), doc, file_name)
 
