@@ -142,10 +142,13 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     if top and p.heads > 1:
         raise InputError(f"{next(iter(top))} is given at the top level, but the problem has {p.heads} heads: "
                          'answer each head in "heads": [{...}, ...]')
-    heads[0] = top | heads[0]
     final = doc.get("output")
-    if single and final is not None and "output" not in heads[0]:
-        heads[0]["output"] = final
+    both = {**top, **({"output": final} if single and final is not None else {})}
+    for name, value in both.items():  # one head's stage written twice: never pick one silently
+        if name in heads[0] and heads[0][name] != value:
+            raise InputError(f"{name} is given at the top level and in heads[0], with different values; "
+                             "keep one")
+    heads[0] = both | heads[0]
     if not any(heads) and final is None:
         raise NoAnswers()
     marked = []

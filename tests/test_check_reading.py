@@ -233,3 +233,18 @@ def test_weights_copied_with_the_tables_sum_column_say_so(run):
                  "(leave out the table's sum column)")
     result = run("check", SAMPLES / "scooter.json", "--weights", "0.1, 0.2, 0.3, 0.4")
     assert "sum column" not in result.stderr  # a last column that is not the row's sum
+
+
+def test_a_stage_written_twice_with_different_values_is_an_error(run, problem_file):
+    # A one-head document may hold a stage at the top level and in heads[0] (as `attn compute`
+    # writes the output): equal, that is one answer; different, no choice is made silently.
+    problem = problem_file(SCOOTER, "p.json")
+    right = [[0.0454, 0.7679, 0.1867]]
+    twice = problem_file({"weights": [[0.5, 0.25, 0.25]], "heads": [{"weights": right}]}, "a.json")
+    assert_error(run("check", twice, problem), "a.json: weights is given at the top level and in heads[0], "
+                 "with different values; keep one")
+    output = problem_file({"output": [[0.2775, 1.3491]], "heads": [{"output": [[9, 9]]}]}, "o.json")
+    assert_error(run("check", output, problem), "output is given at the top level and in heads[0]")
+    same = problem_file({"weights": right, "output": [[0.2775, 1.3491]],
+                         "heads": [{"weights": right, "output": [[0.2775, 1.3491]]}]}, "s.json")
+    assert run("check", same, problem, "-f", "json").exit_code == 0
