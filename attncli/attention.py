@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli import masks
 from attncli.errors import InputError, NumericError, quote
 from attncli.limits import check_fits, stage_bytes
+from attncli.masks import has_logit_changes, visible
 from attncli.trace import Problem, Trace
 
 HQK = ("head", "query", "key")
@@ -153,7 +155,7 @@ def attend(problem: Problem, progress=None) -> Trace:
 
 def _attend(problem: Problem, progress) -> Trace:
     itemsize = np.dtype(problem.dtype).itemsize
-    stages = 4 if problem.mask is None and problem.bias is None else 5  # with the temporaries
+    stages = 5 if has_logit_changes(problem) else 4  # with the temporaries
     check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, stages))
     Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
     scale = scale_of(problem, Q.shape[-1])
@@ -165,10 +167,11 @@ def _attend(problem: Problem, progress) -> Trace:
     if abs(scale) > 1:  # |scale| ≤ 1 cannot overflow finite scores
         check_finite(scaled, "scaled = scores · scale", HQK)
     masked = None
-    if problem.mask is not None or problem.bias is not None:
-        masked = mask_scores(scaled, problem.mask, problem.bias)  # (H, Lq, Lk)
-        if problem.bias is not None:  # −∞ may come from the bias or the mask, never from overflow
-            blocked = np.isneginf(problem.bias) | (False if problem.mask is None else ~problem.mask)
+    if has_logit_changes(problem):
+        mask, bias = visible(problem), masks.bias(problem)  # (1 or H, Lq, Lk) each, or None
+        masked = mask_scores(scaled, mask, bias)  # (H, Lq, Lk)
+        if bias is not None:  # −∞ may come from the bias or the mask, never from overflow
+            blocked = np.isneginf(bias) | (False if mask is None else ~mask)
             check_finite(masked, "scaled + bias", HQK, allow_neg_inf=blocked)
     progress(problem.lq // 2)
     weights, dead = softmax(scaled if masked is None else masked, problem.masked_rows)  # (H, Lq, Lk)

@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from attncli.attention import HQK, check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
+from attncli import masks
+from attncli.masks import visible
 from attncli.trace import Problem, Trace
 
 BLOCK_BYTES = 16 << 20  # one block's scores: large enough for BLAS, small enough for the cache
@@ -58,14 +60,13 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
                 x *= Q.dtype.type(scale)  # scaled
             if not safe[rows].all() and not np.isfinite(x.sum()):  # one pass finds inf or NaN of either stage
                 _overflow(Q[:, rows] @ Kt, x, start)
-            if problem.bias is not None:
-                x += problem.bias[:, rows].astype(x.dtype)
-            if problem.mask is not None:
-                np.putmask(x, ~np.broadcast_to(problem.mask[:, rows], x.shape), -np.inf)
-            if problem.bias is not None:  # −∞ may come from the bias or the mask, never from overflow
-                blocked = np.isneginf(problem.bias[:, rows])
-                if problem.mask is not None:
-                    blocked = blocked | ~problem.mask[:, rows]
+            mask, bias = visible(problem, rows), masks.bias(problem, rows)  # (1 or H, b, Lk) each, or None
+            if bias is not None:
+                x += bias.astype(x.dtype)
+            if mask is not None:
+                np.putmask(x, ~np.broadcast_to(mask, x.shape), -np.inf)
+            if bias is not None:  # −∞ may come from the bias or the mask, never from overflow
+                blocked = np.isneginf(bias) if mask is None else np.isneginf(bias) | ~mask
                 check_finite(x, "scaled + bias", HQK, allow_neg_inf=blocked, offset=(0, start, 0))
             shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
             gone = shift == -np.inf  # every key masked

@@ -10,7 +10,9 @@ import math
 
 import numpy as np
 
+from attncli import masks
 from attncli.attention import mask_scores, softmax
+from attncli.masks import visible
 from attncli.trace import STAGES, Trace, head_slice, round_finite
 
 # id: (the stage where it happens, what the learner did)
@@ -69,7 +71,7 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
             factor = {"no_scale": 1.0, "scale_by_dk": 1.0 / d_k, "scale_multiplied": np.sqrt(d_k)}
             return previous * factor.get(mistake, trace.scale if scale is None else scale)
         if stage == "masked":
-            mask = head_slice(p.mask, head)
+            mask = head_slice(visible(p), head)
             if mistake in ("mask_ignored", "mask_inverted", "mask_transposed") and mask is None:
                 return None
             if mistake == "mask_transposed" and mask.shape[0] != mask.shape[1]:
@@ -77,7 +79,7 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
             if mistake == "mask_transposed":
                 mask = mask.T  # (Lq, Lk) square: a causal mask as triu instead of tril
             mask = None if mistake == "mask_ignored" else (~mask if mistake == "mask_inverted" else mask)
-            masked = mask_scores(previous, mask, head_slice(p.bias, head))
+            masked = mask_scores(previous, mask, head_slice(masks.bias(p), head))
             return np.where(np.isneginf(masked), 0.0, masked) if mistake == "mask_zero" else masked
         if stage == "weights":
             if mistake == "no_softmax":
