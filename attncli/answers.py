@@ -22,7 +22,7 @@ from attncli.errors import InputError, did_you_mean, quote
 from attncli.marking import Answer
 from attncli.mistakes import present
 from attncli.problem import ALIASES, INPUT_KEYS, PROJECTIONS, QKV, output_keys
-from attncli.stages import get, names
+from attncli.stages import blocked, get, names
 from attncli.stages import present as present_stages
 from attncli.trace import Trace
 from attncli.values import Written, as_array, decimals_of, describe
@@ -68,7 +68,7 @@ def _large_negatives(value) -> list[float]:
 
 
 def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
-    masked = field.endswith("masked")
+    masked = blocked(field)  # may hold −∞
     numbers = _read(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
     read = _read(numbers, masked)
     values = as_array(read, field, kind="bias" if masked else "number", max_dims=2)
@@ -85,7 +85,7 @@ def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
         return Answer(values=values.T, decimals=decimals.T, notes=notes, transposed=True)
     found = " × ".join(map(str, values.shape))
     # The weights table's last column is each row's sum (1): copied along with the row, it is one too many.
-    summed = field.endswith("weights") and values.shape == (shape[0], shape[1] + 1) and \
+    summed = get(field.rsplit(".", 1)[-1]).sum_column and values.shape == (shape[0], shape[1] + 1) and \
         np.allclose(values[:, -1], values[:, :-1].sum(axis=1), atol=0.05)
     hint = " (leave out the table's sum column)" if summed else ""
     raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}")
@@ -222,7 +222,7 @@ def parse_answers_csv(text: str, source: str) -> dict:
             raise InputError(f"row {r}: numbers before any stage name; expected a line naming the stage "
                              "(e.g. weights) above its rows", source)
         if not current:
-            blocks.append((current, stage == "masked"))
+            blocks.append((current, blocked(stage)))
         current.append((r, cells))
     for block, masked in blocks:
         block[:] = _unlabelled(block, source, masked)

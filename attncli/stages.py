@@ -22,17 +22,23 @@ softmax reads `masked`, or `scaled` when there is no mask or bias).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from string import Template
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import numpy as np
+if TYPE_CHECKING:  # numpy and the records load only when a stage is computed: every command's
+    import numpy as np  # start-up reads the stage names (its options), and must stay fast
 
-from attncli import masks
-from attncli.trace import Problem
+    from attncli.trace import Problem
 
 HQK = ("head", "query", "key")
 EVERYTHING = slice(None)
+
+
+def _masks():
+    from attncli import masks
+
+    return masks
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,13 +71,11 @@ class Block:
         return array[self.head:self.head + 1]
 
     def visible(self) -> np.ndarray | None:
-        return self.rule(masks.visible(self.problem, self.rows, self.cols))  # (1 or H, b, c) bool
+        return self.rule(_masks().visible(self.problem, self.rows, self.cols))  # (1 or H, b, c) bool
 
     def bias(self) -> np.ndarray | None:
-        return self.rule(masks.bias(self.problem, self.rows, self.cols))  # (1 or H, b, c)
+        return self.rule(_masks().bias(self.problem, self.rows, self.cols))  # (1 or H, b, c)
 
-    def with_scale(self, scale: float) -> "Block":
-        return replace(self, scale=scale)
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,6 +89,7 @@ class Stage:
     check: Callable[[Block, np.ndarray], None] | None = None  # raises NumericError on overflow
     columns: str = "keys"  # what the stage's columns are: "keys" or "value columns"
     sum_column: bool = False  # tables add each row's sum (weights: 1, or less with sinks)
+    blocked: bool = False  # cells may be −∞ (blocked keys): answers may write −∞ or a large negative
     absent: str = "this problem does not have it"  # why `applies` is false, for a learner's answer
 
 
@@ -97,6 +102,8 @@ def compute_scores(block: Block, x) -> np.ndarray:
 
 
 def compute_scaled(block: Block, x: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return np.multiply(x, x.dtype.type(block.scale), out=_into(block, x))  # (H, b, c)
 
 
@@ -108,6 +115,8 @@ def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None, bias: np.nda
                 out: np.ndarray | None = None) -> np.ndarray:
     """scaled + bias, then −∞ wherever the mask forbids (mask and bias broadcast over heads).
     With `out` (= scaled) the work is done in place."""
+    import numpy as np
+
     if out is None:
         out = scaled.copy()
     if bias is not None:
@@ -120,6 +129,8 @@ def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None, bias: np.nda
 def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Stable softmax over the last axis. Returns (weights, dead) where `dead` marks rows whose
     every entry is −∞; their weights are 0 ("zero") or 1/Lk ("uniform")."""
+    import numpy as np
+
     row_max = x.max(axis=-1, keepdims=True)  # (..., b, 1)
     dead = row_max == -np.inf  # (..., b, 1)
     if dead.any():
@@ -161,6 +172,7 @@ def _check_scores(block: Block, x: np.ndarray) -> None:
 
 
 def _check_masked(block: Block, x: np.ndarray) -> None:
+    import numpy as np
     from attncli.attention import check_finite
 
     bias = block.bias()
@@ -177,7 +189,8 @@ STAGES: tuple[Stage, ...] = (
           compute_scaled, check=_check_scaled),
     Stage("masked", "masked = scaled$bias, −∞ where the mask blocks", "scaled + bias, −∞ where masked",
           r"\text{scaled} + \text{bias}, -\infty \text{ where masked}", compute_masked,
-          applies=masks.has_logit_changes, check=_check_masked, absent="this problem has no mask or bias"),
+          applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
+          absent="this problem has no mask or bias"),
     Stage("weights", "weights = softmax($previous) over keys", "softmax($previous) over keys",
           r"\operatorname{softmax}(\text{$previous})", compute_weights, sum_column=True),
     Stage("output", "output = weights V", "weights V", r"\text{weights}\, V", compute_output,
@@ -191,8 +204,22 @@ def names() -> tuple[str, ...]:
     return tuple(stage.name for stage in STAGES)
 
 
-def get(name: str) -> Stage:
-    return next(stage for stage in STAGES if stage.name == name)
+def get(name: str) -> Stage | None:
+    """The stage of that name; None for a name that is not a stage."""
+    return next((stage for stage in STAGES if stage.name == name), None)
+
+
+def blocked(name: str) -> bool:
+    """Whether answers for stage `name` (or a field ending in it, `heads[1].masked`) may hold −∞."""
+    stage = get(name.rsplit(".", 1)[-1])
+    return stage is not None and stage.blocked
+
+
+def stand_in(problem: Problem, name: str) -> str:
+    """The stage shown in place of stage `name`, which this problem does not have: the last one
+    before it that it has."""
+    order = names()
+    return [s.name for s in present(problem) if order.index(s.name) < order.index(name)][-1]
 
 
 def present(problem: Problem) -> tuple[Stage, ...]:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.errors import AttnError, InputError, ReaderGone, did_you_mean, one_line, quote
-from attncli.stages import names as answer_options  # one --STAGE option per stage of the stage table
+from attncli.stages import blocked, names as answer_options  # one --STAGE option per stage of the table
 
 EXIT_DIFFER = 1
 
@@ -100,7 +100,7 @@ def check(
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
     shared = None if each_own else _problem(problem)
     cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
-    given = {stage: load_matrix(value, f"--{stage}", "bias" if stage == "masked" else "number", cap)[0]
+    given = {stage: load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
