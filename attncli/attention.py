@@ -13,7 +13,6 @@ import numpy as np
 from attncli import stages
 from attncli.errors import InputError, NumericError, quote
 from attncli.limits import check_fits, stage_bytes
-from attncli.stages import HQK, mask_scores, softmax  # noqa: F401  (defined once, in the stage table)
 from attncli.trace import Problem, Trace
 
 
