@@ -187,8 +187,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("scores", "scores = Q Kᵀ", "Q Kᵀ", r"Q K^\top", compute_scores, check=_check_scores),
     Stage("scaled", "scaled = scores · $scale", "scores · scale", r"\text{scores} \cdot \text{scale}",
           compute_scaled, check=_check_scaled),
-    Stage("masked", "masked = scaled$bias, −∞ where the mask blocks", "scaled + bias, −∞ where masked",
-          r"\text{scaled} + \text{bias}, -\infty \text{ where masked}", compute_masked,
+    Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous + bias, −∞ where masked",
+          r"\text{$previous} + \text{bias}, -\infty \text{ where masked}", compute_masked,
           applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
           absent="this problem has no mask or bias"),
     Stage("weights", "weights = softmax($previous) over keys", "softmax($previous) over keys",
@@ -251,17 +251,14 @@ def fill(template: str, problem: Problem, name: str, **given) -> str:
 
 
 def run(block: Block, start: str | None = None, x: np.ndarray | None = None, stop: str | None = None,
-        replace: dict | None = None, after=None) -> dict[str, np.ndarray]:
+        after=None) -> dict[str, np.ndarray]:
     """The present stages of `block` after `start` (whose value is `x`; None: from Q and K) up to
-    `stop` (None: to the end), each checked for overflow. `replace` maps a stage name to the
-    function used in its place (a learner's mistake); `after(name)` is called as each finishes."""
+    `stop` (None: to the end), each checked for overflow; `after(name)` is called as each finishes."""
     order = present(block.problem)
     first = [s.name for s in order].index(start) + 1 if start else 0
     values: dict[str, np.ndarray] = {}
     for stage in order[first:]:
-        x = (replace or {}).get(stage.name, stage.compute)(block, x)
-        if x is None:  # a replacement that cannot apply to these shapes
-            return values
+        x = stage.compute(block, x)
         if stage.check is not None:
             stage.check(block, x)
         values[stage.name] = x
