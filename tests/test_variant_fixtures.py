@@ -200,7 +200,8 @@ def test_rope_rotation_is_the_documented_pairing(case):
     rope, arrays = case["inputs"]["rope"], case["arrays"]
     q_pos, k_pos = positions(case["inputs"], arrays["Q"].shape[1], arrays["K"].shape[1])
     for name, x, p in (("Q_rope", arrays["Q"], q_pos), ("K_rope", arrays["K"], k_pos)):
-        np.testing.assert_allclose(rotate(x, p, rope["style"], rope["base"], rope["dims"]), case["expected"][name], **TOL)
+        rotated = rotate(x, p, rope["style"], rope["base"], rope["dims"])
+        np.testing.assert_allclose(rotated, case["expected"][name], **TOL)
 
 
 def test_rope_half_full_is_numpy_rotate_half():
