@@ -113,6 +113,15 @@ def test_every_case_names_the_library_function_and_version(case):
     assert "torch 2.13.0" in case["library"] or "transformers 5.24.0" in case["library"]
 
 
+INPUT_KEYS = {"Q", "K", "V", "heads", "mask", "scale", "q_positions", "k_positions", "window", "key_mask",
+              "alibi", "rope", "softcap", "sinks"}
+
+
+@pytest.mark.parametrize("case", ALL, ids=ids(ALL))
+def test_inputs_use_only_attncli_input_keys(case):
+    assert set(case["inputs"]) <= INPUT_KEYS
+
+
 def test_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="unknown fixture kind 'ropes'"):
         cases("ropes")
