@@ -2,11 +2,14 @@
 peak memory is O(block × Lk) per head instead of O(Lq × Lk), and blocks can run on several
 threads (numpy releases the GIL in matrix products and ufuncs).
 
-Each block goes through the arithmetic of `attention.attend`, in place and in the same order:
-scores = Q Kᵀ, · scale, + bias, −∞ where masked, e^(x − row max), then weights V. So it accepts
-and refuses the same inputs, with the same overflow rules (scores, scaled, scaled + bias and
-output overflow the dtype; e^x never does, and nothing underflows that the full trace keeps).
-One difference in order: the row sums divide weights·V rather than the weights (the sums come
+Each block goes through the stage table's own compute functions and overflow checks for the
+stages before the softmax (attncli/stages.py: scores, scaled, masked), in place (`Block.reuse`).
+The softmax and `output = weights V` are fused here for speed: e^(x − row max), then one product
+with V and a column of ones, so the weights never exist as their own array. So it accepts and
+refuses the same inputs as `attention.attend`, with the same overflow rules (scores, scaled,
+scaled + bias and output overflow the dtype; e^x never does, and nothing underflows that the
+full trace keeps); a stage added before the softmax is computed here with no change to this
+module, one added after it (sinks change the softmax) needs one here. One difference in order: the row sums divide weights·V rather than the weights (the sums come
 from a column of ones beside V, in the same product), unless weights·V overflows before the
 division; the results agree with `attend` to rounding (the tests hold them to 1e-12 of
 Σ weights·|V| in float64, over scaled scores of ±700 and values from 1e-300 to 1e300).
@@ -18,9 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from attncli.attention import HQK, check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
-from attncli import masks
-from attncli.masks import visible
+from attncli import stages
+from attncli.attention import check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
 from attncli.trace import Problem, Trace
 
 BLOCK_BYTES = 16 << 20  # one block's scores: large enough for BLAS, small enough for the cache
@@ -31,14 +33,14 @@ def block_rows(heads: int, lk: int, itemsize: int, budget: int = BLOCK_BYTES) ->
 
 
 def attend_output(problem: Problem, block: int | None = None, workers: int = 1, progress=None) -> Trace:
-    """A Trace with the per-head and final outputs only (scores … weights are None).
+    """A Trace with the per-head and final outputs only (`stages` holds only "output").
     `workers` threads process blocks; give more than one only when BLAS runs one thread each.
     `progress(rows_done)` is called as blocks finish."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
         heads, lq, d_k = Q.shape
         scale = scale_of(problem, d_k)
-        Kt = np.ascontiguousarray(K.transpose(0, 2, 1))  # (H, d_k, Lk)
+        logits = stages.logits(problem)
         # |Σ q_a k_a| ≤ ‖q‖ ‖k‖ bounds every partial sum of a score (Cauchy–Schwarz): queries whose
         # bound, times max(1, |scale|), is far below the largest float cannot overflow; skip that check.
         k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)
@@ -55,19 +57,12 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
 
         def one_block(start: int) -> int:
             rows = slice(start, min(start + step, lq))
-            x = Q[:, rows] @ Kt  # (H, b, Lk) scores
-            if scale != 1:
-                x *= Q.dtype.type(scale)  # scaled
-            if not safe[rows].all() and not np.isfinite(x.sum()):  # one pass finds inf or NaN of either stage
-                _overflow(Q[:, rows] @ Kt, x, start)
-            mask, bias = visible(problem, rows), masks.bias(problem, rows)  # (1 or H, b, Lk) each, or None
-            if bias is not None:
-                x += bias.astype(x.dtype)
-            if mask is not None:
-                np.putmask(x, ~np.broadcast_to(mask, x.shape), -np.inf)
-            if bias is not None:  # −∞ may come from the bias or the mask, never from overflow
-                blocked = np.isneginf(bias) if mask is None else np.isneginf(bias) | ~mask
-                check_finite(x, "scaled + bias", HQK, allow_neg_inf=blocked, offset=(0, start, 0))
+            block = stages.Block(problem, Q[:, rows], K, V, scale, rows=rows, reuse=True, bounded=safe[rows].all())
+            x = None
+            for stage in logits:  # scores, scaled, masked: the stage table's functions, in place
+                x = stage.compute(block, x)  # (H, b, Lk)
+                if stage.check is not None:
+                    stage.check(block, x)
             shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
             gone = shift == -np.inf  # every key masked
             shift[gone] = 0.0  # those rows stay all −∞
@@ -95,12 +90,6 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         warnings = masked_rows_warnings(problem, dead)  # before the output check, as in `attend`
         check_finite(output, "output = weights V", ("head", "query", "column"))
         concat, final = project_output(problem, output)  # (Lq, H·d_v), (Lq, d_out)
-    return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=None, scaled=None, masked=None,
-                 weights=None, output=output, concat=concat, final=final,
-                 masked_rows=tuple((int(h), int(i)) for h, i in np.argwhere(dead)), warnings=tuple(warnings))
-
-
-def _overflow(scores: np.ndarray, scaled: np.ndarray, start: int) -> None:
-    """Name the stage that overflowed, as `attend` does: Q Kᵀ first, then · scale."""
-    check_finite(scores, "scores = Q Kᵀ", HQK, offset=(0, start, 0))
-    check_finite(scaled, "scaled = scores · scale", HQK, offset=(0, start, 0))
+    return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, stages={"output": output},
+                 concat=concat, final=final, fully_masked=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
+                 warnings=tuple(warnings))

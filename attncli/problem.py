@@ -20,10 +20,17 @@ INPUT_KEYS = QKV + PROJECTIONS + (
     "title", "description", "masked_rows", "dtype")
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 # Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
-OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "scores", "scaled", "masked", "weights",
-               "output", "concat", "warnings")
+# Every stage name of attncli/stages.py is one too (`output_keys()`).
+OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "concat", "warnings")
 DTYPES = ("float64", "float32")
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
+
+
+def output_keys() -> tuple[str, ...]:
+    """Every key `attn compute` writes beside the input keys: OUTPUT_KEYS and the stage names."""
+    from attncli.stages import names
+
+    return OUTPUT_KEYS + names()
 
 
 def _rows(n: int, what: str = "row") -> str:
@@ -52,7 +59,7 @@ def _as_heads_matrix(value, field: str) -> np.ndarray:
 
 def _check_keys(doc: dict) -> dict:
     """Resolve aliases and reject unknown keys, suggesting the closest valid one."""
-    known = INPUT_KEYS + OUTPUT_KEYS
+    known = INPUT_KEYS + output_keys()
     out = {}
     for key, value in doc.items():
         name = ALIASES.get(key, key)

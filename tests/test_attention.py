@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from attncli.attention import attend, merge_heads, softmax, split_heads
+from attncli.attention import attend, merge_heads, split_heads
+from attncli.stages import softmax
 from attncli.blocks import attend_output
 from attncli.errors import InputError, NumericError
 from attncli.problem import build_problem

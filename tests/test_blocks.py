@@ -39,7 +39,7 @@ def test_blocked_equals_full(options, block, workers):
     full, blocked = attend(problem), attend_output(problem, block=block, workers=workers)
     np.testing.assert_allclose(blocked.final, full.final, rtol=0, atol=1e-12)
     np.testing.assert_allclose(blocked.output, full.output, rtol=0, atol=1e-12)
-    assert blocked.warnings == full.warnings and blocked.masked_rows == full.masked_rows
+    assert blocked.warnings == full.warnings and blocked.fully_masked == full.fully_masked
     assert blocked.scores is None and blocked.weights is None
 
 
@@ -203,7 +203,7 @@ def test_blocked_equals_full_on_extreme_magnitudes(case):
     scale = np.abs(full.weights) @ np.abs(full.V)  # (H, Lq, d_v)
     floor = 4 * problem.lk * np.nextafter(0.0, 1.0)
     assert np.all(np.abs(blocked.output - full.output) <= 1e-12 * scale + floor)
-    assert blocked.masked_rows == full.masked_rows and blocked.warnings == full.warnings
+    assert blocked.fully_masked == full.fully_masked and blocked.warnings == full.warnings
 
 
 @pytest.mark.parametrize("doc", [

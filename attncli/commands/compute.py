@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.errors import AttnError, InputError, did_you_mean, one_line, quote
+from attncli.stages import get, names as stage_names, stand_in
 
 
 class Format(str, Enum):
@@ -35,7 +36,13 @@ class DType(str, Enum):
 
 
 SUFFIX_FORMATS = {".md": Format.markdown, ".tex": Format.latex, ".csv": Format.csv}  # --output's text files
-VIEWS = ("inputs", "scores", "scaled", "masked", "weights", "output", "heatmap")
+
+
+def views() -> tuple[str, ...]:
+    """What --stages may name: the inputs, every stage of the stage table, the heatmap."""
+    return ("inputs",) + stage_names() + ("heatmap",)
+
+
 Matrix = Optional[str]
 
 
@@ -84,7 +91,7 @@ def compute(
                                "markdown/latex: write-up tables; csv: one stage.",
         rich_help_panel="Output")] = Format.auto,
     stages: Annotated[Optional[str], typer.Option(
-        help=f"Comma-separated stages to show: {', '.join(VIEWS)}.",
+        help=f"Comma-separated stages to show: {', '.join(views())}.",
         rich_help_panel="Output")] = None,
     precision: Annotated[int, typer.Option(
         min=0, max=17, help="Decimals in tables.", rich_help_panel="Output")] = 4,
@@ -147,8 +154,9 @@ def compute(
         raise InputError(f"{quote(output_file)} is written as {suffix[1:]}, but --format is {format.value}; "
                          "drop --format or change the suffix (.md, .tex, .csv)", "--output")
     if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
-        raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
-                                 "scaled, masked, output)", param_hint="--stages")
+        others = ", ".join(name for name in stage_names() if name != "weights")
+        raise typer.BadParameter(f"--format csv writes one stage: add --stages weights (or {others})",
+                                 param_hint="--stages")
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
     output_only = not explain and "heatmap" not in shown and (
         suffix == ".npy" or (suffix != ".npz" and set(shown) == {"output"}))
@@ -173,9 +181,10 @@ def compute(
         raise
     origin["invert_mask"] = "--invert-mask"
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
-    if format == Format.csv and shown[0] == "masked" and problem.mask is None and problem.bias is None:
-        raise InputError("this problem has no mask or bias, so it has no masked stage; the weights "
-                         "are softmax(scaled): use --stages scaled", "--stages")
+    stage = get(shown[0])
+    if format == Format.csv and stage is not None and not stage.applies(problem):
+        raise InputError(f"{stage.absent}, so it has no {stage.name} stage; "
+                         f"use --stages {stand_in(problem, stage.name)}", "--stages")
     # Warnings are printed once the run has succeeded: an error is always the only line on stderr.
     warnings = []
     if problem.mask_rule == "causal" and problem.lq < problem.lk:
@@ -319,11 +328,11 @@ def _split(text: str | None) -> list[str] | None:
 
 def _stages(text: str | None) -> tuple[str, ...]:
     if text is None:
-        return VIEWS[:-1]
+        return views()[:-1]
     chosen = tuple(name.strip() for name in text.split(",") if name.strip())
     for name in chosen:
-        if name not in VIEWS:
-            raise typer.BadParameter(f'unknown stage {quote(name)}; expected some of {",".join(VIEWS)}',
+        if name not in views():
+            raise typer.BadParameter(f'unknown stage {quote(name)}; expected some of {",".join(views())}',
                                      param_hint="--stages")
     return chosen
 

@@ -121,11 +121,12 @@ def npz_arrays(trace: Trace) -> dict:
     and what is needed to read the file back as a problem."""
     import numpy as np
 
-    from attncli.trace import STAGES, mask_and_bias
+    from attncli.stages import names
+    from attncli.trace import mask_and_bias
 
     p = trace.problem
     arrays = dict(p.inputs)
-    for name in ("Q", "K", "V") + STAGES:
+    for name in ("Q", "K", "V") + names():
         if trace.stage(name) is not None:
             arrays[f"heads/{name}"] = trace.stage(name)
     arrays["concat"], arrays["output"] = trace.concat, trace.final
