@@ -55,37 +55,52 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
 
         def one_block(start: int) -> int:
             rows = slice(start, min(start + step, lq))
-            x = Q[:, rows] @ Kt  # (H, b, Lk) scores
+            if not safe[rows].all():  # overflow is an error on every key, as in the full trace
+                scores = Q[:, rows] @ Kt  # (H, b, Lk)
+                scaled = scores * Q.dtype.type(scale)
+                if not np.isfinite(scaled.sum()):  # one pass finds inf or NaN of either stage
+                    _overflow(scores, scaled, start)
+            first, stop = masks.key_span(problem, rows)  # keys outside it are hidden from every row
+            if first == stop:  # every key is masked for every row of the block
+                return _dead_block(rows)
+            keys = slice(first, stop)
+            x = Q[:, rows] @ Kt[:, :, keys]  # (H, b, c) scores
             if scale != 1:
                 x *= Q.dtype.type(scale)  # scaled
-            if not safe[rows].all() and not np.isfinite(x.sum()):  # one pass finds inf or NaN of either stage
-                _overflow(Q[:, rows] @ Kt, x, start)
-            mask, bias = visible(problem, rows), masks.bias(problem, rows)  # (1 or H, b, Lk) each, or None
+            mask, bias = visible(problem, rows, keys), masks.bias(problem, rows, keys)  # (1 or H, b, c), or None
             if bias is not None:
                 x += bias.astype(x.dtype)
             if mask is not None:
                 np.putmask(x, ~np.broadcast_to(mask, x.shape), -np.inf)
             if bias is not None:  # −∞ may come from the bias or the mask, never from overflow
                 blocked = np.isneginf(bias) if mask is None else np.isneginf(bias) | ~mask
-                check_finite(x, "scaled + bias", HQK, allow_neg_inf=blocked, offset=(0, start, 0))
+                check_finite(x, "scaled + bias", HQK, allow_neg_inf=blocked, offset=(0, start, first))
             shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
             gone = shift == -np.inf  # every key masked
             shift[gone] = 0.0  # those rows stay all −∞
             x -= shift  # ≤ 0: e^x ≤ 1 never overflows, and the largest is 1, so no row sum underflows
             np.exp(x, out=x)  # unnormalised weights
-            both = x @ V1  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
+            both = x @ V1[:, keys]  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
             out, sums = both[..., :-1], both[..., -1:]
             sums[gone] = 1.0  # 0 / 1: their output is 0
             out /= sums
             lost = ~np.isfinite(out).all(axis=-1)  # (H, b): Σ e^x V overflowed before ÷ Σ e^x
             for h in np.flatnonzero(lost.any(axis=-1)):  # normalise first, as the full trace does
-                out[h, lost[h]] = (x[h, lost[h]] / sums[h, lost[h]]) @ V[h]  # (rows, d_v)
+                out[h, lost[h]] = (x[h, lost[h]] / sums[h, lost[h]]) @ V[h, keys]  # (rows, d_v)
             if gone.any():
                 dead[:, rows] = gone[..., 0]
-                if problem.masked_rows == "uniform":  # equal weights 1/Lk, multiplied as the full trace does
-                    uniform = np.full((heads, 1, K.shape[1]), 1.0 / K.shape[1], x.dtype) @ V  # (H, 1, d_v)
-                    out = np.where(gone, uniform, out)
+                if problem.masked_rows == "uniform":
+                    out = np.where(gone, uniform(), out)
             output[:, rows] = out
+            return rows.stop
+
+        def uniform() -> np.ndarray:
+            """(H, 1, d_v): equal weights 1/Lk over ALL keys, multiplied as the full trace does."""
+            return np.full((heads, 1, K.shape[1]), 1.0 / K.shape[1], Q.dtype) @ V
+
+        def _dead_block(rows: slice) -> int:
+            dead[:, rows] = True
+            output[:, rows] = uniform() if problem.masked_rows == "uniform" else 0.0
             return rows.stop
 
         with ThreadPoolExecutor(workers) as pool:

@@ -159,6 +159,7 @@ def compute(
         workers = one_blas_thread()  # before numpy loads
 
     from attncli.loading import OneMatrixError, gather
+    from attncli.masks import has_logit_changes
     from attncli.problem import build_problem
 
     matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
@@ -173,7 +174,7 @@ def compute(
         raise
     origin["invert_mask"] = "--invert-mask"
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
-    if format == Format.csv and shown[0] == "masked" and problem.mask is None and problem.bias is None:
+    if format == Format.csv and shown[0] == "masked" and not has_logit_changes(problem):
         raise InputError("this problem has no mask or bias, so it has no masked stage; the weights "
                          "are softmax(scaled): use --stages scaled", "--stages")
     # Warnings are printed once the run has succeeded: an error is always the only line on stderr.
