@@ -125,13 +125,13 @@ def rule_lines(problem: Problem) -> list[str]:
     lines = []
     if problem.causal:
         lower_right = problem.mask_rule == "causal_lower_right"
-        lines.append("causal: query may attend key when k_pos ≤ q_pos" + (
+        lines.append("causal: query i may attend key j when k_pos[j] ≤ q_pos[i]" + (
             " (causal_lower_right: q_positions Lk − Lq … Lk − 1, as PyTorch causal_lower_right)" if lower_right
-            else " (top-left with the default positions, as PyTorch is_causal=True)"))
+            else " (top-left with the default positions 0 … L − 1, as PyTorch is_causal=True)"))
     if problem.window is not None:
         left, right = problem.window
-        lines.append(f"window [{_bound(left)}, {_bound(right)}]: query may attend key when "
-                     f"q_pos − {_bound(left)} ≤ k_pos ≤ q_pos + {_bound(right)} (bounds inclusive)")
+        lines.append(f"window [{_bound(left)}, {_bound(right)}]: query i may attend key j when "
+                     f"q_pos[i] − {_bound(left)} ≤ k_pos[j] ≤ q_pos[i] + {_bound(right)} (bounds inclusive)")
     if problem.key_mask is not None:
         hidden = int((~problem.key_mask).sum())
         lines.append(f"key_mask: true = a real key, false = padding (Hugging Face attention_mask; "
