@@ -142,8 +142,8 @@ def compute(
     Conventions (where libraries differ):
     rows are queries, columns are keys;
     mask true = the query may attend the key (PyTorch SDPA, JAX; --invert-mask for nn.MultiheadAttention);
-    causal: key j visible when k_pos ≤ q_pos; positions default to 0 … L−1, so causal is top-left,
-    and causal_lower_right sets q_positions to Lk − Lq … Lk − 1;
+    causal: key visible when k_pos ≤ q_pos; positions default to 0 … L−1, so causal is top-left
+    (query i sees keys j ≤ i), and causal_lower_right (j ≤ i + Lk − Lq) sets q_positions to Lk−Lq … Lk−1;
     window, key mask, causal and a mask matrix combine with AND;
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
