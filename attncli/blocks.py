@@ -67,13 +67,19 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             x = Q[:, rows] @ Kt[:, :, keys]  # (H, b, c) scores
             if scale != 1:
                 x *= Q.dtype.type(scale)  # scaled
-            mask, bias = visible(problem, rows, keys), masks.bias(problem, rows, keys)  # (1 or H, b, c), or None
+            bias = masks.bias(problem, rows, keys)  # (1 or H, b, c), or None
             if bias is not None:
                 x += bias.astype(x.dtype)
-            if mask is not None:
-                np.putmask(x, ~np.broadcast_to(mask, x.shape), -np.inf)
+            hidden = masks.partly_hidden(problem, rows, keys)  # outside it every key is visible
+            if hidden is not None:
+                part = slice(hidden.start - first, hidden.stop - first)
+                shut = ~visible(problem, rows, hidden)  # (1 or H, b, part)
+                np.copyto(x[..., part], -np.inf, where=shut)
             if bias is not None:  # −∞ may come from the bias or the mask, never from overflow
-                blocked = np.isneginf(bias) if mask is None else np.isneginf(bias) | ~mask
+                blocked = np.isneginf(bias)
+                if hidden is not None:
+                    blocked = np.broadcast_to(blocked, x.shape).copy()
+                    blocked[..., part] |= shut
                 check_finite(x, "scaled + bias", HQK, allow_neg_inf=blocked, offset=(0, start, first))
             shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
             gone = shift == -np.inf  # every key masked

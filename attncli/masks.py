@@ -100,6 +100,32 @@ def key_span(problem: Problem, rows: slice) -> tuple[int, int]:
     return (0, 0) if found.size == 0 else (int(found[0]), int(found[-1]) + 1)
 
 
+def partly_hidden(problem: Problem, rows: slice, keys: slice) -> slice | None:
+    """The columns of `keys` where some query in `rows` may not see some key, as one slice (None:
+    every key of `keys` is visible to every row). The output-only path evaluates `visible` only
+    there: for causal rules with sorted positions, a block's diagonal square."""
+    if not has_rules(problem):
+        return None
+    q, k = problem.q_positions[rows], problem.k_positions[keys]
+    maybe = np.zeros(k.shape, bool)  # (c,)
+    if problem.causal:
+        maybe |= k > q.min()
+    if problem.window is not None:
+        left, right = problem.window
+        if left is not None:
+            maybe |= k < int(q.max()) - left
+        if right is not None:
+            maybe |= k > int(q.min()) + right
+    if problem.key_mask is not None:
+        maybe |= ~problem.key_mask[keys]
+    if problem.mask is not None:
+        maybe |= ~problem.mask[:, rows, keys].all(axis=(0, 1))
+    found = np.flatnonzero(maybe)
+    if found.size == 0:
+        return None
+    return slice(keys.start + int(found[0]), keys.start + int(found[-1]) + 1)
+
+
 def bias(problem: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndarray | None:
     """(1 or H, b, c): what is added to the scaled scores of those queries and keys, or None."""
     if problem.bias is None:
