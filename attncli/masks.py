@@ -58,17 +58,22 @@ def visible(problem: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING
         return None
     q = problem.q_positions[rows][:, None]  # (b, 1)
     k = problem.k_positions[cols][None, :]  # (1, c)
-    seen = np.ones((q.shape[0], k.shape[1]), bool)  # (b, c)
+    rules = []  # (b, c) or (1, c) bool each
     if problem.causal:
-        seen &= k <= q
+        rules.append(k <= q)
     if problem.window is not None:
         left, right = problem.window
         if left is not None:
-            seen &= k >= q - left
+            rules.append(k >= q - left)
         if right is not None:
-            seen &= k <= q + right
+            rules.append(k <= q + right)
     if problem.key_mask is not None:
-        seen &= problem.key_mask[cols][None, :]
+        rules.append(problem.key_mask[cols][None, :])
+    seen = np.ones((q.shape[0], k.shape[1]), bool)  # (b, c)
+    if rules and rules[0].shape == seen.shape:
+        seen = rules.pop(0)
+    for rule in rules:
+        seen &= rule
     seen = seen[None]  # (1, b, c)
     if problem.mask is not None:
         seen = seen & problem.mask[:, rows, cols]  # (1 or H, b, c)
