@@ -55,7 +55,9 @@ def positions(value, field: str, length: int, axis: str) -> np.ndarray:
 
 
 def window(value, field: str = "window") -> tuple[int | None, int | None]:
-    """[left, right]: whole numbers ≥ 0 or null (unbounded)."""
+    """[left, right]: whole numbers ≥ 0 or null (unbounded); in an array (.npz), NaN is null."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        value = [None if math.isnan(b) else b for b in value.tolist()]
     items = _list(value, field, 2, "[left, right]: keys before and after the query, null = unbounded")
     left, right = (None if b is None else _whole(b, f"{field}[{i}]", 0, "a whole number ≥ 0 or null")
                    for i, b in enumerate(items))

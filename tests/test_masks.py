@@ -150,6 +150,17 @@ def test_lower_right_reads_back_as_the_word(run, problem_file):
     assert run.json("compute", problem_file(first)) == first
 
 
+def test_an_npz_output_reads_back_with_its_rules(run, tmp_path):
+    path = tmp_path / "out.npz"
+    args = ("--q", Q3, "--k", K4, "--v", V4, "--window", "none,1", "--key-mask", "1,0,1,1",
+            "--k-positions", "0,2,4,6", "--mask", "causal_lower_right")
+    assert run("compute", *args, "--output", path).exit_code == 0
+    again = run.json("compute", path)
+    assert again["window"] == [None, 1] and again["key_mask"] == [True, False, True, True]
+    assert again["k_positions"] == [0, 2, 4, 6] and again["mask"] == "causal_lower_right"
+    assert again["output"] == run.json("compute", *args)["output"]
+
+
 def test_default_positions_are_not_echoed(run):
     doc = run.json("compute", "--q", Q3, "--k", K4, "--v", V4)
     assert not {"q_positions", "k_positions", "window", "key_mask", "causal"} & doc.keys()
