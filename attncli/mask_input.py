@@ -29,7 +29,8 @@ def _whole(value, field: str, low: int, expected: str) -> int:
         if low == 0 and not isinstance(value, HugeInt) and value < 0:
             raise InputError(f"{field} is {describe(value)}; expected a whole number ≥ 0 or null "
                              "(use null for unbounded, not -1)")
-        raise InputError(f"{field} is {describe(value)}; expected {expected} from {low:,} to 2^53")
+        raise InputError(f"{field} is {describe(value)}; expected {expected} from "
+                         f"{'-2^53' if low == -LIMIT else low} to 2^53")
     if value != int(value):
         raise InputError(f"{field} is {describe(value)}; expected {expected}")
     return int(value)

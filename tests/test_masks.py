@@ -193,7 +193,7 @@ def test_output_only_and_full_agree_through_the_cli(run, tmp_path):
     ("--q-positions", "1,2,1.5", ["q_positions[2] is the number 1.5; expected a whole number"]),
     ("--q-positions", "1,2,x", ["q_positions[2] is the string \"x\"; expected a whole number"]),
     ("--q-positions", "1,2,true", ["q_positions[2] is true; expected a whole number"]),
-    ("--k-positions", "0,1,2," + "9" * 25, ["--k-positions", "k_positions[3]", "from -9,007,199,254,740,992 to 2^53"]),
+    ("--k-positions", "0,1,2," + "9" * 25, ["--k-positions", "k_positions[3]", "is a 25-digit number; expected a whole number from -2^53 to 2^53"]),
     ("--window", "-1,0", ["--window", "window[0] is the number -1", "use null for unbounded"]),
     ("--window", "2", ["window has 1 entries; expected 2"]),
     ("--window", "1,2,3", ["window has 3 entries; expected 2"]),
@@ -226,3 +226,11 @@ def test_help_states_the_conventions(run):
                      "q_pos−LEFT ≤ k_pos ≤ q_pos+RIGHT", "sliding_window=W with causal is W−1,0",
                      "key_padding_mask"):
         assert fragment in text, fragment
+
+
+def test_causal_with_fewer_queries_warns_only_without_positions(run):
+    plain = run("compute", "--q", "1,0", "--k", K4, "--v", V4, "--mask", "causal", "-f", "json")
+    assert "use causal_lower_right or give their q_positions" in plain.stderr
+    placed = run("compute", "--q", "1,0", "--k", K4, "--v", V4, "--mask", "causal", "--q-positions", "3",
+                 "-f", "json")
+    assert placed.exit_code == 0 and placed.stderr == ""

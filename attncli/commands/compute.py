@@ -198,7 +198,7 @@ def compute(
     if problem.mask_rule == "causal" and problem.lq < problem.lk and positions_line(problem) is None:
         warnings.append(f"mask causal is top-left (query i sees keys j ≤ i), and there are fewer queries "
                         f"({problem.lq}) than keys ({problem.lk}); if the queries are the last tokens of the "
-                        "keys' sequence (a KV cache), use causal_lower_right")
+                        "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
     view = format
     if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
         view = format if suffix in SUFFIX_FORMATS else Format.json
