@@ -68,10 +68,10 @@ def compute(
                               "convention).",
         rich_help_panel="Masking")] = False,
     q_positions: Annotated[Optional[str], typer.Option(
-        help="Query positions (default 0 … Lq−1): 4 or 4,5,6. A KV-cache step is one query at position t.",
+        help="Query positions (default 0 to Lq−1): 4 or 4,5,6. A KV-cache step is one query at position t.",
         rich_help_panel="Masking", show_default=False)] = None,
     k_positions: Annotated[Optional[str], typer.Option(
-        help="Key positions (default 0 … Lk−1): 0,1,2,5.", rich_help_panel="Masking", show_default=False)] = None,
+        help="Key positions (default 0 to Lk−1): 0,1,2,5.", rich_help_panel="Masking", show_default=False)] = None,
     window: Annotated[Optional[str], typer.Option(
         help="Sliding window LEFT,RIGHT: query i sees key j when q_pos−LEFT ≤ k_pos ≤ q_pos+RIGHT (inclusive); "
              "none (or empty) = unbounded: 2,none. Hugging Face sliding_window=W with causal is W−1,0.",
@@ -142,9 +142,10 @@ def compute(
     Conventions (where libraries differ):
     rows are queries, columns are keys;
     mask true = the query may attend the key (PyTorch SDPA, JAX; --invert-mask for nn.MultiheadAttention);
-    causal: key visible when k_pos ≤ q_pos; positions default to 0 … L−1, so causal is top-left
-    (query i sees keys j ≤ i), and causal_lower_right (j ≤ i + Lk − Lq) sets q_positions to Lk−Lq … Lk−1;
-    window, key mask, causal and a mask matrix combine with AND;
+    causal: k_pos ≤ q_pos; positions are 0 to L−1 unless given: top-left, j ≤ i;
+    causal_lower_right sets q_positions to Lk−Lq to Lk−1 (j ≤ i + Lk − Lq);
+    window L,R: q_pos − L ≤ k_pos ≤ q_pos + R, inclusive; key mask 1 = a real key;
+    mask, bias, causal, window and key mask combine with AND;
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
     shown = _stages(stages) + (("heatmap",) if heatmap else ())
