@@ -36,13 +36,17 @@ def _whole(value, field: str, low: int, expected: str) -> int:
     return int(value)
 
 
+def _entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
 def _list(value, field: str, length: int, of: str) -> list:
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if not isinstance(value, list):
         raise InputError(f"{field} is {describe(value)}; expected a list of {length} ({of})")
     if len(value) != length:
-        raise InputError(f"{field} has {len(value)} entries; expected {length}, {of}")
+        raise InputError(f"{field} has {_entries(len(value))}; expected {length}, {of}")
     return value
 
 
@@ -68,7 +72,7 @@ def window(value, field: str = "window") -> tuple[int | None, int | None]:
 def key_mask(value, field: str, lk: int) -> np.ndarray:
     """(Lk,) bool, read-only, true = a real key."""
     if isinstance(value, list) and len(value) != lk:
-        raise InputError(f"{field} has {len(value)} entries; expected {lk}, one true/false per key")
+        raise InputError(f"{field} has {_entries(len(value))}; expected {lk}, one true/false per key")
     array = as_array(value, field, kind="mask", max_dims=1)
     if array.ndim != 1 or array.shape[0] != lk:
         raise InputError(f"{field} has shape {array.shape}; expected {lk} entries, one true/false per key")

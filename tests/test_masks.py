@@ -195,7 +195,7 @@ def test_output_only_and_full_agree_through_the_cli(run, tmp_path):
     ("--q-positions", "1,2,true", ["q_positions[2] is true; expected a whole number"]),
     ("--k-positions", "0,1,2," + "9" * 25, ["--k-positions", "k_positions[3]", "is a 25-digit number; expected a whole number from -2^53 to 2^53"]),
     ("--window", "-1,0", ["--window", "window[0] is the number -1", "use null for unbounded"]),
-    ("--window", "2", ["window has 1 entries; expected 2"]),
+    ("--window", "2", ["window has 1 entry; expected 2"]),
     ("--window", "1,2,3", ["window has 3 entries; expected 2"]),
     ("--window", "1,0.5", ["window[1] is the number 0.5; expected a whole number ≥ 0 or null"]),
     ("--key-mask", "1,1,0", ["--key-mask", "key_mask has 3 entries; expected 4"]),
