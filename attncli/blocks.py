@@ -1,6 +1,9 @@
 """The output alone, without keeping the (Lq × Lk) stages: queries are processed in blocks, so
 peak memory is O(block × Lk) per head instead of O(Lq × Lk), and blocks can run on several
-threads (numpy releases the GIL in matrix products and ufuncs).
+threads (numpy releases the GIL in matrix products and ufuncs). Mask rules are asked per block
+(attncli/masks.py): only the keys some row of the block may see are multiplied (causal skips the
+upper triangle, a window everything outside its band), and the mask is applied only on the
+columns where some row may be hidden; overflow is still checked on every key, as the full trace does.
 
 Each block goes through the arithmetic of `attention.attend`, in place and in the same order:
 scores = Q Kᵀ, · scale, + bias, −∞ where masked, e^(x − row max), then weights V. So it accepts
