@@ -1,6 +1,9 @@
 """The output alone, without keeping the (Lq × Lk) stages: queries are processed in blocks, so
 peak memory is O(block × Lk) per head instead of O(Lq × Lk), and blocks can run on several
-threads (numpy releases the GIL in matrix products and ufuncs).
+threads (numpy releases the GIL in matrix products and ufuncs). Mask rules are asked per block
+(attncli/masks.py): only the keys some row of the block may see are multiplied (causal skips the
+upper triangle, a window everything outside its band), and the mask is applied only on the
+columns where some row may be hidden; overflow is still checked on every key, as the full trace does.
 
 Each block goes through the stage table's own compute functions and overflow checks for the
 stages before the softmax (attncli/stages.py: scores, scaled, masked), in place (`Block.reuse`).
@@ -21,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from attncli import stages
+from attncli import masks, stages
 from attncli.attention import check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
 from attncli.trace import Problem, Trace
 
@@ -57,10 +60,17 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
 
         def one_block(start: int) -> int:
             rows = slice(start, min(start + step, lq))
-            block = stages.Block(problem, Q[:, rows], K, V, scale, rows=rows, reuse=True, bounded=safe[rows].all())
+            if not safe[rows].all():  # overflow is an error on every key, hidden or not, as in the full trace
+                stages.run(stages.Block(problem, Q[:, rows], K, V, scale, rows=rows), stop="scaled")
+            first, stop = masks.key_span(problem, rows)  # keys outside it are hidden from every row
+            if first == stop:  # every key is masked for every row of the block
+                return _dead_block(rows)
+            keys = slice(first, stop)
+            block = stages.Block(problem, Q[:, rows], K[:, keys], V[:, keys], scale, rows=rows, cols=keys,
+                                 reuse=True, bounded=True)
             x = None
             for stage in logits:  # scores, scaled, masked: the stage table's functions, in place
-                x = stage.compute(block, x)  # (H, b, Lk)
+                x = stage.compute(block, x)  # (H, b, c)
                 if stage.check is not None:
                     stage.check(block, x)
             shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
@@ -68,19 +78,27 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             shift[gone] = 0.0  # those rows stay all −∞
             x -= shift  # ≤ 0: e^x ≤ 1 never overflows, and the largest is 1, so no row sum underflows
             np.exp(x, out=x)  # unnormalised weights
-            both = x @ V1  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
+            both = x @ V1[:, keys]  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
             out, sums = both[..., :-1], both[..., -1:]
             sums[gone] = 1.0  # 0 / 1: their output is 0
             out /= sums
             lost = ~np.isfinite(out).all(axis=-1)  # (H, b): Σ e^x V overflowed before ÷ Σ e^x
             for h in np.flatnonzero(lost.any(axis=-1)):  # normalise first, as the full trace does
-                out[h, lost[h]] = (x[h, lost[h]] / sums[h, lost[h]]) @ V[h]  # (rows, d_v)
+                out[h, lost[h]] = (x[h, lost[h]] / sums[h, lost[h]]) @ V[h, keys]  # (rows, d_v)
             if gone.any():
                 dead[:, rows] = gone[..., 0]
-                if problem.masked_rows == "uniform":  # equal weights 1/Lk, multiplied as the full trace does
-                    uniform = np.full((heads, 1, K.shape[1]), 1.0 / K.shape[1], x.dtype) @ V  # (H, 1, d_v)
-                    out = np.where(gone, uniform, out)
+                if problem.masked_rows == "uniform":
+                    out = np.where(gone, uniform(), out)
             output[:, rows] = out
+            return rows.stop
+
+        def uniform() -> np.ndarray:
+            """(H, 1, d_v): equal weights 1/Lk over ALL keys, multiplied as the full trace does."""
+            return np.full((heads, 1, K.shape[1]), 1.0 / K.shape[1], Q.dtype) @ V
+
+        def _dead_block(rows: slice) -> int:
+            dead[:, rows] = True
+            output[:, rows] = uniform() if problem.masked_rows == "uniform" else 0.0
             return rows.stop
 
         with ThreadPoolExecutor(workers) as pool:

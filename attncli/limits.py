@@ -167,7 +167,7 @@ def _matrices(problem, shown, output_only: bool) -> list[tuple[int, int, int]]:
     hd_k, hd_v, d_out = _widths(problem)
     d_k, d_v = max(1, hd_k // heads), max(1, hd_v // heads)
     found = [(a.size, a.shape[-1], 1) for a in problem.inputs.values()]  # echoed as given
-    found += [(m.size, lk, 1) for m in (problem.bias, problem.mask if problem.mask_rule == "matrix" else None)
+    found += [(m.size, lk, 1) for m in (problem.bias, problem.mask)
               if m is not None]
     if "inputs" in shown:  # per-head Q, K, V
         found += [(lq * hd_k, d_k, heads), (lk * hd_k, d_k, heads), (lk * hd_v, d_v, heads)]
@@ -199,7 +199,9 @@ def view_bytes(problem, view: str, shown, full: bool = False, output_only: bool 
 def needs(problem, view: str, shown, full: bool = False, output_only: bool = False,
           itemsize: int = 8) -> dict[str, int]:
     """Everything `attn compute` builds for this problem and view, for check_fits."""
-    stages = 4 if problem.mask is None and problem.bias is None else 5  # as attention.attend keeps them
+    from attncli.masks import has_logit_changes
+
+    stages = 5 if has_logit_changes(problem) else 4  # as attention.attend keeps them
     found = {} if output_only else stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, stages)
     text = "its JSON" if view == "json" else f"its {view} text" if view != "table" else "its tables"
     return found | {text: view_bytes(problem, view, shown, full, output_only)}

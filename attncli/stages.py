@@ -76,6 +76,18 @@ class Block:
     def bias(self) -> np.ndarray | None:
         return self.rule(_masks().bias(self.problem, self.rows, self.cols))  # (1 or H, b, c)
 
+    def hidden(self) -> tuple[slice, np.ndarray] | None:
+        """(part, visible there): the run of this block's columns where some key may be hidden
+        from some query (for causal rules, the block's diagonal square), as a slice relative to
+        the block, and the (1 or H, b, part) visibility on it; None when every key is visible."""
+        masks = _masks()
+        start = self.cols.start or 0
+        cols = slice(start, self.problem.lk if self.cols.stop is None else self.cols.stop)
+        span = masks.partly_hidden(self.problem, self.rows, cols)
+        if span is None:
+            return None
+        return slice(span.start - start, span.stop - start), self.rule(masks.visible(self.problem, self.rows, span))
+
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,7 +120,14 @@ def compute_scaled(block: Block, x: np.ndarray) -> np.ndarray:
 
 
 def compute_masked(block: Block, x: np.ndarray) -> np.ndarray:
-    return mask_scores(x, block.visible(), block.bias(), out=_into(block, x))  # (H, b, c)
+    import numpy as np
+
+    out = mask_scores(x, None, block.bias(), out=_into(block, x))  # (H, b, c)
+    hidden = block.hidden()  # rules are evaluated only on the columns where they may hide a key
+    if hidden is not None:
+        part, visible = hidden
+        np.copyto(out[..., part], -np.inf, where=~visible)
+    return out
 
 
 def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None, bias: np.ndarray | None = None,

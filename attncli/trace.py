@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-MASK_WORDS = ("causal", "causal_lower_right")
+from attncli.masks import MASK_WORDS, input_keys, rule_lines
 MASKED_ROWS = ("zero", "uniform", "error")
 
 
@@ -45,8 +45,14 @@ class Problem:
     heads: int  # query heads; 2-D Q/K/V (or projections) are split into this many
     lq: int
     lk: int
-    mask: np.ndarray | None = None  # (1 or H, Lq, Lk) bool, True = the query may attend the key
-    mask_rule: str | None = None  # "causal", "causal_lower_right", "matrix" or None
+    mask: np.ndarray | None = None  # a GIVEN (1 or H, Lq, Lk) bool matrix, True = may attend
+    mask_rule: str | None = None  # the `mask` key: "causal", "causal_lower_right", "matrix" or None
+    # Rules of positions (attncli/masks.py evaluates them); positions are (L,) int64, 0 … L − 1 by default.
+    q_positions: np.ndarray | None = None  # (Lq,)
+    k_positions: np.ndarray | None = None  # (Lk,)
+    causal: bool = False  # k_pos ≤ q_pos
+    window: tuple[int | None, int | None] | None = None  # (left, right): q_pos − left ≤ k_pos ≤ q_pos + right
+    key_mask: np.ndarray | None = None  # (Lk,) bool, True = a real key
     bias: np.ndarray | None = None  # (1 or H, Lq, Lk), -inf allowed
     scale: float | None = None  # None: 1/sqrt(d_k)
     masked_rows: str = "zero"  # the policy for rows whose every key is masked
@@ -144,25 +150,10 @@ def plain(array: np.ndarray, decimals: int | None = None):
     return array.tolist()
 
 
-def mask_rule_text(rule: str | None) -> str:
-    """The mask convention in words, for JSON and the table header."""
-    return {
-        None: "none",
-        "causal": "causal: query i may attend key j when j ≤ i (top-left, as PyTorch is_causal=True)",
-        "causal_lower_right": "causal_lower_right: query i may attend key j when j ≤ i + Lk − Lq "
-                              "(as PyTorch causal_lower_right)",
-        "matrix": "matrix: true = the query may attend the key (PyTorch SDPA, JAX, Keras)",
-    }[rule]
-
-
 def mask_and_bias(problem: Problem) -> dict:
-    """The mask and bias as input keys: a mask word, or the arrays without the head axis they were
-    broadcast to (the mask as true = may attend, whatever polarity it was given in)."""
-    keys = {}
-    if problem.mask_rule in MASK_WORDS:
-        keys["mask"] = problem.mask_rule
-    elif problem.mask is not None:
-        keys["mask"] = problem.mask[0] if problem.mask.shape[0] == 1 else problem.mask
+    """The mask rules and bias as input keys (see masks.input_keys), the bias without the head
+    axis it was broadcast to."""
+    keys = input_keys(problem)
     if problem.bias is not None:
         keys["bias"] = problem.bias[0] if problem.bias.shape[0] == 1 else problem.bias
     return keys
@@ -183,8 +174,8 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     doc.update({"dtype": problem.dtype, "scale": trace.scale, "d_k": trace.d_k, "d_v": trace.d_v})
     doc.update({name: plain(array) for name, array in problem.inputs.items()})
     for key, value in mask_and_bias(problem).items():
-        doc[key] = value if isinstance(value, str) else plain(value)
-    doc["mask_rule"] = mask_rule_text(problem.mask_rule)
+        doc[key] = plain(value) if isinstance(value, np.ndarray) else value
+    doc["mask_rule"] = "; ".join(rule_lines(problem))
     doc["masked_rows"] = problem.masked_rows
     per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]
     per_head += [name for name in names() if name in stages and trace.stage(name) is not None]

@@ -1,5 +1,6 @@
 """`attn compute`: options in, a trace out through the chosen view."""
 
+import re
 import sys
 from enum import Enum
 from typing import Annotated, Optional
@@ -73,6 +74,19 @@ def compute(
         "--invert-mask", help="Read a true/false mask matrix with true as BLOCKED (nn.MultiheadAttention's "
                               "convention).",
         rich_help_panel="Masking")] = False,
+    q_positions: Annotated[Optional[str], typer.Option(
+        help="Query positions (default 0 to Lq−1): 4 or 4,5,6. A KV-cache step is one query at position t.",
+        rich_help_panel="Masking", show_default=False)] = None,
+    k_positions: Annotated[Optional[str], typer.Option(
+        help="Key positions (default 0 to Lk−1): 0,1,2,5.", rich_help_panel="Masking", show_default=False)] = None,
+    window: Annotated[Optional[str], typer.Option(
+        help="Sliding window LEFT,RIGHT: query i sees key j when q_pos−LEFT ≤ k_pos ≤ q_pos+RIGHT (inclusive); "
+             "none (or empty) = unbounded: 2,none. Hugging Face sliding_window=W with causal is W−1,0.",
+        metavar="L,R", rich_help_panel="Masking", show_default=False)] = None,
+    key_mask: Annotated[Optional[str], typer.Option(
+        help="Key padding, one per key: 1,1,0; 1/true = a real key (Hugging Face attention_mask; the "
+             "inverse of nn.MultiheadAttention's key_padding_mask).",
+        rich_help_panel="Masking", show_default=False)] = None,
     masked_rows: Annotated[Optional[MaskedRows], typer.Option(
         help="A query whose every key is masked: zero (weights and output 0, as PyTorch SDPA; default), "
              "uniform (mean of V, as JAX), or error. A warning names such rows.",
@@ -135,8 +149,10 @@ def compute(
     Conventions (where libraries differ):
     rows are queries, columns are keys;
     mask true = the query may attend the key (PyTorch SDPA, JAX; --invert-mask for nn.MultiheadAttention);
-    causal is top-left (query i sees keys j ≤ i), causal_lower_right is j ≤ i + Lk − Lq;
-    a mask and a bias combine with AND;
+    causal: k_pos ≤ q_pos; positions are 0 to L−1 unless given: top-left, j ≤ i;
+    causal_lower_right sets q_positions to Lk−Lq to Lk−1 (j ≤ i + Lk − Lq);
+    window L,R: q_pos − L ≤ k_pos ≤ q_pos + R, inclusive; key mask 1 = a real key;
+    mask, bias, causal, window and key mask combine with AND;
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
     shown = _stages(stages) + (("heatmap",) if heatmap else ())
@@ -167,13 +183,15 @@ def compute(
         workers = one_blas_thread()  # before numpy loads
 
     from attncli.loading import OneMatrixError, gather
+    from attncli.masks import positions_line
     from attncli.problem import build_problem
 
     matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
                 "W_O": wo, "mask": mask, "bias": bias}
     settings = {"heads": heads, "scale": _scale(scale), "query_labels": _split(query_labels),
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
-                "dtype": dtype and dtype.value}
+                "dtype": dtype and dtype.value, "q_positions": _list(q_positions), "k_positions": _list(k_positions),
+                "window": _list(window), "key_mask": _list(key_mask)}
     try:
         doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
     except OneMatrixError as error:
@@ -187,10 +205,10 @@ def compute(
                          f"use --stages {stand_in(problem, stage.name)}", "--stages")
     # Warnings are printed once the run has succeeded: an error is always the only line on stderr.
     warnings = []
-    if problem.mask_rule == "causal" and problem.lq < problem.lk:
+    if problem.mask_rule == "causal" and problem.lq < problem.lk and positions_line(problem) is None:
         warnings.append(f"mask causal is top-left (query i sees keys j ≤ i), and there are fewer queries "
                         f"({problem.lq}) than keys ({problem.lk}); if the queries are the last tokens of the "
-                        "keys' sequence (a KV cache), use causal_lower_right")
+                        "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
     view = format
     if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
         view = format if suffix in SUFFIX_FORMATS else Format.json
@@ -324,6 +342,28 @@ def _scale(text: str | None) -> float | None:
 
 def _split(text: str | None) -> list[str] | None:
     return None if text is None else [label.strip() for label in text.split(",")]
+
+
+def _list(text: str | None) -> list | None:
+    """A comma-separated option (--q-positions, --window, --key-mask) as the JSON list it stands
+    for: whole numbers, true/false, none/null or nothing for null; anything else is passed on as
+    text for the problem check to name."""
+    if text is None:
+        return None
+    words = {"": None, "none": None, "null": None, "true": True, "false": False}
+    items = []
+    for word in text.split(","):
+        word = word.strip().replace("−", "-")
+        if word.lower() in words:
+            items.append(words[word.lower()])
+        elif re.fullmatch(r"[+-]?[0-9]{1,30}", word):
+            items.append(int(word))
+        else:
+            try:
+                items.append(float(word))
+            except ValueError:
+                items.append(word)
+    return items
 
 
 def _stages(text: str | None) -> tuple[str, ...]:

@@ -131,6 +131,8 @@ def npz_arrays(trace: Trace) -> dict:
             arrays[f"heads/{name}"] = trace.stage(name)
     arrays["concat"], arrays["output"] = trace.concat, trace.final
     arrays.update({key: np.asarray(value) for key, value in mask_and_bias(p).items()})
+    if p.window is not None:  # an array holds no null: NaN stands for an unbounded side
+        arrays["window"] = np.array([np.nan if b is None else b for b in p.window])
     arrays["scale"] = np.array(trace.scale)
     arrays["masked_rows"] = np.array(p.masked_rows)
     arrays["dtype"] = np.array(p.dtype)
