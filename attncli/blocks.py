@@ -52,6 +52,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         V1 = np.concatenate([V, np.ones(V.shape[:2] + (1,), V.dtype)], axis=-1)  # (H, Lk, d_v + 1)
         output = np.empty((heads, lq, V.shape[2]), Q.dtype)  # (H, Lq, d_v)
         dead = np.zeros((heads, lq), bool)
+        lse = np.full((heads, lq), -np.inf, Q.dtype)  # ln Σ e^x = row max + ln Σ e^(x − max); −∞ when dead
         step = block or block_rows(heads, K.shape[1], Q.dtype.itemsize)
 
         def run(start: int) -> int:
@@ -80,6 +81,8 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             np.exp(x, out=x)  # unnormalised weights
             both = x @ V1[:, keys]  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
             out, sums = both[..., :-1], both[..., -1:]
+            with np.errstate(divide="ignore"):
+                lse[:, rows] = np.where(gone, -np.inf, shift + np.log(sums))[..., 0]  # (H, b)
             sums[gone] = 1.0  # 0 / 1: their output is 0
             out /= sums
             lost = ~np.isfinite(out).all(axis=-1)  # (H, b): Σ e^x V overflowed before ÷ Σ e^x
@@ -110,4 +113,4 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         concat, final = project_output(problem, output)  # (Lq, H·d_v), (Lq, d_out)
     return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, stages={"output": output},
                  concat=concat, final=final, fully_masked=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
-                 warnings=tuple(warnings))
+                 warnings=tuple(warnings), lse=lse)

@@ -164,6 +164,19 @@ def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = N
     return weights, dead[..., 0]
 
 
+def log_sum_exp(x: np.ndarray) -> np.ndarray:
+    """(..., b): ln Σ_j e^(x_j) over the last axis, from the row max as the softmax computes it:
+    m + ln Σ e^(x − m), so nothing overflows. −∞ for a row whose every entry is −∞. Natural log
+    (flash-attn's softmax_lse; kernels that keep base 2 hold lse / ln 2)."""
+    import numpy as np
+
+    row_max = x.max(axis=-1)  # (..., b)
+    dead = row_max == -np.inf
+    shift = np.where(dead, 0.0, row_max)  # e^(−∞ − 0) = 0: a dead row sums to 0, and ln 0 = −∞
+    with np.errstate(divide="ignore"):
+        return shift + np.log(np.exp(x - shift[..., None]).sum(axis=-1))  # (..., b)
+
+
 def compute_weights(block: Block, x: np.ndarray) -> np.ndarray:
     return softmax(x, block.problem.masked_rows, out=_into(block, x))[0]  # (H, b, c)
 

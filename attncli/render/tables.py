@@ -45,10 +45,11 @@ def column_chunks(widths: list[int], label_width: int, available: int) -> list[l
 
 
 def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list[str], precision: int,
-                  width: int | None, extra: tuple[str, np.ndarray] | None = None, full: bool = False):
+                  width: int | None, extra: tuple[tuple[str, np.ndarray], ...] = (), full: bool = False):
     """Yield a title and a table. A big matrix is elided as numpy prints arrays (first and last
     rows and columns around ⋮ and ⋯, the true shape in the title) unless `full`; with `full`, a
-    table wider than `width` is split into column ranges. Only the cells shown are formatted."""
+    table wider than `width` is split into column ranges. `extra`: (name, one value per row)
+    columns after the matrix's (sum, lse). Only the cells shown are formatted."""
     n_rows, n_cols = matrix.shape
     row_ids = list(range(n_rows)) if full else _pick(n_rows, 2 * EDGE_ROWS)
     labels = ["⋮" if i is None else rows[i] for i in row_ids]
@@ -59,10 +60,10 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
         names = ["⋯" if j is None else columns[j] for j in col_ids]
         cells = [["⋮" if i is None else "⋯" if j is None else number(matrix[i, j], precision)
                   for j in col_ids] for i in row_ids]
-        if extra is not None:
-            names.append(extra[0])
+        for name, values in extra:
+            names.append(name)
             for row, i in zip(cells, row_ids):
-                row.append("⋮" if i is None else number(extra[1][i], precision))
+                row.append("⋮" if i is None else number(values[i], precision))
         return names, cells, [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(names)]
 
     keep = n_cols if full else min(n_cols, MAX_COLUMNS)
@@ -95,7 +96,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
 
-    def show(title, matrix, rows, columns=None, extra=None):
+    def show(title, matrix, rows, columns=None, extra=()):
         columns = columns or [str(j) for j in range(matrix.shape[1])]
         for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra, full):
             console.print(renderable)
@@ -125,7 +126,9 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             if stage.name not in stages:
                 continue
             matrix = trace.stage(stage.name)[h]
-            extra = ("sum", matrix.sum(axis=1)) if stage.sum_column else None
+            extra = ()
+            if stage.sum_column:  # the row sums (1, or less with sinks), and ln Σ e^logit beside them
+                extra = (("sum", matrix.sum(axis=1)),) + ((("lse", trace.lse[h]),) if trace.lse is not None else ())
             title = stage_table.fill(stage.title, p, stage.name, scale=scale)
             show(title + head, matrix, queries, keys if stage.columns == "keys" else None, extra)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
