@@ -196,6 +196,19 @@ def view_bytes(problem, view: str, shown, full: bool = False, output_only: bool 
     return 0  # elided tables and heatmaps are small; .npz and .npy hold the arrays themselves
 
 
+def tile_bytes(problem, bq: int, bk: int, itemsize: int = 8, view: str = "table") -> dict[str, int]:
+    """The tile trace of `--tiles BQ,BK` (attncli/tiles.py), for check_fits: every tile's S and P
+    (together two H × Lq × Lk arrays), and per tile and query its m_old, m, alpha, l and O; its JSON
+    on top when written."""
+    _, hd_v, _ = _widths(problem)
+    key_blocks = -(-problem.lk // bk)  # ceil
+    numbers = 2 * problem.heads * problem.lq * problem.lk + key_blocks * problem.lq * (4 * problem.heads + hd_v)
+    found = {f"the tile trace ({problem.heads} × {problem.lq} queries × {key_blocks} key blocks)": numbers * itemsize}
+    if view == "json":
+        found["its tiles' JSON"] = numbers * JSON_NUMBER
+    return found
+
+
 def needs(problem, view: str, shown, full: bool = False, output_only: bool = False,
           itemsize: int = 8) -> dict[str, int]:
     """Everything `attn compute` builds for this problem and view, for check_fits."""

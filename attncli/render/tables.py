@@ -90,13 +90,14 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
 
 
 def render(trace: Trace, console: Console, stages, precision: int = 4, width: int | None = None,
-           explanation: list[str] | None = None, heads: list[int] | None = None, full: bool = False) -> None:
-    """Print the header, then the explanation if there is one, else every selected stage;
-    `width` splits tables wider than it."""
+           explanation: list[str] | None = None, heads: list[int] | None = None, full: bool = False,
+           tiled=None) -> None:
+    """Print the header, then the explanation if there is one, else the tiles (`tiled`, from
+    `attn compute --tiles`) and every selected stage; `width` splits tables wider than it."""
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
 
-    def show(title, matrix, rows, columns=None, extra=()):
+    def show(title, matrix, rows, columns=None, extra=()):  # rows, columns: labels escaped by `labels`
         columns = columns or [str(j) for j in range(matrix.shape[1])]
         for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra, full):
             console.print(renderable)
@@ -110,6 +111,15 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
         console.print(Text("\n".join(part for line in explanation for part in fold(shown(line), width))))
         console.print()
         stages = [name for name in stages if name == "heatmap"]
+    elif tiled is not None:
+        from attncli.render.tiles import tile_parts
+
+        for part in tile_parts(tiled, trace, precision, heads):
+            if isinstance(part, str):  # labels in it are escaped already; Text: never markup
+                console.print(Text(part))
+                console.print()
+            else:
+                show(*part)
     if "inputs" in stages and p.projected:
         for name, array in p.inputs.items():
             rows = {"X": queries, "X_kv": keys}.get(name) or [str(i) for i in range(array.shape[0])]
@@ -209,9 +219,9 @@ def make_console() -> Console:
 
 
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
-                 heads: list[int] | None = None, full: bool = False) -> None:
+                 heads: list[int] | None = None, full: bool = False, tiled=None) -> None:
     """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
     the console is made as wide as the widest table, so that no number is ever cut."""
     console = make_console()
     render(trace, console, stages, precision, console.width if sys.stdout.isatty() else None,
-           explanation, heads, full)
+           explanation, heads, full, tiled)
