@@ -53,6 +53,8 @@ class StageMark:
     expected: np.ndarray
     diagnosis: tuple[str, ...]  # mistake ids (`attncli.mistakes`), `transposed` or `rounded_early`
     notes: tuple[str, ...]  # one line per diagnosis or note
+    rows: tuple[str, ...] | None = None  # row and column labels when not the stage's (a tile's)
+    columns: tuple[str, ...] | None = None
 
     def count(self, status: str) -> int:
         return int((self.cells == status).sum())

@@ -100,12 +100,7 @@ def _attend_tiles(problem: Problem, bq: int, bk: int) -> Tiles:
             block = stages.Block(problem, Q[:, rows], K[:, cols], V[:, cols], scale, rows=rows, cols=cols)
             S = stages.run(block, stop=logits)[logits]  # (H, b, c): the stage table's logits
             m_old = m
-            m = np.maximum(m_old, S.max(axis=-1))  # (H, b)
-            shift = np.where(m == -np.inf, 0.0, m)  # every key so far masked: e^(−∞ − 0) = 0
-            alpha = np.where(m_old == -np.inf, np.where(m == -np.inf, 1.0, 0.0), np.exp(m_old - shift))
-            P = np.exp(S - shift[..., None])  # (H, b, c)
-            l = alpha * l + P.sum(axis=-1)  # (H, b)
-            O = alpha[..., None] * O + P @ V[:, cols]  # (H, b, d_v)
+            m, alpha, P, l, O = step(S, V[:, cols], m_old, l, O)
             tiles.append(Tile(*bounds, S=S, m_old=m_old, m=m, alpha=alpha, P=P, l=l, O=O))
         dead = l == 0  # (H, b): every key masked (ℓ ≥ 1 otherwise: the max contributes e^0)
         output[:, rows] = O / np.where(dead, 1.0, l)[..., None]  # 0 / 1 for a dead row
@@ -117,6 +112,24 @@ def _attend_tiles(problem: Problem, bq: int, bk: int) -> Tiles:
         output = np.where(dead[..., None], mean, output)
     check_finite(output, "output = O / ℓ", ("head", "query", "column"))
     return Tiles(problem=problem, bq=bq, bk=bk, tiles=tuple(tiles), output=output, lse=lse, V=V)
+
+
+def step(S: np.ndarray, V: np.ndarray, m_old: np.ndarray, l_old: np.ndarray, O_old: np.ndarray,
+         m: np.ndarray | None = None, alpha: np.ndarray | None = None):
+    """One tile of the online softmax: S (..., b, c) the logits tile, V (..., c, d_v) its values,
+    the running m_old, l_old (..., b) and O_old (..., b, d_v) → (m, alpha, P, l, O). `m` and
+    `alpha`, when given, are used instead of being computed (marking follows a learner's own).
+    Where m is −∞ (every key so far masked) P is 0 and alpha is 1 (nothing to rescale); where only
+    m_old is, alpha = e^(−∞) = 0."""
+    if m is None:
+        m = np.maximum(m_old, S.max(axis=-1))  # (..., b)
+    shift = np.where(m == -np.inf, 0.0, m)  # e^(−∞ − 0) = 0
+    if alpha is None:
+        alpha = np.where(m_old == -np.inf, np.where(m == -np.inf, 1.0, 0.0), np.exp(m_old - shift))
+    P = np.exp(S - shift[..., None])  # (..., b, c)
+    l = alpha * l_old + P.sum(axis=-1)  # (..., b)
+    O = alpha[..., None] * O_old + P @ V  # (..., b, d_v)
+    return m, alpha, P, l, O
 
 
 def _hidden(problem: Problem, rows: slice, cols: slice, first: int, stop: int) -> bool:

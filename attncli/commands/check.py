@@ -184,12 +184,20 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
     and a file with no answers scores 0. An error about a stage given inline names its option
     (`--weights`) instead of the file."""
     from attncli.answers import NoAnswers, read_answers
-    from attncli.marking import mark_all
+    from attncli.marking import Rule, mark_all
+    from attncli.tile_marks import mark_tiles
 
     try:
         doc, trace = answers()
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
-        return name, mark_all(trace, *read_answers(doc, trace), **settings), None
+        try:
+            marks = mark_all(trace, *read_answers(doc, trace), **settings)
+        except NoAnswers:
+            marks = {}
+        marks |= mark_tiles(trace, doc, Rule(settings["decimals"], settings["tol"]))  # --tiles' tables
+        if not marks:
+            raise NoAnswers()
+        return name, marks, None
     except NoAnswers:
         blank = NoAnswers(name)
         if not many:

@@ -41,7 +41,8 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
     p = trace.problem
     output = name.endswith("output")
     columns = [str(j) for j in range(mark.expected.shape[1])] if output else labels(p.key_labels, p.lk)
-    rows = [rich_text(row) for row in labels(p.query_labels, p.lq)]
+    columns = list(mark.columns) if mark.columns is not None else columns
+    rows = [rich_text(row) for row in (mark.rows if mark.rows is not None else labels(p.query_labels, p.lq))]
     cells = []
     for i in range(len(rows)):
         cells.append([])
