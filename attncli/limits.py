@@ -177,6 +177,7 @@ def _matrices(problem, shown, output_only: bool) -> list[tuple[int, int, int]]:
         found += [(heads * lq * lk, lk, heads) for stage in present(problem)
                   if stage.name in shown and stage.columns == "keys"]  # the (H × Lq × Lk) stages
     found += [(lq * hd_v, d_v, heads), (lq * hd_v, hd_v, 1), (lq * d_out, d_out, 1)]  # outputs, concat, final
+    found += [(heads * lq, lq, heads)]  # lse: one number per head and query
     return [(n, max(1, width), tables) for n, width, tables in found]
 
 
