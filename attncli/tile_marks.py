@@ -172,8 +172,9 @@ def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str) -> di
         # Follow-through: the learner's own m (then alpha) carries into the rest of this tile.
         own_m = answers["m"].values if "m" in answers else None
         own_alpha = answers["alpha"].values if "alpha" in answers else None
-        c_m, c_alpha, _, c_l, c_O = step(S, V[cols], learner.m, learner.l, learner.O, m=own_m, alpha=own_alpha)
-        carried = {"m": step(S, V[cols], learner.m, learner.l, learner.O)[0], "alpha": c_alpha, "l": c_l, "O": c_O}
+        running = (S, V[cols], learner.m, learner.l, learner.O)
+        c_m, c_alpha, _, c_l, c_O = step(*running, m=own_m, alpha=own_alpha)
+        carried = {"m": step(*running)[0], "alpha": step(*running, m=own_m)[1], "l": c_l, "O": c_O}
         cells, sound = {}, learner.sound
         for f in fields:
             ok, near = grade(answers[f].values, answers[f].decimals, expected[f], rule)
@@ -181,14 +182,45 @@ def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str) -> di
             inputs_sound = sound and all((cells[g] == "correct").all() for g in cells)  # this tile's m, alpha
             follow = "correct" if inputs_sound else "carried"
             cells[f] = np.where(ok, "correct", np.where(ok2, follow, np.where(near, "imprecise", "wrong")))
-        marks[name] = _tile_mark(answers, cells, expected, fields, b, d_v, p, rows)
+        diagnosis = _diagnose(S, V[cols], learner, own_m, answers, cells, rule)
+        marks[name] = _tile_mark(answers, cells, expected, fields, b, d_v, p, rows, diagnosis)
         sound = sound and all((cells[f] == "correct").all() for f in fields)
         own = {f: answers[f].values if f in answers else {"m": c_m, "l": c_l, "O": c_O}[f] for f in ("m", "l", "O")}
         exact, learner = _Running(m, l, O), _Running(own["m"], own["l"], own["O"], sound)
     return marks
 
 
-def _tile_mark(answers, cells, expected, fields, b: int, d_v: int, p, rows: slice) -> StageMark:
+# Common slips in a tile, each as the alpha it uses (from m_old and m, both (b,)).
+MISTAKES = {
+    "no_rescale": ("l and O were not multiplied by alpha = e^(m_old − m) when the running max changed",
+                   lambda m_old, m: np.ones_like(m)),
+    "alpha_inverted": ("alpha was e^(m − m_old) instead of e^(m_old − m)",
+                       lambda m_old, m: np.where(np.isneginf(m_old), 0.0, np.exp(m - np.where(np.isneginf(m_old), 0.0, m_old)))),
+}
+
+
+def _diagnose(S, V, learner: _Running, own_m, answers, cells, rule: Rule) -> list[tuple[str, str]]:
+    """(id, note) of each mistake that, recomputed from the learner's own numbers, gives every
+    wrong alpha, l and O cell of the tile and contradicts none that is right."""
+    from attncli.tiles import step
+
+    fields = [f for f in ("alpha", "l", "O") if f in answers]
+    if not any((cells[f] == "wrong").any() for f in fields):
+        return []
+    m = own_m if own_m is not None else np.maximum(learner.m, S.max(axis=-1))
+    found = []
+    with np.errstate(over="ignore", invalid="ignore"):
+        for mistake, (text, alpha_of) in MISTAKES.items():
+            _, alpha, _, l, O = step(S, V, learner.m, learner.l, learner.O, m=m, alpha=alpha_of(learner.m, m))
+            predicted = {"alpha": alpha, "l": l, "O": O}
+            near = {f: grade(answers[f].values, answers[f].decimals, predicted[f], rule)[1] for f in fields}
+            right = {f: (cells[f] == "correct") | (cells[f] == "carried") for f in fields}
+            if all(near[f][cells[f] == "wrong"].all() and near[f][right[f]].all() for f in fields):
+                found.append((mistake, f"{mistake}: {text}"))
+    return found
+
+
+def _tile_mark(answers, cells, expected, fields, b: int, d_v: int, p, rows: slice, diagnosis=()) -> StageMark:
     """One (b, columns) marked table: the fields given side by side, O as d_v columns."""
     from attncli.render.text import labels
 
@@ -202,5 +234,6 @@ def _tile_mark(answers, cells, expected, fields, b: int, d_v: int, p, rows: slic
         if any((cells[f] == "carried").any() for f in fields) else ()
     return StageMark(given=Answer(values=values, decimals=decimals),
                      cells=np.hstack([columns(cells[f], f) for f in fields]),
-                     expected=np.hstack([columns(expected[f], f) for f in fields]), diagnosis=(), notes=notes,
+                     expected=np.hstack([columns(expected[f], f) for f in fields]),
+                     diagnosis=tuple(m for m, _ in diagnosis), notes=notes + tuple(note for _, note in diagnosis),
                      rows=tuple(labels(p.query_labels, p.lq)[rows]), columns=tuple(names))

@@ -117,3 +117,33 @@ def test_bad_tile_answers_are_one_line_errors(run, problem_file, change, fragmen
     change(answers)
     path = problem_file(answers, "answers.json")
     assert_error(run("check", path, TINY), *fragments)
+
+
+def _slipped(alpha_of):
+    """The tiny example's tiles computed with alpha = alpha_of(m_old, m)."""
+    m_old, l_old, O_old = np.full(2, -np.inf), np.zeros(2), np.zeros((2, 2))
+    tiles = []
+    for k0 in (0, 2):
+        s = S[:, k0:k0 + 2]
+        m = np.maximum(m_old, s.max(axis=1))
+        alpha = alpha_of(m_old, m)
+        P = np.exp(s - m[:, None])
+        l = alpha * l_old + P.sum(axis=1)
+        O = alpha[:, None] * O_old + P @ V[k0:k0 + 2]
+        tiles.append({"q_block": [0, 2], "k_block": [k0, k0 + 2], "m": m.tolist(), "alpha": alpha.tolist(),
+                      "l": l.tolist(), "O": O.tolist()})
+        m_old, l_old, O_old = m, l, O
+    return {"tile_size": [2, 2], "tiles": tiles}
+
+
+@pytest.mark.parametrize("mistake, alpha_of", [
+    ("no_rescale", lambda m_old, m: np.where(np.isneginf(m_old), 0.0, 1.0)),
+    ("alpha_inverted", lambda m_old, m: np.where(np.isneginf(m_old), 0.0, np.exp(m - np.where(np.isneginf(m_old), 0, m_old)))),
+])
+def test_tile_mistakes_are_diagnosed(run, problem_file, mistake, alpha_of):
+    result, doc = check(run, problem_file, _slipped(alpha_of))
+    second = doc["stages"]["tiles[q 0–2, k 2–4]"]
+    assert result.exit_code == 1
+    assert second["cells"][0] == ["correct", "wrong", "carried", "carried", "carried"]  # alpha's slip carried on
+    assert second["diagnosis"] == [mistake] and second["notes"][-1].startswith(mistake + ": ")
+    assert doc["stages"]["tiles[q 0–2, k 0–2]"]["diagnosis"] == []  # tile 1 is right (alpha = e^−∞ = 0)
