@@ -185,7 +185,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
             raise blank.at("") from None  # the message names the file already
         return name, None, blank.message
     except AttnError as error:
-        error.at(origin.get(error.message.split(" ", 1)[0], name))
+        error.at(origin.get(error.key, name))
         if not many:
             raise
         sys.stderr.write(f"error: {one_line(str(error))}\n")
