@@ -42,10 +42,10 @@ class AttnError(Exception):
         self.field = field
         self.advice = advice
 
-    def text(self, say: Say = keyword) -> str:
-        """The whole message, the advice said with `say`, and the file or option it came from."""
+    def text(self, say: Say = keyword, source: bool = True) -> str:
+        """The whole message, the advice said with `say`, after the file or option it came from."""
         message = self.message + (self.advice.render(say) if self.advice else "")
-        return f"{self.source}: {message}" if self.source else message
+        return f"{self.source}: {message}" if self.source and source else message
 
     def __str__(self) -> str:
         return self.text()
