@@ -95,7 +95,7 @@ def check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
         where = ", ".join(f"{axis} {int(i)}" for axis, i in zip(axes, index))
         where = where.replace(", index", ",")
         raise NumericError(f"{what} overflows {x.dtype} at {where} (its largest finite value is "
-                           f"{np.finfo(x.dtype).max:.3g}); scale the inputs down", field="dtype",
+                           f"{np.finfo(x.dtype).max:.3g}); scale the inputs down",
                            advice=Advice("dtype", ("float64",), " or use {}") if x.dtype == np.float32 else None)
 
 

@@ -69,7 +69,9 @@ def compute(
         rich_help_panel="Masking")] = False,
     masked_rows: Annotated[Optional[MaskedRows], typer.Option(
         help="A query whose every key is masked: zero (weights and output 0, as PyTorch SDPA; default), "
-             "uniform (mean of V, as JAX), or error. A warning names such rows.",
+             "uniform (mean of V; as JAX when a boolean mask blocks the row, but JAX gives NaN for a row "
+             "blocked by a −∞ bias alone, and averages only the mask-blocked keys when a mask and a bias "
+             "block the row together), or error. A warning names such rows.",
         rich_help_panel="Masking", show_default=False)] = None,
     heads: Annotated[Optional[int], typer.Option(
         help="Split the feature axis of 2-D Q/K/V into this many contiguous heads.")] = None,
