@@ -135,13 +135,14 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
             if entry is None:
                 continue
             if not isinstance(entry, dict):
-                raise InputError(f"heads[{h}] is {describe(entry)}; expected an object of stages", field=f"heads[{h}]")
+                raise InputError(f"heads[{h}] is {describe(entry)}; expected an object of stages",
+                                 field=f"heads[{h}]")
             _check_keys(entry, HEAD_STAGES + IGNORED_IN_HEADS, f" in heads[{h}]")
             heads[h] = {k: v for k, v in entry.items() if k in HEAD_STAGES and v is not None}
     top = {k: doc[k] for k in HEAD_STAGES if k != "output" and doc.get(k) is not None}
     if top and p.heads > 1:
         raise InputError(f"{next(iter(top))} is given at the top level, but the problem has {p.heads} heads: "
-                         'answer each head in "heads": [{...}, ...]')
+                         'answer each head in "heads": [{...}, ...]', field=next(iter(top)))
     final = doc.get("output")
     both = {**top, **({"output": final} if single and final is not None else {})}
     for name, value in both.items():  # one head's stage written twice: never pick one silently

@@ -71,7 +71,8 @@ def _heads_count(value) -> int | None:
         return None
     if isinstance(value, list):
         if not value or not all(isinstance(h, dict) for h in value):
-            raise InputError("heads is a list, but not of per-head objects; expected a whole number ≥ 1", field="heads")
+            raise InputError("heads is a list, but not of per-head objects; expected a whole number ≥ 1",
+                             field="heads")
         return len(value)
     if isinstance(value, HugeInt) or (isinstance(value, (int, float)) and value > MAX_HEADS):
         raise InputError(f"heads is {describe(value)}; expected a whole number from 1 to {MAX_HEADS:,} "
@@ -144,7 +145,8 @@ def _qkv_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
     heads = heads or 1
     for name in QKV:
         if inputs[name].shape[1] % heads:
-            raise InputError(f"heads = {heads} does not divide the {inputs[name].shape[1]} columns of {name}", field="heads")
+            raise InputError(f"heads = {heads} does not divide the {inputs[name].shape[1]} columns of {name}",
+                             field="heads")
     return heads, Q.shape[0], K.shape[0]
 
 
