@@ -204,3 +204,23 @@ def test_compute_help_states_the_jax_claim_exactly():
 def test_a_notice_compares_as_its_text():
     trace = api.attend(**BLOCKED)
     assert trace.warnings[0] == str(trace.warnings[0]) and isinstance(np.asarray(trace.weights), np.ndarray)
+
+
+# Errors about the whole document (not one key) in the modules that check keys: no field.
+DOCUMENT_LEVEL = ("unknown key", "both ", "the top level", "missing ", "row ", "not valid CSV")
+
+
+@pytest.mark.parametrize("module", ["problem.py", "values.py", "answers.py"])
+def test_every_raise_that_knows_its_key_passes_it_as_field(module):
+    source = (PACKAGE / module).read_text(encoding="utf-8")
+    missing = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) \
+                and getattr(node.exc.func, "id", "") == "InputError" \
+                and not any(keyword.arg == "field" for keyword in node.exc.keywords):
+            first = node.exc.args[0]
+            text = first.value if isinstance(first, ast.Constant) else "".join(
+                part.value for part in getattr(first, "values", [])[:1] if isinstance(part, ast.Constant))
+            if not text.startswith(DOCUMENT_LEVEL):
+                missing.append(f"{module}:{node.lineno}: {ast.get_source_segment(source, first)[:60]}")
+    assert missing == []
