@@ -21,11 +21,12 @@ import numpy as np
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.marking import Answer
 from attncli.mistakes import present
-from attncli.problem import ALIASES, INPUT_KEYS, OUTPUT_KEYS, PROJECTIONS, QKV
-from attncli.trace import STAGES, Trace
+from attncli.problem import ALIASES, INPUT_KEYS, PROJECTIONS, QKV, output_keys
+from attncli.stages import blocked, get, names
+from attncli.stages import present as present_stages
+from attncli.trace import Trace
 from attncli.values import Written, as_array, decimals_of, describe
 
-HEAD_STAGES = STAGES
 IGNORED_IN_HEADS = ("Q", "K", "V")
 NEGATIVE_INFINITY = ("-inf", "-infinity", "-∞", "−∞", "−inf")
 LARGE_NEGATIVE = -1e9  # a masked cell at or below this stands for −∞ (as PyTorch code writes -1e9)
@@ -37,7 +38,7 @@ class NoAnswers(InputError):
 
     def __init__(self, name: str | None = None):
         where = f" in {name}" if name else ""
-        super().__init__(f"{NO_ANSWERS}{where}: write at least one of {', '.join(HEAD_STAGES)}")
+        super().__init__(f"{NO_ANSWERS}{where}: write at least one of {', '.join(names())}")
 
 
 def _leaf(x, masked: bool):
@@ -67,7 +68,7 @@ def _large_negatives(value) -> list[float]:
 
 
 def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
-    masked = field.endswith("masked")
+    masked = blocked(field)  # may hold −∞
     numbers = _read(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
     read = _read(numbers, masked)
     values = as_array(read, field, kind="bias" if masked else "number", max_dims=2)
@@ -84,7 +85,7 @@ def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
         return Answer(values=values.T, decimals=decimals.T, notes=notes, transposed=True)
     found = " × ".join(map(str, values.shape))
     # The weights table's last column is each row's sum (1): copied along with the row, it is one too many.
-    summed = field.endswith("weights") and values.shape == (shape[0], shape[1] + 1) and \
+    summed = get(field.rsplit(".", 1)[-1]).sum_column and values.shape == (shape[0], shape[1] + 1) and \
         np.allclose(values[:, -1], values[:, :-1].sum(axis=1), atol=0.05)
     hint = " (leave out the table's sum column)" if summed else ""
     raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}", field=field)
@@ -93,7 +94,7 @@ def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
 def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
     for key in doc:
         if key not in allowed and ALIASES.get(key) not in allowed:
-            hint = did_you_mean(key, allowed) or f"; answers are {', '.join(HEAD_STAGES)}"
+            hint = did_you_mean(key, allowed) or f"; answers are {', '.join(names())}"
             raise InputError(f"unknown key {quote(key)}{where}{hint}")
 
 
@@ -118,11 +119,10 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     p = trace.problem
     if not isinstance(doc, dict):
         raise InputError(f"the top level is {describe(doc)}; expected a JSON object of answers")
-    _check_keys(doc, HEAD_STAGES + ("heads",) + INPUT_KEYS + OUTPUT_KEYS, "")
+    _check_keys(doc, ("heads",) + INPUT_KEYS + output_keys(), "")
     _same_problem(doc, trace)
-    shapes = {"scores": (p.lq, p.lk), "scaled": (p.lq, p.lk), "masked": (p.lq, p.lk),
-              "weights": (p.lq, p.lk), "output": (p.lq, trace.d_v)}
-    what = {name: "queries × keys" for name in shapes} | {"output": "queries × value columns"}
+    shapes = {stage.name: trace.stage(stage.name).shape[1:] for stage in present_stages(p)}  # (Lq, ·)
+    what = {stage.name: f"queries × {stage.columns}" for stage in present_stages(p)}
     stages = present(trace)
     single = p.heads == 1 and "W_O" not in p.inputs  # the final output is head 0's output
 
@@ -137,9 +137,9 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
             if not isinstance(entry, dict):
                 raise InputError(f"heads[{h}] is {describe(entry)}; expected an object of stages",
                                  field=f"heads[{h}]")
-            _check_keys(entry, HEAD_STAGES + IGNORED_IN_HEADS, f" in heads[{h}]")
-            heads[h] = {k: v for k, v in entry.items() if k in HEAD_STAGES and v is not None}
-    top = {k: doc[k] for k in HEAD_STAGES if k != "output" and doc.get(k) is not None}
+            _check_keys(entry, names() + IGNORED_IN_HEADS, f" in heads[{h}]")
+            heads[h] = {k: v for k, v in entry.items() if k in names() and v is not None}
+    top = {k: doc[k] for k in names() if k != "output" and doc.get(k) is not None}
     if top and p.heads > 1:
         raise InputError(f"{next(iter(top))} is given at the top level, but the problem has {p.heads} heads: "
                          'answer each head in "heads": [{...}, ...]', field=next(iter(top)))
@@ -157,7 +157,7 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
         prefix = f"heads[{h}]." if isinstance(listed, list) else ""
         for name in entry:
             if name not in stages:
-                raise InputError(f"{prefix}{name} is given, but this problem has no mask or bias, so no masked stage",
+                raise InputError(f"{prefix}{name} is given, but {get(name).absent}, so no {name} stage",
                                  field=prefix + name)
         marked.append({name: _answer(entry[name], prefix + name, shapes[name], what[name]) for name in entry})
     final_answer = None
@@ -203,12 +203,12 @@ def parse_answers_csv(text: str, source: str) -> dict:
         alone = not any(cells[1:])
         named = STAGE_LINE.match(cells[0]) if alone else None
         if alone and not named and not NUMBER_START.match(cells[0]):
-            hint = did_you_mean(cells[0].lower(), HEAD_STAGES) or f"; stages are {', '.join(HEAD_STAGES)}"
+            hint = did_you_mean(cells[0].lower(), names()) or f"; stages are {', '.join(names())}"
             raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
         if named:
             head, stage = named.groups()
-            if stage not in HEAD_STAGES:
-                hint = did_you_mean(stage, HEAD_STAGES) or f"; stages are {', '.join(HEAD_STAGES)}"
+            if stage not in names():
+                hint = did_you_mean(stage, names()) or f"; stages are {', '.join(names())}"
                 raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
             current = []
             if head is None:
@@ -224,7 +224,7 @@ def parse_answers_csv(text: str, source: str) -> dict:
             raise InputError(f"row {r}: numbers before any stage name; expected a line naming the stage "
                              "(e.g. weights) above its rows", source)
         if not current:
-            blocks.append((current, stage == "masked"))
+            blocks.append((current, blocked(stage)))
         current.append((r, cells))
     for block, masked in blocks:
         block[:] = _unlabelled(block, source, masked)

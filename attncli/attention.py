@@ -1,10 +1,6 @@
-"""Scaled dot-product attention in plain numpy, one named stage per line.
-
-    scores  = Q Kᵀ
-    scaled  = scores · scale                 (scale = 1/√d_k unless given)
-    masked  = scaled + bias, −∞ where the mask forbids   (only with a mask or bias)
-    weights = softmax(masked) over keys
-    output  = weights V
+"""Scaled dot-product attention in plain numpy: the inputs per head, then every stage of the stage
+table (attncli/stages.py: scores, scaled, masked, weights, output) on one block that holds
+everything, then the heads merged and projected.
 
 Heads are computed together as batched matrix products; no Python loop over heads or rows.
 No I/O here: `attend` takes a validated `Problem` and returns a `Trace`.
@@ -14,13 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli import masks
+from attncli import stages
 from attncli.errors import Advice, InputError, Notice, NumericError, quote
 from attncli.limits import check_fits, stage_bytes
-from attncli.masks import has_logit_changes, visible
 from attncli.trace import Problem, Trace
-
-HQK = ("head", "query", "key")
 
 
 def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
@@ -33,23 +26,6 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     """(H, L, d) → (L, H·d): heads side by side in head order."""
     heads, length, width = x.shape
     return x.transpose(1, 0, 2).reshape(length, heads * width)
-
-
-def softmax(x: np.ndarray, masked_rows: str = "zero") -> tuple[np.ndarray, np.ndarray]:
-    """Stable softmax over the last axis. Returns (weights, dead) where `dead` marks rows whose
-    every entry is −∞; their weights are 0 ("zero") or 1/Lk ("uniform")."""
-    row_max = x.max(axis=-1, keepdims=True)  # (..., Lq, 1)
-    dead = row_max == -np.inf  # (..., Lq, 1)
-    if dead.any():
-        row_max[dead] = 0.0  # e^(−∞ − 0) = 0: dead rows stay all zero
-    weights = np.subtract(x, row_max)  # x − max ≤ 0, so e^(x − max) ≤ 1 never overflows
-    np.exp(weights, out=weights)
-    sums = weights.sum(axis=-1, keepdims=True)
-    sums[dead] = 1.0
-    weights /= sums
-    if masked_rows == "uniform" and dead.any():
-        weights[np.broadcast_to(dead, weights.shape)] = 1.0 / x.shape[-1]
-    return weights, dead[..., 0]
 
 
 def head_inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -97,15 +73,6 @@ def check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
         raise NumericError(f"{what} overflows {x.dtype} at {where} (its largest finite value is "
                            f"{np.finfo(x.dtype).max:.3g}); scale the inputs down",
                            advice=Advice("dtype", ("float64",), " or use {}") if x.dtype == np.float32 else None)
-
-
-def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None,
-                bias: np.ndarray | None = None) -> np.ndarray:
-    """scaled + bias, then −∞ wherever the mask forbids (mask and bias broadcast over heads)."""
-    masked = scaled if bias is None else scaled + bias.astype(scaled.dtype)
-    if mask is not None:
-        masked = np.where(mask, masked, -np.inf)
-    return np.broadcast_to(masked, scaled.shape).copy() if masked.shape != scaled.shape else masked
 
 
 def _label(labels: list[str] | None, i: int) -> str:
@@ -163,33 +130,22 @@ def attend(problem: Problem, progress=None) -> Trace:
 
 def _attend(problem: Problem, progress) -> Trace:
     itemsize = np.dtype(problem.dtype).itemsize
-    stages = 5 if has_logit_changes(problem) else 4  # with the temporaries
-    check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, stages))
+    present = stages.present(problem)
+    check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, len(present)))
     Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
-    scale = scale_of(problem, Q.shape[-1])
+    block = stages.Block(problem, Q, K, V, scale_of(problem, Q.shape[-1]))
+    done = {stage.name: problem.lq * (i + 1) // (len(present) + 1) for i, stage in enumerate(present)}
 
-    scores = Q @ K.transpose(0, 2, 1)  # (H, Lq, Lk)
-    progress(problem.lq * 4 // 10)  # the stages' shares of the time, roughly
-    check_finite(scores, "scores = Q Kᵀ", HQK)
-    scaled = scores * Q.dtype.type(scale)  # (H, Lq, Lk)
-    if abs(scale) > 1:  # |scale| ≤ 1 cannot overflow finite scores
-        check_finite(scaled, "scaled = scores · scale", HQK)
-    masked = None
-    if has_logit_changes(problem):
-        mask, bias = visible(problem), masks.bias(problem)  # (1 or H, Lq, Lk) each, or None
-        masked = mask_scores(scaled, mask, bias)  # (H, Lq, Lk)
-        if bias is not None:  # −∞ may come from the bias or the mask, never from overflow
-            blocked = np.isneginf(bias) | (False if mask is None else ~mask)
-            check_finite(masked, "scaled + bias", HQK, allow_neg_inf=blocked)
-    progress(problem.lq // 2)
-    weights, dead = softmax(scaled if masked is None else masked, problem.masked_rows)  # (H, Lq, Lk)
-    progress(problem.lq * 8 // 10)
-    warnings = masked_rows_warnings(problem, dead)
-    output = weights @ V  # (H, Lq, d_v)
-    check_finite(output, "output = weights V", ("head", "query", "column"))
+    def after(name: str) -> None:
+        progress(done[name])  # each stage's share of the rows, roughly
 
-    concat, final = project_output(problem, output)  # (Lq, H·d_v), (Lq, d_out)
-    return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=scores, scaled=scaled,
-                 masked=masked, weights=weights, output=output, concat=concat, final=final,
-                 masked_rows=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
+    values = stages.run(block, stop=stages.SOFTMAX, after=after)  # scores … weights, (H, Lq, Lk) each
+    logits = values[stages.previous(problem, stages.SOFTMAX)]  # what the softmax read
+    dead = logits.max(axis=-1) == -np.inf  # (H, Lq): every key masked
+    warnings = masked_rows_warnings(problem, dead)  # before the output check: the policy speaks first
+    values.update(stages.run(block, stages.SOFTMAX, values[stages.SOFTMAX], after=after))  # output
+
+    concat, final = project_output(problem, values["output"])  # (Lq, H·d_v), (Lq, d_out)
+    return Trace(problem=problem, scale=float(block.scale), Q=Q, K=K, V=V, stages=values,
+                 concat=concat, final=final, fully_masked=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
                  warnings=tuple(warnings))

@@ -1,12 +1,18 @@
 """The output alone, without keeping the (Lq × Lk) stages: queries are processed in blocks, so
 peak memory is O(block × Lk) per head instead of O(Lq × Lk), and blocks can run on several
-threads (numpy releases the GIL in matrix products and ufuncs).
+threads (numpy releases the GIL in matrix products and ufuncs). Mask rules are asked per block
+(attncli/masks.py): only the keys some row of the block may see are multiplied (causal skips the
+upper triangle, a window everything outside its band), and the mask is applied only on the
+columns where some row may be hidden; overflow is still checked on every key, as the full trace does.
 
-Each block goes through the arithmetic of `attention.attend`, in place and in the same order:
-scores = Q Kᵀ, · scale, + bias, −∞ where masked, e^(x − row max), then weights V. So it accepts
-and refuses the same inputs, with the same overflow rules (scores, scaled, scaled + bias and
-output overflow the dtype; e^x never does, and nothing underflows that the full trace keeps).
-One difference in order: the row sums divide weights·V rather than the weights (the sums come
+Each block goes through the stage table's own compute functions and overflow checks for the
+stages before the softmax (attncli/stages.py: scores, scaled, masked), in place (`Block.reuse`).
+The softmax and `output = weights V` are fused here for speed: e^(x − row max), then one product
+with V and a column of ones, so the weights never exist as their own array. So it accepts and
+refuses the same inputs as `attention.attend`, with the same overflow rules (scores, scaled,
+scaled + bias and output overflow the dtype; e^x never does, and nothing underflows that the
+full trace keeps); a stage added before the softmax is computed here with no change to this
+module, one added after it (sinks change the softmax) needs one here. One difference in order: the row sums divide weights·V rather than the weights (the sums come
 from a column of ones beside V, in the same product), unless weights·V overflows before the
 division; the results agree with `attend` to rounding (the tests hold them to 1e-12 of
 Σ weights·|V| in float64, over scaled scores of ±700 and values from 1e-300 to 1e300).
@@ -18,9 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from attncli.attention import HQK, check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
-from attncli import masks
-from attncli.masks import visible
+from attncli import masks, stages
+from attncli.attention import check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
 from attncli.trace import Problem, Trace
 
 BLOCK_BYTES = 16 << 20  # one block's scores: large enough for BLAS, small enough for the cache
@@ -31,14 +36,14 @@ def block_rows(heads: int, lk: int, itemsize: int, budget: int = BLOCK_BYTES) ->
 
 
 def attend_output(problem: Problem, block: int | None = None, workers: int = 1, progress=None) -> Trace:
-    """A Trace with the per-head and final outputs only (scores … weights are None).
+    """A Trace with the per-head and final outputs only (`stages` holds only "output").
     `workers` threads process blocks; give more than one only when BLAS runs one thread each.
     `progress(rows_done)` is called as blocks finish."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
         heads, lq, d_k = Q.shape
         scale = scale_of(problem, d_k)
-        Kt = np.ascontiguousarray(K.transpose(0, 2, 1))  # (H, d_k, Lk)
+        logits = stages.logits(problem)
         # |Σ q_a k_a| ≤ ‖q‖ ‖k‖ bounds every partial sum of a score (Cauchy–Schwarz): queries whose
         # bound, times max(1, |scale|), is far below the largest float cannot overflow; skip that check.
         k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)
@@ -55,37 +60,45 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
 
         def one_block(start: int) -> int:
             rows = slice(start, min(start + step, lq))
-            x = Q[:, rows] @ Kt  # (H, b, Lk) scores
-            if scale != 1:
-                x *= Q.dtype.type(scale)  # scaled
-            if not safe[rows].all() and not np.isfinite(x.sum()):  # one pass finds inf or NaN of either stage
-                _overflow(Q[:, rows] @ Kt, x, start)
-            mask, bias = visible(problem, rows), masks.bias(problem, rows)  # (1 or H, b, Lk) each, or None
-            if bias is not None:
-                x += bias.astype(x.dtype)
-            if mask is not None:
-                np.putmask(x, ~np.broadcast_to(mask, x.shape), -np.inf)
-            if bias is not None:  # −∞ may come from the bias or the mask, never from overflow
-                blocked = np.isneginf(bias) if mask is None else np.isneginf(bias) | ~mask
-                check_finite(x, "scaled + bias", HQK, allow_neg_inf=blocked, offset=(0, start, 0))
+            if not safe[rows].all():  # overflow is an error on every key, hidden or not, as in the full trace
+                stages.run(stages.Block(problem, Q[:, rows], K, V, scale, rows=rows), stop="scaled")
+            first, stop = masks.key_span(problem, rows)  # keys outside it are hidden from every row
+            if first == stop:  # every key is masked for every row of the block
+                return _dead_block(rows)
+            keys = slice(first, stop)
+            block = stages.Block(problem, Q[:, rows], K[:, keys], V[:, keys], scale, rows=rows, cols=keys,
+                                 reuse=True, bounded=True)
+            x = None
+            for stage in logits:  # scores, scaled, masked: the stage table's functions, in place
+                x = stage.compute(block, x)  # (H, b, c)
+                if stage.check is not None:
+                    stage.check(block, x)
             shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
             gone = shift == -np.inf  # every key masked
             shift[gone] = 0.0  # those rows stay all −∞
             x -= shift  # ≤ 0: e^x ≤ 1 never overflows, and the largest is 1, so no row sum underflows
             np.exp(x, out=x)  # unnormalised weights
-            both = x @ V1  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
+            both = x @ V1[:, keys]  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
             out, sums = both[..., :-1], both[..., -1:]
             sums[gone] = 1.0  # 0 / 1: their output is 0
             out /= sums
             lost = ~np.isfinite(out).all(axis=-1)  # (H, b): Σ e^x V overflowed before ÷ Σ e^x
             for h in np.flatnonzero(lost.any(axis=-1)):  # normalise first, as the full trace does
-                out[h, lost[h]] = (x[h, lost[h]] / sums[h, lost[h]]) @ V[h]  # (rows, d_v)
+                out[h, lost[h]] = (x[h, lost[h]] / sums[h, lost[h]]) @ V[h, keys]  # (rows, d_v)
             if gone.any():
                 dead[:, rows] = gone[..., 0]
-                if problem.masked_rows == "uniform":  # equal weights 1/Lk, multiplied as the full trace does
-                    uniform = np.full((heads, 1, K.shape[1]), 1.0 / K.shape[1], x.dtype) @ V  # (H, 1, d_v)
-                    out = np.where(gone, uniform, out)
+                if problem.masked_rows == "uniform":
+                    out = np.where(gone, uniform(), out)
             output[:, rows] = out
+            return rows.stop
+
+        def uniform() -> np.ndarray:
+            """(H, 1, d_v): equal weights 1/Lk over ALL keys, multiplied as the full trace does."""
+            return np.full((heads, 1, K.shape[1]), 1.0 / K.shape[1], Q.dtype) @ V
+
+        def _dead_block(rows: slice) -> int:
+            dead[:, rows] = True
+            output[:, rows] = uniform() if problem.masked_rows == "uniform" else 0.0
             return rows.stop
 
         with ThreadPoolExecutor(workers) as pool:
@@ -95,12 +108,6 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         warnings = masked_rows_warnings(problem, dead)  # before the output check, as in `attend`
         check_finite(output, "output = weights V", ("head", "query", "column"))
         concat, final = project_output(problem, output)  # (Lq, H·d_v), (Lq, d_out)
-    return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, scores=None, scaled=None, masked=None,
-                 weights=None, output=output, concat=concat, final=final,
-                 masked_rows=tuple((int(h), int(i)) for h, i in np.argwhere(dead)), warnings=tuple(warnings))
-
-
-def _overflow(scores: np.ndarray, scaled: np.ndarray, start: int) -> None:
-    """Name the stage that overflowed, as `attend` does: Q Kᵀ first, then · scale."""
-    check_finite(scores, "scores = Q Kᵀ", HQK, offset=(0, start, 0))
-    check_finite(scaled, "scaled = scores · scale", HQK, offset=(0, start, 0))
+    return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, stages={"output": output},
+                 concat=concat, final=final, fully_masked=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
+                 warnings=tuple(warnings))

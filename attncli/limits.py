@@ -31,7 +31,6 @@ RICH_CELL = 1200  # a rich table (--full) or heatmap cell, for every cell laid o
 # many bytes when pretty-printed (indent, a full-precision float, ",\n"), plus this slack.
 ANSWER_NUMBER = 64
 ANSWER_SLACK = 64 << 10
-STAGE_NAMES = ("scores", "scaled", "masked", "weights")  # the (H × Lq × Lk) stages
 
 
 class ResourceError(AttnError):
@@ -80,7 +79,9 @@ def text_cap() -> Cap:
 def answers_cap(problem) -> Cap:
     """No bigger than the JSON `attn compute` writes for this problem (every stage, pretty-printed):
     an answers file beyond that is refused before it is parsed."""
-    numbers = sum(n for n, _, _ in _matrices(problem, ("inputs",) + STAGE_NAMES + ("output",), False))
+    from attncli.stages import names
+
+    numbers = sum(n for n, _, _ in _matrices(problem, ("inputs",) + names(), False))
     text = sum(len(label) for label in (problem.query_labels or []) + (problem.key_labels or []))
     text += len(problem.title or "") + len(problem.description or "")
     bound = ANSWER_SLACK + ANSWER_NUMBER * numbers + 6 * text  # a character escaped is at most \uXXXX
@@ -166,14 +167,15 @@ def _matrices(problem, shown, output_only: bool) -> list[tuple[int, int, int]]:
     hd_k, hd_v, d_out = _widths(problem)
     d_k, d_v = max(1, hd_k // heads), max(1, hd_v // heads)
     found = [(a.size, a.shape[-1], 1) for a in problem.inputs.values()]  # echoed as given
-    found += [(m.size, lk, 1) for m in (problem.bias, problem.mask if problem.mask_rule == "matrix" else None)
+    found += [(m.size, lk, 1) for m in (problem.bias, problem.mask)
               if m is not None]
     if "inputs" in shown:  # per-head Q, K, V
         found += [(lq * hd_k, d_k, heads), (lk * hd_k, d_k, heads), (lk * hd_v, d_v, heads)]
     if not output_only:
-        masked = problem.mask is not None or problem.bias is not None
-        found += [(heads * lq * lk, lk, heads) for name in STAGE_NAMES
-                  if name in shown and (name != "masked" or masked)]
+        from attncli.stages import present
+
+        found += [(heads * lq * lk, lk, heads) for stage in present(problem)
+                  if stage.name in shown and stage.columns == "keys"]  # the (H × Lq × Lk) stages
     found += [(lq * hd_v, d_v, heads), (lq * hd_v, hd_v, 1), (lq * d_out, d_out, 1)]  # outputs, concat, final
     return [(n, max(1, width), tables) for n, width, tables in found]
 
@@ -197,7 +199,9 @@ def view_bytes(problem, view: str, shown, full: bool = False, output_only: bool 
 def needs(problem, view: str, shown, full: bool = False, output_only: bool = False,
           itemsize: int = 8) -> dict[str, int]:
     """Everything `attn compute` builds for this problem and view, for check_fits."""
-    stages = 4 if problem.mask is None and problem.bias is None else 5  # as attention.attend keeps them
+    from attncli.masks import has_logit_changes
+
+    stages = 5 if has_logit_changes(problem) else 4  # as attention.attend keeps them
     found = {} if output_only else stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, stages)
     text = "its JSON" if view == "json" else f"its {view} text" if view != "table" else "its tables"
     return found | {text: view_bytes(problem, view, shown, full, output_only)}

@@ -128,7 +128,7 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
     steps = span(trace, basis.stage, stage)
     exact = trace.stage(stage)[head]
     candidates = [(m, f"{m}: {text}", chain(trace, head, basis.stage, basis.values, stage, m))
-                  for m, (where, text) in MISTAKES.items() if where in steps]
+                  for m, (where, text, _) in MISTAKES.items() if where in steps]
     candidates.append((TRANSPOSED, f"{TRANSPOSED}: {TRANSPOSED_TEXT}", exact.T))
     if "scaled" in steps:
         candidates += [(ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",

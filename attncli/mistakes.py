@@ -10,28 +10,79 @@ import math
 
 import numpy as np
 
-from attncli import masks
-from attncli.attention import mask_scores, softmax
-from attncli.masks import visible
-from attncli.trace import STAGES, Trace, head_slice, round_finite
+from typing import Callable, NamedTuple
 
-# id: (the stage where it happens, what the learner did)
+from attncli import stages
+from attncli.stages import mask_scores, softmax
+from attncli.trace import Trace, round_finite
+
+
+
+class Mistake(NamedTuple):
+    stage: str  # the stage whose compute function it replaces
+    text: str  # what the learner did
+    compute: Callable  # (Block of one head, the stage before it (1, Lq, ·)) -> (1, Lq, ·), or None
+
+
+def _T(x: np.ndarray) -> np.ndarray:
+    return x.swapaxes(-1, -2)  # (1, a, b) -> (1, b, a)
+
+
+def _scaled_by(factor) -> Callable:
+    return lambda block, x: x * factor(block.Q.shape[-1])
+
+
+def _masked_with(change, square: bool = False) -> Callable:
+    """The masked stage with the mask changed by `change(mask (1, Lq, Lk)) -> mask or None (no
+    mask)`; not a mistake one can make without a mask, or (`square`) with a mask that is not square."""
+    def compute(block, x):
+        mask = block.visible()
+        if mask is None or (square and mask.shape[-1] != mask.shape[-2]):
+            return None
+        return mask_scores(x, change(mask), block.bias())
+    return compute
+
+
+def _mask_zero(block, x):
+    masked = stages.compute_masked(block, x)
+    return np.where(np.isneginf(masked), 0.0, masked)
+
+
+def _no_exp(block, x):
+    plain = np.where(np.isneginf(x), 0.0, x)
+    return plain / plain.sum(axis=-1, keepdims=True)
+
+
+def _argmax(block, x):  # a tie shares the weight
+    top = x == x.max(axis=-1, keepdims=True)
+    return top / top.sum(axis=-1, keepdims=True)
+
+
 MISTAKES = {
-    "no_scale": ("scaled", "forgot to divide the scores by √d_k"),
-    "scale_by_dk": ("scaled", "divided the scores by d_k instead of √d_k"),
-    "scale_multiplied": ("scaled", "multiplied the scores by √d_k instead of dividing"),
-    "mask_ignored": ("masked", "did not apply the mask"),
-    "mask_inverted": ("masked", "inverted the mask: kept the positions that should be blocked"),
-    "mask_transposed": ("masked", "applied the mask transposed (for a causal mask: each query kept the later "
-                                  "keys instead of the earlier ones)"),
-    "mask_zero": ("masked", "wrote 0 where the mask blocks, instead of −∞ (e^−∞ = 0, but e^0 = 1)"),
-    "no_exp": ("weights", "normalised the scores by their sum without taking e^x first"),
-    "softmax_wrong_axis": ("weights", "normalised each column (over queries) instead of each row (over keys)"),
-    "no_softmax": ("weights", "used the scaled scores as weights without a softmax"),
-    "argmax": ("weights", "gave the largest score all the weight (argmax) instead of a softmax"),
-    "percent": ("weights", "wrote the weights as percentages: a weight is a fraction (76.79% is 0.7679)"),
-    "transposed_k": ("scores", "multiplied Q by K where Kᵀ was needed"),
-    "values_transposed": ("output", "multiplied the weights by Vᵀ instead of V"),
+    "no_scale": Mistake("scaled", "forgot to divide the scores by √d_k", _scaled_by(lambda d_k: 1.0)),
+    "scale_by_dk": Mistake("scaled", "divided the scores by d_k instead of √d_k", _scaled_by(lambda d_k: 1.0 / d_k)),
+    "scale_multiplied": Mistake("scaled", "multiplied the scores by √d_k instead of dividing",
+                                _scaled_by(np.sqrt)),
+    "mask_ignored": Mistake("masked", "did not apply the mask", _masked_with(lambda mask: None)),
+    "mask_inverted": Mistake("masked", "inverted the mask: kept the positions that should be blocked",
+                             _masked_with(lambda mask: ~mask)),
+    "mask_transposed": Mistake("masked", "applied the mask transposed (for a causal mask: each query kept the "
+                                         "later keys instead of the earlier ones)",
+                               _masked_with(_T, square=True)),
+    "mask_zero": Mistake("masked", "wrote 0 where the mask blocks, instead of −∞ (e^−∞ = 0, but e^0 = 1)", _mask_zero),
+    "no_exp": Mistake("weights", "normalised the scores by their sum without taking e^x first", _no_exp),
+    "softmax_wrong_axis": Mistake("weights", "normalised each column (over queries) instead of each row (over keys)",
+                                  lambda block, x: _T(softmax(_T(x), block.problem.masked_rows)[0])),
+    "no_softmax": Mistake("weights", "used the scaled scores as weights without a softmax", lambda block, x: x),
+    "argmax": Mistake("weights", "gave the largest score all the weight (argmax) instead of a softmax", _argmax),
+    "percent": Mistake("weights", "wrote the weights as percentages: a weight is a fraction (76.79% is 0.7679)",
+                       lambda block, x: softmax(x, block.problem.masked_rows)[0] * 100),
+    "transposed_k": Mistake("scores", "multiplied Q by K where Kᵀ was needed",
+                            lambda block, x: block.Q @ block.K
+                            if block.Q.shape[-1] == block.K.shape[-2] == block.K.shape[-1] else None),
+    "values_transposed": Mistake("output", "multiplied the weights by Vᵀ instead of V",
+                                 lambda block, x: x @ _T(block.V)
+                                 if x.shape[-1] == block.V.shape[-1] == block.V.shape[-2] else None),
 }
 # Mistakes in the final output of several heads or a W_O projection.
 FINAL_MISTAKES = {
@@ -45,61 +96,28 @@ ROUNDED_EARLY = "rounded_early"
 
 
 def present(trace: Trace) -> tuple[str, ...]:
-    """The stages this problem has (`masked` only with a mask or bias)."""
-    return tuple(s for s in STAGES if s != "masked" or trace.masked is not None)
+    """The names of the stages this problem has (`masked` only with a mask or bias)."""
+    return tuple(stage.name for stage in stages.present(trace.problem))
 
 
 def span(trace: Trace, start: str | None, stop: str) -> tuple[str, ...]:
     """The stages recomputed after `start` (None: from Q and K) up to and including `stop`."""
-    stages = present(trace)
-    return stages[stages.index(start) + 1 if start else 0: stages.index(stop) + 1]
+    names = present(trace)
+    return names[names.index(start) + 1 if start else 0: names.index(stop) + 1]
 
 
 def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mistake: str | None = None,
          scale: float | None = None):
-    """Stage `stage` of one head from the stage before it, optionally with a mistake or with
-    `scale` in place of the problem's (a learner's rounded 1/√d_k)."""
-    p = trace.problem
-    Q, K, V = trace.Q[head], trace.K[head], trace.V[head]  # (Lq, d_k), (Lk, d_k), (Lk, d_v)
-    d_k = Q.shape[-1]
+    """Stage `stage` of one head from the stage before it (the stage table's compute function, or
+    the mistake's in its place), optionally with `scale` in place of the problem's (a learner's
+    rounded 1/√d_k). None when the mistake cannot apply to these shapes."""
+    one = slice(head, head + 1)
+    block = stages.Block(trace.problem, trace.Q[one], trace.K[one], trace.V[one],
+                         trace.scale if scale is None else scale, head=head)  # (1, Lq, d_k), (1, Lk, ·)
+    compute = MISTAKES[mistake].compute if mistake else stages.get(stage).compute
     with np.errstate(all="ignore"):
-        if stage == "scores":
-            if mistake == "transposed_k":
-                return Q @ K if Q.shape[1] == K.shape[0] == K.shape[1] else None
-            return Q @ K.T
-        if stage == "scaled":
-            factor = {"no_scale": 1.0, "scale_by_dk": 1.0 / d_k, "scale_multiplied": np.sqrt(d_k)}
-            return previous * factor.get(mistake, trace.scale if scale is None else scale)
-        if stage == "masked":
-            mask = head_slice(visible(p), head)
-            if mistake in ("mask_ignored", "mask_inverted", "mask_transposed") and mask is None:
-                return None
-            if mistake == "mask_transposed" and mask.shape[0] != mask.shape[1]:
-                return None
-            if mistake == "mask_transposed":
-                mask = mask.T  # (Lq, Lk) square: a causal mask as triu instead of tril
-            mask = None if mistake == "mask_ignored" else (~mask if mistake == "mask_inverted" else mask)
-            masked = mask_scores(previous, mask, head_slice(masks.bias(p), head))
-            return np.where(np.isneginf(masked), 0.0, masked) if mistake == "mask_zero" else masked
-        if stage == "weights":
-            if mistake == "no_softmax":
-                return previous
-            if mistake == "no_exp":
-                plain = np.where(np.isneginf(previous), 0.0, previous)
-                return plain / plain.sum(axis=-1, keepdims=True)
-            if mistake == "argmax":  # a tie shares the weight
-                top = previous == previous.max(axis=-1, keepdims=True)
-                return top / top.sum(axis=-1, keepdims=True)
-            if mistake == "percent":
-                return softmax(previous, p.masked_rows)[0] * 100
-            if mistake == "softmax_wrong_axis":
-                return softmax(previous.T, p.masked_rows)[0].T
-            return softmax(previous, p.masked_rows)[0]
-        if stage == "output":
-            if mistake == "values_transposed":
-                return previous @ V.T if previous.shape[1] == V.shape[1] == V.shape[0] else None
-            return previous @ V
-    raise ValueError(stage)
+        result = compute(block, None if previous is None else previous[None])  # (1, Lq, ·)
+    return None if result is None else result[0]
 
 
 def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None, stop: str,

@@ -10,20 +10,28 @@ import math
 import numpy as np
 
 from attncli.errors import InputError, did_you_mean, quote
-from attncli.trace import MASK_WORDS, MASKED_ROWS, Problem
+from attncli.mask_input import RULE_KEYS, read_rules
+from attncli.trace import MASKED_ROWS, Problem
 from attncli.values import HugeInt, as_array, describe, scalar
 
 QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
 INPUT_KEYS = QKV + PROJECTIONS + (
     "W_O", "b_O", "heads", "mask", "bias", "scale", "query_labels", "key_labels",
-    "title", "description", "masked_rows", "dtype")
+    "title", "description", "masked_rows", "dtype") + RULE_KEYS
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 # Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
-OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "scores", "scaled", "masked", "weights",
-               "output", "concat", "warnings")
+# Every stage name of attncli/stages.py is one too (`output_keys()`).
+OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "concat", "warnings")
 DTYPES = ("float64", "float32")
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
+
+
+def output_keys() -> tuple[str, ...]:
+    """Every key `attn compute` writes beside the input keys: OUTPUT_KEYS and the stage names."""
+    from attncli.stages import names
+
+    return OUTPUT_KEYS + names()
 
 
 def _rows(n: int, what: str = "row") -> str:
@@ -52,7 +60,7 @@ def _as_heads_matrix(value, field: str) -> np.ndarray:
 
 def _check_keys(doc: dict) -> dict:
     """Resolve aliases and reject unknown keys, suggesting the closest valid one."""
-    known = INPUT_KEYS + OUTPUT_KEYS
+    known = INPUT_KEYS + output_keys()
     out = {}
     for key, value in doc.items():
         name = ALIASES.get(key, key)
@@ -169,21 +177,6 @@ def _projection_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
     return heads, X.shape[0], X_kv.shape[0]
 
 
-def _mask(value, field: str, heads: int, lq: int, lk: int, invert: bool):
-    """Return (mask or None, rule). True in the result always means: may attend."""
-    if isinstance(value, str):
-        if value not in MASK_WORDS:
-            hint = did_you_mean(value, MASK_WORDS, 0.4)
-            raise InputError(f'{field} is {quote(value)}{hint}; expected {" or ".join(MASK_WORDS)} '
-                             "or a true/false matrix", field=field)
-        i = np.arange(lq)[:, None]
-        j = np.arange(lk)[None, :]
-        offset = lk - lq if value == "causal_lower_right" else 0
-        return (j <= i + offset)[None], value
-    mask = _grid(value, field, "mask", heads, lq, lk)
-    return (~mask if invert else mask), "matrix"
-
-
 def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndarray:
     """A mask or bias: (Lq × Lk) for every head, or (H × Lq × Lk); 1-D when there is one query."""
     array = as_array(value, field, kind=kind, max_dims=3)
@@ -239,14 +232,13 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
             found = "there is no mask" if doc.get("mask") is None else f"the mask is {describe(doc['mask'])}"
             raise InputError(f"invert_mask is on but {found}: only a true/false mask matrix can be "
                              "read with true as blocked", field="invert_mask")
-        mask, rule = (None, None) if doc.get("mask") is None else _mask(
-            doc["mask"], "mask", heads, lq, lk, invert_mask)
+        rules = read_rules(doc, _grid, heads, lq, lk, invert_mask)
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
-            inputs=inputs, heads=heads, lq=lq, lk=lk, mask=mask, mask_rule=rule, bias=bias,
+            inputs=inputs, heads=heads, lq=lq, lk=lk, **rules, bias=bias,
             scale=scale,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),

@@ -1,67 +1,110 @@
 """Frozen records of a problem and of every stage computed from it.
 
-Stage names are the same words everywhere: attributes here, JSON keys and table titles.
+Stage names (attncli/stages.py) are the same words everywhere: Trace keys, JSON keys and table titles.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
 
 import numpy as np
 
-# Per-head stages in the order they are computed; `masked` exists only with a mask or bias.
-STAGES = ("scores", "scaled", "masked", "weights", "output")
-MASK_WORDS = ("causal", "causal_lower_right")
+from attncli.masks import MASK_WORDS, input_keys, rule_lines
 MASKED_ROWS = ("zero", "uniform", "error")
 
 
-@dataclass(frozen=True)
+def frozen(array: np.ndarray | None) -> np.ndarray | None:
+    """A read-only view: the record cannot be changed through it, and the caller's array (an API
+    user's, say) keeps its own flags."""
+    if array is None or not isinstance(array, np.ndarray):
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _freeze(record, names: tuple[str, ...], mappings: tuple[str, ...]) -> None:
+    for name in names:
+        object.__setattr__(record, name, frozen(getattr(record, name)))
+    for name in mappings:
+        value = {key: frozen(array) for key, array in getattr(record, name).items()}
+        object.__setattr__(record, name, MappingProxyType(value))
+
+
+@dataclass(frozen=True, eq=False)
 class Problem:
-    """A validated attention problem. Arrays are float (or bool for the mask).
+    """A validated attention problem. Arrays are float (or bool for the mask), read-only.
 
     `inputs` holds the matrices as given (1-D promoted to one row): either Q, K, V
     or X, X_kv, W_Q, W_K, W_V, b_Q, b_K, b_V; plus W_O and b_O in both forms.
     """
 
-    inputs: dict[str, np.ndarray]
+    inputs: Mapping[str, np.ndarray]
     heads: int  # query heads; 2-D Q/K/V (or projections) are split into this many
     lq: int
     lk: int
-    mask: np.ndarray | None = None  # (1 or H, Lq, Lk) bool, True = the query may attend the key
-    mask_rule: str | None = None  # "causal", "causal_lower_right", "matrix" or None
+    mask: np.ndarray | None = None  # a GIVEN (1 or H, Lq, Lk) bool matrix, True = may attend
+    mask_rule: str | None = None  # the `mask` key: "causal", "causal_lower_right", "matrix" or None
+    # Rules of positions (attncli/masks.py evaluates them); positions are (L,) int64, 0 … L − 1 by default.
+    q_positions: np.ndarray | None = None  # (Lq,)
+    k_positions: np.ndarray | None = None  # (Lk,)
+    causal: bool = False  # k_pos ≤ q_pos
+    window: tuple[int | None, int | None] | None = None  # (left, right): q_pos − left ≤ k_pos ≤ q_pos + right
+    key_mask: np.ndarray | None = None  # (Lk,) bool, True = a real key
     bias: np.ndarray | None = None  # (1 or H, Lq, Lk), -inf allowed
     scale: float | None = None  # None: 1/sqrt(d_k)
-    masked_rows: str = "zero"
+    masked_rows: str = "zero"  # the policy for rows whose every key is masked
     dtype: str = "float64"
     query_labels: list[str] | None = None
     key_labels: list[str] | None = None
     title: str | None = None
     description: str | None = None
 
+    def __post_init__(self):
+        _freeze(self, ("mask", "bias"), ("inputs",))
+
     @property
     def projected(self) -> bool:
         return "X" in self.inputs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Trace:
-    """Every stage of one computation. Per-head arrays have the head axis first."""
+    """Every stage of one computation. Per-head arrays have the head axis first; all read-only.
+
+    `stages` maps each stage name of `attncli.stages` to its (H, Lq, ·) array; the output-only
+    path (blocks.attend_output) holds only "output". `trace.stage(name)` (and `trace.scores`,
+    `trace.weights`, …) read it, None for a stage not computed.
+    """
 
     problem: Problem
     scale: float
     Q: np.ndarray  # (H, Lq, d_k)
     K: np.ndarray  # (H, Lk, d_k), kv heads repeated for grouped-query attention
     V: np.ndarray  # (H, Lk, d_v)
-    # The (H, Lq, Lk) stages are None when only the output was computed (blocks.attend_output).
-    scores: np.ndarray | None  # (H, Lq, Lk)  Q Kᵀ
-    scaled: np.ndarray | None  # (H, Lq, Lk)  scores · scale
-    masked: np.ndarray | None  # (H, Lq, Lk)  scaled + bias, -inf where the mask forbids
-    weights: np.ndarray | None  # (H, Lq, Lk)  softmax over keys
-    output: np.ndarray  # (H, Lq, d_v)  weights V
+    stages: Mapping[str, np.ndarray]  # scores, scaled, masked, weights (H, Lq, Lk); output (H, Lq, d_v)
     concat: np.ndarray  # (Lq, H·d_v)  heads side by side
     final: np.ndarray  # (Lq, d_out)  concat W_O + b_O, or concat; JSON's top-level "output"
-    masked_rows: tuple[tuple[int, int], ...] = ()  # (head, query row) with every key masked
+    fully_masked: tuple[tuple[int, int], ...] = ()  # (head, query row) with every key masked
     warnings: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        _freeze(self, ("Q", "K", "V", "concat", "final"), ("stages",))
+
+    def stage(self, name: str) -> np.ndarray | None:
+        """A stage by name (or the inputs Q, K, V); None when it was not computed."""
+        if name in ("Q", "K", "V"):
+            return getattr(self, name)
+        return self.stages.get(name)
+
+    def __getattr__(self, name: str):
+        from attncli.stages import names
+
+        if name in names():  # through __dict__: no recursion before __init__ has set `stages`
+            return self.__dict__.get("stages", {}).get(name)
+        raise AttributeError(name)
 
     @property
     def d_k(self) -> int:
@@ -74,9 +117,6 @@ class Trace:
     @property
     def default_scale(self) -> bool:
         return self.problem.scale is None
-
-    def stage(self, name: str) -> np.ndarray | None:
-        return getattr(self, name)
 
     # In rich and Jupyter a trace shows as `attn compute`'s tables (the views load only then).
     def __rich_console__(self, console, options):
@@ -110,33 +150,22 @@ def plain(array: np.ndarray, decimals: int | None = None):
     return array.tolist()
 
 
-def mask_rule_text(rule: str | None) -> str:
-    """The mask convention in words, for JSON and the table header."""
-    return {
-        None: "none",
-        "causal": "causal: query i may attend key j when j ≤ i (top-left, as PyTorch is_causal=True)",
-        "causal_lower_right": "causal_lower_right: query i may attend key j when j ≤ i + Lk − Lq "
-                              "(as PyTorch causal_lower_right)",
-        "matrix": "matrix: true = the query may attend the key (PyTorch SDPA, JAX, Keras)",
-    }[rule]
-
-
 def mask_and_bias(problem: Problem) -> dict:
-    """The mask and bias as input keys: a mask word, or the arrays without the head axis they were
-    broadcast to (the mask as true = may attend, whatever polarity it was given in)."""
-    keys = {}
-    if problem.mask_rule in MASK_WORDS:
-        keys["mask"] = problem.mask_rule
-    elif problem.mask is not None:
-        keys["mask"] = problem.mask[0] if problem.mask.shape[0] == 1 else problem.mask
+    """The mask rules and bias as input keys (see masks.input_keys), the bias without the head
+    axis it was broadcast to."""
+    keys = input_keys(problem)
     if problem.bias is not None:
         keys["bias"] = problem.bias[0] if problem.bias.shape[0] == 1 else problem.bias
     return keys
 
 
-def to_dict(trace: Trace, stages=("inputs",) + STAGES, decimals: int | None = None) -> dict:
+def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     """The JSON document `attn compute` writes. It is also valid input: the problem's keys are
-    echoed at the top level (the mask normalised to true = may attend), results beside them."""
+    echoed at the top level (the mask normalised to true = may attend), results beside them.
+    `stages`: the names to write ("inputs" for Q, K, V per head); None: all."""
+    from attncli.stages import names
+
+    stages = ("inputs",) + names() if stages is None else stages
     problem = trace.problem
     doc: dict = {"attncli": 1}
     for key in ("title", "description"):
@@ -145,11 +174,11 @@ def to_dict(trace: Trace, stages=("inputs",) + STAGES, decimals: int | None = No
     doc.update({"dtype": problem.dtype, "scale": trace.scale, "d_k": trace.d_k, "d_v": trace.d_v})
     doc.update({name: plain(array) for name, array in problem.inputs.items()})
     for key, value in mask_and_bias(problem).items():
-        doc[key] = value if isinstance(value, str) else plain(value)
-    doc["mask_rule"] = mask_rule_text(problem.mask_rule)
+        doc[key] = plain(value) if isinstance(value, np.ndarray) else value
+    doc["mask_rule"] = "; ".join(rule_lines(problem))
     doc["masked_rows"] = problem.masked_rows
     per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]
-    per_head += [name for name in STAGES if name in stages and trace.stage(name) is not None]
+    per_head += [name for name in names() if name in stages and trace.stage(name) is not None]
     doc["heads"] = [{name: plain(trace.stage(name)[h], decimals) for name in per_head}
                     for h in range(problem.heads)]
     if "W_O" in problem.inputs:

@@ -1,7 +1,7 @@
 """attncli's performance, as ratios against references measured in the same run.
 
     python benchmarks/bench.py            # everything (torch rows when torch is importable)
-    python benchmarks/bench.py startup    # one section: startup, trace, blocked, tables
+    python benchmarks/bench.py startup    # one section: startup, trace, blocked, masks, tables
 
 Machines here are shared and noisy, so every figure is a ratio to a reference timed alternately
 in the same run (median of N runs), never an absolute target. Peak RSS comes from running each
@@ -97,7 +97,7 @@ else:
     from attncli.attention import attend
     from attncli.blocks import attend_output
     from attncli.problem import build_problem
-    problem = build_problem({"Q": q, "K": k, "V": v, "dtype": dtype})
+    problem = build_problem({"Q": q, "K": k, "V": v, "dtype": dtype} | spec.get("rules", {}))
 
     def run():
         return attend_output(problem, workers=workers).output if kind == "blocked" else attend(problem).output
@@ -167,6 +167,39 @@ def blocked() -> None:
                   f"{target} | {met} |")
 
 
+# The mask rules of the output-only path, each against no mask in the same run.
+MASKS = {"no mask": {}, "causal": {"mask": "causal"}, "window 511,0": {"window": [511, 0]},
+         "key padding (last quarter)": "key_mask"}
+
+
+def masks(runs: int = 3, n: int = 16384) -> None:
+    print(f"\n### Output only with mask rules: one head, {n} × {n}, d = 64, float32 "
+          f"(median of {runs} rotating runs, a fresh process each; warm = second run in it)\n")
+    print("| case | first run (s) | warm (s) | warm ÷ no mask | peak RSS | target | met |\n|---|---|---|---|---|---|---|")
+    cases = {name: {"key_mask": [True] * (n - n // 4) + [False] * (n // 4)} if rules == "key_mask" else rules
+             for name, rules in MASKS.items()}
+    targets = {"causal": 0.7, "window 511,0": 0.15}
+    names = list(cases)
+    results = {name: [] for name in names}
+    for i in range(runs):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            results[name].append(child("blocked", heads=1, lq=n, lk=n, d=64, dtype="float32", repeat=2,
+                                       rules=cases[name]))
+    failed = [r["error"] for rs in results.values() for r in rs if "error" in r]
+    if failed:
+        print(f"| failed | {failed[0]} | | | | | |")
+        return
+    first = {name: statistics.median(r["seconds"] for r in rs) for name, rs in results.items()}
+    warm = {name: statistics.median(r["warm"] for r in rs) for name, rs in results.items()}
+    rss = {name: max(r["rss_gib"] for r in rs) for name, rs in results.items()}
+    for name in names:
+        ratio = warm[name] / warm["no mask"]
+        goal = f"≤ {targets[name]}×, RSS < 1 GiB" if name in targets else "RSS < 1 GiB"
+        met = rss[name] < 1 and (name not in targets or ratio <= targets[name])
+        print(f"| {name} | {first[name]:.2f} | {warm[name]:.2f} | {ratio:.2f}× | {rss[name]:.2f} GiB | {goal} | "
+              f"{'yes' if met else 'no'} |")
+
+
 def tables(runs: int = 3) -> None:
     print("\n### Rendering every stage of a 512 × 512 problem as tables (elided), vs computing it\n")
     print("| case | seconds | target | met |\n|---|---|---|---|")
@@ -186,7 +219,7 @@ def tables(runs: int = 3) -> None:
     row("attn compute 512×512 --format json (for scale)", f"{t['json']:.2f}")
 
 
-SECTIONS = {"startup": startup, "trace": trace, "blocked": blocked, "tables": tables}
+SECTIONS = {"startup": startup, "trace": trace, "blocked": blocked, "masks": masks, "tables": tables}
 
 if __name__ == "__main__":
     os.chdir(ROOT)

@@ -98,7 +98,7 @@ def test_every_key_masked_in_some_rows_under_each_policy(policy):
             attend(build_problem(doc))
         return
     trace = attend(build_problem(doc))
-    assert trace.masked_rows == ((0, 1),) and "query 1" in trace.warnings[0]
+    assert trace.fully_masked == ((0, 1),) and "query 1" in trace.warnings[0]
     assert trace.final[1, 0] == (0.0 if policy == "zero" else 2.0)
     assert trace.final[2, 0] == 1.0 and np.isfinite(trace.final).all()
 
@@ -111,7 +111,7 @@ def test_minus_infinity_bias_combined_with_a_mask():
     assert trace.weights[0, 1].tolist() == [0.0, 1.0, 0.0]
     doc["bias"] = [[None, None, 0], [0, 0, 0]]  # with the mask, row 0 has nothing left
     trace = attend(build_problem(doc))
-    assert trace.masked_rows == ((0, 0),) and trace.final[0, 0] == 0.0
+    assert trace.fully_masked == ((0, 0),) and trace.final[0, 0] == 0.0
 
 
 def test_float32_overflow_and_precision():

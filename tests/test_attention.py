@@ -8,9 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from attncli.attention import attend, merge_heads, softmax, split_heads
+from attncli.attention import attend, merge_heads, split_heads
+from attncli.stages import softmax
 from attncli.blocks import attend_output
 from attncli.errors import InputError, NumericError
+from attncli.masks import visible
 from attncli.problem import build_problem
 from tests.conftest import SCOOTER
 
@@ -73,8 +75,8 @@ def test_split_and_merge_heads_are_contiguous_chunks():
 
 def test_causal_is_top_left_and_lower_right_is_bottom_right():
     doc = {"Q": np.ones((2, 1)).tolist(), "K": np.ones((4, 1)).tolist(), "V": np.eye(4).tolist()}
-    top_left = build_problem(dict(doc, mask="causal")).mask[0]
-    lower_right = build_problem(dict(doc, mask="causal_lower_right")).mask[0]
+    top_left = visible(build_problem(dict(doc, mask="causal")))[0]
+    lower_right = visible(build_problem(dict(doc, mask="causal_lower_right")))[0]
     assert top_left.astype(int).tolist() == [[1, 0, 0, 0], [1, 1, 0, 0]]
     assert lower_right.astype(int).tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
 

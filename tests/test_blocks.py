@@ -39,7 +39,7 @@ def test_blocked_equals_full(options, block, workers):
     full, blocked = attend(problem), attend_output(problem, block=block, workers=workers)
     np.testing.assert_allclose(blocked.final, full.final, rtol=0, atol=1e-12)
     np.testing.assert_allclose(blocked.output, full.output, rtol=0, atol=1e-12)
-    assert blocked.warnings == full.warnings and blocked.masked_rows == full.masked_rows
+    assert blocked.warnings == full.warnings and blocked.fully_masked == full.fully_masked
     assert blocked.scores is None and blocked.weights is None
 
 
@@ -151,6 +151,46 @@ def _magnitude(low, high):
 
 
 @st.composite
+def rules(draw, lq, lk):
+    """Mask rules of positions: positions with gaps, repeats and any order, causal (top-left or
+    lower-right), a window with null bounds, key padding; any of them, or none."""
+    doc = {}
+    spread = st.integers(-3, 3 * max(lq, lk))
+    lower_right = draw(st.booleans()) and draw(st.booleans())
+    if draw(st.booleans()) and not lower_right:
+        doc["q_positions"] = draw(st.lists(spread, min_size=lq, max_size=lq))
+    if draw(st.booleans()):
+        doc["k_positions"] = draw(st.lists(spread, min_size=lk, max_size=lk))
+    if lower_right:
+        doc["mask"] = "causal_lower_right"
+    elif draw(st.booleans()):
+        doc["causal"] = True
+    if draw(st.booleans()):
+        doc["window"] = draw(st.lists(st.one_of(st.none(), st.integers(0, 6)), min_size=2, max_size=2))
+    if draw(st.booleans()):
+        doc["key_mask"] = draw(st.lists(st.booleans(), min_size=lk, max_size=lk))
+    return doc
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.integers(1, 12), st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_blocks_skip_hidden_keys_and_equal_the_full_trace(data, lq, lk, seed):
+    """Positions, causal, windows, key masks and a given matrix, ANDed; blocks of any size skip
+    the keys hidden from every row of the block and still equal the full trace to 1e-12."""
+    rng = np.random.default_rng(seed)
+    doc = {"Q": rng.normal(size=(2, lq, 3)), "K": rng.normal(size=(lk, 3)), "V": rng.normal(size=(lk, 2))}
+    doc |= data.draw(rules(lq, lk))
+    if data.draw(st.booleans()) and "mask" not in doc:
+        doc["mask"] = rng.random((2, lq, lk)) > 0.2
+    doc["masked_rows"] = data.draw(st.sampled_from(["zero", "uniform"]))
+    problem = build_problem(doc)
+    block = data.draw(st.integers(1, lq))
+    full, blocked = attend(problem), attend_output(problem, block=block)
+    np.testing.assert_allclose(blocked.output, full.output, rtol=0, atol=1e-12)
+    assert blocked.fully_masked == full.fully_masked and blocked.warnings == full.warnings
+
+
+@st.composite
 def extreme_problems(draw):
     """Scaled scores anywhere in [−700, 700] built from Q and K of extreme magnitudes (K = diag(k),
     Q = scores / (k · scale)), values from 1e-300 to 1e300, masks with fully masked rows, biases
@@ -179,6 +219,7 @@ def extreme_problems(draw):
     if draw(st.booleans()):
         doc["bias"] = [[draw(st.one_of(st.floats(-700, 700), st.just(-np.inf), _magnitude(250, 308)))
                         for _ in range(lk)] for _ in range(lq)]
+    doc |= draw(rules(lq, lk))
     doc["masked_rows"] = draw(st.sampled_from(["zero", "uniform"]))
     return build_problem(doc), draw(st.integers(1, lq))
 
@@ -203,7 +244,7 @@ def test_blocked_equals_full_on_extreme_magnitudes(case):
     scale = np.abs(full.weights) @ np.abs(full.V)  # (H, Lq, d_v)
     floor = 4 * problem.lk * np.nextafter(0.0, 1.0)
     assert np.all(np.abs(blocked.output - full.output) <= 1e-12 * scale + floor)
-    assert blocked.masked_rows == full.masked_rows and blocked.warnings == full.warnings
+    assert blocked.fully_masked == full.fully_masked and blocked.warnings == full.warnings
 
 
 @pytest.mark.parametrize("doc", [

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from attncli.cli import prose
-from attncli.commands.compute import VIEWS
+from attncli.commands.compute import views
 from attncli.errors import InputError
 from attncli.commands.compute import need_input
 from tests.conftest import SAMPLES, assert_error
@@ -29,7 +29,7 @@ def words(text: str) -> str:
 def test_stages_help_lists_every_stage_uncut(run):
     text = help_text(run, "compute")
     assert "…" not in text
-    assert f"Comma-separated stages to show: {', '.join(VIEWS)}." in words(text)
+    assert f"Comma-separated stages to show: {', '.join(views())}." in words(text)
 
 
 @pytest.mark.parametrize("command", [(), ("compute",), ("check",), ("exercise",), ("example",), ("posenc",)])

@@ -210,7 +210,7 @@ def test_a_notice_compares_as_its_text():
 DOCUMENT_LEVEL = ("unknown key", "both ", "the top level", "missing ", "row ", "not valid CSV")
 
 
-@pytest.mark.parametrize("module", ["problem.py", "values.py", "answers.py"])
+@pytest.mark.parametrize("module", ["problem.py", "values.py", "answers.py", "mask_input.py"])
 def test_every_raise_that_knows_its_key_passes_it_as_field(module):
     source = (PACKAGE / module).read_text(encoding="utf-8")
     missing = []

@@ -1,6 +1,7 @@
 """`attn exercise`, `attn example`, `attn posenc`: reproducible problems and reference tables."""
 
 import json
+import re
 import math
 
 import numpy as np
@@ -42,7 +43,7 @@ def test_exercise_pipes_into_compute_and_check(run):
 
 def test_example_lists_and_prints_the_bundled_examples(run):
     listing = run("example").stdout
-    assert "scooter     The mechanic fixed the scooter" in listing and "multihead" in listing
+    assert re.search(r"^scooter +The mechanic fixed the scooter", listing, re.M) and "multihead" in listing
     printed = run("example", "scooter").stdout
     assert json.loads(printed) == json.loads((SAMPLES / "scooter.json").read_text())
     assert_error(run("example", "scoter"), 'no example "scoter" (did you mean "scooter"?)')

@@ -13,7 +13,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from attncli import limits, loading
+from attncli import limits, loading, stages
 from attncli.attention import attend
 from attncli.problem import build_problem
 from attncli.render.json import document
@@ -259,7 +259,7 @@ def test_npy_declaring_more_than_memory(run, tmp_path, monkeypatch):
 def guard_plan(n: int):
     """(bytes of the full trace's arrays, of its JSON) for an n × n problem."""
     problem = build_problem(square(n))
-    arrays, text = limits.needs(problem, "json", ("inputs",) + limits.STAGE_NAMES + ("output",)).values()
+    arrays, text = limits.needs(problem, "json", ("inputs",) + stages.names()).values()
     return arrays, text
 
 
@@ -325,7 +325,7 @@ def numbers_in(value) -> int:
       "W_O": np.ones((28, 3)).tolist()}])
 def test_the_guard_counts_every_number_the_json_holds(doc):
     trace = attend(build_problem(doc))
-    every = ("inputs",) + limits.STAGE_NAMES + ("output",)
+    every = ("inputs",) + stages.names()
     written = json.loads(document(trace, every))
     for key in ("attncli", "scale", "d_k", "d_v", "query_labels", "key_labels"):  # not matrices
         written.pop(key)

@@ -58,7 +58,7 @@ output = weights V
 def test_masked_stage_shows_minus_infinity_and_states_conventions():
     doc, _ = read_document(str(SAMPLES / "causal.json"))
     text = rendered(doc, ("masked",))
-    assert "mask: causal: query i may attend key j when j ≤ i (top-left" in text
+    assert "mask: causal: query i may attend key j when k_pos[j] ≤ q_pos[i] (top-left" in text
     assert "rows with every key masked: weights and output 0 (as PyTorch SDPA)" in text
     assert "│ the  │ 0.7071 │      −∞ │      −∞ │     −∞ │" in text
 

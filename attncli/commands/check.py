@@ -9,8 +9,8 @@ import typer
 
 from attncli.commands.edge import AUTO_HELP, auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, did_you_mean, one_line, quote
+from attncli.stages import blocked, names as answer_options  # one --STAGE option per stage of the table
 
-ANSWER_OPTIONS = ("scores", "scaled", "masked", "weights", "output")
 EXIT_DIFFER = 1
 
 
@@ -27,17 +27,28 @@ def _answer(stage: str):
                         rich_help_panel="Answers given inline")
 
 
+def _with_answer_options(command):
+    """Give `command` one `--STAGE` option per stage of the stage table, after --problem; their
+    values arrive in `**answers`."""
+    import inspect
+
+    signature = inspect.signature(command)
+    params = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+    options = [inspect.Parameter(stage, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                 annotation=Annotated[Optional[str], _answer(stage)])
+               for stage in answer_options()]
+    params = [p.replace(kind=p.KEYWORD_ONLY) for p in params]
+    command.__signature__ = signature.replace(parameters=params[:2] + options + params[2:])
+    return command
+
+
+@_with_answer_options
 def check(
     files: Annotated[Optional[list[str]], typer.Argument(
         help="ANSWERS [PROBLEM], one file holding both, or many answer files (with --problem, or each "
              "holding its own problem).", show_default=False)] = None,
     problem: Annotated[Optional[str], typer.Option(
         "--problem", "-p", help="The problem (compute input); every FILE is then an answers file.")] = None,
-    scores: Annotated[Optional[str], _answer("scores")] = None,
-    scaled: Annotated[Optional[str], _answer("scaled")] = None,
-    masked: Annotated[Optional[str], _answer("masked")] = None,
-    weights: Annotated[Optional[str], _answer("weights")] = None,
-    output: Annotated[Optional[str], _answer("output")] = None,
     decimals: Annotated[int, typer.Option(
         min=0, max=17, help="Least decimals a value needs: with fewer it is correct only when exact "
         "(4, 0.5), otherwise imprecise (not correct).")] = 2,
@@ -50,6 +61,7 @@ def check(
                                                 "row per file. gradescope: Gradescope's autograder "
                                                 "results.json.")] = CheckFormat.auto,
     precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals for expected values.")] = 4,
+    **answers: Optional[str],
 ) -> None:
     """Mark a learner's answers: each cell ✓ correct, ↪ carried, ~ imprecise, ✗ wrong, with diagnoses.
 
@@ -74,8 +86,7 @@ def check(
     from attncli.loading import load_matrix
 
     files = list(files or [])
-    inline = {stage: value for stage, value in zip(ANSWER_OPTIONS, (scores, scaled, masked, weights, output))
-              if value is not None}
+    inline = {stage: value for stage, value in answers.items() if value is not None}  # --scores … --output
     required = _stages(require)
     each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
     if problem is None and not each_own:
@@ -90,7 +101,7 @@ def check(
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
     shared = None if each_own else _problem(problem)
     cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
-    given = {stage: load_matrix(value, f"--{stage}", "bias" if stage == "masked" else "number", cap)[0]
+    given = {stage: load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
@@ -120,8 +131,8 @@ def _stages(text: str | None) -> tuple[str, ...]:
         return ()
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     for stage in stages:
-        if stage not in ANSWER_OPTIONS:
-            hint = did_you_mean(stage, ANSWER_OPTIONS) or f"; stages are {', '.join(ANSWER_OPTIONS)}"
+        if stage not in answer_options():
+            hint = did_you_mean(stage, answer_options()) or f"; stages are {', '.join(answer_options())}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages
 

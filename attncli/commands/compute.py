@@ -1,5 +1,6 @@
 """`attn compute`: options in, a trace out through the chosen view."""
 
+import re
 import sys
 from enum import Enum
 from typing import Annotated, Optional
@@ -8,6 +9,7 @@ import typer
 
 from attncli.commands.edge import AUTO_HELP, auto_is_table, flag, warning
 from attncli.errors import AttnError, InputError, did_you_mean, one_line, quote
+from attncli.stages import get, names as stage_names, stand_in
 
 
 class Format(str, Enum):
@@ -36,7 +38,13 @@ class DType(str, Enum):
 
 
 SUFFIX_FORMATS = {".md": Format.markdown, ".tex": Format.latex, ".csv": Format.csv}  # --output's text files
-VIEWS = ("inputs", "scores", "scaled", "masked", "weights", "output", "heatmap")
+
+
+def views() -> tuple[str, ...]:
+    """What --stages may name: the inputs, every stage of the stage table, the heatmap."""
+    return ("inputs",) + stage_names() + ("heatmap",)
+
+
 Matrix = Optional[str]
 
 
@@ -67,6 +75,19 @@ def compute(
         "--invert-mask", help="Read a true/false mask matrix with true as BLOCKED (nn.MultiheadAttention's "
                               "convention).",
         rich_help_panel="Masking")] = False,
+    q_positions: Annotated[Optional[str], typer.Option(
+        help="Query positions (default 0 to Lq−1): 4 or 4,5,6. A KV-cache step is one query at position t.",
+        rich_help_panel="Masking", show_default=False)] = None,
+    k_positions: Annotated[Optional[str], typer.Option(
+        help="Key positions (default 0 to Lk−1): 0,1,2,5.", rich_help_panel="Masking", show_default=False)] = None,
+    window: Annotated[Optional[str], typer.Option(
+        help="Sliding window LEFT,RIGHT: query i sees key j when q_pos−LEFT ≤ k_pos ≤ q_pos+RIGHT (inclusive); "
+             "none (or empty) = unbounded: 2,none. Hugging Face sliding_window=W with causal is W−1,0.",
+        metavar="L,R", rich_help_panel="Masking", show_default=False)] = None,
+    key_mask: Annotated[Optional[str], typer.Option(
+        help="Key padding, one per key: 1,1,0; 1/true = a real key (Hugging Face attention_mask; the "
+             "inverse of nn.MultiheadAttention's key_padding_mask).",
+        rich_help_panel="Masking", show_default=False)] = None,
     masked_rows: Annotated[Optional[MaskedRows], typer.Option(
         help="A query whose every key is masked: zero (weights and output 0, as PyTorch SDPA; default), "
              "uniform (mean of V; as JAX when a boolean mask blocks the row, but JAX gives NaN for a row "
@@ -87,7 +108,7 @@ def compute(
                                "markdown/latex: write-up tables; csv: one stage.",
         rich_help_panel="Output")] = Format.auto,
     stages: Annotated[Optional[str], typer.Option(
-        help=f"Comma-separated stages to show: {', '.join(VIEWS)}.",
+        help=f"Comma-separated stages to show: {', '.join(views())}.",
         rich_help_panel="Output")] = None,
     precision: Annotated[int, typer.Option(
         min=0, max=17, help="Decimals in tables.", rich_help_panel="Output")] = 4,
@@ -131,8 +152,10 @@ def compute(
     Conventions (where libraries differ):
     rows are queries, columns are keys;
     mask true = the query may attend the key (PyTorch SDPA, JAX; --invert-mask for nn.MultiheadAttention);
-    causal is top-left (query i sees keys j ≤ i), causal_lower_right is j ≤ i + Lk − Lq;
-    a mask and a bias combine with AND;
+    causal: k_pos ≤ q_pos; positions are 0 to L−1 unless given: top-left, j ≤ i;
+    causal_lower_right sets q_positions to Lk−Lq to Lk−1 (j ≤ i + Lk − Lq);
+    window L,R: q_pos − L ≤ k_pos ≤ q_pos + R, inclusive; key mask 1 = a real key;
+    mask, bias, causal, window and key mask combine with AND;
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
     """
     shown = _stages(stages) + (("heatmap",) if heatmap else ())
@@ -150,8 +173,9 @@ def compute(
         raise InputError(f"{quote(output_file)} is written as {suffix[1:]}, but --format is {format.value}; "
                          "drop --format or change the suffix (.md, .tex, .csv)", "--output")
     if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
-        raise typer.BadParameter("--format csv writes one stage: add --stages weights (or scores, "
-                                 "scaled, masked, output)", param_hint="--stages")
+        others = ", ".join(name for name in stage_names() if name != "weights")
+        raise typer.BadParameter(f"--format csv writes one stage: add --stages weights (or {others})",
+                                 param_hint="--stages")
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
     output_only = not explain and "heatmap" not in shown and (
         suffix == ".npy" or (suffix != ".npz" and set(shown) == {"output"}))
@@ -162,13 +186,15 @@ def compute(
         workers = one_blas_thread()  # before numpy loads
 
     from attncli.loading import OneMatrixError, gather
+    from attncli.masks import positions_line
     from attncli.problem import build_problem
 
     matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
                 "W_O": wo, "mask": mask, "bias": bias}
     settings = {"heads": heads, "scale": _scale(scale), "query_labels": _split(query_labels),
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
-                "dtype": dtype and dtype.value}
+                "dtype": dtype and dtype.value, "q_positions": _list(q_positions), "k_positions": _list(k_positions),
+                "window": _list(window), "key_mask": _list(key_mask)}
     try:
         need_input(file, matrices, stdin_is_terminal=sys.stdin.isatty())
         doc, origin, source = gather(file, matrices, settings)
@@ -177,15 +203,16 @@ def compute(
         raise
     origin["invert_mask"] = "--invert-mask"
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
-    if format == Format.csv and shown[0] == "masked" and problem.mask is None and problem.bias is None:
-        raise InputError("this problem has no mask or bias, so it has no masked stage; the weights "
-                         "are softmax(scaled): use --stages scaled", "--stages")
+    stage = get(shown[0])
+    if format == Format.csv and stage is not None and not stage.applies(problem):
+        raise InputError(f"{stage.absent}, so it has no {stage.name} stage; "
+                         f"use --stages {stand_in(problem, stage.name)}", "--stages")
     # Warnings are printed once the run has succeeded: an error is always the only line on stderr.
     warnings = []
-    if problem.mask_rule == "causal" and problem.lq < problem.lk:
+    if problem.mask_rule == "causal" and problem.lq < problem.lk and positions_line(problem) is None:
         warnings.append(f"mask causal is top-left (query i sees keys j ≤ i), and there are fewer queries "
                         f"({problem.lq}) than keys ({problem.lk}); if the queries are the last tokens of the "
-                        "keys' sequence (a KV cache), use causal_lower_right")
+                        "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
     view = format
     if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
         view = format if suffix in SUFFIX_FORMATS else Format.json
@@ -328,13 +355,35 @@ def _split(text: str | None) -> list[str] | None:
     return None if text is None else [label.strip() for label in text.split(",")]
 
 
+def _list(text: str | None) -> list | None:
+    """A comma-separated option (--q-positions, --window, --key-mask) as the JSON list it stands
+    for: whole numbers, true/false, none/null or nothing for null; anything else is passed on as
+    text for the problem check to name."""
+    if text is None:
+        return None
+    words = {"": None, "none": None, "null": None, "true": True, "false": False}
+    items = []
+    for word in text.split(","):
+        word = word.strip().replace("−", "-")
+        if word.lower() in words:
+            items.append(words[word.lower()])
+        elif re.fullmatch(r"[+-]?[0-9]{1,30}", word):
+            items.append(int(word))
+        else:
+            try:
+                items.append(float(word))
+            except ValueError:
+                items.append(word)
+    return items
+
+
 def _stages(text: str | None) -> tuple[str, ...]:
     if text is None:
-        return VIEWS[:-1]
+        return views()[:-1]
     chosen = tuple(name.strip() for name in text.split(",") if name.strip())
     for name in chosen:
-        if name not in VIEWS:
-            raise typer.BadParameter(f'unknown stage {quote(name)}; expected some of {",".join(VIEWS)}',
+        if name not in views():
+            raise typer.BadParameter(f'unknown stage {quote(name)}; expected some of {",".join(views())}',
                                      param_hint="--stages")
     return chosen
 

@@ -12,6 +12,7 @@ import math
 import re
 from decimal import ROUND_DOWN, Decimal
 
+from attncli.masks import has_rules
 from attncli.render.text import labels
 from attncli.steps import E_NOTATION_FROM, PERCENT_PLACES, WIDE, Written, WrittenFinal, row_steps, written, written_final
 from attncli.trace import Trace
@@ -122,7 +123,7 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     if trace.masked is not None:
         step += 1
         what = {(True, True): "add the bias, then apply the mask", (True, False): "add the bias",
-                (False, True): "apply the mask"}[(w.bias is not None, p.mask is not None)]
+                (False, True): "apply the mask"}[(w.bias is not None, has_rules(p))]
         lines.append(f"Step {step}: {what} (masked keys become −∞ and are excluded)")
 
         def masked_line(j, key):

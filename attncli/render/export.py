@@ -13,24 +13,16 @@ import re
 import numpy as np
 
 from attncli.render.text import labels, number, shown
-from attncli.trace import STAGES, Trace
-
-# Each table's formula: (Markdown, LaTeX). `formulas` adapts the weights' and the final output's.
-FORMULAS = {
-    "scores": ("Q Kᵀ", r"Q K^\top"),
-    "scaled": ("scores · scale", r"\text{scores} \cdot \text{scale}"),
-    "masked": ("scaled + bias, −∞ where masked", r"\text{scaled} + \text{bias}, -\infty \text{ where masked}"),
-    "weights": ("softmax(masked) over keys", r"\operatorname{softmax}(\text{masked})"),
-    "output": ("weights V", r"\text{weights}\, V"),
-}
-
+from attncli.stages import fill, present
+from attncli.trace import Trace
 
 def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
-    """FORMULAS for this trace: the softmax reads `scaled` when there is no mask or bias; the
-    final output is the heads side by side, times W_O (+ b_O) when given."""
-    out = dict(FORMULAS)
-    if trace.masked is None:
-        out["weights"] = ("softmax(scaled) over keys", r"\operatorname{softmax}(\text{scaled})")
+    """Each table's formula, (Markdown, LaTeX): the stage table's, filled for this trace (the
+    softmax reads `scaled` when there is no mask or bias); the final output is the heads side by
+    side, times W_O (+ b_O) when given."""
+    p = trace.problem
+    out = {stage.name: (fill(stage.plain, p, stage.name), fill(stage.latex, p, stage.name))
+           for stage in present(p)}
     inputs = trace.problem.inputs
     if "W_O" not in inputs:
         out["final"] = ("the heads' outputs side by side", r"\text{the heads' outputs side by side}")
@@ -52,10 +44,10 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
             for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
                 m = trace.stage(name)[h]
                 out.append((name, name + head, m, rows, [str(j) for j in range(m.shape[1])]))
-        for name in STAGES:
-            m = trace.stage(name)
+        for stage in present(p):
+            name, m = stage.name, trace.stage(stage.name)
             if name in stages and m is not None:
-                columns = keys if name != "output" else [str(j) for j in range(m.shape[2])]
+                columns = keys if stage.columns == "keys" else [str(j) for j in range(m.shape[2])]
                 out.append((name, name + head, m[h], queries, columns))
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         out.append(("final", "final output", trace.final, queries, [str(j) for j in range(trace.final.shape[1])]))

@@ -121,15 +121,18 @@ def npz_arrays(trace: Trace) -> dict:
     and what is needed to read the file back as a problem."""
     import numpy as np
 
-    from attncli.trace import STAGES, mask_and_bias
+    from attncli.stages import names
+    from attncli.trace import mask_and_bias
 
     p = trace.problem
     arrays = dict(p.inputs)
-    for name in ("Q", "K", "V") + STAGES:
+    for name in ("Q", "K", "V") + names():
         if trace.stage(name) is not None:
             arrays[f"heads/{name}"] = trace.stage(name)
     arrays["concat"], arrays["output"] = trace.concat, trace.final
     arrays.update({key: np.asarray(value) for key, value in mask_and_bias(p).items()})
+    if p.window is not None:  # an array holds no null: NaN stands for an unbounded side
+        arrays["window"] = np.array([np.nan if b is None else b for b in p.window])
     arrays["scale"] = np.array(trace.scale)
     arrays["masked_rows"] = np.array(p.masked_rows)
     arrays["dtype"] = np.array(p.dtype)

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from attncli.marking import STATUSES, StageMark
-from attncli.trace import STAGES as ORDER
+from attncli.stages import names
 
 Marks = dict[str, StageMark]
 Result = tuple[str, "Marks | None", "str | None"]
@@ -38,7 +38,8 @@ def stage_order(name: str) -> tuple[float, int]:
     """Sort key: head by head in computation order; the final `output` after every head."""
     prefix, _, stage = name.rpartition(".")
     head = int(prefix[len("heads["):-1]) if prefix.startswith("heads[") else (math.inf if stage == "output" else -1)
-    return head, ORDER.index(stage) if stage in ORDER else len(ORDER)
+    order = names()
+    return head, order.index(stage) if stage in order else len(order)
 
 
 def stage_sizes(results: list[Result]) -> dict[str, int]:

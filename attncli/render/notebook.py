@@ -29,6 +29,6 @@ def html(view) -> str:
 
 def print_trace(trace, console: Console) -> None:
     from attncli.render.tables import render
-    from attncli.trace import STAGES
+    from attncli.stages import names
 
-    render(trace, console, ("inputs",) + STAGES, 4, console.width)
+    render(trace, console, ("inputs",) + names(), 4, console.width)

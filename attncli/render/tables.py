@@ -16,17 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.render.text import exact_scale, header_lines, labels, number, rich_text, shape_text, shown
-from attncli.trace import STAGES, Trace
+from attncli import stages as stage_table
+from attncli.trace import Trace
 
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
 MIN_WIDTH = 40  # a terminal narrower than this (COLUMNS=0 to 5, say) is laid out at this width
-TITLES = {
-    "scores": "scores = Q Kᵀ",
-    "scaled": "scaled = scores · {scale}",  # e.g. "0.7071 (1/√2)"
-    "masked": "masked = scaled{bias}, −∞ where the mask blocks",
-    "weights": "weights = softmax({of}) over keys",
-    "output": "output = weights V",
-}
 EDGE_ROWS = 5  # a table taller than 2·EDGE_ROWS shows its first and last EDGE_ROWS rows
 MAX_COLUMNS = 16  # without --full, at most this many columns, first and last halves
 
@@ -120,22 +114,20 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             rows = {"X": queries, "X_kv": keys}.get(name) or [str(i) for i in range(array.shape[0])]
             show(f"{name} {shape_text(array.shape)}", array.reshape(len(rows), -1), rows)
     exact = exact_scale(trace)
-    scale = number(trace.scale, precision) + (f" ({exact})" if exact else "")
-    titles = {name: title.format(scale=scale, bias=" + bias" if p.bias is not None else "",
-                                 of="scaled" if trace.masked is None else "masked")
-              for name, title in TITLES.items()}
+    scale = number(trace.scale, precision) + (f" ({exact})" if exact else "")  # e.g. "0.7071 (1/√2)"
+    present = [stage for stage in stage_table.present(p) if trace.stage(stage.name) is not None]
     for h in range(p.heads):
         head = f" · head {h}" if p.heads > 1 else ""
         if "inputs" in stages:
             for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
                 show(f"{name}{head}", trace.stage(name)[h], rows)
-        for name in STAGES:
-            matrix = trace.stage(name)
-            if name not in stages or matrix is None:
+        for stage in present:
+            if stage.name not in stages:
                 continue
-            columns = keys if name != "output" else None
-            extra = ("sum", trace.weights[h].sum(axis=1)) if name == "weights" else None
-            show(titles[name] + head, matrix[h], queries, columns, extra)
+            matrix = trace.stage(stage.name)[h]
+            extra = ("sum", matrix.sum(axis=1)) if stage.sum_column else None
+            title = stage_table.fill(stage.title, p, stage.name, scale=scale)
+            show(title + head, matrix, queries, keys if stage.columns == "keys" else None, extra)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
             show("concat = heads side by side", trace.concat, queries)

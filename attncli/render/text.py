@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from attncli.errors import visible
-from attncli.trace import Trace, mask_rule_text
+from attncli.masks import positions_line, rule_lines
+from attncli.trace import Trace
 
 MINUS_INF = "−∞"  # U+2212, one spelling in every text view (CSV writes -inf, JSON null)
 
@@ -77,7 +78,9 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
     lines.append(f"{given} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
                  f"d_v = {trace.d_v} · {p.dtype}")
     lines.append(f"scale = {scale_text(trace, precision)}")
-    lines.append(f"mask: {mask_rule_text(p.mask_rule)}")
+    lines += [f"mask: {rule}" for rule in rule_lines(p)]
+    if positions_line(p):
+        lines.append(positions_line(p))
     if p.bias is not None:
         lines.append("bias: added after scaling, before the mask; −∞ blocks")
     if trace.masked is not None:

@@ -14,7 +14,8 @@ from attncli.exercise import Exercise
 from attncli.marking import present
 from attncli.render.export import formulas, md, tex
 from attncli.render.text import labels, number
-from attncli.trace import Trace, mask_rule_text
+from attncli.masks import has_rules, rule_lines
+from attncli.trace import Trace
 
 GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional encoding, 2 decimals)"}
 KEY_DECIMALS = 4
@@ -64,8 +65,8 @@ def _givens(exercise: Exercise, trace: Trace) -> list[tuple[str, list, list[str]
 def _notes(trace: Trace) -> list[str]:
     p = trace.problem
     lines = [f"scale = 1/√d_k, d_k = {trace.d_k}" + (f"; {p.heads} heads, each its own columns" if p.heads > 1 else "")]
-    if p.mask_rule is not None:
-        lines.append(f"mask: {mask_rule_text(p.mask_rule)}")
+    if has_rules(p):
+        lines += [f"mask: {rule}" for rule in rule_lines(p)]
     return lines
 
 

@@ -1,0 +1,288 @@
+"""The one stage table: every per-head stage of attention, defined once.
+
+Each `Stage` record holds a stage's name (the Trace key, JSON per-head key, answer key in
+`attn check` and first word of its table title), its table title and formulas as templates, which
+problems have it, its compute function and its overflow check. The full trace (`attention`), the
+output-only path (`blocks`), marking (`mistakes`) and every view read this table; adding a stage
+is one entry here plus its compute function.
+
+A compute function works on a `Block`: a slice of query rows, all heads (or one head, in marking),
+a slice of keys; it takes the stage before it (`x`, None for the first) and returns this stage:
+
+    scores  = Q Kᵀ                                   (H, b, c)
+    scaled  = scores · scale                          (H, b, c)
+    masked  = scaled + bias, −∞ where the mask blocks (H, b, c)   only with a mask or bias
+    weights = softmax(masked) over keys               (H, b, c)
+    output  = weights V                               (H, b, d_v)
+
+Templates use `$name` fields (string.Template, filled by `fill`): `$scale` (the view formats it),
+`$bias` (" + bias" when the problem has one) and `$previous` (the stage this one reads: the
+softmax reads `masked`, or `scaled` when there is no mask or bias).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from string import Template
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # numpy and the records load only when a stage is computed: every command's
+    import numpy as np  # start-up reads the stage names (its options), and must stay fast
+
+    from attncli.trace import Problem
+
+HQK = ("head", "query", "key")
+EVERYTHING = slice(None)
+
+
+def _masks():
+    from attncli import masks
+
+    return masks
+
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    """What a stage is computed from: per-head Q (H, b, d_k), K (H, c, d_k), V (H, c, d_v) for query
+    rows `rows` and keys `cols` of `problem`. `head` is the one head a marking block holds (None: all
+    heads). `reuse`: a compute function may write its result into its input (the output-only path
+    keeps no stage, so it saves the copies). `bounded`: Q Kᵀ · scale is known not to overflow."""
+
+    problem: Problem
+    Q: np.ndarray
+    K: np.ndarray
+    V: np.ndarray
+    scale: float
+    rows: slice = field(default_factory=lambda: EVERYTHING)
+    cols: slice = field(default_factory=lambda: EVERYTHING)
+    head: int | None = None
+    reuse: bool = False
+    bounded: bool = False
+
+    @property
+    def offset(self) -> tuple[int, int, int]:
+        """Where this block starts in the (H, Lq, Lk) stages, for overflow messages."""
+        return (self.head or 0, self.rows.start or 0, self.cols.start or 0)
+
+    def rule(self, array: np.ndarray | None) -> np.ndarray | None:
+        """A mask's or bias's (1 or H, b, c) block, narrowed to this block's head."""
+        if array is None or self.head is None or array.shape[0] == 1:
+            return array
+        return array[self.head:self.head + 1]
+
+    def visible(self) -> np.ndarray | None:
+        return self.rule(_masks().visible(self.problem, self.rows, self.cols))  # (1 or H, b, c) bool
+
+    def bias(self) -> np.ndarray | None:
+        return self.rule(_masks().bias(self.problem, self.rows, self.cols))  # (1 or H, b, c)
+
+    def hidden(self) -> tuple[slice, np.ndarray] | None:
+        """(part, visible there): the run of this block's columns where some key may be hidden
+        from some query (for causal rules, the block's diagonal square), as a slice relative to
+        the block, and the (1 or H, b, part) visibility on it; None when every key is visible."""
+        masks = _masks()
+        start = self.cols.start or 0
+        cols = slice(start, self.problem.lk if self.cols.stop is None else self.cols.stop)
+        span = masks.partly_hidden(self.problem, self.rows, cols)
+        if span is None:
+            return None
+        return slice(span.start - start, span.stop - start), self.rule(masks.visible(self.problem, self.rows, span))
+
+
+
+@dataclass(frozen=True, eq=False)
+class Stage:
+    name: str
+    title: str  # the table title, a template
+    plain: str  # the formula in words (Markdown)
+    latex: str
+    compute: Callable[[Block, np.ndarray | None], np.ndarray]
+    applies: Callable[[Problem], bool] = lambda problem: True
+    check: Callable[[Block, np.ndarray], None] | None = None  # raises NumericError on overflow
+    columns: str = "keys"  # what the stage's columns are: "keys" or "value columns"
+    sum_column: bool = False  # tables add each row's sum (weights: 1, or less with sinks)
+    blocked: bool = False  # cells may be −∞ (blocked keys): answers may write −∞ or a large negative
+    absent: str = "this problem does not have it"  # why `applies` is false, for a learner's answer
+
+
+def _into(block: Block, x: np.ndarray) -> np.ndarray | None:
+    return x if block.reuse else None
+
+
+def compute_scores(block: Block, x) -> np.ndarray:
+    return block.Q @ block.K.transpose(0, 2, 1)  # (H, b, c)
+
+
+def compute_scaled(block: Block, x: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    return np.multiply(x, x.dtype.type(block.scale), out=_into(block, x))  # (H, b, c)
+
+
+def compute_masked(block: Block, x: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    out = mask_scores(x, None, block.bias(), out=_into(block, x))  # (H, b, c)
+    hidden = block.hidden()  # rules are evaluated only on the columns where they may hide a key
+    if hidden is not None:
+        part, visible = hidden
+        np.copyto(out[..., part], -np.inf, where=~visible)
+    return out
+
+
+def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None, bias: np.ndarray | None = None,
+                out: np.ndarray | None = None) -> np.ndarray:
+    """scaled + bias, then −∞ wherever the mask forbids (mask and bias broadcast over heads).
+    With `out` (= scaled) the work is done in place."""
+    import numpy as np
+
+    if out is None:
+        out = scaled.copy()
+    if bias is not None:
+        out += bias.astype(out.dtype, copy=False)
+    if mask is not None:
+        np.putmask(out, ~np.broadcast_to(mask, out.shape), -np.inf)
+    return out
+
+
+def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Stable softmax over the last axis. Returns (weights, dead) where `dead` marks rows whose
+    every entry is −∞; their weights are 0 ("zero") or 1/Lk ("uniform")."""
+    import numpy as np
+
+    row_max = x.max(axis=-1, keepdims=True)  # (..., b, 1)
+    dead = row_max == -np.inf  # (..., b, 1)
+    if dead.any():
+        row_max[dead] = 0.0  # e^(−∞ − 0) = 0: dead rows stay all zero
+    weights = np.subtract(x, row_max, out=out)  # x − max ≤ 0, so e^(x − max) ≤ 1 never overflows
+    np.exp(weights, out=weights)
+    sums = weights.sum(axis=-1, keepdims=True)
+    sums[dead] = 1.0
+    weights /= sums
+    if masked_rows == "uniform" and dead.any():
+        weights[np.broadcast_to(dead, weights.shape)] = 1.0 / x.shape[-1]
+    return weights, dead[..., 0]
+
+
+def compute_weights(block: Block, x: np.ndarray) -> np.ndarray:
+    return softmax(x, block.problem.masked_rows, out=_into(block, x))[0]  # (H, b, c)
+
+
+def compute_output(block: Block, x: np.ndarray) -> np.ndarray:
+    return x @ block.V  # (H, b, d_v)
+
+
+def _finite(what: str, axes=HQK):
+    def check(block: Block, x: np.ndarray) -> None:
+        from attncli.attention import check_finite
+
+        check_finite(x, what, axes, offset=block.offset)
+    return check
+
+
+def _check_scaled(block: Block, x: np.ndarray) -> None:
+    if abs(block.scale) > 1 and not block.bounded:  # |scale| ≤ 1 cannot overflow finite scores
+        _finite("scaled = scores · scale")(block, x)
+
+
+def _check_scores(block: Block, x: np.ndarray) -> None:
+    if not block.bounded:
+        _finite("scores = Q Kᵀ")(block, x)
+
+
+def _check_masked(block: Block, x: np.ndarray) -> None:
+    import numpy as np
+    from attncli.attention import check_finite
+
+    bias = block.bias()
+    if bias is None:
+        return
+    mask = block.visible()
+    blocked = np.isneginf(bias) if mask is None else np.isneginf(bias) | ~mask  # −∞ from a rule, not overflow
+    check_finite(x, "scaled + bias", HQK, allow_neg_inf=blocked, offset=block.offset)
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("scores", "scores = Q Kᵀ", "Q Kᵀ", r"Q K^\top", compute_scores, check=_check_scores),
+    Stage("scaled", "scaled = scores · $scale", "scores · scale", r"\text{scores} \cdot \text{scale}",
+          compute_scaled, check=_check_scaled),
+    Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous + bias, −∞ where masked",
+          r"\text{$previous} + \text{bias}, -\infty \text{ where masked}", compute_masked,
+          applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
+          absent="this problem has no mask or bias"),
+    Stage("weights", "weights = softmax($previous) over keys", "softmax($previous) over keys",
+          r"\operatorname{softmax}(\text{$previous})", compute_weights, sum_column=True),
+    Stage("output", "output = weights V", "weights V", r"\text{weights}\, V", compute_output,
+          check=_finite("output = weights V", ("head", "query", "column")), columns="value columns"),
+)
+SOFTMAX = "weights"  # the stage whose rows are all masked when every key is (Trace.fully_masked)
+
+
+def names() -> tuple[str, ...]:
+    """Every stage name in order, whether or not a problem has it."""
+    return tuple(stage.name for stage in STAGES)
+
+
+def get(name: str) -> Stage | None:
+    """The stage of that name; None for a name that is not a stage."""
+    return next((stage for stage in STAGES if stage.name == name), None)
+
+
+def blocked(name: str) -> bool:
+    """Whether answers for stage `name` (or a field ending in it, `heads[1].masked`) may hold −∞."""
+    stage = get(name.rsplit(".", 1)[-1])
+    return stage is not None and stage.blocked
+
+
+def stand_in(problem: Problem, name: str) -> str:
+    """The stage shown in place of stage `name`, which this problem does not have: the last one
+    before it that it has."""
+    order = names()
+    return [s.name for s in present(problem) if order.index(s.name) < order.index(name)][-1]
+
+
+def present(problem: Problem) -> tuple[Stage, ...]:
+    """The stages this problem has, in order."""
+    return tuple(stage for stage in STAGES if stage.applies(problem))
+
+
+def logits(problem: Problem) -> tuple[Stage, ...]:
+    """The stages before the softmax: what the output-only path computes block by block."""
+    stages = present(problem)
+    return stages[:[s.name for s in stages].index(SOFTMAX)]
+
+
+def previous(problem: Problem, name: str) -> str | None:
+    """The stage `name` reads: the one before it among the problem's stages."""
+    order = [s.name for s in present(problem)]
+    i = order.index(name)
+    return order[i - 1] if i else None
+
+
+def fields(problem: Problem, name: str, **given) -> dict[str, str]:
+    """A stage's template fields for this problem; `given` adds view-formatted ones ($scale)."""
+    return {"bias": " + bias" if problem.bias is not None else "", "previous": previous(problem, name) or "",
+            **given}
+
+
+def fill(template: str, problem: Problem, name: str, **given) -> str:
+    return Template(template).safe_substitute(fields(problem, name, **given))
+
+
+def run(block: Block, start: str | None = None, x: np.ndarray | None = None, stop: str | None = None,
+        after=None) -> dict[str, np.ndarray]:
+    """The present stages of `block` after `start` (whose value is `x`; None: from Q and K) up to
+    `stop` (None: to the end), each checked for overflow; `after(name)` is called as each finishes."""
+    order = present(block.problem)
+    first = [s.name for s in order].index(start) + 1 if start else 0
+    values: dict[str, np.ndarray] = {}
+    for stage in order[first:]:
+        x = stage.compute(block, x)
+        if stage.check is not None:
+            stage.check(block, x)
+        values[stage.name] = x
+        if after is not None:
+            after(stage.name)
+        if stage.name == stop:
+            break
+    return values
