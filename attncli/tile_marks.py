@@ -51,13 +51,14 @@ def given_tiles(doc: dict, heads: int) -> list[list] | None:
     if doc.get("tiles") is not None:
         if heads > 1:
             raise InputError(f"tiles is given at the top level, but the problem has {heads} heads: answer each "
-                             'head\'s tiles in "heads": [{"tiles": [...]}, ...]')
+                             'head\'s tiles in "heads": [{"tiles": [...]}, ...]', field="tiles")
         listed[0] = doc["tiles"]
     if all(t is None for t in listed):
         return None
     for h, tiles in enumerate(listed):
         if tiles is not None and not isinstance(tiles, list):
-            raise InputError(f"{_prefix(heads, h)}tiles is {describe(tiles)}; expected a list of tiles")
+            raise InputError(f"{_prefix(heads, h)}tiles is {describe(tiles)}; expected a list of tiles",
+                             field=f"{_prefix(heads, h)}tiles")
     return listed
 
 
@@ -69,9 +70,10 @@ def tile_size(doc: dict, listed: list[list | None]) -> tuple[int, int]:
         if isinstance(first, dict) and _block(first.get("q_block")) and _block(first.get("k_block")):
             (q0, q1), (k0, k1) = first["q_block"], first["k_block"]
             return q1 - q0, k1 - k0
-        raise InputError('no tile_size: give "tile_size": [BQ, BK] beside the tiles')
+        raise InputError('no tile_size: give "tile_size": [BQ, BK] beside the tiles', field="tile_size")
     if not (isinstance(size, list) and len(size) == 2 and all(_whole(x) and x >= 1 for x in size)):
-        raise InputError(f"tile_size is {describe(size)}; expected [BQ, BK], two whole numbers of at least 1")
+        raise InputError(f"tile_size is {describe(size)}; expected [BQ, BK], two whole numbers of at least 1",
+                         field="tile_size")
     return size[0], size[1]
 
 
@@ -113,19 +115,21 @@ def _by_block(tiles: list, tiled, prefix: str) -> dict[tuple, dict]:
     for i, tile in enumerate(tiles):
         where = f"{prefix}tiles[{i}]"
         if not isinstance(tile, dict):
-            raise InputError(f"{where} is {describe(tile)}; expected an object with q_block, k_block, m, alpha, l, O")
+            raise InputError(f"{where} is {describe(tile)}; expected an object with q_block, k_block, m, alpha, l, O",
+                             field=where)
         for key in tile:
             if key not in FIELDS + OTHER_KEYS:
-                raise InputError(f"unknown key {key!r} in {where}; a tile has q_block, k_block, m, alpha, l, O")
+                raise InputError(f"unknown key {key!r} in {where}; a tile has q_block, k_block, m, alpha, l, O",
+                                 field=where)
         if not (_block(tile.get("q_block")) and _block(tile.get("k_block"))):
-            raise InputError(f"{where} needs q_block and k_block, each [start, end] (end exclusive)")
+            raise InputError(f"{where} needs q_block and k_block, each [start, end] (end exclusive)", field=where)
         key = (tuple(tile["q_block"]), tuple(tile["k_block"]))
         if key not in known:
             raise InputError(f"{where} has q_block {list(key[0])}, k_block {list(key[1])}: not a tile of "
                              f"{tiled.bq},{tiled.bk} tiles (blocks start at multiples of the tile size, end "
-                             "exclusive)")
+                             "exclusive)", field=where)
         if key in found:
-            raise InputError(f"{where} gives the tile q_block {list(key[0])}, k_block {list(key[1])} a second time")
+            raise InputError(f"{where} gives the tile q_block {list(key[0])}, k_block {list(key[1])} a second time", field=where)
         found[key] = tile
     return found
 
@@ -138,7 +142,7 @@ def _answer(value, field: str, shape: tuple[int, ...]) -> Answer:
     values = as_array(read, field, kind="bias", max_dims=2)
     if values.shape != shape:
         found = " × ".join(map(str, values.shape)) or "one number"
-        raise InputError(f"{field} has shape ({found}); expected ({' × '.join(map(str, shape))})")
+        raise InputError(f"{field} has shape ({found}); expected ({' × '.join(map(str, shape))})", field=field)
     decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
     return Answer(values=values, decimals=decimals)
 
@@ -165,7 +169,7 @@ def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str) -> di
         name = f"{prefix}tiles[q {tile.q_block[0]}–{tile.q_block[1]}, k {tile.k_block[0]}–{tile.k_block[1]}]"
         fields = [f for f in FIELDS if answer.get(f) is not None]
         if not fields:
-            raise InputError(f"{name} gives none of m, alpha, l, O")
+            raise InputError(f"{name} gives none of m, alpha, l, O", field=name)
         shapes = {"m": (b,), "alpha": (b,), "l": (b,), "O": (b, d_v)}
         answers = {f: _answer(answer[f], f"{name}.{f}", shapes[f]) for f in fields}
         expected = {"m": m, "alpha": alpha, "l": l, "O": O}
