@@ -147,3 +147,11 @@ def test_tile_mistakes_are_diagnosed(run, problem_file, mistake, alpha_of):
     assert second["cells"][0] == ["correct", "wrong", "carried", "carried", "carried"]  # alpha's slip carried on
     assert second["diagnosis"] == [mistake] and second["notes"][-1].startswith(mistake + ": ")
     assert doc["stages"]["tiles[q 0–2, k 0–2]"]["diagnosis"] == []  # tile 1 is right (alpha = e^−∞ = 0)
+
+
+def test_the_api_marks_tiles_too():
+    from attncli import attend, check
+
+    doc = json.loads(TINY.read_text())
+    marks = check(learner(m1_a=0.5), attend(**{k: doc[k] for k in ("Q", "K", "V", "scale")}))
+    assert marks["tiles[q 0–2, k 0–2]"].count("carried") == 3 and marks.score == (19, 20)
