@@ -148,7 +148,7 @@ def _answer(value, field: str, shape: tuple[int, ...]) -> Answer:
 
 
 def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str) -> dict[str, StageMark]:
-    from attncli.tiles import step
+    from attncli.tiles import start, step
 
     p = trace.problem
     V = tiled.V[h]  # (Lk, d_v)
@@ -158,8 +158,9 @@ def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str) -> di
     for tile in tiled.tiles:
         rows, cols = slice(*tile.q_block), slice(*tile.k_block)
         b = rows.stop - rows.start
-        if tile.k_block[0] == 0:  # a new query block: nothing seen yet
-            exact = learner = _Running(np.full(b, -np.inf), np.zeros(b), np.zeros((b, d_v)))
+        if tile.k_block[0] == 0:  # a new query block: nothing seen yet (but the sink, if any)
+            m0, l0, O0 = start(p, 1, b, d_v, V.dtype, head=h)
+            exact = learner = _Running(m0[0], l0[0], O0[0])
         S = np.full((b, cols.stop - cols.start), -np.inf) if tile.skipped else tile.S[h]
         m, alpha, _, l, O = step(S, V[cols], exact.m, exact.l, exact.O)
         answer = given.get((tile.q_block, tile.k_block))

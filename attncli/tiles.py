@@ -87,9 +87,7 @@ def _attend_tiles(problem: Problem, bq: int, bk: int) -> Tiles:
     for q0 in range(0, lq, bq):
         rows = slice(q0, min(q0 + bq, lq))
         b = rows.stop - rows.start
-        m = np.full((heads, b), -np.inf, Q.dtype)  # running max
-        l = np.zeros((heads, b), Q.dtype)  # running sum
-        O = np.zeros((heads, b, d_v), Q.dtype)  # running unnormalised output
+        m, l, O = start(problem, heads, b, d_v, Q.dtype)  # running max, sum, unnormalised output
         first, stop = masks.key_span(problem, rows)  # keys outside it are hidden from every row
         for k0 in range(0, lk, bk):
             cols = slice(k0, min(k0 + bk, lk))
@@ -112,6 +110,24 @@ def _attend_tiles(problem: Problem, bq: int, bk: int) -> Tiles:
         output = np.where(dead[..., None], mean, output)
     check_finite(output, "output = O / ℓ", ("head", "query", "column"))
     return Tiles(problem=problem, bq=bq, bk=bk, tiles=tuple(tiles), output=output, lse=lse, V=V)
+
+
+def sink_logits(problem: Problem):
+    """The problem's sink logits (H,), or None (the logits lane's `sinks` key)."""
+    return getattr(problem, "sinks", None)
+
+
+def start(problem: Problem, heads: int, b: int, d_v: int, dtype, head: int | None = None):
+    """A query block's running (m, l, O) before its first tile, (heads, b), (heads, b), (heads,
+    b, d_v): m = −∞, l = 0, O = 0; with sinks the sink is the first logit seen: m = sink,
+    l = e^(sink − sink) = 1 (it is in every row's sum and never in O). `head`: that head's only."""
+    sinks = sink_logits(problem)
+    if sinks is None:
+        m, l = np.full((heads, b), -np.inf, dtype), np.zeros((heads, b), dtype)
+    else:
+        chosen = sinks if head is None else sinks[head:head + 1]
+        m, l = np.repeat(chosen.astype(dtype)[:, None], b, axis=1), np.ones((heads, b), dtype)
+    return m, l, np.zeros((heads, b, d_v), dtype)
 
 
 def step(S: np.ndarray, V: np.ndarray, m_old: np.ndarray, l_old: np.ndarray, O_old: np.ndarray,

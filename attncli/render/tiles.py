@@ -11,7 +11,7 @@ from decimal import Decimal, localcontext
 import numpy as np
 
 from attncli.render.text import MINUS_INF, labels, number
-from attncli.tiles import Tiles, max_difference
+from attncli.tiles import Tiles, max_difference, sink_logits, start
 from attncli.trace import Trace
 
 
@@ -27,8 +27,10 @@ def tile_parts(tiled: Tiles, trace: Trace, precision: int, heads: list[int] | No
     columns) for `matrix_tables`."""
     p = tiled.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
+    begin = "m = −∞, l = 0, O = 0" if sink_logits(p) is None else \
+        "m = the head's sink logit, l = e^(sink − m) = 1, O = 0 (the sink is in every row's sum, never in O)"
     yield (f"tiled online softmax (FlashAttention-2 forward): tiles of {tiled.bq} queries × {tiled.bk} keys; "
-           "per row, before the first tile m = −∞, l = 0, O = 0; blocks are [start, end), end exclusive")
+           f"per row, before the first tile {begin}; blocks are [start, end), end exclusive")
     for h in heads if heads is not None else range(p.heads):
         head = f" · head {h}" if p.heads > 1 else ""
         for n, tile in enumerate(tiled.tiles, 1):
@@ -77,10 +79,13 @@ def _explain_row(tiled: Tiles, trace: Trace, h: int, row: int, places: int) -> l
     n = lambda x: MINUS_INF if x is None else f"{x:.{places}f}"  # noqa: E731
     vec = lambda xs: "[" + ", ".join(n(x) for x in xs) + "]"  # noqa: E731
     head = f", head {h}" if p.heads > 1 else ""
-    lines = [f"query {queries[row]}{head} through the tiles (each step from the numbers as printed, "
-             f"{places} decimals); start: m = −∞, l = 0, O = 0"]
-    m, l = None, Decimal(0)  # None = −∞
+    m0, l0, _ = start(p, 1, 1, tiled.V.shape[2], float, head=h)  # before the first tile; the sink, if any
+    m = None if m0[0, 0] == -np.inf else r(_d(m0[0, 0]))  # None = −∞
+    l = r(_d(l0[0, 0]))
     O = [Decimal(0)] * tiled.V.shape[2]
+    begin = "m = −∞, l = 0, O = 0" if m is None else f"m = sink = {n(m)}, l = e^(sink − m) = {n(l)}, O = 0"
+    lines = [f"query {queries[row]}{head} through the tiles (each step from the numbers as printed, "
+             f"{places} decimals); start: {begin}"]
     tiles = [t for t in tiled.tiles if t.q_block[0] <= row < t.q_block[1]]
     with localcontext() as context:
         context.prec = 40
