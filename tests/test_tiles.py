@@ -197,3 +197,18 @@ def test_max_difference_is_the_largest_absolute_difference():
     problem = build_problem({"Q": [[1.0, 0.0]], "K": [[1.0, 0.0], [0.0, 1.0]], "V": [[1.0], [3.0]]})
     tiled = attend_tiles(problem, 1, 1)
     assert max_difference(tiled, tiled.output + np.array([[[0.5]]])) == 0.5
+
+
+@pytest.mark.parametrize("sample", ["multihead", "cross", "causal", "random_4x8"])
+def test_samples_tile_to_the_plain_output_and_read_back(run, sample):
+    doc = run.json("compute", SAMPLES / f"{sample}.json", "--tiles", "2,3", "--stages", "weights,output")
+    assert doc["tiled_max_difference"] < 1e-14 and len(doc["heads"][0]["tiles"]) > 1
+    for head in doc["heads"]:
+        np.testing.assert_allclose(head["tiled_lse"], head["lse"], rtol=0, atol=1e-13)
+    again = run("compute", "-", "--stages", "output", "-f", "json", input=__import__("json").dumps(doc))
+    assert again.exit_code == 0, again.stderr  # the JSON with tiles reads back as input
+
+
+def test_head_option_picks_the_tiles_shown(run):
+    text = run("compute", SAMPLES / "multihead.json", "--tiles", "1,2", "--head", "1", "-f", "table").stdout
+    assert "· head 1" in text and "· head 0" not in text.split("max |tiled")[0]
