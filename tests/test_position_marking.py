@@ -136,3 +136,16 @@ def test_exercise_options_that_cannot_make_the_kind(run, args, fragments):
 def test_a_decode_worksheet_says_where_the_query_is(run):
     sheet = run("exercise", "--seed", "2", "--kind", "decode", "--keys", "4", "--format", "markdown").stdout
     assert "- positions: q_positions [3]" in sheet and "is at position 3" in sheet
+
+
+def test_the_window_sample_is_hugging_face_sliding_window_3(run):
+    from tests.conftest import SAMPLES
+
+    doc = json.loads((SAMPLES / "window.json").read_text(encoding="utf-8"))
+    weights = np.array(run.json("compute", SAMPLES / "window.json")["heads"][0]["weights"])  # (6, 6)
+    q, k = np.indices(weights.shape)
+    sliding_window = 3  # transformers.masking_utils: kv_idx > q_idx - W, and causal kv_idx <= q_idx
+    hf = (k > q - sliding_window) & (k <= q)
+    assert doc["window"] == [sliding_window - 1, 0]
+    np.testing.assert_array_equal(weights > 0, hf)
+    assert "sliding_window = 3" in doc["description"] and "window" in run("example").stdout
