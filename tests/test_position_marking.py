@@ -156,5 +156,5 @@ def test_the_reproduce_line_of_a_window_or_decode_key_gives_the_same_problem(run
     doc = key(run, kind, keys=5, seed=11)
     command = doc["description"].split("reproduce with: ")[1]
     assert f"--kind {kind}" in command and ("--queries 1" in command) == (kind == "decode")
-    again = json.loads(run(*command.split()[2:], "--answers").stdout)
+    again = json.loads(run(*command.split()[1:], "--answers").stdout)
     assert again == doc
