@@ -27,7 +27,7 @@ def test_each_hidden_key_names_the_rule_that_hides_it():
 
 def test_key_positions_are_listed_when_not_the_default_and_every_reason_is_given():
     text = lines(RULES | {"k_positions": [0, 2, 4, 6], "window": [None, 0]}, 0)
-    assert "  k_pos: the 0, cat 2, sat 4, down 6" in text
+    assert "  k_pos: the=0, cat=2, sat=4, down=6" in text
     assert ("  sat:  masked → −∞, excluded (causal: k_pos 4 > q_pos 1; window [∞, 0]: k_pos 4 > 1 + 0; "
             "key_mask false: padding)") in text
 

@@ -166,7 +166,7 @@ def _rule_lines(trace: Trace, w: Written, query: str, keys: list[str], lines: li
     lines.append(f"  query {query} (q_pos {int(p.q_positions[w.row])}) may attend a key when "
                  f"{visibility.row_rule(p, w.row)}" + ("; every key does" if all(w.allowed) else ""))
     if visibility.positions_shown(p):
-        shown = ["…" if j is None else f"{keys[j]} {int(p.k_positions[j])}" for j in _keys(p.lk)]
+        shown = ["…" if j is None else f"{keys[j]}={int(p.k_positions[j])}" for j in _keys(p.lk)]
         lines.append("  k_pos: " + ", ".join(shown))
     return visibility.hidden_because(p, w.head, w.row)
 
