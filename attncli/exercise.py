@@ -126,11 +126,12 @@ def build(options: Options) -> Exercise:
 
     one_sentence = o.self_attention or o.kind == "decode"
     words = rng.sample(WORDS, min(len(WORDS), lk if one_sentence else lq + lk))
-    query_labels = [_label(words, i) for i in range(lq)]
-    key_labels = query_labels if o.self_attention else [_label(words, lq + i) for i in range(lk)]
     if o.kind == "decode":  # the newest word's query over the cached keys of the sentence so far
         key_labels = [_label(words, i) for i in range(lk)]
         query_labels = key_labels[-1:]
+    else:
+        query_labels = [_label(words, i) for i in range(lq)]
+        key_labels = query_labels if o.self_attention else [_label(words, lq + i) for i in range(lk)]
     doc: dict = {"title": "Exercise",
                  "description": f"Compute the attention weights and output for "
                                 f"{'each query' if lq > 1 else 'the query'}"}
@@ -171,12 +172,12 @@ def build(options: Options) -> Exercise:
             doc["causal"] = True
     elif o.mask == "causal" or o.kind in CAUSAL:
         doc["mask"] = "causal"
-    doc |= _position_rules(o.kind, lk)
-    if o.kind in ("window", "decode"):
-        left = doc.get("window", [0])[0]
+    rules = _position_rules(o.kind, lk)
+    doc |= rules
+    if rules:
+        left = rules.get("window", [0])[0]
         doc["description"] += _RULE_TEXT[o.kind].format(t=lk - 1, query=query_labels[0], W=left + 1,
-                                                        before=f"{left} word{'s' * (left != 1)}",
-                                                        **_position_rules(o.kind, lk))
+                                                        before=f"{left} word{'s' * (left != 1)}", **rules)
     matrices = [k for k in ("Q", "K", "V", "X", "X_kv", "W_Q", "W_K", "W_V", "W_O") if k in doc]
     shown = shown | {k: doc[k] for k in matrices if not (shown and k == "X")}  # E and PE first
     return Exercise(doc=doc, shown=shown, options=o)

@@ -126,7 +126,8 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
         what = {(True, True): "add the bias, then apply the mask", (True, False): "add the bias",
                 (False, True): "apply the mask"}[(w.bias is not None, has_rules(p))]
         lines.append(f"Step {step}: {what} (masked keys become −∞ and are excluded)")
-        why = _rule_lines(trace, w, query, keys, lines)
+        rule, why = _rules(trace, w, query, keys)
+        lines += rule
 
         def masked_line(j, key):
             if not w.allowed[j]:
@@ -157,18 +158,19 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     return lines
 
 
-def _rule_lines(trace: Trace, w: Written, query: str, keys: list[str], lines: list[str]) -> list[str | None] | None:
-    """With mask rules: add the rule this query's keys must meet (its q_pos filled in) and, when
-    the key positions are not 0 … Lk − 1, each key's k_pos; return why each key is hidden."""
+def _rules(trace: Trace, w: Written, query: str, keys: list[str]) -> tuple[list[str], list[str | None] | None]:
+    """(lines, why) with mask rules: the rule this query's keys must meet (its q_pos filled in)
+    and, when the key positions are not 0 … Lk − 1, each key's k_pos; why each key is hidden
+    (None where it is visible). ([], None) without rules."""
     p = trace.problem
     if not has_rules(p):
-        return None
-    lines.append(f"  query {query} (q_pos {int(p.q_positions[w.row])}) may attend a key when "
-                 f"{visibility.row_rule(p, w.row)}" + ("; every key does" if all(w.allowed) else ""))
+        return [], None
+    lines = [f"  query {query} (q_pos {int(p.q_positions[w.row])}) may attend a key when "
+             f"{visibility.row_rule(p, w.row)}" + ("; every key does" if all(w.allowed) else "")]
     if visibility.positions_shown(p):
         shown = ["…" if j is None else f"{keys[j]}={int(p.k_positions[j])}" for j in _keys(p.lk)]
         lines.append("  k_pos: " + ", ".join(shown))
-    return visibility.hidden_because(p, w.head, w.row)
+    return lines, visibility.hidden_because(p, w.head, w.row)
 
 
 def _product_lines(proj, name: str, unrounded, key: str, places) -> list[str]:
