@@ -11,6 +11,7 @@ import numpy as np
 
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.mask_input import RULE_KEYS, read_rules
+from attncli.rope import read as read_rope
 from attncli.trace import MASKED_ROWS, Problem
 from attncli.values import HugeInt, as_array, describe, scalar
 
@@ -18,11 +19,11 @@ QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
 INPUT_KEYS = QKV + PROJECTIONS + (
     "W_O", "b_O", "heads", "mask", "bias", "scale", "query_labels", "key_labels",
-    "title", "description", "masked_rows", "dtype") + RULE_KEYS
+    "title", "description", "masked_rows", "dtype", "rope") + RULE_KEYS
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 # Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
 # Every stage name of attncli/stages.py is one too (`output_keys()`).
-OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "concat", "warnings")
+OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "rope_rule", "concat", "warnings")
 DTYPES = ("float64", "float32")
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
 
@@ -190,6 +191,14 @@ def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndar
     return array
 
 
+def _d_k(inputs: dict, heads: int, projected: bool) -> int:
+    """Each head's query/key width."""
+    if projected:
+        return inputs["W_Q"].shape[1] // heads
+    Q = inputs["Q"]
+    return Q.shape[-1] if Q.ndim == 3 else Q.shape[1] // heads
+
+
 def build_problem(doc, origin: dict[str, str] | None = None, source: str | None = None,
                   invert_mask: bool = False) -> Problem:
     """Validate a document's keys, types and shapes.
@@ -233,17 +242,20 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         rules = read_rules(doc, _grid, heads, lq, lk, invert_mask)
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
+        rope = read_rope(doc.get("rope"), _d_k(inputs, heads, has_proj))
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
             inputs=inputs, heads=heads, lq=lq, lk=lk, **rules, bias=bias,
-            scale=scale,
+            scale=scale, rope=rope,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),
             query_labels=query_labels, key_labels=key_labels,
             title=_text(doc.get("title"), "title"), description=_text(doc.get("description"), "description"))
     except InputError as error:
         # Every message starts with the key it is about: attribute it to that key's origin.
-        key = error.message.split(" ", 1)[0].split("[", 1)[0]
-        raise error.at((origin or {}).get(ALIASES.get(key, key), source))
+        field = error.message.split(" ", 1)[0].split("[", 1)[0]  # rope.dims: --rope-dims, else --rope
+        key = field.split(".", 1)[0]
+        origin = origin or {}
+        raise error.at(origin.get(field) or origin.get(ALIASES.get(key, key), source))
     return problem
