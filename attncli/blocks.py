@@ -45,9 +45,9 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         scale = scale_of(problem, d_k)
         # Stages that stand in for Q and K (Q_rope, K_rope) run once, up front: O(L · d_k).
         ready = stages.inputs(problem)
-        start = ready[-1].name if ready else None  # the blocks' stages start after it
+        rotated = ready[-1].name if ready else None  # the blocks' stages start after it
         if ready:
-            values = stages.run(stages.Block(problem, Q, K, V, scale), stop=start)
+            values = stages.run(stages.Block(problem, Q, K, V, scale), stop=rotated)
             replaced = {stage.replaces: values[stage.name] for stage in ready}
             Q, K = replaced.get("Q", Q), replaced.get("K", K)
         logits = stages.logits(problem)[len(ready):]
@@ -68,7 +68,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         def one_block(start: int) -> int:
             rows = slice(start, min(start + step, lq))
             if not safe[rows].all():  # overflow is an error on every key, hidden or not, as in the full trace
-                stages.run(stages.Block(problem, Q[:, rows], K, V, scale, rows=rows), start, stop="scaled")
+                stages.run(stages.Block(problem, Q[:, rows], K, V, scale, rows=rows), rotated, stop="scaled")
             first, stop = masks.key_span(problem, rows)  # keys outside it are hidden from every row
             if first == stop:  # every key is masked for every row of the block
                 return _dead_block(rows)
