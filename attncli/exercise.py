@@ -11,6 +11,8 @@ Kinds:
 - cross: queries from X, keys and values from X_kv, with projections.
 - posenc: self-attention from token embeddings E plus sinusoidal positional encodings PE
   (rounded to 2 decimals, as printed tables are), X = E + PE, then projections.
+- rope: causal self-attention with Q, K and V given and rotary positions (`rope: true`: half
+  pairing, base 10000, positions 0 … L − 1); d_k (--dim) must be even, 4 by default at the CLI.
 No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
 """
 
@@ -30,8 +32,8 @@ V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
 X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
-KINDS = ("plain", "causal", "multihead", "cross", "posenc")
-SELF = ("causal", "multihead", "posenc")  # self-attention kinds: one sentence, queries = keys
+KINDS = ("plain", "causal", "multihead", "cross", "posenc", "rope")
+SELF = ("causal", "multihead", "posenc", "rope")  # self-attention kinds: one sentence, queries = keys
 REDRAWS = 1000  # attempts at keys that are all different before giving up
 
 
@@ -97,6 +99,8 @@ def build(options: Options) -> Exercise:
     if o.kind == "posenc" and o.dim * o.heads % 2:
         raise ExerciseError(f"a posenc exercise pairs sin and cos columns, so dim × heads "
                             f"({o.dim * o.heads}) must be even")
+    if o.kind == "rope" and o.dim % 2:
+        raise ExerciseError(f"a rope exercise rotates pairs of dims, so dim ({o.dim}) must be even")
     rng = random.Random(o.seed)
     value_dim = o.value_dim or o.dim
     lq, lk = o.lq, o.keys
@@ -127,7 +131,7 @@ def build(options: Options) -> Exercise:
                                 f"{'each query' if lq > 1 else 'the query'}"}
     shown: dict = {}
     width = o.dim * o.heads
-    if o.kind in ("plain", "causal"):
+    if o.kind in ("plain", "causal", "rope"):
         Q = matrix(lq, width, QK_VALUES)
         K = distinct(lambda: (lambda k: (k, k))(matrix(lk, width, QK_VALUES)))
         doc |= {"Q": Q, "K": K, "V": matrix(lk, value_dim * o.heads, V_VALUES)}
@@ -152,8 +156,12 @@ def build(options: Options) -> Exercise:
     doc |= {"query_labels": query_labels, "key_labels": key_labels}
     if o.heads > 1:
         doc["heads"] = o.heads
-    if o.mask == "causal" or o.kind == "causal":
+    if o.mask == "causal" or o.kind in ("causal", "rope"):
         doc["mask"] = "causal"
+    if o.kind == "rope":
+        doc["rope"] = True
+        doc["description"] += ("; rotate Q and K by their positions first (RoPE: dim i pairs with i + d/2, "
+                               "θ_i = 10000^(−2i/d))")
     elif o.mask == "random":
         grid = [[rng.random() < 0.7 for _ in range(lk)] for _ in range(lq)]
         for row in grid:

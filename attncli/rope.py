@@ -59,9 +59,17 @@ def _number(x: float) -> str:
 
 
 def read(value, d_k: int, field: str = "rope") -> Rope | None:
-    """`rope`: true/false, or {"style", "base", "dims"} (each optional); dims defaults to d_k."""
+    """`rope`: true/false, or {"style", "base", "dims"} (each optional); dims defaults to d_k. In
+    an .npz (whose arrays hold no objects) the object is written as its JSON text."""
     if value is None or value is False:
         return None
+    if isinstance(value, str) and value.startswith("{"):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass  # refused below as a string
     if value is True:
         value = {}
     if not isinstance(value, dict):

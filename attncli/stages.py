@@ -269,9 +269,11 @@ def blocked(name: str) -> bool:
 
 def stand_in(problem: Problem, name: str) -> str:
     """The stage shown in place of stage `name`, which this problem does not have: the last one
-    before it that it has."""
+    before it that it has (for Q_rope and K_rope, which come first, the first one after it)."""
     order = names()
-    return [s.name for s in present(problem) if order.index(s.name) < order.index(name)][-1]
+    has = [s.name for s in present(problem)]
+    before = [s for s in has if order.index(s) < order.index(name)]
+    return before[-1] if before else has[0]
 
 
 def present(problem: Problem) -> tuple[Stage, ...]:

@@ -54,7 +54,7 @@ def test_every_kind_computes_and_its_key_checks(run, kind):
     doc = json.loads(problem.stdout)
     key = run("exercise", "--seed", "3", "--kind", kind, "--keys", "4", "--answers").stdout
     assert run("check", "-", input=key).exit_code == 0
-    if kind in ("causal", "multihead", "posenc"):
+    if kind in ("causal", "multihead", "posenc", "rope"):
         assert doc["query_labels"] == doc["key_labels"] and len(doc["key_labels"]) == 4
     else:
         assert not set(doc["query_labels"]) & set(doc["key_labels"])
