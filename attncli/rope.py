@@ -74,28 +74,31 @@ def read(value, d_k: int, field: str = "rope") -> Rope | None:
         value = {}
     if not isinstance(value, dict):
         raise InputError(f"{field} is {describe(value)}; expected true or an object with "
-                         f"style, base and dims (each optional)")
+                         f"style, base and dims (each optional)", field=field)
     for key in value:
         if key not in FIELDS:
             hint = did_you_mean(str(key), FIELDS, 0.4)
-            raise InputError(f"{field} has an unknown key {quote(str(key))}{hint}; expected {', '.join(FIELDS)}")
+            raise InputError(f"{field} has an unknown key {quote(str(key))}{hint}; expected {', '.join(FIELDS)}",
+                             field=field)
     style = value.get("style", "half")
     if style not in STYLES:
         hint = did_you_mean(style, STYLES, 0.4) if isinstance(style, str) else ""
         raise InputError(f"{field}.style is {describe(style)}{hint}; expected half (rotate_half, Llama) "
-                         "or interleaved (rotate_every_two, GPT-J)")
+                         "or interleaved (rotate_every_two, GPT-J)", field=f"{field}.style")
     base = value.get("base", BASE)
     if isinstance(base, bool) or not isinstance(base, (int, float)) or isinstance(base, HugeInt) \
             or not math.isfinite(base) or base <= 0:
-        raise InputError(f"{field}.base is {describe(base)}; expected a finite number > 0 (10000 in most models)")
+        raise InputError(f"{field}.base is {describe(base)}; expected a finite number > 0 (10000 in most models)",
+                         field=f"{field}.base")
     dims = value.get("dims", d_k)
     if isinstance(dims, bool) or not isinstance(dims, (int, float)) or isinstance(dims, HugeInt) \
             or not math.isfinite(dims) or dims != int(dims):
-        raise InputError(f"{field}.dims is {describe(dims)}; expected a whole even number from 2 to d_k = {d_k}")
+        raise InputError(f"{field}.dims is {describe(dims)}; expected a whole even number from 2 to d_k = {d_k}",
+                         field=f"{field}.dims")
     if not 2 <= dims <= d_k or dims % 2:
         why = "odd: dims rotate in pairs" if 2 <= dims <= d_k else f"outside 2 … d_k = {d_k}"
         raise InputError(f"{field}.dims is {describe(dims)}, {why}; expected a whole even number from 2 to "
-                         f"d_k = {d_k}")
+                         f"d_k = {d_k}", field=f"{field}.dims")
     return Rope(style, float(base), int(dims))
 
 

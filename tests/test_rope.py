@@ -107,3 +107,14 @@ def test_rope_errors_name_the_field(rope, fragments):
         build_problem({"Q": [[1, 2, 3, 4]], "K": [[1, 0, 0, 1]], "V": [[1]], "rope": rope})
     for fragment in fragments:
         assert fragment in error.value.message
+
+
+def test_the_api_takes_rope_as_a_keyword():
+    import attncli
+
+    trace = attncli.attend([[1, 2, 3, 4]], [[1, 0, 0, 1]], [[1]], rope={"style": "interleaved"}, q_positions=[3])
+    np.testing.assert_allclose(trace.Q_rope, rotate(np.array([[[1.0, 2, 3, 4]]]), np.array([3]),
+                                                    Rope("interleaved", 10000.0, 4)), rtol=0, atol=1e-15)
+    with pytest.raises(InputError) as error:
+        attncli.attend([[1, 2]], [[1, 0]], [[1]], rope={"dims": 4})
+    assert error.value.field == "rope.dims"
