@@ -211,7 +211,7 @@ def _check_scaled(block: Block, x: np.ndarray) -> None:
 
 def _check_scores(block: Block, x: np.ndarray) -> None:
     if not block.bounded:
-        _finite("scores = Q Kᵀ")(block, x)
+        _finite(fill("scores = $q $kᵀ", block.problem, "scores"))(block, x)
 
 
 def _check_masked(block: Block, x: np.ndarray) -> None:

@@ -118,3 +118,15 @@ def test_the_api_takes_rope_as_a_keyword():
     with pytest.raises(InputError) as error:
         attncli.attend([[1, 2]], [[1, 0]], [[1]], rope={"dims": 4})
     assert error.value.field == "rope.dims"
+
+
+def test_near_overflow_blocks_are_checked_with_the_rotated_q_and_k():
+    # ‖q‖ ‖k‖ near the largest float: the output-only path checks these rows' scores first.
+    doc = {"Q": [[1e154, 0], [0, 1e154]], "K": [[1e154, 0], [0, -1e154]], "V": [[1], [2]], "rope": True,
+           "q_positions": [1, 2]}
+    problem = build_problem(doc)
+    np.testing.assert_allclose(attend_output(problem, block=1).final, attend(problem).final, rtol=1e-12, atol=0)
+    huge = build_problem(dict(doc, Q=[[1e308, 1e308]], K=[[1e308, 1e308]], V=[[1]], q_positions=[1]))
+    for run in (attend, attend_output):
+        with pytest.raises(Exception, match="scores = Q_rope K_ropeᵀ overflows float64"):
+            run(huge)
