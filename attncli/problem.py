@@ -11,7 +11,6 @@ import numpy as np
 
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.mask_input import RULE_KEYS, read_rules
-from attncli.rope import read as read_rope
 from attncli.trace import MASKED_ROWS, Problem
 from attncli.values import HugeInt, as_array, describe, scalar
 
@@ -244,7 +243,11 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         rules = read_rules(doc, _grid, heads, lq, lk, invert_mask)
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
-        rope = read_rope(doc.get("rope"), _d_k(inputs, heads, has_proj))
+        rope = None
+        if doc.get("rope") is not None:  # loaded only when asked for: start-up stays as it was
+            from attncli.rope import read as read_rope
+
+            rope = read_rope(doc["rope"], _d_k(inputs, heads, has_proj))
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
