@@ -88,7 +88,9 @@ class Trace:
     Q: np.ndarray  # (H, Lq, d_k)
     K: np.ndarray  # (H, Lk, d_k), kv heads repeated for grouped-query attention
     V: np.ndarray  # (H, Lk, d_v)
-    stages: Mapping[str, np.ndarray]  # scores, scaled, masked, weights (H, Lq, Lk); output (H, Lq, d_v)
+    # Q_rope (H, Lq, d_k), K_rope (H, Lk, d_k) with rope; scores, scaled, masked, weights (H, Lq, Lk);
+    # output (H, Lq, d_v)
+    stages: Mapping[str, np.ndarray]
     concat: np.ndarray  # (Lq, H·d_v)  heads side by side
     final: np.ndarray  # (Lq, d_out)  concat W_O + b_O, or concat; JSON's top-level "output"
     fully_masked: tuple[tuple[int, int], ...] = ()  # (head, query row) with every key masked
