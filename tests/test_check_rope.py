@@ -67,3 +67,10 @@ def test_a_slip_in_q_rope_is_carried_into_the_scores(run, tmp_path):
 def test_unrotated_scores_are_wrong(run, tmp_path):
     code, stages = check(run, tmp_path, {"scores": r4(Q @ K.T)})
     assert code == 1 and (np.array(stages["scores"]["cells"]) == "wrong").any()
+
+
+def test_a_rotated_answer_to_a_problem_without_rope_is_refused(run):
+    from tests.conftest import assert_error
+
+    result = run("check", "--Q_rope", "1,2", "-", input=json.dumps({"Q": [[0, 4]], "K": [[1, 0]], "V": [[1]]}))
+    assert_error(result, "--Q_rope: Q_rope is given, but this problem has no rope (rotary positions)")
