@@ -106,6 +106,8 @@ MISTAKES = {
                                             "and interleaved (2i with 2i+1, GPT-J) swapped",
                                   _other_pairing("Q_rope"),
                                   also=MappingProxyType({"K_rope": _other_pairing("K_rope")})),
+    "rope_skipped": Mistake("Q_rope", "did not rotate Q and K by their positions (RoPE left out)",
+                            lambda block, x: block.Q, also=MappingProxyType({"K_rope": lambda block, x: block.K})),
     "values_transposed": Mistake("output", "multiplied the weights by Vᵀ instead of V",
                                  lambda block, x: x @ _T(block.V)
                                  if x.shape[-1] == block.V.shape[-1] == block.V.shape[-2] else None),

@@ -74,3 +74,10 @@ def test_a_rotated_answer_to_a_problem_without_rope_is_refused(run):
 
     result = run("check", "--Q_rope", "1,2", "-", input=json.dumps({"Q": [[0, 4]], "K": [[1, 0]], "V": [[1]]}))
     assert_error(result, "--Q_rope: Q_rope is given, but this problem has no rope (rotary positions)")
+
+
+def test_unrotated_q_and_k_are_diagnosed(run, tmp_path):
+    code, stages = check(run, tmp_path, {"scores": r4(Q @ K.T)})
+    assert code == 1 and stages["scores"]["diagnosis"] == ["rope_skipped"]
+    code, stages = check(run, tmp_path, {"K_rope": r4(K)})
+    assert stages["K_rope"]["diagnosis"] == ["rope_skipped"]
