@@ -50,7 +50,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             values = stages.run(stages.Block(problem, Q, K, V, scale), stop=rotated)
             replaced = {stage.replaces: values[stage.name] for stage in ready}
             Q, K = replaced.get("Q", Q), replaced.get("K", K)
-        logits = stages.logits(problem)[len(ready):]
+        logits = [stage for stage in stages.logits(problem) if stage.replaces is None]
         # |Σ q_a k_a| ≤ ‖q‖ ‖k‖ bounds every partial sum of a score (Cauchy–Schwarz): queries whose
         # bound, times max(1, |scale|), is far below the largest float cannot overflow; skip that check.
         k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)

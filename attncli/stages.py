@@ -118,7 +118,7 @@ def _into(block: Block, x: np.ndarray) -> np.ndarray | None:
 
 
 def _rope(problem: Problem) -> bool:
-    return getattr(problem, "rope", None) is not None
+    return problem.rope is not None
 
 
 def compute_q_rope(block: Block, x) -> np.ndarray:
