@@ -53,6 +53,8 @@ class ExerciseKind(str, Enum):
     multihead = "multihead"
     cross = "cross"
     posenc = "posenc"
+    window = "window"
+    decode = "decode"
     rope = "rope"
 
 
@@ -68,8 +70,11 @@ def exercise(
     kind: Annotated[ExerciseKind, typer.Option(help="plain: Q, K, V given. causal: self-attention over one "
                                                "sentence, causal mask. multihead: X with projections and W_O. "
                                                "cross: X and X_kv with projections. posenc: X = E + PE "
-                                               "(sinusoidal) with projections. rope: causal self-attention "
-                                               "with rotary positions (Q_rope, K_rope), d_k 4.")] = ExerciseKind.plain,
+                                               "(sinusoidal) with projections. window: causal in a sliding "
+                                               "window [W-1, 0] (Hugging Face sliding_window = W). decode: one "
+                                               "KV-cache step, the last word's query at position t over keys "
+                                               "0 … t. rope: causal self-attention with rotary positions (Q_rope, "
+                                               "K_rope), d_k 4.")] = ExerciseKind.plain,
     queries: Annotated[Optional[int], typer.Option(min=1, max=64, help="Number of queries (default 1; for "
                                                    "self-attention the sentence length, --keys).",
                                                    show_default=False)] = None,
