@@ -212,3 +212,20 @@ def test_samples_tile_to_the_plain_output_and_read_back(run, sample):
 def test_head_option_picks_the_tiles_shown(run):
     text = run("compute", SAMPLES / "multihead.json", "--tiles", "1,2", "--head", "1", "-f", "table").stdout
     assert "· head 1" in text and "· head 0" not in text.split("max |tiled")[0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), st.integers(1, 6), st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_tiles_with_rope_equal_the_plain_output(data, lq, lk, seed):
+    """RoPE's Q_rope and K_rope are stages of the table: each tile rotates its own rows and keys."""
+    rng = np.random.default_rng(seed)
+    doc = {"Q": rng.normal(size=(2, lq, 4)), "K": rng.normal(size=(lk, 4)), "V": rng.normal(size=(lk, 2)),
+           "rope": data.draw(st.sampled_from([True, {"style": "interleaved"}, {"dims": 2}]))}
+    doc |= data.draw(rules(lq, lk))
+    problem = build_problem(doc)
+    plain = attend(problem)
+    for bq in range(1, lq + 1):
+        for bk in range(1, lk + 1):
+            tiled = attend_tiles(problem, bq, bk)
+            np.testing.assert_allclose(tiled.output, plain.output, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(tiled.lse, plain.lse, rtol=0, atol=1e-12)

@@ -140,7 +140,8 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             if stage.sum_column:  # the row sums (1, or less with sinks), and ln Σ e^logit beside them
                 extra = (("sum", matrix.sum(axis=1)),) + ((("lse", trace.lse[h]),) if trace.lse is not None else ())
             title = stage_table.fill(stage.title, p, stage.name, scale=scale)
-            show(title + head, matrix, queries, keys if stage.columns == "keys" else None, extra)
+            rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
+            show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
             show("concat = heads side by side", trace.concat, queries)
