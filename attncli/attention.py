@@ -88,6 +88,10 @@ def masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:
         rows = np.flatnonzero(dead[head])
         shown = ", ".join(_label(problem.query_labels, int(i)) for i in rows[:8])
         more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
+        if problem.sinks is not None:  # well defined, not a policy: a note, never an error
+            warnings.append(f"head {head}: every key is masked for query {shown}{more}; the sink takes the "
+                            "whole row, so its weights and output are 0 (with sinks no masked-rows policy applies)")
+            continue
         if problem.masked_rows == "error":
             raise InputError(f"head {head}: every key is masked for query {shown}{more}; "
                              "use --masked-rows zero or uniform to allow it")

@@ -32,7 +32,7 @@ def has_rules(problem: Problem) -> bool:
 def has_logit_changes(problem: Problem) -> bool:
     """Whether the problem has a `masked` stage: some key may be hidden or some bias added.
     Positions alone change nothing."""
-    return has_rules(problem) or problem.bias is not None
+    return has_rules(problem) or problem.bias is not None or problem.alibi_slopes is not None
 
 
 def _bounds(problem: Problem, rows: slice) -> tuple[int | None, int | None]:
@@ -132,10 +132,15 @@ def partly_hidden(problem: Problem, rows: slice, keys: slice) -> slice | None:
 
 
 def bias(problem: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndarray | None:
-    """(1 or H, b, c): what is added to the scaled scores of those queries and keys, or None."""
-    if problem.bias is None:
-        return None
-    return problem.bias[:, rows, cols]
+    """(1 or H, b, c): what is added to the (scaled, capped) scores of those queries and keys, or
+    None: the given bias, plus ALiBi's −slope_h · |q_pos − k_pos| (a rule of positions and head,
+    built for this block only)."""
+    given = None if problem.bias is None else problem.bias[:, rows, cols]  # (1 or H, b, c)
+    if problem.alibi_slopes is None:
+        return given
+    distance = np.abs(problem.q_positions[rows][:, None] - problem.k_positions[cols][None, :])  # (b, c) int64
+    alibi = -problem.alibi_slopes[:, None, None] * distance  # (H, b, c) float64
+    return alibi if given is None else alibi + given
 
 
 def default_positions(length: int) -> np.ndarray:
