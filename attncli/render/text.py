@@ -13,6 +13,7 @@ import math
 from attncli.errors import visible
 from attncli.masks import positions_line, rule_lines
 from attncli.trace import Trace
+from attncli.variants import variant_lines
 
 MINUS_INF = "−∞"  # U+2212, one spelling in every text view (CSV writes -inf, JSON null)
 
@@ -83,7 +84,8 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
         lines.append(positions_line(p))
     if p.bias is not None:
         lines.append("bias: added after scaling, before the mask; −∞ blocks")
-    if trace.masked is not None:
+    lines += variant_lines(p)
+    if trace.masked is not None and p.sinks is None:  # with sinks such a row is all zero: its own line says so
         lines.append("rows with every key masked: " + {
             "zero": "weights and output 0 (as PyTorch SDPA)",
             "uniform": "uniform weights, output = mean of V (as JAX)",
