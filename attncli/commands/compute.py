@@ -95,7 +95,7 @@ def compute(
         help="Softcap c > 0: capped = c·tanh(scaled/c), after scaling, before bias, ALiBi and masks (Gemma 2).",
         metavar="C", rich_help_panel="Variants", show_default=False)] = None,
     alibi: Annotated[bool, typer.Option(
-        "--alibi", help="ALiBi with the paper's slopes for the query heads: 2^(−8k/n), k = 1…n (not a power of "
+        "--alibi", help="ALiBi with the paper's slopes for the query heads: 2^(−8k/n), k = 1 to n (not a power of "
                         "two: as BLOOM); adds −slope·|q_pos − k_pos| after scaling, with any bias.",
         rich_help_panel="Variants")] = False,
     alibi_slopes: Annotated[Optional[str], typer.Option(
