@@ -82,6 +82,11 @@ def _note(unrounded: dict, keys, places: int) -> str:
     return "  (" + "; ".join(parts) + ")"
 
 
+def _slope(p, head: int) -> str:
+    """A head's ALiBi slope as written in the explanation: 6 significant digits."""
+    return f"{float(p.alibi_slopes[head]):.6g}"
+
+
 def explain_row(trace: Trace, w: Written) -> list[str]:
     p = trace.problem
     keys = labels(p.key_labels, p.lk)
@@ -120,18 +125,38 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
         lines += each(lambda j, key: f"{key} {n(w.scores[j])} × {n(w.scale)} = {n(w.scaled[j])}"
                                      f"{note(('scaled', j))}")
 
+    before = w.scaled
+    if w.capped is not None:
+        step += 1
+        c = f"{p.softcap:g}"
+        lines.append(f"Step {step}: softcap, {c} · tanh(scaled / {c}) (Gemma 2): near scaled when small, "
+                     f"never beyond ±{c}")
+        lines += each(lambda j, key: f"{key} {c} · tanh({n(w.scaled[j])} / {c}) = {n(w.capped[j])}"
+                                     f"{note(('capped', j))}")
+        before = w.capped
+
     if trace.masked is not None:
         step += 1
-        what = {(True, True): "add the bias, then apply the mask", (True, False): "add the bias",
-                (False, True): "apply the mask"}[(w.bias is not None, has_rules(p))]
+        parts = ["add the bias"] * (w.bias is not None)
+        if w.alibi is not None:
+            parts.append(f"add ALiBi, −{_slope(p, w.head)}·|q_pos − k_pos|")
+        what = ", ".join(parts) + (", then apply the mask" if parts and has_rules(p) else
+                                   "apply the mask" if not parts else "")
         lines.append(f"Step {step}: {what} (masked keys become −∞ and are excluded)")
+        q_pos = int(p.q_positions[w.row])
 
         def masked_line(j, key):
             if not w.allowed[j]:
                 return f"{key} masked → −∞, excluded"
-            if w.bias is None:
+            if w.bias is None and w.alibi is None:
                 return f"{key} {n(w.masked[j])}"
-            return f"{key} {n(w.scaled[j])} + {n(w.bias[j])} = {n(w.masked[j])}{note(('masked', j))}"
+            terms = " + ".join([n(before[j])] + ([] if w.bias is None else [n(w.bias[j])]))
+            if w.alibi is None:
+                return f"{key} {terms} = {n(w.masked[j])}{note(('masked', j))}"
+            a = w.alibi[j]
+            alibi = f" − {n(abs(a))}" if a <= 0 else f" + {n(a)}"
+            return (f"{key} {terms} − {_slope(p, w.head)}·|{q_pos} − {int(p.k_positions[j])}| = {terms}{alibi} = "
+                    f"{n(w.masked[j])}{note(('masked', j))}")
         lines += each(masked_line)
 
     step += 1
@@ -190,6 +215,9 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
     places = w.places
     n = lambda x: _number(x, places)  # noqa: E731
     lines = []
+    if not any(w.allowed) and w.sink is not None:
+        return [f"  every key is masked: the sink takes the whole row (e^{n(w.sink)} of e^{n(w.sink)}), "
+                "so every weight is 0"]
     if not any(w.allowed):
         policy = {"zero": "its weights are all 0 (--masked-rows zero, as PyTorch SDPA)",
                   "uniform": "its weights are uniform, 1/Lk each (--masked-rows uniform, as JAX)"}
@@ -210,7 +238,10 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
         power = lambda j: f"e^{n(w.masked[j])}"  # noqa: E731
     shown = [j for j in _keys(len(keys)) if j is None or w.allowed[j]]
     terms = ["…" if j is None else f"{power(j)} = {n(w.exps[j])}" for j in shown]
-    line_keys = [("exps", j) for j in range(len(keys))] + [("total", 0)]
+    if w.sink is not None:  # one more logit in the sum, whose weight is then dropped
+        sink = f"e^({n(w.sink)} − {n(w.shift)})" if w.shift is not None else f"e^{n(w.sink)}"
+        terms.append(f"sink {sink} = {n(w.sink_exp)}")
+    line_keys = [("exps", j) for j in range(len(keys))] + [("sink", 0), ("total", 0)]
     lines.append("  " + "   ".join(terms) + f"   sum = {n(w.total)}" + _note(w.unrounded, line_keys, places))
     for j in _keys(len(keys)):
         if j is None:
@@ -221,6 +252,8 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
             lines.append(f"  {keys[j]:<{width - 1}} = {n(w.exps[j])} / {n(w.total)} = "
                          f"{n(w.weights[j])} ({w.percents[j]:.{PERCENT_PLACES}f}%)"
                          + _note(w.unrounded, [("weights", j)], places))
+    if w.sink is not None:
+        lines.append(f"  the sink's share, {n(w.sink_exp)} / {n(w.total)}, is dropped: these weights sum to less than 1")
     return lines
 
 
