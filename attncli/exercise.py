@@ -11,6 +11,8 @@ Kinds:
 - cross: queries from X, keys and values from X_kv, with projections.
 - posenc: self-attention from token embeddings E plus sinusoidal positional encodings PE
   (rounded to 2 decimals, as printed tables are), X = E + PE, then projections.
+- alibi: causal self-attention with ALiBi, −slope·|i − j| added to the scaled scores; slopes that
+  are easy by hand (0.5, 0.25, … one per head), not the paper's (2^−8 for one head).
 No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
 """
 
@@ -30,8 +32,8 @@ V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
 X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
-KINDS = ("plain", "causal", "multihead", "cross", "posenc")
-SELF = ("causal", "multihead", "posenc")  # self-attention kinds: one sentence, queries = keys
+KINDS = ("plain", "causal", "multihead", "cross", "posenc", "alibi")
+SELF = ("causal", "multihead", "posenc", "alibi")  # self-attention kinds: one sentence, queries = keys
 REDRAWS = 1000  # attempts at keys that are all different before giving up
 
 
@@ -127,7 +129,7 @@ def build(options: Options) -> Exercise:
                                 f"{'each query' if lq > 1 else 'the query'}"}
     shown: dict = {}
     width = o.dim * o.heads
-    if o.kind in ("plain", "causal"):
+    if o.kind in ("plain", "causal", "alibi"):
         Q = matrix(lq, width, QK_VALUES)
         K = distinct(lambda: (lambda k: (k, k))(matrix(lk, width, QK_VALUES)))
         doc |= {"Q": Q, "K": K, "V": matrix(lk, value_dim * o.heads, V_VALUES)}
@@ -152,7 +154,10 @@ def build(options: Options) -> Exercise:
     doc |= {"query_labels": query_labels, "key_labels": key_labels}
     if o.heads > 1:
         doc["heads"] = o.heads
-    if o.mask == "causal" or o.kind == "causal":
+    if o.kind == "alibi":
+        doc["alibi"] = [0.5 ** (h + 1) for h in range(o.heads)]  # 0.5, 0.25, …: exact in few decimals
+        doc["description"] += "; ALiBi: add −slope·|i − j| to each scaled score (a penalty for distance)"
+    if o.mask == "causal" or o.kind in ("causal", "alibi"):
         doc["mask"] = "causal"
     elif o.mask == "random":
         grid = [[rng.random() < 0.7 for _ in range(lk)] for _ in range(lq)]

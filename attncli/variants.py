@@ -102,7 +102,7 @@ def variant_lines(problem) -> list[str]:
                   + ("" if problem.heads & (problem.heads - 1) == 0 else
                      " (not a power of two: the lower power's slopes, then every other one of twice that, as BLOOM)")
                   if problem.alibi_rule == "paper" else "given slopes")
-        lines.append(f"ALiBi: − slope · |q_pos − k_pos| added to the logits of each head, with any bias; "
+        lines.append(f"ALiBi: −slope · |q_pos − k_pos| added to the logits of each head, with any bias; "
                      f"{source}: {_numbers(problem.alibi_slopes)}")
     if problem.sinks is not None:
         lines.append(f"sinks: one extra logit per head in each row's softmax, then dropped (gpt-oss): rows sum "

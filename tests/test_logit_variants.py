@@ -102,7 +102,7 @@ def test_header_states_each_variant(run, problem_file):
     path = problem_file({**BASE, "mask": "causal", "heads": 2})
     text = run("compute", path, "--format", "table", "--alibi", "--softcap", "30", "--sinks", "0.5,-1").stdout
     assert "softcap 30: capped = 30 · tanh(scaled / 30), after scaling, before bias, ALiBi and masks (Gemma 2)" in text
-    assert "ALiBi: − slope · |q_pos − k_pos| added to the logits of each head, with any bias; the paper's " \
+    assert "ALiBi: −slope · |q_pos − k_pos| added to the logits of each head, with any bias; the paper's " \
            "slopes for 2 heads: 0.0625, 0.00390625" in text
     assert "sinks: one extra logit per head in each row's softmax, then dropped (gpt-oss): rows sum to less " \
            "than 1" in text

@@ -51,6 +51,7 @@ class ExerciseKind(str, Enum):
     multihead = "multihead"
     cross = "cross"
     posenc = "posenc"
+    alibi = "alibi"
 
 
 class SheetFormat(str, Enum):
@@ -65,7 +66,7 @@ def exercise(
     kind: Annotated[ExerciseKind, typer.Option(help="plain: Q, K, V given. causal: self-attention over one "
                                                "sentence, causal mask. multihead: X with projections and W_O. "
                                                "cross: X and X_kv with projections. posenc: X = E + PE "
-                                               "(sinusoidal) with projections.")] = ExerciseKind.plain,
+                                               "(sinusoidal) with projections. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on per head.")] = ExerciseKind.plain,
     queries: Annotated[Optional[int], typer.Option(min=1, max=64, help="Number of queries (default 1; for "
                                                    "self-attention the sentence length, --keys).",
                                                    show_default=False)] = None,

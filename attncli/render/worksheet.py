@@ -15,6 +15,7 @@ from attncli.marking import present
 from attncli.render.export import formulas, md, tex
 from attncli.render.text import labels, number
 from attncli.masks import has_rules, rule_lines
+from attncli.variants import variant_lines
 from attncli.trace import Trace
 
 GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional encoding, 2 decimals)"}
@@ -67,7 +68,7 @@ def _notes(trace: Trace) -> list[str]:
     lines = [f"scale = 1/√d_k, d_k = {trace.d_k}" + (f"; {p.heads} heads, each its own columns" if p.heads > 1 else "")]
     if has_rules(p):
         lines += [f"mask: {rule}" for rule in rule_lines(p)]
-    return lines
+    return lines + variant_lines(p)
 
 
 def _mask(trace: Trace):
