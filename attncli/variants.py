@@ -38,7 +38,7 @@ def alibi_slopes(heads: int) -> np.ndarray:
 def _number(value, field: str, expected: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, HugeInt, np.integer, np.floating)) \
             or isinstance(value, HugeInt) or not math.isfinite(float(value)):
-        raise InputError(f"{field} is {describe(value)}; expected {expected}")
+        raise InputError(f"{field} is {describe(value)}; expected {expected}", field=field)
     return float(value)
 
 
@@ -49,10 +49,11 @@ def _per_head(value, field: str, heads: int, one_for_all: bool) -> np.ndarray:
     if one_for_all and not isinstance(value, list):
         value = [_number(value, field, "a number or a list of one number per query head")] * heads
     if not isinstance(value, list):
-        raise InputError(f"{field} is {describe(value)}; expected a list of {heads} numbers, one per query head")
+        raise InputError(f"{field} is {describe(value)}; expected a list of {heads} numbers, one per query head",
+                         field=field)
     if len(value) != heads:
         raise InputError(f"{field} has {len(value)} entr{'y' if len(value) == 1 else 'ies'}; expected {heads}, "
-                         "one per query head")
+                         "one per query head", field=field)
     array = np.array([_number(x, f"{field}[{i}]", "a finite number") for i, x in enumerate(value)], np.float64)
     array.flags.writeable = False
     return array
@@ -71,16 +72,16 @@ def read_variants(doc: dict, heads: int) -> dict:
         big = np.flatnonzero(np.abs(slopes) > MAX_SLOPE)
         if big.size:
             raise InputError(f"alibi[{big[0]}] is {describe(float(slopes[big[0]]))}; expected a slope from "
-                             f"-{MAX_SLOPE:g} to {MAX_SLOPE:g}")
+                             f"-{MAX_SLOPE:g} to {MAX_SLOPE:g}", field=f"alibi[{big[0]}]")
         fields.update(alibi_slopes=slopes, alibi_rule="given")
     elif alibi is not None and alibi is not False:
         raise InputError(f"alibi is {describe(alibi)}; expected true (the paper's slopes) or a list of "
-                         f"{heads} slopes, one per query head")
+                         f"{heads} slopes, one per query head", field="alibi")
     if doc.get("softcap") is not None:
         cap = _number(doc["softcap"], "softcap", "a number > 0")
         if cap <= 0:
             raise InputError(f"softcap is {describe(doc['softcap'])}; expected a number > 0 "
-                             "(capped = c · tanh(scaled / c))")
+                             "(capped = c · tanh(scaled / c))", field="softcap")
         fields["softcap"] = cap
     if doc.get("sinks") is not None:
         fields["sinks"] = _per_head(doc["sinks"], "sinks", heads, one_for_all=True)
