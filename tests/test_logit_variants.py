@@ -216,3 +216,11 @@ def test_check_capped_answer_for_a_problem_without_softcap_is_an_error(run, tmp_
     (tmp_path / "answers.json").write_text(json.dumps({"capped": [[0, 0, 0]] * 3}))
     assert_error(run("check", tmp_path / "answers.json", tmp_path / "problem.json"),
                  "capped is given, but this problem has no softcap")
+
+
+@pytest.mark.parametrize("keys", [{"alibi": True, "softcap": 3.0, "sinks": 0.5}, {"alibi": [0.5, 0.25], "sinks": [1, 2]}])
+def test_npz_keeps_the_variants_and_reads_back(run, problem_file, tmp_path, keys):
+    path = problem_file({**BASE, "mask": "causal", **keys})
+    out = tmp_path / "v.npz"
+    assert run("compute", path, "-o", out).exit_code == 0
+    np.testing.assert_array_equal(run.json("compute", out)["output"], run.json("compute", path)["output"])
