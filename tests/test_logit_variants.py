@@ -11,7 +11,7 @@ from attncli.attention import attend
 from attncli.blocks import attend_output
 from attncli.problem import build_problem
 from attncli.stages import names, softmax
-from tests.conftest import assert_error
+from tests.conftest import SAMPLES, assert_error
 
 RNG = np.random.default_rng(10)
 Q, K, V = RNG.normal(size=(2, 4, 3)), RNG.normal(size=(2, 5, 3)), RNG.normal(size=(2, 5, 2))
@@ -224,3 +224,17 @@ def test_npz_keeps_the_variants_and_reads_back(run, problem_file, tmp_path, keys
     out = tmp_path / "v.npz"
     assert run("compute", path, "-o", out).exit_code == 0
     np.testing.assert_array_equal(run.json("compute", out)["output"], run.json("compute", path)["output"])
+
+
+def test_the_samples_give_the_readmes_numbers(run):
+    softcap = run.json("compute", SAMPLES / "softcap.json", "--round", "4")
+    assert softcap["heads"][0]["capped"] == [[0.0, 1.7768, 1.2177]]
+    alibi = run.json("compute", SAMPLES / "alibi.json")
+    assert alibi["alibi_slopes"] == [0.5, 0.125] and len(alibi["heads"]) == 2
+    sinks = run("compute", SAMPLES / "sinks.json", "--format", "json")
+    doc = json.loads(sinks.stdout)
+    assert [head["weights"][0] for head in doc["heads"]] == [[0.0, 0.0, 0.0]] * 2
+    assert sinks.stderr.count("the sink takes the whole row") == 2
+    scooter = run.json("compute", "--q", "0,4", "--k", "1,0; 0,1; .5,.5", "--v", "2,0; 0,2; 1,-1", "--sinks", "0.5",
+                       "--round", "4")
+    assert scooter["heads"][0]["weights"] == [[0.0422, 0.7145, 0.1737]]
