@@ -138,8 +138,10 @@ def bias(problem: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -
     given = None if problem.bias is None else problem.bias[:, rows, cols]  # (1 or H, b, c)
     if problem.alibi_slopes is None:
         return given
-    distance = np.abs(problem.q_positions[rows][:, None] - problem.k_positions[cols][None, :])  # (b, c) int64
-    alibi = -problem.alibi_slopes[:, None, None] * distance  # (H, b, c) float64
+    distance = np.abs(problem.q_positions[rows][:, None] - problem.k_positions[cols][None, :])  # (b, c) int64, exact
+    # In the problem's dtype (float32 runs need no float64 copy); with a given bias, in float64 as it is.
+    dtype = np.float64 if given is not None else np.dtype(problem.dtype)
+    alibi = np.multiply(-problem.alibi_slopes.astype(dtype)[:, None, None], distance, dtype=dtype)  # (H, b, c)
     return alibi if given is None else alibi + given
 
 

@@ -20,7 +20,7 @@ from attncli.errors import InputError
 from attncli.values import HugeInt, describe
 
 VARIANT_KEYS = ("alibi", "softcap", "sinks")
-MAX_SLOPE = 1e6  # |slope| · |q_pos − k_pos| must stay far from float64's largest (positions ≤ 2^53)
+MAX_SLOPE = 1e6  # |slope| · |q_pos − k_pos| ≤ 2e22 (positions ≤ 2^53): never overflows a finite logit (stages._check_masked)
 
 
 def alibi_slopes(heads: int) -> np.ndarray:

@@ -238,3 +238,13 @@ def test_the_samples_give_the_readmes_numbers(run):
     scooter = run.json("compute", "--q", "0,4", "--k", "1,0; 0,1; .5,.5", "--v", "2,0; 0,2; 1,-1", "--sinks", "0.5",
                        "--round", "4")
     assert scooter["heads"][0]["weights"] == [[0.0422, 0.7145, 0.1737]]
+
+
+@pytest.mark.parametrize("dtype, big", [("float64", 1.7e308), ("float32", 3.4e38)])
+def test_alibi_beside_the_largest_logits_never_overflows(dtype, big):
+    """|slope| ≤ 1e6 keeps ALiBi's term below half a unit in the last place of such logits."""
+    doc = {"Q": [[big], [-big]], "K": [[1.0], [1.0]], "V": [[1.0], [2.0]], "scale": 1, "dtype": dtype,
+           "alibi": [1e6], "k_positions": [0, 2**53]}
+    for trace in (attend(build_problem(doc)), attend_output(build_problem(doc))):
+        assert np.isfinite(trace.final).all()
+    assert np.isfinite(attend(build_problem(doc)).masked).all()
