@@ -248,3 +248,10 @@ def test_alibi_beside_the_largest_logits_never_overflows(dtype, big):
     for trace in (attend(build_problem(doc)), attend_output(build_problem(doc))):
         assert np.isfinite(trace.final).all()
     assert np.isfinite(attend(build_problem(doc)).masked).all()
+
+
+def test_check_names_percent_weights_of_a_sinks_problem(run, tmp_path):
+    problem = {**ONE, "sinks": 0.5}
+    trace = attend(build_problem(problem))
+    marks = check(run, tmp_path, {"weights": np.round(trace.weights[0] * 100, 2).tolist()}, problem)
+    assert marks["weights"]["diagnosis"] == ["percent"]
