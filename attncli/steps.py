@@ -208,6 +208,15 @@ def _exactly(function):
     return run
 
 
+def _tanh(x: Decimal) -> Decimal:
+    """tanh in the working precision: (e^2x − 1) / (e^2x + 1); ±1 beyond |x| = 80, where it is 1 to
+    more than 60 digits (and e^2x would overflow the context for a tiny softcap)."""
+    if abs(x) > 80:
+        return Decimal(1).copy_sign(x)
+    e = (2 * x).exp()
+    return (e - 1) / (e + 1)
+
+
 @_exactly
 def written(trace: Trace, steps: RowSteps, places: int, carry: str = "exact") -> Written:
     """The numbers the explanation of `steps` prints, under `carry` ("exact" or "rounded")."""
@@ -252,8 +261,7 @@ def written(trace: Trace, steps: RowSteps, places: int, carry: str = "exact") ->
         cap = Decimal(repr(p.softcap))
         capped = []
         for j in range(lk):
-            e = (2 * scaled[j] / cap).exp()
-            capped.append(w.result(("capped", j), cap * (e - 1) / (e + 1), steps.capped[j],
+            capped.append(w.result(("capped", j), cap * _tanh(scaled[j] / cap), steps.capped[j],
                                    [(steps.scaled[j], scaled[j])]))
     before = scaled if capped is None else capped  # what the bias, ALiBi and masks change
     exact_before = steps.scaled if steps.capped is None else steps.capped

@@ -373,3 +373,16 @@ def test_a_fully_masked_row_with_a_sink_says_the_sink_takes_it():
                                   "mask": [[False, False]]}))
     assert "  every key is masked: the sink takes the whole row (e^0.5000 of e^0.5000), so every weight is 0" \
            in explain(trace)
+
+
+def test_any_softcap_is_explained():
+    for cap, carry in [(1e-300, "exact"), (1e-300, "rounded"), (1e300, "exact"), (1e300, "rounded")]:
+        _softcap_explained(cap, carry)
+
+
+def _softcap_explained(cap, carry):
+    trace = attend(build_problem({**SCOOTER, "softcap": cap}))
+    lines = explain(trace, carry=carry)
+    assert any("tanh(2.828" in line for line in lines)
+    results, _ = check_equations(lines)
+    assert [line for line, ok in results if not ok and "unrounded" not in line] == []

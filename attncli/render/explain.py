@@ -224,15 +224,16 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
         chosen = trace.problem.masked_rows
         done = {"zero": "its weights are all 0", "uniform": "its weights are uniform, 1/Lk each"}[chosen]
         return [f"  every key is masked: {done} (--masked-rows {chosen}, {MASKED_ROWS_POLICY[chosen][1]})"]
+    largest = "score" if w.sink is None else "logit, the sink included,"
     if w.shift_reason == "overflow":
         dtype = trace.problem.dtype
-        lines.append(f"  the largest score is {n(w.shift)}: e^{n(w.shift)} overflows "
+        lines.append(f"  the largest {largest} is {n(w.shift)}: e^{n(w.shift)} overflows "
                      f"{dtype}, so subtract it first (a constant shift leaves softmax unchanged)")
     elif w.shift_reason == "large":
-        lines.append(f"  the largest score is {n(w.shift)}: e^{n(w.shift)} is too large to write out, "
+        lines.append(f"  the largest {largest} is {n(w.shift)}: e^{n(w.shift)} is too large to write out, "
                      "so subtract it first (a constant shift leaves softmax unchanged)")
     elif w.shift_reason == "underflow":
-        lines.append(f"  every e^x rounds to 0 at {places} decimals, so subtract the largest score, "
+        lines.append(f"  every e^x rounds to 0 at {places} decimals, so subtract the largest {largest}, "
                      f"{n(w.shift)}, first (a constant shift leaves softmax unchanged)")
     if w.shift is not None:
         power = lambda j: f"e^({n(w.masked[j])} − {n(w.shift)})"  # noqa: E731
