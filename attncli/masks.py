@@ -138,10 +138,17 @@ def bias(problem: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -
     given = None if problem.bias is None else problem.bias[:, rows, cols]  # (1 or H, b, c)
     if problem.alibi_slopes is None:
         return given
-    distance = np.abs(problem.q_positions[rows][:, None] - problem.k_positions[cols][None, :])  # (b, c) int64, exact
     # In the problem's dtype (float32 runs need no float64 copy); with a given bias, in float64 as it is.
     dtype = np.float64 if given is not None else np.dtype(problem.dtype)
-    alibi = np.multiply(-problem.alibi_slopes.astype(dtype)[:, None, None], distance, dtype=dtype)  # (H, b, c)
+    q = problem.q_positions[rows].astype(np.float64)[:, None]  # (b, 1): positions ≤ 2^53 are exact
+    k = problem.k_positions[cols].astype(np.float64)[None, :]  # (1, c)
+    distance = np.subtract(q, k, out=np.empty((q.shape[0], k.shape[1]), dtype))  # (b, c), in float64, then stored
+    np.abs(distance, out=distance)
+    slopes = -problem.alibi_slopes.astype(dtype)[:, None, None]  # (H, 1, 1)
+    if slopes.shape[0] == 1:
+        alibi = np.multiply(distance, slopes[0], out=distance)[None]  # (1, b, c)
+    else:
+        alibi = slopes * distance  # (H, b, c)
     return alibi if given is None else alibi + given
 
 
