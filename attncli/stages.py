@@ -297,6 +297,12 @@ def previous(problem: Problem, name: str) -> str | None:
     return order[i - 1] if i else None
 
 
+def _number(x: float) -> str:
+    from attncli.variants import number
+
+    return number(x)
+
+
 def fields(problem: Problem, name: str, **given) -> dict[str, str]:
     """A stage's template fields for this problem; `given` adds view-formatted ones ($scale)."""
     alibi = problem.alibi_slopes is not None
@@ -304,7 +310,7 @@ def fields(problem: Problem, name: str, **given) -> dict[str, str]:
     return {"bias": " + bias" * (problem.bias is not None) + " + ALiBi" * alibi,
             "alibi": " + ALiBi" * alibi, "alibi_tex": r" + \text{ALiBi}" * alibi,
             "previous": previous(problem, name) or "",
-            "cap": f"{problem.softcap:g}" if problem.softcap is not None else "",
+            "cap": _number(problem.softcap) if problem.softcap is not None else "",
             "sink": " and the head's sink logit (then dropped: rows sum to less than 1)" * sink,
             "sink_tex": r",\ \text{sink}" * sink, **given}
 

@@ -88,6 +88,12 @@ def read_variants(doc: dict, heads: int) -> dict:
     return fields
 
 
+def number(x: float) -> str:
+    """A given number as written: short (30, 0.5, 1e+06), every digit when it has more than 6."""
+    short = f"{x:g}"
+    return short if float(short) == x else repr(float(x))
+
+
 def _numbers(array: np.ndarray) -> str:
     return ", ".join(f"{x:.6g}" for x in array[:8]) + (", …" if len(array) > 8 else "")
 
@@ -96,8 +102,9 @@ def variant_lines(problem) -> list[str]:
     """Each variant's convention in words, for the table header."""
     lines = []
     if problem.softcap is not None:
-        lines.append(f"softcap {problem.softcap:g}: capped = {problem.softcap:g} · tanh(scaled / {problem.softcap:g}), "
-                     "after scaling, before bias, ALiBi and masks (Gemma 2)")
+        c = number(problem.softcap)
+        lines.append(f"softcap {c}: capped = {c} · tanh(scaled / {c}), after scaling, before bias, ALiBi and "
+                     "masks (Gemma 2)")
     if problem.alibi_slopes is not None:
         source = ("the paper's slopes for " + f"{problem.heads} head{'s' * (problem.heads > 1)}"
                   + ("" if problem.heads & (problem.heads - 1) == 0 else

@@ -16,6 +16,7 @@ from attncli.masks import has_rules
 from attncli.render.text import labels
 from attncli.steps import E_NOTATION_FROM, PERCENT_PLACES, WIDE, Written, WrittenFinal, row_steps, written, written_final
 from attncli.trace import Trace
+from attncli.variants import number
 
 MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
 MAX_TERMS = 6  # longer dot products and vectors are elided in the middle
@@ -128,7 +129,7 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     before = w.scaled
     if w.capped is not None:
         step += 1
-        c = f"{p.softcap:g}"
+        c = number(p.softcap)
         lines.append(f"Step {step}: softcap, {c} · tanh(scaled / {c}) (Gemma 2): near scaled when small, "
                      f"never beyond ±{c}")
         lines += each(lambda j, key: f"{key} {c} · tanh({n(w.scaled[j])} / {c}) = {n(w.capped[j])}"
