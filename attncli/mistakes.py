@@ -7,12 +7,13 @@ common mistake, or with an intermediate stage rounded. Pure numpy: no I/O.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from typing import Callable, NamedTuple
-
-from attncli import stages
+from attncli import masks, stages
 from attncli.stages import mask_scores, softmax
 from attncli.trace import Trace, round_finite
 
@@ -22,6 +23,25 @@ class Mistake(NamedTuple):
     stage: str  # the stage whose compute function it replaces
     text: str  # what the learner did
     compute: Callable  # (Block of one head, the stage before it (1, Lq, ·)) -> (1, Lq, ·), or None
+    also: Mapping[str, Callable] = MappingProxyType({})  # further stages it replaces: name -> compute
+
+
+def made_at(mistake: str | None, name: str) -> bool:
+    """Whether `mistake` replaces stage `name`'s compute function."""
+    found = MISTAKES.get(mistake) if mistake else None
+    return found is not None and (name == found.stage or name in found.also)
+
+
+def _other_pairing(rotate_which: str) -> Callable:
+    """Q_rope or K_rope with the other pairing: half where interleaved was due, or the reverse."""
+    def compute(block, x):
+        from attncli.rope import STYLES
+
+        rope = block.problem.rope
+        other = replace(rope, style=STYLES[1 - STYLES.index(rope.style)])
+        wrong = replace(block, problem=replace(block.problem, rope=other))
+        return stages.get(rotate_which).compute(wrong, x)
+    return compute
 
 
 def _T(x: np.ndarray) -> np.ndarray:
@@ -41,6 +61,44 @@ def _masked_with(change, square: bool = False) -> Callable:
             return None
         return mask_scores(x, change(mask), block.bias())
     return compute
+
+
+def _rules_of(change) -> Callable:
+    """The masked stage under the rules of `change(problem) -> problem` (the learner's rules: a
+    window one off, positions aligned at the other corner); None (not a mistake one can make here)
+    when `change` returns None. The bias stays the problem's."""
+    def compute(block, x):
+        theirs = change(block.problem)
+        if theirs is None:
+            return None
+        return mask_scores(x, block.rule(masks.visible(theirs, block.rows, block.cols)), block.bias())
+    return compute
+
+
+def _window_moved(step: int) -> Callable:
+    """The window with each bound of 1 or more moved by `step` (a bound of 0, a window that ends
+    at the query, is not miscounted; an unbounded side stays unbounded)."""
+    def change(problem):
+        if problem.window is None:
+            return None
+        bounds = tuple(b + step if b else b for b in problem.window)
+        return None if bounds == problem.window else replace(problem, window=bounds)
+    return change
+
+
+def _realigned(problem):
+    """The causal rules aligned at the other corner: top-left (the default positions 0 … L − 1, a
+    query's row number taken as its position) when the positions are not the default; bottom-right
+    (queries at Lk − Lq … Lk − 1) when they are and Lq ≠ Lk. Other rules read the same positions."""
+    if not problem.causal:
+        return None
+    lq, lk = problem.lq, problem.lk
+    top_left = masks.default_positions(lq), masks.default_positions(lk)
+    if not (np.array_equal(problem.q_positions, top_left[0]) and np.array_equal(problem.k_positions, top_left[1])):
+        return replace(problem, q_positions=top_left[0], k_positions=top_left[1])
+    if lq == lk:
+        return None  # top-left and bottom-right are the same square
+    return replace(problem, q_positions=masks.lower_right_positions(lq, lk))
 
 
 def _mask_zero(block, x):
@@ -90,6 +148,18 @@ MISTAKES = {
     "mask_zero": Mistake("masked", "wrote 0 where the mask blocks, instead of −∞ (e^−∞ = 0, but e^0 = 1)", _mask_zero),
     "sink_left_out": Mistake("weights", "left the sink out of the softmax: each row's sum also holds e^sink, "
                                         "so the weights sum to less than 1", _sink_left_out),
+    "window_off_by_one": Mistake("masked", "let one key too many into the window: window [left, right] lets in "
+                                           "k_pos from q_pos − left to q_pos + right, both ends included (Hugging "
+                                           "Face sliding_window = W, W keys counting the query itself, is "
+                                           "[W − 1, 0], not [W, 0])", _rules_of(_window_moved(+1))),
+    "window_one_short": Mistake("masked", "let one key too few into the window, as if its ends were excluded: "
+                                          "window [left, right] lets in k_pos from q_pos − left to "
+                                          "q_pos + right, both ends included", _rules_of(_window_moved(-1))),
+    "causal_misaligned": Mistake("masked", "aligned the causal mask at the wrong corner: a query sees the keys at "
+                                           "or before its position (k_pos ≤ q_pos), not its row number: a KV-cache "
+                                           "step's query at position t sees keys 0 … t (bottom-right); queries at "
+                                           "the default positions 0 … Lq − 1 see keys 0 … i (top-left)",
+                                 _rules_of(_realigned)),
     "no_exp": Mistake("weights", "normalised the scores by their sum without taking e^x first", _no_exp),
     "softmax_wrong_axis": Mistake("weights", "normalised each column (over queries) instead of each row (over keys)",
                                   lambda block, x: _T(softmax(_T(x), block.problem.masked_rows,
@@ -101,6 +171,12 @@ MISTAKES = {
     "transposed_k": Mistake("scores", "multiplied Q by K where Kᵀ was needed",
                             lambda block, x: block.Q @ block.K
                             if block.Q.shape[-1] == block.K.shape[-2] == block.K.shape[-1] else None),
+    "rope_wrong_pairing": Mistake("Q_rope", "paired the wrong dims for RoPE: half (i with i + d/2, Llama rotate_half) "
+                                            "and interleaved (2i with 2i+1, GPT-J) swapped",
+                                  _other_pairing("Q_rope"),
+                                  also=MappingProxyType({"K_rope": _other_pairing("K_rope")})),
+    "rope_skipped": Mistake("Q_rope", "did not rotate Q and K by their positions (RoPE left out)",
+                            lambda block, x: block.Q, also=MappingProxyType({"K_rope": lambda block, x: block.K})),
     "values_transposed": Mistake("output", "multiplied the weights by Vᵀ instead of V",
                                  lambda block, x: x @ _T(block.V)
                                  if x.shape[-1] == block.V.shape[-1] == block.V.shape[-2] else None),
@@ -128,14 +204,26 @@ def span(trace: Trace, start: str | None, stop: str) -> tuple[str, ...]:
 
 
 def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mistake: str | None = None,
-         scale: float | None = None):
+         scale: float | None = None, given: dict[str, np.ndarray] | None = None):
     """Stage `stage` of one head from the stage before it (the stage table's compute function, or
     the mistake's in its place), optionally with `scale` in place of the problem's (a learner's
-    rounded 1/√d_k). None when the mistake cannot apply to these shapes."""
+    rounded 1/√d_k). A stage that stands in for Q or K (Q_rope, K_rope) before `stage` does so
+    with its `given` value (the learner's), else the trace's. None when the mistake cannot apply
+    to these shapes."""
     one = slice(head, head + 1)
-    block = stages.Block(trace.problem, trace.Q[one], trace.K[one], trace.V[one],
-                         trace.scale if scale is None else scale, head=head)  # (1, Lq, d_k), (1, Lk, ·)
-    compute = MISTAKES[mistake].compute if mistake else stages.get(stage).compute
+    order = present(trace)
+    inputs = {"Q": trace.Q[one], "K": trace.K[one]}  # (1, Lq, d_k), (1, Lk, d_k)
+    for earlier in stages.inputs(trace.problem):
+        if order.index(earlier.name) < order.index(stage):
+            value = (given or {}).get(earlier.name)
+            inputs[earlier.replaces] = trace.stage(earlier.name)[one] if value is None else value[None]
+    block = stages.Block(trace.problem, inputs["Q"], inputs["K"], trace.V[one],
+                         trace.scale if scale is None else scale, head=head)
+    if mistake:
+        found = MISTAKES[mistake]
+        compute = found.compute if found.stage == stage else found.also[stage]
+    else:
+        compute = stages.get(stage).compute
     with np.errstate(all="ignore"):
         result = compute(block, None if previous is None else previous[None])  # (1, Lq, ·)
     return None if result is None else result[0]
@@ -143,19 +231,23 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
 
 def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None, stop: str,
           mistake: str | None = None, rounded: tuple[tuple[str, ...], int] | None = None,
-          scale: float | None = None) -> np.ndarray | None:
+          scale: float | None = None, given: dict[str, np.ndarray] | None = None) -> np.ndarray | None:
     """Recompute from stage `start` (the learner's `values`; None: from Q and K) up to `stop`,
     making `mistake` at its stage. `rounded` = (stages, k) rounds those stages to k decimals on
     the way, as a learner who writes each stage down and carries the written numbers; `scale`
-    replaces the problem's scale."""
+    replaces the problem's scale; `given` holds the learner's earlier stages that stand in for Q
+    or K (their Q_rope carried into their scores)."""
     current = values
+    given = dict(given or {})  # the learner's Q_rope and K_rope, then the ones recomputed here
+    if start is not None and values is not None:
+        given[start] = values
     for name in span(trace, start, stop):
-        current = step(trace, head, name, current, mistake if MISTAKES.get(mistake, ("",))[0] == name else None,
-                       scale)
+        current = step(trace, head, name, current, mistake if made_at(mistake, name) else None, scale, given)
         if current is None:
             return None
         if rounded and name in rounded[0] and name != stop:
             current = round_finite(current, rounded[1])
+        given[name] = current
     return current
 
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from attncli.marking import STATUSES, SYMBOLS, Rule, StageMark, all_correct, missing_stages, unanswered
 from attncli.render.tables import column_chunks
 from attncli.render.text import labels, number, rich_text, shown
+from attncli.stages import get
 from attncli.trace import Trace, plain
 
 STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
@@ -40,8 +41,11 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
     cell shown whole."""
     p = trace.problem
     output = name.endswith("output")
-    columns = [str(j) for j in range(mark.expected.shape[1])] if output else labels(p.key_labels, p.lk)
-    rows = [rich_text(row) for row in labels(p.query_labels, p.lq)]
+    stage = get(name.rsplit(".", 1)[-1])
+    by_key = stage is not None and stage.columns == "keys"
+    columns = labels(p.key_labels, p.lk) if by_key else [str(j) for j in range(mark.expected.shape[1])]
+    keyed = stage is not None and stage.rows == "keys"  # K_rope: one row per key
+    rows = [rich_text(row) for row in labels(p.key_labels if keyed else p.query_labels, p.lk if keyed else p.lq)]
     cells = []
     for i in range(len(rows)):
         cells.append([])

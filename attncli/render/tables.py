@@ -127,7 +127,8 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             matrix = trace.stage(stage.name)[h]
             extra = ("sum", matrix.sum(axis=1)) if stage.sum_column else None
             title = stage_table.fill(stage.title, p, stage.name, scale=scale)
-            show(title + head, matrix, queries, keys if stage.columns == "keys" else None, extra)
+            rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
+            show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
             show("concat = heads side by side", trace.concat, queries)
