@@ -12,7 +12,9 @@ running unnormalised output O (all heads at once):
     l     = alpha · l_old + rowsum P                                         (H, bq)
     O     = alpha · O_old + P V                                              (H, bq, d_v)
 
-and at the end output = O / ℓ, lse = m + ln ℓ. Before the first tile m = −∞, ℓ = 0, O = 0.
+and at the end output = O / ℓ, lse = m + ln ℓ. Before the first tile m = −∞, ℓ = 0, O = 0; with
+sinks (gpt-oss) the head's sink logit is the first one seen: m = sink, ℓ = e^0 = 1, O = 0, so the
+sink is in every row's sum and max and never in O, and no row is left with ℓ = 0.
 Where m and m_old are both −∞ (every key so far masked) alpha is 1 and P is 0: nothing to rescale.
 A key block in which the mask rules hide every key from every query of the block (every head) is
 skipped: no S, no change to m, ℓ, O. A row whose ℓ is still 0 at the end had every key masked
@@ -113,8 +115,8 @@ def _attend_tiles(problem: Problem, bq: int, bk: int) -> Tiles:
 
 
 def sink_logits(problem: Problem):
-    """The problem's sink logits (H,), or None (the logits lane's `sinks` key)."""
-    return getattr(problem, "sinks", None)
+    """The problem's sink logits (H,), or None."""
+    return problem.sinks
 
 
 def start(problem: Problem, heads: int, b: int, d_v: int, dtype, head: int | None = None):

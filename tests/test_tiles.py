@@ -1,6 +1,7 @@
 """attn compute --tiles BQ,BK: the tiled online softmax equals the plain attention; its numbers,
 tables, JSON, explanation, skipped blocks, masked rows, errors and memory guard."""
 
+import json
 import re
 from decimal import Decimal
 
@@ -96,7 +97,6 @@ def test_rows_with_every_key_masked_follow_the_policy(run, problem_file, policy,
                          "mask": [[True, True], [False, False]], "masked_rows": policy})
     result = run("compute", path, "--tiles", "1,1", "-f", "json")
     assert result.exit_code == 0 and "every key is masked for query 1" in result.stderr
-    import json
     doc = json.loads(result.stdout)
     assert doc["heads"][0]["tiled_output"][1] == row and doc["heads"][0]["tiled_lse"][1] is None
     assert [t["skipped"] for t in doc["heads"][0]["tiles"]] == [False, False, True, True]
@@ -147,7 +147,7 @@ def test_explain_tiles_arithmetic_adds_up_at_the_printed_decimals(run):
                                                                    [True] * 5]}
     for places in (2, 4, 6):
         result = run("compute", "-", "--tiles", "2,2", "--explain", "--row", "1", "--precision", places,
-                     input=__import__("json").dumps(doc))
+                     input=json.dumps(doc))
         assert result.exit_code == 0, result.stderr
         lines = result.stdout.splitlines()
         checked = 0
@@ -205,7 +205,7 @@ def test_samples_tile_to_the_plain_output_and_read_back(run, sample):
     assert doc["tiled_max_difference"] < 1e-14 and len(doc["heads"][0]["tiles"]) > 1
     for head in doc["heads"]:
         np.testing.assert_allclose(head["tiled_lse"], head["lse"], rtol=0, atol=1e-13)
-    again = run("compute", "-", "--stages", "output", "-f", "json", input=__import__("json").dumps(doc))
+    again = run("compute", "-", "--stages", "output", "-f", "json", input=json.dumps(doc))
     assert again.exit_code == 0, again.stderr  # the JSON with tiles reads back as input
 
 
@@ -229,3 +229,48 @@ def test_tiles_with_rope_equal_the_plain_output(data, lq, lk, seed):
             tiled = attend_tiles(problem, bq, bk)
             np.testing.assert_allclose(tiled.output, plain.output, rtol=0, atol=1e-12)
             np.testing.assert_allclose(tiled.lse, plain.lse, rtol=0, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), st.integers(1, 7), st.integers(1, 7), st.integers(0, 2**32 - 1))
+def test_tiles_with_softcap_alibi_and_sinks_equal_the_plain_output_and_lse(data, lq, lk, seed):
+    """The variants are in the logits (softcap, ALiBi) or start the running max and sum (the sink):
+    every tile size still gives the plain output and lse within 1e-12."""
+    rng = np.random.default_rng(seed)
+    doc = {"Q": rng.normal(size=(2, lq, 3)) * 3, "K": rng.normal(size=(lk, 3)) * 3, "V": rng.normal(size=(lk, 2))}
+    doc |= data.draw(rules(lq, lk))
+    if data.draw(st.booleans()):
+        doc["softcap"] = data.draw(st.sampled_from([0.5, 2.0, 30.0]))
+    if data.draw(st.booleans()):
+        doc["alibi"] = True
+    if data.draw(st.booleans()):
+        doc["sinks"] = rng.normal(size=2).tolist()
+    problem = build_problem(doc)
+    plain = attend(problem)
+    for bq in range(1, lq + 1):
+        for bk in range(1, lk + 1):
+            tiled = attend_tiles(problem, bq, bk)
+            np.testing.assert_allclose(tiled.output, plain.output, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(tiled.lse, plain.lse, rtol=0, atol=1e-12)
+
+
+def test_sinks_start_the_running_max_and_sum(run, problem_file):
+    """A sink of 3 over logits 1, 0 | 2, 1 (query a of the tiny example): m starts at 3, l at 1,
+    the max never rises, so alpha is 1; a fully masked row keeps m = 3, l = 1, O = 0: output 0,
+    lse = 3."""
+    doc = json.loads(TINY.read_text()) | {"sinks": 3.0, "mask": [[True] * 4, [False] * 4]}
+    path = problem_file(doc)
+    out = run.json("compute", path, "--tiles", "2,2")
+    first = out["heads"][0]["tiles"][0]
+    assert first["m_old"] == [3.0, 3.0] and first["m"] == [3.0, 3.0] and first["alpha"] == [1.0, 1.0]
+    np.testing.assert_allclose(first["l"], [1 + np.exp(-2) + np.exp(-3), 1.0], rtol=1e-15)
+    head = out["heads"][0]
+    assert head["tiled_output"][1] == [0.0, 0.0] and head["tiled_lse"][1] == 3.0 and head["lse"][1] == 3.0
+    lse_a = np.log(np.exp(3) + np.exp(1) + 1 + np.exp(2) + np.exp(1))
+    np.testing.assert_allclose(head["tiled_lse"][0], lse_a, rtol=1e-15)
+    text = run("compute", path, "--tiles", "2,2", "--explain").stdout
+    assert "start: m = sink = 3.0000, l = e^(sink − m) = 1.0000, O = 0" in text
+    assert "  alpha = e^(3.0000 − 3.0000) = 1.0000" in text
+    answers = problem_file(out, "answers.json")  # compute's JSON with sinks is a correct answer
+    result = run("check", answers, path, "-f", "json")
+    assert result.exit_code == 0, result.stdout + result.stderr
