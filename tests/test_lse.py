@@ -66,3 +66,21 @@ def test_lse_is_the_logit_minus_the_log_of_its_weight(run):
 def test_lse_is_beside_the_weights_in_the_tables(run):
     table = run("compute", SAMPLES / "scooter.json", "--stages", "weights", "-f", "table").stdout
     assert "│    sum │    lse │" in table and "│ 1.0000 │ 3.0925 │" in table  # ln(1 + e^2.8284 + e^1.4142)
+
+
+@pytest.mark.parametrize("sample", ["alibi", "softcap", "sinks", "rope", "window"])
+def test_lse_of_each_variant_sample_is_the_log_of_its_softmax_sum(run, sample):
+    """ln(e^sink + Σ_j e^logit_j) over the stage the softmax reads (capped, or masked with ALiBi),
+    in mpmath; weights = e^(logit − lse) on both paths."""
+    doc = run.json("compute", SAMPLES / f"{sample}.json")
+    blocked = run.json("compute", SAMPLES / f"{sample}.json", "--stages", "output")
+    sinks = doc.get("sinks")
+    for h, head in enumerate(doc["heads"]):
+        logits = head.get("masked", head.get("capped", head["scaled"]))
+        sink = None if sinks is None else (sinks[h] if isinstance(sinks, list) else sinks)
+        expected = [_mp_lse([-np.inf if x is None else x for x in row] + ([sink] if sink is not None else []))
+                    for row in logits]
+        np.testing.assert_allclose(head["lse"], expected, rtol=1e-14)
+        np.testing.assert_allclose(blocked["heads"][h]["lse"], expected, rtol=1e-14)
+        logits = np.array([[-np.inf if x is None else x for x in row] for row in logits])
+        np.testing.assert_allclose(np.exp(logits - np.array(head["lse"])[:, None]), head["weights"], atol=1e-14)
