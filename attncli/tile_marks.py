@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.errors import InputError
+from attncli.errors import InputError, quote
 from attncli.grading import Rule, grade
 from attncli.marking import Answer, StageMark
 from attncli.values import as_array, decimals_of, describe
@@ -119,7 +119,7 @@ def _by_block(tiles: list, tiled, prefix: str) -> dict[tuple, dict]:
                              field=where)
         for key in tile:
             if key not in FIELDS + OTHER_KEYS:
-                raise InputError(f"unknown key {key!r} in {where}; a tile has q_block, k_block, m, alpha, l, O",
+                raise InputError(f"unknown key {quote(key)} in {where}; a tile has q_block, k_block, m, alpha, l, O",
                                  field=where)
         if not (_block(tile.get("q_block")) and _block(tile.get("k_block"))):
             raise InputError(f"{where} needs q_block and k_block, each [start, end] (end exclusive)", field=where)

@@ -107,7 +107,7 @@ def test_the_tile_table_shows_marks(run, problem_file):
 
 @pytest.mark.parametrize("change, fragments", [
     (lambda d: d["tiles"][0].update(k_block=[1, 3]), ["tiles[0] has q_block [0, 2], k_block [1, 3]", "not a tile"]),
-    (lambda d: d["tiles"][0].update(mm=[1, 1]), ["unknown key 'mm' in tiles[0]"]),
+    (lambda d: d["tiles"][0].update(mm=[1, 1]), ['unknown key "mm" in tiles[0]']),
     (lambda d: d["tiles"][0].update(m=[1, 2, 3]), ["tiles[q 0–2, k 0–2].m has shape (3); expected (2)"]),
     (lambda d: d.update(tile_size=[0, 2]), ["tile_size", "two whole numbers of at least 1"]),
     (lambda d: d["tiles"].append(dict(d["tiles"][0])), ["a second time"]),
