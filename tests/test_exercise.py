@@ -223,3 +223,10 @@ def test_an_alibi_exercise_has_easy_slopes_and_its_key_holds_the_masked_stage(ru
     assert "- ALiBi: −slope · |q_pos − k_pos| added to the logits of each head, with any bias; given slopes: 0.5" \
         in sheet
     assert "**masked = scaled + ALiBi, −∞ where masked**" in sheet
+
+
+def test_a_rope_exercise_starts_its_positions_at_1_so_every_row_turns(run):
+    key = json.loads(run("exercise", "--kind", "rope", "--seed", "2", "--answers").stdout)
+    assert key["q_positions"] == key["k_positions"] == [1, 2, 3]
+    for name, given in (("Q_rope", key["Q"]), ("K_rope", key["K"])):
+        assert all(row != plain for row, plain in zip(key["heads"][0][name], given))
