@@ -117,7 +117,14 @@ def attend(problem: Problem, progress=None) -> Trace:
     """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head.
     `progress(rows)` is told, after each stage, how far along (in query rows) the work is."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_finite
-        return _attend(problem, progress or (lambda rows: None))
+        trace = _attend(problem, progress or (lambda rows: None))
+    if problem.dO is None:
+        return trace
+    from dataclasses import replace
+
+    from attncli.backward import backward
+
+    return replace(trace, gradients=backward(trace))  # the backward pass reads the whole trace
 
 
 def _attend(problem: Problem, progress) -> Trace:

@@ -61,9 +61,10 @@ class Problem:
     key_labels: list[str] | None = None
     title: str | None = None
     description: str | None = None
+    dO: np.ndarray | None = None  # (Lq, d_out): the gradient of a loss by the final output (attncli/backward.py)
 
     def __post_init__(self):
-        _freeze(self, ("mask", "bias"), ("inputs",))
+        _freeze(self, ("mask", "bias", "dO"), ("inputs",))
 
     @property
     def projected(self) -> bool:
@@ -89,6 +90,7 @@ class Trace:
     final: np.ndarray  # (Lq, d_out)  concat W_O + b_O, or concat; JSON's top-level "output"
     fully_masked: tuple[tuple[int, int], ...] = ()  # (head, query row) with every key masked
     warnings: tuple[str, ...] = ()
+    gradients: object = None  # backward.Gradients when the problem has dO
 
     def __post_init__(self):
         _freeze(self, ("Q", "K", "V", "concat", "final"), ("stages",))
