@@ -36,40 +36,9 @@ from attncli.trace import Trace, frozen
 
 
 @dataclass(frozen=True, eq=False)
-class Gradient:
-    """One per-head gradient stage: its name (JSON per-head key, answer key, first word of its
-    table title), title and what its columns are ("keys", "value columns", "key columns", or
-    "" for D, one number per query)."""
-
-    name: str
-    title: str
-    columns: str
-
-
-GRADIENTS: tuple[Gradient, ...] = (
-    Gradient("d_output", "d_output = dO split into heads", "value columns"),
-    Gradient("d_V", "d_V = weightsᵀ d_output", "value columns"),
-    Gradient("d_weights", "d_weights = d_output Vᵀ", "keys"),
-    Gradient("D", "D = rowsum(d_output ∘ output)", ""),
-    Gradient("d_scores", "d_scores = weights ∘ (d_weights − D)", "keys"),
-    Gradient("d_Q", "d_Q = scale · d_scores K", "key columns"),
-    Gradient("d_K", "d_K = scale · d_scoresᵀ Q", "key columns"),
-)
-GRADS = "grads"  # the top-level JSON key: one gradient per input, in the shape it was given
-
-
-def names() -> tuple[str, ...]:
-    return tuple(g.name for g in GRADIENTS)
-
-
-def get(name: str) -> Gradient | None:
-    return next((g for g in GRADIENTS if g.name == name), None)
-
-
-@dataclass(frozen=True, eq=False)
 class Gradients:
     """Every gradient of one backward pass; read-only arrays. `heads` maps each name of
-    `GRADIENTS` to its (H, …) array; `grads` maps each input's name to its gradient."""
+    `grads.GRADIENTS` to its (H, …) array; `grads` maps each input's name to its gradient."""
 
     heads: Mapping[str, np.ndarray]
     grads: Mapping[str, np.ndarray]

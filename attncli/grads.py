@@ -1,0 +1,36 @@
+"""The backward pass's per-head stages, defined once: name (JSON per-head key, answer key in
+`attn check`, `--stages` word, first word of the table title), table title and what the columns
+are. Light (no numpy): every command's start-up reads the names. The math is attncli/backward.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, eq=False)
+class Gradient:
+    name: str
+    title: str
+    rows: str  # "queries" or "keys"
+    columns: str  # "keys", or "" for numbered columns (D has one: a number per query)
+
+
+GRADIENTS: tuple[Gradient, ...] = (
+    Gradient("d_output", "d_output = dO split into heads", "queries", ""),
+    Gradient("d_V", "d_V = weightsᵀ d_output", "keys", ""),
+    Gradient("d_weights", "d_weights = d_output Vᵀ", "queries", "keys"),
+    Gradient("D", "D = rowsum(d_output ∘ output)", "queries", ""),
+    Gradient("d_scores", "d_scores = weights ∘ (d_weights − D), 0 where masked", "queries", "keys"),
+    Gradient("d_Q", "d_Q = scale · d_scores K", "queries", ""),
+    Gradient("d_K", "d_K = scale · d_scoresᵀ Q", "keys", ""),
+)
+GRADS = "grads"  # the top-level JSON key (and --stages word): one gradient per input, in its given shape
+
+
+def names() -> tuple[str, ...]:
+    return tuple(g.name for g in GRADIENTS)
+
+
+def get(name: str) -> Gradient | None:
+    return next((g for g in GRADIENTS if g.name == name), None)
