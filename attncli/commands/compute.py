@@ -206,7 +206,7 @@ def compute(
         raise
     origin["invert_mask"] = "--invert-mask"
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
-    _check_backward(problem, shown, output_only, suffix)
+    _check_backward(problem, shown if stages is not None else (), output_only, suffix)
     stage = get(shown[0])
     if format == Format.csv and stage is not None and not stage.applies(problem):
         raise InputError(f"{stage.absent}, so it has no {stage.name} stage; "
@@ -259,10 +259,10 @@ def compute(
         sys.stderr.write(f"warning: {one_line(warning)}\n")
 
 
-def _check_backward(problem, shown, output_only: bool, suffix: str | None) -> None:
-    """A gradient asked for needs dO; dO needs the full trace (the weights), which the output-only
+def _check_backward(problem, asked_for, output_only: bool, suffix: str | None) -> None:
+    """A gradient asked for with --stages needs dO; dO needs the full trace (the weights), which the output-only
     path does not keep."""
-    asked = [name for name in shown if name in grads.names() + (grads.GRADS,)]
+    asked = [name for name in asked_for if name in grads.names() + (grads.GRADS,)]
     if asked and problem.dO is None:
         raise InputError(f"{asked[0]} is a gradient of the backward pass, which needs dO; add --do ones "
                          "(or a matrix of the final output's shape)", "--stages")
