@@ -28,10 +28,12 @@ MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts a
 
 
 def output_keys() -> tuple[str, ...]:
-    """Every key `attn compute` writes beside the input keys: OUTPUT_KEYS and the stage names."""
+    """Every key `attn compute` writes beside the input keys: OUTPUT_KEYS, the stage names and the
+    backward pass's (a learner's answers file holds them at the top level)."""
+    from attncli import grads
     from attncli.stages import names
 
-    return OUTPUT_KEYS + names()
+    return OUTPUT_KEYS + names() + grads.names()
 
 
 def _rows(n: int, what: str = "row") -> str:

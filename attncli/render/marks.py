@@ -38,10 +38,19 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
     """Yield a title and a table of the given values marked (expected beside); a table wider than
     `width` (a terminal's; None: a pipe, as wide as it needs) is split into column ranges, each
     cell shown whole."""
+    from attncli import grads
+
     p = trace.problem
-    output = name.endswith("output")
-    columns = [str(j) for j in range(mark.expected.shape[1])] if output else labels(p.key_labels, p.lk)
-    rows = [rich_text(row) for row in labels(p.query_labels, p.lq)]
+    stage = name.rsplit(".", 1)[-1]
+    gradient = grads.get(stage)
+    numbered = [str(j) for j in range(mark.expected.shape[1])]
+    if gradient is not None:  # the backward pass: rows are queries or keys; D's one column is D
+        columns = labels(p.key_labels, p.lk) if gradient.columns == "keys" else ["D"] if stage == "D" else numbered
+        rows = [rich_text(row) for row in (labels(p.query_labels, p.lq) if gradient.rows == "queries"
+                                           else labels(p.key_labels, p.lk))]
+    else:
+        columns = numbered if name.endswith("output") else labels(p.key_labels, p.lk)
+        rows = [rich_text(row) for row in labels(p.query_labels, p.lq)]
     cells = []
     for i in range(len(rows)):
         cells.append([])

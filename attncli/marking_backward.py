@@ -1,0 +1,82 @@
+"""Mark a learner's gradients (the backward pass's per-head stages, attncli/grads.py) against the
+trace's, with follow-through: a stage recomputed from the learner's own earlier stages (their
+d_scores carried into d_Q and d_K, their d_output into d_V, d_weights and D, their weights and
+output from the forward half) earns the mark as "carried" when those were wrong, "correct" when
+they were right. Pure numpy: no I/O.
+
+    d_V = weightsᵀ d_output      d_weights = d_output Vᵀ      D = rowsum(d_output ∘ output)
+    d_scores = weights ∘ (d_weights − D), 0 where masked
+    d_Q = scale · d_scores K     d_K = scale · d_scoresᵀ Q
+
+D is marked as a column, one number per query (Lq × 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncli.grads import GRADIENTS
+from attncli.grading import Rule
+from attncli.marking import Answer, StageMark, _cells
+from attncli.trace import Trace
+
+# Which stages (the learner's, where given) each gradient is computed from.
+FROM = {"d_output": (), "d_V": ("weights", "d_output"), "d_weights": ("d_output",), "D": ("d_output", "output"),
+        "d_scores": ("weights", "d_weights", "D"), "d_Q": ("d_scores",), "d_K": ("d_scores",)}
+
+
+def expected(trace: Trace, head: int, name: str) -> np.ndarray:
+    """A gradient stage of one head as it is marked: 2-D, D as a column (Lq × 1)."""
+    value = trace.gradients.heads[name][head]
+    return value[:, None] if value.ndim == 1 else value
+
+
+def _recompute(trace: Trace, head: int, name: str, own: dict[str, np.ndarray]) -> np.ndarray:
+    """Gradient `name` of `head` from the values in `own` (the learner's where given, else exact)."""
+    V, K, Q = trace.V[head], trace.K[head], trace.Q[head]
+    P, dO = own["weights"], own["d_output"]
+    if name == "d_V":
+        return P.T @ dO
+    if name == "d_weights":
+        return dO @ V.T
+    if name == "D":
+        return (dO * own["output"]).sum(axis=1, keepdims=True)
+    if name == "d_scores":
+        dead = [i for h, i in trace.fully_masked if h == head]
+        d_scores = np.where(trace.weights[head] == 0, 0.0, P * (own["d_weights"] - own["D"]))
+        d_scores[dead] = 0.0
+        return d_scores
+    if name == "d_Q":
+        return trace.scale * own["d_scores"] @ K
+    return trace.scale * own["d_scores"].T @ Q  # d_K
+
+
+def mark_gradients(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule,
+                   forward: dict[str, StageMark]) -> dict[str, StageMark]:
+    """The given gradient stages of one head, in the backward pass's order. `answers` holds the
+    learner's stages of this head (forward ones too), `forward` their marks."""
+    own = {"weights": trace.weights[head], "output": trace.output[head]}
+    own |= {g.name: expected(trace, head, g.name) for g in GRADIENTS}
+    sound = {}  # stage → every cell right without carrying: following from it is the method
+    for name in ("weights", "output"):
+        if name in answers and name in forward:
+            own[name] = answers[name].values
+            sound[name] = bool((forward[name].cells == "correct").all())
+    marks = {}
+    for gradient in GRADIENTS:
+        name = gradient.name
+        if name not in answers:
+            continue
+        answer = answers[name]
+        used = [stage for stage in FROM[name] if stage in sound]
+        followings = []
+        if used:
+            status = "correct" if all(sound[s] for s in used) else "carried"
+            note = f"from your own {', '.join(used)}" if status == "carried" else None
+            followings.append((_recompute(trace, head, name, own), status, note))
+        exact = expected(trace, head, name)
+        cells, notes = _cells(answer, exact, followings, rule)
+        marks[name] = StageMark(given=answer, cells=cells, expected=exact, diagnosis=(), notes=answer.notes + notes)
+        own[name] = answer.values
+        sound[name] = bool((cells == "correct").all())
+    return marks
