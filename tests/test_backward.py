@@ -106,3 +106,18 @@ def test_gradients_are_read_only():
 
 def test_no_dO_no_gradients():
     assert attend(build_problem(SCOOTER)).gradients is None
+
+
+def test_the_readme_tiny_example_backward():
+    import json
+    from tests.conftest import SAMPLES
+
+    doc = {**json.loads((SAMPLES / "tiny_tiles.json").read_text()), "dO": [[1, 0], [0, 1]]}
+    g = attend(build_problem(doc)).gradients
+    r = lambda name: np.round(g.heads[name][0], 4).tolist()  # noqa: E731
+    assert r("d_weights") == [[1, 0, 1, 2], [0, 1, 1, 0]]
+    assert r("D") == [1.1243, 0.5]
+    assert r("d_scores") == [[-0.0244, -0.0813, -0.0664, 0.1722], [-0.0672, 0.1828, 0.0672, -0.1828]]
+    assert r("d_Q") == [[0.0149, 0.0909], [-0.1155, 0.0]]
+    assert r("d_K") == [[-0.0244, -0.0672], [-0.0813, 0.1828], [-0.0664, 0.0672], [0.1722, -0.1828]]
+    assert r("d_V") == [[0.1966, 0.1345], [0.0723, 0.3655], [0.5344, 0.1345], [0.1966, 0.3655]]
