@@ -102,3 +102,14 @@ def test_fully_masked_row_zero_gradient_through_cli(run, problem_file):
     out = json.loads(result.stdout)
     assert out["grads"]["Q"][1] == [0.0, 0.0] and out["heads"][0]["d_scores"][1] == [0.0, 0.0, 0.0]
     assert out["heads"][0]["d_scores"][0][2] == 0.0  # a masked key gets no gradient
+
+
+def test_npz_holds_the_gradients_and_reads_back(run, tmp_path):
+    path = tmp_path / "run.npz"
+    result = run("compute", SAMPLES / "multihead.json", "--do", "ones", "-o", path)
+    assert result.exit_code == 0, result.stderr
+    with np.load(path) as archive:
+        assert archive["heads/d_scores"].shape == (2, 3, 3) and archive["grads/W_O"].shape == (4, 4)
+        expected = archive["grads/X"].tolist()
+    again = run.json("compute", path)
+    assert again["grads"]["X"] == expected
