@@ -11,19 +11,21 @@ from dataclasses import dataclass
 @dataclass(frozen=True, eq=False)
 class Gradient:
     name: str
-    title: str
+    title: str  # also the plain formula, after "= "
+    latex: str
     rows: str  # "queries" or "keys"
     columns: str  # "keys", or "" for numbered columns (D has one: a number per query)
 
 
 GRADIENTS: tuple[Gradient, ...] = (
-    Gradient("d_output", "d_output = dO split into heads", "queries", ""),
-    Gradient("d_V", "d_V = weightsᵀ d_output", "keys", ""),
-    Gradient("d_weights", "d_weights = d_output Vᵀ", "queries", "keys"),
-    Gradient("D", "D = rowsum(d_output ∘ output)", "queries", ""),
-    Gradient("d_scores", "d_scores = weights ∘ (d_weights − D), 0 where masked", "queries", "keys"),
-    Gradient("d_Q", "d_Q = scale · d_scores K", "queries", ""),
-    Gradient("d_K", "d_K = scale · d_scoresᵀ Q", "keys", ""),
+    Gradient("d_output", "d_output = dO split into heads", r"dO \text{ split into heads}", "queries", ""),
+    Gradient("d_V", "d_V = weightsᵀ d_output", r"\text{weights}^\top\, dO", "keys", ""),
+    Gradient("d_weights", "d_weights = d_output Vᵀ", r"dO\, V^\top", "queries", "keys"),
+    Gradient("D", "D = rowsum(d_output ∘ output)", r"\operatorname{rowsum}(dO \circ \text{output})", "queries", ""),
+    Gradient("d_scores", "d_scores = weights ∘ (d_weights − D), 0 where masked",
+             r"\text{weights} \circ (dP - D)", "queries", "keys"),
+    Gradient("d_Q", "d_Q = scale · d_scores K", r"\text{scale} \cdot dS\, K", "queries", ""),
+    Gradient("d_K", "d_K = scale · d_scoresᵀ Q", r"\text{scale} \cdot dS^\top Q", "keys", ""),
 )
 GRADS = "grads"  # the top-level JSON key (and --stages word): one gradient per input, in its given shape
 

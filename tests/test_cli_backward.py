@@ -113,3 +113,16 @@ def test_npz_holds_the_gradients_and_reads_back(run, tmp_path):
         expected = archive["grads/X"].tolist()
     again = run.json("compute", path)
     assert again["grads"]["X"] == expected
+
+
+def test_markdown_and_latex_write_the_gradients(run):
+    md = run("compute", SAMPLES / "scooter.json", "--do", "ones", "-f", "markdown", "--stages", "D,d_Q")
+    assert "**D** = rowsum(d_output ∘ output)" in md.stdout and "| it | 1.6266 |" in md.stdout
+    assert "**d_Q** = scale · d_scores K" in md.stdout
+    tex = run("compute", SAMPLES / "scooter.json", "--do", "ones", "-f", "latex", "--stages", "d_Q")
+    assert r"\caption{d\_Q: $\text{scale} \cdot dS\, K$}" in tex.stdout
+
+
+def test_csv_of_a_gradient_is_refused(run):
+    result = run("compute", SAMPLES / "scooter.json", "--do", "ones", "-f", "csv", "--stages", "d_Q")
+    assert result.exit_code == 2 and "--stages" in result.stderr
