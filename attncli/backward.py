@@ -86,13 +86,39 @@ def _backward(trace: Trace) -> Gradients:
     d_scores = P * (d_weights - D[..., None])  # (H, Lq, Lk), 0 where P is 0 (masked)
     for head, row in trace.fully_masked:  # uniform weights do not depend on the scores
         d_scores[head, row] = 0.0
-    d_Q = trace.scale * (d_scores @ trace.K)  # (H, Lq, d_k)
-    d_K = trace.scale * (d_scores.transpose(0, 2, 1) @ trace.Q)  # (H, Lk, d_k)
+    d_scores = _through_softcap(trace, d_scores)
+    d_Q, d_K = _through_rope(trace, trace.scale * d_scores)  # (H, Lq, d_k), (H, Lk, d_k)
     heads = {"d_output": d_output, "d_V": d_V, "d_weights": d_weights, "D": D, "d_scores": d_scores,
              "d_Q": d_Q, "d_K": d_K}
     grads.update(_input_grads(problem, d_Q, d_K, d_V, dtype))
     order = [name for name in given if name in grads]  # the inputs' order, W_O last as given
     return Gradients(heads=heads, grads={name: grads[name] for name in order})
+
+
+def _through_softcap(trace: Trace, d_capped: np.ndarray) -> np.ndarray:
+    """capped = c · tanh(scaled / c), so d scaled = d capped · (1 − tanh²) = d capped · (1 − (capped / c)²)."""
+    cap = getattr(trace.problem, "softcap", None)
+    if cap is None:
+        return d_capped
+    tanh = trace.stage("capped") / cap  # (H, Lq, Lk)
+    return d_capped * (1 - tanh * tanh)
+
+
+def _through_rope(trace: Trace, d_scores_scaled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """d_Q = scale · d_scores K and d_K = scale · d_scoresᵀ Q (`d_scores_scaled` = scale · d_scores);
+    with RoPE the scores read Q_rope and K_rope, whose gradients rotate back by the opposite angles
+    (a rotation's inverse is its transpose)."""
+    rope = getattr(trace.problem, "rope", None)
+    Q = trace.Q if rope is None else trace.stage("Q_rope")  # (H, Lq, d_k)
+    K = trace.K if rope is None else trace.stage("K_rope")  # (H, Lk, d_k)
+    d_Q = d_scores_scaled @ K  # (H, Lq, d_k)
+    d_K = d_scores_scaled.transpose(0, 2, 1) @ Q  # (H, Lk, d_k)
+    if rope is None:
+        return d_Q, d_K
+    from attncli.rope import rotate
+
+    p = trace.problem
+    return rotate(d_Q, -p.q_positions, rope), rotate(d_K, -p.k_positions, rope)
 
 
 def _as_given(d: np.ndarray, given: np.ndarray, query_3d: bool) -> np.ndarray:
