@@ -90,7 +90,7 @@ def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
     summed = stage is not None and stage.sum_column and values.shape == (shape[0], shape[1] + 1) and \
         np.allclose(values[:, -1], values[:, :-1].sum(axis=1), atol=0.05)
     hint = " (leave out the table's sum column)" if summed else ""
-    raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}")
+    raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}", field=field)
 
 
 def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
@@ -112,7 +112,7 @@ def _same_problem(doc: dict, trace: Trace) -> None:
         given = inputs[name]
         if mine.size != given.size or not np.allclose(mine.reshape(given.shape), given, rtol=1e-12, atol=1e-12):
             raise InputError(f"{key} is not the problem's {name}: these answers hold their own problem; mark "
-                             "them against it, on their own")
+                             "them against it, on their own", field=key)
 
 
 def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | None]:
@@ -138,24 +138,25 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     listed = doc.get("heads")
     if isinstance(listed, list):
         if len(listed) > p.heads:
-            raise InputError(f"heads lists {len(listed)} heads but the problem has {p.heads}")
+            raise InputError(f"heads lists {len(listed)} heads but the problem has {p.heads}", field="heads")
         for h, entry in enumerate(listed):
             if entry is None:
                 continue
             if not isinstance(entry, dict):
-                raise InputError(f"heads[{h}] is {describe(entry)}; expected an object of stages")
+                raise InputError(f"heads[{h}] is {describe(entry)}; expected an object of stages",
+                                 field=f"heads[{h}]")
             _check_keys(entry, names() + grads.names() + IGNORED_IN_HEADS, f" in heads[{h}]")
             heads[h] = {k: v for k, v in entry.items() if k in names() + grads.names() and v is not None}
     top = {k: doc[k] for k in names() + grads.names() if k != "output" and doc.get(k) is not None}
     if top and p.heads > 1:
         raise InputError(f"{next(iter(top))} is given at the top level, but the problem has {p.heads} heads: "
-                         'answer each head in "heads": [{...}, ...]')
+                         'answer each head in "heads": [{...}, ...]', field=next(iter(top)))
     final = doc.get("output")
     both = {**top, **({"output": final} if single and final is not None else {})}
     for name, value in both.items():  # one head's stage written twice: never pick one silently
         if name in heads[0] and heads[0][name] != value:
             raise InputError(f"{name} is given at the top level and in heads[0], with different values; "
-                             "keep one")
+                             "keep one", field=name)
     heads[0] = both | heads[0]
     if not any(heads) and final is None:
         raise NoAnswers()
@@ -165,7 +166,8 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
         for name in entry:
             if name not in stages:
                 absent = get(name).absent if get(name) else "the problem has no dO (the backward pass)"
-                raise InputError(f"{prefix}{name} is given, but {absent}, so no {name} stage")
+                raise InputError(f"{prefix}{name} is given, but {absent}, so no {name} stage",
+                                 field=prefix + name)
         marked.append({name: _answer(_column(entry[name]) if name == "D" else entry[name], prefix + name,
                                      shapes[name], what[name]) for name in entry})
     final_answer = None

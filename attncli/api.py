@@ -11,7 +11,10 @@
 Keyword names are the input document's keys (`attn compute` JSON): Q, K, V, or X with W_Q, W_K,
 W_V (and X_kv, biases b_Q…, W_O, b_O), mask (true = may attend, or "causal"), bias, heads, scale,
 labels. Arrays or nested lists are both accepted. Errors are `attncli.errors.InputError` (or
-another `AttnError`) naming the field; nothing here prints, exits or imports the CLI.
+another `AttnError`) naming the field (`error.field`, e.g. "K" or "heads[1].weights"); their advice,
+and a trace's warnings, say settings as keyword arguments (`or use dtype='float64'`,
+`masked_rows='zero'`), where the command line says options. Nothing here prints, exits or imports
+the CLI.
 """
 
 from __future__ import annotations

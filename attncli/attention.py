@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli import stages
-from attncli.errors import InputError, NumericError, quote
+from attncli.errors import Advice, InputError, Notice, NumericError, quote
 from attncli.limits import check_fits, stage_bytes
 from attncli.trace import Problem, Trace
 
@@ -71,28 +71,36 @@ def check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
         where = ", ".join(f"{axis} {int(i)}" for axis, i in zip(axes, index))
         where = where.replace(", index", ",")
         raise NumericError(f"{what} overflows {x.dtype} at {where} (its largest finite value is "
-                           f"{np.finfo(x.dtype).max:.3g}); scale the inputs down"
-                           + (" or use --dtype float64" if x.dtype == np.float32 else ""))
+                           f"{np.finfo(x.dtype).max:.3g}); scale the inputs down",
+                           advice=Advice("dtype", ("float64",), " or use {}") if x.dtype == np.float32 else None)
 
 
 def _label(labels: list[str] | None, i: int) -> str:
     return quote(labels[i]) if labels else str(i)
 
 
-def masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[str]:
-    """One warning per head that has rows with every key masked, naming the rows."""
-    policy = {"zero": "their weights and output are 0 (--masked-rows zero, as PyTorch SDPA)",
-              "uniform": "their weights are uniform, output = mean of V (--masked-rows uniform, as JAX)"}
+# What each masked-rows policy does, and the library it matches (README "Conventions").
+MASKED_ROWS_POLICY = {
+    "zero": ("their weights and output are 0", "as PyTorch SDPA"),
+    # Not "as JAX" outright: JAX gives NaN for a row blocked by a −∞ bias alone (README).
+    "uniform": ("their weights are uniform, output = mean of V", "as JAX when a boolean mask blocks the row"),
+}
+
+
+def masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[Notice]:
+    """One warning per head that has rows with every key masked, naming the rows; the policy is
+    advice (`masked_rows`) that the edge says as an option or a keyword."""
     warnings = []
     for head in np.flatnonzero(dead.any(axis=1)):
         rows = np.flatnonzero(dead[head])
         shown = ", ".join(_label(problem.query_labels, int(i)) for i in rows[:8])
         more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
         if problem.masked_rows == "error":
-            raise InputError(f"head {head}: every key is masked for query {shown}{more}; "
-                             "use --masked-rows zero or uniform to allow it")
-        warnings.append(f"head {head}: every key is masked for query {shown}{more}; "
-                        f"{policy[problem.masked_rows]}")
+            raise InputError(f"head {head}: every key is masked for query {shown}{more}", field="masked_rows",
+                             advice=Advice("masked_rows", ("zero", "uniform"), "; use {} to allow it"))
+        done, like = MASKED_ROWS_POLICY[problem.masked_rows]
+        warnings.append(Notice(f"head {head}: every key is masked for query {shown}{more}; {done}",
+                               Advice("masked_rows", (problem.masked_rows,), f" ({{}}, {like})")))
     return warnings
 
 

@@ -74,7 +74,9 @@ class AttnGroup(_PlainFlags, TyperGroup):
         try:
             code = super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
         except AttnError as error:
-            fail(str(error))
+            from attncli.commands.edge import message
+
+            fail(message(error))
         except ClickException as error:
             if type(error).__name__ == "NoArgsIsHelpError":  # bare `attn`: help, not an error
                 print(error.format_message())

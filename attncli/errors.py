@@ -1,22 +1,81 @@
-"""The error types. The CLI edge turns each into one `error: …` line and exit code 2."""
+"""The error types. The CLI edge turns each into one `error: …` line and exit code 2.
+
+Errors are data until the edge: an error carries the input key it is about (`field`) and a way
+out (`advice`) as a setting and its values; the commands say them as options (`--dtype float64`),
+the Python API as keyword arguments (`dtype='float64'`). Nothing here names an option.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+# How a setting is said: (setting, values) -> text, e.g. ("dtype", ("float64",)) -> "dtype='float64'".
+Say = Callable[[str, tuple], str]
+
+
+def keyword(setting: str, values: tuple) -> str:
+    """A setting as the Python API (and the input document) spells it: `masked_rows='zero' or 'uniform'`."""
+    return f"{setting}=" + " or ".join(repr(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A way out: set `setting` (an input key, also the API's keyword) to one of `values`;
+    `template` places the rendered setting in the sentence ("; use {} to allow it")."""
+
+    setting: str
+    values: tuple
+    template: str
+
+    def render(self, say: Say = keyword) -> str:
+        return self.template.format(say(self.setting, self.values))
 
 
 class AttnError(Exception):
-    """Base class: something about the input or the computation the user must fix."""
+    """Base class: something about the input or the computation the user must fix.
+    `field`: the input key it is about ("mask", "q_positions", "heads[1].weights"), or None."""
 
-    def __init__(self, message: str, source: str | None = None):
+    def __init__(self, message: str, source: str | None = None, field: str | None = None,
+                 advice: Advice | None = None):
         super().__init__(message)
         self.message = message
         self.source = source
+        self.field = field
+        self.advice = advice
+
+    def text(self, say: Say = keyword, source: bool = True) -> str:
+        """The whole message, the advice said with `say`, after the file or option it came from."""
+        message = self.message + (self.advice.render(say) if self.advice else "")
+        return f"{self.source}: {message}" if self.source and source else message
 
     def __str__(self) -> str:
-        return f"{self.source}: {self.message}" if self.source else self.message
+        return self.text()
+
+    @property
+    def key(self) -> str | None:
+        """The top-level input key of `field`: "heads" for "heads[1].weights", "Q" for "Q[0][2]"."""
+        return None if self.field is None else self.field.split("[", 1)[0].split(".", 1)[0]
 
     def at(self, source: str) -> "AttnError":
         """Name the file (or option) the problem came from, once, at the public boundary."""
         if self.source is None:
             self.source = source
         return self
+
+
+class Notice(str):
+    """A warning: its text with the advice said as a keyword (JSON and the API see this), and the
+    parts (`text`, `advice`) for the CLI edge to say it as an option."""
+
+    text: str
+    advice: Advice | None
+
+    def __new__(cls, text: str, advice: Advice | None = None):
+        notice = super().__new__(cls, text + (advice.render() if advice else ""))
+        notice.text, notice.advice = text, advice
+        return notice
+
+    def render(self, say: Say = keyword) -> str:
+        return self.text + (self.advice.render(say) if self.advice else "")
 
 
 class InputError(AttnError):

@@ -37,7 +37,7 @@ REDRAWS = 1000  # attempts at keys that are all different before giving up
 
 @dataclass(frozen=True)
 class Options:
-    """Everything that decides a problem; `command()` reproduces it exactly."""
+    """Everything that decides a problem; `attn exercise` says it as the command that reproduces it."""
 
     seed: int
     kind: str = "plain"
@@ -56,23 +56,16 @@ class Options:
     def lq(self) -> int:
         return self.keys if self.self_attention else (self.queries or 1)
 
-    def command(self) -> str:
-        """`attn exercise …` naming every option, so that changed defaults cannot change it."""
-        parts = [f"attn exercise --seed {self.seed} --kind {self.kind}", f"--queries {self.lq}",
-                 f"--keys {self.keys}", f"--dim {self.dim}", f"--value-dim {self.value_dim or self.dim}",
-                 f"--heads {self.heads}"]
-        if self.mask:
-            parts.append(f"--mask {self.mask}")
-        return " ".join(parts)
-
 
 @dataclass(frozen=True)
 class Exercise:
     """`doc` is `attn compute` input; `shown` the matrices a worksheet prints (for posenc, E and PE
-    instead of their sum X); `command` the line that reproduces it (for the answer key only)."""
+    instead of their sum X); `options` what decided it; `command` the line that reproduces it (for
+    the answer key only; the CLI fills it in from `options`)."""
 
     doc: dict
     shown: dict = field(default_factory=dict)
+    options: Options | None = None
     command: str = ""
 
 
@@ -90,13 +83,13 @@ def make_exercise(seed: int, queries: int | None = None, keys: int = 3, dim: int
 def build(options: Options) -> Exercise:
     o = options
     if o.kind not in KINDS:
-        raise ExerciseError(f"kind is {o.kind!r}; expected one of {', '.join(KINDS)}")
+        raise ExerciseError(f"kind is {o.kind!r}; expected one of {', '.join(KINDS)}", field="kind")
     if o.self_attention and o.queries not in (None, o.keys):
         raise ExerciseError(f"a {o.kind if o.kind in SELF else 'causal'} exercise is self-attention over one "
-                            f"sentence, so queries ({o.queries}) must equal keys ({o.keys})")
+                            f"sentence, so queries ({o.queries}) must equal keys ({o.keys})", field="queries")
     if o.kind == "posenc" and o.dim * o.heads % 2:
         raise ExerciseError(f"a posenc exercise pairs sin and cos columns, so dim × heads "
-                            f"({o.dim * o.heads}) must be even")
+                            f"({o.dim * o.heads}) must be even", field="dim")
     rng = random.Random(o.seed)
     value_dim = o.value_dim or o.dim
     lq, lk = o.lq, o.keys
@@ -117,7 +110,7 @@ def build(options: Options) -> Exercise:
             if len({tuple(row) for row in keys}) == len(keys):
                 return drawn
         raise ExerciseError(f"could not draw {lk} different keys of width {o.dim * o.heads}; "
-                            "ask for fewer keys or a wider dim")
+                            "ask for fewer keys or a wider dim", field="keys")
 
     words = rng.sample(WORDS, min(len(WORDS), lk if o.self_attention else lq + lk))
     query_labels = [_label(words, i) for i in range(lq)]
@@ -162,7 +155,7 @@ def build(options: Options) -> Exercise:
         doc["mask"] = grid
     matrices = [k for k in ("Q", "K", "V", "X", "X_kv", "W_Q", "W_K", "W_V", "W_O") if k in doc]
     shown = shown | {k: doc[k] for k in matrices if not (shown and k == "X")}  # E and PE first
-    return Exercise(doc=doc, shown=shown, command=o.command())
+    return Exercise(doc=doc, shown=shown, options=o)
 
 
 def problem_set(options: Options, count: int) -> list[Exercise]:

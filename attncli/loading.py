@@ -300,15 +300,13 @@ def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None =
     return parse_inline(value, option, kind), None, option
 
 
-def gather(file: str | None, matrices: dict[str, str | None], settings: dict,
-           stdin_is_terminal: bool) -> tuple[dict, dict[str, str], str | None]:
-    """The problem document: the JSON file (or stdin), then command-line options over it.
-    Returns (document, where each option-given key came from, the file's name)."""
+def gather(file: str | None, matrices: dict[str, str | None],
+           settings: dict) -> tuple[dict, dict[str, str], str | None]:
+    """The problem document: the JSON file (or stdin, when neither a file nor Q, K, V or X is
+    given), then command-line options over it. Returns (document, where each option-given key
+    came from, the file's name)."""
     given = {key: value for key, value in matrices.items() if value is not None}
     if file is None and not given.keys() & {"Q", "K", "V", "X"}:
-        if stdin_is_terminal:
-            raise InputError("no input: name a JSON file (attn compute problem.json), pipe one "
-                             "(attn example scooter | attn compute), or give --q, --k and --v")
         file = "-"
     doc, source = read_document(file) if file is not None else ({}, None)
     if not isinstance(doc, dict):

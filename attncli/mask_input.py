@@ -1,7 +1,8 @@
 """Input keys for the mask rules (attncli/masks.py evaluates them) to validated fields of `Problem`:
 `mask` (a word or a true/false matrix), `causal`, `window`, `key_mask`, `q_positions`, `k_positions`.
 
-Every message starts with the key it is about (`q_positions[2] is 1.5; expected …`).
+Every error carries the key it is about as its `field`, and starts with it
+(`q_positions[2] is 1.5; expected …`).
 """
 
 from __future__ import annotations
@@ -23,16 +24,16 @@ LIMIT = 2**53
 def _whole(value, field: str, low: int, expected: str) -> int:
     """One whole number from `low` to LIMIT; 4.0 counts, 4.5, true and "4" do not."""
     if isinstance(value, bool) or not isinstance(value, (int, float, HugeInt, np.integer)):
-        raise InputError(f"{field} is {describe(value)}; expected {expected}")
+        raise InputError(f"{field} is {describe(value)}; expected {expected}", field=field)
     if isinstance(value, HugeInt) or (isinstance(value, float) and not math.isfinite(value)) \
             or not low <= value <= LIMIT:
         if low == 0 and not isinstance(value, HugeInt) and value < 0:
             raise InputError(f"{field} is {describe(value)}; expected a whole number ≥ 0 or null "
-                             "(use null for unbounded, not -1)")
+                             "(use null for unbounded, not -1)", field=field)
         raise InputError(f"{field} is {describe(value)}; expected {expected} from "
-                         f"{'-2^53' if low == -LIMIT else low} to 2^53")
+                         f"{'-2^53' if low == -LIMIT else low} to 2^53", field=field)
     if value != int(value):
-        raise InputError(f"{field} is {describe(value)}; expected {expected}")
+        raise InputError(f"{field} is {describe(value)}; expected {expected}", field=field)
     return int(value)
 
 
@@ -44,9 +45,9 @@ def _list(value, field: str, length: int, of: str) -> list:
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if not isinstance(value, list):
-        raise InputError(f"{field} is {describe(value)}; expected a list of {length} ({of})")
+        raise InputError(f"{field} is {describe(value)}; expected a list of {length} ({of})", field=field)
     if len(value) != length:
-        raise InputError(f"{field} has {_entries(len(value))}; expected {length}, {of}")
+        raise InputError(f"{field} has {_entries(len(value))}; expected {length}, {of}", field=field)
     return value
 
 
@@ -72,10 +73,10 @@ def window(value, field: str = "window") -> tuple[int | None, int | None]:
 def key_mask(value, field: str, lk: int) -> np.ndarray:
     """(Lk,) bool, read-only, true = a real key."""
     if isinstance(value, list) and len(value) != lk:
-        raise InputError(f"{field} has {_entries(len(value))}; expected {lk}, one true/false per key")
+        raise InputError(f"{field} has {_entries(len(value))}; expected {lk}, one true/false per key", field=field)
     array = as_array(value, field, kind="mask", max_dims=1)
     if array.ndim != 1 or array.shape[0] != lk:
-        raise InputError(f"{field} has shape {array.shape}; expected {lk} entries, one true/false per key")
+        raise InputError(f"{field} has shape {array.shape}; expected {lk} entries, one true/false per key", field=field)
     array = array.copy()
     array.flags.writeable = False
     return array
@@ -83,7 +84,7 @@ def key_mask(value, field: str, lk: int) -> np.ndarray:
 
 def _flag(value, field: str) -> bool:
     if not isinstance(value, bool):
-        raise InputError(f"{field} is {describe(value)}; expected true or false")
+        raise InputError(f"{field} is {describe(value)}; expected true or false", field=field)
     return value
 
 
@@ -96,7 +97,7 @@ def read_rules(doc: dict, grid, heads: int, lq: int, lk: int, invert: bool) -> d
         if value not in MASK_WORDS:
             hint = did_you_mean(value, MASK_WORDS, 0.4)
             raise InputError(f'mask is {quote(value)}{hint}; expected {" or ".join(MASK_WORDS)} '
-                             "or a true/false matrix")
+                             "or a true/false matrix", field="mask")
         rule, causal = value, True
     elif value is not None:
         mask = grid(value, "mask", "mask", heads, lq, lk)
@@ -109,7 +110,7 @@ def read_rules(doc: dict, grid, heads: int, lq: int, lk: int, invert: bool) -> d
         if q is not None:
             raise InputError("q_positions is given with mask causal_lower_right, which sets them to "
                              f"Lk − Lq … Lk − 1 ({lk - lq} … {lk - 1}); give mask causal with the "
-                             "positions, or drop q_positions")
+                             "positions, or drop q_positions", field="q_positions")
         q = lower_right_positions(lq, lk)
     k = None if doc.get("k_positions") is None else positions(doc["k_positions"], "k_positions", lk, "key")
     q = default_positions(lq) if q is None else q

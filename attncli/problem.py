@@ -50,7 +50,7 @@ def _as_vector(value, field: str, length: int, of: str) -> np.ndarray:
     array = as_array(value, field, max_dims=1)
     if array.ndim != 1 or array.shape[0] != length:
         found = f"{array.shape[0]} entries" if array.ndim == 1 else f"{array.ndim} dimensions"
-        raise InputError(f"{field} has {found}; expected {length} entries, one per column of {of}")
+        raise InputError(f"{field} has {found}; expected {length} entries, one per column of {of}", field=field)
     return array
 
 
@@ -81,14 +81,15 @@ def _heads_count(value) -> int | None:
         return None
     if isinstance(value, list):
         if not value or not all(isinstance(h, dict) for h in value):
-            raise InputError("heads is a list, but not of per-head objects; expected a whole number ≥ 1")
+            raise InputError("heads is a list, but not of per-head objects; expected a whole number ≥ 1",
+                             field="heads")
         return len(value)
     if isinstance(value, HugeInt) or (isinstance(value, (int, float)) and value > MAX_HEADS):
         raise InputError(f"heads is {describe(value)}; expected a whole number from 1 to {MAX_HEADS:,} "
-                         "(at most one head per column)")
+                         "(at most one head per column)", field="heads")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value != int(value) or value < 1:
-        raise InputError(f"heads is {describe(value)}; expected a whole number ≥ 1")
+        raise InputError(f"heads is {describe(value)}; expected a whole number ≥ 1", field="heads")
     return int(value)
 
 
@@ -97,16 +98,16 @@ def _labels(value, field: str, length: int, axis: str) -> list[str] | None:
         return None
     if not isinstance(value, list) or not all(
             isinstance(x, str) or (type(x) in (int, float)) for x in value):
-        raise InputError(f"{field} is {describe(value)}; expected a list of strings")
+        raise InputError(f"{field} is {describe(value)}; expected a list of strings", field=field)
     if len(value) != length:
         raise InputError(f"{field} has {len(value)} labels but there {'is' if length == 1 else 'are'} "
-                         f"{_rows(length, axis)}")
+                         f"{_rows(length, axis)}", field=field)
     return [_unicode(str(x), f"{field}[{i}]") for i, x in enumerate(value)]
 
 
 def _text(value, field: str) -> str | None:
     if value is not None and not isinstance(value, str):
-        raise InputError(f"{field} is {describe(value)}; expected a string")
+        raise InputError(f"{field} is {describe(value)}; expected a string", field=field)
     return value if value is None else _unicode(value, field)
 
 
@@ -117,7 +118,7 @@ def _unicode(text: str, field: str) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
         raise InputError(f"{field} holds a lone surrogate \\u{ord(text[error.start]):04x} at character "
-                         f"{error.start + 1}; expected text that is valid Unicode") from None
+                         f"{error.start + 1}; expected text that is valid Unicode", field=field) from None
     return text
 
 
@@ -125,7 +126,7 @@ def _choice(value, field: str, choices: tuple[str, ...], default: str) -> str:
     if value is None:
         return default
     if value not in choices:
-        raise InputError(f"{field} is {describe(value)}; expected one of {', '.join(choices)}")
+        raise InputError(f"{field} is {describe(value)}; expected one of {', '.join(choices)}", field=field)
     return value
 
 
@@ -133,28 +134,29 @@ def _qkv_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
     """Check Q, K, V against each other; return (query heads, Lq, Lk)."""
     Q, K, V = inputs["Q"], inputs["K"], inputs["V"]
     if K.ndim != V.ndim:
-        raise InputError(f"K is {K.ndim}-D but V is {V.ndim}-D; give both with heads split (3-D) or neither")
+        raise InputError(f"K is {K.ndim}-D but V is {V.ndim}-D; give both with heads split (3-D) or neither", field="K")
     if Q.ndim == 2 and K.ndim == 3:
         raise InputError("Q is 2-D but K and V are 3-D (heads split); give Q as 3-D too, "
-                         "or K and V as 2-D with `heads`")
+                         "or K and V as 2-D with `heads`", field="Q")
     if Q.shape[-1] != K.shape[-1]:
-        raise InputError(f"K has {_rows(K.shape[-1], 'column')} but Q has {Q.shape[-1]}: d_k must match")
+        raise InputError(f"K has {_rows(K.shape[-1], 'column')} but Q has {Q.shape[-1]}: d_k must match", field="K")
     if K.shape[-2] != V.shape[-2]:
-        raise InputError(f"V has {_rows(V.shape[-2])} but K has {K.shape[-2]}: every key needs one value")
+        raise InputError(f"V has {_rows(V.shape[-2])} but K has {K.shape[-2]}: every key needs one value", field="V")
     if Q.ndim == 3:
         hq, hkv = Q.shape[0], K.shape[0] if K.ndim == 3 else 1
         if K.ndim == 3 and K.shape[0] != V.shape[0]:
-            raise InputError(f"K has {K.shape[0]} heads but V has {V.shape[0]}")
+            raise InputError(f"K has {K.shape[0]} heads but V has {V.shape[0]}", field="K")
         if heads is not None and heads != hq:
-            raise InputError(f"heads is {heads} but Q has {hq} heads (its first axis)")
+            raise InputError(f"heads is {heads} but Q has {hq} heads (its first axis)", field="heads")
         if hq % hkv:
             raise InputError(f"Q has {hq} heads but K and V have {hkv}: the query head count must be "
-                             "a multiple of the key/value head count (grouped-query attention)")
+                             "a multiple of the key/value head count (grouped-query attention)", field="Q")
         return hq, Q.shape[1], K.shape[-2]
     heads = heads or 1
     for name in QKV:
         if inputs[name].shape[1] % heads:
-            raise InputError(f"heads = {heads} does not divide the {inputs[name].shape[1]} columns of {name}")
+            raise InputError(f"heads = {heads} does not divide the {inputs[name].shape[1]} columns of {name}",
+                             field="heads")
     return heads, Q.shape[0], K.shape[0]
 
 
@@ -166,14 +168,14 @@ def _projection_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
     for w, x, name in (("W_Q", X, "X"), ("W_K", X_kv, kv), ("W_V", X_kv, kv)):
         if inputs[w].shape[0] != x.shape[1]:
             raise InputError(f"{w} has {_rows(inputs[w].shape[0])} but {name} has {x.shape[1]} columns: "
-                             f"{w} must be (d_model × d_out) so that {w[-1]} = {name} {w}")
+                             f"{w} must be (d_model × d_out) so that {w[-1]} = {name} {w}", field=w)
     if inputs["W_K"].shape[1] != inputs["W_Q"].shape[1]:
         raise InputError(f"W_K has {_rows(inputs['W_K'].shape[1], 'column')} but W_Q has "
-                         f"{inputs['W_Q'].shape[1]}: d_k must match")
+                         f"{inputs['W_Q'].shape[1]}: d_k must match", field="W_K")
     heads = heads or 1
     for w in ("W_Q", "W_K", "W_V"):
         if inputs[w].shape[1] % heads:
-            raise InputError(f"heads = {heads} does not divide the {inputs[w].shape[1]} columns of {w}")
+            raise InputError(f"heads = {heads} does not divide the {inputs[w].shape[1]} columns of {w}", field="heads")
     return heads, X.shape[0], X_kv.shape[0]
 
 
@@ -188,7 +190,7 @@ def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndar
     if array.ndim != 3 or array.shape[1:] != (lq, lk) or array.shape[0] not in (1, heads):
         expected = f"({lq} × {lk})" + (f" or ({heads} × {lq} × {lk})" if heads > 1 else "")
         raise InputError(f"{field} has shape ({' × '.join(map(str, found))}); expected {expected}: "
-                         "queries × keys")
+                         "queries × keys", field=field)
     return array
 
 
@@ -200,7 +202,7 @@ def _d_output(value, inputs: dict, heads: int, lq: int) -> np.ndarray:
     if isinstance(value, str):
         if value.strip().lower() != "ones":
             raise InputError(f"dO is {describe(value)}; expected a matrix ({shape[0]} × {shape[1]}), "
-                             "the shape of the final output, or \"ones\"")
+                             "the shape of the final output, or \"ones\"", field="dO")
         return np.ones(shape)
     array = as_array(value, "dO", max_dims=2)
     if array.ndim == 1 and shape[0] == 1:
@@ -208,7 +210,7 @@ def _d_output(value, inputs: dict, heads: int, lq: int) -> np.ndarray:
     if array.shape != shape:
         raise InputError(f"dO has shape ({' × '.join(map(str, array.shape))}); expected ({shape[0]} × "
                          f"{shape[1]}), the shape of the final output (queries × "
-                         + ("W_O's columns)" if "W_O" in inputs else "the heads' outputs side by side)"))
+                         + ("W_O's columns)" if "W_O" in inputs else "the heads' outputs side by side)"), field="dO")
     return array
 
 
@@ -240,18 +242,18 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         for b, w in (("b_Q", "W_Q"), ("b_K", "W_K"), ("b_V", "W_V"), ("b_O", "W_O")):
             if doc.get(b) is not None:
                 if w not in inputs:
-                    raise InputError(f"{b} is given without {w}")
+                    raise InputError(f"{b} is given without {w}", field=b)
                 inputs[b] = _as_vector(doc[b], b, inputs[w].shape[1], w)
         if "W_O" in inputs:
             d_v = inputs["W_V"].shape[1] if has_proj else inputs["V"].shape[-1] * (
                 heads if inputs["Q"].ndim == 3 else 1)
             if inputs["W_O"].shape[0] != d_v:
                 raise InputError(f"W_O has {_rows(inputs['W_O'].shape[0])} but the heads' outputs side by "
-                                 f"side have {d_v} columns: W_O must be (heads·d_v × d_out)")
+                                 f"side have {d_v} columns: W_O must be (heads·d_v × d_out)", field="W_O")
         if invert_mask and not isinstance(doc.get("mask"), (list, np.ndarray)):
             found = "there is no mask" if doc.get("mask") is None else f"the mask is {describe(doc['mask'])}"
             raise InputError(f"invert_mask is on but {found}: only a true/false mask matrix can be "
-                             "read with true as blocked")
+                             "read with true as blocked", field="invert_mask")
         rules = read_rules(doc, _grid, heads, lq, lk, invert_mask)
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
@@ -266,7 +268,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
             query_labels=query_labels, key_labels=key_labels,
             title=_text(doc.get("title"), "title"), description=_text(doc.get("description"), "description"))
     except InputError as error:
-        # Every message starts with the key it is about: attribute it to that key's origin.
-        key = error.message.split(" ", 1)[0].split("[", 1)[0]
-        raise error.at((origin or {}).get(ALIASES.get(key, key), source))
+        # Attribute the error to where its key came from (a file, or an option such as `--k`).
+        key = error.key
+        raise error.at((origin or {}).get(ALIASES.get(key, key), source) if key else source)
     return problem

@@ -72,21 +72,21 @@ def _shape(value, field: str, max_dims: int, depth: int = 0) -> tuple[int, ...]:
         return ()
     if depth == max_dims:
         raise InputError(f"{field} is nested more than {max_dims} levels deep; "
-                         f"expected at most {max_dims} dimensions")
+                         f"expected at most {max_dims} dimensions", field=field)
     if not value:
-        raise InputError(f"{field} is empty; expected numbers")
+        raise InputError(f"{field} is empty; expected numbers", field=field)
     first = _shape(value[0], f"{field}[0]", max_dims, depth + 1)
     for i, item in enumerate(value[1:], start=1):
         if isinstance(item, list) != isinstance(value[0], list):
             raise InputError(f"{field}[{i}] is {describe(item)} but {field}[0] is "
-                             f"{describe(value[0])}: every row must have the same shape")
+                             f"{describe(value[0])}: every row must have the same shape", field=f"{field}[{i}]")
         if isinstance(item, list) and len(item) != len(value[0]):
             raise InputError(f"{field}[{i}] has {_entries(len(item))}, "
-                             f"{field}[0] has {len(value[0])}")
+                             f"{field}[0] has {len(value[0])}", field=f"{field}[{i}]")
         if len(first) > 1:
             shape = _shape(item, f"{field}[{i}]", max_dims, depth + 1)
             if shape != first:
-                raise InputError(f"{field}[{i}] has shape {shape}, {field}[0] has {first}")
+                raise InputError(f"{field}[{i}] has shape {shape}, {field}[0] has {first}", field=f"{field}[{i}]")
     return (len(value),) + first
 
 
@@ -104,12 +104,12 @@ def _number(x, where: str, kind: str):
     if kind == "mask":
         if isinstance(x, (bool, int, float)) and x in (0, 1):  # floats include `Written` ones
             return bool(x)
-        raise InputError(f"{where} is {describe(x)}; expected true/false or 1/0")
+        raise InputError(f"{where} is {describe(x)}; expected true/false or 1/0", field=where)
     if kind == "bias" and (x is None or (isinstance(x, str) and x.strip().lower() in ("-inf", "-∞", "−∞"))):
         return -math.inf
     if isinstance(x, HugeInt) or (type(x) is int and abs(x) > FLOAT_MAX):
         digits = x.digits if isinstance(x, HugeInt) else len(str(abs(x)))
-        raise InputError(f"{where} is a {digits}-digit integer, too large for float64")
+        raise InputError(f"{where} is a {digits}-digit integer, too large for float64", field=where)
     if type(x) is int:
         return float(x)
     if isinstance(x, float):  # a float, or a `Written` float that remembers its decimals
@@ -117,9 +117,9 @@ def _number(x, where: str, kind: str):
             return x
         if kind == "bias" and x == -math.inf:
             return x
-        raise InputError(f"{where} is {x}; expected a finite number")
+        raise InputError(f"{where} is {x}; expected a finite number", field=where)
     expected = "a number, null or \"-inf\"" if kind == "bias" else "a number"
-    raise InputError(f"{where} is {describe(x)}; expected {expected}")
+    raise InputError(f"{where} is {describe(x)}; expected {expected}", field=where)
 
 
 def _fast_numbers(value) -> bool:
@@ -138,7 +138,7 @@ def as_array(value, field: str, kind: str = "number", max_dims: int = 3) -> np.n
     if not isinstance(value, list):
         raise InputError(f"{field} is {describe(value)}; expected "
                          + ("true/false values in nested lists" if kind == "mask"
-                            else "numbers in nested lists"))
+                            else "numbers in nested lists"), field=field)
     shape = _shape(value, field, max_dims)
     dtype = bool if kind == "mask" else np.float64
     if kind == "number" and _fast_numbers(value):
@@ -160,26 +160,26 @@ def scalar(value, field: str) -> float:
     if isinstance(value, HugeInt) or (type(value) is int and abs(value) > FLOAT_MAX):
         return _number(value, field, "number")  # raises: "scale is a 401-digit integer, …"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"{field} is {describe(value)}; expected a finite number")
+        raise InputError(f"{field} is {describe(value)}; expected a finite number", field=field)
     return float(value)
 
 
 def _checked_ndarray(array: np.ndarray, field: str, kind: str, max_dims: int) -> np.ndarray:
     if array.ndim > max_dims:
-        raise InputError(f"{field} has {array.ndim} dimensions; expected at most {max_dims}")
+        raise InputError(f"{field} has {array.ndim} dimensions; expected at most {max_dims}", field=field)
     if array.ndim == 0:
-        raise InputError(f"{field} is a single number; expected a matrix")
+        raise InputError(f"{field} is a single number; expected a matrix", field=field)
     if array.size == 0:
-        raise InputError(f"{field} is empty (shape {array.shape}); expected numbers")
+        raise InputError(f"{field} is empty (shape {array.shape}); expected numbers", field=field)
     if kind == "mask":
         if array.dtype == bool:
             return array
         if array.dtype.kind in "iuf" and np.isin(array, (0, 1)).all():
             return array.astype(bool)
         raise InputError(f"{field} holds {array.dtype} values other than 0 and 1; "
-                         "expected a boolean mask")
+                         "expected a boolean mask", field=field)
     if array.dtype.kind not in "iuf":
-        raise InputError(f"{field} has dtype {array.dtype}; expected real numbers")
+        raise InputError(f"{field} has dtype {array.dtype}; expected real numbers", field=field)
     # Read like JSON numbers: each value rounded to the nearest float64 (longdouble included);
     # one that overflows float64 is an error naming it, never a RuntimeWarning beside it.
     with np.errstate(over="ignore"):
@@ -192,8 +192,8 @@ def _checked_ndarray(array: np.ndarray, field: str, kind: str, max_dims: int) ->
         where = field + "".join(f"[{i}]" for i in index)
         if np.isfinite(array[index]):
             raise InputError(f"{where} is {str(array[index])}, "
-                             f"too large for float64 (the file's dtype is {array.dtype})")
-        raise InputError(f"{where} is {converted[index]}; expected a finite number")
+                             f"too large for float64 (the file's dtype is {array.dtype})", field=where)
+        raise InputError(f"{where} is {converted[index]}; expected a finite number", field=where)
     return converted
 
 

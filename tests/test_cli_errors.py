@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attncli.errors import InputError
-from attncli.loading import gather
+from attncli.commands.compute import need_input
 from tests.conftest import SCOOTER, assert_error
 
 QKV = {"Q": [[1, 2]], "K": [[1, 2], [3, 4]], "V": [[1], [2]]}
@@ -100,7 +100,7 @@ def test_empty_stdin(run):
 
 def test_no_input_on_a_terminal_shows_the_ways_to_give_it():
     with pytest.raises(InputError, match="name a JSON file .* pipe one .* --q, --k and --v"):
-        gather(None, {}, {}, stdin_is_terminal=True)
+        need_input(None, {}, stdin_is_terminal=True)
 
 
 @pytest.mark.parametrize("text, fragments", [

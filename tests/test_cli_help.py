@@ -8,7 +8,7 @@ import pytest
 from attncli.cli import prose
 from attncli.commands.compute import views
 from attncli.errors import InputError
-from attncli.loading import gather
+from attncli.commands.compute import need_input
 from tests.conftest import SAMPLES, assert_error
 
 WIDTH = {"COLUMNS": "80", "NO_COLOR": "1"}
@@ -66,7 +66,7 @@ def test_prose_joins_lines_within_paragraphs_and_keeps_marked_ones():
 
 def test_no_input_hint_names_a_command_that_works_anywhere():
     with pytest.raises(InputError) as caught:
-        gather(None, {}, {}, stdin_is_terminal=True)
+        need_input(None, {}, stdin_is_terminal=True)
     assert "attn example scooter | attn compute" in caught.value.message
     assert "samples/" not in caught.value.message
 

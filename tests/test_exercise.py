@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from attncli.commands.learn import command_line
 from attncli.exercise import KINDS, ExerciseError, Options, build, make_exercise, problem_set
 from tests.conftest import assert_error
 
@@ -30,7 +31,7 @@ def test_the_key_reproduces_the_exact_problem_and_the_sheet_never_shows_it(run):
 
 def test_every_option_is_in_the_reproduce_line():
     options = Options(9, "cross", 2, 4, 3, 1, 2, "random")
-    command = build(options).command
+    command = command_line(build(options).options)
     assert command == ("attn exercise --seed 9 --kind cross --queries 2 --keys 4 --dim 3 --value-dim 1 "
                        "--heads 2 --mask random")
 

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from attncli.commands.edge import AUTO_HELP, auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, did_you_mean, one_line, quote
 from attncli.stages import blocked, names as answer_options  # one --STAGE option per stage of the table
 
@@ -56,9 +57,9 @@ def check(
         "a missing one counts its cells as missing (? in the table), not right.", show_default=False)] = None,
     tol: Annotated[Optional[float], typer.Option(
         min=0.0, help="Accept cells within this absolute tolerance, instead of at the decimals written.")] = None,
-    format: Annotated[CheckFormat, typer.Option("--format", "-f", help="auto: tables on a terminal, JSON "
-                                                "when piped. csv: a gradebook, one row per file. gradescope: "
-                                                "Gradescope's autograder results.json.")] = CheckFormat.auto,
+    format: Annotated[CheckFormat, typer.Option("--format", "-f", help=f"{AUTO_HELP}. csv: a gradebook, one "
+                                                "row per file. gradescope: Gradescope's autograder "
+                                                "results.json.")] = CheckFormat.auto,
     precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals for expected values.")] = 4,
     **answers: Optional[str],
 ) -> None:
@@ -196,11 +197,11 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
             raise blank.at("") from None  # the message names the file already
         return name, None, blank.message
     except AttnError as error:
-        error.at(origin.get(error.message.split(" ", 1)[0], name))
+        error.at(origin.get(error.key, name))
         if not many:
             raise
-        sys.stderr.write(f"error: {one_line(str(error))}\n")
-        return name, None, error.message
+        sys.stderr.write(f"error: {one_line(message(error))}\n")
+        return name, None, message(error, source=False)
 
 
 def _overlay(doc: dict, given: dict, trace) -> dict:
@@ -226,7 +227,7 @@ def _blank(error: str | None) -> bool:
 def _report(trace, results, format: CheckFormat, precision: int, decimals: int = 2, tol=None) -> None:
     from attncli.marking import all_correct
 
-    as_json = format == CheckFormat.json or (format == CheckFormat.auto and not sys.stdout.isatty())
+    as_json = format == CheckFormat.json or (format == CheckFormat.auto and not auto_is_table())
     code = 0  # as diff: 2 trouble (a file that could not be read), 1 some answer differs
     if any(m is None and not _blank(e) for _, m, e in results):
         code = 2

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from attncli.commands.edge import AUTO_HELP, auto_is_table, flag, warning
 from attncli.errors import AttnError, InputError, did_you_mean, one_line, quote
 from attncli import grads
 from attncli.stages import get, names as stage_names, stand_in
@@ -96,7 +97,9 @@ def compute(
         rich_help_panel="Masking", show_default=False)] = None,
     masked_rows: Annotated[Optional[MaskedRows], typer.Option(
         help="A query whose every key is masked: zero (weights and output 0, as PyTorch SDPA; default), "
-             "uniform (mean of V, as JAX), or error. A warning names such rows.",
+             "uniform (mean of V; as JAX when a boolean mask blocks the row, but JAX gives NaN for a row "
+             "blocked by a −∞ bias alone, and averages only the mask-blocked keys when a mask and a bias "
+             "block the row together), or error. A warning names such rows.",
         rich_help_panel="Masking", show_default=False)] = None,
     heads: Annotated[Optional[int], typer.Option(
         help="Split the feature axis of 2-D Q/K/V into this many contiguous heads.")] = None,
@@ -108,7 +111,7 @@ def compute(
     dtype: Annotated[Optional[DType], typer.Option(help="Arithmetic: float64 (default) or float32.",
                                                    show_default=False)] = None,
     format: Annotated[Format, typer.Option(
-        "--format", "-f", help="auto: tables on a terminal, JSON when piped (text with --explain or --heatmap). "
+        "--format", "-f", help=f"{AUTO_HELP} (text with --explain or --heatmap). "
                                "markdown/latex: write-up tables; csv: one stage.",
         rich_help_panel="Output")] = Format.auto,
     stages: Annotated[Optional[str], typer.Option(
@@ -200,7 +203,8 @@ def compute(
                 "dtype": dtype and dtype.value, "q_positions": _list(q_positions), "k_positions": _list(k_positions),
                 "window": _list(window), "key_mask": _list(key_mask)}
     try:
-        doc, origin, source = gather(file, matrices, settings, stdin_is_terminal=sys.stdin.isatty())
+        need_input(file, matrices, stdin_is_terminal=sys.stdin.isatty())
+        doc, origin, source = gather(file, matrices, settings)
     except OneMatrixError as error:
         error.message += f"; give it as a matrix option: --q {file}"
         raise
@@ -221,7 +225,7 @@ def compute(
     if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
         view = format if suffix in SUFFIX_FORMATS else Format.json
     elif view == Format.auto:
-        view = Format.table if sys.stdout.isatty() or explain or "heatmap" in shown else Format.json
+        view = Format.table if auto_is_table(text_only=explain or "heatmap" in shown) else Format.json
     # what is built: json, npz, npy, or a text view
     written = suffix[1:] if output_file and suffix not in SUFFIX_FORMATS else view.value
     try:
@@ -255,8 +259,8 @@ def compute(
         from attncli.render import out
 
         out.write_all(_text(view, trace, shown, precision, round_, explanation))
-    for warning in warnings:
-        sys.stderr.write(f"warning: {one_line(warning)}\n")
+    for notice in warnings:
+        sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
 
 
 def _check_backward(problem, asked_for, output_only: bool, suffix: str | None) -> None:
@@ -279,7 +283,7 @@ def _text(view: Format, trace, shown, precision: int, round_: int | None, explan
     if view == Format.json:
         from attncli.render.json import document
 
-        return document(trace, shown, round_, explanation)
+        return document(trace, shown, round_, explanation, say=flag)
     from attncli.render import export
 
     if view == Format.csv:
@@ -288,6 +292,13 @@ def _text(view: Format, trace, shown, precision: int, round_: int | None, explan
 
     write = export.markdown if view == Format.markdown else export.latex
     return write(trace, shown, precision, header_lines(trace, precision), explanation)
+
+
+def need_input(file: str | None, matrices: dict[str, str | None], stdin_is_terminal: bool) -> None:
+    """Refuse to wait, silently, for a document typed on the terminal: say the ways to give one."""
+    if file is None and stdin_is_terminal and all(matrices.get(key) is None for key in ("Q", "K", "V", "X")):
+        raise InputError("no input: name a JSON file (attn compute problem.json), pipe one "
+                         "(attn example scooter | attn compute), or give --q, --k and --v")
 
 
 def _guard(problem, view: str, shown, full: bool, output_only: bool) -> None:

@@ -2,12 +2,14 @@
 
 import math
 import sys
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from attncli.commands.edge import AUTO_HELP, auto_is_table
 from attncli.errors import InputError, did_you_mean, quote
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -108,8 +110,8 @@ def exercise(
     try:
         problems = problem_set(options, count)
     except ExerciseError as error:  # name the option at the edge: the core speaks of queries, keys, dim
-        raise error.at("--queries" if "queries (" in error.message else "--keys" if "keys of" in error.message
-                       else "--dim") from None
+        raise error.at(f"--{error.field.replace('_', '-')}") from None
+    problems = [replace(p, command=command_line(p.options)) for p in problems]
     if chosen and not answers:  # the teacher needs the seed for the key; the sheet must not show it
         sys.stderr.write(f"answer key: {problems[0].command} --answers"
                          + (f" --count {count}" if count > 1 else "") + "\n")
@@ -127,9 +129,17 @@ def exercise(
     sys.stdout.write((worksheet.markdown if format == SheetFormat.markdown else worksheet.latex)(items, answers))
 
 
-def _titled(problem, title: str):
-    from dataclasses import replace
+def command_line(options) -> str:
+    """`attn exercise …` naming every option, so that changed defaults cannot change it."""
+    o = options
+    parts = [f"attn exercise --seed {o.seed} --kind {o.kind}", f"--queries {o.lq}", f"--keys {o.keys}",
+             f"--dim {o.dim}", f"--value-dim {o.value_dim or o.dim}", f"--heads {o.heads}"]
+    if o.mask:
+        parts.append(f"--mask {o.mask}")
+    return " ".join(parts)
 
+
+def _titled(problem, title: str):
     return replace(problem, doc=problem.doc | {"title": title})
 
 
@@ -170,8 +180,8 @@ def posenc(
     positions: Annotated[int, typer.Option(min=1, max=100_000, help="Number of positions (rows).")] = 8,
     dim: Annotated[int, typer.Option(min=2, max=4096, help="Encoding width D (even).")] = 8,
     base: Annotated[float, typer.Option(min=1.0, help="The wavelength base.")] = 10000.0,
-    format: Annotated[TableFormat, typer.Option("--format", "-f", help="auto: a table on a terminal, "
-                                                "JSON when piped; csv, markdown or latex for a write-up.")
+    format: Annotated[TableFormat, typer.Option("--format", "-f", help=f"{AUTO_HELP}; csv, markdown or "
+                                                "latex for a write-up.")
                       ] = TableFormat.auto,
     precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals in the table.")] = 4,
 ) -> None:
@@ -189,7 +199,7 @@ def posenc(
     from attncli.posenc import positional_encoding
 
     pe = positional_encoding(positions, dim, base)
-    if format == TableFormat.json or (format == TableFormat.auto and not sys.stdout.isatty()):
+    if format == TableFormat.json or (format == TableFormat.auto and not auto_is_table()):
         from attncli.render.json import dumps
 
         sys.stdout.write(dumps({"positions": positions, "dim": dim, "base": base,

@@ -191,9 +191,11 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
     n = lambda x: _number(x, places)  # noqa: E731
     lines = []
     if not any(w.allowed):
-        policy = {"zero": "its weights are all 0 (--masked-rows zero, as PyTorch SDPA)",
-                  "uniform": "its weights are uniform, 1/Lk each (--masked-rows uniform, as JAX)"}
-        return [f"  every key is masked: {policy[trace.problem.masked_rows]}"]
+        from attncli.attention import MASKED_ROWS_POLICY
+
+        chosen = trace.problem.masked_rows
+        done = {"zero": "its weights are all 0", "uniform": "its weights are uniform, 1/Lk each"}[chosen]
+        return [f"  every key is masked: {done} (--masked-rows {chosen}, {MASKED_ROWS_POLICY[chosen][1]})"]
     if w.shift_reason == "overflow":
         dtype = trace.problem.dtype
         lines.append(f"  the largest score is {n(w.shift)}: e^{n(w.shift)} overflows "

@@ -23,9 +23,13 @@ def dumps(doc) -> str:
 _UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def document(trace: Trace, stages, decimals: int | None = None, explanation: list[str] | None = None) -> str:
-    """The text `attn compute` writes: one line of strict JSON."""
+def document(trace: Trace, stages, decimals: int | None = None, explanation: list[str] | None = None,
+             say=None) -> str:
+    """The text `attn compute` writes: one line of strict JSON. `say` says the warnings' advice
+    (`attncli.errors.Say`; default: as keywords)."""
     doc = to_dict(trace, stages, decimals)
+    if say is not None:  # the CLI's words for the warnings' advice (`--masked-rows zero`), as on stderr
+        doc["warnings"] = [w.render(say) if hasattr(w, "render") else w for w in trace.warnings]
     if explanation is not None:
         doc["explanation"] = explanation
     return dumps(doc) + "\n"

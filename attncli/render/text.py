@@ -84,10 +84,12 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
     if p.bias is not None:
         lines.append("bias: added after scaling, before the mask; −∞ blocks")
     if trace.masked is not None:
+        from attncli.attention import MASKED_ROWS_POLICY
+
         lines.append("rows with every key masked: " + {
-            "zero": "weights and output 0 (as PyTorch SDPA)",
-            "uniform": "uniform weights, output = mean of V (as JAX)",
-            "error": "an error"}[p.masked_rows])
+            "zero": "weights and output 0", "uniform": "uniform weights, output = mean of V",
+            "error": "an error"}[p.masked_rows] + (
+            f" ({MASKED_ROWS_POLICY[p.masked_rows][1]})" if p.masked_rows in MASKED_ROWS_POLICY else ""))
     if p.projected:
         lines.append("projections: Q = X W_Q, W is (d_in × d_out) (PyTorch's Linear.weight is Wᵀ)")
     if p.dO is not None:

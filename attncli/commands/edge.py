@@ -1,0 +1,29 @@
+"""What every command does at the CLI edge: say a core error's or warning's advice as options,
+and decide what `--format auto` writes."""
+
+import sys
+
+# The one auto-format rule, for every command with `--format auto` (compute, check, posenc).
+AUTO_HELP = "auto: tables on a terminal, JSON when piped"
+
+
+def auto_is_table(text_only: bool = False) -> bool:
+    """`--format auto`: a table when stdout is a terminal, else JSON. `text_only`: the view has no
+    JSON form (compute's --explain and --heatmap), so a table (as text) either way."""
+    return text_only or sys.stdout.isatty()
+
+
+def flag(setting: str, values: tuple) -> str:
+    """A setting said as its option: ("masked_rows", ("zero", "uniform")) -> `--masked-rows zero or uniform`."""
+    return f"--{setting.replace('_', '-')} " + " or ".join(str(v) for v in values)
+
+
+def message(error, source: bool = True) -> str:
+    """An `AttnError` as the CLI says it: its advice in options (after its file or option, unless
+    `source` is False)."""
+    return error.text(flag, source)
+
+
+def warning(notice) -> str:
+    """A warning (a `Notice`, or plain text) as the CLI says it."""
+    return notice.render(flag) if hasattr(notice, "render") else str(notice)
