@@ -17,7 +17,8 @@ D = rowsum(dP ∘ P) = rowsum(dO ∘ O): the softmax's Jacobian applied without 
 Per-head d_K and d_V are what that query head sends to its keys and values; with grouped-query
 attention a kv head's gradient (in `grads`) is the sum over its query group. `grads` holds one
 gradient per input as given: Q, K, V, or X, X_kv, W_Q, W_K, W_V, b_Q, b_K, b_V, and W_O, b_O.
-The mask, bias and positions get none: they are not differentiable inputs here.
+With sinks (gpt-oss), `grads` also holds `sinks`, one per head: −Σ_rows (1 − Σ_j P_j) · D. The
+mask, bias, positions, scale and softcap get none: they are not differentiable inputs here.
 
 Each step is one function of the step before, so that a variant is one more step: a softcap
 multiplies d_scores by 1 − tanh², RoPE rotates d_Q and d_K back.
@@ -86,31 +87,40 @@ def _backward(trace: Trace) -> Gradients:
     d_scores = P * (d_weights - D[..., None])  # (H, Lq, Lk), 0 where P is 0 (masked)
     for head, row in trace.fully_masked:  # uniform weights do not depend on the scores
         d_scores[head, row] = 0.0
-    d_scores = _through_softcap(trace, d_scores)
-    d_Q, d_K = _through_rope(trace, trace.scale * d_scores)  # (H, Lq, d_k), (H, Lk, d_k)
+    d_scores = through_softcap(trace, d_scores)
+    d_Q, d_K = through_rope(trace, trace.scale * d_scores)  # (H, Lq, d_k), (H, Lk, d_k)
     heads = {"d_output": d_output, "d_V": d_V, "d_weights": d_weights, "D": D, "d_scores": d_scores,
              "d_Q": d_Q, "d_K": d_K}
     grads.update(_input_grads(problem, d_Q, d_K, d_V, dtype))
-    order = [name for name in given if name in grads]  # the inputs' order, W_O last as given
-    return Gradients(heads=heads, grads={name: grads[name] for name in order})
+    if getattr(problem, "sinks", None) is not None:
+        # The sink's weight is what the keys leave of 1; ∂weights_j/∂sink = −weights_j · sink weight,
+        # so ∂loss/∂sink = −Σ_rows sink weight · D.
+        grads["sinks"] = -((1 - P.sum(axis=-1)) * D).sum(axis=-1)  # (H,)
+    order = [name for name in given if name in grads] + [name for name in grads if name not in given]
+    return Gradients(heads=heads, grads={name: grads[name] for name in order})  # the inputs' order, then sinks
 
 
-def _through_softcap(trace: Trace, d_capped: np.ndarray) -> np.ndarray:
-    """capped = c · tanh(scaled / c), so d scaled = d capped · (1 − tanh²) = d capped · (1 − (capped / c)²)."""
+def _heads(array: np.ndarray, head: int | None) -> np.ndarray:
+    return array if head is None else array[head:head + 1]
+
+
+def through_softcap(trace: Trace, d_capped: np.ndarray, head: int | None = None) -> np.ndarray:
+    """capped = c · tanh(scaled / c), so d scaled = d capped · (1 − tanh²) = d capped · (1 − (capped / c)²).
+    Arrays are (H, Lq, Lk), or (1, Lq, Lk) for one `head`."""
     cap = getattr(trace.problem, "softcap", None)
     if cap is None:
         return d_capped
-    tanh = trace.stage("capped") / cap  # (H, Lq, Lk)
+    tanh = _heads(trace.stage("capped"), head) / cap  # (H, Lq, Lk)
     return d_capped * (1 - tanh * tanh)
 
 
-def _through_rope(trace: Trace, d_scores_scaled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def through_rope(trace: Trace, d_scores_scaled: np.ndarray, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """d_Q = scale · d_scores K and d_K = scale · d_scoresᵀ Q (`d_scores_scaled` = scale · d_scores);
     with RoPE the scores read Q_rope and K_rope, whose gradients rotate back by the opposite angles
-    (a rotation's inverse is its transpose)."""
+    (a rotation's inverse is its transpose). (H, …) arrays, or (1, …) for one `head`."""
     rope = getattr(trace.problem, "rope", None)
-    Q = trace.Q if rope is None else trace.stage("Q_rope")  # (H, Lq, d_k)
-    K = trace.K if rope is None else trace.stage("K_rope")  # (H, Lk, d_k)
+    Q = _heads(trace.Q if rope is None else trace.stage("Q_rope"), head)  # (H, Lq, d_k)
+    K = _heads(trace.K if rope is None else trace.stage("K_rope"), head)  # (H, Lk, d_k)
     d_Q = d_scores_scaled @ K  # (H, Lq, d_k)
     d_K = d_scores_scaled.transpose(0, 2, 1) @ Q  # (H, Lk, d_k)
     if rope is None:

@@ -5,8 +5,8 @@ output from the forward half) earns the mark as "carried" when those were wrong,
 they were right. Pure numpy: no I/O.
 
     d_V = weightsᵀ d_output      d_weights = d_output Vᵀ      D = rowsum(d_output ∘ output)
-    d_scores = weights ∘ (d_weights − D), 0 where masked
-    d_Q = scale · d_scores K     d_K = scale · d_scoresᵀ Q
+    d_scores = weights ∘ (d_weights − D), 0 where masked (× 1 − tanh² through a softcap)
+    d_Q = scale · d_scores K     d_K = scale · d_scoresᵀ Q (K_rope, Q_rope, rotated back, with RoPE)
 
 D is marked as a column, one number per query (Lq × 1).
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli.backward import through_rope, through_softcap
 from attncli.grads import GRADIENTS
 from attncli.grading import Rule
 from attncli.marking import Answer, StageMark, _cells
@@ -33,7 +34,7 @@ def expected(trace: Trace, head: int, name: str) -> np.ndarray:
 
 def _recompute(trace: Trace, head: int, name: str, own: dict[str, np.ndarray]) -> np.ndarray:
     """Gradient `name` of `head` from the values in `own` (the learner's where given, else exact)."""
-    V, K, Q = trace.V[head], trace.K[head], trace.Q[head]
+    V = trace.V[head]
     P, dO = own["weights"], own["d_output"]
     if name == "d_V":
         return P.T @ dO
@@ -45,10 +46,9 @@ def _recompute(trace: Trace, head: int, name: str, own: dict[str, np.ndarray]) -
         dead = [i for h, i in trace.fully_masked if h == head]
         d_scores = np.where(trace.weights[head] == 0, 0.0, P * (own["d_weights"] - own["D"]))
         d_scores[dead] = 0.0
-        return d_scores
-    if name == "d_Q":
-        return trace.scale * own["d_scores"] @ K
-    return trace.scale * own["d_scores"].T @ Q  # d_K
+        return through_softcap(trace, d_scores[None], head)[0]
+    d_Q, d_K = through_rope(trace, trace.scale * own["d_scores"][None], head)
+    return (d_Q if name == "d_Q" else d_K)[0]
 
 
 def mark_gradients(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule,

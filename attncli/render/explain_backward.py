@@ -7,7 +7,7 @@ from __future__ import annotations
 from attncli.backward_steps import written_backward
 from attncli.render.explain import MAX_KEYS, _comparison, _dot, _given, _keys, _number, _vector
 from attncli.render.text import labels
-from attncli.steps import Written
+from attncli.steps import Written, printed
 from attncli.trace import Trace
 
 
@@ -39,16 +39,28 @@ def backward_lines(trace: Trace, w: Written) -> list[str]:
     lines += each(lambda j, key: f"{key} masked → 0" if not w.allowed[j] else
                   f"{key} 0 (the row is fully masked)" if b.dead else
                   f"{key} {n(w.weights[j])} × ({n(b.d_weights[j])} − {o(b.D)}) = {n(b.d_scores[j])}")
-    lines.append(f"Step B4: d_q = Σ_j d_scores_j k_j {scale}")
+    if b.cap_factor is not None:
+        lines.append("Step B3′: through the softcap, d_scores × (1 − tanh²(scaled / c))")
+        lines += each(lambda j, key: f"{key} {n(b.d_capped[j])} × {n(b.cap_factor[j])} = {n(b.d_scores[j])}")
+    K, name = (w.K, "d_q") if b.K_rope is None else (b.K_rope, "d_q_rope")
+    lines.append(f"Step B4: {name} = Σ_j d_scores_j {'k' if b.K_rope is None else 'k_rope'}_j {scale}")
     live = [j for j in range(p.lk) if w.allowed[j] and not b.dead]
     for c in range(len(w.q)):
-        terms = _dot([b.d_scores[j] for j in live], [w.K[j][c] for j in live], places) if live else "0"
-        lines.append(f"  column {c}: ({terms}) {scale} = {n(b.sums[c])} {scale} = {n(b.d_q[c])}")
+        terms = _dot([b.d_scores[j] for j in live], [K[j][c] for j in live], places) if live else "0"
+        result = b.d_q[c] if b.d_q_rope is None else b.d_q_rope[c]
+        lines.append(f"  column {c}: ({terms}) {scale} = {n(b.sums[c])} {scale} = {n(result)}")
+    if b.pairs is not None:
+        lines.append(f"  d_q_rope = {_vector(b.d_q_rope, places)}; rotated back by the query's angle, pair by pair:")
+        for a, c, cos, sin in b.pairs:
+            lines.append(f"  ({a}, {c}): {n(b.d_q_rope[a])} × {n(cos)} + {o(b.d_q_rope[c])} × {n(sin)} = {n(b.d_q[a])}"
+                         f"   {n(b.d_q_rope[c])} × {n(cos)} − {o(b.d_q_rope[a])} × {n(sin)} = {n(b.d_q[c])}")
     lines.append(f"  d_q = {_vector(b.d_q, places)}")
     lines.append(_comparison(b.d_q, b.exact_d_q, places))
-    lines.append("Step B5: this row's share of d_v (weight × dO) and d_k (d_scores × q " + scale + "); "
+    qname = "q" if b.K_rope is None else "q_rope (d_k by k_rope; rotate back by each key's angle)"
+    lines.append(f"Step B5: this row's share of d_v (weight × dO) and d_k (d_scores × {qname} {scale}); "
                  "d_V and d_K add up every query's share")
+    q = w.q if b.K_rope is None else [printed(x, places) for x in trace.stage("Q_rope")[w.head, w.row]]
     lines += each(lambda j, key: f"{key} masked, no share" if not (w.allowed[j] or b.dead) else f"{key} d_v += {n(w.weights[j])} × {_vector(b.dO, places, _given)} = "
                                  f"{_vector(b.d_v[j], places)}   d_k += {n(b.d_scores[j])} × "
-                                 f"{_vector(w.q, places, _given)} {scale} = {_vector(b.d_k[j], places)}")
+                                 f"{_vector(q, places, _given)} {scale} = {_vector(b.d_k[j], places)}")
     return lines
