@@ -121,3 +121,12 @@ def test_the_readme_tiny_example_backward():
     assert r("d_Q") == [[0.0149, 0.0909], [-0.1155, 0.0]]
     assert r("d_K") == [[-0.0244, -0.0672], [-0.0813, 0.1828], [-0.0664, 0.0672], [0.1722, -0.1828]]
     assert r("d_V") == [[0.1966, 0.1345], [0.0723, 0.3655], [0.5344, 0.1345], [0.1966, 0.3655]]
+
+
+def test_the_api_takes_dO_and_marks_gradients():
+    from attncli import attend as api_attend, check
+
+    trace = api_attend(**SCOOTER, dO="ones")
+    assert np.round(trace.gradients.grads["Q"], 4).tolist() == [[-0.0954, 0.0954]]
+    marks = check({"d_Q": [[-0.0954, 0.0954]]}, trace)
+    assert marks.all_correct
