@@ -32,7 +32,7 @@ from typing import Mapping
 
 import numpy as np
 
-from attncli.attention import merge_heads, split_heads
+from attncli.attention import check_finite, merge_heads, split_heads
 from attncli.trace import Trace, frozen
 
 
@@ -96,6 +96,8 @@ def _backward(trace: Trace) -> Gradients:
         # The sink's weight is what the keys leave of 1; ∂weights_j/∂sink = −weights_j · sink weight,
         # so ∂loss/∂sink = −Σ_rows sink weight · D.
         grads["sinks"] = -((1 - P.sum(axis=-1)) * D).sum(axis=-1)  # (H,)
+    for name, array in list(heads.items()) + list(grads.items()):  # overflow past the dtype's range
+        check_finite(array, f"the gradient {name}", ("head", "row", "column") if name in heads else ("row", "column"))
     order = [name for name in given if name in grads] + [name for name in grads if name not in given]
     return Gradients(heads=heads, grads={name: grads[name] for name in order})  # the inputs' order, then sinks
 

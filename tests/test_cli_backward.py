@@ -126,3 +126,8 @@ def test_markdown_and_latex_write_the_gradients(run):
 def test_csv_of_a_gradient_is_refused(run):
     result = run("compute", SAMPLES / "scooter.json", "--do", "ones", "-f", "csv", "--stages", "d_Q")
     assert result.exit_code == 2 and "--stages" in result.stderr
+
+
+def test_gradients_that_overflow_float32_are_an_error(run):
+    result = run("compute", SAMPLES / "scooter.json", "--do", "3e38,3e38", "--dtype", "float32")
+    assert_error(result, "gradient", "overflows float32", "--dtype float64")
