@@ -5,16 +5,12 @@ are. Light (no numpy): every command's start-up reads the names. The math is att
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 
-
-@dataclass(frozen=True, eq=False)
-class Gradient:
-    name: str
-    title: str  # also the plain formula, after "= "
-    latex: str
-    rows: str  # "queries" or "keys"
-    columns: str  # "keys", or "" for numbered columns (D has one: a number per query)
+# name (the JSON key …), title (also the plain formula, after "= "), latex, rows ("queries" or
+# "keys"), columns ("keys", or "" for numbered columns; D has one: a number per query). Immutable,
+# and cheap to define at every start-up (the names are --stages words).
+Gradient = namedtuple("Gradient", "name title latex rows columns")
 
 
 GRADIENTS: tuple[Gradient, ...] = (
