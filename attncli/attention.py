@@ -132,6 +132,9 @@ def attend(problem: Problem, progress=None) -> Trace:
 
     from attncli.backward import backward
 
+    # d_weights, d_scores and their temporaries: three more score-sized arrays beside the trace
+    check_fits({"the backward pass's " + what: size for what, size in stage_bytes(
+        problem.heads, problem.lq, problem.lk, np.dtype(problem.dtype).itemsize, 3).items()})
     return replace(trace, gradients=backward(trace))  # the backward pass reads the whole trace
 
 

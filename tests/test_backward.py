@@ -130,3 +130,13 @@ def test_the_api_takes_dO_and_marks_gradients():
     assert np.round(trace.gradients.grads["Q"], 4).tolist() == [[-0.0954, 0.0954]]
     marks = check({"d_Q": [[-0.0954, 0.0954]]}, trace)
     assert marks.all_correct
+
+
+def test_the_backward_pass_is_refused_before_it_runs_out_of_memory(monkeypatch):
+    from attncli import limits
+    from attncli.limits import ResourceError
+
+    left = iter([1 << 20, 50])  # the forward pass fits; then 50 bytes remain
+    monkeypatch.setattr(limits, "available_bytes", lambda: next(left))
+    with pytest.raises(ResourceError, match="the backward pass's 3 score-sized arrays"):
+        attend(build_problem({**SCOOTER, "dO": "ones"}))
