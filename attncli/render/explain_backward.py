@@ -52,13 +52,15 @@ def backward_lines(trace: Trace, w: Written) -> list[str]:
     if b.pairs is not None:
         lines.append(f"  d_q_rope = {_vector(b.d_q_rope, places)}; rotated back by the query's angle, pair by pair:")
         for a, c, cos, sin in b.pairs:
-            lines.append(f"  ({a}, {c}): {n(b.d_q_rope[a])} × {n(cos)} + {o(b.d_q_rope[c])} × {n(sin)} = {n(b.d_q[a])}"
-                         f"   {n(b.d_q_rope[c])} × {n(cos)} − {o(b.d_q_rope[a])} × {n(sin)} = {n(b.d_q[c])}")
+            lines.append(f"  ({a}, {c}): {n(b.d_q_rope[a])} × {o(cos)} + {o(b.d_q_rope[c])} × {o(sin)} = {n(b.d_q[a])}"
+                         f"   {n(b.d_q_rope[c])} × {o(cos)} − {o(b.d_q_rope[a])} × {o(sin)} = {n(b.d_q[c])}")
     lines.append(f"  d_q = {_vector(b.d_q, places)}")
     lines.append(_comparison(b.d_q, b.exact_d_q, places))
-    qname = "q" if b.K_rope is None else "q_rope (d_k by k_rope; rotate back by each key's angle)"
+    qname = "q" if b.K_rope is None else "q_rope"
     lines.append(f"Step B5: this row's share of d_v (weight × dO) and d_k (d_scores × {qname} {scale}); "
-                 "d_V and d_K add up every query's share")
+                 "d_V and d_K add up every query's share"
+                 + ("; with RoPE this d_k is by k_rope, and d_K rotates it back by each key's angle"
+                    if b.K_rope is not None else ""))
     q = w.q if b.K_rope is None else [printed(x, places) for x in trace.stage("Q_rope")[w.head, w.row]]
     lines += each(lambda j, key: f"{key} masked, no share" if not (w.allowed[j] or b.dead) else f"{key} d_v += {n(w.weights[j])} × {_vector(b.dO, places, _given)} = "
                                  f"{_vector(b.d_v[j], places)}   d_k += {n(b.d_scores[j])} × "
