@@ -32,3 +32,16 @@ def names() -> tuple[str, ...]:
 
 def get(name: str) -> Gradient | None:
     return next((g for g in GRADIENTS if g.name == name), None)
+
+
+def title(gradient: Gradient, problem) -> str:
+    """A gradient's table title for this problem: through a softcap d_scores has the factor
+    1 − tanh²; with RoPE d_Q and d_K are rotated back from Q_rope's and K_rope's."""
+    if gradient.name == "d_scores" and getattr(problem, "softcap", None) is not None:
+        return "d_scores = weights ∘ (d_weights − D) ∘ (1 − (capped / c)²), 0 where masked"
+    if gradient.name in ("d_Q", "d_K") and getattr(problem, "rope", None) is not None:
+        other = "K_rope" if gradient.name == "d_Q" else "Q_rope"
+        product = f"d_scores {other}" if gradient.name == "d_Q" else f"d_scoresᵀ {other}"
+        return f"{gradient.name} = scale · {product}, rotated back (RoPE⁻¹)"
+    return gradient.title
+

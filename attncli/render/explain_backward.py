@@ -35,12 +35,14 @@ def backward_lines(trace: Trace, w: Written) -> list[str]:
                   f"{key} {_dot(b.dO, w.V[j], places)} = {n(b.d_weights[j])}")
     lines.append("Step B2: D = dO · output  (= Σ_j weight_j × d_weights_j)")
     lines.append(f"  {_dot(b.dO, w.output, places)} = {n(b.D)}")
-    lines.append("Step B3: d_scores = weight × (d_weights − D)  (the softmax's gradient)")
+    capped = b.cap_factor is not None
+    first = b.d_capped if capped else b.d_scores  # by the softmax's input
+    lines.append(f"Step B3: {'d_capped' if capped else 'd_scores'} = weight × (d_weights − D)  (the softmax's gradient)")
     lines += each(lambda j, key: f"{key} masked → 0" if not w.allowed[j] else
                   f"{key} 0 (the row is fully masked)" if b.dead else
-                  f"{key} {n(w.weights[j])} × ({n(b.d_weights[j])} − {o(b.D)}) = {n(b.d_scores[j])}")
-    if b.cap_factor is not None:
-        lines.append("Step B3′: through the softcap, d_scores × (1 − tanh²(scaled / c))")
+                  f"{key} {n(w.weights[j])} × ({n(b.d_weights[j])} − {o(b.D)}) = {n(first[j])}")
+    if capped:
+        lines.append("Step B3′: through the softcap, d_scores = d_capped × (1 − tanh²(scaled / c))")
         lines += each(lambda j, key: f"{key} {n(b.d_capped[j])} × {n(b.cap_factor[j])} = {n(b.d_scores[j])}")
     K, name = (w.K, "d_q") if b.K_rope is None else (b.K_rope, "d_q_rope")
     lines.append(f"Step B4: {name} = Σ_j d_scores_j {'k' if b.K_rope is None else 'k_rope'}_j {scale}")

@@ -26,7 +26,9 @@ def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
     if trace.gradients is not None:
         from attncli.grads import GRADIENTS
 
-        out |= {g.name: (g.title.split(" = ", 1)[1], g.latex) for g in GRADIENTS}
+        from attncli.grads import title
+
+        out |= {g.name: (title(g, trace.problem).split(" = ", 1)[1], g.latex) for g in GRADIENTS}
     inputs = trace.problem.inputs
     if "W_O" not in inputs:
         out["final"] = ("the heads' outputs side by side", r"\text{the heads' outputs side by side}")

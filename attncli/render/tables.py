@@ -133,7 +133,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
                 if gradient.name in stages:
                     matrix = trace.gradients.heads[gradient.name][h]
                     columns = keys if gradient.columns == "keys" else [gradient.name] if matrix.ndim == 1 else None
-                    show(gradient.title + head, matrix.reshape(matrix.shape[0], -1),
+                    show(grads.title(gradient, p) + head, matrix.reshape(matrix.shape[0], -1),
                          queries if gradient.rows == "queries" else keys, columns)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
