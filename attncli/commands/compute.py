@@ -71,7 +71,7 @@ def compute(
         "--do", help="The backward pass: dO, the gradient of a loss by the final output (its shape), as a "
                      "path or inline text, or ones (the gradient of its sum). Adds the gradient tables "
                      "(d_V, d_weights, D, d_scores, d_Q, d_K) and grads, one per input.",
-        rich_help_panel="Backward pass", show_default=False)] = None,
+        metavar="PATH|TEXT|ones", rich_help_panel="Backward pass", show_default=False)] = None,
     mask: Annotated[Optional[str], typer.Option(
         help="causal | causal_lower_right | a true/false matrix (Lq × Lk), true = may attend.",
         rich_help_panel="Masking")] = None,
