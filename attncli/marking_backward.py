@@ -17,7 +17,7 @@ import numpy as np
 
 from attncli.backward import through_rope, through_softcap
 from attncli.grads import GRADIENTS
-from attncli.grading import Rule
+from attncli.grading import Rule, grade
 from attncli.marking import Answer, StageMark, _cells
 from attncli.trace import Trace
 
@@ -51,6 +51,34 @@ def _recompute(trace: Trace, head: int, name: str, own: dict[str, np.ndarray]) -
     return (d_Q if name == "d_Q" else d_K)[0]
 
 
+# Slips a learner makes in the backward pass, by stage: (id, what they did, the stage recomputed
+# their way from the values in `own`).
+MISTAKES = {
+    "d_scores": [("softmax_gradient_without_D", "d_scores = weights ∘ d_weights: D = rowsum(dO ∘ output) was "
+                  "not subtracted", lambda trace, head, own: own["weights"] * own["d_weights"])],
+    "d_Q": [("gradient_without_scale", "d_Q = d_scores K: the scale was left out",
+             lambda trace, head, own: _recompute(trace, head, "d_Q", own) / trace.scale)],
+    "d_K": [("gradient_without_scale", "d_K = d_scoresᵀ Q: the scale was left out",
+             lambda trace, head, own: _recompute(trace, head, "d_K", own) / trace.scale)],
+}
+
+
+def _diagnose(trace: Trace, head: int, name: str, answer: Answer, cells: np.ndarray, own: dict,
+              rule: Rule) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The slips (MISTAKES) that reproduce more than half of the wrong cells and no right one wrongly."""
+    wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried")
+    ids, notes = (), ()
+    for mistake, text, predict in MISTAKES.get(name, ()):
+        prediction = predict(trace, head, own)
+        if prediction.shape != answer.values.shape:
+            continue
+        _, near = grade(answer.values, answer.decimals, prediction, rule)
+        explained = int((near & wrong).sum())
+        if 2 * explained > int(wrong.sum()) and near[right].all():
+            ids, notes = ids + (mistake,), notes + (f"{mistake}: {text}",)
+    return ids, notes
+
+
 def mark_gradients(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule,
                    forward: dict[str, StageMark]) -> dict[str, StageMark]:
     """The given gradient stages of one head, in the backward pass's order. `answers` holds the
@@ -76,7 +104,9 @@ def mark_gradients(trace: Trace, head: int, answers: dict[str, Answer], rule: Ru
             followings.append((_recompute(trace, head, name, own), status, note))
         exact = expected(trace, head, name)
         cells, notes = _cells(answer, exact, followings, rule)
-        marks[name] = StageMark(given=answer, cells=cells, expected=exact, diagnosis=(), notes=answer.notes + notes)
+        ids, more = _diagnose(trace, head, name, answer, cells, own, rule) if (cells == "wrong").any() else ((), ())
+        marks[name] = StageMark(given=answer, cells=cells, expected=exact, diagnosis=ids,
+                                notes=answer.notes + notes + more)
         own[name] = answer.values
         sound[name] = bool((cells == "correct").all())
     return marks

@@ -77,3 +77,14 @@ def test_gradients_without_do_in_the_problem(run, tmp_path):
     (tmp_path / "answers.json").write_text(json.dumps({"d_Q": [[0, 0], [0, 0]]}))
     result = run("check", tmp_path / "answers.json", tmp_path / "problem.json")
     assert_error(result, "d_Q is given", "no dO")
+
+
+def test_diagnoses_d_scores_without_D_and_a_missing_scale(run, tmp_path):
+    trace = attend(build_problem(PROBLEM))
+    P, dP = trace.weights[0], G["d_weights"][0]
+    K = np.array(PROBLEM["K"])
+    code, marks = check(run, tmp_path, {"d_scores": r4(P * dP)})
+    assert marks["stages"]["d_scores"]["diagnosis"] == ["softmax_gradient_without_D"]
+    code, marks = check(run, tmp_path, {"d_Q": r4(G["d_scores"][0] @ K)})
+    assert marks["stages"]["d_Q"]["diagnosis"] == ["gradient_without_scale"]
+    assert any("the scale was left out" in note for note in marks["stages"]["d_Q"]["notes"])
