@@ -193,7 +193,7 @@ def bare_infinity_as_null(text: str) -> str:
 
 
 MAX_HEADS = 1024  # a stage line naming a head beyond this is a typo, not a head
-STAGE_LINE = re.compile(r"^(?:heads\[(\d+)\]\.)?([a-z_]+)$")
+STAGE_LINE = re.compile(r"^(?:heads\[(\d+)\]\.)?([A-Za-z_]+)$")  # d_Q, D: the backward pass's too
 # How a cell a learner means as a number starts (also -inf, −∞, null): a lone cell that starts
 # otherwise is meant as a stage name ("Weights", "output:"), and is reported as one.
 NUMBER_START = re.compile(r"^[-+−]?(?:\d|\.|inf|∞|nan|null|none)", re.IGNORECASE)
@@ -224,7 +224,7 @@ def parse_answers_csv(text: str, source: str) -> dict:
             raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
         if named:
             head, stage = named.groups()
-            if stage not in names():
+            if stage not in names() + grads.names():
                 hint = did_you_mean(stage, names()) or f"; stages are {', '.join(names())}"
                 raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
             current = []

@@ -88,3 +88,12 @@ def test_diagnoses_d_scores_without_D_and_a_missing_scale(run, tmp_path):
     code, marks = check(run, tmp_path, {"d_Q": r4(G["d_scores"][0] @ K)})
     assert marks["stages"]["d_Q"]["diagnosis"] == ["gradient_without_scale"]
     assert any("the scale was left out" in note for note in marks["stages"]["d_Q"]["notes"])
+
+
+def test_a_csv_answers_file_with_gradients(run, tmp_path):
+    (tmp_path / "problem.json").write_text(json.dumps(PROBLEM))
+    rows = "\n".join(",".join(str(x) for x in row) for row in r4(G["d_Q"][0]))
+    (tmp_path / "answers.csv").write_text(f"d_Q\n{rows}\nD\n" + "\n".join(str(x) for x in r4(G["D"][0])) + "\n")
+    result = run("check", tmp_path / "answers.csv", tmp_path / "problem.json", "--format", "json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert set(json.loads(result.stdout)["stages"]) == {"d_Q", "D"}
