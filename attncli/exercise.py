@@ -11,6 +11,11 @@ Kinds:
 - cross: queries from X, keys and values from X_kv, with projections.
 - posenc: self-attention from token embeddings E plus sinusoidal positional encodings PE
   (rounded to 2 decimals, as printed tables are), X = E + PE, then projections.
+- window: `causal` with a sliding window [W − 1, 0] (Hugging Face sliding_window = W): each word
+  sees itself and the W − 1 words before it, W − 1 = max(1, (keys − 1) // 2), so the window hides
+  a key from at least one query (keys ≥ 3).
+- decode: one KV-cache decoding step: the last word's query at position t = keys − 1 over the
+  cached keys at positions 0 … t, causal (`q_positions: [t]`): bottom-right, it sees every key.
 No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
 """
 
@@ -30,8 +35,9 @@ V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
 X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
-KINDS = ("plain", "causal", "multihead", "cross", "posenc")
-SELF = ("causal", "multihead", "posenc")  # self-attention kinds: one sentence, queries = keys
+KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode")
+SELF = ("causal", "multihead", "posenc", "window")  # self-attention kinds: one sentence, queries = keys
+CAUSAL = ("causal", "window", "decode")  # kinds with the causal rule
 REDRAWS = 1000  # attempts at keys that are all different before giving up
 
 
@@ -50,7 +56,7 @@ class Options:
 
     @property
     def self_attention(self) -> bool:
-        return self.kind in SELF or self.mask == "causal"
+        return self.kind in SELF or (self.mask == "causal" and self.kind != "decode")
 
     @property
     def lq(self) -> int:
@@ -87,6 +93,12 @@ def build(options: Options) -> Exercise:
     if o.self_attention and o.queries not in (None, o.keys):
         raise ExerciseError(f"a {o.kind if o.kind in SELF else 'causal'} exercise is self-attention over one "
                             f"sentence, so queries ({o.queries}) must equal keys ({o.keys})", field="queries")
+    if o.kind == "decode" and o.queries not in (None, 1):
+        raise ExerciseError(f"a decode exercise is one KV-cache step of one query, so queries ({o.queries}) "
+                            "must be 1", field="queries")
+    if o.kind == "window" and o.keys < 3:
+        raise ExerciseError(f"a window exercise needs 3 or more keys for its window to hide one "
+                            f"(keys is {o.keys})", field="keys")
     if o.kind == "posenc" and o.dim * o.heads % 2:
         raise ExerciseError(f"a posenc exercise pairs sin and cos columns, so dim × heads "
                             f"({o.dim * o.heads}) must be even", field="dim")
@@ -112,15 +124,20 @@ def build(options: Options) -> Exercise:
         raise ExerciseError(f"could not draw {lk} different keys of width {o.dim * o.heads}; "
                             "ask for fewer keys or a wider dim", field="keys")
 
-    words = rng.sample(WORDS, min(len(WORDS), lk if o.self_attention else lq + lk))
-    query_labels = [_label(words, i) for i in range(lq)]
-    key_labels = query_labels if o.self_attention else [_label(words, lq + i) for i in range(lk)]
+    one_sentence = o.self_attention or o.kind == "decode"
+    words = rng.sample(WORDS, min(len(WORDS), lk if one_sentence else lq + lk))
+    if o.kind == "decode":  # the newest word's query over the cached keys of the sentence so far
+        key_labels = [_label(words, i) for i in range(lk)]
+        query_labels = key_labels[-1:]
+    else:
+        query_labels = [_label(words, i) for i in range(lq)]
+        key_labels = query_labels if o.self_attention else [_label(words, lq + i) for i in range(lk)]
     doc: dict = {"title": "Exercise",
                  "description": f"Compute the attention weights and output for "
                                 f"{'each query' if lq > 1 else 'the query'}"}
     shown: dict = {}
     width = o.dim * o.heads
-    if o.kind in ("plain", "causal"):
+    if o.kind in ("plain",) + CAUSAL:
         Q = matrix(lq, width, QK_VALUES)
         K = distinct(lambda: (lambda k: (k, k))(matrix(lk, width, QK_VALUES)))
         doc |= {"Q": Q, "K": K, "V": matrix(lk, value_dim * o.heads, V_VALUES)}
@@ -145,17 +162,42 @@ def build(options: Options) -> Exercise:
     doc |= {"query_labels": query_labels, "key_labels": key_labels}
     if o.heads > 1:
         doc["heads"] = o.heads
-    if o.mask == "causal" or o.kind == "causal":
-        doc["mask"] = "causal"
-    elif o.mask == "random":
+    if o.mask == "random":
         grid = [[rng.random() < 0.7 for _ in range(lk)] for _ in range(lq)]
         for row in grid:
             if not any(row):
                 row[rng.randrange(lk)] = True  # every query keeps at least one key
         doc["mask"] = grid
+        if o.kind in CAUSAL:
+            doc["causal"] = True
+    elif o.mask == "causal" or o.kind in CAUSAL:
+        doc["mask"] = "causal"
+    rules = _position_rules(o.kind, lk)
+    doc |= rules
+    if rules:
+        left = rules.get("window", [0])[0]
+        doc["description"] += _RULE_TEXT[o.kind].format(t=lk - 1, query=query_labels[0], W=left + 1,
+                                                        before=f"{left} word{'s' * (left != 1)}", **rules)
     matrices = [k for k in ("Q", "K", "V", "X", "X_kv", "W_Q", "W_K", "W_V", "W_O") if k in doc]
     shown = shown | {k: doc[k] for k in matrices if not (shown and k == "X")}  # E and PE first
     return Exercise(doc=doc, shown=shown, options=o)
+
+
+_RULE_TEXT = {
+    "window": ", with causal attention in the sliding window {window}: each word sees itself and at most "
+              "{before} before it (Hugging Face sliding_window = {W})",
+    "decode": "; one KV-cache decoding step: the query of \"{query}\" is at position {t} and the cached keys at "
+              "positions 0 … {t} (q_positions {q_positions}), causal: a key is visible when k_pos ≤ q_pos",
+}
+
+
+def _position_rules(kind: str, lk: int) -> dict:
+    """The input keys of a window or decode exercise: the window [W − 1, 0], or the step's position."""
+    if kind == "window":
+        return {"window": [max(1, (lk - 1) // 2), 0]}
+    if kind == "decode":
+        return {"q_positions": [lk - 1]}
+    return {}
 
 
 def problem_set(options: Options, count: int) -> list[Exercise]:

@@ -7,12 +7,12 @@ common mistake, or with an intermediate stage rounded. Pure numpy: no I/O.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from typing import Callable, NamedTuple
-
-from attncli import stages
+from attncli import masks, stages
 from attncli.stages import mask_scores, softmax
 from attncli.trace import Trace, round_finite
 
@@ -43,6 +43,44 @@ def _masked_with(change, square: bool = False) -> Callable:
     return compute
 
 
+def _rules_of(change) -> Callable:
+    """The masked stage under the rules of `change(problem) -> problem` (the learner's rules: a
+    window one off, positions aligned at the other corner); None (not a mistake one can make here)
+    when `change` returns None. The bias stays the problem's."""
+    def compute(block, x):
+        theirs = change(block.problem)
+        if theirs is None:
+            return None
+        return mask_scores(x, block.rule(masks.visible(theirs, block.rows, block.cols)), block.bias())
+    return compute
+
+
+def _window_moved(step: int) -> Callable:
+    """The window with each bound of 1 or more moved by `step` (a bound of 0, a window that ends
+    at the query, is not miscounted; an unbounded side stays unbounded)."""
+    def change(problem):
+        if problem.window is None:
+            return None
+        bounds = tuple(b + step if b else b for b in problem.window)
+        return None if bounds == problem.window else replace(problem, window=bounds)
+    return change
+
+
+def _realigned(problem):
+    """The causal rules aligned at the other corner: top-left (the default positions 0 … L − 1, a
+    query's row number taken as its position) when the positions are not the default; bottom-right
+    (queries at Lk − Lq … Lk − 1) when they are and Lq ≠ Lk. Other rules read the same positions."""
+    if not problem.causal:
+        return None
+    lq, lk = problem.lq, problem.lk
+    top_left = masks.default_positions(lq), masks.default_positions(lk)
+    if not (np.array_equal(problem.q_positions, top_left[0]) and np.array_equal(problem.k_positions, top_left[1])):
+        return replace(problem, q_positions=top_left[0], k_positions=top_left[1])
+    if lq == lk:
+        return None  # top-left and bottom-right are the same square
+    return replace(problem, q_positions=masks.lower_right_positions(lq, lk))
+
+
 def _mask_zero(block, x):
     masked = stages.compute_masked(block, x)
     return np.where(np.isneginf(masked), 0.0, masked)
@@ -70,6 +108,18 @@ MISTAKES = {
                                          "later keys instead of the earlier ones)",
                                _masked_with(_T, square=True)),
     "mask_zero": Mistake("masked", "wrote 0 where the mask blocks, instead of −∞ (e^−∞ = 0, but e^0 = 1)", _mask_zero),
+    "window_off_by_one": Mistake("masked", "let one key too many into the window: window [left, right] lets in "
+                                           "k_pos from q_pos − left to q_pos + right, both ends included (Hugging "
+                                           "Face sliding_window = W, W keys counting the query itself, is "
+                                           "[W − 1, 0], not [W, 0])", _rules_of(_window_moved(+1))),
+    "window_one_short": Mistake("masked", "let one key too few into the window, as if its ends were excluded: "
+                                          "window [left, right] lets in k_pos from q_pos − left to "
+                                          "q_pos + right, both ends included", _rules_of(_window_moved(-1))),
+    "causal_misaligned": Mistake("masked", "aligned the causal mask at the wrong corner: a query sees the keys at "
+                                           "or before its position (k_pos ≤ q_pos), not its row number: a KV-cache "
+                                           "step's query at position t sees keys 0 … t (bottom-right); queries at "
+                                           "the default positions 0 … Lq − 1 see keys 0 … i (top-left)",
+                                 _rules_of(_realigned)),
     "no_exp": Mistake("weights", "normalised the scores by their sum without taking e^x first", _no_exp),
     "softmax_wrong_axis": Mistake("weights", "normalised each column (over queries) instead of each row (over keys)",
                                   lambda block, x: _T(softmax(_T(x), block.problem.masked_rows)[0])),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attncli.commands.learn import command_line
-from attncli.exercise import KINDS, ExerciseError, Options, build, make_exercise, problem_set
+from attncli.exercise import KINDS, SELF, ExerciseError, Options, build, make_exercise, problem_set
 from tests.conftest import assert_error
 
 COMMAND = ("attn exercise --seed 5 --kind plain --queries 2 --keys 3 --dim 2 --value-dim 2 --heads 1")
@@ -55,8 +55,10 @@ def test_every_kind_computes_and_its_key_checks(run, kind):
     doc = json.loads(problem.stdout)
     key = run("exercise", "--seed", "3", "--kind", kind, "--keys", "4", "--answers").stdout
     assert run("check", "-", input=key).exit_code == 0
-    if kind in ("causal", "multihead", "posenc"):
+    if kind in SELF:
         assert doc["query_labels"] == doc["key_labels"] and len(doc["key_labels"]) == 4
+    elif kind == "decode":  # the newest word over the sentence so far
+        assert doc["query_labels"] == doc["key_labels"][-1:]
     else:
         assert not set(doc["query_labels"]) & set(doc["key_labels"])
     if kind == "causal":

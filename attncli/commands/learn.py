@@ -53,6 +53,8 @@ class ExerciseKind(str, Enum):
     multihead = "multihead"
     cross = "cross"
     posenc = "posenc"
+    window = "window"
+    decode = "decode"
 
 
 class SheetFormat(str, Enum):
@@ -67,7 +69,10 @@ def exercise(
     kind: Annotated[ExerciseKind, typer.Option(help="plain: Q, K, V given. causal: self-attention over one "
                                                "sentence, causal mask. multihead: X with projections and W_O. "
                                                "cross: X and X_kv with projections. posenc: X = E + PE "
-                                               "(sinusoidal) with projections.")] = ExerciseKind.plain,
+                                               "(sinusoidal) with projections. window: causal in a sliding "
+                                               "window [W-1, 0] (Hugging Face sliding_window = W). decode: one "
+                                               "KV-cache step, the last word's query at position t over keys "
+                                               "0 … t.")] = ExerciseKind.plain,
     queries: Annotated[Optional[int], typer.Option(min=1, max=64, help="Number of queries (default 1; for "
                                                    "self-attention the sentence length, --keys).",
                                                    show_default=False)] = None,

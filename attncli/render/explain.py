@@ -12,6 +12,7 @@ import math
 import re
 from decimal import ROUND_DOWN, Decimal
 
+from attncli import visibility
 from attncli.masks import has_rules
 from attncli.render.text import labels
 from attncli.steps import E_NOTATION_FROM, PERCENT_PLACES, WIDE, Written, WrittenFinal, row_steps, written, written_final
@@ -125,10 +126,12 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
         what = {(True, True): "add the bias, then apply the mask", (True, False): "add the bias",
                 (False, True): "apply the mask"}[(w.bias is not None, has_rules(p))]
         lines.append(f"Step {step}: {what} (masked keys become −∞ and are excluded)")
+        rule, why = _rules(trace, w, query, keys)
+        lines += rule
 
         def masked_line(j, key):
             if not w.allowed[j]:
-                return f"{key} masked → −∞, excluded"
+                return f"{key} masked → −∞, excluded" + (f" ({why[j]})" if why and why[j] else "")
             if w.bias is None:
                 return f"{key} {n(w.masked[j])}"
             return f"{key} {n(w.scaled[j])} + {n(w.bias[j])} = {n(w.masked[j])}{note(('masked', j))}"
@@ -153,6 +156,21 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     if w.carry == "rounded":
         lines.append(_comparison(w.output, w.exact_output, places))
     return lines
+
+
+def _rules(trace: Trace, w: Written, query: str, keys: list[str]) -> tuple[list[str], list[str | None] | None]:
+    """(lines, why) with mask rules: the rule this query's keys must meet (its q_pos filled in)
+    and, when the key positions are not 0 … Lk − 1, each key's k_pos; why each key is hidden
+    (None where it is visible). ([], None) without rules."""
+    p = trace.problem
+    if not has_rules(p):
+        return [], None
+    lines = [f"  query {query} (q_pos {int(p.q_positions[w.row])}) may attend a key when "
+             f"{visibility.row_rule(p, w.row)}" + ("; every key does" if all(w.allowed) else "")]
+    if visibility.positions_shown(p):
+        shown = ["…" if j is None else f"{keys[j]}={int(p.k_positions[j])}" for j in _keys(p.lk)]
+        lines.append("  k_pos: " + ", ".join(shown))
+    return lines, visibility.hidden_because(p, w.head, w.row)
 
 
 def _product_lines(proj, name: str, unrounded, key: str, places) -> list[str]:

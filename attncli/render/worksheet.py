@@ -14,7 +14,7 @@ from attncli.exercise import Exercise
 from attncli.marking import present
 from attncli.render.export import formulas, md, tex
 from attncli.render.text import labels, number
-from attncli.masks import has_rules, rule_lines
+from attncli.masks import has_rules, positions_line, rule_lines
 from attncli.trace import Trace
 
 GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional encoding, 2 decimals)"}
@@ -67,6 +67,8 @@ def _notes(trace: Trace) -> list[str]:
     lines = [f"scale = 1/√d_k, d_k = {trace.d_k}" + (f"; {p.heads} heads, each its own columns" if p.heads > 1 else "")]
     if has_rules(p):
         lines += [f"mask: {rule}" for rule in rule_lines(p)]
+    if positions_line(p):  # a KV-cache step's query position decides what it sees
+        lines.append(positions_line(p))
     return lines
 
 
