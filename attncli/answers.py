@@ -124,7 +124,7 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     _check_keys(doc, ("heads",) + INPUT_KEYS + output_keys(), "")
     _same_problem(doc, trace)
     shapes = {stage.name: trace.stage(stage.name).shape[1:] for stage in present_stages(p)}  # (Lq, ·)
-    what = {stage.name: f"queries × {stage.columns}" for stage in present_stages(p)}
+    what = {stage.name: f"{stage.rows} × {stage.columns}" for stage in present_stages(p)}
     stages = present(trace)
     if trace.gradients is not None:  # the backward pass's stages (D as a column, one per query)
         from attncli.marking_backward import expected

@@ -141,7 +141,8 @@ def attend(problem: Problem, progress=None) -> Trace:
 def _attend(problem: Problem, progress) -> Trace:
     itemsize = np.dtype(problem.dtype).itemsize
     present = stages.present(problem)
-    check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, len(present)))
+    grids = sum(stage.columns != "dims" for stage in present)  # Q_rope, K_rope are (L × d_k): not counted
+    check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, grids))
     Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
     block = stages.Block(problem, Q, K, V, scale_of(problem, Q.shape[-1]))
     done = {stage.name: problem.lq * (i + 1) // (len(present) + 1) for i, stage in enumerate(present)}

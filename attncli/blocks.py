@@ -43,7 +43,14 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
         heads, lq, d_k = Q.shape
         scale = scale_of(problem, d_k)
-        logits = stages.logits(problem)
+        # Stages that stand in for Q and K (Q_rope, K_rope) run once, up front: O(L · d_k).
+        ready = stages.inputs(problem)
+        rotated = ready[-1].name if ready else None  # the blocks' stages start after it
+        if ready:
+            values = stages.run(stages.Block(problem, Q, K, V, scale), stop=rotated)
+            replaced = {stage.replaces: values[stage.name] for stage in ready}
+            Q, K = replaced.get("Q", Q), replaced.get("K", K)
+        logits = [stage for stage in stages.logits(problem) if stage.replaces is None]
         # |Σ q_a k_a| ≤ ‖q‖ ‖k‖ bounds every partial sum of a score (Cauchy–Schwarz): queries whose
         # bound, times max(1, |scale|), is far below the largest float cannot overflow; skip that check.
         k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)
@@ -61,7 +68,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         def one_block(start: int) -> int:
             rows = slice(start, min(start + step, lq))
             if not safe[rows].all():  # overflow is an error on every key, hidden or not, as in the full trace
-                stages.run(stages.Block(problem, Q[:, rows], K, V, scale, rows=rows), stop="scaled")
+                stages.run(stages.Block(problem, Q[:, rows], K, V, scale, rows=rows), rotated, stop="scaled")
             first, stop = masks.key_span(problem, rows)  # keys outside it are hidden from every row
             if first == stop:  # every key is masked for every row of the block
                 return _dead_block(rows)

@@ -16,6 +16,8 @@ Kinds:
   a key from at least one query (keys ≥ 3).
 - decode: one KV-cache decoding step: the last word's query at position t = keys − 1 over the
   cached keys at positions 0 … t, causal (`q_positions: [t]`): bottom-right, it sees every key.
+- rope: causal self-attention with Q, K and V given and rotary positions (`rope: true`: half
+  pairing, base 10000, positions 0 … L − 1); d_k (--dim) must be even, 4 by default at the CLI.
 No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
 """
 
@@ -35,9 +37,9 @@ V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
 X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
-KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode")
-SELF = ("causal", "multihead", "posenc", "window")  # self-attention kinds: one sentence, queries = keys
-CAUSAL = ("causal", "window", "decode")  # kinds with the causal rule
+KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode", "rope")
+SELF = ("causal", "multihead", "posenc", "window", "rope")  # self-attention kinds: one sentence, queries = keys
+CAUSAL = ("causal", "window", "decode", "rope")  # kinds with the causal rule
 REDRAWS = 1000  # attempts at keys that are all different before giving up
 
 
@@ -102,6 +104,8 @@ def build(options: Options) -> Exercise:
     if o.kind == "posenc" and o.dim * o.heads % 2:
         raise ExerciseError(f"a posenc exercise pairs sin and cos columns, so dim × heads "
                             f"({o.dim * o.heads}) must be even", field="dim")
+    if o.kind == "rope" and o.dim % 2:
+        raise ExerciseError(f"a rope exercise rotates pairs of dims, so dim ({o.dim}) must be even", field="dim")
     rng = random.Random(o.seed)
     value_dim = o.value_dim or o.dim
     lq, lk = o.lq, o.keys
@@ -172,6 +176,10 @@ def build(options: Options) -> Exercise:
             doc["causal"] = True
     elif o.mask == "causal" or o.kind in CAUSAL:
         doc["mask"] = "causal"
+    if o.kind == "rope":
+        doc["rope"] = True
+        doc["description"] += ("; rotate Q and K by their positions first (RoPE: dim i pairs with i + d/2, "
+                               "θ_i = 10000^(−2i/d))")
     rules = _position_rules(o.kind, lk)
     doc |= rules
     if rules:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.grading import DECIMALS, UNKNOWN_DECIMALS, Rule, grade
-from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, plural,
-                              present, rounded_scales, rounding_text, roundings, span)
+from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, made_at,
+                              plural, present, rounded_scales, rounding_text, roundings, span)
 from attncli.trace import Trace, round_finite
 
 STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
@@ -74,6 +74,12 @@ class _Basis:
     earlier: tuple[_Basis, ...] = ()  # the learner's stages before this one, first first
 
 
+def _given(basis: _Basis) -> dict[str, np.ndarray]:
+    """The learner's stages up to `basis`, by name: those that stand in for Q or K (Q_rope,
+    K_rope) are carried into the stages after them."""
+    return {b.stage: b.values for b in basis.earlier + (basis,) if b.stage is not None}
+
+
 def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Basis, rule: Rule):
     """(target, status, note): the values a learner reaches legitimately from `basis`, their
     own earlier stage as written, or with intermediate stages rounded to k ≥ rule.decimals."""
@@ -82,14 +88,16 @@ def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Bas
     # calculator keeps the unrounded weights while the page shows them to 4 decimals).
     for start in (basis,) + basis.earlier[::-1] if basis.stage is not None else ():
         note = f"rounded {start.stage} carried ({plural(start.precision, 'decimal')})" if start.sound else None
-        yield chain(trace, head, start.stage, start.values, stage), "correct" if start.sound else "carried", note
+        yield (chain(trace, head, start.stage, start.values, stage, given=_given(start)),
+               "correct" if start.sound else "carried", note)
     # Rounded and carried from the learner's basis; then from Q and K (right whatever they wrote before).
     starts = [(basis, status)] + ([(_Basis(), "correct")] if basis.stage is not None else [])
     for start, outcome in starts:
         steps = span(trace, start.stage, stage)
         for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
             for stages in roundings(steps):
-                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k)), outcome,
+                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k), given=_given(start)),
+                       outcome,
                        f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})")
 
 
@@ -127,19 +135,21 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
     wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried")
     steps = span(trace, basis.stage, stage)
     exact = trace.stage(stage)[head]
-    candidates = [(m, f"{m}: {text}", chain(trace, head, basis.stage, basis.values, stage, m))
-                  for m, (where, text, _) in MISTAKES.items() if where in steps]
+    given = _given(basis)
+    candidates = [(m, f"{m}: {mistake.text}", chain(trace, head, basis.stage, basis.values, stage, m, given=given))
+                  for m, mistake in MISTAKES.items() if any(made_at(m, name) for name in steps)]
     candidates.append((TRANSPOSED, f"{TRANSPOSED}: {TRANSPOSED_TEXT}", exact.T))
     if "scaled" in steps:
         candidates += [(ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",
-                        chain(trace, head, basis.stage, basis.values, stage, scale=scale))
+                        chain(trace, head, basis.stage, basis.values, stage, scale=scale, given=given))
                        for scale, text in rounded_scales(trace)]
     for k in range(min(rule.decimals, answer.precision + 1) - 1, -1, -1):
         for stages in roundings(steps):
             verb = "was" if len(stages) == 1 else "were"
             candidates.append((ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {rounding_text(stages)} {verb} "
                                f"rounded to {plural(k, 'decimal')} before the next step",
-                               chain(trace, head, basis.stage, basis.values, stage, rounded=(stages, k))))
+                               chain(trace, head, basis.stage, basis.values, stage, rounded=(stages, k),
+                                     given=given)))
     best, named = 0, []
     for mistake, note, prediction in candidates:
         if prediction is None or prediction.shape != answer.values.shape:

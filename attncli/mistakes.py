@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Callable, NamedTuple
+from types import MappingProxyType
+from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -22,6 +23,25 @@ class Mistake(NamedTuple):
     stage: str  # the stage whose compute function it replaces
     text: str  # what the learner did
     compute: Callable  # (Block of one head, the stage before it (1, Lq, ·)) -> (1, Lq, ·), or None
+    also: Mapping[str, Callable] = MappingProxyType({})  # further stages it replaces: name -> compute
+
+
+def made_at(mistake: str | None, name: str) -> bool:
+    """Whether `mistake` replaces stage `name`'s compute function."""
+    found = MISTAKES.get(mistake) if mistake else None
+    return found is not None and (name == found.stage or name in found.also)
+
+
+def _other_pairing(rotate_which: str) -> Callable:
+    """Q_rope or K_rope with the other pairing: half where interleaved was due, or the reverse."""
+    def compute(block, x):
+        from attncli.rope import STYLES
+
+        rope = block.problem.rope
+        other = replace(rope, style=STYLES[1 - STYLES.index(rope.style)])
+        wrong = replace(block, problem=replace(block.problem, rope=other))
+        return stages.get(rotate_which).compute(wrong, x)
+    return compute
 
 
 def _T(x: np.ndarray) -> np.ndarray:
@@ -130,6 +150,12 @@ MISTAKES = {
     "transposed_k": Mistake("scores", "multiplied Q by K where Kᵀ was needed",
                             lambda block, x: block.Q @ block.K
                             if block.Q.shape[-1] == block.K.shape[-2] == block.K.shape[-1] else None),
+    "rope_wrong_pairing": Mistake("Q_rope", "paired the wrong dims for RoPE: half (i with i + d/2, Llama rotate_half) "
+                                            "and interleaved (2i with 2i+1, GPT-J) swapped",
+                                  _other_pairing("Q_rope"),
+                                  also=MappingProxyType({"K_rope": _other_pairing("K_rope")})),
+    "rope_skipped": Mistake("Q_rope", "did not rotate Q and K by their positions (RoPE left out)",
+                            lambda block, x: block.Q, also=MappingProxyType({"K_rope": lambda block, x: block.K})),
     "values_transposed": Mistake("output", "multiplied the weights by Vᵀ instead of V",
                                  lambda block, x: x @ _T(block.V)
                                  if x.shape[-1] == block.V.shape[-1] == block.V.shape[-2] else None),
@@ -157,14 +183,26 @@ def span(trace: Trace, start: str | None, stop: str) -> tuple[str, ...]:
 
 
 def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mistake: str | None = None,
-         scale: float | None = None):
+         scale: float | None = None, given: dict[str, np.ndarray] | None = None):
     """Stage `stage` of one head from the stage before it (the stage table's compute function, or
     the mistake's in its place), optionally with `scale` in place of the problem's (a learner's
-    rounded 1/√d_k). None when the mistake cannot apply to these shapes."""
+    rounded 1/√d_k). A stage that stands in for Q or K (Q_rope, K_rope) before `stage` does so
+    with its `given` value (the learner's), else the trace's. None when the mistake cannot apply
+    to these shapes."""
     one = slice(head, head + 1)
-    block = stages.Block(trace.problem, trace.Q[one], trace.K[one], trace.V[one],
-                         trace.scale if scale is None else scale, head=head)  # (1, Lq, d_k), (1, Lk, ·)
-    compute = MISTAKES[mistake].compute if mistake else stages.get(stage).compute
+    order = present(trace)
+    inputs = {"Q": trace.Q[one], "K": trace.K[one]}  # (1, Lq, d_k), (1, Lk, d_k)
+    for earlier in stages.inputs(trace.problem):
+        if order.index(earlier.name) < order.index(stage):
+            value = (given or {}).get(earlier.name)
+            inputs[earlier.replaces] = trace.stage(earlier.name)[one] if value is None else value[None]
+    block = stages.Block(trace.problem, inputs["Q"], inputs["K"], trace.V[one],
+                         trace.scale if scale is None else scale, head=head)
+    if mistake:
+        found = MISTAKES[mistake]
+        compute = found.compute if found.stage == stage else found.also[stage]
+    else:
+        compute = stages.get(stage).compute
     with np.errstate(all="ignore"):
         result = compute(block, None if previous is None else previous[None])  # (1, Lq, ·)
     return None if result is None else result[0]
@@ -172,19 +210,23 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
 
 def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None, stop: str,
           mistake: str | None = None, rounded: tuple[tuple[str, ...], int] | None = None,
-          scale: float | None = None) -> np.ndarray | None:
+          scale: float | None = None, given: dict[str, np.ndarray] | None = None) -> np.ndarray | None:
     """Recompute from stage `start` (the learner's `values`; None: from Q and K) up to `stop`,
     making `mistake` at its stage. `rounded` = (stages, k) rounds those stages to k decimals on
     the way, as a learner who writes each stage down and carries the written numbers; `scale`
-    replaces the problem's scale."""
+    replaces the problem's scale; `given` holds the learner's earlier stages that stand in for Q
+    or K (their Q_rope carried into their scores)."""
     current = values
+    given = dict(given or {})  # the learner's Q_rope and K_rope, then the ones recomputed here
+    if start is not None and values is not None:
+        given[start] = values
     for name in span(trace, start, stop):
-        current = step(trace, head, name, current, mistake if MISTAKES.get(mistake, ("",))[0] == name else None,
-                       scale)
+        current = step(trace, head, name, current, mistake if made_at(mistake, name) else None, scale, given)
         if current is None:
             return None
         if rounded and name in rounded[0] and name != stop:
             current = round_finite(current, rounded[1])
+        given[name] = current
     return current
 
 

@@ -18,11 +18,11 @@ QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
 INPUT_KEYS = QKV + PROJECTIONS + (
     "W_O", "b_O", "heads", "mask", "bias", "scale", "query_labels", "key_labels",
-    "title", "description", "masked_rows", "dtype", "dO") + RULE_KEYS
+    "title", "description", "masked_rows", "dtype", "rope", "dO") + RULE_KEYS
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 # Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
 # Every stage name of attncli/stages.py is one too (`output_keys()`).
-OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "concat", "warnings", "grads")
+OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "rope_rule", "concat", "warnings", "grads")
 DTYPES = ("float64", "float32")
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
 
@@ -214,6 +214,14 @@ def _d_output(value, inputs: dict, heads: int, lq: int) -> np.ndarray:
     return array
 
 
+def _d_k(inputs: dict, heads: int, projected: bool) -> int:
+    """Each head's query/key width."""
+    if projected:
+        return inputs["W_Q"].shape[1] // heads
+    Q = inputs["Q"]
+    return Q.shape[-1] if Q.ndim == 3 else Q.shape[1] // heads
+
+
 def build_problem(doc, origin: dict[str, str] | None = None, source: str | None = None,
                   invert_mask: bool = False) -> Problem:
     """Validate a document's keys, types and shapes.
@@ -258,17 +266,23 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
         dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq)
+        rope = None
+        if doc.get("rope") is not None:  # loaded only when asked for: start-up stays as it was
+            from attncli.rope import read as read_rope
+
+            rope = read_rope(doc["rope"], _d_k(inputs, heads, has_proj))
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
             inputs=inputs, heads=heads, lq=lq, lk=lk, **rules, bias=bias,
-            scale=scale, dO=dO,
+            scale=scale, rope=rope, dO=dO,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),
             query_labels=query_labels, key_labels=key_labels,
             title=_text(doc.get("title"), "title"), description=_text(doc.get("description"), "description"))
     except InputError as error:
-        # Attribute the error to where its key came from (a file, or an option such as `--k`).
-        key = error.key
-        raise error.at((origin or {}).get(ALIASES.get(key, key), source) if key else source)
+        # Attribute the error to where its field or key came from (a file, or an option such as `--k`;
+        # rope.dims to --rope-dims when that option gave it).
+        key, origin = error.key, origin or {}
+        raise error.at(origin.get(error.field) or origin.get(ALIASES.get(key, key), source) if key else source)
     return problem

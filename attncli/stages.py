@@ -9,20 +9,26 @@ is one entry here plus its compute function.
 A compute function works on a `Block`: a slice of query rows, all heads (or one head, in marking),
 a slice of keys; it takes the stage before it (`x`, None for the first) and returns this stage:
 
-    scores  = Q Kᵀ                                   (H, b, c)
+    Q_rope  = Q rotated by q_positions                (H, b, d_k)   only with rope (attncli/rope.py)
+    K_rope  = K rotated by k_positions                (H, c, d_k)   only with rope
+    scores  = Q Kᵀ (Q_rope K_ropeᵀ with rope)         (H, b, c)
     scaled  = scores · scale                          (H, b, c)
     masked  = scaled + bias, −∞ where the mask blocks (H, b, c)   only with a mask or bias
     weights = softmax(masked) over keys               (H, b, c)
     output  = weights V                               (H, b, d_v)
 
+A stage with `replaces` ("Q" or "K") stands in for that input of the block for the stages after
+it: `run` computes scores from Q_rope and K_rope; marking from a learner's own Q_rope and K_rope.
+
 Templates use `$name` fields (string.Template, filled by `fill`): `$scale` (the view formats it),
+`$q`/`$k` ("Q" or "Q_rope"; `$qtex`/`$ktex` in LaTeX),
 `$bias` (" + bias" when the problem has one) and `$previous` (the stage this one reads: the
 softmax reads `masked`, or `scaled` when there is no mask or bias).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from string import Template
 from typing import TYPE_CHECKING, Callable
 
@@ -103,10 +109,28 @@ class Stage:
     sum_column: bool = False  # tables add each row's sum (weights: 1, or less with sinks)
     blocked: bool = False  # cells may be −∞ (blocked keys): answers may write −∞ or a large negative
     absent: str = "this problem does not have it"  # why `applies` is false, for a learner's answer
+    rows: str = "queries"  # what the stage's rows are: "queries", or "keys" (K_rope)
+    replaces: str | None = None  # the block input ("Q" or "K") this stage stands in for after it
 
 
 def _into(block: Block, x: np.ndarray) -> np.ndarray | None:
     return x if block.reuse else None
+
+
+def _rope(problem: Problem) -> bool:
+    return problem.rope is not None
+
+
+def compute_q_rope(block: Block, x) -> np.ndarray:
+    from attncli.rope import rotate
+
+    return rotate(block.Q, block.problem.q_positions[block.rows], block.problem.rope)  # (H, b, d_k)
+
+
+def compute_k_rope(block: Block, x) -> np.ndarray:
+    from attncli.rope import rotate
+
+    return rotate(block.K, block.problem.k_positions[block.cols], block.problem.rope)  # (H, c, d_k)
 
 
 def compute_scores(block: Block, x) -> np.ndarray:
@@ -187,7 +211,7 @@ def _check_scaled(block: Block, x: np.ndarray) -> None:
 
 def _check_scores(block: Block, x: np.ndarray) -> None:
     if not block.bounded:
-        _finite("scores = Q Kᵀ")(block, x)
+        _finite(fill("scores = $q $kᵀ", block.problem, "scores"))(block, x)
 
 
 def _check_masked(block: Block, x: np.ndarray) -> None:
@@ -202,8 +226,17 @@ def _check_masked(block: Block, x: np.ndarray) -> None:
     check_finite(x, "scaled + bias", HQK, allow_neg_inf=blocked, offset=block.offset)
 
 
+ROPE_ABSENT = "this problem has no rope (rotary positions)"
 STAGES: tuple[Stage, ...] = (
-    Stage("scores", "scores = Q Kᵀ", "Q Kᵀ", r"Q K^\top", compute_scores, check=_check_scores),
+    Stage("Q_rope", "Q_rope = Q rotated by q_positions (RoPE)", "Q rotated by q_positions (RoPE)",
+          r"\operatorname{RoPE}(Q, \text{q\_positions})", compute_q_rope, applies=_rope,
+          check=_finite("Q_rope = Q rotated", ("head", "query", "dim")), columns="dims", absent=ROPE_ABSENT,
+          replaces="Q"),
+    Stage("K_rope", "K_rope = K rotated by k_positions (RoPE)", "K rotated by k_positions (RoPE)",
+          r"\operatorname{RoPE}(K, \text{k\_positions})", compute_k_rope, applies=_rope,
+          check=_finite("K_rope = K rotated", ("head", "key", "dim")), columns="dims", absent=ROPE_ABSENT,
+          rows="keys", replaces="K"),
+    Stage("scores", "scores = $q $kᵀ", "$q $kᵀ", r"$qtex $ktex^\top", compute_scores, check=_check_scores),
     Stage("scaled", "scaled = scores · $scale", "scores · scale", r"\text{scores} \cdot \text{scale}",
           compute_scaled, check=_check_scaled),
     Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous + bias, −∞ where masked",
@@ -236,14 +269,22 @@ def blocked(name: str) -> bool:
 
 def stand_in(problem: Problem, name: str) -> str:
     """The stage shown in place of stage `name`, which this problem does not have: the last one
-    before it that it has."""
+    before it that it has (for Q_rope and K_rope, which come first, the first one after it)."""
     order = names()
-    return [s.name for s in present(problem) if order.index(s.name) < order.index(name)][-1]
+    has = [s.name for s in present(problem)]
+    before = [s for s in has if order.index(s) < order.index(name)]
+    return before[-1] if before else has[0]
 
 
 def present(problem: Problem) -> tuple[Stage, ...]:
     """The stages this problem has, in order."""
     return tuple(stage for stage in STAGES if stage.applies(problem))
+
+
+def inputs(problem: Problem) -> tuple[Stage, ...]:
+    """The present stages that stand in for Q or K (Q_rope, K_rope): the output-only path runs
+    them once, up front."""
+    return tuple(stage for stage in present(problem) if stage.replaces is not None)
 
 
 def logits(problem: Problem) -> tuple[Stage, ...]:
@@ -261,8 +302,10 @@ def previous(problem: Problem, name: str) -> str | None:
 
 def fields(problem: Problem, name: str, **given) -> dict[str, str]:
     """A stage's template fields for this problem; `given` adds view-formatted ones ($scale)."""
+    rope = _rope(problem)
     return {"bias": " + bias" if problem.bias is not None else "", "previous": previous(problem, name) or "",
-            **given}
+            "q": "Q_rope" if rope else "Q", "k": "K_rope" if rope else "K",
+            "qtex": r"Q_{\text{rope}}" if rope else "Q", "ktex": r"K_{\text{rope}}" if rope else "K", **given}
 
 
 def fill(template: str, problem: Problem, name: str, **given) -> str:
@@ -281,6 +324,8 @@ def run(block: Block, start: str | None = None, x: np.ndarray | None = None, sto
         if stage.check is not None:
             stage.check(block, x)
         values[stage.name] = x
+        if stage.replaces is not None:  # scores read Q_rope and K_rope in place of Q and K
+            block = replace(block, **{stage.replaces: x})
         if after is not None:
             after(stage.name)
         if stage.name == stop:

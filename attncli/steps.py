@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
 
 import numpy as np
 
 from attncli.trace import Trace, head_slice
+
+if TYPE_CHECKING:
+    from attncli.rope_steps import Rotation
 
 # Exact results of the printed operands: 60 digits decide every tie and near-tie of numbers with
 # at most 17 decimals; quantizing e^709 to 17 decimals needs ~330 digits, hence WIDE.
@@ -141,6 +145,7 @@ class Written:
     # printed operands do not give its printed result ("scores", j), ("exps", j), ("total", 0)…;
     # an empty tuple when every operand is a rounded result printed on an earlier line.
     unrounded: dict[tuple[str, int], tuple[float, ...]] = field(default_factory=dict)
+    rotation: Rotation | None = None  # RoPE: q and every k rotated, pair by pair (attncli/rope_steps.py)
 
 
 class _Writer:
@@ -217,8 +222,15 @@ def written(trace: Trace, steps: RowSteps, places: int, carry: str = "exact") ->
     else:
         q, K, V = _pairs(steps.q, places), [_pairs(k, places) for k in steps.K], [_pairs(v, places) for v in steps.V]
 
+    # Step (RoPE): rotate q and every k by their positions; the scores read the rotated ones.
+    rotation, q_scored, K_scored = None, q, K
+    if p.rope is not None:
+        from attncli.rope_steps import rotation as rotate_row
+
+        rotation, q_scored, K_scored = rotate_row(w, trace, steps, q, K)
+
     # Step: raw scores, then scaling.
-    scores = [w.dot(("scores", j), q, K[j], None, steps.scores[j]) for j in range(lk)]
+    scores = [w.dot(("scores", j), q_scored, K_scored[j], None, steps.scores[j]) for j in range(lk)]
     divisor = scale = None
     if trace.default_scale:
         root = math.sqrt(trace.d_k)
@@ -294,7 +306,7 @@ def written(trace: Trace, steps: RowSteps, places: int, carry: str = "exact") ->
                    scores=scores, scaled=scaled, bias=bias, allowed=allowed, masked=masked, shift=shift,
                    shift_reason=reason, exps=exps, total=total, weights=weights, percents=percents,
                    V=[[d for _, d in v] for v in V], contributions=contributions, output=output,
-                   exact_output=exact_output, unrounded=w.unrounded)
+                   exact_output=exact_output, unrounded=w.unrounded, rotation=rotation)
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
 from attncli.masks import MASK_WORDS, input_keys, rule_lines
+
+if TYPE_CHECKING:
+    from attncli.rope import Rope
 MASKED_ROWS = ("zero", "uniform", "error")
 
 
@@ -54,6 +57,7 @@ class Problem:
     window: tuple[int | None, int | None] | None = None  # (left, right): q_pos − left ≤ k_pos ≤ q_pos + right
     key_mask: np.ndarray | None = None  # (Lk,) bool, True = a real key
     bias: np.ndarray | None = None  # (1 or H, Lq, Lk), -inf allowed
+    rope: Rope | None = None  # rotary positions on Q and K (attncli/rope.py); None: none
     scale: float | None = None  # None: 1/sqrt(d_k)
     masked_rows: str = "zero"  # the policy for rows whose every key is masked
     dtype: str = "float64"
@@ -85,7 +89,9 @@ class Trace:
     Q: np.ndarray  # (H, Lq, d_k)
     K: np.ndarray  # (H, Lk, d_k), kv heads repeated for grouped-query attention
     V: np.ndarray  # (H, Lk, d_v)
-    stages: Mapping[str, np.ndarray]  # scores, scaled, masked, weights (H, Lq, Lk); output (H, Lq, d_v)
+    # Q_rope (H, Lq, d_k), K_rope (H, Lk, d_k) with rope; scores, scaled, masked, weights (H, Lq, Lk);
+    # output (H, Lq, d_v)
+    stages: Mapping[str, np.ndarray]
     concat: np.ndarray  # (Lq, H·d_v)  heads side by side
     final: np.ndarray  # (Lq, d_out)  concat W_O + b_O, or concat; JSON's top-level "output"
     fully_masked: tuple[tuple[int, int], ...] = ()  # (head, query row) with every key masked
@@ -181,6 +187,9 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
         doc[key] = plain(value) if isinstance(value, np.ndarray) else value
     doc["mask_rule"] = "; ".join(rule_lines(problem))
     doc["masked_rows"] = problem.masked_rows
+    if problem.rope is not None:  # the input key, and its convention in words
+        doc["rope"] = problem.rope.to_json()
+        doc["rope_rule"] = problem.rope.describe(trace.d_k)
     per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]
     per_head += [name for name in names() if name in stages and trace.stage(name) is not None]
     if problem.dO is not None:

@@ -33,6 +33,11 @@ class Carry(str, Enum):
     rounded = "rounded"
 
 
+class RopeStyle(str, Enum):
+    half = "half"
+    interleaved = "interleaved"
+
+
 class DType(str, Enum):
     float64 = "float64"
     float32 = "float32"
@@ -95,6 +100,21 @@ def compute(
         help="Key padding, one per key: 1,1,0; 1/true = a real key (Hugging Face attention_mask; the "
              "inverse of nn.MultiheadAttention's key_padding_mask).",
         rich_help_panel="Masking", show_default=False)] = None,
+    rope: Annotated[bool, typer.Option(
+        "--rope", help="Rotary positions (RoPE): rotate each head's Q and K by q_positions and k_positions "
+                       "before scores (default style half, base 10000, every dim).",
+        rich_help_panel="Positions (RoPE)")] = False,
+    rope_style: Annotated[Optional[RopeStyle], typer.Option(
+        help="half: dim i pairs with i + dims/2 (Hugging Face Llama rotate_half; default); interleaved: "
+             "2i with 2i+1 (GPT-J rotate_every_two). Implies --rope.",
+        rich_help_panel="Positions (RoPE)", show_default=False)] = None,
+    rope_base: Annotated[Optional[float], typer.Option(
+        help="θ_i = BASE^(−2i/dims) (default 10000; Llama 3: 500000). Implies --rope.",
+        rich_help_panel="Positions (RoPE)", show_default=False)] = None,
+    rope_dims: Annotated[Optional[int], typer.Option(
+        help="Rotate only each head's first DIMS dims, an even number ≤ d_k (partial rotary, as GPT-NeoX "
+             "rotary_pct; default d_k). Implies --rope.",
+        rich_help_panel="Positions (RoPE)", show_default=False)] = None,
     masked_rows: Annotated[Optional[MaskedRows], typer.Option(
         help="A query whose every key is masked: zero (weights and output 0, as PyTorch SDPA; default), "
              "uniform (mean of V; as JAX when a boolean mask blocks the row, but JAX gives NaN for a row "
@@ -163,7 +183,9 @@ def compute(
     causal_lower_right sets q_positions to Lk−Lq to Lk−1 (j ≤ i + Lk − Lq);
     window L,R: q_pos − L ≤ k_pos ≤ q_pos + R, inclusive; key mask 1 = a real key;
     mask, bias, causal, window and key mask combine with AND;
-    W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose).
+    W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose);
+    rope half pairs dim i with i + dims/2 (Llama rotate_half), interleaved 2i with 2i+1 (GPT-J),
+    θ_i = base^(−2i/dims), angle = position · θ_i: attn example rope | attn compute --explain.
     """
     shown = _stages(stages) + (("heatmap",) if heatmap else ())
     if carry is not None and not explain:
@@ -209,6 +231,11 @@ def compute(
         error.message += f"; give it as a matrix option: --q {file}"
         raise
     origin["invert_mask"] = "--invert-mask"
+    rope_fields = {"style": rope_style and rope_style.value, "base": rope_base, "dims": rope_dims}
+    if rope or any(value is not None for value in rope_fields.values()):  # the options replace the file's rope
+        doc["rope"] = {key: value for key, value in rope_fields.items() if value is not None} or True
+        origin.update({"rope": "--rope", **{f"rope.{key}": f"--rope-{key}" for key, value in rope_fields.items()
+                                            if value is not None}})
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
     _check_backward(problem, shown if stages is not None else (), output_only, suffix)
     stage = get(shown[0])

@@ -55,6 +55,7 @@ class ExerciseKind(str, Enum):
     posenc = "posenc"
     window = "window"
     decode = "decode"
+    rope = "rope"
 
 
 class SheetFormat(str, Enum):
@@ -72,12 +73,14 @@ def exercise(
                                                "(sinusoidal) with projections. window: causal in a sliding "
                                                "window [W-1, 0] (Hugging Face sliding_window = W). decode: one "
                                                "KV-cache step, the last word's query at position t over keys "
-                                               "0 … t.")] = ExerciseKind.plain,
+                                               "0 … t. rope: causal self-attention with rotary positions (Q_rope, "
+                                               "K_rope), d_k 4.")] = ExerciseKind.plain,
     queries: Annotated[Optional[int], typer.Option(min=1, max=64, help="Number of queries (default 1; for "
                                                    "self-attention the sentence length, --keys).",
                                                    show_default=False)] = None,
     keys: Annotated[int, typer.Option(min=1, max=64, help="Number of keys (words in the sentence).")] = 3,
-    dim: Annotated[int, typer.Option(min=1, max=64, help="d_k, per head.")] = 2,
+    dim: Annotated[Optional[int], typer.Option(min=1, max=64, help="d_k, per head (default 2; 4 for rope).",
+                                               show_default=False)] = None,
     value_dim: Annotated[Optional[int], typer.Option(min=1, max=64, help="d_v per head (default: --dim).",
                                                      show_default=False)] = None,
     heads: Annotated[Optional[int], typer.Option(min=1, max=16, help="Number of heads (default 2 for "
@@ -111,6 +114,7 @@ def exercise(
     if chosen:
         seed = random.SystemRandom().randrange(1, 1_000_000)
     heads = heads or (2 if kind == ExerciseKind.multihead else 1)
+    dim = dim or (4 if kind == ExerciseKind.rope else 2)
     options = Options(seed, kind.value, queries, keys, dim, value_dim, heads, mask and mask.value)
     try:
         problems = problem_set(options, count)

@@ -107,8 +107,15 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
         lines = [f"{head} {query} (row {w.row}): x = {_vector(w.projection.x, places, _given)}"]
         lines += _projection_lines(trace, w, keys, width)
         step = 2
-    lines.append(f"Step {step}: raw scores, q · k")
-    lines += each(lambda j, key: f"{key} {_dot(w.q, w.K[j], places)} = {n(w.scores[j])}{note(('scores', j))}")
+    q, K, dot = w.q, w.K, "q · k"
+    if w.rotation is not None:  # RoPE: the scores read the rotated q and k
+        from attncli.render.explain_rope import rotation_lines
+
+        lines += rotation_lines(trace, w, keys, width, step, n, lambda d: _given(d, places),
+                                lambda v: _vector(v, places), note, _keys)
+        q, K, dot, step = w.rotation.q_rope, w.rotation.K_rope, "q_rope · k_rope", step + 1
+    lines.append(f"Step {step}: raw scores, {dot}")
+    lines += each(lambda j, key: f"{key} {_dot(q, K[j], places)} = {n(w.scores[j])}{note(('scores', j))}")
 
     step += 1
     if w.divisor is not None:

@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from attncli.render.text import labels, number, shown
-from attncli.stages import fill, present
+from attncli.stages import fill, get, present
 from attncli.trace import Trace
 
 def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
@@ -54,7 +54,7 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
             name, m = stage.name, trace.stage(stage.name)
             if name in stages and m is not None:
                 columns = keys if stage.columns == "keys" else [str(j) for j in range(m.shape[2])]
-                out.append((name, name + head, m[h], queries, columns))
+                out.append((name, name + head, m[h], keys if stage.rows == "keys" else queries, columns))
         if trace.gradients is not None:
             out += _gradient_matrices(trace, stages, h, head, queries, keys)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
@@ -197,5 +197,8 @@ def csv_stage(trace: Trace, stage: str, decimals: int | None = None) -> str:
         columns = [str(j) for j in range(trace.final.shape[1])]
     else:
         matrices = [(h, trace.stage(stage)[h]) for h in range(p.heads)]
-        columns = labels(p.key_labels, p.lk)
+        columns = labels(p.key_labels, p.lk) if get(stage).columns == "keys" else \
+            [str(j) for j in range(matrices[0][1].shape[1])]
+    if stage != "output" and get(stage).rows == "keys":  # K_rope: one row per key
+        return csv_table(labels(p.key_labels, p.lk), columns, matrices, decimals, first="key")
     return csv_table(labels(p.query_labels, p.lq), columns, matrices, decimals)

@@ -133,6 +133,10 @@ def npz_arrays(trace: Trace) -> dict:
     arrays.update({key: np.asarray(value) for key, value in mask_and_bias(p).items()})
     if p.window is not None:  # an array holds no null: NaN stands for an unbounded side
         arrays["window"] = np.array([np.nan if b is None else b for b in p.window])
+    if p.rope is not None:  # an array holds no object: the rope object as JSON text (rope.read takes it)
+        import json
+
+        arrays["rope"] = np.array(json.dumps(p.rope.to_json()))
     arrays["scale"] = np.array(trace.scale)
     arrays["masked_rows"] = np.array(p.masked_rows)
     arrays["dtype"] = np.array(p.dtype)

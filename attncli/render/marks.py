@@ -8,9 +8,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from attncli import grads
 from attncli.marking import STATUSES, SYMBOLS, Rule, StageMark, all_correct, missing_stages, unanswered
 from attncli.render.tables import column_chunks
 from attncli.render.text import labels, number, rich_text, shown
+from attncli.stages import get
 from attncli.trace import Trace, plain
 
 STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
@@ -38,19 +40,19 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
     """Yield a title and a table of the given values marked (expected beside); a table wider than
     `width` (a terminal's; None: a pipe, as wide as it needs) is split into column ranges, each
     cell shown whole."""
-    from attncli import grads
-
     p = trace.problem
-    stage = name.rsplit(".", 1)[-1]
-    gradient = grads.get(stage)
-    numbered = [str(j) for j in range(mark.expected.shape[1])]
+    gradient = grads.get(name.rsplit(".", 1)[-1])
     if gradient is not None:  # the backward pass: rows are queries or keys; D's one column is D
-        columns = labels(p.key_labels, p.lk) if gradient.columns == "keys" else ["D"] if stage == "D" else numbered
-        rows = [rich_text(row) for row in (labels(p.query_labels, p.lq) if gradient.rows == "queries"
-                                           else labels(p.key_labels, p.lk))]
+        numbered = [str(j) for j in range(mark.expected.shape[1])]
+        columns = labels(p.key_labels, p.lk) if gradient.columns == "keys" else ["D"] if gradient.name == "D" \
+            else numbered
+        keyed = gradient.rows == "keys"
     else:
-        columns = numbered if name.endswith("output") else labels(p.key_labels, p.lk)
-        rows = [rich_text(row) for row in labels(p.query_labels, p.lq)]
+        stage = get(name.rsplit(".", 1)[-1])
+        by_key = stage is not None and stage.columns == "keys"
+        columns = labels(p.key_labels, p.lk) if by_key else [str(j) for j in range(mark.expected.shape[1])]
+        keyed = stage is not None and stage.rows == "keys"  # K_rope: one row per key
+    rows = [rich_text(row) for row in labels(p.key_labels if keyed else p.query_labels, p.lk if keyed else p.lq)]
     cells = []
     for i in range(len(rows)):
         cells.append([])

@@ -127,13 +127,14 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             matrix = trace.stage(stage.name)[h]
             extra = ("sum", matrix.sum(axis=1)) if stage.sum_column else None
             title = stage_table.fill(stage.title, p, stage.name, scale=scale)
-            show(title + head, matrix, queries, keys if stage.columns == "keys" else None, extra)
+            rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
+            show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra)
         if trace.gradients is not None:
             for gradient in grads.GRADIENTS:
                 if gradient.name in stages:
                     matrix = trace.gradients.heads[gradient.name][h]
                     columns = keys if gradient.columns == "keys" else [gradient.name] if matrix.ndim == 1 else None
-                    show(grads.title(gradient, p) + head, matrix.reshape(matrix.shape[0], -1),
+                    show(gradient.title + head, matrix.reshape(matrix.shape[0], -1),
                          queries if gradient.rows == "queries" else keys, columns)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:

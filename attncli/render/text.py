@@ -81,6 +81,8 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
     lines += [f"mask: {rule}" for rule in rule_lines(p)]
     if positions_line(p):
         lines.append(positions_line(p))
+    if p.rope is not None:
+        lines.append(f"rope: {p.rope.describe(trace.d_k)}")
     if p.bias is not None:
         lines.append("bias: added after scaling, before the mask; −∞ blocks")
     if trace.masked is not None:

@@ -15,6 +15,7 @@ from attncli.marking import present
 from attncli.render.export import formulas, md, tex
 from attncli.render.text import labels, number
 from attncli.masks import has_rules, positions_line, rule_lines
+from attncli.stages import get
 from attncli.trace import Trace
 
 GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional encoding, 2 decimals)"}
@@ -45,7 +46,9 @@ def _grids(trace: Trace, exercise: Exercise) -> list[tuple[str, np.ndarray, list
         for name in present(trace):
             m = trace.stage(name)[h]
             title = f"{name} (head {h})" if multi else name
-            out.append((f"{title} = {formula[name]}", m, queries, keys if name != "output" else columns(m)))
+            stage = get(name)
+            out.append((f"{title} = {formula[name]}", m, keys if stage.rows == "keys" else queries,
+                        keys if stage.columns == "keys" else columns(m)))
     if multi:
         out.append((f"output = {formula['final']}", trace.final, queries, columns(trace.final)))
     return out
@@ -69,6 +72,8 @@ def _notes(trace: Trace) -> list[str]:
         lines += [f"mask: {rule}" for rule in rule_lines(p)]
     if positions_line(p):  # a KV-cache step's query position decides what it sees
         lines.append(positions_line(p))
+    if p.rope is not None:
+        lines.append(f"rope: {p.rope.describe(trace.d_k)}")
     return lines
 
 

@@ -1,0 +1,119 @@
+"""Rotary position embeddings (RoPE): the `rope` input key and the rotation of each head's Q and K.
+
+    θ_i   = base^(−2i/dims)                  i = 0 … dims/2 − 1  (as 1 / base^(2i/dims), Hugging Face)
+    angle = pos · θ_i                        pos = q_positions (Q) or k_positions (K)
+    (a, b) → (a cos − b sin, b cos + a sin)  for each pair (a, b) of the first `dims` dims of a head
+
+Pairs: `half` (Hugging Face Llama/GPT-NeoX `rotate_half`, the default) pairs dim i with
+i + dims/2; `interleaved` (GPT-J `rotate_every_two`, Meta's original code, flash-attn
+interleaved=True) pairs 2i with 2i+1. Dims from `dims` to d_k − 1 are not rotated (partial rotary,
+GPT-NeoX `rotary_pct`). Every message starts with the field it is about (`rope.dims is 3; …`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from attncli.errors import InputError, did_you_mean, quote
+from attncli.values import HugeInt, describe
+
+STYLES = ("half", "interleaved")
+FIELDS = ("style", "base", "dims")
+BASE = 10000.0
+LIBRARIES = {"half": "Hugging Face Llama rotate_half: dim i pairs with i + dims/2",
+             "interleaved": "GPT-J rotate_every_two: dim 2i pairs with 2i+1"}
+
+
+@dataclass(frozen=True)
+class Rope:
+    style: str = "half"
+    base: float = BASE
+    dims: int = 0  # the rotated leading dims of each head (even, 2 … d_k)
+
+    def theta(self) -> np.ndarray:
+        """(dims/2,) θ_i = 1 / base^(2i/dims), float64."""
+        return 1.0 / self.base ** (np.arange(0, self.dims, 2, dtype=np.float64) / self.dims)
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """The dims rotated together, pair i first: (i, i + dims/2) or (2i, 2i+1)."""
+        half = self.dims // 2
+        if self.style == "half":
+            return [(i, i + half) for i in range(half)]
+        return [(2 * i, 2 * i + 1) for i in range(half)]
+
+    def describe(self, d_k: int) -> str:
+        """The convention in words, for the table header and JSON's `rope_rule`."""
+        part = "every dim" if self.dims == d_k else f"the first {self.dims} of {d_k} dims (partial rotary)"
+        return (f"{self.style} ({LIBRARIES[self.style]}); θ_i = {_number(self.base)}^(−2i/{self.dims}); "
+                f"angle = position · θ_i; rotates {part} of each head's Q and K")
+
+    def to_json(self) -> dict:
+        return {"style": self.style, "base": self.base, "dims": self.dims}
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else repr(x)
+
+
+def read(value, d_k: int, field: str = "rope") -> Rope | None:
+    """`rope`: true/false, or {"style", "base", "dims"} (each optional); dims defaults to d_k. In
+    an .npz (whose arrays hold no objects) the object is written as its JSON text."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, str) and value.startswith("{"):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass  # refused below as a string
+    if value is True:
+        value = {}
+    if not isinstance(value, dict):
+        raise InputError(f"{field} is {describe(value)}; expected true or an object with "
+                         f"style, base and dims (each optional)", field=field)
+    for key in value:
+        if key not in FIELDS:
+            hint = did_you_mean(str(key), FIELDS, 0.4)
+            raise InputError(f"{field} has an unknown key {quote(str(key))}{hint}; expected {', '.join(FIELDS)}",
+                             field=field)
+    style = value.get("style", "half")
+    if style not in STYLES:
+        hint = did_you_mean(style, STYLES, 0.4) if isinstance(style, str) else ""
+        raise InputError(f"{field}.style is {describe(style)}{hint}; expected half (rotate_half, Llama) "
+                         "or interleaved (rotate_every_two, GPT-J)", field=f"{field}.style")
+    base = value.get("base", BASE)
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or isinstance(base, HugeInt) \
+            or not math.isfinite(base) or base <= 0:
+        raise InputError(f"{field}.base is {describe(base)}; expected a finite number > 0 (10000 in most models)",
+                         field=f"{field}.base")
+    dims = value.get("dims", d_k)
+    if isinstance(dims, bool) or not isinstance(dims, (int, float)) or isinstance(dims, HugeInt) \
+            or not math.isfinite(dims) or dims != int(dims):
+        raise InputError(f"{field}.dims is {describe(dims)}; expected a whole even number from 2 to d_k = {d_k}",
+                         field=f"{field}.dims")
+    if not 2 <= dims <= d_k or dims % 2:
+        why = "odd: dims rotate in pairs" if 2 <= dims <= d_k else f"outside 2 … d_k = {d_k}"
+        raise InputError(f"{field}.dims is {describe(dims)}, {why}; expected a whole even number from 2 to "
+                         f"d_k = {d_k}", field=f"{field}.dims")
+    return Rope(style, float(base), int(dims))
+
+
+def angles(rope: Rope, positions: np.ndarray) -> np.ndarray:
+    """(L, dims/2) float64: position · θ_i."""
+    return positions.astype(np.float64)[:, None] * rope.theta()[None, :]
+
+
+def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope) -> np.ndarray:
+    """x (H, L, d_k) rotated by `positions` (L,) on its first rope.dims dims; a new array."""
+    angle = angles(rope, positions)  # (L, dims/2)
+    cos, sin = np.cos(angle).astype(x.dtype), np.sin(angle).astype(x.dtype)  # (L, dims/2)
+    first, second = zip(*rope.pairs())
+    a, b = x[..., list(first)], x[..., list(second)]  # (H, L, dims/2) each
+    out = x.copy()
+    out[..., list(first)] = a * cos - b * sin
+    out[..., list(second)] = b * cos + a * sin
+    return out  # (H, L, d_k)
