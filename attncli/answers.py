@@ -108,7 +108,7 @@ def _same_problem(doc: dict, trace: Trace) -> None:
         name = ALIASES.get(key, key)
         if name not in QKV + PROJECTIONS or name not in inputs or value is None:
             continue
-        mine = as_array(_read(value, False), key, max_dims=2)
+        mine = as_array(_read(value, False), key, max_dims=3 if name in QKV else 2)
         given = inputs[name]
         if mine.size != given.size or not np.allclose(mine.reshape(given.shape), given, rtol=1e-12, atol=1e-12):
             raise InputError(f"{key} is not the problem's {name}: these answers hold their own problem; mark "

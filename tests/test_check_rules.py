@@ -437,3 +437,17 @@ def test_a_mistake_that_explains_few_of_the_wrong_cells_is_not_named(run, proble
     exact = np.array(json.loads(run("compute", problem_file(problem), "-f", "json").stdout)["heads"][0]["weights"])
     doc = marked(run, problem_file, {"weights": np.round(exact + 0.01, 4).tolist()}, problem=problem, code=1)
     assert doc["stages"]["weights"]["wrong"] == 12 and doc["stages"]["weights"]["diagnosis"] == []
+
+
+def test_compute_output_of_a_split_heads_problem_marks_itself_all_correct(run, problem_file):
+    """`attn compute` of a problem with Q, K, V given as (heads × L × d) writes them back 3-D; read
+    as answers beside the problem, they are that problem, not a nesting error."""
+    problem = {"Q": [[[0, 4]], [[1, 1]]], "K": [[[1, 0], [0, 1]], [[2, 0], [0, 2]]],
+               "V": [[[2, 0], [0, 2]], [[1, 1], [1, -1]]]}
+    path = problem_file(problem)
+    answers = problem_file(json.dumps(run.json("compute", path)), "answers.json")
+    result = run("check", answers, path, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    other = dict(problem, Q=[[[0, 4]], [[1, 2]]])
+    result = run("check", answers, problem_file(other, "other.json"))
+    assert_error(result, "not the problem's Q")
