@@ -95,6 +95,11 @@ def masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[Notice]:
         rows = np.flatnonzero(dead[head])
         shown = ", ".join(_label(problem.query_labels, int(i)) for i in rows[:8])
         more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
+        if problem.sinks is not None:  # well defined, not a policy: a note, never an error
+            warnings.append(Notice(f"head {head}: every key is masked for query {shown}{more}; the sink takes "
+                                   "the whole row, so its weights and output are 0 (with sinks no masked-rows "
+                                   "policy applies)"))
+            continue
         if problem.masked_rows == "error":
             raise InputError(f"head {head}: every key is masked for query {shown}{more}", field="masked_rows",
                              advice=Advice("masked_rows", ("zero", "uniform"), "; use {} to allow it"))

@@ -12,7 +12,7 @@ with V and a column of ones, so the weights never exist as their own array. So i
 refuses the same inputs as `attention.attend`, with the same overflow rules (scores, scaled,
 scaled + bias and output overflow the dtype; e^x never does, and nothing underflows that the
 full trace keeps); a stage added before the softmax is computed here with no change to this
-module, one added after it (sinks change the softmax) needs one here. One difference in order: the row sums divide weights·V rather than the weights (the sums come
+module, one added after it needs one here (sinks did: the sink logit joins each row's max and sum). One difference in order: the row sums divide weights·V rather than the weights (the sums come
 from a column of ones beside V, in the same product), unless weights·V overflows before the
 division; the results agree with `attend` to rounding (the tests hold them to 1e-12 of
 Σ weights·|V| in float64, over scaled scores of ±700 and values from 1e-300 to 1e300).
@@ -60,6 +60,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         output = np.empty((heads, lq, V.shape[2]), Q.dtype)  # (H, Lq, d_v)
         dead = np.zeros((heads, lq), bool)
         step = block or block_rows(heads, K.shape[1], Q.dtype.itemsize)
+        sink = None if problem.sinks is None else problem.sinks.astype(Q.dtype)[:, None, None]  # (H, 1, 1)
 
         def run(start: int) -> int:
             with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # per thread: errstate is not inherited
@@ -82,19 +83,24 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
                     stage.check(block, x)
             shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
             gone = shift == -np.inf  # every key masked
-            shift[gone] = 0.0  # those rows stay all −∞
+            if sink is not None:
+                shift = np.maximum(shift, sink)  # the sink joins the max (a dead row's max is its sink)
+            else:
+                shift[gone] = 0.0  # those rows stay all −∞
             x -= shift  # ≤ 0: e^x ≤ 1 never overflows, and the largest is 1, so no row sum underflows
             np.exp(x, out=x)  # unnormalised weights
             both = x @ V1[:, keys]  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
             out, sums = both[..., :-1], both[..., -1:]
-            sums[gone] = 1.0  # 0 / 1: their output is 0
+            if sink is not None:
+                sums += np.exp(sink - shift)  # the sink's share of each row, dropped from the weights
+            sums[gone] = 1.0  # 0 / 1: their output is 0 (with a sink too: the sink takes the whole row)
             out /= sums
             lost = ~np.isfinite(out).all(axis=-1)  # (H, b): Σ e^x V overflowed before ÷ Σ e^x
             for h in np.flatnonzero(lost.any(axis=-1)):  # normalise first, as the full trace does
                 out[h, lost[h]] = (x[h, lost[h]] / sums[h, lost[h]]) @ V[h, keys]  # (rows, d_v)
             if gone.any():
                 dead[:, rows] = gone[..., 0]
-                if problem.masked_rows == "uniform":
+                if problem.masked_rows == "uniform" and sink is None:
                     out = np.where(gone, uniform(), out)
             output[:, rows] = out
             return rows.stop
@@ -105,7 +111,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
 
         def _dead_block(rows: slice) -> int:
             dead[:, rows] = True
-            output[:, rows] = uniform() if problem.masked_rows == "uniform" else 0.0
+            output[:, rows] = uniform() if problem.masked_rows == "uniform" and sink is None else 0.0
             return rows.stop
 
         with ThreadPoolExecutor(workers) as pool:

@@ -18,6 +18,8 @@ Kinds:
   cached keys at positions 0 … t, causal (`q_positions: [t]`): bottom-right, it sees every key.
 - rope: causal self-attention with Q, K and V given and rotary positions (`rope: true`: half
   pairing, base 10000, positions 0 … L − 1); d_k (--dim) must be even, 4 by default at the CLI.
+- alibi: causal self-attention with ALiBi, −slope·|i − j| added to the scaled scores; slopes that
+  are easy by hand (0.5, 0.25, … one per head), not the paper's (2^−8 for one head).
 No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
 """
 
@@ -37,9 +39,9 @@ V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
 X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
-KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode", "rope")
-SELF = ("causal", "multihead", "posenc", "window", "rope")  # self-attention kinds: one sentence, queries = keys
-CAUSAL = ("causal", "window", "decode", "rope")  # kinds with the causal rule
+KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode", "rope", "alibi")
+SELF = ("causal", "multihead", "posenc", "window", "rope", "alibi")  # self-attention kinds: one sentence, queries = keys
+CAUSAL = ("causal", "window", "decode", "rope", "alibi")  # kinds with the causal rule
 REDRAWS = 1000  # attempts at keys that are all different before giving up
 
 
@@ -166,6 +168,9 @@ def build(options: Options) -> Exercise:
     doc |= {"query_labels": query_labels, "key_labels": key_labels}
     if o.heads > 1:
         doc["heads"] = o.heads
+    if o.kind == "alibi":
+        doc["alibi"] = [0.5 ** (h + 1) for h in range(o.heads)]  # 0.5, 0.25, …: exact in few decimals
+        doc["description"] += "; ALiBi: add −slope·|i − j| to each scaled score (a penalty for distance)"
     if o.mask == "random":
         grid = [[rng.random() < 0.7 for _ in range(lk)] for _ in range(lq)]
         for row in grid:

@@ -32,7 +32,7 @@ def has_rules(problem: Problem) -> bool:
 def has_logit_changes(problem: Problem) -> bool:
     """Whether the problem has a `masked` stage: some key may be hidden or some bias added.
     Positions alone change nothing."""
-    return has_rules(problem) or problem.bias is not None
+    return has_rules(problem) or problem.bias is not None or problem.alibi_slopes is not None
 
 
 def _bounds(problem: Problem, rows: slice) -> tuple[int | None, int | None]:
@@ -132,10 +132,24 @@ def partly_hidden(problem: Problem, rows: slice, keys: slice) -> slice | None:
 
 
 def bias(problem: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndarray | None:
-    """(1 or H, b, c): what is added to the scaled scores of those queries and keys, or None."""
-    if problem.bias is None:
-        return None
-    return problem.bias[:, rows, cols]
+    """(1 or H, b, c): what is added to the (scaled, capped) scores of those queries and keys, or
+    None: the given bias, plus ALiBi's −slope_h · |q_pos − k_pos| (a rule of positions and head,
+    built for this block only)."""
+    given = None if problem.bias is None else problem.bias[:, rows, cols]  # (1 or H, b, c)
+    if problem.alibi_slopes is None:
+        return given
+    # In the problem's dtype (float32 runs need no float64 copy); with a given bias, in float64 as it is.
+    dtype = np.float64 if given is not None else np.dtype(problem.dtype)
+    q = problem.q_positions[rows].astype(np.float64)[:, None]  # (b, 1): positions ≤ 2^53 are exact
+    k = problem.k_positions[cols].astype(np.float64)[None, :]  # (1, c)
+    distance = np.subtract(q, k, out=np.empty((q.shape[0], k.shape[1]), dtype))  # (b, c), in float64, then stored
+    np.abs(distance, out=distance)
+    slopes = -problem.alibi_slopes.astype(dtype)[:, None, None]  # (H, 1, 1)
+    if slopes.shape[0] == 1:
+        alibi = np.multiply(distance, slopes[0], out=distance)[None]  # (1, b, c)
+    else:
+        alibi = slopes * distance  # (H, b, c)
+    return alibi if given is None else alibi + given
 
 
 def default_positions(length: int) -> np.ndarray:

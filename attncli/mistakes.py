@@ -116,6 +116,22 @@ def _argmax(block, x):  # a tie shares the weight
     return top / top.sum(axis=-1, keepdims=True)
 
 
+def _alibi_sign(block, x):
+    """ALiBi added as +slope·|q_pos − k_pos| (a reward for distance) instead of −slope·|…|."""
+    problem = block.problem
+    if problem.alibi_slopes is None:
+        return None
+    slopes = problem.alibi_slopes if block.head is None else problem.alibi_slopes[block.head:block.head + 1]
+    distance = np.abs(problem.q_positions[:, None] - problem.k_positions[None, :])  # (Lq, Lk)
+    return stages.compute_masked(block, x) + 2 * slopes[:, None, None] * distance  # (1, Lq, Lk); −∞ stays
+
+
+def _sink_left_out(block, x):
+    if block.problem.sinks is None:
+        return None
+    return softmax(x, block.problem.masked_rows)[0]
+
+
 MISTAKES = {
     "no_scale": Mistake("scaled", "forgot to divide the scores by √d_k", _scaled_by(lambda d_k: 1.0)),
     "scale_by_dk": Mistake("scaled", "divided the scores by d_k instead of √d_k", _scaled_by(lambda d_k: 1.0 / d_k)),
@@ -127,7 +143,11 @@ MISTAKES = {
     "mask_transposed": Mistake("masked", "applied the mask transposed (for a causal mask: each query kept the "
                                          "later keys instead of the earlier ones)",
                                _masked_with(_T, square=True)),
+    "alibi_sign": Mistake("masked", "added +slope·|i − j| where ALiBi subtracts it (far keys are penalised, "
+                                    "not favoured)", _alibi_sign),
     "mask_zero": Mistake("masked", "wrote 0 where the mask blocks, instead of −∞ (e^−∞ = 0, but e^0 = 1)", _mask_zero),
+    "sink_left_out": Mistake("weights", "left the sink out of the softmax: each row's sum also holds e^sink, "
+                                        "so the weights sum to less than 1", _sink_left_out),
     "window_off_by_one": Mistake("masked", "let one key too many into the window: window [left, right] lets in "
                                            "k_pos from q_pos − left to q_pos + right, both ends included (Hugging "
                                            "Face sliding_window = W, W keys counting the query itself, is "
@@ -142,11 +162,12 @@ MISTAKES = {
                                  _rules_of(_realigned)),
     "no_exp": Mistake("weights", "normalised the scores by their sum without taking e^x first", _no_exp),
     "softmax_wrong_axis": Mistake("weights", "normalised each column (over queries) instead of each row (over keys)",
-                                  lambda block, x: _T(softmax(_T(x), block.problem.masked_rows)[0])),
+                                  lambda block, x: _T(softmax(_T(x), block.problem.masked_rows,
+                                                              sinks=stages.sinks(block, x.dtype))[0])),
     "no_softmax": Mistake("weights", "used the scaled scores as weights without a softmax", lambda block, x: x),
     "argmax": Mistake("weights", "gave the largest score all the weight (argmax) instead of a softmax", _argmax),
     "percent": Mistake("weights", "wrote the weights as percentages: a weight is a fraction (76.79% is 0.7679)",
-                       lambda block, x: softmax(x, block.problem.masked_rows)[0] * 100),
+                       lambda block, x: stages.compute_weights(block, x) * 100),
     "transposed_k": Mistake("scores", "multiplied Q by K where Kᵀ was needed",
                             lambda block, x: block.Q @ block.K
                             if block.Q.shape[-1] == block.K.shape[-2] == block.K.shape[-1] else None),

@@ -13,16 +13,17 @@ from attncli.errors import InputError, did_you_mean, quote
 from attncli.mask_input import RULE_KEYS, read_rules
 from attncli.trace import MASKED_ROWS, Problem
 from attncli.values import HugeInt, as_array, describe, scalar
+from attncli.variants import VARIANT_KEYS, read_variants
 
 QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
 INPUT_KEYS = QKV + PROJECTIONS + (
     "W_O", "b_O", "heads", "mask", "bias", "scale", "query_labels", "key_labels",
-    "title", "description", "masked_rows", "dtype", "rope", "dO") + RULE_KEYS
+    "title", "description", "masked_rows", "dtype", "rope", "dO") + RULE_KEYS + VARIANT_KEYS
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 # Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
 # Every stage name of attncli/stages.py is one too (`output_keys()`).
-OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "rope_rule", "concat", "warnings", "grads")
+OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "rope_rule", "concat", "warnings", "alibi_slopes", "grads")
 DTYPES = ("float64", "float32")
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
 
@@ -274,7 +275,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
-            inputs=inputs, heads=heads, lq=lq, lk=lk, **rules, bias=bias,
+            inputs=inputs, heads=heads, lq=lq, lk=lk, **rules, bias=bias, **read_variants(doc, heads),
             scale=scale, rope=rope, dO=dO,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),

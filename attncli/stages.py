@@ -13,8 +13,9 @@ a slice of keys; it takes the stage before it (`x`, None for the first) and retu
     K_rope  = K rotated by k_positions                (H, c, d_k)   only with rope
     scores  = Q Kᵀ (Q_rope K_ropeᵀ with rope)         (H, b, c)
     scaled  = scores · scale                          (H, b, c)
-    masked  = scaled + bias, −∞ where the mask blocks (H, b, c)   only with a mask or bias
-    weights = softmax(masked) over keys               (H, b, c)
+    capped  = c · tanh(scaled / c)                    (H, b, c)   only with a softcap
+    masked  = capped + bias + ALiBi, −∞ where masked  (H, b, c)   only with a mask, bias or ALiBi
+    weights = softmax(masked [, sink]) over keys      (H, b, c)   a sink logit joins the sum, then is dropped
     output  = weights V                               (H, b, d_v)
 
 A stage with `replaces` ("Q" or "K") stands in for that input of the block for the stages after
@@ -22,8 +23,9 @@ it: `run` computes scores from Q_rope and K_rope; marking from a learner's own Q
 
 Templates use `$name` fields (string.Template, filled by `fill`): `$scale` (the view formats it),
 `$q`/`$k` ("Q" or "Q_rope"; `$qtex`/`$ktex` in LaTeX),
-`$bias` (" + bias" when the problem has one) and `$previous` (the stage this one reads: the
-softmax reads `masked`, or `scaled` when there is no mask or bias).
+`$bias` (" + bias", " + ALiBi" for what the problem adds; `$alibi` the latter alone), `$previous` (the stage this one reads:
+the softmax reads `masked`, or `capped` or `scaled` when there is nothing to add or mask), `$cap`
+(the softcap c), `$sink` and `$sink_tex` (the sink's part of the weights' title and formulas).
 """
 
 from __future__ import annotations
@@ -143,6 +145,17 @@ def compute_scaled(block: Block, x: np.ndarray) -> np.ndarray:
     return np.multiply(x, x.dtype.type(block.scale), out=_into(block, x))  # (H, b, c)
 
 
+def compute_capped(block: Block, x: np.ndarray) -> np.ndarray:
+    """c · tanh(scaled / c): smooth, odd, within (−c, c), ≈ scaled for |scaled| ≪ c (Gemma 2)."""
+    import numpy as np
+
+    cap = x.dtype.type(block.problem.softcap)
+    out = np.divide(x, cap, out=_into(block, x))  # (H, b, c)
+    np.tanh(out, out=out)
+    out *= cap
+    return out
+
+
 def compute_masked(block: Block, x: np.ndarray) -> np.ndarray:
     import numpy as np
 
@@ -169,27 +182,45 @@ def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None, bias: np.nda
     return out
 
 
-def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = None,
+            sinks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Stable softmax over the last axis. Returns (weights, dead) where `dead` marks rows whose
-    every entry is −∞; their weights are 0 ("zero") or 1/Lk ("uniform")."""
+    every entry is −∞; their weights are 0 ("zero") or 1/Lk ("uniform").
+    `sinks` ((H or 1, 1, 1) logits): each row's softmax also runs over its head's sink, which is
+    then dropped, weights = e^x / (e^sink + Σ e^x): the max includes the sink (stable for a sink or
+    scores of 1000), rows sum to less than 1, and a dead row's weights are 0 whatever the policy."""
     import numpy as np
 
     row_max = x.max(axis=-1, keepdims=True)  # (..., b, 1)
     dead = row_max == -np.inf  # (..., b, 1)
-    if dead.any():
+    if sinks is not None:
+        row_max = np.maximum(row_max, sinks)  # a dead row's max is its sink: e^(sink − sink) = 1
+    elif dead.any():
         row_max[dead] = 0.0  # e^(−∞ − 0) = 0: dead rows stay all zero
     weights = np.subtract(x, row_max, out=out)  # x − max ≤ 0, so e^(x − max) ≤ 1 never overflows
     np.exp(weights, out=weights)
     sums = weights.sum(axis=-1, keepdims=True)
-    sums[dead] = 1.0
+    if sinks is not None:
+        sums += np.exp(sinks - row_max)  # the sink's share, dropped from the weights
+    else:
+        sums[dead] = 1.0
     weights /= sums
-    if masked_rows == "uniform" and dead.any():
+    if masked_rows == "uniform" and sinks is None and dead.any():
         weights[np.broadcast_to(dead, weights.shape)] = 1.0 / x.shape[-1]
     return weights, dead[..., 0]
 
 
+def sinks(block: Block, dtype) -> np.ndarray | None:
+    """The block's sink logits as (H or 1, 1, 1) of `dtype`, narrowed to its head; None without."""
+    values = block.problem.sinks
+    if values is None:
+        return None
+    values = values if block.head is None else values[block.head:block.head + 1]
+    return values.astype(dtype)[:, None, None]
+
+
 def compute_weights(block: Block, x: np.ndarray) -> np.ndarray:
-    return softmax(x, block.problem.masked_rows, out=_into(block, x))[0]  # (H, b, c)
+    return softmax(x, block.problem.masked_rows, out=_into(block, x), sinks=sinks(block, x.dtype))[0]  # (H, b, c)
 
 
 def compute_output(block: Block, x: np.ndarray) -> np.ndarray:
@@ -218,6 +249,10 @@ def _check_masked(block: Block, x: np.ndarray) -> None:
     import numpy as np
     from attncli.attention import check_finite
 
+    if block.problem.bias is None:
+        # ALiBi alone cannot overflow: |slope| ≤ 1e6 and distances ≤ 2^54 keep its term below 2e22,
+        # less than half a unit in the last place of any float32 or float64 beyond 1e31 (variants.MAX_SLOPE).
+        return
     bias = block.bias()
     if bias is None:
         return
@@ -239,12 +274,15 @@ STAGES: tuple[Stage, ...] = (
     Stage("scores", "scores = $q $kᵀ", "$q $kᵀ", r"$qtex $ktex^\top", compute_scores, check=_check_scores),
     Stage("scaled", "scaled = scores · $scale", "scores · scale", r"\text{scores} \cdot \text{scale}",
           compute_scaled, check=_check_scaled),
-    Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous + bias, −∞ where masked",
-          r"\text{$previous} + \text{bias}, -\infty \text{ where masked}", compute_masked,
+    Stage("capped", "capped = $cap · tanh(scaled / $cap)", "cap · tanh(scaled / cap), cap = $cap",
+          r"$cap \tanh(\text{scaled} / $cap)", compute_capped,
+          applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap"),
+    Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous + bias$alibi, −∞ where masked",
+          r"\text{$previous} + \text{bias}$alibi_tex, -\infty \text{ where masked}", compute_masked,
           applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
-          absent="this problem has no mask or bias"),
-    Stage("weights", "weights = softmax($previous) over keys", "softmax($previous) over keys",
-          r"\operatorname{softmax}(\text{$previous})", compute_weights, sum_column=True),
+          absent="this problem has no mask, bias or ALiBi"),
+    Stage("weights", "weights = softmax($previous) over keys$sink", "softmax($previous) over keys$sink",
+          r"\operatorname{softmax}(\text{$previous}$sink_tex)", compute_weights, sum_column=True),
     Stage("output", "output = weights V", "weights V", r"\text{weights}\, V", compute_output,
           check=_finite("output = weights V", ("head", "query", "column")), columns="value columns"),
 )
@@ -300,12 +338,25 @@ def previous(problem: Problem, name: str) -> str | None:
     return order[i - 1] if i else None
 
 
+def _number(x: float) -> str:
+    from attncli.variants import number
+
+    return number(x)
+
+
 def fields(problem: Problem, name: str, **given) -> dict[str, str]:
     """A stage's template fields for this problem; `given` adds view-formatted ones ($scale)."""
     rope = _rope(problem)
-    return {"bias": " + bias" if problem.bias is not None else "", "previous": previous(problem, name) or "",
+    alibi = problem.alibi_slopes is not None
+    sink = problem.sinks is not None
+    return {"bias": " + bias" * (problem.bias is not None) + " + ALiBi" * alibi,
+            "alibi": " + ALiBi" * alibi, "alibi_tex": r" + \text{ALiBi}" * alibi,
+            "previous": previous(problem, name) or "",
             "q": "Q_rope" if rope else "Q", "k": "K_rope" if rope else "K",
-            "qtex": r"Q_{\text{rope}}" if rope else "Q", "ktex": r"K_{\text{rope}}" if rope else "K", **given}
+            "qtex": r"Q_{\text{rope}}" if rope else "Q", "ktex": r"K_{\text{rope}}" if rope else "K",
+            "cap": _number(problem.softcap) if problem.softcap is not None else "",
+            "sink": " and the head's sink logit (then dropped: rows sum to less than 1)" * sink,
+            "sink_tex": r",\ \text{sink}" * sink, **given}
 
 
 def fill(template: str, problem: Problem, name: str, **given) -> str:

@@ -49,13 +49,18 @@ class RowSteps:
     K: np.ndarray  # (Lk, d_k)
     scores: np.ndarray  # (Lk,)
     scaled: np.ndarray  # (Lk,)
-    bias: np.ndarray | None  # (Lk,)
+    capped: np.ndarray | None  # (Lk,) c · tanh(scaled / c), with a softcap
+    bias: np.ndarray | None  # (Lk,) the given bias
+    alibi: np.ndarray | None  # (Lk,) −slope · |q_pos − k_pos|, with ALiBi
+    slope: float | None  # this head's ALiBi slope
+    sink: float | None  # this head's sink logit
+    sink_exp: float  # e^(sink − shift), 0 without a sink
     allowed: np.ndarray  # (Lk,) bool: False where masked (bias −∞ or mask)
     masked: np.ndarray  # (Lk,) the softmax's input
     shift: float  # subtracted before e^x: 0, or the row max when e^max is too large to write
     shift_reason: str | None  # "overflow" (e^max beyond the dtype), "large" (≥ E_NOTATION_FROM) or None
     exps: np.ndarray  # (Lk,) e^(masked − shift), 0 where masked
-    total: float  # Σ exps
+    total: float  # Σ exps (+ sink_exp)
     weights: np.ndarray  # (Lk,)
     V: np.ndarray  # (Lk, d_v)
     contributions: np.ndarray  # (Lk, d_v) weight_j · v_j
@@ -64,9 +69,12 @@ class RowSteps:
 
 def row_steps(trace: Trace, head: int, row: int) -> RowSteps:
     """The hand calculation of one query row, read from the trace (exponentials recomputed)."""
-    masked = (trace.scaled if trace.masked is None else trace.masked)[head, row]  # (Lk,)
+    p = trace.problem
+    masked = next(x for x in (trace.masked, trace.capped, trace.scaled) if x is not None)[head, row]  # (Lk,)
     allowed = masked != -np.inf
-    top = masked[allowed].max() if allowed.any() else 0.0
+    sink = None if p.sinks is None else float(p.sinks[head])
+    logits = masked[allowed] if sink is None else np.append(masked[allowed], sink)  # a sink is one more logit
+    top = logits.max() if logits.size else 0.0
     # e^x overflows beyond log(max float), and is written in e-notation from E_NOTATION_FROM on:
     # only then does the hand calculation need the shift.
     reason = ("overflow" if top > np.log(np.finfo(masked.dtype).max) else
@@ -74,12 +82,16 @@ def row_steps(trace: Trace, head: int, row: int) -> RowSteps:
     shift = float(top) if reason else 0.0
     with np.errstate(under="ignore"):
         exps = np.where(allowed, np.exp(np.where(allowed, masked - shift, 0.0)), 0.0)  # (Lk,)
+        sink_exp = 0.0 if sink is None else float(np.exp(sink - shift))
     weights = trace.weights[head, row]  # (Lk,)
-    bias = head_slice(trace.problem.bias, head)
+    bias = head_slice(p.bias, head)
+    slope = None if p.alibi_slopes is None else float(p.alibi_slopes[head])
+    alibi = None if slope is None else -slope * np.abs(p.k_positions - p.q_positions[row]).astype(np.float64)
     return RowSteps(head=head, row=row, q=trace.Q[head, row], K=trace.K[head], scores=trace.scores[head, row],
-                    scaled=trace.scaled[head, row], bias=None if bias is None else bias[row],
+                    scaled=trace.scaled[head, row], capped=None if trace.capped is None else trace.capped[head, row],
+                    bias=None if bias is None else bias[row], alibi=alibi, slope=slope, sink=sink, sink_exp=sink_exp,
                     allowed=allowed, masked=masked, shift=shift, shift_reason=reason, exps=exps,
-                    total=float(exps.sum()),
+                    total=float(exps.sum()) + sink_exp,
                     weights=weights, V=trace.V[head], contributions=weights[:, None] * trace.V[head],
                     output=trace.output[head, row])
 
@@ -128,12 +140,16 @@ class Written:
     scale: Decimal | None  # a given scale as printed, or None
     scores: list[Decimal]
     scaled: list[Decimal]
+    capped: list[Decimal] | None
     bias: list[Decimal | None] | None
+    alibi: list[Decimal] | None  # −slope · |q_pos − k_pos| per key, as printed
     allowed: list[bool]
     masked: list[Decimal | None]
     shift: Decimal | None
     shift_reason: str | None  # RowSteps.shift_reason, or "underflow" (rounded carry: every e^x prints 0)
     exps: list[Decimal]
+    sink: Decimal | None  # the sink logit as printed
+    sink_exp: Decimal | None  # e^(sink − shift) as printed
     total: Decimal
     weights: list[Decimal]
     percents: list[Decimal]
@@ -197,6 +213,15 @@ def _exactly(function):
     return run
 
 
+def _tanh(x: Decimal) -> Decimal:
+    """tanh in the working precision: (e^2x − 1) / (e^2x + 1); ±1 beyond |x| = 80, where it is 1 to
+    more than 60 digits (and e^2x would overflow the context for a tiny softcap)."""
+    if abs(x) > 80:
+        return Decimal(1).copy_sign(x)
+    e = (2 * x).exp()
+    return (e - 1) / (e + 1)
+
+
 @_exactly
 def written(trace: Trace, steps: RowSteps, places: int, carry: str = "exact") -> Written:
     """The numbers the explanation of `steps` prints, under `carry` ("exact" or "rounded")."""
@@ -242,27 +267,43 @@ def written(trace: Trace, steps: RowSteps, places: int, carry: str = "exact") ->
         scaled = [w.result(("scaled", j), scores[j] * scale, steps.scaled[j],
                            [(steps.scores[j], scores[j]), (trace.scale, scale)]) for j in range(lk)]
 
-    # Step: bias and mask.
+    # Step: softcap, c · tanh(x / c) = c (e^(2x/c) − 1) / (e^(2x/c) + 1).
+    capped = None
+    if steps.capped is not None:
+        cap = Decimal(repr(p.softcap))
+        capped = []
+        for j in range(lk):
+            capped.append(w.result(("capped", j), cap * _tanh(scaled[j] / cap), steps.capped[j],
+                                   [(steps.scaled[j], scaled[j])]))
+    before = scaled if capped is None else capped  # what the bias, ALiBi and masks change
+    exact_before = steps.scaled if steps.capped is None else steps.capped
+
+    # Step: bias, ALiBi and mask.
     allowed = steps.allowed.tolist()
     bias = None if steps.bias is None else [None if b == -np.inf else printed(b, places) for b in steps.bias]
+    alibi = None if steps.alibi is None else [printed(a, places) for a in steps.alibi]
     masked = []
     for j in range(lk):
         if not allowed[j]:
             masked.append(None)
-        elif bias is None:
-            masked.append(scaled[j])
+        elif bias is None and alibi is None:
+            masked.append(before[j])
         else:
-            masked.append(w.result(("masked", j), scaled[j] + bias[j], steps.masked[j],
-                                   [(steps.scaled[j], scaled[j]), (steps.bias[j], bias[j])]))
+            terms = [(exact_before[j], before[j])]
+            terms += [] if bias is None else [(steps.bias[j], bias[j])]
+            terms += [] if alibi is None else [(steps.alibi[j], alibi[j])]
+            masked.append(w.result(("masked", j), sum((d for _, d in terms), Decimal(0)), steps.masked[j], terms))
 
     # Step: softmax. Rounded carry also shifts when every printed e^x would be 0 (no weights).
     live = [j for j in range(lk) if allowed[j]]
+    sink = None if steps.sink is None else printed(steps.sink, places)
+    logits = [masked[j] for j in live] + ([sink] if sink is not None else [])  # the sink is one more logit
     shift, reason = None, None
     if steps.shift:
-        shift = printed(steps.shift, places) if carry == "exact" else max(masked[j] for j in live)
+        shift = printed(steps.shift, places) if carry == "exact" else max(logits)
         reason = steps.shift_reason
-    elif live and carry == "rounded" and all(_round(masked[j].exp(), places) == 0 for j in live):
-        shift, reason = max(masked[j] for j in live), "underflow"
+    elif logits and carry == "rounded" and all(_round(x.exp(), places) == 0 for x in logits):
+        shift, reason = max(logits), "underflow"
     exps = []
     for j in range(lk):
         if not allowed[j]:
@@ -271,7 +312,11 @@ def written(trace: Trace, steps: RowSteps, places: int, carry: str = "exact") ->
         power = masked[j] if shift is None else masked[j] - shift
         operands = [(steps.masked[j], masked[j])] + ([(steps.shift, shift)] if shift is not None else [])
         exps.append(w.result(("exps", j), power.exp(), steps.exps[j], operands))
-    total = w.result(("total", 0), sum((exps[j] for j in live), Decimal(0)), steps.total)
+    sink_exp = None
+    if sink is not None:
+        operands = [(steps.sink, sink)] + ([(steps.shift, shift)] if shift is not None else [])
+        sink_exp = w.result(("sink", 0), (sink if shift is None else sink - shift).exp(), steps.sink_exp, operands)
+    total = w.result(("total", 0), sum((exps[j] for j in live), sink_exp or Decimal(0)), steps.total)
 
     weights, percents = [], []
     dead = not live
@@ -303,8 +348,9 @@ def written(trace: Trace, steps: RowSteps, places: int, carry: str = "exact") ->
 
     return Written(head=h, row=steps.row, places=places, carry=carry, projection=projection, keys=keys,
                    q=[d for _, d in q], K=[[d for _, d in k] for k in K], divisor=divisor, scale=scale,
-                   scores=scores, scaled=scaled, bias=bias, allowed=allowed, masked=masked, shift=shift,
-                   shift_reason=reason, exps=exps, total=total, weights=weights, percents=percents,
+                   scores=scores, scaled=scaled, capped=capped, bias=bias, alibi=alibi, allowed=allowed,
+                   masked=masked, shift=shift, shift_reason=reason, exps=exps, sink=sink, sink_exp=sink_exp,
+                   total=total, weights=weights, percents=percents,
                    V=[[d for _, d in v] for v in V], contributions=contributions, output=output,
                    exact_output=exact_output, unrounded=w.unrounded, rotation=rotation)
 

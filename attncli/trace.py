@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from attncli.masks import MASK_WORDS, input_keys, rule_lines
+from attncli.variants import input_keys as variant_keys
 
 if TYPE_CHECKING:
     from attncli.rope import Rope
@@ -58,6 +59,11 @@ class Problem:
     key_mask: np.ndarray | None = None  # (Lk,) bool, True = a real key
     bias: np.ndarray | None = None  # (1 or H, Lq, Lk), -inf allowed
     rope: Rope | None = None  # rotary positions on Q and K (attncli/rope.py); None: none
+    # The logit variants (attncli/variants.py reads them); per query head, read-only.
+    alibi_slopes: np.ndarray | None = None  # (H,): masks.bias adds −slope_h · |q_pos − k_pos|
+    alibi_rule: str | None = None  # "paper" (alibi: true) or "given" (a list of slopes)
+    softcap: float | None = None  # c: the `capped` stage, c · tanh(scaled / c)
+    sinks: np.ndarray | None = None  # (H,): one extra logit per head in the softmax, then dropped
     scale: float | None = None  # None: 1/sqrt(d_k)
     masked_rows: str = "zero"  # the policy for rows whose every key is masked
     dtype: str = "float64"
@@ -185,6 +191,7 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     doc.update({name: plain(array) for name, array in problem.inputs.items()})
     for key, value in mask_and_bias(problem).items():
         doc[key] = plain(value) if isinstance(value, np.ndarray) else value
+    doc.update(variant_keys(problem))
     doc["mask_rule"] = "; ".join(rule_lines(problem))
     doc["masked_rows"] = problem.masked_rows
     if problem.rope is not None:  # the input key, and its convention in words

@@ -32,6 +32,9 @@ def random_problem(seed, heads=2, kv_heads=2, lq=37, lk=23, d=8, mask=True, bias
 @pytest.mark.parametrize("options", [
     {}, {"mask": False}, {"bias": True}, {"bias": True, "mask": False}, {"kv_heads": 1}, {"w_o": True},
     {"masked_rows": "uniform"}, {"bias": True, "masked_rows": "uniform"}, {"scale": 3.0},
+    {"alibi": True}, {"alibi": [0.5, -0.25], "bias": True, "kv_heads": 1}, {"softcap": 2.0, "scale": 3.0},
+    {"sinks": [0.5, -1.0]}, {"sinks": 1000.0, "masked_rows": "uniform"}, {"sinks": -3.0, "bias": True},
+    {"alibi": True, "softcap": 1.5, "sinks": 0.25, "bias": True, "w_o": True},
 ])
 @pytest.mark.parametrize("block, workers", [(1, 1), (5, 2), (None, 1), (64, 3)])
 def test_blocked_equals_full(options, block, workers):
@@ -175,7 +178,8 @@ def rules(draw, lq, lk):
 @settings(max_examples=200, deadline=None)
 @given(st.data(), st.integers(1, 12), st.integers(1, 12), st.integers(0, 2**32 - 1))
 def test_blocks_skip_hidden_keys_and_equal_the_full_trace(data, lq, lk, seed):
-    """Positions, causal, windows, key masks and a given matrix, ANDed; blocks of any size skip
+    """Positions, causal, windows, key masks and a given matrix, ANDed, with ALiBi, softcap and
+    sinks; blocks of any size skip
     the keys hidden from every row of the block and still equal the full trace to 1e-12."""
     rng = np.random.default_rng(seed)
     doc = {"Q": rng.normal(size=(2, lq, 3)), "K": rng.normal(size=(lk, 3)), "V": rng.normal(size=(lk, 2))}
@@ -183,6 +187,12 @@ def test_blocks_skip_hidden_keys_and_equal_the_full_trace(data, lq, lk, seed):
     if data.draw(st.booleans()) and "mask" not in doc:
         doc["mask"] = rng.random((2, lq, lk)) > 0.2
     doc["masked_rows"] = data.draw(st.sampled_from(["zero", "uniform"]))
+    if data.draw(st.booleans()):
+        doc["alibi"] = data.draw(st.one_of(st.just(True), st.lists(st.floats(-2, 2), min_size=2, max_size=2)))
+    if data.draw(st.booleans()):
+        doc["softcap"] = data.draw(st.floats(0.1, 50))
+    if data.draw(st.booleans()):
+        doc["sinks"] = data.draw(st.lists(st.floats(-50, 50), min_size=2, max_size=2))
     problem = build_problem(doc)
     block = data.draw(st.integers(1, lq))
     full, blocked = attend(problem), attend_output(problem, block=block)

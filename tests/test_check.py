@@ -217,7 +217,7 @@ def test_a_bad_file_in_a_class_is_reported_and_the_rest_marked(run, tmp_path):
     ({"weights": [0.1, 0.9]}, ["weights has shape (1 × 2); expected (1 × 3): queries × keys"]),
     ({"output": [[1, 2, 3]]}, ["output has shape (1 × 3); expected (1 × 2): queries × value columns"]),
     ({"weigths": [1, 2, 3]}, ['unknown key "weigths" (did you mean "weights"?)']),
-    ({"masked": [0, 1, 2]}, ["masked is given, but this problem has no mask or bias"]),
+    ({"masked": [0, 1, 2]}, ["masked is given, but this problem has no mask, bias or ALiBi"]),
     ({"weights": ["a", 1, 2]}, ['weights[0] is the string "a"; expected a number']),
     ([1, 2], ["the top level is a list of 2; expected a JSON object of answers"]),
 ])

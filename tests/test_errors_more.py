@@ -77,7 +77,7 @@ def test_5000_digit_numbers_inline_and_in_answers(run, problem_file):
 # Stages and rows that do not exist.
 def test_csv_of_the_masked_stage_without_mask_or_bias(run):
     assert_error(run("compute", SAMPLES / "scooter.json", "--format", "csv", "--stages", "masked"),
-                 "--stages: this problem has no mask or bias, so it has no masked stage", "--stages scaled")
+                 "--stages: this problem has no mask, bias or ALiBi, so it has no masked stage", "--stages scaled")
     result = run("compute", SAMPLES / "causal.json", "--format", "csv", "--stages", "masked")
     assert result.exit_code == 0 and "-inf" in result.stdout
 

@@ -61,8 +61,9 @@ def test_every_kind_computes_and_its_key_checks(run, kind):
         assert doc["query_labels"] == doc["key_labels"][-1:]
     else:
         assert not set(doc["query_labels"]) & set(doc["key_labels"])
-    if kind == "causal":
+    if kind in ("causal", "alibi"):
         assert doc["mask"] == "causal"
+    assert ("alibi" in doc) == (kind == "alibi")
     if kind in ("multihead", "cross", "posenc"):
         assert "X" in doc and "W_Q" in doc and "Q" not in doc
     assert ("X_kv" in doc) == (kind == "cross")
@@ -211,3 +212,14 @@ def test_impossible_exercises_are_one_line_errors(run):
                  "--queries: a causal exercise is self-attention over one sentence, so queries (2) must equal keys (4)")
     assert_error(run("exercise", "--keys", "12", "--dim", "1"), "--keys: could not draw 12 different keys")
     assert_error(run("exercise", "--kind", "posenc", "--dim", "1"), "--dim: a posenc exercise pairs sin and cos")
+
+
+def test_an_alibi_exercise_has_easy_slopes_and_its_key_holds_the_masked_stage(run):
+    doc = make_exercise(5, keys=3, heads=2, kind="alibi")
+    assert doc["alibi"] == [0.5, 0.25] and doc["mask"] == "causal"
+    key = json.loads(run("exercise", "--seed", "5", "--kind", "alibi", "--heads", "2", "--answers").stdout)
+    assert key["alibi_slopes"] == [0.5, 0.25] and all("masked" in head for head in key["heads"])
+    sheet = run("exercise", "--seed", "5", "--kind", "alibi", "--format", "markdown").stdout
+    assert "- ALiBi: −slope · |q_pos − k_pos| added to the logits of each head, with any bias; given slopes: 0.5" \
+        in sheet
+    assert "**masked = scaled + bias + ALiBi, −∞ where masked**" in sheet

@@ -145,6 +145,16 @@ def check_equations(lines: list[str]) -> tuple[list[tuple[str, bool]], dict[str,
             if "…" not in line:
                 oks.append(holds(total[1], _sum(exps)))
             seen("exp", oks, raw)
+        elif m := re.search(rf": ({NUM}) · tanh\(({NUM}) / ({NUM})\) = ({NUM})$", line):  # softcap
+            c, x = Decimal(m[1]), Decimal(m[2])
+            e = EXACT.exp(EXACT.divide(2 * x, c))
+            seen("capped", [holds(m[4], EXACT.divide(EXACT.multiply(c, e - 1), e + 1))], raw)
+        elif m := re.search(rf"({NUM})·\|(-?\d+) − (-?\d+)\| = ({NUM})(?: \+ ({NUM}))? ([−+]) ({NUM}) = ({NUM})$",
+                            line):  # ALiBi: x (+ bias) − slope·|i − j| = x (+ bias) − term = result
+            term = Decimal(m[7]) * (-1 if m[6] == "−" else 1)
+            distance = abs(int(m[2]) - int(m[3]))
+            seen("alibi", [holds(m[7], EXACT.multiply(Decimal(m[1]), distance)),
+                           holds(m[8], _sum([Decimal(m[4]), Decimal(m[5] or 0), term]))], raw)
         elif m := re.search(rf"= ({NUM}) / ({NUM}) = ({NUM}) \(({NUM})%\)$", line):
             quotient = _divide(m[1], m[2])
             seen("weight", [holds(m[3], quotient), holds(m[4], EXACT.multiply(quotient, 100))], raw)
@@ -196,6 +206,14 @@ def small_problems():
                                         min_size=lq, max_size=lq))
         if draw(st.booleans()):
             doc["scale"] = draw(st.sampled_from([0.5, 0.3, 1.25]))
+        if draw(st.booleans()):
+            doc["softcap"] = draw(st.sampled_from([0.5, 1.0, 2.5, 30.0]))
+        if draw(st.booleans()):  # slopes exact in the 6 digits the explanation writes
+            doc["alibi"] = draw(st.one_of(st.just(True), st.lists(st.sampled_from([0.5, 0.25, 1.0, 0.125]),
+                                                                  min_size=heads, max_size=heads)))
+        if draw(st.booleans()):
+            doc["sinks"] = draw(st.one_of(st.sampled_from([0.5, -1.0, 3.0]), st.lists(value, min_size=heads,
+                                                                                      max_size=heads)))
         return doc
     return problem()
 
@@ -203,6 +221,8 @@ def small_problems():
 RICH = {"Q": [[0.123, 1.5], [2.0, -0.25]], "K": [[1, 0], [0.333, 0.5], [-1, 2]], "V": [[2, 0], [0, 2], [1, -1]],
         "bias": [[0.5, None, 0], [0, 0.25, -1]], "heads": 2, "W_O": [[0.5, 1], [1, -0.5]], "b_O": [0.1, 0]}
 UNDERFLOW = {"Q": [[-3, -3]], "K": [[3, 3], [2, 3]], "V": [[1, 2], [3, 4]]}  # every e^x prints 0 at 2 decimals
+VARIANTS = {"Q": [[0.123, 1.5], [2.0, -0.25]], "K": [[1, 0], [0.333, 0.5], [-1, 2]], "V": [[2, 0], [0, 2], [1, -1]],
+            "bias": [[0.5, None, 0], [0, 0.25, -1]], "heads": 2, "softcap": 1.5, "alibi": True, "sinks": [0.5, -1]}
 
 
 @settings(max_examples=60, deadline=None)
@@ -210,6 +230,7 @@ UNDERFLOW = {"Q": [[-3, -3]], "K": [[3, 3], [2, 3]], "V": [[1, 2], [3, 4]]}  # e
 @example(doc=SCOOTER, precision=2)
 @example(doc=RICH, precision=0)
 @example(doc=UNDERFLOW, precision=2)
+@example(doc=VARIANTS, precision=2)
 def test_every_rounded_carry_equation_holds_and_exact_lines_say_why(doc, precision):
     trace = attend(build_problem(doc))
     rows = list(range(trace.problem.lq))
@@ -333,3 +354,35 @@ def test_any_finite_row_is_explained_and_rounded_carry_holds_where_numbers_are_w
     lines = explain(attend(build_problem(doc)), precision=precision, carry=carry)
     results, _ = check_equations([line for line in lines if "e+" not in line])
     assert [line for line, ok in results if not ok and (carry == "rounded" or "unrounded" not in line)] == []
+
+
+def test_softcap_alibi_and_sinks_are_explained_and_their_equations_hold():
+    trace = attend(build_problem(VARIANTS))
+    lines = explain(trace, [1], [0], precision=4, carry="rounded")
+    text = "\n".join(lines)
+    assert "Step 3: softcap, 1.5 · tanh(scaled / 1.5) (Gemma 2)" in text
+    assert "Step 4: add the bias, add ALiBi, −0.0625·|q_pos − k_pos| (masked keys become −∞" in text
+    assert "sink e^0.5000 = " in text and "the sink's share, " in text
+    results, kinds = check_equations(lines)
+    assert [line for line, ok in results if not ok] == []
+    assert kinds["capped"] == 3 and kinds["alibi"] == 6  # three keys, each its term and its sum
+
+
+def test_a_fully_masked_row_with_a_sink_says_the_sink_takes_it():
+    trace = attend(build_problem({"Q": [[1.0]], "K": [[1.0], [2.0]], "V": [[1.0], [2.0]], "sinks": 0.5,
+                                  "mask": [[False, False]]}))
+    assert "  every key is masked: the sink takes the whole row (e^0.5000 of e^0.5000), so every weight is 0" \
+           in explain(trace)
+
+
+def test_any_softcap_is_explained():
+    for cap, carry in [(1e-300, "exact"), (1e-300, "rounded"), (1e300, "exact"), (1e300, "rounded")]:
+        _softcap_explained(cap, carry)
+
+
+def _softcap_explained(cap, carry):
+    trace = attend(build_problem({**SCOOTER, "softcap": cap}))
+    lines = explain(trace, carry=carry)
+    assert any("tanh(2.828" in line for line in lines)
+    results, _ = check_equations(lines)
+    assert [line for line, ok in results if not ok and "unrounded" not in line] == []

@@ -121,6 +121,20 @@ def compute(
              "blocked by a −∞ bias alone, and averages only the mask-blocked keys when a mask and a bias "
              "block the row together), or error. A warning names such rows.",
         rich_help_panel="Masking", show_default=False)] = None,
+    softcap: Annotated[Optional[str], typer.Option(
+        help="Softcap c > 0: capped = c·tanh(scaled/c), after scaling, before bias, ALiBi and masks (Gemma 2).",
+        metavar="C", rich_help_panel="Variants", show_default=False)] = None,
+    alibi: Annotated[bool, typer.Option(
+        "--alibi", help="ALiBi with the paper's slopes for the query heads: 2^(−8k/n), k = 1 to n (not a power of "
+                        "two: as BLOOM); adds −slope·|q_pos − k_pos| after scaling, with any bias.",
+        rich_help_panel="Variants")] = False,
+    alibi_slopes: Annotated[Optional[str], typer.Option(
+        help="ALiBi with these slopes, one per query head: 0.5,0.25 (instead of --alibi's).",
+        metavar="SLOPES", rich_help_panel="Variants", show_default=False)] = None,
+    sinks: Annotated[Optional[str], typer.Option(
+        help="Attention sinks (gpt-oss): one logit per query head, or one for all: 0.5 or 0.5,-1; each joins "
+             "its row's softmax and is dropped, so rows sum to less than 1.",
+        metavar="LOGITS", rich_help_panel="Variants", show_default=False)] = None,
     heads: Annotated[Optional[int], typer.Option(
         help="Split the feature axis of 2-D Q/K/V into this many contiguous heads.")] = None,
     scale: Annotated[Optional[str], typer.Option(
@@ -183,6 +197,8 @@ def compute(
     causal_lower_right sets q_positions to Lk−Lq to Lk−1 (j ≤ i + Lk − Lq);
     window L,R: q_pos − L ≤ k_pos ≤ q_pos + R, inclusive; key mask 1 = a real key;
     mask, bias, causal, window and key mask combine with AND;
+    softcap: c·tanh(scaled/c) before bias and masks; ALiBi adds −slope·|q_pos − k_pos| (a penalty);
+    sinks: softmax over the keys and one sink logit per head, which is dropped (rows sum to < 1);
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose);
     rope half pairs dim i with i + dims/2 (Llama rotate_half), interleaved 2i with 2i+1 (GPT-J),
     θ_i = base^(−2i/dims), angle = position · θ_i: attn example rope | attn compute --explain.
@@ -223,7 +239,8 @@ def compute(
     settings = {"heads": heads, "scale": _scale(scale), "query_labels": _split(query_labels),
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
                 "dtype": dtype and dtype.value, "q_positions": _list(q_positions), "k_positions": _list(k_positions),
-                "window": _list(window), "key_mask": _list(key_mask)}
+                "window": _list(window), "key_mask": _list(key_mask), "softcap": _one(_list(softcap)),
+                "alibi": _alibi(alibi, alibi_slopes), "sinks": _one(_list(sinks))}
     try:
         need_input(file, matrices, stdin_is_terminal=sys.stdin.isatty())
         doc, origin, source = gather(file, matrices, settings)
@@ -231,6 +248,8 @@ def compute(
         error.message += f"; give it as a matrix option: --q {file}"
         raise
     origin["invert_mask"] = "--invert-mask"
+    if alibi_slopes is not None:
+        origin["alibi"] = "--alibi-slopes"
     rope_fields = {"style": rope_style and rope_style.value, "base": rope_base, "dims": rope_dims}
     if rope or any(value is not None for value in rope_fields.values()):  # the options replace the file's rope
         doc["rope"] = {key: value for key, value in rope_fields.items() if value is not None} or True
@@ -425,6 +444,19 @@ def _list(text: str | None) -> list | None:
             except ValueError:
                 items.append(word)
     return items
+
+
+def _one(items: list | None):
+    """One number given alone (--softcap 30, --sinks 0.5) as itself, not a list of one."""
+    return items[0] if items is not None and len(items) == 1 else items
+
+
+def _alibi(paper: bool, slopes: str | None):
+    """The `alibi` key: true (--alibi), the slopes (--alibi-slopes), or None."""
+    if paper and slopes is not None:
+        raise InputError("gives ALiBi's slopes, and --alibi asks for the paper's; give one of them",
+                         "--alibi-slopes")
+    return True if paper else _list(slopes)
 
 
 def _stages(text: str | None) -> tuple[str, ...]:

@@ -56,6 +56,7 @@ class ExerciseKind(str, Enum):
     window = "window"
     decode = "decode"
     rope = "rope"
+    alibi = "alibi"
 
 
 class SheetFormat(str, Enum):
@@ -74,7 +75,8 @@ def exercise(
                                                "window [W-1, 0] (Hugging Face sliding_window = W). decode: one "
                                                "KV-cache step, the last word's query at position t over keys "
                                                "0 … t. rope: causal self-attention with rotary positions (Q_rope, "
-                                               "K_rope), d_k 4.")] = ExerciseKind.plain,
+                                               "K_rope), d_k 4. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on "
+                                               "per head.")] = ExerciseKind.plain,
     queries: Annotated[Optional[int], typer.Option(min=1, max=64, help="Number of queries (default 1; for "
                                                    "self-attention the sentence length, --keys).",
                                                    show_default=False)] = None,

@@ -17,6 +17,7 @@ from attncli.masks import has_rules
 from attncli.render.text import labels
 from attncli.steps import E_NOTATION_FROM, PERCENT_PLACES, WIDE, Written, WrittenFinal, row_steps, written, written_final
 from attncli.trace import Trace
+from attncli.variants import number
 
 MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
 MAX_TERMS = 6  # longer dot products and vectors are elided in the middle
@@ -83,6 +84,11 @@ def _note(unrounded: dict, keys, places: int) -> str:
     return "  (" + "; ".join(parts) + ")"
 
 
+def _slope(p, head: int) -> str:
+    """A head's ALiBi slope as written in the explanation: 6 significant digits."""
+    return f"{float(p.alibi_slopes[head]):.6g}"
+
+
 def explain_row(trace: Trace, w: Written) -> list[str]:
     p = trace.problem
     keys = labels(p.key_labels, p.lk)
@@ -128,20 +134,40 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
         lines += each(lambda j, key: f"{key} {n(w.scores[j])} × {n(w.scale)} = {n(w.scaled[j])}"
                                      f"{note(('scaled', j))}")
 
+    before = w.scaled
+    if w.capped is not None:
+        step += 1
+        c = number(p.softcap)
+        lines.append(f"Step {step}: softcap, {c} · tanh(scaled / {c}) (Gemma 2): near scaled when small, "
+                     f"never beyond ±{c}")
+        lines += each(lambda j, key: f"{key} {c} · tanh({n(w.scaled[j])} / {c}) = {n(w.capped[j])}"
+                                     f"{note(('capped', j))}")
+        before = w.capped
+
     if trace.masked is not None:
         step += 1
-        what = {(True, True): "add the bias, then apply the mask", (True, False): "add the bias",
-                (False, True): "apply the mask"}[(w.bias is not None, has_rules(p))]
+        parts = ["add the bias"] * (w.bias is not None)
+        if w.alibi is not None:
+            parts.append(f"add ALiBi, −{_slope(p, w.head)}·|q_pos − k_pos|")
+        what = ", ".join(parts) + (", then apply the mask" if parts and has_rules(p) else
+                                   "apply the mask" if not parts else "")
         lines.append(f"Step {step}: {what} (masked keys become −∞ and are excluded)")
+        q_pos = int(p.q_positions[w.row])
         rule, why = _rules(trace, w, query, keys)
         lines += rule
 
         def masked_line(j, key):
             if not w.allowed[j]:
                 return f"{key} masked → −∞, excluded" + (f" ({why[j]})" if why and why[j] else "")
-            if w.bias is None:
+            if w.bias is None and w.alibi is None:
                 return f"{key} {n(w.masked[j])}"
-            return f"{key} {n(w.scaled[j])} + {n(w.bias[j])} = {n(w.masked[j])}{note(('masked', j))}"
+            terms = " + ".join([n(before[j])] + ([] if w.bias is None else [n(w.bias[j])]))
+            if w.alibi is None:
+                return f"{key} {terms} = {n(w.masked[j])}{note(('masked', j))}"
+            a = w.alibi[j]
+            alibi = f" − {n(abs(a))}" if a <= 0 else f" + {n(a)}"
+            return (f"{key} {terms} − {_slope(p, w.head)}·|{q_pos} − {int(p.k_positions[j])}| = {terms}{alibi} = "
+                    f"{n(w.masked[j])}{note(('masked', j))}")
         lines += each(masked_line)
 
     step += 1
@@ -215,21 +241,25 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
     places = w.places
     n = lambda x: _number(x, places)  # noqa: E731
     lines = []
+    if not any(w.allowed) and w.sink is not None:
+        return [f"  every key is masked: the sink takes the whole row (e^{n(w.sink)} of e^{n(w.sink)}), "
+                "so every weight is 0"]
     if not any(w.allowed):
         from attncli.attention import MASKED_ROWS_POLICY
 
         chosen = trace.problem.masked_rows
         done = {"zero": "its weights are all 0", "uniform": "its weights are uniform, 1/Lk each"}[chosen]
         return [f"  every key is masked: {done} (--masked-rows {chosen}, {MASKED_ROWS_POLICY[chosen][1]})"]
+    largest = "score" if w.sink is None else "logit, the sink included,"
     if w.shift_reason == "overflow":
         dtype = trace.problem.dtype
-        lines.append(f"  the largest score is {n(w.shift)}: e^{n(w.shift)} overflows "
+        lines.append(f"  the largest {largest} is {n(w.shift)}: e^{n(w.shift)} overflows "
                      f"{dtype}, so subtract it first (a constant shift leaves softmax unchanged)")
     elif w.shift_reason == "large":
-        lines.append(f"  the largest score is {n(w.shift)}: e^{n(w.shift)} is too large to write out, "
+        lines.append(f"  the largest {largest} is {n(w.shift)}: e^{n(w.shift)} is too large to write out, "
                      "so subtract it first (a constant shift leaves softmax unchanged)")
     elif w.shift_reason == "underflow":
-        lines.append(f"  every e^x rounds to 0 at {places} decimals, so subtract the largest score, "
+        lines.append(f"  every e^x rounds to 0 at {places} decimals, so subtract the largest {largest}, "
                      f"{n(w.shift)}, first (a constant shift leaves softmax unchanged)")
     if w.shift is not None:
         power = lambda j: f"e^({n(w.masked[j])} − {n(w.shift)})"  # noqa: E731
@@ -237,7 +267,10 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
         power = lambda j: f"e^{n(w.masked[j])}"  # noqa: E731
     shown = [j for j in _keys(len(keys)) if j is None or w.allowed[j]]
     terms = ["…" if j is None else f"{power(j)} = {n(w.exps[j])}" for j in shown]
-    line_keys = [("exps", j) for j in range(len(keys))] + [("total", 0)]
+    if w.sink is not None:  # one more logit in the sum, whose weight is then dropped
+        sink = f"e^({n(w.sink)} − {n(w.shift)})" if w.shift is not None else f"e^{n(w.sink)}"
+        terms.append(f"sink {sink} = {n(w.sink_exp)}")
+    line_keys = [("exps", j) for j in range(len(keys))] + [("sink", 0), ("total", 0)]
     lines.append("  " + "   ".join(terms) + f"   sum = {n(w.total)}" + _note(w.unrounded, line_keys, places))
     for j in _keys(len(keys)):
         if j is None:
@@ -248,6 +281,8 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
             lines.append(f"  {keys[j]:<{width - 1}} = {n(w.exps[j])} / {n(w.total)} = "
                          f"{n(w.weights[j])} ({w.percents[j]:.{PERCENT_PLACES}f}%)"
                          + _note(w.unrounded, [("weights", j)], places))
+    if w.sink is not None:
+        lines.append(f"  the sink's share, {n(w.sink_exp)} / {n(w.total)}, is dropped: these weights sum to less than 1")
     return lines
 
 

@@ -123,6 +123,7 @@ def npz_arrays(trace: Trace) -> dict:
 
     from attncli.stages import names
     from attncli.trace import mask_and_bias
+    from attncli.variants import input_keys as variant_keys
 
     p = trace.problem
     arrays = dict(p.inputs)
@@ -131,6 +132,7 @@ def npz_arrays(trace: Trace) -> dict:
             arrays[f"heads/{name}"] = trace.stage(name)
     arrays["concat"], arrays["output"] = trace.concat, trace.final
     arrays.update({key: np.asarray(value) for key, value in mask_and_bias(p).items()})
+    arrays.update({key: np.asarray(value) for key, value in variant_keys(p).items()})  # alibi, softcap, sinks
     if p.window is not None:  # an array holds no null: NaN stands for an unbounded side
         arrays["window"] = np.array([np.nan if b is None else b for b in p.window])
     if p.rope is not None:  # an array holds no object: the rope object as JSON text (rope.read takes it)

@@ -13,6 +13,7 @@ import math
 from attncli.errors import visible
 from attncli.masks import positions_line, rule_lines
 from attncli.trace import Trace
+from attncli.variants import variant_lines
 
 MINUS_INF = "−∞"  # U+2212, one spelling in every text view (CSV writes -inf, JSON null)
 
@@ -85,7 +86,8 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
         lines.append(f"rope: {p.rope.describe(trace.d_k)}")
     if p.bias is not None:
         lines.append("bias: added after scaling, before the mask; −∞ blocks")
-    if trace.masked is not None:
+    lines += variant_lines(p)
+    if trace.masked is not None and p.sinks is None:  # with sinks such a row is all zero: its own line says so
         from attncli.attention import MASKED_ROWS_POLICY
 
         lines.append("rows with every key masked: " + {

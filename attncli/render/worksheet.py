@@ -16,6 +16,7 @@ from attncli.render.export import formulas, md, tex
 from attncli.render.text import labels, number
 from attncli.masks import has_rules, positions_line, rule_lines
 from attncli.stages import get
+from attncli.variants import variant_lines
 from attncli.trace import Trace
 
 GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional encoding, 2 decimals)"}
@@ -74,7 +75,7 @@ def _notes(trace: Trace) -> list[str]:
         lines.append(positions_line(p))
     if p.rope is not None:
         lines.append(f"rope: {p.rope.describe(trace.d_k)}")
-    return lines
+    return lines + variant_lines(p)
 
 
 def _mask(trace: Trace):
