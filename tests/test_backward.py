@@ -29,7 +29,8 @@ def finite_differences(doc, name, h=1e-6):
 @st.composite
 def problems(draw):
     """Small problems: heads split or pre-split (with GQA), or projections with W_O and biases;
-    an optional mask matrix (rows may be fully masked), bias, scale and masked-rows policy."""
+    an optional mask matrix (rows may be fully masked), bias, scale, masked-rows policy, softcap,
+    RoPE and sinks (whose own gradient is checked too)."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     lq, lk = draw(st.integers(1, 3)), draw(st.integers(1, 4))
     heads = draw(st.sampled_from([1, 2]))
@@ -53,6 +54,13 @@ def problems(draw):
         doc["bias"] = rng.normal(size=(lq, lk))
     if draw(st.booleans()):
         doc["scale"] = float(rng.uniform(0.2, 1.5))
+    if draw(st.booleans()):
+        doc["softcap"] = float(rng.uniform(0.5, 3.0))
+    if draw(st.booleans()):  # every head's d_k is 2: one rotated pair
+        doc["rope"] = {"style": draw(st.sampled_from(["half", "interleaved"])), "base": 3.0}
+    if draw(st.booleans()):
+        query_heads = 2 * heads if form == "gqa" else heads
+        doc["sinks"] = rng.normal(size=query_heads)
     problem = build_problem({**doc, "dO": "ones"})
     doc["dO"] = rng.normal(size=problem.dO.shape)
     return doc
@@ -62,7 +70,8 @@ def problems(draw):
 @given(problems())
 def test_gradients_agree_with_finite_differences(doc):
     grads = attend(build_problem(doc)).gradients.grads
-    differentiable = [k for k in doc if k not in ("heads", "mask", "bias", "scale", "masked_rows", "dO")]
+    differentiable = [k for k in doc if k not in ("heads", "mask", "bias", "scale", "masked_rows", "dO", "softcap",
+                                                  "rope")]
     assert set(grads) == set(differentiable)
     for name in differentiable:
         np.testing.assert_allclose(grads[name], finite_differences(doc, name), rtol=1e-5, atol=1e-6,
