@@ -193,7 +193,7 @@ def bare_infinity_as_null(text: str) -> str:
 
 
 MAX_HEADS = 1024  # a stage line naming a head beyond this is a typo, not a head
-STAGE_LINE = re.compile(r"^(?:heads\[(\d+)\]\.)?([A-Za-z_]+)$")  # d_Q, D: the backward pass's too
+STAGE_LINE = re.compile(r"^(?:heads\[(\d+)\]\.)?([A-Za-z_]+)$")  # Q_rope, K_rope, d_Q, D: capitals
 # How a cell a learner means as a number starts (also -inf, −∞, null): a lone cell that starts
 # otherwise is meant as a stage name ("Weights", "output:"), and is reported as one.
 NUMBER_START = re.compile(r"^[-+−]?(?:\d|\.|inf|∞|nan|null|none)", re.IGNORECASE)

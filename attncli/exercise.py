@@ -17,7 +17,8 @@ Kinds:
 - decode: one KV-cache decoding step: the last word's query at position t = keys − 1 over the
   cached keys at positions 0 … t, causal (`q_positions: [t]`): bottom-right, it sees every key.
 - rope: causal self-attention with Q, K and V given and rotary positions (`rope: true`: half
-  pairing, base 10000, positions 0 … L − 1); d_k (--dim) must be even, 4 by default at the CLI.
+  pairing, base 10000, positions 1 … L: at 0 nothing would turn); d_k (--dim) must be even, 4 by
+  default at the CLI.
 - alibi: causal self-attention with ALiBi, −slope·|i − j| added to the scaled scores; slopes that
   are easy by hand (0.5, 0.25, … one per head), not the paper's (2^−8 for one head).
 No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
@@ -183,8 +184,10 @@ def build(options: Options) -> Exercise:
         doc["mask"] = "causal"
     if o.kind == "rope":
         doc["rope"] = True
-        doc["description"] += ("; rotate Q and K by their positions first (RoPE: dim i pairs with i + d/2, "
-                               "θ_i = 10000^(−2i/d))")
+        # From 1: at position 0 nothing turns, and a row copied unrotated would be marked right.
+        doc["q_positions"] = doc["k_positions"] = list(range(1, lk + 1))
+        doc["description"] += (f"; rotate Q and K by their positions 1 … {lk} first (RoPE: dim i pairs with "
+                               "i + d/2, θ_i = 10000^(−2i/d))")
     rules = _position_rules(o.kind, lk)
     doc |= rules
     if rules:

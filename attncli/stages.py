@@ -23,7 +23,7 @@ it: `run` computes scores from Q_rope and K_rope; marking from a learner's own Q
 
 Templates use `$name` fields (string.Template, filled by `fill`): `$scale` (the view formats it),
 `$q`/`$k` ("Q" or "Q_rope"; `$qtex`/`$ktex` in LaTeX),
-`$bias` (" + bias", " + ALiBi" for what the problem adds; `$alibi` the latter alone), `$previous` (the stage this one reads:
+`$bias` (" + bias", " + ALiBi" for what the problem adds; `$bias_tex` the same in LaTeX), `$previous` (the stage this one reads:
 the softmax reads `masked`, or `capped` or `scaled` when there is nothing to add or mask), `$cap`
 (the softcap c), `$sink` and `$sink_tex` (the sink's part of the weights' title and formulas).
 """
@@ -277,8 +277,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("capped", "capped = $cap · tanh(scaled / $cap)", "cap · tanh(scaled / cap), cap = $cap",
           r"$cap \tanh(\text{scaled} / $cap)", compute_capped,
           applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap"),
-    Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous + bias$alibi, −∞ where masked",
-          r"\text{$previous} + \text{bias}$alibi_tex, -\infty \text{ where masked}", compute_masked,
+    Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous$bias, −∞ where masked",
+          r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
           applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
           absent="this problem has no mask, bias or ALiBi"),
     Stage("weights", "weights = softmax($previous) over keys$sink", "softmax($previous) over keys$sink",
@@ -350,7 +350,7 @@ def fields(problem: Problem, name: str, **given) -> dict[str, str]:
     alibi = problem.alibi_slopes is not None
     sink = problem.sinks is not None
     return {"bias": " + bias" * (problem.bias is not None) + " + ALiBi" * alibi,
-            "alibi": " + ALiBi" * alibi, "alibi_tex": r" + \text{ALiBi}" * alibi,
+            "bias_tex": r" + \text{bias}" * (problem.bias is not None) + r" + \text{ALiBi}" * alibi,
             "previous": previous(problem, name) or "",
             "q": "Q_rope" if rope else "Q", "k": "K_rope" if rope else "K",
             "qtex": r"Q_{\text{rope}}" if rope else "Q", "ktex": r"K_{\text{rope}}" if rope else "K",

@@ -81,3 +81,19 @@ def test_unrotated_q_and_k_are_diagnosed(run, tmp_path):
     assert code == 1 and stages["scores"]["diagnosis"] == ["rope_skipped"]
     code, stages = check(run, tmp_path, {"K_rope": r4(K)})
     assert stages["K_rope"]["diagnosis"] == ["rope_skipped"]
+
+
+def test_csv_answers_name_the_rotated_stages_with_their_capitals(run, tmp_path):
+    (tmp_path / "problem.json").write_text(json.dumps(PROBLEM))
+    rows = lambda m: "\n".join(",".join(repr(x) for x in row) for row in r4(m))  # noqa: E731
+    (tmp_path / "answers.csv").write_text(f"Q_rope\n{rows(rope(Q))}\nheads[0].K_rope\n{rows(rope(K))}\n")
+    result = run("check", tmp_path / "answers.csv", tmp_path / "problem.json", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    stages = json.loads(result.stdout)["stages"]
+    assert stages["Q_rope"]["right"] == 12 and stages["K_rope"]["right"] == 12
+
+
+def test_the_latex_worksheet_writes_theta_as_math(run):
+    result = run("exercise", "--seed", "3", "--kind", "rope", "--answers", "--format", "latex")
+    assert result.exit_code == 0, result.stderr
+    assert "θ" not in result.stdout and r"$\theta_i$" in result.stdout

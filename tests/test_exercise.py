@@ -200,7 +200,7 @@ def test_worksheets_for_heads_projections_and_a_mask(run):
     sheet = run("exercise", "--seed", "8", "--keys", "2", "--queries", "2", "--mask", "random",
                 "--format", "markdown").stdout
     assert "**mask (1 = may attend)**\n\n| | sun | she |\n|---|---:|---:|\n| it | 1 | 1 |\n| fast | 1 | 0 |" in sheet
-    assert "**masked = scaled + bias, −∞ where masked**" in sheet
+    assert "**masked = scaled, −∞ where masked**" in sheet  # a mask and no bias
     cross = run("exercise", "--seed", "8", "--kind", "cross", "--format", "markdown").stdout
     assert "**K = X_kv W_K**" in cross and "**Q = X W_Q**" in cross
     posenc = run("exercise", "--seed", "8", "--kind", "posenc", "--format", "markdown").stdout
@@ -222,4 +222,11 @@ def test_an_alibi_exercise_has_easy_slopes_and_its_key_holds_the_masked_stage(ru
     sheet = run("exercise", "--seed", "5", "--kind", "alibi", "--format", "markdown").stdout
     assert "- ALiBi: −slope · |q_pos − k_pos| added to the logits of each head, with any bias; given slopes: 0.5" \
         in sheet
-    assert "**masked = scaled + bias + ALiBi, −∞ where masked**" in sheet
+    assert "**masked = scaled + ALiBi, −∞ where masked**" in sheet
+
+
+def test_a_rope_exercise_starts_its_positions_at_1_so_every_row_turns(run):
+    key = json.loads(run("exercise", "--kind", "rope", "--seed", "2", "--answers").stdout)
+    assert key["q_positions"] == key["k_positions"] == [1, 2, 3]
+    for name, given in (("Q_rope", key["Q"]), ("K_rope", key["K"])):
+        assert all(row != plain for row, plain in zip(key["heads"][0][name], given))

@@ -68,7 +68,7 @@ def test_markdown_tables():
 def test_latex_has_captioned_tables_and_bmatrices():
     trace = trace_of("causal")
     text = latex(trace, ("masked", "weights"), 4, header_lines(trace, 4), ["Step 1: …"])
-    assert r"\caption{masked: $\text{scaled} + \text{bias}, -\infty \text{ where masked}$}" in text
+    assert r"\caption{masked: $\text{scaled}, -\infty \text{ where masked}$}" in text  # no bias: none written
     assert r"\caption{weights: $\operatorname{softmax}(\text{masked})$}" in text
     assert r"\text{masked} = \begin{bmatrix}" in text and r"0.7071 & -\infty & -\infty & -\infty \\" in text
     assert "\\begin{flushleft}\\ttfamily\nStep~1:~…\n\\end{flushleft}" in text

@@ -130,7 +130,7 @@ def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-MATH = {"ᵀ": r"$^\top$", "√": r"$\surd$", "≤": r"$\le$", "−": "-", "·": r"$\cdot$", "∞": r"$\infty$"}
+MATH = {"θ\\_i": r"$\theta_i$", "θ": r"$\theta$", "ᵀ": r"$^\top$", "√": r"$\surd$", "≤": r"$\le$", "−": "-", "·": r"$\cdot$", "∞": r"$\infty$"}
 
 
 def _text(text: str) -> str:
