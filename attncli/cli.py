@@ -60,6 +60,20 @@ def prose(doc: str) -> str:
                        for p in paragraphs)
 
 
+def usage_message(error: ClickException) -> str:
+    """Click's message without the "Value error, " its value conversion prepends, with the closest
+    choice for a mistyped one (`--rope-style halff`), and where to look."""
+    import re
+
+    from attncli.errors import did_you_mean
+
+    text = error.format_message().replace("Value error, ", "").rstrip(".")
+    choice = re.search(r"'([^']*)' is not one of ((?:'[^']*'(?:, )?)+)$", text)
+    if choice:
+        text += did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), 0.5)
+    return text + "; see --help"
+
+
 class AttnGroup(_PlainFlags, TyperGroup):
     """Turns every usage and input error into one `error: …` line and exit code 2."""
 
@@ -81,7 +95,7 @@ class AttnGroup(_PlainFlags, TyperGroup):
             if type(error).__name__ == "NoArgsIsHelpError":  # bare `attn`: help, not an error
                 print(error.format_message())
                 sys.exit(0)
-            fail(error.format_message().rstrip(".") + "; see --help")
+            fail(usage_message(error))
         except typer.Abort:
             fail("aborted")
         except MemoryError:

@@ -76,7 +76,7 @@ def read_variants(doc: dict, heads: int) -> dict:
         fields.update(alibi_slopes=slopes, alibi_rule="given")
     elif alibi is not None and alibi is not False:
         raise InputError(f"alibi is {describe(alibi)}; expected true (the paper's slopes) or a list of "
-                         f"{heads} slopes, one per query head", field="alibi")
+                         f"{heads} slope{'s' * (heads != 1)}, one per query head", field="alibi")
     if doc.get("softcap") is not None:
         cap = _number(doc["softcap"], "softcap", "a number > 0")
         if cap <= 0:

@@ -7,7 +7,7 @@ import pytest
 
 from attncli.errors import InputError
 from attncli.commands.compute import need_input
-from tests.conftest import SCOOTER, assert_error
+from tests.conftest import SAMPLES, SCOOTER, assert_error
 
 QKV = {"Q": [[1, 2]], "K": [[1, 2], [3, 4]], "V": [[1], [2]]}
 PROJ = {"X": [[1, 0], [0, 1]], "W_Q": [[1, 0], [0, 1]], "W_K": [[1, 0], [0, 1]], "W_V": [[1], [1]]}
@@ -147,3 +147,12 @@ def test_usage_errors_are_one_line(run):
 def test_masked_rows_error_policy_exits_2(run):
     assert_error(run("compute", "--q", "1", "--k", "1", "--v", "1", "--mask", "0", "--masked-rows", "error"),
                  "every key is masked for query 0")
+
+
+def test_a_mistyped_choice_is_named_with_the_closest_one_and_no_library_wording(run):
+    result = run("compute", str(SAMPLES / "rope.json"), "--rope-style", "halff")
+    assert_error(result, "--rope-style", "'halff' is not one of 'half', 'interleaved'", '(did you mean "half"?)')
+    assert "Value error" not in result.stderr
+    result = run("compute", str(SAMPLES / "scooter.json"), "--format", "bogus")
+    assert_error(result, "'bogus' is not one of", "see --help")
+    assert "Value error" not in result.stderr and "did you mean" not in result.stderr
