@@ -18,6 +18,7 @@ import re
 
 import numpy as np
 
+from attncli import grads
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.marking import Answer
 from attncli.mistakes import present
@@ -86,7 +87,8 @@ def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
         return Answer(values=values.T, decimals=decimals.T, notes=notes, transposed=True)
     found = " × ".join(map(str, values.shape))
     # The weights table's last column is each row's sum (1): copied along with the row, it is one too many.
-    summed = get(field.rsplit(".", 1)[-1]).sum_column and values.shape == (shape[0], shape[1] + 1) and \
+    stage = get(field.rsplit(".", 1)[-1])
+    summed = stage is not None and stage.sum_column and values.shape == (shape[0], shape[1] + 1) and \
         np.allclose(values[:, -1], values[:, :-1].sum(axis=1), atol=0.05)
     hint = " (leave out the table's sum column)" if summed else ""
     raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}", field=field)
@@ -125,6 +127,12 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     shapes = {stage.name: trace.stage(stage.name).shape[1:] for stage in present_stages(p)}  # (Lq, ·)
     what = {stage.name: f"{stage.rows} × {stage.columns}" for stage in present_stages(p)}
     stages = present(trace)
+    if trace.gradients is not None:  # the backward pass's stages (D as a column, one per query)
+        from attncli.marking_backward import expected
+
+        shapes |= {g.name: expected(trace, 0, g.name).shape for g in grads.GRADIENTS}
+        what |= {g.name: f"{g.rows} × {g.columns or 'columns'}" for g in grads.GRADIENTS}
+        stages += grads.names()
     single = p.heads == 1 and "W_O" not in p.inputs  # the final output is head 0's output
 
     heads = [dict() for _ in range(p.heads)]
@@ -138,9 +146,9 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
             if not isinstance(entry, dict):
                 raise InputError(f"heads[{h}] is {describe(entry)}; expected an object of stages",
                                  field=f"heads[{h}]")
-            _check_keys(entry, names() + IGNORED_IN_HEADS, f" in heads[{h}]")
-            heads[h] = {k: v for k, v in entry.items() if k in names() and v is not None}
-    top = {k: doc[k] for k in names() if k != "output" and doc.get(k) is not None}
+            _check_keys(entry, names() + grads.names() + IGNORED_IN_HEADS, f" in heads[{h}]")
+            heads[h] = {k: v for k, v in entry.items() if k in names() + grads.names() and v is not None}
+    top = {k: doc[k] for k in names() + grads.names() if k != "output" and doc.get(k) is not None}
     if top and p.heads > 1:
         raise InputError(f"{next(iter(top))} is given at the top level, but the problem has {p.heads} heads: "
                          'answer each head in "heads": [{...}, ...]', field=next(iter(top)))
@@ -158,13 +166,22 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
         prefix = f"heads[{h}]." if isinstance(listed, list) else ""
         for name in entry:
             if name not in stages:
-                raise InputError(f"{prefix}{name} is given, but {get(name).absent}, so no {name} stage",
+                absent = get(name).absent if get(name) else "the problem has no dO (the backward pass)"
+                raise InputError(f"{prefix}{name} is given, but {absent}, so no {name} stage",
                                  field=prefix + name)
-        marked.append({name: _answer(entry[name], prefix + name, shapes[name], what[name]) for name in entry})
+        marked.append({name: _answer(_column(entry[name]) if name == "D" else entry[name], prefix + name,
+                                     shapes[name], what[name]) for name in entry})
     final_answer = None
     if final is not None and not single:
         final_answer = _answer(final, "output", trace.final.shape, "queries × output columns")
     return marked, final_answer
+
+
+def _column(value):
+    """D as the learner writes it, one number per query ([1.2, 0.5]), as the column it is marked as."""
+    if isinstance(value, list) and value and not any(isinstance(x, list) for x in value):
+        return [[x] for x in value]
+    return value
 
 
 # A bare −∞ as learners type it into JSON (`-inf`, Python's `-Infinity`, `−∞`), outside strings.
@@ -177,7 +194,7 @@ def bare_infinity_as_null(text: str) -> str:
 
 
 MAX_HEADS = 1024  # a stage line naming a head beyond this is a typo, not a head
-STAGE_LINE = re.compile(r"^(?:heads\[(\d+)\]\.)?([A-Za-z_]+)$")  # Q_rope, K_rope: capitals
+STAGE_LINE = re.compile(r"^(?:heads\[(\d+)\]\.)?([A-Za-z_]+)$")  # Q_rope, K_rope, d_Q, D: capitals
 # How a cell a learner means as a number starts (also -inf, −∞, null): a lone cell that starts
 # otherwise is meant as a stage name ("Weights", "output:"), and is reported as one.
 NUMBER_START = re.compile(r"^[-+−]?(?:\d|\.|inf|∞|nan|null|none)", re.IGNORECASE)
@@ -208,7 +225,7 @@ def parse_answers_csv(text: str, source: str) -> dict:
             raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
         if named:
             head, stage = named.groups()
-            if stage not in names():
+            if stage not in names() + grads.names():
                 hint = did_you_mean(stage, names()) or f"; stages are {', '.join(names())}"
                 raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
             current = []

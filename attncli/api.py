@@ -34,7 +34,9 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
     """Every stage of softmax(Q Kᵀ · scale + bias) V as arrays: a `Trace` with `scores`, `scaled`,
     `masked` (None without mask or bias), `weights`, `output` (per head: head axis first) and
     `final` (the heads side by side, times W_O when given). `invert_mask=True` reads a boolean mask
-    as True = blocked (nn.MultiheadAttention's convention)."""
+    as True = blocked (nn.MultiheadAttention's convention). With `dO` (the final output's shape, or
+    "ones"), `trace.gradients` holds the backward pass: `.heads["d_Q"]` … per head, `.grads["Q"]` …
+    per input as given."""
     doc = {key: value for key, value in {"Q": Q, "K": K, "V": V, **inputs}.items() if value is not None}
     unknown = [key for key in doc if key not in INPUT_KEYS]
     if unknown:

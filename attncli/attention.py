@@ -130,7 +130,17 @@ def attend(problem: Problem, progress=None) -> Trace:
     """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head.
     `progress(rows)` is told, after each stage, how far along (in query rows) the work is."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_finite
-        return _attend(problem, progress or (lambda rows: None))
+        trace = _attend(problem, progress or (lambda rows: None))
+    if problem.dO is None:
+        return trace
+    from dataclasses import replace
+
+    from attncli.backward import backward
+
+    # d_weights, d_scores and their temporaries: three more score-sized arrays beside the trace
+    check_fits({"the backward pass's " + what: size for what, size in stage_bytes(
+        problem.heads, problem.lq, problem.lk, np.dtype(problem.dtype).itemsize, 3).items()})
+    return replace(trace, gradients=backward(trace))  # the backward pass reads the whole trace
 
 
 def _attend(problem: Problem, progress) -> Trace:

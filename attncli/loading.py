@@ -319,6 +319,9 @@ def gather(file: str | None, matrices: dict[str, str | None],
                 and not os.path.isfile(value):
             doc["mask"], origin["mask"] = word, option  # causal, causal_lower_right (or a typo)
             continue
+        if key == "dO" and word.lower() == "ones" and not os.path.isfile(value):
+            doc["dO"], origin["dO"] = word, option  # all ones, in the final output's shape
+            continue
         kind = key if key in ("mask", "bias") else "number"
         matrix, labels, origin[key] = load_matrix(value, option, kind)
         doc.pop(key.lower(), None)  # an alias (q, k, v) in the file is overridden too

@@ -271,6 +271,10 @@ def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | Non
     for h, given in enumerate(answers):
         prefix = f"heads[{h}]." if several else ""
         head_marks = mark_head(trace, h, given, rule, per_head)
+        if trace.gradients is not None:
+            from attncli.marking_backward import mark_gradients
+
+            head_marks.update(mark_gradients(trace, h, given, rule, head_marks))
         marks.update({prefix + stage: m for stage, m in head_marks.items()})
         outputs.append(head_marks.get("output") if "output" in given else None)
     if several and final is not None:

@@ -19,21 +19,23 @@ QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
 INPUT_KEYS = QKV + PROJECTIONS + (
     "W_O", "b_O", "heads", "mask", "bias", "scale", "query_labels", "key_labels",
-    "title", "description", "masked_rows", "dtype", "rope") + RULE_KEYS + VARIANT_KEYS
+    "title", "description", "masked_rows", "dtype", "rope", "dO") + RULE_KEYS + VARIANT_KEYS
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 # Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
 # Every stage name of attncli/stages.py is one too (`output_keys()`).
-OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "rope_rule", "concat", "warnings", "alibi_slopes",
+OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "rope_rule", "concat", "warnings", "alibi_slopes", "grads",
                "tile_size", "tiled_max_difference", "tiles")
 DTYPES = ("float64", "float32")
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
 
 
 def output_keys() -> tuple[str, ...]:
-    """Every key `attn compute` writes beside the input keys: OUTPUT_KEYS and the stage names."""
+    """Every key `attn compute` writes beside the input keys: OUTPUT_KEYS, the stage names and the
+    backward pass's (a learner's answers file holds them at the top level)."""
+    from attncli import grads
     from attncli.stages import names
 
-    return OUTPUT_KEYS + names()
+    return OUTPUT_KEYS + names() + grads.names()
 
 
 def _rows(n: int, what: str = "row") -> str:
@@ -194,6 +196,26 @@ def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndar
     return array
 
 
+def _d_output(value, inputs: dict, heads: int, lq: int) -> np.ndarray:
+    """dO: the shape of the final output, or "ones" for all ones (the gradient of its sum)."""
+    from attncli.backward import final_shape
+
+    shape = final_shape(inputs, heads, lq)
+    if isinstance(value, str):
+        if value.strip().lower() != "ones":
+            raise InputError(f"dO is {describe(value)}; expected a matrix ({shape[0]} × {shape[1]}), "
+                             "the shape of the final output, or \"ones\"", field="dO")
+        return np.ones(shape)
+    array = as_array(value, "dO", max_dims=2)
+    if array.ndim == 1 and shape[0] == 1:
+        array = array.reshape(1, -1)
+    if array.shape != shape:
+        raise InputError(f"dO has shape ({' × '.join(map(str, array.shape))}); expected ({shape[0]} × "
+                         f"{shape[1]}), the shape of the final output (queries × "
+                         + ("W_O's columns)" if "W_O" in inputs else "the heads' outputs side by side)"), field="dO")
+    return array
+
+
 def _d_k(inputs: dict, heads: int, projected: bool) -> int:
     """Each head's query/key width."""
     if projected:
@@ -245,6 +267,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         rules = read_rules(doc, _grid, heads, lq, lk, invert_mask)
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
+        dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq)
         rope = None
         if doc.get("rope") is not None:  # loaded only when asked for: start-up stays as it was
             from attncli.rope import read as read_rope
@@ -254,7 +277,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
             inputs=inputs, heads=heads, lq=lq, lk=lk, **rules, bias=bias, **read_variants(doc, heads),
-            scale=scale, rope=rope,
+            scale=scale, rope=rope, dO=dO,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),
             query_labels=query_labels, key_labels=key_labels,

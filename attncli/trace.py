@@ -71,9 +71,10 @@ class Problem:
     key_labels: list[str] | None = None
     title: str | None = None
     description: str | None = None
+    dO: np.ndarray | None = None  # (Lq, d_out): the gradient of a loss by the final output (attncli/backward.py)
 
     def __post_init__(self):
-        _freeze(self, ("mask", "bias"), ("inputs",))
+        _freeze(self, ("mask", "bias", "dO"), ("inputs",))
 
     @property
     def projected(self) -> bool:
@@ -104,6 +105,7 @@ class Trace:
     # (H, Lq): ln Σ_j e^(logit_ij) over the logits the softmax read (natural log); −∞ for a fully
     # masked row. JSON's per-head "lse", the tables' column beside the weights.
     lse: np.ndarray | None = None
+    gradients: object = None  # backward.Gradients when the problem has dO
 
     def __post_init__(self):
         _freeze(self, ("Q", "K", "V", "concat", "final", "lse"), ("stages",))
@@ -180,7 +182,9 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     `stages`: the names to write ("inputs" for Q, K, V per head); None: all."""
     from attncli.stages import names
 
-    stages = ("inputs",) + names() if stages is None else stages
+    from attncli import grads
+
+    stages = ("inputs",) + names() + grads.names() + (grads.GRADS,) if stages is None else stages
     problem = trace.problem
     doc: dict = {"attncli": 1}
     for key in ("title", "description"):
@@ -198,6 +202,8 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
         doc["rope_rule"] = problem.rope.describe(trace.d_k)
     per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]
     per_head += [name for name in names() if name in stages and trace.stage(name) is not None]
+    if problem.dO is not None:
+        doc["dO"] = plain(problem.dO)
     doc["heads"] = [{name: plain(trace.stage(name)[h], decimals) for name in per_head}
                     for h in range(problem.heads)]
     if trace.lse is not None and ("weights" in stages or "output" in stages):
@@ -206,10 +212,23 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     if "W_O" in problem.inputs:
         doc["concat"] = plain(trace.concat, decimals)
     doc["output"] = plain(trace.final, decimals)
+    if trace.gradients is not None:
+        _gradients(doc, trace.gradients, stages, decimals)
     doc["query_labels"] = problem.query_labels
     doc["key_labels"] = problem.key_labels
     doc["warnings"] = list(trace.warnings)
     return doc
+
+
+def _gradients(doc: dict, gradients, stages, decimals: int | None) -> None:
+    """The backward pass: its per-head stages beside the forward ones, `grads` at the top level
+    (one per input, in the shape it was given)."""
+    from attncli.grads import GRADS, names
+
+    for h, head in enumerate(doc["heads"]):
+        head.update({name: plain(gradients.heads[name][h], decimals) for name in names() if name in stages})
+    if GRADS in stages:
+        doc[GRADS] = {name: plain(array, decimals) for name, array in gradients.grads.items()}
 
 
 def head_slice(array: np.ndarray | None, head: int) -> np.ndarray | None:

@@ -9,6 +9,7 @@ import typer
 
 from attncli.commands.edge import AUTO_HELP, auto_is_table, flag, warning
 from attncli.errors import AttnError, InputError, did_you_mean, one_line, quote
+from attncli import grads
 from attncli.stages import get, names as stage_names, stand_in
 
 
@@ -46,8 +47,9 @@ SUFFIX_FORMATS = {".md": Format.markdown, ".tex": Format.latex, ".csv": Format.c
 
 
 def views() -> tuple[str, ...]:
-    """What --stages may name: the inputs, every stage of the stage table, the heatmap."""
-    return ("inputs",) + stage_names() + ("heatmap",)
+    """What --stages may name: the inputs, every stage of the stage table, the backward pass's
+    stages and its grads (shown when there is a dO), the heatmap."""
+    return ("inputs",) + stage_names() + grads.names() + (grads.GRADS, "heatmap")
 
 
 Matrix = Optional[str]
@@ -70,6 +72,11 @@ def compute(
     wk: Annotated[Matrix, _matrix("wk", "W_K: K = X_kv W_K.")] = None,
     wv: Annotated[Matrix, _matrix("wv", "W_V: V = X_kv W_V.")] = None,
     wo: Annotated[Matrix, _matrix("wo", "W_O (heads·d_v × d_out): output = concat(heads) W_O.")] = None,
+    do: Annotated[Matrix, typer.Option(
+        "--do", help="The backward pass: dO, the gradient of a loss by the final output (its shape), as a "
+                     "path or inline text, or ones (the gradient of its sum). Adds the gradient tables "
+                     "(d_V, d_weights, D, d_scores, d_Q, d_K) and grads, one per input.",
+        metavar="PATH|TEXT|ones", rich_help_panel="Backward pass", show_default=False)] = None,
     mask: Annotated[Optional[str], typer.Option(
         help="causal | causal_lower_right | a true/false matrix (Lq × Lk), true = may attend.",
         rich_help_panel="Masking")] = None,
@@ -223,7 +230,7 @@ def compute(
                                    or suffix in (".npy", ".npz") or suffix in SUFFIX_FORMATS):
         raise InputError("shows its tiles as tables or JSON only; drop --tiles, or use --format table "
                          "or json (--output FILE.json)", "--tiles")
-    if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap")):
+    if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap") + grads.names() + (grads.GRADS,)):
         others = ", ".join(name for name in stage_names() if name != "weights")
         raise typer.BadParameter(f"--format csv writes one stage: add --stages weights (or {others})",
                                  param_hint="--stages")
@@ -241,7 +248,7 @@ def compute(
     from attncli.problem import build_problem
 
     matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
-                "W_O": wo, "mask": mask, "bias": bias}
+                "W_O": wo, "mask": mask, "bias": bias, "dO": do}
     settings = {"heads": heads, "scale": _scale(scale), "query_labels": _split(query_labels),
                 "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
                 "dtype": dtype and dtype.value, "q_positions": _list(q_positions), "k_positions": _list(k_positions),
@@ -262,6 +269,7 @@ def compute(
         origin.update({"rope": "--rope", **{f"rope.{key}": f"--rope-{key}" for key, value in rope_fields.items()
                                             if value is not None}})
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
+    _check_backward(problem, shown if stages is not None else (), output_only, suffix)
     stage = get(shown[0])
     if format == Format.csv and stage is not None and not stage.applies(problem):
         raise InputError(f"{stage.absent}, so it has no {stage.name} stage; "
@@ -324,6 +332,21 @@ def compute(
         out.write_all(_text(view, trace, shown, precision, round_, explanation, tiled))
     for notice in warnings:
         sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
+
+
+def _check_backward(problem, asked_for, output_only: bool, suffix: str | None) -> None:
+    """A gradient asked for with --stages needs dO; dO needs the full trace (the weights), which the output-only
+    path does not keep."""
+    asked = [name for name in asked_for if name in grads.names() + (grads.GRADS,)]
+    if asked and problem.dO is None:
+        raise InputError(f"{asked[0]} is a gradient of the backward pass, which needs dO; add --do ones "
+                         "(or a matrix of the final output's shape)", "--stages")
+    if problem.dO is not None and output_only:
+        if suffix == ".npy":
+            raise InputError("a .npy file holds only the final output; the backward pass (dO) needs every "
+                             "stage: write .npz or .json, or drop --do", "--output")
+        raise InputError("output computes only the final output, in blocks; the backward pass (dO) needs the "
+                         "weights: add weights (or d_Q, grads, …) to --stages, or drop --do", "--stages")
 
 
 def _text(view: Format, trace, shown, precision: int, round_: int | None, explanation, tiled=None) -> str:

@@ -354,6 +354,10 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
                 lines.append("")
             done.append(written(trace, row_steps(trace, h, i), precision, carry))
             lines += explain_row(trace, done[-1])
+            if trace.gradients is not None:
+                from attncli.render.explain_backward import backward_lines
+
+                lines += [""] + backward_lines(trace, done[-1])
         if combined and every_head:
             lines += [""] + final_lines(trace, written_final(trace, done), precision, carry)
     if combined and not every_head:

@@ -23,6 +23,12 @@ def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
     p = trace.problem
     out = {stage.name: (fill(stage.plain, p, stage.name), fill(stage.latex, p, stage.name))
            for stage in present(p)}
+    if trace.gradients is not None:
+        from attncli.grads import GRADIENTS
+
+        from attncli.grads import title
+
+        out |= {g.name: (title(g, trace.problem).split(" = ", 1)[1], g.latex) for g in GRADIENTS}
     inputs = trace.problem.inputs
     if "W_O" not in inputs:
         out["final"] = ("the heads' outputs side by side", r"\text{the heads' outputs side by side}")
@@ -49,8 +55,24 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
             if name in stages and m is not None:
                 columns = keys if stage.columns == "keys" else [str(j) for j in range(m.shape[2])]
                 out.append((name, name + head, m[h], keys if stage.rows == "keys" else queries, columns))
+        if trace.gradients is not None:
+            out += _gradient_matrices(trace, stages, h, head, queries, keys)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         out.append(("final", "final output", trace.final, queries, [str(j) for j in range(trace.final.shape[1])]))
+    return out
+
+
+def _gradient_matrices(trace: Trace, stages, h: int, head: str, queries, keys) -> list:
+    """The backward pass's per-head tables for `_matrices`; D as one column."""
+    from attncli.grads import GRADIENTS
+
+    out = []
+    for g in GRADIENTS:
+        if g.name in stages:
+            m = trace.gradients.heads[g.name][h]
+            m = m[:, None] if m.ndim == 1 else m
+            columns = keys if g.columns == "keys" else ["D"] if g.name == "D" else [str(j) for j in range(m.shape[1])]
+            out.append((g.name, g.name + head, m, queries if g.rows == "queries" else keys, columns))
     return out
 
 

@@ -147,6 +147,10 @@ def npz_arrays(trace: Trace) -> dict:
     for key in ("query_labels", "key_labels", "title", "description"):
         if getattr(p, key) is not None:
             arrays[key] = np.array(getattr(p, key))
+    if trace.gradients is not None:  # the backward pass: dO (input again), heads/d_Q …, grads/Q …
+        arrays["dO"] = p.dO
+        arrays.update({f"heads/{name}": array for name, array in trace.gradients.heads.items()})
+        arrays.update({f"grads/{name}": array for name, array in trace.gradients.grads.items()})
     return arrays
 
 

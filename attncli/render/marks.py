@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from attncli import grads
 from attncli.marking import STATUSES, SYMBOLS, Rule, StageMark, all_correct, missing_stages, unanswered
 from attncli.render.tables import column_chunks
 from attncli.render.text import labels, number, rich_text, shown
@@ -40,11 +41,17 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
     `width` (a terminal's; None: a pipe, as wide as it needs) is split into column ranges, each
     cell shown whole."""
     p = trace.problem
-    output = name.endswith("output")
-    stage = get(name.rsplit(".", 1)[-1])
-    by_key = stage is not None and stage.columns == "keys"
-    columns = labels(p.key_labels, p.lk) if by_key else [str(j) for j in range(mark.expected.shape[1])]
-    keyed = stage is not None and stage.rows == "keys"  # K_rope: one row per key
+    gradient = grads.get(name.rsplit(".", 1)[-1])
+    if gradient is not None:  # the backward pass: rows are queries or keys; D's one column is D
+        numbered = [str(j) for j in range(mark.expected.shape[1])]
+        columns = labels(p.key_labels, p.lk) if gradient.columns == "keys" else ["D"] if gradient.name == "D" \
+            else numbered
+        keyed = gradient.rows == "keys"
+    else:
+        stage = get(name.rsplit(".", 1)[-1])
+        by_key = stage is not None and stage.columns == "keys"
+        columns = labels(p.key_labels, p.lk) if by_key else [str(j) for j in range(mark.expected.shape[1])]
+        keyed = stage is not None and stage.rows == "keys"  # K_rope: one row per key
     rows = [rich_text(row) for row in labels(p.key_labels if keyed else p.query_labels, p.lk if keyed else p.lq)]
     columns = list(mark.columns) if mark.columns is not None else columns  # a tile's own labels
     rows = [rich_text(row) for row in mark.rows] if mark.rows is not None else rows

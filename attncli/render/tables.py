@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.render.text import exact_scale, header_lines, labels, number, rich_text, shape_text, shown
-from attncli import stages as stage_table
+from attncli import grads, stages as stage_table
 from attncli.trace import Trace
 
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
@@ -142,16 +142,37 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             title = stage_table.fill(stage.title, p, stage.name, scale=scale)
             rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
             show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra)
+        if trace.gradients is not None:
+            for gradient in grads.GRADIENTS:
+                if gradient.name in stages:
+                    matrix = trace.gradients.heads[gradient.name][h]
+                    columns = keys if gradient.columns == "keys" else [gradient.name] if matrix.ndim == 1 else None
+                    show(gradient.title + head, matrix.reshape(matrix.shape[0], -1),
+                         queries if gradient.rows == "queries" else keys, columns)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
             show("concat = heads side by side", trace.concat, queries)
         bias = " + b_O" if "b_O" in p.inputs else ""
         title = f"output = concat W_O{bias}" if "W_O" in p.inputs else "output = heads side by side"
         show(title + " (final)", trace.final, queries)
+    if trace.gradients is not None and grads.GRADS in stages:
+        for name, array in trace.gradients.grads.items():
+            show(f"grads: d{name} {shape_text(array.shape)}", array.reshape(-1, array.shape[-1]),
+                 _input_rows(name, array, queries, keys))
     if "heatmap" in stages:
         from attncli.render.heatmap import print_heatmaps
 
         print_heatmaps(trace, console, heads, full, width)
+
+
+def _input_rows(name: str, array: np.ndarray, queries: list[str], keys: list[str]) -> list[str]:
+    """Row labels of an input's gradient: queries for Q and X, keys for K, V and X_kv, numbers for
+    weights, biases and 3-D (per-head) inputs, whose rows are shown one head after another."""
+    if array.ndim == 2 and name in ("Q", "X"):
+        return queries
+    if array.ndim == 2 and name in ("K", "V", "X_kv"):
+        return keys
+    return [str(i) for i in range(int(np.prod(array.shape[:-1])))]
 
 
 class _Console(Console):

@@ -96,5 +96,8 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
             f" ({MASKED_ROWS_POLICY[p.masked_rows][1]})" if p.masked_rows in MASKED_ROWS_POLICY else ""))
     if p.projected:
         lines.append("projections: Q = X W_Q, W is (d_in × d_out) (PyTorch's Linear.weight is Wᵀ)")
+    if p.dO is not None:
+        lines.append(f"backward: dO {shape_text(p.dO.shape)}, the gradient of a loss by the final output "
+                     "(d_scores is by the scaled scores; a row with every key masked gets none)")
     lines.append("rows are queries, columns are keys")
     return lines
