@@ -28,7 +28,8 @@ from attncli.stages import present as present_stages
 from attncli.trace import Trace
 from attncli.values import Written, as_array, decimals_of, describe
 
-IGNORED_IN_HEADS = ("Q", "K", "V")
+# Written per head by `attn compute`, not stages: lse; --tiles's tiles (marked by tile_marks.py).
+IGNORED_IN_HEADS = ("Q", "K", "V", "lse", "tiles", "tiled_output", "tiled_lse")
 NEGATIVE_INFINITY = ("-inf", "-infinity", "-∞", "−∞", "−inf")
 LARGE_NEGATIVE = -1e9  # a masked cell at or below this stands for −∞ (as PyTorch code writes -1e9)
 NO_ANSWERS = "no answers found"

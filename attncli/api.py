@@ -24,7 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from attncli.attention import attend as _attend
-from attncli.marking import StageMark, all_correct, mark_all
+from attncli.marking import StageMark, all_correct
 from attncli.problem import INPUT_KEYS, build_problem
 from attncli.trace import Trace
 from attncli.values import Written
@@ -53,12 +53,12 @@ def check(answers: dict, problem, *, decimals: int = 2, require: tuple[str, ...]
     (--require: stages that must be answered, e.g. ("weights", "output")) and `tol` (--tol). What
     counts as written: see `_plain` (ints 0 decimals, typed floats their own, computed floats and
     arrays unknown, checked at 4)."""
-    from attncli.answers import read_answers
+    from attncli.marking import mark_document
 
     trace = problem if isinstance(problem, Trace) else _attend(build_problem(
         {key: _plain(value) for key, value in problem.items()}))
-    given, final = read_answers({key: _plain(value, typed=True) for key, value in answers.items()}, trace)
-    return Marks(trace, mark_all(trace, given, final, tol, decimals, tuple(require)))
+    doc = {key: _plain(value, typed=True) for key, value in answers.items()}
+    return Marks(trace, mark_document(trace, doc, tol, decimals, tuple(require)))  # stages and --tiles' tiles
 
 
 class Marks(Mapping):

@@ -157,11 +157,12 @@ def _attend(problem: Problem, progress) -> Trace:
 
     values = stages.run(block, stop=stages.SOFTMAX, after=after)  # scores … weights, (H, Lq, Lk) each
     logits = values[stages.previous(problem, stages.SOFTMAX)]  # what the softmax read
-    dead = logits.max(axis=-1) == -np.inf  # (H, Lq): every key masked
+    lse = stages.log_sum_exp(logits, stages.sinks(block, logits.dtype))  # (H, Lq), −∞ where every key is masked
+    dead = logits.max(axis=-1) == -np.inf  # (H, Lq): every key masked (with a sink, lse is then the sink)
     warnings = masked_rows_warnings(problem, dead)  # before the output check: the policy speaks first
     values.update(stages.run(block, stages.SOFTMAX, values[stages.SOFTMAX], after=after))  # output
 
     concat, final = project_output(problem, values["output"])  # (Lq, H·d_v), (Lq, d_out)
     return Trace(problem=problem, scale=float(block.scale), Q=Q, K=K, V=V, stages=values,
                  concat=concat, final=final, fully_masked=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
-                 warnings=tuple(warnings))
+                 warnings=tuple(warnings), lse=lse)

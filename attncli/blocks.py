@@ -59,6 +59,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         V1 = np.concatenate([V, np.ones(V.shape[:2] + (1,), V.dtype)], axis=-1)  # (H, Lk, d_v + 1)
         output = np.empty((heads, lq, V.shape[2]), Q.dtype)  # (H, Lq, d_v)
         dead = np.zeros((heads, lq), bool)
+        lse = np.full((heads, lq), -np.inf, Q.dtype)  # ln Σ e^x = row max + ln Σ e^(x − max); −∞ when dead
         step = block or block_rows(heads, K.shape[1], Q.dtype.itemsize)
         sink = None if problem.sinks is None else problem.sinks.astype(Q.dtype)[:, None, None]  # (H, 1, 1)
 
@@ -93,6 +94,9 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             out, sums = both[..., :-1], both[..., -1:]
             if sink is not None:
                 sums += np.exp(sink - shift)  # the sink's share of each row, dropped from the weights
+            with np.errstate(divide="ignore"):  # ln Σ e^x (and the sink) = shift + ln sums; −∞ when dead
+                lse[:, rows] = (shift + np.log(sums) if sink is not None else
+                                np.where(gone, -np.inf, shift + np.log(sums)))[..., 0]  # (H, b)
             sums[gone] = 1.0  # 0 / 1: their output is 0 (with a sink too: the sink takes the whole row)
             out /= sums
             lost = ~np.isfinite(out).all(axis=-1)  # (H, b): Σ e^x V overflowed before ÷ Σ e^x
@@ -112,6 +116,8 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         def _dead_block(rows: slice) -> int:
             dead[:, rows] = True
             output[:, rows] = uniform() if problem.masked_rows == "uniform" and sink is None else 0.0
+            if sink is not None:
+                lse[:, rows] = sink[..., 0]  # only the sink is left in the sum: lse = sink
             return rows.stop
 
         with ThreadPoolExecutor(workers) as pool:
@@ -123,4 +129,4 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
         concat, final = project_output(problem, output)  # (Lq, H·d_v), (Lq, d_out)
     return Trace(problem=problem, scale=float(scale), Q=Q, K=K, V=V, stages={"output": output},
                  concat=concat, final=final, fully_masked=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
-                 warnings=tuple(warnings))
+                 warnings=tuple(warnings), lse=lse)

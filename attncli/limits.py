@@ -177,6 +177,7 @@ def _matrices(problem, shown, output_only: bool) -> list[tuple[int, int, int]]:
         found += [(heads * lq * lk, lk, heads) for stage in present(problem)
                   if stage.name in shown and stage.columns == "keys"]  # the (H × Lq × Lk) stages
     found += [(lq * hd_v, d_v, heads), (lq * hd_v, hd_v, 1), (lq * d_out, d_out, 1)]  # outputs, concat, final
+    found += [(heads * lq, lq, heads)]  # lse: one number per head and query
     return [(n, max(1, width), tables) for n, width, tables in found]
 
 
@@ -194,6 +195,19 @@ def view_bytes(problem, view: str, shown, full: bool = False, output_only: bool 
         grids = problem.heads * problem.lq * problem.lk if "heatmap" in shown else 0
         return RICH_CELL * max(largest, grids)
     return 0  # elided tables and heatmaps are small; .npz and .npy hold the arrays themselves
+
+
+def tile_bytes(problem, bq: int, bk: int, itemsize: int = 8, view: str = "table") -> dict[str, int]:
+    """The tile trace of `--tiles BQ,BK` (attncli/tiles.py), for check_fits: every tile's S and P
+    (together two H × Lq × Lk arrays), and per tile and query its m_old, m, alpha, l and O; its JSON
+    on top when written."""
+    _, hd_v, _ = _widths(problem)
+    key_blocks = -(-problem.lk // bk)  # ceil
+    numbers = 2 * problem.heads * problem.lq * problem.lk + key_blocks * problem.lq * (4 * problem.heads + hd_v)
+    found = {f"the tile trace ({problem.heads} × {problem.lq} queries × {key_blocks} key blocks)": numbers * itemsize}
+    if view == "json":
+        found["its tiles' JSON"] = numbers * JSON_NUMBER
+    return found
 
 
 def needs(problem, view: str, shown, full: bool = False, output_only: bool = False,

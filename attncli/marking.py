@@ -53,6 +53,8 @@ class StageMark:
     expected: np.ndarray
     diagnosis: tuple[str, ...]  # mistake ids (`attncli.mistakes`), `transposed` or `rounded_early`
     notes: tuple[str, ...]  # one line per diagnosis or note
+    rows: tuple[str, ...] | None = None  # row and column labels when not the stage's (a tile's)
+    columns: tuple[str, ...] | None = None
 
     def count(self, status: str) -> int:
         return int((self.cells == status).sum())
@@ -303,3 +305,20 @@ def missing_stages(marks: dict[str, StageMark]) -> list[str]:
 def all_correct(marks: dict[str, StageMark]) -> bool:
     """Every cell earns the mark: nothing wrong, imprecise or missing (and something was marked)."""
     return bool(marks) and all(mark.right == mark.cells.size for mark in marks.values())
+
+
+def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = DECIMALS,
+                  require: tuple[str, ...] = ()) -> dict[str, StageMark]:
+    """An answers document's stages (`mark_all`) and tile tables (`attncli.tile_marks`); raises
+    NoAnswers when it answers neither."""
+    from attncli.answers import NoAnswers, read_answers
+    from attncli.tile_marks import mark_tiles
+
+    try:
+        marks = mark_all(trace, *read_answers(doc, trace), tol, decimals, require)
+    except NoAnswers:
+        marks = {}
+    marks |= mark_tiles(trace, doc, Rule(decimals, tol))
+    if not marks:
+        raise NoAnswers()
+    return marks

@@ -23,7 +23,8 @@ INPUT_KEYS = QKV + PROJECTIONS + (
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 # Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
 # Every stage name of attncli/stages.py is one too (`output_keys()`).
-OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "rope_rule", "concat", "warnings", "alibi_slopes", "grads")
+OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "rope_rule", "concat", "warnings", "alibi_slopes", "grads",
+               "tile_size", "tiled_max_difference", "tiles")
 DTYPES = ("float64", "float32")
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
 

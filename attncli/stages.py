@@ -219,6 +219,25 @@ def sinks(block: Block, dtype) -> np.ndarray | None:
     return values.astype(dtype)[:, None, None]
 
 
+def log_sum_exp(x: np.ndarray, sinks: np.ndarray | None = None) -> np.ndarray:
+    """(..., b): ln Σ_j e^(x_j) over the last axis, from the row max as the softmax computes it:
+    m + ln Σ e^(x − m), so nothing overflows. −∞ for a row whose every entry is −∞. `sinks`
+    ((H or 1, 1, 1), as `softmax` takes them): each head's sink logit joins every row's sum, so a
+    row with every key masked has lse = its sink. Natural log (flash-attn's softmax_lse; kernels
+    that keep base 2 hold lse / ln 2)."""
+    import numpy as np
+
+    row_max = x.max(axis=-1, keepdims=True)  # (..., b, 1)
+    if sinks is not None:
+        row_max = np.maximum(row_max, sinks)
+    shift = np.where(row_max == -np.inf, 0.0, row_max)  # e^(−∞ − 0) = 0: a dead row sums to 0, ln 0 = −∞
+    total = np.exp(x - shift).sum(axis=-1, keepdims=True)
+    if sinks is not None:
+        total += np.exp(sinks - shift)
+    with np.errstate(divide="ignore"):
+        return (shift + np.log(total))[..., 0]  # (..., b)
+
+
 def compute_weights(block: Block, x: np.ndarray) -> np.ndarray:
     return softmax(x, block.problem.masked_rows, out=_into(block, x), sinks=sinks(block, x.dtype))[0]  # (H, b, c)
 

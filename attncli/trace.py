@@ -102,10 +102,13 @@ class Trace:
     final: np.ndarray  # (Lq, d_out)  concat W_O + b_O, or concat; JSON's top-level "output"
     fully_masked: tuple[tuple[int, int], ...] = ()  # (head, query row) with every key masked
     warnings: tuple[str, ...] = ()
+    # (H, Lq): ln Σ_j e^(logit_ij) over the logits the softmax read (natural log); −∞ for a fully
+    # masked row. JSON's per-head "lse", the tables' column beside the weights.
+    lse: np.ndarray | None = None
     gradients: object = None  # backward.Gradients when the problem has dO
 
     def __post_init__(self):
-        _freeze(self, ("Q", "K", "V", "concat", "final"), ("stages",))
+        _freeze(self, ("Q", "K", "V", "concat", "final", "lse"), ("stages",))
 
     def stage(self, name: str) -> np.ndarray | None:
         """A stage by name (or the inputs Q, K, V); None when it was not computed."""
@@ -203,6 +206,9 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
         doc["dO"] = plain(problem.dO)
     doc["heads"] = [{name: plain(trace.stage(name)[h], decimals) for name in per_head}
                     for h in range(problem.heads)]
+    if trace.lse is not None and ("weights" in stages or "output" in stages):
+        for head, lse in zip(doc["heads"], trace.lse):
+            head["lse"] = plain(lse, decimals)
     if "W_O" in problem.inputs:
         doc["concat"] = plain(trace.concat, decimals)
     doc["output"] = plain(trace.final, decimals)

@@ -104,7 +104,7 @@ def test_fully_masked_rows_warn_on_stderr_and_in_json(run):
 
 def test_stages_and_round_select_what_is_written(run):
     doc = run.json("compute", SAMPLES / "scooter.json", "--stages", "weights,output", "--round", "4")
-    assert set(doc["heads"][0]) == {"weights", "output"}
+    assert set(doc["heads"][0]) == {"weights", "output", "lse"}
     assert doc["heads"][0]["weights"] == [[0.0454, 0.7679, 0.1867]]
     table = run("compute", SAMPLES / "scooter.json", "-f", "table", "--stages", "weights").stdout
     assert "weights = softmax" in table and "scores = Q Kᵀ" not in table

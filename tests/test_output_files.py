@@ -76,8 +76,9 @@ def test_npz_input_errors(run, tmp_path):
 def test_stages_output_uses_the_blocked_path_and_agrees(run):
     blocked = run.json("compute", SAMPLES / "random_4x8.json", "--stages", "output")
     full = run.json("compute", SAMPLES / "random_4x8.json")
-    assert set(blocked["heads"][0]) == {"output"}
+    assert set(blocked["heads"][0]) == {"output", "lse"}
     np.testing.assert_allclose(blocked["output"], full["output"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(blocked["heads"][0]["lse"], full["heads"][0]["lse"], rtol=0, atol=1e-12)
     table = run("compute", SAMPLES / "scooter.json", "--stages", "output", "-f", "table").stdout
     assert "0.2775" in table and "1.3491" in table
 

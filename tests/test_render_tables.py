@@ -40,11 +40,11 @@ scaled = scores · 0.7071 (1/√2)
 ╰────┴──────────┴─────────┴────────╯
 
 weights = softmax(scaled) over keys
-╭────┬──────────┬─────────┬────────┬────────╮
-│    │ mechanic │ scooter │ petrol │    sum │
-├────┼──────────┼─────────┼────────┼────────┤
-│ it │   0.0454 │  0.7679 │ 0.1867 │ 1.0000 │
-╰────┴──────────┴─────────┴────────┴────────╯
+╭────┬──────────┬─────────┬────────┬────────┬────────╮
+│    │ mechanic │ scooter │ petrol │    sum │    lse │
+├────┼──────────┼─────────┼────────┼────────┼────────┤
+│ it │   0.0454 │  0.7679 │ 0.1867 │ 1.0000 │ 3.0925 │
+╰────┴──────────┴─────────┴────────┴────────┴────────╯
 
 output = weights V
 ╭────┬────────┬────────╮
@@ -74,7 +74,7 @@ def test_narrow_console_elides_middle_columns_and_never_cuts_numbers():
     assert "weights = softmax(scaled) over keys (2×12, middle elided:" in text
     assert "⋯" in text and "…" not in text and all(len(line) <= 60 for line in text.splitlines())
     header = next(line for line in text.splitlines() if line.startswith("│   "))
-    assert [c.strip() for c in header.split("│")[2:-1]][-2:] == ["11", "sum"]
+    assert [c.strip() for c in header.split("│")[2:-1]][-3:] == ["11", "sum", "lse"]
 
 
 def test_full_splits_wide_tables_into_column_ranges():

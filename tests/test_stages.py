@@ -44,7 +44,7 @@ def test_an_added_stage_is_computed_in_the_trace_and_read_by_the_next(doubled, d
 def test_an_added_stage_is_in_the_json_and_the_tables(doubled, run, problem_file):
     path = problem_file(CAUSAL)
     doc = run.json("compute", path)
-    assert list(doc["heads"][0]) == ["Q", "K", "V", "scores", "scaled", "doubled", "masked", "weights", "output"]
+    assert list(doc["heads"][0]) == ["Q", "K", "V", "scores", "scaled", "doubled", "masked", "weights", "output", "lse"]
     assert np.allclose(doc["heads"][0]["doubled"], 2 * np.array(doc["heads"][0]["scaled"]))
     table = run("compute", path, "--format", "table", "--stages", "doubled,weights")
     assert table.exit_code == 0, table.stderr

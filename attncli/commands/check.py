@@ -184,13 +184,13 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
     """(file, marks or None, error or None). With several files a bad one is reported and skipped,
     and a file with no answers scores 0. An error about a stage given inline names its option
     (`--weights`) instead of the file."""
-    from attncli.answers import NoAnswers, read_answers
-    from attncli.marking import mark_all
+    from attncli.answers import NoAnswers
+    from attncli.marking import mark_document
 
     try:
         doc, trace = answers()
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
-        return name, mark_all(trace, *read_answers(doc, trace), **settings), None
+        return name, mark_document(trace, doc, **settings), None
     except NoAnswers:
         blank = NoAnswers(name)
         if not many:

@@ -181,6 +181,13 @@ def compute(
     full: Annotated[bool, typer.Option(
         "--full", help="Print every row and column of big tables (default: elide the middle).",
         rich_help_panel="Output")] = False,
+    tiles: Annotated[Optional[str], typer.Option(
+        help="FlashAttention-2's tiled online softmax with BQ query rows and BK keys per tile: each "
+             "tile's S, running max m, alpha = e^(m_old − m), running sum l and unnormalised O, then "
+             "O / l, lse = m + ln l and the largest difference from the plain output. Tables or JSON "
+             "(per head \"tiles\"); with --explain, one query row through the tiles. Shows only "
+             "the output stage unless --stages says more.",
+        metavar="BQ,BK", rich_help_panel="Learning", show_default=False)] = None,
 ) -> None:
     """Compute softmax(Q Kᵀ · scale + bias) V and show every stage, per head.
 
@@ -203,7 +210,9 @@ def compute(
     rope half pairs dim i with i + dims/2 (Llama rotate_half), interleaved 2i with 2i+1 (GPT-J),
     θ_i = base^(−2i/dims), angle = position · θ_i: attn example rope | attn compute --explain.
     """
-    shown = _stages(stages) + (("heatmap",) if heatmap else ())
+    tile_sizes = _tile_sizes(tiles)
+    shown = _stages(stages if stages is not None or tile_sizes is None else "output") + (
+        ("heatmap",) if heatmap else ())
     if carry is not None and not explain:
         raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
     stdin = "-" if file is None and not sys.stdin.isatty() else None  # read when piped and no file is named
@@ -217,12 +226,16 @@ def compute(
     elif suffix and format not in (Format.auto, Format.json):  # .json, .npy, .npz: no text view goes there
         raise InputError(f"{quote(output_file)} is written as {suffix[1:]}, but --format is {format.value}; "
                          "drop --format or change the suffix (.md, .tex, .csv)", "--output")
+    if tile_sizes is not None and (format in (Format.markdown, Format.latex, Format.csv)
+                                   or suffix in (".npy", ".npz") or suffix in SUFFIX_FORMATS):
+        raise InputError("shows its tiles as tables or JSON only; drop --tiles, or use --format table "
+                         "or json (--output FILE.json)", "--tiles")
     if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap") + grads.names() + (grads.GRADS,)):
         others = ", ".join(name for name in stage_names() if name != "weights")
         raise typer.BadParameter(f"--format csv writes one stage: add --stages weights (or {others})",
                                  param_hint="--stages")
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
-    output_only = not explain and "heatmap" not in shown and (
+    output_only = (not explain or tile_sizes is not None) and "heatmap" not in shown and (
         suffix == ".npy" or (suffix != ".npz" and set(shown) == {"output"}))
     workers = 1
     if output_only:
@@ -275,15 +288,27 @@ def compute(
     # what is built: json, npz, npy, or a text view
     written = suffix[1:] if output_file and suffix not in SUFFIX_FORMATS else view.value
     try:
-        _guard(problem, written, shown, full, output_only)
+        _guard(problem, written, shown, full, output_only, tile_sizes)
         trace = _attend(problem, output_only, workers)
+        tiled = None
+        if tile_sizes is not None:
+            from attncli.tiles import attend_tiles
+
+            tiled = attend_tiles(problem, *tile_sizes)
     except AttnError as error:
         raise error.at(source) if source else error
     rows = _rows(row, problem.query_labels, problem.lq)
     heads_shown = None if head is None else [_head(head, problem.heads)]
     warnings += trace.warnings
     explanation = None
-    if explain:
+    if explain and tiled is not None:
+        if carry is not None:
+            raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry",
+                             "--carry")
+        from attncli.render.tiles import explain_tiles
+
+        explanation = explain_tiles(tiled, trace, rows, heads_shown, precision)
+    elif explain:
         from attncli.render.explain import explain as explain_lines
 
         explanation = explain_lines(trace, rows, heads_shown, precision, (carry or Carry.exact).value)
@@ -292,7 +317,7 @@ def compute(
 
         try:
             write_output(trace, output_file, suffix,
-                         lambda: _text(view, trace, shown, precision, round_, explanation))
+                         lambda: _text(view, trace, shown, precision, round_, explanation, tiled))
         except OutputError as error:
             raise error.at("--output")
         except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
@@ -300,11 +325,11 @@ def compute(
     elif view == Format.table:
         from attncli.render.tables import print_tables
 
-        print_tables(trace, shown, precision, explanation, heads_shown, full)
+        print_tables(trace, shown, precision, explanation, heads_shown, full, tiled)
     else:
         from attncli.render import out
 
-        out.write_all(_text(view, trace, shown, precision, round_, explanation))
+        out.write_all(_text(view, trace, shown, precision, round_, explanation, tiled))
     for notice in warnings:
         sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
 
@@ -324,12 +349,12 @@ def _check_backward(problem, asked_for, output_only: bool, suffix: str | None) -
                          "weights: add weights (or d_Q, grads, …) to --stages, or drop --do", "--stages")
 
 
-def _text(view: Format, trace, shown, precision: int, round_: int | None, explanation) -> str:
+def _text(view: Format, trace, shown, precision: int, round_: int | None, explanation, tiled=None) -> str:
     """The document of a text format: JSON, CSV (one stage), Markdown or LaTeX."""
     if view == Format.json:
         from attncli.render.json import document
 
-        return document(trace, shown, round_, explanation, say=flag)
+        return document(trace, shown, round_, explanation, tiled, say=flag)
     from attncli.render import export
 
     if view == Format.csv:
@@ -347,25 +372,31 @@ def need_input(file: str | None, matrices: dict[str, str | None], stdin_is_termi
                          "(attn example scooter | attn compute), or give --q, --k and --v")
 
 
-def _guard(problem, view: str, shown, full: bool, output_only: bool) -> None:
+def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=None) -> None:
     """Refuse, before computing, a problem whose stages and view would not fit in memory, naming
     the ways out that would fit: only the output (in blocks), a binary file, single precision."""
-    from attncli.limits import ResourceError, available_bytes, check_fits, needs
+    from attncli.limits import ResourceError, available_bytes, check_fits, needs, tile_bytes
 
     available = available_bytes()
     itemsize = 8 if problem.dtype == "float64" else 4
     plan = {"view": view, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
 
+    def total(**change) -> dict[str, int]:
+        found = needs(problem, **plan | change)
+        if tile_sizes is not None:  # the tile trace comes on top of the trace
+            found |= tile_bytes(problem, *tile_sizes, (plan | change)["itemsize"], (plan | change)["view"])
+        return found
+
     def fits(**change) -> bool:
-        return sum(needs(problem, **plan | change).values()) <= available
+        return available is None or sum(total(**change).values()) <= available
 
     try:
-        check_fits(needs(problem, **plan), available)
+        check_fits(total(), available)
     except ResourceError as error:
         ways = [way for way, works in (
             ("--stages output (computed in blocks of about 16 MiB)",
              not output_only and fits(output_only=True, shown=("output",))),
-            ("--output FILE.npz (no text)", view not in ("npz", "npy") and fits(view="npz")),
+            ("--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
             ("--dtype float32", itemsize == 8 and fits(itemsize=4))) if works]
         error.message += "; use " + " or ".join(ways) if ways else "; make the problem smaller"
         raise
@@ -418,6 +449,17 @@ def _scale(text: str | None) -> float | None:
         raise InputError(f"{quote(text)} is not a scale; expected a number (0.7071), a fraction (1/1.4142) "
                          "or a square root (1/sqrt(2), 1/√2)", "--scale") from None
     return value
+
+
+def _tile_sizes(text: str | None) -> tuple[int, int] | None:
+    """--tiles BQ,BK: two whole numbers of at least 1."""
+    if text is None:
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) < 10 and int(p) >= 1 for p in parts):
+        raise InputError(f"is {quote(text)}; expected two whole numbers BQ,BK of at least 1 (query rows "
+                         "and keys per tile), such as 2,2", "--tiles")
+    return int(parts[0]), int(parts[1])
 
 
 def _split(text: str | None) -> list[str] | None:

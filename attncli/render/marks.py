@@ -53,6 +53,8 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
         columns = labels(p.key_labels, p.lk) if by_key else [str(j) for j in range(mark.expected.shape[1])]
         keyed = stage is not None and stage.rows == "keys"  # K_rope: one row per key
     rows = [rich_text(row) for row in labels(p.key_labels if keyed else p.query_labels, p.lk if keyed else p.lq)]
+    columns = list(mark.columns) if mark.columns is not None else columns  # a tile's own labels
+    rows = [rich_text(row) for row in mark.rows] if mark.rows is not None else rows
     cells = []
     for i in range(len(rows)):
         cells.append([])

@@ -45,10 +45,11 @@ def column_chunks(widths: list[int], label_width: int, available: int) -> list[l
 
 
 def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list[str], precision: int,
-                  width: int | None, extra: tuple[str, np.ndarray] | None = None, full: bool = False):
+                  width: int | None, extra: tuple[tuple[str, np.ndarray], ...] = (), full: bool = False):
     """Yield a title and a table. A big matrix is elided as numpy prints arrays (first and last
     rows and columns around ⋮ and ⋯, the true shape in the title) unless `full`; with `full`, a
-    table wider than `width` is split into column ranges. Only the cells shown are formatted."""
+    table wider than `width` is split into column ranges. `extra`: (name, one value per row)
+    columns after the matrix's (sum, lse). Only the cells shown are formatted."""
     n_rows, n_cols = matrix.shape
     row_ids = list(range(n_rows)) if full else _pick(n_rows, 2 * EDGE_ROWS)
     labels = ["⋮" if i is None else rows[i] for i in row_ids]
@@ -59,10 +60,10 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
         names = ["⋯" if j is None else columns[j] for j in col_ids]
         cells = [["⋮" if i is None else "⋯" if j is None else number(matrix[i, j], precision)
                   for j in col_ids] for i in row_ids]
-        if extra is not None:
-            names.append(extra[0])
+        for name, values in extra:
+            names.append(name)
             for row, i in zip(cells, row_ids):
-                row.append("⋮" if i is None else number(extra[1][i], precision))
+                row.append("⋮" if i is None else number(values[i], precision))
         return names, cells, [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(names)]
 
     keep = n_cols if full else min(n_cols, MAX_COLUMNS)
@@ -89,13 +90,14 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
 
 
 def render(trace: Trace, console: Console, stages, precision: int = 4, width: int | None = None,
-           explanation: list[str] | None = None, heads: list[int] | None = None, full: bool = False) -> None:
-    """Print the header, then the explanation if there is one, else every selected stage;
-    `width` splits tables wider than it."""
+           explanation: list[str] | None = None, heads: list[int] | None = None, full: bool = False,
+           tiled=None) -> None:
+    """Print the header, then the explanation if there is one, else the tiles (`tiled`, from
+    `attn compute --tiles`) and every selected stage; `width` splits tables wider than it."""
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
 
-    def show(title, matrix, rows, columns=None, extra=None):
+    def show(title, matrix, rows, columns=None, extra=()):  # rows, columns: labels escaped by `labels`
         columns = columns or [str(j) for j in range(matrix.shape[1])]
         for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra, full):
             console.print(renderable)
@@ -109,6 +111,15 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
         console.print(Text("\n".join(part for line in explanation for part in fold(shown(line), width))))
         console.print()
         stages = [name for name in stages if name == "heatmap"]
+    elif tiled is not None:
+        from attncli.render.tiles import tile_parts
+
+        for part in tile_parts(tiled, trace, precision, heads):
+            if isinstance(part, str):  # labels in it are escaped already; Text: never markup
+                console.print(Text(part))
+                console.print()
+            else:
+                show(*part)
     if "inputs" in stages and p.projected:
         for name, array in p.inputs.items():
             rows = {"X": queries, "X_kv": keys}.get(name) or [str(i) for i in range(array.shape[0])]
@@ -125,7 +136,9 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             if stage.name not in stages:
                 continue
             matrix = trace.stage(stage.name)[h]
-            extra = ("sum", matrix.sum(axis=1)) if stage.sum_column else None
+            extra = ()
+            if stage.sum_column:  # the row sums (1, or less with sinks), and ln Σ e^logit beside them
+                extra = (("sum", matrix.sum(axis=1)),) + ((("lse", trace.lse[h]),) if trace.lse is not None else ())
             title = stage_table.fill(stage.title, p, stage.name, scale=scale)
             rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
             show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra)
@@ -228,9 +241,9 @@ def make_console() -> Console:
 
 
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
-                 heads: list[int] | None = None, full: bool = False) -> None:
+                 heads: list[int] | None = None, full: bool = False, tiled=None) -> None:
     """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
     the console is made as wide as the widest table, so that no number is ever cut."""
     console = make_console()
     render(trace, console, stages, precision, console.width if sys.stdout.isatty() else None,
-           explanation, heads, full)
+           explanation, heads, full, tiled)
