@@ -1,6 +1,5 @@
 """`attn compute`: options in, a trace out through the chosen view."""
 
-import re
 import sys
 from enum import Enum
 from typing import Annotated, Optional
@@ -8,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.commands.edge import AUTO_HELP, auto_is_table, flag, warning
-from attncli.errors import AttnError, InputError, did_you_mean, one_line, quote
+from attncli.errors import AttnError, InputError, one_line, quote
 from attncli import grads
+from attncli.commands import option_text as opt
 from attncli.stages import get, names as stage_names, stand_in
 
 
@@ -210,7 +210,7 @@ def compute(
     rope half pairs dim i with i + dims/2 (Llama rotate_half), interleaved 2i with 2i+1 (GPT-J),
     θ_i = base^(−2i/dims), angle = position · θ_i: attn example rope | attn compute --explain.
     """
-    tile_sizes = _tile_sizes(tiles)
+    tile_sizes = opt.tile_sizes(tiles)
     shown = _stages(stages if stages is not None or tile_sizes is None else "output") + (
         ("heatmap",) if heatmap else ())
     if carry is not None and not explain:
@@ -249,11 +249,12 @@ def compute(
 
     matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
                 "W_O": wo, "mask": mask, "bias": bias, "dO": do}
-    settings = {"heads": heads, "scale": _scale(scale), "query_labels": _split(query_labels),
-                "key_labels": _split(key_labels), "masked_rows": masked_rows and masked_rows.value,
-                "dtype": dtype and dtype.value, "q_positions": _list(q_positions), "k_positions": _list(k_positions),
-                "window": _list(window), "key_mask": _list(key_mask), "softcap": _one(_list(softcap)),
-                "alibi": _alibi(alibi, alibi_slopes), "sinks": _one(_list(sinks))}
+    settings = {"heads": heads, "scale": opt.scale(scale), "query_labels": opt.labels(query_labels),
+                "key_labels": opt.labels(key_labels), "masked_rows": masked_rows and masked_rows.value,
+                "dtype": dtype and dtype.value, "q_positions": opt.values(q_positions),
+                "k_positions": opt.values(k_positions), "window": opt.values(window),
+                "key_mask": opt.values(key_mask), "softcap": opt.one(opt.values(softcap)),
+                "alibi": opt.alibi(alibi, alibi_slopes), "sinks": opt.one(opt.values(sinks))}
     try:
         need_input(file, matrices, stdin_is_terminal=sys.stdin.isatty())
         doc, origin, source = gather(file, matrices, settings)
@@ -297,8 +298,8 @@ def compute(
             tiled = attend_tiles(problem, *tile_sizes)
     except AttnError as error:
         raise error.at(source) if source else error
-    rows = _rows(row, problem.query_labels, problem.lq)
-    heads_shown = None if head is None else [_head(head, problem.heads)]
+    rows = opt.rows(row, problem.query_labels, problem.lq)
+    heads_shown = None if head is None else [opt.head(head, problem.heads)]
     warnings += trace.warnings
     explanation = None
     if explain and tiled is not None:
@@ -427,78 +428,10 @@ def _output_suffix(path: str, inputs: list[str | None]) -> str:
         raise error.at("--output")
 
 
-def _scale(text: str | None) -> float | None:
-    """--scale: a number (0.7071), a fraction (1/1.4142), or either side a square root
-    (1/sqrt(2), 1/√2). NaN and infinities pass through: the problem check names them."""
-    if text is None:
-        return None
-
-    def number(part: str) -> float:
-        part = part.strip()
-        root = part.startswith("√") or (part.lower().startswith("sqrt(") and part.endswith(")"))
-        inner = part[1:] if part.startswith("√") else part[5:-1] if root else part
-        value = float(inner)
-        if root and not value >= 0:
-            raise ValueError(part)
-        return value ** 0.5 if root else value
-
-    try:
-        top, slash, bottom = text.partition("/")
-        value = number(top) / number(bottom) if slash else number(top)
-    except (ValueError, ZeroDivisionError, OverflowError):
-        raise InputError(f"{quote(text)} is not a scale; expected a number (0.7071), a fraction (1/1.4142) "
-                         "or a square root (1/sqrt(2), 1/√2)", "--scale") from None
-    return value
 
 
-def _tile_sizes(text: str | None) -> tuple[int, int] | None:
-    """--tiles BQ,BK: two whole numbers of at least 1."""
-    if text is None:
-        return None
-    parts = [part.strip() for part in text.split(",")]
-    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) < 10 and int(p) >= 1 for p in parts):
-        raise InputError(f"is {quote(text)}; expected two whole numbers BQ,BK of at least 1 (query rows "
-                         "and keys per tile), such as 2,2", "--tiles")
-    return int(parts[0]), int(parts[1])
 
 
-def _split(text: str | None) -> list[str] | None:
-    return None if text is None else [label.strip() for label in text.split(",")]
-
-
-def _list(text: str | None) -> list | None:
-    """A comma-separated option (--q-positions, --window, --key-mask) as the JSON list it stands
-    for: whole numbers, true/false, none/null or nothing for null; anything else is passed on as
-    text for the problem check to name."""
-    if text is None:
-        return None
-    words = {"": None, "none": None, "null": None, "true": True, "false": False}
-    items = []
-    for word in text.split(","):
-        word = word.strip().replace("−", "-")
-        if word.lower() in words:
-            items.append(words[word.lower()])
-        elif re.fullmatch(r"[+-]?[0-9]{1,30}", word):
-            items.append(int(word))
-        else:
-            try:
-                items.append(float(word))
-            except ValueError:
-                items.append(word)
-    return items
-
-
-def _one(items: list | None):
-    """One number given alone (--softcap 30, --sinks 0.5) as itself, not a list of one."""
-    return items[0] if items is not None and len(items) == 1 else items
-
-
-def _alibi(paper: bool, slopes: str | None):
-    """The `alibi` key: true (--alibi), the slopes (--alibi-slopes), or None."""
-    if paper and slopes is not None:
-        raise InputError("gives ALiBi's slopes, and --alibi asks for the paper's; give one of them",
-                         "--alibi-slopes")
-    return True if paper else _list(slopes)
 
 
 def _stages(text: str | None) -> tuple[str, ...]:
@@ -510,27 +443,3 @@ def _stages(text: str | None) -> tuple[str, ...]:
             raise typer.BadParameter(f'unknown stage {quote(name)}; expected some of {",".join(views())}',
                                      param_hint="--stages")
     return chosen
-
-
-def _rows(chosen: list[str] | None, query_labels: list[str] | None, lq: int) -> list[int] | None:
-    """--row values (labels first, then indices) to row indices."""
-    if not chosen:
-        return None
-    rows = []
-    for value in chosen:
-        if query_labels and value in query_labels:
-            rows.append(query_labels.index(value))
-        elif value.isascii() and value.isdigit() and len(value) < 19 and int(value) < lq:
-            # ASCII only: str.isdigit accepts "²" and "٣", which int() refuses or reads as 3.
-            rows.append(int(value))
-        else:
-            names = ", ".join(query_labels) if query_labels else f"0 to {lq - 1}"
-            hint = did_you_mean(value, query_labels, 0.5) if query_labels else ""
-            raise InputError(f"no query {quote(value)}{hint}; the queries are {names}", "--row")
-    return rows
-
-
-def _head(head: int, heads: int) -> int:
-    if not 0 <= head < heads:
-        raise InputError(f"head is {head}; this problem has heads 0 to {heads - 1}", "--head")
-    return head

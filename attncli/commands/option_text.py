@@ -1,0 +1,104 @@
+"""The text of `attn compute`'s problem options (--scale, --tiles, --q-positions, --alibi-slopes,
+--row, …) as the values they stand for; an error names the option it came from."""
+
+import re
+
+from attncli.errors import InputError, did_you_mean, quote
+
+
+def scale(text: str | None) -> float | None:
+    """--scale: a number (0.7071), a fraction (1/1.4142), or either side a square root
+    (1/sqrt(2), 1/√2). NaN and infinities pass through: the problem check names them."""
+    if text is None:
+        return None
+
+    def number(part: str) -> float:
+        part = part.strip()
+        root = part.startswith("√") or (part.lower().startswith("sqrt(") and part.endswith(")"))
+        inner = part[1:] if part.startswith("√") else part[5:-1] if root else part
+        value = float(inner)
+        if root and not value >= 0:
+            raise ValueError(part)
+        return value ** 0.5 if root else value
+
+    try:
+        top, slash, bottom = text.partition("/")
+        value = number(top) / number(bottom) if slash else number(top)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise InputError(f"{quote(text)} is not a scale; expected a number (0.7071), a fraction (1/1.4142) "
+                         "or a square root (1/sqrt(2), 1/√2)", "--scale") from None
+    return value
+
+
+def tile_sizes(text: str | None) -> tuple[int, int] | None:
+    """--tiles BQ,BK: two whole numbers of at least 1."""
+    if text is None:
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) < 10 and int(p) >= 1 for p in parts):
+        raise InputError(f"is {quote(text)}; expected two whole numbers BQ,BK of at least 1 (query rows "
+                         "and keys per tile), such as 2,2", "--tiles")
+    return int(parts[0]), int(parts[1])
+
+
+def labels(text: str | None) -> list[str] | None:
+    return None if text is None else [label.strip() for label in text.split(",")]
+
+
+def values(text: str | None) -> list | None:
+    """A comma-separated option (--q-positions, --window, --key-mask) as the JSON list it stands
+    for: whole numbers, true/false, none/null or nothing for null; anything else is passed on as
+    text for the problem check to name."""
+    if text is None:
+        return None
+    words = {"": None, "none": None, "null": None, "true": True, "false": False}
+    items = []
+    for word in text.split(","):
+        word = word.strip().replace("−", "-")
+        if word.lower() in words:
+            items.append(words[word.lower()])
+        elif re.fullmatch(r"[+-]?[0-9]{1,30}", word):
+            items.append(int(word))
+        else:
+            try:
+                items.append(float(word))
+            except ValueError:
+                items.append(word)
+    return items
+
+
+def one(items: list | None):
+    """One number given alone (--softcap 30, --sinks 0.5) as itself, not a list of one."""
+    return items[0] if items is not None and len(items) == 1 else items
+
+
+def alibi(paper: bool, slopes: str | None):
+    """The `alibi` key: true (--alibi), the slopes (--alibi-slopes), or None."""
+    if paper and slopes is not None:
+        raise InputError("gives ALiBi's slopes, and --alibi asks for the paper's; give one of them",
+                         "--alibi-slopes")
+    return True if paper else values(slopes)
+
+
+def rows(chosen: list[str] | None, query_labels: list[str] | None, lq: int) -> list[int] | None:
+    """--row values (labels first, then indices) to row indices."""
+    if not chosen:
+        return None
+    rows = []
+    for value in chosen:
+        if query_labels and value in query_labels:
+            rows.append(query_labels.index(value))
+        elif value.isascii() and value.isdigit() and len(value) < 19 and int(value) < lq:
+            # ASCII only: str.isdigit accepts "²" and "٣", which int() refuses or reads as 3.
+            rows.append(int(value))
+        else:
+            names = ", ".join(query_labels) if query_labels else f"0 to {lq - 1}"
+            hint = did_you_mean(value, query_labels, 0.5) if query_labels else ""
+            raise InputError(f"no query {quote(value)}{hint}; the queries are {names}", "--row")
+    return rows
+
+
+def head(head: int, heads: int) -> int:
+    if not 0 <= head < heads:
+        raise InputError(f"head is {head}; this problem has heads 0 to {heads - 1}", "--head")
+    return head
