@@ -124,11 +124,11 @@ def test_a_tile_trace_too_big_is_refused(run, problem_file, monkeypatch):
     path = problem_file({"Q": rng.normal(size=(n, 2)).tolist(), "K": rng.normal(size=(n, 2)).tolist(),
                          "V": rng.normal(size=(n, 2)).tolist()})
     problem = build_problem({"Q": np.ones((n, 2)), "K": np.ones((n, 2)), "V": np.ones((n, 2))})
-    tiles = sum(limits.tile_bytes(problem, 1, 1).values())
+    tiles = sum(limits.tile_bytes(problem, 1, 1, view="json").values())
     assert tiles >= 2 * 8 * n * n  # S and P
     monkeypatch.setattr(limits, "available_bytes", lambda: tiles // 2)
-    assert run("compute", path, "-f", "table").exit_code == 0  # without tiles it fits
-    assert_error(run("compute", path, "--tiles", "1,1", "-f", "table"), "this problem would need",
+    assert run("compute", path, "-f", "json").exit_code == 0  # without tiles it fits
+    assert_error(run("compute", path, "--tiles", "1,1", "-f", "json"), "this problem would need",
                  "the tile trace")
 
 
@@ -274,3 +274,26 @@ def test_sinks_start_the_running_max_and_sum(run, problem_file):
     answers = problem_file(out, "answers.json")  # compute's JSON with sinks is a correct answer
     result = run("check", answers, path, "-f", "json")
     assert result.exit_code == 0, result.stdout + result.stderr
+
+
+def test_a_tile_trace_too_long_to_show_is_refused_before_it_is_computed(run, problem_file):
+    rng = np.random.default_rng(0)
+    big = problem_file({name: rng.normal(size=(400, 2)).tolist() for name in "QKV"})
+    assert_error(run("compute", big, "--tiles", "1,1", "-f", "json"), "--tiles", "160,000 tiles",
+                 "1 head × 400 query blocks × 400 key blocks", "at most 100,000", "--tiles 2,2")
+    assert_error(run("compute", big, "--tiles", "8,8", "-f", "table"), "2,500 tiles", "tables show at most 1,000")
+    assert run("compute", big, "--tiles", "8,8", "-f", "json").exit_code == 0
+
+
+def test_tiles_larger_than_the_problem_are_one_tile(run):
+    doc = run.json("compute", SAMPLES / "tiny_tiles.json", "--tiles", "9999999999999999999999,2")
+    assert [tile["q_block"] for tile in doc["heads"][0]["tiles"]] == [[0, 2], [0, 2]]
+
+
+def test_do_adds_the_backward_pass_to_the_chosen_stages_and_to_the_tiles(run, problem_file):
+    doc = run.json("compute", SAMPLES / "tiny_tiles.json", "--do", "ones", "--stages", "weights,output")
+    assert {"weights", "d_Q", "d_K", "d_V"} <= set(doc["heads"][0]) and "grads" in doc
+    doc = run.json("compute", SAMPLES / "tiny_tiles.json", "--do", "ones", "--tiles", "2,2")
+    assert "tiles" in doc["heads"][0] and "grads" in doc and "d_Q" in doc["heads"][0]
+    given = json.loads((SAMPLES / "tiny_tiles.json").read_text()) | {"dO": "ones"}
+    assert_error(run("compute", problem_file(given), "--tiles", "2,2"), "--tiles", "add --stages output,grads")

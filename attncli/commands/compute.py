@@ -211,7 +211,10 @@ def compute(
     θ_i = base^(−2i/dims), angle = position · θ_i: attn example rope | attn compute --explain.
     """
     tile_sizes = opt.tile_sizes(tiles)
-    shown = _stages(stages if stages is not None or tile_sizes is None else "output") + (
+    gradients = grads.names() + (grads.GRADS,)
+    # --tiles shows the tiles and the output alone unless asked for more; --do adds the backward pass.
+    tiled_default = "output" if do is None else ",".join(("output",) + gradients)
+    shown = _stages(stages if stages is not None or tile_sizes is None else tiled_default) + (
         ("heatmap",) if heatmap else ())
     if carry is not None and not explain:
         raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
@@ -270,7 +273,9 @@ def compute(
         origin.update({"rope": "--rope", **{f"rope.{key}": f"--rope-{key}" for key, value in rope_fields.items()
                                             if value is not None}})
     problem = build_problem(doc, origin, source, invert_mask=invert_mask)
-    _check_backward(problem, shown if stages is not None else (), output_only, suffix)
+    _check_backward(problem, shown if stages is not None else (), output_only, suffix, tile_sizes and stages is None)
+    if problem.dO is not None and format != Format.csv and not set(shown) & set(gradients):
+        shown += gradients  # dO given: its gradients are shown beside whatever --stages chose
     stage = get(shown[0])
     if format == Format.csv and stage is not None and not stage.applies(problem):
         raise InputError(f"{stage.absent}, so it has no {stage.name} stage; "
@@ -288,6 +293,8 @@ def compute(
         view = Format.table if auto_is_table(text_only=explain or "heatmap" in shown) else Format.json
     # what is built: json, npz, npy, or a text view
     written = suffix[1:] if output_file and suffix not in SUFFIX_FORMATS else view.value
+    if tile_sizes is not None:
+        _check_tile_count(problem, *tile_sizes, table=written != "json")
     try:
         _guard(problem, written, shown, full, output_only, tile_sizes)
         trace = _attend(problem, output_only, workers)
@@ -335,7 +342,28 @@ def compute(
         sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
 
 
-def _check_backward(problem, asked_for, output_only: bool, suffix: str | None) -> None:
+MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON keeps about 5 KB a tile
+
+
+def _check_tile_count(problem, bq: int, bk: int, table: bool) -> None:
+    """Refuse a tile trace too long to show, before computing it (tiles of 1 at L = 3000 are nine
+    million tables)."""
+    def count(q: int, k: int) -> int:
+        return problem.heads * -(-problem.lq // q) * -(-problem.lk // k)
+
+    most = MAX_TILES[table]
+    if count(bq, bk) > most:
+        side = 2
+        while count(side, side) > most:
+            side *= 2
+        raise InputError(f"{bq},{bk} makes {count(bq, bk):,} tiles ({problem.heads} head{'s' * (problem.heads != 1)} × "
+                         f"{-(-problem.lq // bq):,} "
+                         f"query blocks × {-(-problem.lk // bk):,} key blocks); "
+                         f"{'tables show' if table else 'the JSON holds'} at most {most:,}: use bigger tiles, "
+                         f"such as --tiles {side},{side}", "--tiles")
+
+
+def _check_backward(problem, asked_for, output_only: bool, suffix: str | None, tiled_default: bool) -> None:
     """A gradient asked for with --stages needs dO; dO needs the full trace (the weights), which the output-only
     path does not keep."""
     asked = [name for name in asked_for if name in grads.names() + (grads.GRADS,)]
@@ -346,6 +374,9 @@ def _check_backward(problem, asked_for, output_only: bool, suffix: str | None) -
         if suffix == ".npy":
             raise InputError("a .npy file holds only the final output; the backward pass (dO) needs every "
                              "stage: write .npz or .json, or drop --do", "--output")
+        if tiled_default:
+            raise InputError("shows the tiles and the output alone unless --stages says more; the backward pass "
+                             "(dO) needs the weights: add --stages output,grads, or drop dO", "--tiles")
         raise InputError("output computes only the final output, in blocks; the backward pass (dO) needs the "
                          "weights: add weights (or d_Q, grads, …) to --stages, or drop --do", "--stages")
 

@@ -31,11 +31,11 @@ def scale(text: str | None) -> float | None:
 
 
 def tile_sizes(text: str | None) -> tuple[int, int] | None:
-    """--tiles BQ,BK: two whole numbers of at least 1."""
+    """--tiles BQ,BK: two whole numbers of at least 1 (larger than the problem: one tile)."""
     if text is None:
         return None
     parts = [part.strip() for part in text.split(",")]
-    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) < 10 and int(p) >= 1 for p in parts):
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) < 40 and int(p) >= 1 for p in parts):
         raise InputError(f"is {quote(text)}; expected two whole numbers BQ,BK of at least 1 (query rows "
                          "and keys per tile), such as 2,2", "--tiles")
     return int(parts[0]), int(parts[1])
