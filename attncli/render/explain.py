@@ -13,6 +13,8 @@ import re
 from decimal import ROUND_DOWN, Decimal
 
 from attncli import visibility
+from attncli.errors import AttnError
+from attncli.stages import present
 from attncli.masks import has_rules
 from attncli.render.text import labels
 from attncli.steps import E_NOTATION_FROM, PERCENT_PLACES, WIDE, Written, WrittenFinal, row_steps, written, written_final
@@ -337,6 +339,12 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
     """Lines explaining the chosen rows (default: all when there are at most 3, else row 0);
     for each row every chosen head, then (all heads shown) the heads side by side and W_O."""
     p = trace.problem
+    # A guard until the steps are read from the stage table: a stage this module does not write
+    # would be skipped, and the next step would read the wrong numbers.
+    known = ("Q_rope", "K_rope", "scores", "scaled", "capped", "masked", "weights", "output")
+    for stage in present(p):
+        if stage.name not in known:
+            raise AttnError(f'the hand calculation has no step for stage "{stage.name}"')
     lines = []
     if carry == "rounded":
         lines.append("Rounded carry: every step uses the numbers as printed before it, "
