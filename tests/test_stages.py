@@ -12,13 +12,14 @@ import pytest
 from attncli import stages
 from attncli.attention import attend
 from attncli.blocks import attend_output
-from attncli.steps import CARRIES
+from attncli.carry import CARRIES
 from attncli.errors import AttnError
 from attncli.mistakes import MISTAKES, step
 from attncli.problem import build_problem
 from attncli.render.explain import explain
+from attncli.stage_steps import elementwise
 from tests.conftest import SCOOTER, assert_error
-from tests.test_explain import NUM, check_equations
+from tests.test_explain import NOTE, NUM, check_equations
 
 CAUSAL = {"Q": [[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
           "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "mask": "causal"}
@@ -132,8 +133,6 @@ def test_freezing_leaves_the_callers_arrays_writable():
 @pytest.fixture
 def doubled_by_hand(monkeypatch):
     """The doubled stage with its hand-calculation step: x × 2 on each key's printed number."""
-    from attncli.stage_steps import elementwise  # TODO(first commit): moves to the top once it exists
-
     stage = dataclasses.replace(DOUBLED, hand=elementwise("double, $previous × 2", "{x} × 2", lambda x: x * 2))
     table = list(stages.STAGES)
     table.insert(stages.names().index("scaled") + 1, stage)
@@ -158,6 +157,11 @@ def test_an_added_stage_is_explained_and_every_equation_holds(doubled_by_hand, d
     assert f"  0: {scaled[0]:.4f} × 2 = {doubled[0]:.4f}" in lines or carry == "rounded"
     results, kinds = check_equations(lines)
     assert kinds["scale"] >= len(rows) * trace.problem.lk  # every doubled key was parsed and checked
+    # The softmax reads the doubled numbers as printed (through the mask, which keeps them).
+    start = lines.index("Step 3: double, scaled × 2")
+    doubled_lines = lines[start + 1:start + 1 + trace.problem.lk]
+    visible = trace.stage(stages.previous(trace.problem, "weights"))[0, 0] != -np.inf
+    assert _exponents(lines) == [NOTE.sub("", line).rsplit(" = ", 1)[1] for line, ok in zip(doubled_lines, visible) if ok]
     if carry == "rounded":
         assert [line for line, ok in results if not ok] == [] and "unrounded" not in text
     else:
@@ -166,7 +170,7 @@ def test_an_added_stage_is_explained_and_every_equation_holds(doubled_by_hand, d
         # prints the trace's weights: not `scaled`'s exponentials under the doubled weights.
         logits = trace.stage(stages.previous(trace.problem, "weights"))[0, 0]
         assert _exponents(lines) == [f"{x:.4f}" for x in logits if x != -np.inf]
-        assert f"= {trace.stage('weights')[0, 0, 1]:.4f} (" in text
+        assert f"= {trace.stage('weights')[0, 0, 0]:.4f} (" in text
 
 
 def test_an_added_stage_without_a_hand_step_is_refused_by_explain(doubled, run, problem_file):
