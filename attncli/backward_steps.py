@@ -67,7 +67,8 @@ def refuse_unnarrated(problem) -> None:
     missing = [stage.name for stage in present(problem) if stage.hand is None or not stage.hand.backward]
     if missing:
         raise AttnError("the backward hand calculation has no step for stage "
-                        + ", ".join(f'"{name}"' for name in missing))
+                        + ", ".join(f'"{name}"' for name in missing)
+                        + ": it narrates the built-in stages only (attncli/backward_steps.py)")
 
 
 @exactly
@@ -111,7 +112,8 @@ def written_backward(trace: Trace, w: Written) -> WrittenBackward:
             d_q[b] = r(d_q_rope[b] * cos - d_q_rope[a] * sin)
     d_v = [[r(weights[j] * x) for x in dO] for j in range(len(w.V))]
     exact = [printed(x, places) for x in trace.gradients.heads["d_Q"][h, i]]
-    return WrittenBackward(dO=dO, weights=weights, output=output, divisor=divisor, scale=scale, d_weights=d_weights, D=D, d_scores=d_scores, sums=sums, d_q=d_q,
+    return WrittenBackward(dO=dO, weights=weights, output=output, divisor=divisor, scale=scale,
+                           d_weights=d_weights, D=D, d_scores=d_scores, sums=sums, d_q=d_q,
                            d_v=d_v, d_k=d_k, exact_d_q=exact, dead=dead, cap_factor=cap_factor,
                            d_capped=d_capped, K_rope=None if rope is None else K, d_q_rope=d_q_rope, pairs=pairs)
 

@@ -11,7 +11,7 @@ printed result is checked against the exact value of its printed operands, as ev
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import namedtuple
 from decimal import Decimal, getcontext
 from functools import cache
 
@@ -19,27 +19,25 @@ from attncli.handwriting import shown_keys
 from attncli.stage_steps import HandStep, Page, Row, values
 
 
-@dataclass(frozen=True)
-class Turn:
+class Turn(namedtuple("Turn", "dims position angle cos sin before after")):
     """One pair of one vector, as printed."""
+    # dims: tuple[int, int]
+    # position: int
+    # angle: Decimal
+    # cos: Decimal
+    # sin: Decimal
+    # before: tuple[Decimal, Decimal]
+    # after: tuple[Decimal, Decimal]
+    __slots__ = ()
 
-    dims: tuple[int, int]
-    position: int
-    angle: Decimal
-    cos: Decimal
-    sin: Decimal
-    before: tuple[Decimal, Decimal]
-    after: tuple[Decimal, Decimal]
 
-
-@dataclass(frozen=True)
-class Rotated:
+class Rotated(namedtuple("Rotated", "name theta turns pairs")):
     """The explained row's q (Q_rope), or every key's k (K_rope), rotated pair by pair, as printed."""
-
-    name: str
-    theta: list[Decimal]  # θ_i
-    turns: list[list[Turn]]  # one list of turns per vector: q alone, or each key
-    pairs: list  # the rotated vector (Q_rope) or one per key (K_rope), as (true, printed) pairs
+    # name: str
+    # theta: list[Decimal]  # θ_i
+    # turns: list[list[Turn]]  # one list of turns per vector: q alone, or each key
+    # pairs: list  # the rotated vector (Q_rope) or one per key (K_rope), as (true, printed) pairs
+    __slots__ = ()
 
 
 @cache

@@ -7,7 +7,7 @@ this module at every command's start-up.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import namedtuple
 from decimal import Decimal
 
 from attncli.carry import E_NOTATION_FROM, PERCENT_PLACES, printed, round_to
@@ -15,14 +15,14 @@ from attncli.handwriting import MAX_KEYS, shown_keys
 from attncli.stage_steps import HandStep, Page, Pairs, Row, values
 
 
-@dataclass(frozen=True)
-class Masked:
-    name: str
-    before: Pairs
-    bias: list[Decimal | None] | None  # the given bias as printed (None: −∞)
-    alibi: list[Decimal] | None  # −slope · |q_pos − k_pos| per key, as printed
-    slope: str | None  # this head's ALiBi slope as written: 6 significant digits
-    pairs: Pairs  # None printed where the key is masked
+class Masked(namedtuple("Masked", "name before bias alibi slope pairs")):
+    # name: str
+    # before: Pairs
+    # bias: list[Decimal | None] | None  # the given bias as printed (None: −∞)
+    # alibi: list[Decimal] | None  # −slope · |q_pos − k_pos| per key, as printed
+    # slope: str | None  # this head's ALiBi slope as written: 6 significant digits
+    # pairs: Pairs  # None printed where the key is masked
+    __slots__ = ()
 
 
 def _write_masked(row: Row, name: str) -> Masked:
@@ -74,31 +74,31 @@ def _masked_lines(page: Page, r: Masked, step: int) -> list[str]:
     return [f"Step {step}: {what} (masked keys become −∞ and are excluded)"] + rule + page.each(line)
 
 
-@dataclass(frozen=True)
-class Softmax:
-    name: str
-    before: Pairs  # the logits as printed (None: masked)
-    allowed: list[bool]
-    shift: Decimal | None  # subtracted before e^x, as printed
-    reason: str | None  # "overflow" (e^max beyond the dtype), "large" (≥ E_NOTATION_FROM), "underflow"
-    exps: list[Decimal]  # e^(x − shift), 0 where masked
-    sink: Decimal | None  # the head's sink logit as printed
-    sink_exp: Decimal | None  # e^(sink − shift) as printed
-    total: Decimal
-    percents: list[Decimal]
-    pairs: Pairs  # the weights
+class Softmax(namedtuple("Softmax", "name before allowed shift reason exps sink sink_exp total percents "
+                                    "pairs")):
+    # name: str
+    # before: Pairs  # the logits as printed (None: masked)
+    # allowed: list[bool]
+    # shift: Decimal | None  # subtracted before e^x, as printed
+    # reason: str | None  # "overflow" (e^max beyond the dtype), "large" (≥ E_NOTATION_FROM), "underflow"
+    # exps: list[Decimal]  # e^(x − shift), 0 where masked
+    # sink: Decimal | None  # the head's sink logit as printed
+    # sink_exp: Decimal | None  # e^(sink − shift) as printed
+    # total: Decimal
+    # percents: list[Decimal]
+    # pairs: Pairs  # the weights
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class _Exact:
+class _Exact(namedtuple("_Exact", "shift reason exps sink sink_exp total")):
     """The softmax's true numbers for the row: the shift, e^(x − shift), the sink's and their sum."""
-
-    shift: float
-    reason: str | None
-    exps: object  # (Lk,) in the trace's dtype
-    sink: float | None
-    sink_exp: float
-    total: float
+    # shift: float
+    # reason: str | None
+    # exps: object  # (Lk,) in the trace's dtype
+    # sink: float | None
+    # sink_exp: float
+    # total: float
+    __slots__ = ()
 
 
 def _exact(row: Row, logits_row, allowed) -> _Exact:
@@ -202,7 +202,8 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
             lines.append(f"  {keys[j]:<{width - 1}} = {n(r.exps[j])} / {n(r.total)} = "
                          f"{n(weights[j])} ({r.percents[j]:.{PERCENT_PLACES}f}%)" + page.note((r.name, j)))
     if r.sink is not None:
-        lines.append(f"  the sink's share, {n(r.sink_exp)} / {n(r.total)}, is dropped: these weights sum to less than 1")
+        lines.append(f"  the sink's share, {n(r.sink_exp)} / {n(r.total)}, is dropped: "
+                     "these weights sum to less than 1")
     return lines
 
 

@@ -14,13 +14,14 @@ number alone needs only `elementwise(...)`.
 
 This module and the other step modules (softmax_steps, rope_steps) sit below the stage table, which
 imports them: no numpy and no trace at import (every command's start-up reads the table), so a
-step that needs numpy imports it when it runs.
+step that needs numpy imports it when it runs; records are NamedTuples, not dataclasses, which take
+about ten times as long to build at import.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections import namedtuple
 from decimal import Decimal
 from string import Template
 from typing import Any, Callable
@@ -31,42 +32,41 @@ from attncli import handwriting as hw
 Pairs = list  # [(true value, printed Decimal or None for −∞), …]
 
 
-@dataclass
 class Row:
-    """One query row of one head while its hand calculation is written."""
+    """One query row of one head while its hand calculation is written: `inputs` "Q" (q's pairs),
+    "K" and "V" (one list of pairs per key); `x` the last stage's row as (true, printed) pairs and
+    `last` its name (`exact(last)` is `x`'s true values in the trace's dtype); `allowed` the keys
+    that take part (False: −∞); `plane` a mask's or bias's (1 or H, Lq, Lk) array → this row's (Lk,)."""
 
-    trace: Any  # attncli.trace.Trace
-    head: int
-    row: int
-    w: Writer
-    inputs: dict[str, Any]  # "Q": q's pairs, "K" and "V": one list of pairs per key
-    x: Pairs | None = None  # the last stage's row, as (true, printed) pairs
-    last: str | None = None  # the last stage's name: `exact(last)` is `x`'s true values in the trace's dtype
-    allowed: list[bool] = field(default_factory=list)  # the keys that take part (False: −∞)
-    plane: Callable = None  # a mask's or bias's (1 or H, Lq, Lk) array → this row's (Lk,)
+    def __init__(self, trace, head: int, row: int, w: Writer, inputs: dict, allowed: list[bool],
+                 plane: Callable):
+        self.trace, self.head, self.row, self.w, self.inputs = trace, head, row, w, inputs
+        self.allowed, self.plane = allowed, plane
+        self.x: Pairs | None = None
+        self.last: str | None = None
 
     @property
     def places(self) -> int:
         return self.w.places
 
     def exact(self, name: str):
-        """The stage's true values for this row: (columns,), or (Lk, d_k) for a stage of keys."""
+        """The stage's true values for this row (the trace's (columns,) row)."""
         return self.trace.stage(name)[self.head, self.row]
 
 
-@dataclass
-class Page:
+class Page(namedtuple("Page", "trace written keys width query fields rules has_rules policy",
+                      defaults=(([], None), False, ""))):
     """What a step's lines are written with: the view's key labels and words for this row."""
-
-    trace: Any
-    written: Any  # steps.Written
-    keys: list[str]  # the key labels, escaped
-    width: int  # a key's label column
-    query: str  # the query as named in the header
-    fields: Callable[[str], dict]  # stages.fields for this problem: the stage's template words
-    rules: tuple[list[str], list[str | None] | None] = ([], None)  # the row's mask rule lines, why a key is hidden
-    has_rules: bool = False
-    policy: str = ""  # the problem's masked_rows policy as the view names it, and the library it matches
+    # trace: Any
+    # written: Any  # steps.Written
+    # keys: list[str]  # the key labels, escaped
+    # width: int  # a key's label column
+    # query: str  # the query as named in the header
+    # fields: Callable[[str], dict]  # stages.fields for this problem: the stage's template words
+    # rules: tuple[list[str], list[str | None] | None] = ([], None)  # the row's mask rule lines, why a key is hidden
+    # has_rules: bool = False
+    # policy: str = ""  # the problem's masked_rows policy as the view names it, and the library it matches
+    __slots__ = ()
 
     @property
     def places(self) -> int:
@@ -94,12 +94,13 @@ class Page:
         return Template(template).safe_substitute(self.fields(name))
 
 
-@dataclass(frozen=True)
-class HandStep:
-    write: Callable[[Row, str], Any]  # the stage's printed row: a record with `pairs`
-    lines: Callable[[Page, Any, int], list[str]]  # (page, record, step number) → lines
-    numbered: bool = True  # starts a "Step N" (K_rope's lines continue Q_rope's step)
-    backward: bool = False  # the backward narration (attncli/backward_steps.py) covers this stage
+class HandStep(namedtuple("HandStep", "write lines numbered backward", defaults=(True, False))):
+    """A stage's hand calculation (the module's docstring): how it writes one row, and its lines."""
+    # write: Callable[[Row, str], Any]  # the stage's printed row: a record with `pairs`
+    # lines: Callable[[Page, Any, int], list[str]]  # (page, record, step number) → lines
+    # numbered: bool = True  # starts a "Step N" (K_rope's lines continue Q_rope's step)
+    # backward: bool = False  # the backward narration (attncli/backward_steps.py) covers this stage
+    __slots__ = ()
 
 
 def values(pairs: Pairs) -> list:
@@ -108,13 +109,12 @@ def values(pairs: Pairs) -> list:
 
 # --- a stage that changes each key's number alone ---------------------------------------------------
 
-@dataclass(frozen=True)
-class Each:
+class Each(namedtuple("Each", "name before pairs")):
     """A per-key stage's row as printed: `pairs` this stage, `before` the stage it read (`name`)."""
-
-    name: str
-    before: Pairs
-    pairs: Pairs
+    # name: str
+    # before: Pairs
+    # pairs: Pairs
+    __slots__ = ()
 
 
 def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal], backward: bool = False) -> HandStep:
@@ -138,12 +138,12 @@ def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal], ba
 
 # --- scores, scaled, capped, output -----------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Scores:
-    name: str
-    q: list[Decimal]
-    K: list[list[Decimal]]
-    pairs: Pairs
+class Scores(namedtuple("Scores", "name q K pairs")):
+    # name: str
+    # q: list[Decimal]
+    # K: list[list[Decimal]]
+    # pairs: Pairs
+    __slots__ = ()
 
 
 def _write_scores(row: Row, name: str) -> Scores:
@@ -159,13 +159,13 @@ def _scores_lines(page: Page, r: Scores, step: int) -> list[str]:
                            f"{page.note((r.name, j))}")
 
 
-@dataclass(frozen=True)
-class Scaled:
-    name: str
-    before: Pairs
-    divisor: Decimal | None  # √d_k as printed (default scale), or None
-    scale: Decimal | None  # a given scale as printed, or None
-    pairs: Pairs
+class Scaled(namedtuple("Scaled", "name before divisor scale pairs")):
+    # name: str
+    # before: Pairs
+    # divisor: Decimal | None  # √d_k as printed (default scale), or None
+    # scale: Decimal | None  # a given scale as printed, or None
+    # pairs: Pairs
+    __slots__ = ()
 
 
 def _write_scaled(row: Row, name: str) -> Scaled:
@@ -218,17 +218,16 @@ def _capped_lines(page: Page, r: Each, step: int) -> list[str]:
                            f"{page.note((r.name, j))}")
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(namedtuple("Output", "name weights V allowed contributions pairs exact")):
     """weights V for one row: each key's weight × its value row, and their sum."""
-
-    name: str
-    weights: list[Decimal]
-    V: list[list[Decimal]]
-    allowed: list[bool]
-    contributions: list[list[Decimal]]
-    pairs: Pairs  # the output row
-    exact: list[Decimal]  # the exact output rounded: what rounded carry compares with
+    # name: str
+    # weights: list[Decimal]
+    # V: list[list[Decimal]]
+    # allowed: list[bool]
+    # contributions: list[list[Decimal]]
+    # pairs: Pairs  # the output row
+    # exact: list[Decimal]  # the exact output rounded: what rounded carry compares with
+    __slots__ = ()
 
 
 def _write_output(row: Row, name: str) -> Output:
@@ -240,7 +239,7 @@ def _write_output(row: Row, name: str) -> Output:
     shown = [printed(x, row.places) for x in exact]
     live = [j for j in range(len(V)) if allowed[j]]
     if live:
-        shown = [w.result(("output", 0), sum((contributions[j][i] for j in live), Decimal(0)), exact[i])
+        shown = [w.result((name, 0), sum((contributions[j][i] for j in live), Decimal(0)), exact[i])
                  for i in range(len(exact))]
     return Output(name, values(weights), [values(v) for v in V], list(allowed), contributions,
                   [(float(t), d) for t, d in zip(exact, shown)], [printed(x, row.places) for x in exact])
@@ -259,7 +258,7 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
                        f"{vector(r.contributions[j])}{page.note(('contributions', j))}")
     if not all(r.allowed):
         out.append("  (masked keys have weight 0 and add nothing)")
-    out.append(f"  sum = {vector(result)}{page.note(('output', 0))}")
+    out.append(f"  sum = {vector(result)}{page.note((r.name, 0))}")
     if page.written.carry == "rounded":
         out.append(hw.comparison(result, r.exact, page.places))
     return out

@@ -65,8 +65,8 @@ def refuse_unexplained(problem) -> None:
     missing = unexplained(problem)
     if missing:
         names = ", ".join(f'"{stage.name}"' for stage in missing)
-        raise AttnError(f"the hand calculation has no step for stage {names}: its entry in the stage table "
-                        "has no `hand` (attncli/stage_steps.py), so its numbers cannot be explained")
+        raise AttnError(f"the hand calculation has no step for stage {names}, so it cannot explain its "
+                        "numbers: give its entry in the stage table a `hand` (attncli/stage_steps.py)")
 
 
 def _project(w: Writer, key: str, x, W, b, exact) -> Projection:

@@ -178,3 +178,8 @@ def test_an_added_stage_without_a_hand_step_is_refused_by_explain(doubled, run, 
     with pytest.raises(AttnError, match='"doubled"'):
         explain(trace)
     assert_error(run("compute", problem_file(SCOOTER), "--explain"), '"doubled"')
+
+
+def test_the_backward_narration_refuses_a_stage_it_does_not_cover(doubled_by_hand, run, problem_file):
+    result = run("compute", problem_file(SCOOTER), "--explain", "--do", "1,0")
+    assert_error(result, '"doubled"')
