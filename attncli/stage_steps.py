@@ -24,10 +24,10 @@ import math
 from collections import namedtuple
 from decimal import Decimal
 from string import Template
-from typing import Any, Callable
+from typing import Callable
 
-from attncli.carry import Writer, printed
 from attncli import handwriting as hw
+from attncli.carry import Writer, printed
 
 Pairs = list  # [(true value, printed Decimal or None for −∞), …]
 
@@ -63,7 +63,8 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
     # width: int  # a key's label column
     # query: str  # the query as named in the header
     # fields: Callable[[str], dict]  # stages.fields for this problem: the stage's template words
-    # rules: tuple[list[str], list[str | None] | None] = ([], None)  # the row's mask rule lines, why a key is hidden
+    # rules: tuple[list[str], list[str | None] | None] = ([], None)  # the row's mask rule lines,
+    #     and why each key is hidden (None where it is visible)
     # has_rules: bool = False
     # policy: str = ""  # the problem's masked_rows policy as the view names it, and the library it matches
     __slots__ = ()
@@ -117,7 +118,7 @@ class Each(namedtuple("Each", "name before pairs")):
     __slots__ = ()
 
 
-def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal], backward: bool = False) -> HandStep:
+def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal]) -> HandStep:
     """The step of a stage that changes each key's number alone: "Step N: `what`" (a template:
     `$previous` and the stage table's other fields), then per key "`formula` = result", with
     `{x}` the printed number it reads. `apply` computes the result from the printed number (exact
@@ -133,7 +134,7 @@ def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal], ba
         return out + page.each(lambda j, key: f"{key} masked → −∞" if r.before[j][1] is None else
                                f"{key} {formula.format(x=page.n(r.before[j][1]))} = {page.n(r.pairs[j][1])}"
                                f"{page.note((r.name, j))}")
-    return HandStep(write, lines, backward=backward)
+    return HandStep(write, lines)
 
 
 # --- scores, scaled, capped, output -----------------------------------------------------------------

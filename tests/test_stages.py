@@ -183,3 +183,8 @@ def test_an_added_stage_without_a_hand_step_is_refused_by_explain(doubled, run, 
 def test_the_backward_narration_refuses_a_stage_it_does_not_cover(doubled_by_hand, run, problem_file):
     result = run("compute", problem_file(SCOOTER), "--explain", "--do", "1,0")
     assert_error(result, '"doubled"')
+
+
+def test_every_stage_of_the_table_has_its_hand_step():
+    assert [stage.name for stage in stages.STAGES if stage.hand is None] == []
+    assert [stage.name for stage in stages.STAGES if not stage.hand.backward] == []  # the narration covers them
