@@ -188,3 +188,10 @@ def test_the_backward_narration_refuses_a_stage_it_does_not_cover(doubled_by_han
 def test_every_stage_of_the_table_has_its_hand_step():
     assert [stage.name for stage in stages.STAGES if stage.hand is None] == []
     assert [stage.name for stage in stages.STAGES if not stage.hand.backward] == []  # the narration covers them
+
+
+@pytest.mark.parametrize("carry", CARRIES)
+def test_an_added_stage_is_explained_through_the_cli(doubled_by_hand, run, problem_file, carry):
+    result = run("compute", problem_file(CAUSAL), "--explain", "--carry", carry, "--row", "2", "-f", "markdown")
+    assert result.exit_code == 0, result.stderr
+    assert "Step 3: double, scaled × 2" in result.stdout and "Step 4: apply the mask" in result.stdout
