@@ -24,7 +24,12 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from attncli.steps import Written, _exactly, _round, printed
+from attncli.carry import exactly, printed, round_to
+from attncli.errors import AttnError
+from attncli.rope import angles
+from attncli.stage_steps import values
+from attncli.stages import SOFTMAX, present
+from attncli.steps import Written
 from attncli.trace import Trace
 
 
@@ -33,6 +38,10 @@ class WrittenBackward:
     """The numbers one row's backward narration prints, each with `places` decimals."""
 
     dO: list[Decimal]  # (d_v,) this head's columns of dO for the row
+    weights: list[Decimal]  # (Lk,) the forward half's printed weights and output, which it reads
+    output: list[Decimal]  # (d_v,)
+    divisor: Decimal | None  # √d_k as printed (default scale), or None
+    scale: Decimal | None  # a given scale as printed, or None
     d_weights: list[Decimal | None]  # (Lk,) None for a masked key
     D: Decimal
     d_scores: list[Decimal]  # (Lk,) 0 for a masked key (and every key of a fully masked row)
@@ -52,17 +61,31 @@ class WrittenBackward:
     pairs: list[tuple[int, int, Decimal, Decimal]] | None = None
 
 
-@_exactly
+def refuse_unnarrated(problem) -> None:
+    """The backward narration is written for the built-in stages: a stage whose hand step does not
+    say it is covered (`HandStep.backward`) is refused, not skipped."""
+    missing = [stage.name for stage in present(problem) if stage.hand is None or not stage.hand.backward]
+    if missing:
+        raise AttnError("the backward hand calculation has no step for stage "
+                        + ", ".join(f'"{name}"' for name in missing)
+                        + ": it narrates the built-in stages only (attncli/backward_steps.py)")
+
+
+@exactly
 def written_backward(trace: Trace, w: Written) -> WrittenBackward:
     """The backward narration of the row `w` (the forward half, as printed) explains."""
+    refuse_unnarrated(trace.problem)
     places, h, i = w.places, w.head, w.row
-    r = lambda value: _round(value, places)  # noqa: E731
+    r = lambda value: round_to(value, places)  # noqa: E731
+    weights, output = values(w.stages[SOFTMAX].pairs), w.result
+    divisor = printed(math.sqrt(trace.d_k), places) if trace.default_scale else None
+    scale = None if trace.default_scale else printed(trace.scale, places)
     dO = [printed(x, places) for x in trace.gradients.heads["d_output"][h, i]]
     live = [j for j, allowed in enumerate(w.allowed) if allowed]
     dead = not live
     d_weights = [r(_dot(dO, w.V[j])) if w.allowed[j] else None for j in range(len(w.V))]
-    D = r(_dot(dO, w.output))
-    d_scores = [Decimal(0) if dead or not w.allowed[j] else r(w.weights[j] * (d_weights[j] - D))
+    D = r(_dot(dO, output))
+    d_scores = [Decimal(0) if dead or not w.allowed[j] else r(weights[j] * (d_weights[j] - D))
                 for j in range(len(w.V))]
     cap_factor = d_capped = None
     cap = getattr(trace.problem, "softcap", None)
@@ -74,14 +97,12 @@ def written_backward(trace: Trace, w: Written) -> WrittenBackward:
     rope = getattr(trace.problem, "rope", None)
     K = w.K if rope is None else [[printed(x, places) for x in row] for row in trace.stage("K_rope")[h]]
     sums = [r(sum((d_scores[j] * K[j][c] for j in live), Decimal(0))) for c in range(len(w.q))]
-    d_q = [r(s / w.divisor) if w.divisor is not None else r(s * w.scale) for s in sums]
+    d_q = [r(s / divisor) if divisor is not None else r(s * scale) for s in sums]
     q = w.q if rope is None else [printed(x, places) for x in trace.stage("Q_rope")[h, i]]
-    d_k = [[r(d_scores[j] * x / w.divisor) if w.divisor is not None else r(d_scores[j] * w.scale * x)
+    d_k = [[r(d_scores[j] * x / divisor) if divisor is not None else r(d_scores[j] * scale * x)
             for x in q] for j in range(len(w.V))]
     d_q_rope = pairs = None
     if rope is not None:  # rotate back: the inverse rotation is the rotation by −angle
-        from attncli.rope import angles
-
         angle = angles(rope, trace.problem.q_positions[i:i + 1])[0]  # (dims/2,)
         pairs = [(a, b, printed(math.cos(t), places), printed(math.sin(t), places))
                  for (a, b), t in zip(rope.pairs(), angle)]
@@ -89,9 +110,10 @@ def written_backward(trace: Trace, w: Written) -> WrittenBackward:
         for a, b, cos, sin in pairs:
             d_q[a] = r(d_q_rope[a] * cos + d_q_rope[b] * sin)
             d_q[b] = r(d_q_rope[b] * cos - d_q_rope[a] * sin)
-    d_v = [[r(w.weights[j] * x) for x in dO] for j in range(len(w.V))]
+    d_v = [[r(weights[j] * x) for x in dO] for j in range(len(w.V))]
     exact = [printed(x, places) for x in trace.gradients.heads["d_Q"][h, i]]
-    return WrittenBackward(dO=dO, d_weights=d_weights, D=D, d_scores=d_scores, sums=sums, d_q=d_q,
+    return WrittenBackward(dO=dO, weights=weights, output=output, divisor=divisor, scale=scale,
+                           d_weights=d_weights, D=D, d_scores=d_scores, sums=sums, d_q=d_q,
                            d_v=d_v, d_k=d_k, exact_d_q=exact, dead=dead, cap_factor=cap_factor,
                            d_capped=d_capped, K_rope=None if rope is None else K, d_q_rope=d_q_rope, pairs=pairs)
 

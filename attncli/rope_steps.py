@@ -1,5 +1,6 @@
-"""RoPE in one row's hand calculation: the query's and each key's rotation, pair by pair, as
-`steps.written` prints it (exact or rounded carry; see attncli/steps.py).
+"""The hand steps of `Q_rope` and `K_rope` (see attncli/stage_steps.py): the explained query's q
+and every key's k rotated, pair by pair, in either carry, and the lines that show it (one step:
+K_rope's lines continue Q_rope's).
 
 For each pair (a, b) of dims: angle = position × θ_i, cos and sin of the printed angle, then
 (x_a cos − x_b sin, x_b cos + x_a sin) from the printed numbers. cos and sin of a printed angle
@@ -10,35 +11,33 @@ printed result is checked against the exact value of its printed operands, as ev
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import namedtuple
 from decimal import Decimal, getcontext
 from functools import cache
 
-import numpy as np
+from attncli.handwriting import shown_keys
+from attncli.stage_steps import HandStep, Page, Row, values
 
 
-@dataclass(frozen=True)
-class Turn:
+class Turn(namedtuple("Turn", "dims position angle cos sin before after")):
     """One pair of one vector, as printed."""
+    # dims: tuple[int, int]
+    # position: int
+    # angle: Decimal
+    # cos: Decimal
+    # sin: Decimal
+    # before: tuple[Decimal, Decimal]
+    # after: tuple[Decimal, Decimal]
+    __slots__ = ()
 
-    dims: tuple[int, int]
-    position: int
-    angle: Decimal
-    cos: Decimal
-    sin: Decimal
-    before: tuple[Decimal, Decimal]
-    after: tuple[Decimal, Decimal]
 
-
-@dataclass(frozen=True)
-class Rotation:
-    """The explained row's q and every key's k, rotated (per pair), as printed."""
-
-    theta: list[Decimal]  # θ_i
-    q: list[Turn]
-    keys: list[list[Turn]]  # one list of turns per key
-    q_rope: list[Decimal]
-    K_rope: list[list[Decimal]]
+class Rotated(namedtuple("Rotated", "name theta turns pairs")):
+    """The explained row's q (Q_rope), or every key's k (K_rope), rotated pair by pair, as printed."""
+    # name: str
+    # theta: list[Decimal]  # θ_i
+    # turns: list[list[Turn]]  # one list of turns per vector: q alone, or each key
+    # pairs: list  # the rotated vector (Q_rope) or one per key (K_rope), as (true, printed) pairs
+    __slots__ = ()
 
 
 @cache
@@ -85,38 +84,85 @@ def sin(x: Decimal) -> Decimal:
     return _series(_reduced(x), 1)
 
 
-def rotation(w, trace, steps, q: list, K: list) -> tuple[Rotation, list, list]:
-    """The rotation of the explained row's q and of every k (`q`, `K`: (true, printed) pairs), with
-    `w` a steps._Writer; returns it and the rotated q and K as (true, printed) pairs."""
-    p = trace.problem
-    rope = p.rope
-    theta_true = rope.theta()
-    theta = [w.result(("theta", i), Decimal(float(t)), float(t)) for i, t in enumerate(theta_true)]
+def _theta(row: Row) -> tuple[list, list[Decimal]]:
+    theta_true = row.trace.problem.rope.theta()
+    return theta_true, [row.w.result(("theta", i), Decimal(float(t)), float(t)) for i, t in enumerate(theta_true)]
 
-    def turn(key, xs, position: int, exact: np.ndarray):
-        out, turns = list(xs), []
-        for i, (a, b) in enumerate(rope.pairs()):
-            angle_true = float(position * theta_true[i])  # as rope.angles computes it
-            angle = w.result((key, a), Decimal(position) * theta[i], angle_true, [(float(theta_true[i]), theta[i])])
-            c_true, s_true = math.cos(angle_true), math.sin(angle_true)
-            c = w.result((key, a), cos(angle), c_true, [(angle_true, angle)])
-            s = w.result((key, a), sin(angle), s_true, [(angle_true, angle)])
-            (xa_true, xa), (xb_true, xb) = xs[a], xs[b]
-            operands = [(xa_true, xa), (xb_true, xb), (c_true, c), (s_true, s)]
-            ra = w.result((key, a), xa * c - xb * s, exact[a], operands)
-            rb = w.result((key, a), xb * c + xa * s, exact[b], operands)
-            out[a], out[b] = (float(exact[a]), ra), (float(exact[b]), rb)
-            turns.append(Turn((a, b), position, angle, c, s, (xa, xb), (ra, rb)))
-        for j in range(len(out)):  # dims past rope.dims keep their value; the true one is the stage's
-            out[j] = (float(exact[j]), out[j][1])
-        return turns, out
 
-    h, row = steps.head, steps.row
-    q_turns, q_rope = turn(("q_rope", 0), q, int(p.q_positions[row]), trace.Q_rope[h, row])
-    key_turns, K_rope = [], []
-    for j, k in enumerate(K):
-        turns, rotated = turn(("k_rope", j), k, int(p.k_positions[j]), trace.K_rope[h, j])
-        key_turns.append(turns)
-        K_rope.append(rotated)
-    return (Rotation(theta=theta, q=q_turns, keys=key_turns, q_rope=[d for _, d in q_rope],
-                     K_rope=[[d for _, d in k] for k in K_rope]), q_rope, K_rope)
+def _turn(row: Row, key, xs: list, position: int, exact, theta_true, theta: list[Decimal]):
+    """One vector rotated by `position`: `xs` its (true, printed) pairs, `exact` the stage's true
+    values; returns the turns and the rotated vector's pairs."""
+    w, out, turns = row.w, list(xs), []
+    for i, (a, b) in enumerate(row.trace.problem.rope.pairs()):
+        angle_true = float(position * theta_true[i])  # as rope.angles computes it
+        angle = w.result((key, a), Decimal(position) * theta[i], angle_true, [(float(theta_true[i]), theta[i])])
+        c_true, s_true = math.cos(angle_true), math.sin(angle_true)
+        c = w.result((key, a), cos(angle), c_true, [(angle_true, angle)])
+        s = w.result((key, a), sin(angle), s_true, [(angle_true, angle)])
+        (xa_true, xa), (xb_true, xb) = xs[a], xs[b]
+        operands = [(xa_true, xa), (xb_true, xb), (c_true, c), (s_true, s)]
+        ra = w.result((key, a), xa * c - xb * s, exact[a], operands)
+        rb = w.result((key, a), xb * c + xa * s, exact[b], operands)
+        out[a], out[b] = (float(exact[a]), ra), (float(exact[b]), rb)
+        turns.append(Turn((a, b), position, angle, c, s, (xa, xb), (ra, rb)))
+    for j in range(len(out)):  # dims past rope.dims keep their value; the true one is the stage's
+        out[j] = (float(exact[j]), out[j][1])
+    return turns, out
+
+
+def _write_q(row: Row, name: str) -> Rotated:
+    theta_true, theta = _theta(row)
+    position = int(row.trace.problem.q_positions[row.row])
+    turns, pairs = _turn(row, (name.lower(), 0), row.inputs["Q"], position, row.exact(name), theta_true, theta)
+    return Rotated(name, theta, [turns], pairs)
+
+
+def _write_k(row: Row, name: str) -> Rotated:
+    theta_true, theta = _theta(row)
+    exact, positions = row.trace.stage(name)[row.head], row.trace.problem.k_positions  # (Lk, d_k)
+    done = [_turn(row, (name.lower(), j), k, int(positions[j]), exact[j], theta_true, theta)
+            for j, k in enumerate(row.inputs["K"])]
+    return Rotated(name, theta, [turns for turns, _ in done], [pairs for _, pairs in done])
+
+
+def _pair_lines(page: Page, r: Rotated, turns: list[Turn], key) -> list[str]:
+    n, given, out = page.n, page.given, []
+    for i, t in enumerate(turns):  # pair i turns by θ_i
+        (a, b), (xa, xb), (ra, rb) = t.dims, t.before, t.after
+        c, s = n(t.cos), n(t.sin)
+        out.append(f"    dims {a}, {b}:   angle = {t.position} × {n(r.theta[i])}"
+                   f" = {n(t.angle)}   cos = {c}   sin = {s}   "
+                   f"({given(xa)})({c}) − ({given(xb)})({s}) = {n(ra)}   "
+                   f"({given(xb)})({c}) + ({given(xa)})({s}) = {n(rb)}{page.note((key, a))}")
+    return out
+
+
+def _q_lines(page: Page, r: Rotated, step: int) -> list[str]:
+    from attncli.rope import LIBRARIES  # at run time: rope.py loads numpy, and start-up reads the stage table
+
+    rope, d_k = page.trace.problem.rope, page.trace.d_k
+    part = "" if rope.dims == d_k else f"; dims {rope.dims}–{d_k - 1} are not rotated (partial rotary)"
+    base = f"{rope.base:g}" if rope.base < 1e16 else repr(rope.base)
+    lines = [f"Step {step}: rotate q and every k by its position (RoPE {rope.style}, "
+             f"{LIBRARIES[rope.style]}; θ_i = {base}^(−2i/{rope.dims}){part})",
+             "  θ = " + page.vector(r.theta),
+             f"  q at position {r.turns[0][0].position}:"]
+    lines += _pair_lines(page, r, r.turns[0], (r.name.lower(), 0))
+    return lines + [f"    {r.name.lower()} = {page.vector(values(r.pairs))}"]
+
+
+def _k_lines(page: Page, r: Rotated, step: int) -> list[str]:
+    keys, lines = page.keys, []
+    shown = shown_keys(len(keys))
+    for j in shown:
+        if j is None:
+            lines.append(f"  … {len(keys) - sum(k is not None for k in shown)} more keys …")
+            continue
+        lines.append(f"  {keys[j] + ':':<{page.width}} k at position {r.turns[j][0].position}:")
+        lines += _pair_lines(page, r, r.turns[j], (r.name.lower(), j))
+        lines.append(f"    {r.name.lower()} = {page.vector(values(r.pairs[j]))}")
+    return lines
+
+
+Q_ROPE = HandStep(_write_q, _q_lines, backward=True)
+K_ROPE = HandStep(_write_k, _k_lines, numbered=False, backward=True)

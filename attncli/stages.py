@@ -34,6 +34,8 @@ from dataclasses import dataclass, field, replace
 from string import Template
 from typing import TYPE_CHECKING, Callable
 
+from attncli import rope_steps, softmax_steps, stage_steps
+
 if TYPE_CHECKING:  # numpy and the records load only when a stage is computed: every command's
     import numpy as np  # start-up reads the stage names (its options), and must stay fast
 
@@ -113,6 +115,7 @@ class Stage:
     absent: str = "this problem does not have it"  # why `applies` is false, for a learner's answer
     rows: str = "queries"  # what the stage's rows are: "queries", or "keys" (K_rope)
     replaces: str | None = None  # the block input ("Q" or "K") this stage stands in for after it
+    hand: stage_steps.HandStep | None = None  # what `--explain` writes for one row (stage_steps.py); None: refused
 
 
 def _into(block: Block, x: np.ndarray) -> np.ndarray | None:
@@ -285,25 +288,33 @@ STAGES: tuple[Stage, ...] = (
     Stage("Q_rope", "Q_rope = Q rotated by q_positions (RoPE)", "Q rotated by q_positions (RoPE)",
           r"\operatorname{RoPE}(Q, \text{q\_positions})", compute_q_rope, applies=_rope,
           check=_finite("Q_rope = Q rotated", ("head", "query", "dim")), columns="dims", absent=ROPE_ABSENT,
-          replaces="Q"),
+          replaces="Q",
+          hand=rope_steps.Q_ROPE),
     Stage("K_rope", "K_rope = K rotated by k_positions (RoPE)", "K rotated by k_positions (RoPE)",
           r"\operatorname{RoPE}(K, \text{k\_positions})", compute_k_rope, applies=_rope,
           check=_finite("K_rope = K rotated", ("head", "key", "dim")), columns="dims", absent=ROPE_ABSENT,
-          rows="keys", replaces="K"),
-    Stage("scores", "scores = $q $kᵀ", "$q $kᵀ", r"$qtex $ktex^\top", compute_scores, check=_check_scores),
+          rows="keys", replaces="K",
+          hand=rope_steps.K_ROPE),
+    Stage("scores", "scores = $q $kᵀ", "$q $kᵀ", r"$qtex $ktex^\top", compute_scores, check=_check_scores,
+          hand=stage_steps.SCORES),
     Stage("scaled", "scaled = scores · $scale", "scores · scale", r"\text{scores} \cdot \text{scale}",
-          compute_scaled, check=_check_scaled),
+          compute_scaled, check=_check_scaled,
+          hand=stage_steps.SCALED),
     Stage("capped", "capped = $cap · tanh(scaled / $cap)", "cap · tanh(scaled / cap), cap = $cap",
           r"$cap \tanh(\text{scaled} / $cap)", compute_capped,
-          applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap"),
+          applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap",
+          hand=stage_steps.CAPPED),
     Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous$bias, −∞ where masked",
           r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
           applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
-          absent="this problem has no mask, bias or ALiBi"),
+          absent="this problem has no mask, bias or ALiBi",
+          hand=softmax_steps.MASKED),
     Stage("weights", "weights = softmax($previous) over keys$sink", "softmax($previous) over keys$sink",
-          r"\operatorname{softmax}(\text{$previous}$sink_tex)", compute_weights, sum_column=True),
+          r"\operatorname{softmax}(\text{$previous}$sink_tex)", compute_weights, sum_column=True,
+          hand=softmax_steps.WEIGHTS),
     Stage("output", "output = weights V", "weights V", r"\text{weights}\, V", compute_output,
-          check=_finite("output = weights V", ("head", "query", "column")), columns="value columns"),
+          check=_finite("output = weights V", ("head", "query", "column")), columns="value columns",
+          hand=stage_steps.OUTPUT),
 )
 SOFTMAX = "weights"  # the stage whose rows are all masked when every key is (Trace.fully_masked)
 

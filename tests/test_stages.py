@@ -4,6 +4,7 @@ answer keys of `attn check`; records are frozen and their arrays read-only."""
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,9 +12,14 @@ import pytest
 from attncli import stages
 from attncli.attention import attend
 from attncli.blocks import attend_output
+from attncli.carry import CARRIES
+from attncli.errors import AttnError
 from attncli.mistakes import MISTAKES, step
 from attncli.problem import build_problem
-from tests.conftest import SCOOTER
+from attncli.render.explain import explain
+from attncli.stage_steps import elementwise
+from tests.conftest import SCOOTER, assert_error
+from tests.test_explain import NOTE, NUM, check_equations
 
 CAUSAL = {"Q": [[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
           "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "mask": "causal"}
@@ -120,3 +126,72 @@ def test_freezing_leaves_the_callers_arrays_writable():
     problem = build_problem(dict(SCOOTER, Q=Q))
     assert not problem.inputs["Q"].flags.writeable
     Q[0, 0] = 1.0  # the caller's own array is theirs to change
+
+
+# --- the hand calculation (`--explain`) reads the table too ----------------------------------------
+
+@pytest.fixture
+def doubled_by_hand(monkeypatch):
+    """The doubled stage with its hand-calculation step: x × 2 on each key's printed number."""
+    stage = dataclasses.replace(DOUBLED, hand=elementwise("double, $previous × 2", "{x} × 2", lambda x: x * 2))
+    table = list(stages.STAGES)
+    table.insert(stages.names().index("scaled") + 1, stage)
+    monkeypatch.setattr(stages, "STAGES", tuple(table))
+
+
+def _exponents(lines: list[str]) -> list[str]:
+    """The printed exponents of the softmax's e^x terms (x, or x − shift), in key order."""
+    line = next(line for line in lines if line.startswith("  e^"))
+    return [m[0] or m[1] for m in re.findall(rf"e\^(?:\(({NUM}) − {NUM}\)|({NUM})) = ", line)]
+
+
+@pytest.mark.parametrize("carry", CARRIES)
+@pytest.mark.parametrize("doc", [SCOOTER, CAUSAL], ids=["no mask", "causal"])
+def test_an_added_stage_is_explained_and_every_equation_holds(doubled_by_hand, doc, carry):
+    trace = attend(build_problem(doc))
+    rows = list(range(trace.problem.lq))
+    lines = explain(trace, rows, carry=carry)
+    text = "\n".join(lines)
+    assert "Step 3: double, scaled × 2" in text
+    scaled, doubled = trace.stage("scaled")[0, 0], trace.stage("doubled")[0, 0]
+    assert f"  0: {scaled[0]:.4f} × 2 = {doubled[0]:.4f}" in lines or carry == "rounded"
+    results, kinds = check_equations(lines)
+    assert kinds["scale"] >= len(rows) * trace.problem.lk  # every doubled key was parsed and checked
+    # The softmax reads the doubled numbers as printed (through the mask, which keeps them).
+    start = lines.index("Step 3: double, scaled × 2")
+    doubled_lines = lines[start + 1:start + 1 + trace.problem.lk]
+    visible = trace.stage(stages.previous(trace.problem, "weights"))[0, 0] != -np.inf
+    assert _exponents(lines) == [NOTE.sub("", line).rsplit(" = ", 1)[1] for line, ok in zip(doubled_lines, visible) if ok]
+    if carry == "rounded":
+        assert [line for line, ok in results if not ok] == [] and "unrounded" not in text
+    else:
+        assert [line for line, ok in results if not ok and "unrounded" not in line] == []
+        # The softmax reads the doubled numbers (masked: doubled with −∞), as the trace does, and
+        # prints the trace's weights: not `scaled`'s exponentials under the doubled weights.
+        logits = trace.stage(stages.previous(trace.problem, "weights"))[0, 0]
+        assert _exponents(lines) == [f"{x:.4f}" for x in logits if x != -np.inf]
+        assert f"= {trace.stage('weights')[0, 0, 0]:.4f} (" in text
+
+
+def test_an_added_stage_without_a_hand_step_is_refused_by_explain(doubled, run, problem_file):
+    trace = attend(build_problem(SCOOTER))
+    with pytest.raises(AttnError, match='"doubled"'):
+        explain(trace)
+    assert_error(run("compute", problem_file(SCOOTER), "--explain"), '"doubled"')
+
+
+def test_the_backward_narration_refuses_a_stage_it_does_not_cover(doubled_by_hand, run, problem_file):
+    result = run("compute", problem_file(SCOOTER), "--explain", "--do", "1,0")
+    assert_error(result, '"doubled"')
+
+
+def test_every_stage_of_the_table_has_its_hand_step():
+    assert [stage.name for stage in stages.STAGES if stage.hand is None] == []
+    assert [stage.name for stage in stages.STAGES if not stage.hand.backward] == []  # the narration covers them
+
+
+@pytest.mark.parametrize("carry", CARRIES)
+def test_an_added_stage_is_explained_through_the_cli(doubled_by_hand, run, problem_file, carry):
+    result = run("compute", problem_file(CAUSAL), "--explain", "--carry", carry, "--row", "2", "-f", "markdown")
+    assert result.exit_code == 0, result.stderr
+    assert "Step 3: double, scaled × 2" in result.stdout and "Step 4: apply the mask" in result.stdout

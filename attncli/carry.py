@@ -1,0 +1,89 @@
+"""Numbers as a hand calculation prints them, under one of two carries (`CARRIES`):
+
+- "exact" (the textbook's convention): every number is the exact value rounded for display. A
+  line whose printed operands do not give its printed result records the operands that were
+  rounded (`Writer.unrounded`), so the explanation can say why.
+- "rounded" (a pocket calculator): every number is computed from the numbers printed before it,
+  then rounded, so every printed equation holds for the printed numbers.
+
+"Holds" (`holds`): the printed result equals the printed operands' exact result rounded to the
+printed decimals; at an exact tie either neighbour holds. Lines with a number of E_NOTATION_FROM
+or more are exempt: such numbers are written in e-notation, rounded to significant digits.
+
+Decimal only, no numpy: the stage table's hand steps (attncli/stage_steps.py) build on this, and
+every command's start-up reads that table.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+
+# Exact results of the printed operands: 60 digits decide every tie and near-tie of numbers with
+# at most 17 decimals; quantizing e^709 to 17 decimals needs ~330 digits, hence WIDE.
+WORK = Context(prec=60)
+WIDE = Context(prec=1000)
+PERCENT_PLACES = 1  # "(76.8%)"
+# Numbers this large are written in e-notation; e^x would be one, so the hand calculation
+# subtracts the row's largest score first (it would overflow the dtype soon after anyway).
+E_NOTATION_FROM = 1e15
+CARRIES = ("exact", "rounded")
+
+
+def printed(x: float, places: int) -> Decimal:
+    """x as written with `places` decimals: its exact binary value rounded half-even (as Python's
+    `format` rounds), never −0."""
+    return round_to(Decimal(float(x)), places)
+
+
+def round_to(value: Decimal, places: int) -> Decimal:
+    """`value` rounded half-even to `places` decimals, never −0."""
+    d = value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_EVEN, context=WIDE)
+    return abs(d) if d == 0 else d
+
+
+def holds(shown: Decimal, value: Decimal, places: int) -> bool:
+    """The printed result `shown` is `value` (the printed operands' exact result) rounded to
+    `places` decimals: within half a unit of the last place (so at an exact tie both hold)."""
+    return WORK.abs(WORK.subtract(shown, value)) <= Decimal(5).scaleb(-places - 1)
+
+
+def pairs(values, places: int) -> list[tuple[float, Decimal]]:
+    """(true value, as printed) for each of `values`."""
+    return [(float(x), printed(x, places)) for x in values]
+
+
+class Writer:
+    """Prints one result at a time: exact carry rounds the exact value, rounded carry rounds the
+    value of the printed operands; both record a line whose operands do not give its result in
+    `unrounded`: (line, index) → the rounded operands' unrounded values, ("scores", j),
+    ("total", 0)…; an empty tuple when every operand is a rounded result printed on an earlier line."""
+
+    def __init__(self, places: int, carry: str):
+        self.places, self.carry = places, carry
+        self.unrounded: dict[tuple[str, int], tuple[float, ...]] = {}
+
+    def result(self, key, value: Decimal, exact: float, operands=(), places: int | None = None) -> Decimal:
+        """`value`: the printed operands' exact result; `exact`: the true value; `operands`:
+        (true value, printed) pairs, named in the note when they were rounded."""
+        places = self.places if places is None else places
+        shown = round_to(value, places) if self.carry == "rounded" else printed(exact, places)
+        huge = max([abs(shown)] + [abs(d) for _, d in operands]) >= E_NOTATION_FROM  # e-notation: exempt
+        if not huge and not holds(shown, value, places):
+            rounded = tuple(float(x) for x, d in operands if Decimal(repr(float(x))) != d)
+            self.unrounded[key] = self.unrounded.get(key, ()) + tuple(
+                x for x in rounded if x not in self.unrounded.get(key, ()))
+        return shown
+
+    def dot(self, key, xs, ws, bias, exact: float) -> Decimal:
+        """Σ x_i w_i (+ b): xs, ws and bias are (true, printed) pairs."""
+        value = sum((a[1] * b[1] for a, b in zip(xs, ws)), bias[1] if bias is not None else Decimal(0))
+        return self.result(key, value, exact, [*xs, *ws] + ([bias] if bias is not None else []))
+
+
+def exactly(function):
+    """Run with WORK as the decimal context: sums and products of printed numbers are exact."""
+    def run(*args, **kwargs):
+        with localcontext(WORK):
+            return function(*args, **kwargs)
+    run.__doc__, run.__name__ = function.__doc__, function.__name__
+    return run
