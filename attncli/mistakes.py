@@ -14,6 +14,7 @@ from typing import Callable, Mapping, NamedTuple
 import numpy as np
 
 from attncli import masks, stages
+from attncli.rules import Causal, Window, find
 from attncli.stages import mask_scores, softmax
 from attncli.trace import Trace, round_finite
 
@@ -79,10 +80,14 @@ def _window_moved(step: int) -> Callable:
     """The window with each bound of 1 or more moved by `step` (a bound of 0, a window that ends
     at the query, is not miscounted; an unbounded side stays unbounded)."""
     def change(problem):
-        if problem.window is None:
+        window = find(problem, Window)
+        if window is None:
             return None
-        bounds = tuple(b + step if b else b for b in problem.window)
-        return None if bounds == problem.window else replace(problem, window=bounds)
+        moved = replace(window, **{side: b + step if b else b for side, b in (("left", window.left),
+                                                                             ("right", window.right))})
+        if moved == window:
+            return None
+        return replace(problem, rules=tuple(moved if rule is window else rule for rule in problem.rules))
     return change
 
 
@@ -90,7 +95,7 @@ def _realigned(problem):
     """The causal rules aligned at the other corner: top-left (the default positions 0 … L − 1, a
     query's row number taken as its position) when the positions are not the default; bottom-right
     (queries at Lk − Lq … Lk − 1) when they are and Lq ≠ Lk. Other rules read the same positions."""
-    if not problem.causal:
+    if find(problem, Causal) is None:
         return None
     lq, lk = problem.lq, problem.lk
     top_left = masks.default_positions(lq), masks.default_positions(lk)
