@@ -14,6 +14,7 @@ from typing import Callable, Mapping, NamedTuple
 import numpy as np
 
 from attncli import masks, stages
+from attncli.rule_words import sliding_window, window_rule
 from attncli.rules import Causal, Window, find
 from attncli.stages import mask_scores, softmax
 from attncli.trace import Trace, round_finite
@@ -153,13 +154,11 @@ MISTAKES = {
     "mask_zero": Mistake("masked", "wrote 0 where the mask blocks, instead of −∞ (e^−∞ = 0, but e^0 = 1)", _mask_zero),
     "sink_left_out": Mistake("weights", "left the sink out of the softmax: each row's sum also holds e^sink, "
                                         "so the weights sum to less than 1", _sink_left_out),
-    "window_off_by_one": Mistake("masked", "let one key too many into the window: window [left, right] lets in "
-                                           "k_pos from q_pos − left to q_pos + right, both ends included (Hugging "
-                                           "Face sliding_window = W, W keys counting the query itself, is "
-                                           "[W − 1, 0], not [W, 0])", _rules_of(_window_moved(+1))),
+    "window_off_by_one": Mistake("masked", f"let one key too many into the window: {window_rule()} "
+                                           f"({sliding_window()}, W keys counting the query itself, not [W, 0])",
+                                 _rules_of(_window_moved(+1))),
     "window_one_short": Mistake("masked", "let one key too few into the window, as if its ends were excluded: "
-                                          "window [left, right] lets in k_pos from q_pos − left to "
-                                          "q_pos + right, both ends included", _rules_of(_window_moved(-1))),
+                                          f"{window_rule()}", _rules_of(_window_moved(-1))),
     "causal_misaligned": Mistake("masked", "aligned the causal mask at the wrong corner: a query sees the keys at "
                                            "or before its position (k_pos ≤ q_pos), not its row number: a KV-cache "
                                            "step's query at position t sees keys 0 … t (bottom-right); queries at "

@@ -3,7 +3,7 @@
 on a rule.
 
     Causal      k_pos ≤ q_pos                          mask: "causal" (or causal: true), "causal_lower_right"
-    Window      q_pos − left ≤ k_pos ≤ q_pos + right    window: [left, right], null = unbounded
+    Window      rule_words.window_rule()                window: [left, right], null = unbounded
     KeyMask     keep[k]  (true = a real key)            key_mask: [true, …]
     Matrix      a given (1 or H, Lq, Lk) matrix         mask: [[true, …], …]
 

@@ -14,6 +14,7 @@ from decimal import ROUND_DOWN, Decimal
 
 from attncli import visibility
 from attncli.masks import has_rules
+from attncli.rule_words import masked_rows_words
 from attncli.render.text import labels
 from attncli.steps import E_NOTATION_FROM, PERCENT_PLACES, WIDE, Written, WrittenFinal, row_steps, written, written_final
 from attncli.trace import Trace
@@ -245,11 +246,8 @@ def _softmax_lines(trace: Trace, w: Written, keys: list[str], width: int) -> lis
         return [f"  every key is masked: the sink takes the whole row (e^{n(w.sink)} of e^{n(w.sink)}), "
                 "so every weight is 0"]
     if not any(w.allowed):
-        from attncli.attention import MASKED_ROWS_POLICY
-
         chosen = trace.problem.masked_rows
-        done = {"zero": "its weights are all 0", "uniform": "its weights are uniform, 1/Lk each"}[chosen]
-        return [f"  every key is masked: {done} (--masked-rows {chosen}, {MASKED_ROWS_POLICY[chosen][1]})"]
+        return [f"  every key is masked: {masked_rows_words(chosen, f'--masked-rows {chosen}')}"]
     largest = "score" if w.sink is None else "logit, the sink included,"
     if w.shift_reason == "overflow":
         dtype = trace.problem.dtype
