@@ -34,7 +34,7 @@ def visible(problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.n
     b, c = problem.q_positions[rows].shape[0], problem.k_positions[cols].shape[0]
     parts = [rule.seen(problem, rows, cols) for rule in problem.rules]  # (b, c), (1, c) or (1 or H, b, c)
     flat = [part for part in parts if part.ndim == 2]
-    seen = next((part for part in flat if part.shape == (b, c) and part.flags.owndata), None)
+    seen = next((part for part in flat if part.shape == (b, c) and part.flags.owndata and part.flags.writeable), None)
     seen = np.ones((b, c), bool) if seen is None else seen  # (b, c), ours to write into
     for part in flat:
         if part is not seen:
@@ -131,10 +131,10 @@ def input_keys(problem) -> dict:
     positions that are not the default (query positions a rule sets, as causal_lower_right does,
     are implied by it)."""
     keys: dict = {}
-    implied = None
+    implied = None  # the query positions the rules set by themselves
     for rule in problem.rules:
         keys.update(rule.input_keys(problem))
-        implied = rule.implied_q_positions(problem.lq, problem.lk) if implied is None else implied
+        implied = rule.place_queries(implied, problem.lq, problem.lk)
     if not np.array_equal(problem.q_positions, default_positions(problem.lq) if implied is None else implied):
         keys["q_positions"] = problem.q_positions.tolist()
     if not np.array_equal(problem.k_positions, default_positions(problem.lk)):

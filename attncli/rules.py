@@ -10,6 +10,7 @@ on a rule.
 A rule knows, for a block of query rows `rows` and key columns `cols` of a problem (whose
 q_positions and k_positions it reads):
     seen(problem, rows, cols)           bool (b, c), (1, c) or (1 or H, b, c): which keys each query sees
+                                        (a new array or a view: masks.visible writes only into its own)
     keys_seen(problem, rows)            (Lk,) bool: the keys some query of `rows` may see (the
                                         output-only path multiplies only their span)
     maybe_hidden(problem, rows, cols)   (c,) bool: the keys some query of `rows` may not see (the
@@ -18,6 +19,7 @@ q_positions and k_positions it reads):
     condition(problem, row)             what a key must meet for query `row`, with its q_pos filled in
     why(problem, head, row)             per key: why the rule hides it, or None
     input_keys(problem)                 the JSON keys it is written as (read back, the same rule)
+    place_queries(given, lq, lk)        the query positions under it (only causal_lower_right sets them)
     read(doc, reading)                  its reader (a classmethod): the rule from a document, or None
 Nothing larger than the block is built. Adding a rule is a class here, in RULES, and its option.
 """
@@ -35,7 +37,6 @@ from attncli.masks import MASK_WORDS, default_positions, lower_right_positions
 from attncli.rule_words import WINDOW_ENDS, window_condition, window_name
 
 
-
 class Reading(NamedTuple):
     """What a reader needs besides the document: `grid(value, field, kind, heads, lq, lk)` reads a
     given matrix (problem.py's reader, shared with the bias)."""
@@ -47,13 +48,39 @@ class Reading(NamedTuple):
 
 
 class Rule:
+    """A mask rule: see the module's docstring for what each method returns. A rule that leaves a
+    method out fails loudly where a path needs it, never silently."""
     keys: ClassVar[tuple[str, ...]] = ()  # the input keys it is read from
 
-    def keys_seen(self, problem, rows: slice) -> np.ndarray | None:
-        return None  # no narrowing
+    def seen(self, problem, rows: slice, cols: slice) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__}.seen")
 
-    def implied_q_positions(self, lq: int, lk: int) -> np.ndarray | None:
-        return None  # the query positions the rule sets (causal_lower_right), or None
+    def keys_seen(self, problem, rows: slice) -> np.ndarray | None:
+        return None  # no narrowing: every key may be seen
+
+    def maybe_hidden(self, problem, rows: slice, cols: slice) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__}.maybe_hidden")
+
+    def line(self, problem) -> str:
+        raise NotImplementedError(f"{type(self).__name__}.line")
+
+    def condition(self, problem, row: int) -> str:
+        raise NotImplementedError(f"{type(self).__name__}.condition")
+
+    def why(self, problem, head: int, row: int) -> list[str | None]:
+        raise NotImplementedError(f"{type(self).__name__}.why")
+
+    def input_keys(self, problem) -> dict:
+        raise NotImplementedError(f"{type(self).__name__}.input_keys")
+
+    def place_queries(self, given: np.ndarray | None, lq: int, lk: int) -> np.ndarray | None:
+        """The query positions under this rule: the given ones (None: not given), unless the rule
+        sets them (causal_lower_right), which it refuses beside given ones."""
+        return given
+
+    @classmethod
+    def read(cls, doc: dict, reading: Reading) -> Rule | None:
+        raise NotImplementedError(f"{cls.__name__}.read")
 
 
 def _q(problem, rows: slice) -> np.ndarray:
@@ -93,8 +120,14 @@ class Causal(Rule):
             return {"causal": True}  # beside the matrix, which takes the `mask` key
         return {"mask": MASK_WORDS[self.lower_right]}
 
-    def implied_q_positions(self, lq, lk):
-        return lower_right_positions(lq, lk) if self.lower_right else None
+    def place_queries(self, given, lq, lk):
+        if not self.lower_right:
+            return given
+        if given is not None:
+            raise InputError("q_positions is given with mask causal_lower_right, which sets them to "
+                             f"Lk − Lq … Lk − 1 ({lk - lq} … {lk - 1}); give mask causal with the "
+                             "positions, or drop q_positions", field="q_positions")
+        return lower_right_positions(lq, lk)
 
     @classmethod
     def read(cls, doc, reading):
@@ -261,12 +294,7 @@ def read(doc: dict, reading: Reading) -> dict:
     lq, lk = reading.lq, reading.lk
     q = None if doc.get("q_positions") is None else positions(doc["q_positions"], "q_positions", lq, "query")
     for rule in rules:
-        implied = rule.implied_q_positions(lq, lk)
-        if implied is not None and q is not None:
-            raise InputError("q_positions is given with mask causal_lower_right, which sets them to "
-                             f"Lk − Lq … Lk − 1 ({lk - lq} … {lk - 1}); give mask causal with the "
-                             "positions, or drop q_positions", field="q_positions")
-        q = implied if implied is not None else q
+        q = rule.place_queries(q, lq, lk)
     k = None if doc.get("k_positions") is None else positions(doc["k_positions"], "k_positions", lk, "key")
     q = default_positions(lq) if q is None else q
     k = default_positions(lk) if k is None else k

@@ -10,7 +10,6 @@ hides a key too. Pure: no numpy work beyond reading positions.
 from __future__ import annotations
 
 
-
 def row_rule(problem, row: int) -> str:
     """The condition a key must meet to be seen by query `row`, with its q_pos filled in:
     `k_pos ≤ 3 (causal) and 3 − 1 ≤ k_pos ≤ 3 + 0 (window [1, 0])`."""
