@@ -34,8 +34,8 @@ def visible(problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.n
     b, c = problem.q_positions[rows].shape[0], problem.k_positions[cols].shape[0]
     parts = [rule.seen(problem, rows, cols) for rule in problem.rules]  # (b, c), (1, c) or (1 or H, b, c)
     flat = [part for part in parts if part.ndim == 2]
-    seen = next((part for part in flat if part.shape == (b, c) and part.flags.owndata and part.flags.writeable), None)
-    seen = np.ones((b, c), bool) if seen is None else seen  # (b, c), ours to write into
+    ours = [part for part in flat if part.shape == (b, c) and part.flags.owndata and part.flags.writeable]
+    seen = ours[0] if ours else np.ones((b, c), bool)  # (b, c), ours to write into
     for part in flat:
         if part is not seen:
             seen &= part

@@ -104,9 +104,9 @@ class Causal(Rule):
         return problem.k_positions[cols] > (q.min() if q.size else np.inf)
 
     def line(self, problem):
-        return "causal: query i may attend key j when k_pos[j] ≤ q_pos[i]" + (
-            " (causal_lower_right: q_positions Lk − Lq … Lk − 1, as PyTorch causal_lower_right)" if self.lower_right
-            else " (top-left with the default positions 0 … L − 1, as PyTorch is_causal=True)")
+        aligned = ("causal_lower_right: q_positions Lk − Lq … Lk − 1, as PyTorch causal_lower_right"
+                   if self.lower_right else "top-left with the default positions 0 … L − 1, as PyTorch is_causal=True")
+        return f"causal: query i may attend key j when k_pos[j] ≤ q_pos[i] ({aligned})"
 
     def condition(self, problem, row):
         return f"k_pos ≤ {int(problem.q_positions[row])} (causal)"

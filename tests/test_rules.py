@@ -146,7 +146,8 @@ def test_the_mask_option_replaces_the_files_causal_key(run, problem_file):
     doc = run.json("compute", path, "--mask", "1,1;1,1")
     assert doc["mask"] == [[True, True], [True, True]] and "causal" not in doc
     assert doc["heads"][0]["weights"][0][1] > 0  # not causal: query 0 sees key 1
-    word = run.json("compute", problem_file(QKV | {"mask": "causal", "causal": False}, "w.json"), "--mask", "1,1;1,1")
+    word_file = problem_file(QKV | {"mask": "causal", "causal": False}, "w.json")
+    word = run.json("compute", word_file, "--mask", "1,1;1,1")
     assert "causal" not in word and word["heads"][0]["weights"][0][1] > 0
 
 
