@@ -14,6 +14,7 @@ from attncli import stages
 from attncli.errors import Advice, InputError, Notice, NumericError, quote
 from attncli.limits import check_fits, stage_bytes
 from attncli.trace import Problem, Trace
+from attncli.rule_words import MASKED_ROWS_LIKE, MASKED_ROWS_WORDS
 
 
 def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
@@ -79,12 +80,8 @@ def _label(labels: list[str] | None, i: int) -> str:
     return quote(labels[i]) if labels else str(i)
 
 
-# What each masked-rows policy does, and the library it matches (README "Conventions").
-MASKED_ROWS_POLICY = {
-    "zero": ("their weights and output are 0", "as PyTorch SDPA"),
-    # Not "as JAX" outright: JAX gives NaN for a row blocked by a −∞ bias alone (README).
-    "uniform": ("their weights are uniform, output = mean of V", "as JAX when a boolean mask blocks the row"),
-}
+# What each masked-rows policy does, and the library it matches (attncli/rule_words.py).
+MASKED_ROWS_POLICY = {policy: (MASKED_ROWS_WORDS[policy], like) for policy, like in MASKED_ROWS_LIKE.items()}
 
 
 def masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[Notice]:

@@ -1,5 +1,5 @@
-"""Input keys for the mask rules (attncli/masks.py evaluates them) to validated fields of `Problem`:
-`mask` (a word or a true/false matrix), `causal`, `window`, `key_mask`, `q_positions`, `k_positions`.
+"""The values of the mask rules' input keys, validated: positions, a window, a key mask, a flag
+(attncli/rules.py reads each rule with them).
 
 Every error carries the key it is about as its `field`, and starts with it
 (`q_positions[2] is 1.5; expected …`).
@@ -11,11 +11,9 @@ import math
 
 import numpy as np
 
-from attncli.errors import InputError, did_you_mean, quote
-from attncli.masks import MASK_WORDS, default_positions, lower_right_positions
+from attncli.errors import InputError
 from attncli.values import HugeInt, as_array, describe
 
-RULE_KEYS = ("causal", "window", "key_mask", "q_positions", "k_positions")
 # Positions and window bounds up to 2^53: exact in JSON's doubles, and q_pos ± bound stays far from
 # int64's limits.
 LIMIT = 2**53
@@ -82,43 +80,7 @@ def key_mask(value, field: str, lk: int) -> np.ndarray:
     return array
 
 
-def _flag(value, field: str) -> bool:
+def flag(value, field: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{field} is {describe(value)}; expected true or false", field=field)
     return value
-
-
-def read_rules(doc: dict, grid, heads: int, lq: int, lk: int, invert: bool) -> dict:
-    """The `Problem` fields of the mask rules. `grid(value, field, kind, heads, lq, lk)` reads a
-    given matrix (problem.py's reader, shared with the bias)."""
-    mask, rule, causal = None, None, False
-    value = doc.get("mask")
-    if isinstance(value, str):
-        if value not in MASK_WORDS:
-            hint = did_you_mean(value, MASK_WORDS, 0.4)
-            raise InputError(f'mask is {quote(value)}{hint}; expected {" or ".join(MASK_WORDS)} '
-                             "or a true/false matrix", field="mask")
-        rule, causal = value, True
-    elif value is not None:
-        mask = grid(value, "mask", "mask", heads, lq, lk)
-        mask = ~mask if invert else mask
-        rule = "matrix"
-    if doc.get("causal") is not None:
-        causal = _flag(doc["causal"], "causal") or causal
-    q = None if doc.get("q_positions") is None else positions(doc["q_positions"], "q_positions", lq, "query")
-    if rule == "causal_lower_right":
-        if q is not None:
-            raise InputError("q_positions is given with mask causal_lower_right, which sets them to "
-                             f"Lk − Lq … Lk − 1 ({lk - lq} … {lk - 1}); give mask causal with the "
-                             "positions, or drop q_positions", field="q_positions")
-        q = lower_right_positions(lq, lk)
-    k = None if doc.get("k_positions") is None else positions(doc["k_positions"], "k_positions", lk, "key")
-    q = default_positions(lq) if q is None else q
-    k = default_positions(lk) if k is None else k
-    for array in (q, k):
-        array.flags.writeable = False
-    if mask is not None:
-        mask.flags.writeable = False
-    return {"mask": mask, "mask_rule": rule, "causal": causal, "q_positions": q, "k_positions": k,
-            "window": None if doc.get("window") is None else window(doc["window"]),
-            "key_mask": None if doc.get("key_mask") is None else key_mask(doc["key_mask"], "key_mask", lk)}

@@ -1,137 +1,82 @@
 """Which keys each query may see, and what is added to its logits, for any block of queries and
-keys. Masks are rules of positions, evaluated where they are needed: the full trace asks for
-everything at once and shows it; the output-only path asks block by block (and for the span of keys
-a block can see at all), so a rule never exists as an (Lq × Lk) matrix there.
-
-The rules, all ANDed (True = the query may attend the key):
-    causal      k_pos ≤ q_pos
-    window      q_pos − left ≤ k_pos ≤ q_pos + right   (either bound None = unbounded)
-    key_mask    key_mask[k]          (true = a real key, Hugging Face attention_mask polarity)
-    mask        a given (1 or H, Lq, Lk) matrix
+keys. Masks are rules of positions (attncli/rules.py, `Problem.rules`), evaluated where they are
+needed: the full trace asks for everything at once and shows it; the output-only path asks block by
+block (and for the span of keys a block can see at all), so a rule never exists as an (Lq × Lk)
+matrix there. Every function here is a loop over the rules, ANDed (True = the query may attend the
+key); none knows a rule by name.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from attncli.trace import Problem
 
 EVERYTHING = slice(None)
 MASK_WORDS = ("causal", "causal_lower_right")
 
 
-def has_rules(problem: Problem) -> bool:
+def has_rules(problem) -> bool:
     """Whether some key may be hidden from some query."""
-    return (problem.mask is not None or problem.causal or problem.window is not None
-            or problem.key_mask is not None)
+    return bool(problem.rules)
 
 
-def has_logit_changes(problem: Problem) -> bool:
+def has_logit_changes(problem) -> bool:
     """Whether the problem has a `masked` stage: some key may be hidden or some bias added.
     Positions alone change nothing."""
     return has_rules(problem) or problem.bias is not None or problem.alibi_slopes is not None
 
 
-def _bounds(problem: Problem, rows: slice) -> tuple[int | None, int | None]:
-    """The lowest and highest key position any of these queries may see under causal and window
-    (None = unbounded). Positions are at most 2^53 and bounds too, so nothing overflows int64."""
-    q = problem.q_positions[rows]
-    if q.size == 0:
-        return None, None
-    low = high = None
-    if problem.window is not None:
-        left, right = problem.window
-        low = None if left is None else int(q.min()) - left
-        high = None if right is None else int(q.max()) + right
-    if problem.causal:
-        high = int(q.max()) if high is None else min(high, int(q.max()))
-    return low, high
-
-
-def visible(problem: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndarray | None:
+def visible(problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndarray | None:
     """(1 or H, b, c) bool for query rows `rows` and key columns `cols`, True = the query may
     attend the key; None when every key is visible. Nothing larger than the block is built."""
     if not has_rules(problem):
         return None
-    q = problem.q_positions[rows][:, None]  # (b, 1)
-    k = problem.k_positions[cols][None, :]  # (1, c)
-    rules = []  # (b, c) or (1, c) bool each
-    if problem.causal:
-        rules.append(k <= q)
-    if problem.window is not None:
-        left, right = problem.window
-        if left is not None:
-            rules.append(k >= q - left)
-        if right is not None:
-            rules.append(k <= q + right)
-    if problem.key_mask is not None:
-        rules.append(problem.key_mask[cols][None, :])
-    seen = np.ones((q.shape[0], k.shape[1]), bool)  # (b, c)
-    if rules and rules[0].shape == seen.shape:
-        seen = rules.pop(0)
-    for rule in rules:
-        seen &= rule
+    b, c = problem.q_positions[rows].shape[0], problem.k_positions[cols].shape[0]
+    parts = [rule.seen(problem, rows, cols) for rule in problem.rules]  # (b, c), (1, c) or (1 or H, b, c)
+    flat = [part for part in parts if part.ndim == 2]
+    ours = [part for part in flat if part.shape == (b, c) and part.flags.owndata and part.flags.writeable]
+    seen = ours[0] if ours else np.ones((b, c), bool)  # (b, c), ours to write into
+    for part in flat:
+        if part is not seen:
+            seen &= part
     seen = seen[None]  # (1, b, c)
-    if problem.mask is not None:
-        seen = seen & problem.mask[:, rows, cols]  # (1 or H, b, c)
+    for part in parts:
+        if part.ndim == 3:
+            seen = seen & part  # (1 or H, b, c)
     return seen
 
 
-def key_span(problem: Problem, rows: slice) -> tuple[int, int]:
+def key_span(problem, rows: slice) -> tuple[int, int]:
     """(start, stop): key columns outside [start, stop) are hidden from every query in `rows` (and
-    every head). For rules this is one pass over the key positions (they need not be sorted); for
-    a given matrix, over its (H, b, Lk) block. start == stop when every key is hidden."""
-    lk = problem.lk
-    if not has_rules(problem):
-        return 0, lk
-    low, high = _bounds(problem, rows)
+    every head). One pass over the key positions per rule (they need not be sorted); for a given
+    matrix, over its (H, b, Lk) block. start == stop when every key is hidden."""
     candidates = None  # (Lk,) bool, or None = every key
-    k = problem.k_positions
-    if low is not None:
-        candidates = k >= low
-    if high is not None:
-        candidates = (k <= high) if candidates is None else candidates & (k <= high)
-    if problem.key_mask is not None:
-        candidates = problem.key_mask if candidates is None else candidates & problem.key_mask
-    if problem.mask is not None:
-        given = problem.mask[:, rows].any(axis=(0, 1))  # (Lk,)
-        candidates = given if candidates is None else candidates & given
+    for rule in problem.rules:
+        seen = rule.keys_seen(problem, rows)
+        if seen is not None:
+            candidates = seen if candidates is None else candidates & seen
     if candidates is None:
-        return 0, lk
+        return 0, problem.lk
     found = np.flatnonzero(candidates)
     return (0, 0) if found.size == 0 else (int(found[0]), int(found[-1]) + 1)
 
 
-def partly_hidden(problem: Problem, rows: slice, keys: slice) -> slice | None:
+def partly_hidden(problem, rows: slice, keys: slice) -> slice | None:
     """The columns of `keys` where some query in `rows` may not see some key, as one slice (None:
     every key of `keys` is visible to every row). The output-only path evaluates `visible` only
     there: for causal rules with sorted positions, a block's diagonal square."""
     if not has_rules(problem):
         return None
-    q, k = problem.q_positions[rows], problem.k_positions[keys]
-    maybe = np.zeros(k.shape, bool)  # (c,)
-    if problem.causal:
-        maybe |= k > q.min()
-    if problem.window is not None:
-        left, right = problem.window
-        if left is not None:
-            maybe |= k < int(q.max()) - left
-        if right is not None:
-            maybe |= k > int(q.min()) + right
-    if problem.key_mask is not None:
-        maybe |= ~problem.key_mask[keys]
-    if problem.mask is not None:
-        maybe |= ~problem.mask[:, rows, keys].all(axis=(0, 1))
+    maybe = np.zeros(problem.k_positions[keys].shape, bool)  # (c,)
+    for rule in problem.rules:
+        maybe |= rule.maybe_hidden(problem, rows, keys)
     found = np.flatnonzero(maybe)
     if found.size == 0:
         return None
     return slice(keys.start + int(found[0]), keys.start + int(found[-1]) + 1)
 
 
-def bias(problem: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndarray | None:
+def bias(problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndarray | None:
     """(1 or H, b, c): what is added to the (scaled, capped) scores of those queries and keys, or
     None: the given bias, plus ALiBi's −slope_h · |q_pos − k_pos| (a rule of positions and head,
     built for this block only)."""
@@ -161,35 +106,15 @@ def lower_right_positions(lq: int, lk: int) -> np.ndarray:
     return np.arange(lk - lq, lk, dtype=np.int64)
 
 
-def _bound(value: int | None) -> str:
-    return "∞" if value is None else str(value)
-
-
-def rule_lines(problem: Problem) -> list[str]:
+def rule_lines(problem) -> list[str]:
     """Each rule in words with its convention, for the table header and JSON's `mask_rule`."""
-    lines = []
-    if problem.causal:
-        lower_right = problem.mask_rule == "causal_lower_right"
-        lines.append("causal: query i may attend key j when k_pos[j] ≤ q_pos[i]" + (
-            " (causal_lower_right: q_positions Lk − Lq … Lk − 1, as PyTorch causal_lower_right)" if lower_right
-            else " (top-left with the default positions 0 … L − 1, as PyTorch is_causal=True)"))
-    if problem.window is not None:
-        left, right = problem.window
-        lines.append(f"window [{_bound(left)}, {_bound(right)}]: query i may attend key j when "
-                     f"q_pos[i] − {_bound(left)} ≤ k_pos[j] ≤ q_pos[i] + {_bound(right)} (bounds inclusive)")
-    if problem.key_mask is not None:
-        hidden = int((~problem.key_mask).sum())
-        lines.append(f"key_mask: true = a real key, false = padding (Hugging Face attention_mask; "
-                     f"nn.MultiheadAttention key_padding_mask is its inverse); {hidden} of {problem.lk} "
-                     "keys are padding")
-    if problem.mask is not None:
-        lines.append("matrix: true = the query may attend the key (PyTorch SDPA, JAX, Keras)")
+    lines = [rule.line(problem) for rule in problem.rules]
     if len(lines) > 1:
         lines.append("all of these rules apply together (AND)")
     return lines or ["none"]
 
 
-def positions_line(problem: Problem) -> str | None:
+def positions_line(problem) -> str | None:
     """The positions in words when they are not the default 0 … L − 1 (for the table header)."""
     parts = []
     for name, positions, length in (("q_positions", problem.q_positions, problem.lq),
@@ -200,24 +125,17 @@ def positions_line(problem: Problem) -> str | None:
     return "positions: " + "; ".join(parts) if parts else None
 
 
-def input_keys(problem: Problem) -> dict:
-    """The rules as input keys, so that JSON output read back gives the same problem: a mask word,
-    or the given matrix without the head axis it was broadcast to (true = may attend) and
-    `causal: true` beside it, window,
-    key_mask, and positions that are not the default (lower-right ones are implied by the word)."""
+def input_keys(problem) -> dict:
+    """The rules as input keys, so that JSON output read back gives the same problem: each rule's
+    own keys (a given matrix without the head axis it was broadcast to, true = may attend), and
+    positions that are not the default (query positions a rule sets, as causal_lower_right does,
+    are implied by it)."""
     keys: dict = {}
-    if problem.mask is not None:
-        keys["mask"] = (problem.mask[0] if problem.mask.shape[0] == 1 else problem.mask).tolist()
-        if problem.causal:
-            keys["causal"] = True
-    elif problem.causal:
-        keys["mask"] = problem.mask_rule if problem.mask_rule in MASK_WORDS else "causal"
-    if problem.window is not None:
-        keys["window"] = list(problem.window)
-    if problem.key_mask is not None:
-        keys["key_mask"] = problem.key_mask.tolist()
-    if problem.mask_rule != "causal_lower_right" and not np.array_equal(
-            problem.q_positions, default_positions(problem.lq)):
+    implied = None  # the query positions the rules set by themselves
+    for rule in problem.rules:
+        keys.update(rule.input_keys(problem))
+        implied = rule.place_queries(implied, problem.lq, problem.lk)
+    if not np.array_equal(problem.q_positions, default_positions(problem.lq) if implied is None else implied):
         keys["q_positions"] = problem.q_positions.tolist()
     if not np.array_equal(problem.k_positions, default_positions(problem.lk)):
         keys["k_positions"] = problem.k_positions.tolist()

@@ -14,6 +14,8 @@ from typing import Callable, Mapping, NamedTuple
 import numpy as np
 
 from attncli import masks, stages
+from attncli.rule_words import sliding_window, window_rule
+from attncli.rules import Causal, Window, find
 from attncli.stages import mask_scores, softmax
 from attncli.trace import Trace, round_finite
 
@@ -79,10 +81,14 @@ def _window_moved(step: int) -> Callable:
     """The window with each bound of 1 or more moved by `step` (a bound of 0, a window that ends
     at the query, is not miscounted; an unbounded side stays unbounded)."""
     def change(problem):
-        if problem.window is None:
+        window = find(problem, Window)
+        if window is None:
             return None
-        bounds = tuple(b + step if b else b for b in problem.window)
-        return None if bounds == problem.window else replace(problem, window=bounds)
+        moved = replace(window, **{side: b + step if b else b for side, b in (("left", window.left),
+                                                                             ("right", window.right))})
+        if moved == window:
+            return None
+        return replace(problem, rules=tuple(moved if rule is window else rule for rule in problem.rules))
     return change
 
 
@@ -90,7 +96,7 @@ def _realigned(problem):
     """The causal rules aligned at the other corner: top-left (the default positions 0 … L − 1, a
     query's row number taken as its position) when the positions are not the default; bottom-right
     (queries at Lk − Lq … Lk − 1) when they are and Lq ≠ Lk. Other rules read the same positions."""
-    if not problem.causal:
+    if find(problem, Causal) is None:
         return None
     lq, lk = problem.lq, problem.lk
     top_left = masks.default_positions(lq), masks.default_positions(lk)
@@ -148,13 +154,11 @@ MISTAKES = {
     "mask_zero": Mistake("masked", "wrote 0 where the mask blocks, instead of −∞ (e^−∞ = 0, but e^0 = 1)", _mask_zero),
     "sink_left_out": Mistake("weights", "left the sink out of the softmax: each row's sum also holds e^sink, "
                                         "so the weights sum to less than 1", _sink_left_out),
-    "window_off_by_one": Mistake("masked", "let one key too many into the window: window [left, right] lets in "
-                                           "k_pos from q_pos − left to q_pos + right, both ends included (Hugging "
-                                           "Face sliding_window = W, W keys counting the query itself, is "
-                                           "[W − 1, 0], not [W, 0])", _rules_of(_window_moved(+1))),
+    "window_off_by_one": Mistake("masked", f"let one key too many into the window: {window_rule()} "
+                                           f"({sliding_window()}, W keys counting the query itself, not [W, 0])",
+                                 _rules_of(_window_moved(+1))),
     "window_one_short": Mistake("masked", "let one key too few into the window, as if its ends were excluded: "
-                                          "window [left, right] lets in k_pos from q_pos − left to "
-                                          "q_pos + right, both ends included", _rules_of(_window_moved(-1))),
+                                          f"{window_rule()}", _rules_of(_window_moved(-1))),
     "causal_misaligned": Mistake("masked", "aligned the causal mask at the wrong corner: a query sees the keys at "
                                            "or before its position (k_pos ≤ q_pos), not its row number: a KV-cache "
                                            "step's query at position t sees keys 0 … t (bottom-right); queries at "

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from attncli.errors import InputError, did_you_mean, quote
-from attncli.mask_input import RULE_KEYS, read_rules
+from attncli.rules import Reading, read as read_rules, rule_keys
 from attncli.trace import MASKED_ROWS, Problem
 from attncli.values import HugeInt, as_array, describe, scalar
 from attncli.variants import VARIANT_KEYS, read_variants
@@ -19,7 +19,7 @@ QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
 INPUT_KEYS = QKV + PROJECTIONS + (
     "W_O", "b_O", "heads", "mask", "bias", "scale", "query_labels", "key_labels",
-    "title", "description", "masked_rows", "dtype", "rope", "dO") + RULE_KEYS + VARIANT_KEYS
+    "title", "description", "masked_rows", "dtype", "rope", "dO") + rule_keys() + VARIANT_KEYS
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 # Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
 # Every stage name of attncli/stages.py is one too (`output_keys()`).
@@ -64,7 +64,7 @@ def _as_heads_matrix(value, field: str) -> np.ndarray:
 
 def _check_keys(doc: dict) -> dict:
     """Resolve aliases and reject unknown keys, suggesting the closest valid one."""
-    known = INPUT_KEYS + output_keys()
+    known = INPUT_KEYS + rule_keys() + output_keys()  # rule_keys: a rule added later (tests/test_rules.py)
     out = {}
     for key, value in doc.items():
         name = ALIASES.get(key, key)
@@ -196,6 +196,15 @@ def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndar
     return array
 
 
+def _mask_keys(doc: dict, origin: dict[str, str] | None) -> dict:
+    """The document as the mask rules read it. A `mask` from an option replaces the file's whole
+    mask rule, its `causal` key included (README "Masks are rules of positions"): `--mask "1,1;1,1"`
+    over a file holding `"causal": true` is that matrix alone."""
+    if (origin or {}).get("mask", "").startswith("--") and "causal" not in (origin or {}):
+        return {key: value for key, value in doc.items() if key != "causal"}
+    return doc
+
+
 def _d_output(value, inputs: dict, heads: int, lq: int) -> np.ndarray:
     """dO: the shape of the final output, or "ones" for all ones (the gradient of its sum)."""
     from attncli.backward import final_shape
@@ -264,7 +273,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
             found = "there is no mask" if doc.get("mask") is None else f"the mask is {describe(doc['mask'])}"
             raise InputError(f"invert_mask is on but {found}: only a true/false mask matrix can be "
                              "read with true as blocked", field="invert_mask")
-        rules = read_rules(doc, _grid, heads, lq, lk, invert_mask)
+        rules = read_rules(_mask_keys(doc, origin), Reading(_grid, heads, lq, lk, invert_mask))
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
         dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq)

@@ -168,9 +168,7 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
         return [f"  every key is masked: the sink takes the whole row (e^{n(r.sink)} of e^{n(r.sink)}), "
                 "so every weight is 0"]
     if not any(r.allowed):
-        chosen = page.trace.problem.masked_rows
-        done = {"zero": "its weights are all 0", "uniform": "its weights are uniform, 1/Lk each"}[chosen]
-        return [f"  every key is masked: {done} ({page.policy})"]
+        return [f"  every key is masked: {page.policy}"]
     lines = []
     largest = "score" if r.sink is None else "logit, the sink included,"
     constant = "(a constant shift leaves softmax unchanged)"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from attncli.masks import MASK_WORDS, input_keys, rule_lines
+from attncli.rules import Causal, KeyMask, Matrix, Rule, Window, find
 from attncli.variants import input_keys as variant_keys
 
 if TYPE_CHECKING:
@@ -49,14 +50,11 @@ class Problem:
     heads: int  # query heads; 2-D Q/K/V (or projections) are split into this many
     lq: int
     lk: int
-    mask: np.ndarray | None = None  # a GIVEN (1 or H, Lq, Lk) bool matrix, True = may attend
-    mask_rule: str | None = None  # the `mask` key: "causal", "causal_lower_right", "matrix" or None
-    # Rules of positions (attncli/masks.py evaluates them); positions are (L,) int64, 0 … L − 1 by default.
+    # The mask rules (attncli/rules.py: Causal, Window, KeyMask, Matrix), ANDed; attncli/masks.py
+    # evaluates them. Positions are (L,) int64, 0 … L − 1 by default.
+    rules: tuple[Rule, ...] = ()
     q_positions: np.ndarray | None = None  # (Lq,)
     k_positions: np.ndarray | None = None  # (Lk,)
-    causal: bool = False  # k_pos ≤ q_pos
-    window: tuple[int | None, int | None] | None = None  # (left, right): q_pos − left ≤ k_pos ≤ q_pos + right
-    key_mask: np.ndarray | None = None  # (Lk,) bool, True = a real key
     bias: np.ndarray | None = None  # (1 or H, Lq, Lk), -inf allowed
     rope: Rope | None = None  # rotary positions on Q and K (attncli/rope.py); None: none
     # The logit variants (attncli/variants.py reads them); per query head, read-only.
@@ -74,7 +72,33 @@ class Problem:
     dO: np.ndarray | None = None  # (Lq, d_out): the gradient of a loss by the final output (attncli/backward.py)
 
     def __post_init__(self):
-        _freeze(self, ("mask", "bias", "dO"), ("inputs",))
+        _freeze(self, ("bias", "dO"), ("inputs",))
+
+    # The rules as the fields they were before `rules` (read-only), for readers not yet moved to
+    # `rules`; new code loops over `rules` (attncli/masks.py) instead.
+    @property
+    def mask(self) -> np.ndarray | None:  # a GIVEN (1 or H, Lq, Lk) bool matrix, True = may attend
+        found = find(self, Matrix)
+        return None if found is None else found.mask
+
+    @property
+    def mask_rule(self) -> str | None:  # as the `mask` key: "causal", "causal_lower_right", "matrix", None
+        causal = find(self, Causal)
+        return "matrix" if self.mask is not None else None if causal is None else MASK_WORDS[causal.lower_right]
+
+    @property
+    def causal(self) -> bool:
+        return find(self, Causal) is not None
+
+    @property
+    def window(self) -> tuple[int | None, int | None] | None:
+        found = find(self, Window)
+        return None if found is None else (found.left, found.right)
+
+    @property
+    def key_mask(self) -> np.ndarray | None:
+        found = find(self, KeyMask)
+        return None if found is None else found.keep
 
     @property
     def projected(self) -> bool:

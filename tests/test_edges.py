@@ -120,7 +120,7 @@ def test_masked_rows_error_advice_is_said_where_it_is_read(run):
 
 
 def test_masked_rows_warning_says_the_policy_as_a_keyword_in_python_and_an_option_in_the_cli(run):
-    said = "their weights are uniform, output = mean of V ({}, as JAX when a boolean mask blocks the row)"
+    said = "uniform weights 1/Lk, output = mean of V ({}, as JAX when a boolean mask blocks the row)"
     trace = api.attend(**BLOCKED, masked_rows="uniform")
     assert trace.warnings == ("head 0: every key is masked for query 1; " + said.format("masked_rows='uniform'"),)
     result = run("compute", "--q", "1;2", "--k", "1;2", "--v", "1;2", "--mask", "1,1;0,0",

@@ -63,7 +63,7 @@ def test_overflowing_exponentials_subtract_the_row_max():
 def test_given_scale_and_fully_masked_row():
     lines = "\n".join(explain(attend(build_problem(dict(SCOOTER, scale=0.5, mask=[False] * 3)))))
     assert "Step 2: scale by 0.5000 (given)" in lines and "4.0000 × 0.5000 = 2.0000" in lines
-    assert "every key is masked: its weights are all 0" in lines
+    assert "every key is masked: weights and output 0 (--masked-rows zero, as PyTorch SDPA)" in lines
 
 
 def test_rows_heads_and_long_rows_are_chosen_and_elided(run):

@@ -223,7 +223,7 @@ def test_bad_rule_keys_name_the_file_and_field(run, problem_file, rules, fragmen
 def test_help_states_the_conventions(run):
     text = " ".join(run("compute", "--help", env={"COLUMNS": "200"}).stdout.split())
     for fragment in ("--q-positions", "--k-positions", "--window", "--key-mask",
-                     "q_pos−LEFT ≤ k_pos ≤ q_pos+RIGHT", "sliding_window=W with causal is W−1,0",
+                     "q_pos − LEFT ≤ k_pos ≤ q_pos + RIGHT", "sliding_window = W with causal is window [W − 1, 0]",
                      "key_padding_mask"):
         assert fragment in text, fragment
 

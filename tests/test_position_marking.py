@@ -59,7 +59,7 @@ def test_a_window_one_off_is_diagnosed(run, tmp_path, left, mistake):
     assert result["stages"]["weights"]["diagnosis"] == [mistake]
     output = result["stages"]["output"]  # one slip costs one stage: the output follows from it
     assert output["wrong"] == 0 and output["carried"] > 0
-    assert "both ends included" in result["stages"]["weights"]["notes"][-1]
+    assert "(bounds inclusive)" in result["stages"]["weights"]["notes"][-1]
 
 
 def test_a_decoding_step_aligned_top_left_is_diagnosed(run, tmp_path):

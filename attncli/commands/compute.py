@@ -10,6 +10,7 @@ from attncli.commands.edge import AUTO_HELP, auto_is_table, flag, warning
 from attncli.errors import AttnError, InputError, one_line, quote
 from attncli import grads
 from attncli.commands import option_text as opt
+from attncli.rule_words import WINDOW_ENDS, masked_rows_help, sliding_window, window_condition
 from attncli.stages import get, names as stage_names, stand_in
 
 
@@ -93,8 +94,8 @@ def compute(
     k_positions: Annotated[Optional[str], typer.Option(
         help="Key positions (default 0 to Lk−1): 0,1,2,5.", rich_help_panel="Masking", show_default=False)] = None,
     window: Annotated[Optional[str], typer.Option(
-        help="Sliding window LEFT,RIGHT: query i sees key j when q_pos−LEFT ≤ k_pos ≤ q_pos+RIGHT (inclusive); "
-             "none (or empty) = unbounded: 2,none. Hugging Face sliding_window=W with causal is W−1,0.",
+        help=f"Sliding window LEFT,RIGHT: query i sees key j when {window_condition('LEFT', 'RIGHT')} "
+             f"({WINDOW_ENDS}); none (or empty) = unbounded: 2,none. {sliding_window()}.",
         metavar="L,R", rich_help_panel="Masking", show_default=False)] = None,
     key_mask: Annotated[Optional[str], typer.Option(
         help="Key padding, one per key: 1,1,0; 1/true = a real key (Hugging Face attention_mask; the "
@@ -116,10 +117,7 @@ def compute(
              "rotary_pct; default d_k). Implies --rope.",
         rich_help_panel="Positions (RoPE)", show_default=False)] = None,
     masked_rows: Annotated[Optional[MaskedRows], typer.Option(
-        help="A query whose every key is masked: zero (weights and output 0, as PyTorch SDPA; default), "
-             "uniform (mean of V; as JAX when a boolean mask blocks the row, but JAX gives NaN for a row "
-             "blocked by a −∞ bias alone, and averages only the mask-blocked keys when a mask and a bias "
-             "block the row together), or error. A warning names such rows.",
+        help=f"A query whose every key is masked: {masked_rows_help()}. A warning names such rows.",
         rich_help_panel="Masking", show_default=False)] = None,
     softcap: Annotated[Optional[str], typer.Option(
         help="Softcap c > 0: capped = c·tanh(scaled/c), after scaling, before bias, ALiBi and masks (Gemma 2).",
@@ -202,7 +200,7 @@ def compute(
     mask true = the query may attend the key (PyTorch SDPA, JAX; --invert-mask for nn.MultiheadAttention);
     causal: k_pos ≤ q_pos; positions are 0 to L−1 unless given: top-left, j ≤ i;
     causal_lower_right sets q_positions to Lk−Lq to Lk−1 (j ≤ i + Lk − Lq);
-    window L,R: q_pos − L ≤ k_pos ≤ q_pos + R, inclusive; key mask 1 = a real key;
+    window L,R: q_pos − L ≤ k_pos ≤ q_pos + R (bounds inclusive); key mask 1 = a real key;
     mask, bias, causal, window and key mask combine with AND;
     softcap: c·tanh(scaled/c) before bias and masks; ALiBi adds −slope·|q_pos − k_pos| (a penalty);
     sinks: softmax over the keys and one sink logit per head, which is dropped (rows sum to < 1);

@@ -11,6 +11,7 @@ import typer
 
 from attncli.commands.edge import AUTO_HELP, auto_is_table
 from attncli.errors import InputError, did_you_mean, quote
+from attncli.rule_words import sliding_window
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -72,7 +73,7 @@ def exercise(
                                                "sentence, causal mask. multihead: X with projections and W_O. "
                                                "cross: X and X_kv with projections. posenc: X = E + PE "
                                                "(sinusoidal) with projections. window: causal in a sliding "
-                                               "window [W-1, 0] (Hugging Face sliding_window = W). decode: one "
+                                               f"window ({sliding_window()}). decode: one "
                                                "KV-cache step, the last word's query at position t over keys "
                                                "0 … t. rope: causal self-attention with rotary positions (Q_rope, "
                                                "K_rope), d_k 4. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on "

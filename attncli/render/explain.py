@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 
 from attncli import visibility
-from attncli.attention import MASKED_ROWS_POLICY
 from attncli.handwriting import MAX_KEYS, comparison, dot, given, note, number, shown_keys, vector
 from attncli.masks import has_rules
 from attncli.render.explain_backward import backward_lines
+from attncli.rule_words import masked_rows_words
 from attncli.render.text import labels
 from attncli.stage_steps import Page
 from attncli.stages import fields, present
@@ -30,7 +30,7 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     query = f'"{labels(p.query_labels, p.lq)[w.row]}"' if p.query_labels else str(w.row)
     width = max(len(keys[j]) for j in shown_keys(p.lk) if j is not None) + 1
     page = Page(trace, w, keys, width, query, lambda name: fields(p, name), _rules(trace, w, query, keys),
-                has_rules(p), f"--masked-rows {p.masked_rows}, {MASKED_ROWS_POLICY[p.masked_rows][1]}")
+                has_rules(p), masked_rows_words(p.masked_rows, f"--masked-rows {p.masked_rows}"))
     head = f"Head {w.head}, query" if p.heads > 1 else "Query"
     if w.projection is None:
         lines, step = [f"{head} {query} (row {w.row}): q = {vector(w.q, places, given)}"], 1

@@ -12,6 +12,7 @@ import math
 
 from attncli.errors import visible
 from attncli.masks import positions_line, rule_lines
+from attncli.rule_words import masked_rows_words
 from attncli.trace import Trace
 from attncli.variants import variant_lines
 
@@ -88,12 +89,7 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
         lines.append("bias: added after scaling, before the mask; −∞ blocks")
     lines += variant_lines(p)
     if trace.masked is not None and p.sinks is None:  # with sinks such a row is all zero: its own line says so
-        from attncli.attention import MASKED_ROWS_POLICY
-
-        lines.append("rows with every key masked: " + {
-            "zero": "weights and output 0", "uniform": "uniform weights, output = mean of V",
-            "error": "an error"}[p.masked_rows] + (
-            f" ({MASKED_ROWS_POLICY[p.masked_rows][1]})" if p.masked_rows in MASKED_ROWS_POLICY else ""))
+        lines.append("rows with every key masked: " + masked_rows_words(p.masked_rows))
     if p.projected:
         lines.append("projections: Q = X W_Q, W is (d_in × d_out) (PyTorch's Linear.weight is Wᵀ)")
     if p.dO is not None:

@@ -11,6 +11,7 @@ from decimal import Decimal, localcontext
 import numpy as np
 
 from attncli.render.text import MINUS_INF, labels, number
+from attncli.rule_words import MASKED_ROWS_WORDS
 from attncli.tiles import Tiles, max_difference, sink_logits, start
 from attncli.trace import Trace
 
@@ -120,7 +121,7 @@ def _explain_row(tiled: Tiles, trace: Trace, h: int, row: int, places: int) -> l
             lines.append(f"  O = {n(alpha)} · {vec(O)} + {terms} = {vec(O_new)}")
             m, l, O = new, l_new, O_new
         if m is None:
-            policy = "uniform weights, output = mean of V" if p.masked_rows == "uniform" else "output 0"
+            policy = MASKED_ROWS_WORDS[p.masked_rows]
             lines.append(f"every key is masked for this query: l = 0, lse = −∞; --masked-rows {p.masked_rows}: {policy}")
             return lines
         out = [r(o / l) for o in O]
