@@ -57,7 +57,7 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     """Check `doc`'s echoes and results against `trace` (recomputed in full when `trace` is the
     output-only one and the document holds more). `say` renders the warnings' advice as the
     writer did; `options` are the options that changed the file's problem (named in errors)."""
-    doc = schema.check_keys(doc)
+    doc = {key: _listed(value) for key, value in schema.check_keys(doc).items()}  # .npz: arrays
     if not has_results(doc):
         return
     if trace.stage("weights") is None and _needs_full(doc):
@@ -93,6 +93,15 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
             _same(value, expected["heads"][0].get(name, MISSING), name, rtol, hint)
 
 
+def _listed(value):
+    """An .npz's array as the nested lists JSON would hold (NaN, which stands for null, as None)."""
+    if not isinstance(value, np.ndarray):
+        return value
+    if value.dtype.kind == "f" and np.isnan(value).any():
+        return np.where(np.isnan(value), None, value).tolist()
+    return value.tolist()
+
+
 def _needs_full(doc: dict) -> bool:
     """Whether checking needs stages beyond the output (and lse) that the output-only path has."""
     light = ("output", "lse", "tiles", "tiled_output", "tiled_lse")
@@ -103,7 +112,8 @@ def _needs_full(doc: dict) -> bool:
 
 def _tile_size(doc: dict) -> tuple[int, int] | None:
     value = doc.get("tile_size")
-    tiled = [h for h in doc.get("heads") or () if isinstance(h, dict) and h.keys() & TILED]
+    heads = doc["heads"] if isinstance(doc.get("heads"), list) else []
+    tiled = [h for h in heads if isinstance(h, dict) and h.keys() & TILED]
     if value is None:
         if tiled or "tiled_max_difference" in doc:
             raise InputError("the tiles of --tiles are given without tile_size, the [BQ, BK] they were "
