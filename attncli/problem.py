@@ -202,6 +202,15 @@ def _d_k(inputs: dict, heads: int, projected: bool) -> int:
     return Q.shape[-1] if Q.ndim == 3 else Q.shape[1] // heads
 
 
+def _scale(value, d_k: int) -> float | None:
+    """`scale`: None (the default) when absent, or when it is the default 1/√d_k to the last bit:
+    `attn compute` writes the scale it used, and read back that is still the default."""
+    if value is None:
+        return None
+    scale = scalar(value, "scale")
+    return None if scale == float(1.0 / np.sqrt(d_k)) else scale
+
+
 def _variants(doc: dict, heads: int) -> dict:
     """The variants' `Problem` fields. `alibi_slopes` (written beside `alibi` as the slopes used)
     given alone means "use these slopes"; beside `alibi` it must be what `alibi` gives."""
@@ -278,7 +287,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
                              "read with true as blocked", field="invert_mask")
         rules = read_rules(doc, _grid, heads, lq, lk, invert_mask)
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
-        scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
+        scale = _scale(doc.get("scale"), _d_k(inputs, heads, has_proj))
         dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq)
         rope = None
         if doc.get("rope") is not None:  # loaded only when asked for: start-up stays as it was
