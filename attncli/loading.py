@@ -275,8 +275,8 @@ def gather(file: str | None, matrices: dict[str, str | None],
             continue
         if key == "heads" and isinstance(doc.get("heads"), list):
             if value != len(doc["heads"]):
-                raise InputError(f"--heads {value} contradicts the file's heads, the results of "
-                                 f"{len(doc['heads'])} heads; drop --heads", source)
+                raise InputError(f"{value} contradicts the file's heads, the per-head results of "
+                                 f"{len(doc['heads'])} heads; drop one", f"--{key}")
             continue  # the same count: the file's list, results and all, stays
         if key == "alibi":
             doc.pop("alibi_slopes", None)

@@ -116,13 +116,13 @@ def _tile_size(doc: dict) -> tuple[int, int] | None:
     tiled = [h for h in heads if isinstance(h, dict) and h.keys() & TILED]
     if value is None:
         if tiled or "tiled_max_difference" in doc:
-            raise InputError("the tiles of --tiles are given without tile_size, the [BQ, BK] they were "
+            raise InputError("tiled results (heads[i].tiles, tiled_output, tiled_lse) are given without tile_size, the [BQ, BK] they were "
                              "computed with; give both or neither", field="tile_size")
         return None
     if not (isinstance(value, list) and len(value) == 2 and all(
             isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in value)):
         raise InputError(f"tile_size is {shown(value)}; expected [BQ, BK], two whole numbers ≥ 1 "
-                         "(as --tiles writes it)", field="tile_size")
+                         "(as attn compute writes it)", field="tile_size")
     if not tiled and "tiled_max_difference" not in doc:
         raise InputError("tile_size is given without the tiles it sized (heads[i].tiles); give both or "
                          "neither", field="tile_size")
@@ -137,7 +137,7 @@ def _head_key(stage: str, h: int) -> None:
 
 def _lines(value) -> None:
     if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
-        raise InputError(f"explanation is {shown(value)}; expected a list of lines (as --explain "
+        raise InputError(f"explanation is {shown(value)}; expected a list of lines (as attn compute "
                          "writes it)", field="explanation")
 
 

@@ -66,17 +66,17 @@ KEYS: tuple[Key, ...] = (
     Key("query_labels", LABEL, "one label per query"),
     Key("key_labels", LABEL, "one label per key"),
     Key("warnings", RESULT, "what the computation warned about"),
-    Key("tile_size", RESULT, "[BQ, BK] of --tiles"),
+    Key("tile_size", RESULT, "[BQ, BK]: the tile sizes of the tiled online softmax"),
     Key("tiled_max_difference", RESULT, "the largest |tiled − plain| over every head's output"),
-    Key("explanation", RESULT, "the hand calculation's lines (--explain)"),
+    Key("explanation", RESULT, "the hand calculation's lines"),
 )
 HEAD_KEYS: tuple[Key, ...] = (
     *(Key(name, RESULT, f"this head's {name} (the input split into heads, or projected)")
       for name in ("Q", "K", "V")),
     Key("lse", RESULT, "ln Σ e^logit per query"),
-    Key("tiles", RESULT, "--tiles: every tile's running max, sum and output"),
-    Key("tiled_output", RESULT, "--tiles: the output computed tile by tile"),
-    Key("tiled_lse", RESULT, "--tiles: the lse computed tile by tile"),
+    Key("tiles", RESULT, "tiled: every tile's running max, sum and output"),
+    Key("tiled_output", RESULT, "tiled: the output computed tile by tile"),
+    Key("tiled_lse", RESULT, "tiled: the lse computed tile by tile"),
 )
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 VERSION = 1  # the value of "attncli"

@@ -213,7 +213,7 @@ def test_heads_option_over_a_files_per_head_results(run):
     assert run("compute", "-", "--format", "json", "--heads", str(count), input=text).exit_code == 0
     result = run("compute", "-", "--format", "json", "--heads", "1", input=text)
     assert result.exit_code == 2
-    assert f"--heads 1 contradicts the file's heads, the results of {count} heads" in result.stderr
+    assert f"--heads: 1 contradicts the file's heads, the per-head results of {count} heads" in result.stderr
 
 
 def test_explain_json_reads_back(run):
