@@ -27,8 +27,8 @@ MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts a
 
 def output_keys() -> tuple[str, ...]:
     """Every key `attn compute` writes beside the input keys: the schema's echoes and results,
-    and the stage names (a learner's answers file holds them at the top level)."""
-    return schema.top_names(schema.ECHO, schema.RESULT) + schema.stage_names()
+    and one head's stages and tiles (a learner's answers file holds them at the top level)."""
+    return schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
 
 
 def _rows(n: int, what: str = "row") -> str:

@@ -49,7 +49,7 @@ def add_tiles(doc: dict, tiled, output, decimals: int | None = None) -> dict:
 
 def has_results(doc: dict) -> bool:
     """Whether a (key-checked) document holds any echo or result to check."""
-    written = schema.top_names(schema.ECHO, schema.RESULT) + schema.stage_names()
+    written = schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
     return isinstance(doc.get("heads"), list) or any(key in doc for key in written)
 
 
@@ -106,14 +106,14 @@ def _needs_full(doc: dict) -> bool:
     """Whether checking needs stages beyond the output (and lse) that the output-only path has."""
     light = ("output", "lse", "tiles", "tiled_output", "tiled_lse")
     heads = doc.get("heads") if isinstance(doc.get("heads"), list) else []
-    return GRADS in doc or any(k in doc for k in schema.stage_names() if k != "output") or any(
+    return GRADS in doc or any(k in doc for k in schema.one_head() if k != "output") or any(
         k not in light for head in heads for k in head)
 
 
 def _tile_size(doc: dict) -> tuple[int, int] | None:
     value = doc.get("tile_size")
     heads = doc["heads"] if isinstance(doc.get("heads"), list) else []
-    tiled = [h for h in heads if isinstance(h, dict) and h.keys() & TILED]
+    tiled = [h for h in heads if isinstance(h, dict) and h.keys() & TILED] + (["tiles"] if "tiles" in doc else [])
     if value is None:
         if tiled or "tiled_max_difference" in doc:
             raise InputError("tiled results (heads[i].tiles, tiled_output, tiled_lse) are given without tile_size, the [BQ, BK] they were "
@@ -146,8 +146,8 @@ def _echo(entry, written, computed, rtol: float) -> None:
         raise InputError(f"{entry.name} is given, but {entry.source} give none ({entry.about}); "
                          f"drop {entry.name}", field=entry.name)
     if not _agree(written, computed, rtol):
-        raise InputError(f"{entry.name} is {shown(written)} but {entry.source} give {shown(computed)}: "
-                         f"{entry.name} is derived from them; drop {entry.name} or fix them", field=entry.name)
+        raise InputError(f"{entry.name} is {shown(written)}, but from {entry.source} it is {shown(computed)}: "
+                         f"{entry.name} is derived; drop it, or fix {entry.source}", field=entry.name)
 
 
 def _same(written, computed, path: str, rtol: float, hint: str) -> None:

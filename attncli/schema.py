@@ -100,10 +100,15 @@ def key(name: str) -> Key | None:
     return next((k for k in KEYS if k.name == name), None)
 
 
+def one_head() -> tuple[str, ...]:
+    """One head's results as they may stand at the top level (an answers file's form for a one-head
+    problem; `attn compute` checks them as head 0's): its stages and its tiles."""
+    return stage_names() + ("tiles",)
+
+
 def known() -> tuple[str, ...]:
-    """Every top-level key a problem document may hold: the table's, and one head's stages at the
-    top level (an answers file's form; `attn compute` checks them as head 0's)."""
-    return top_names() + stage_names()
+    """Every top-level key a problem document may hold: the table's, and `one_head()`."""
+    return top_names() + one_head()
 
 
 def check_keys(doc: dict) -> dict:

@@ -115,10 +115,10 @@ def _scooter_json(run, *options) -> dict:
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda d: d.update(d_k=3), "d_k is 3 but Q (or W_Q) and heads give 2"),
-    (lambda d: d.update(d_v=5), "d_v is 5 but V (or W_V) and heads give 2"),
-    (lambda d: d.update(mask_rule="causal"), 'mask_rule is "causal" but mask, causal'),
-    (lambda d: d.update(attncli=2), "attncli is 2 but this version of attn give 1"),
+    (lambda d: d.update(d_k=3), "d_k is 3, but from Q (or W_Q) and heads it is 2: d_k is derived"),
+    (lambda d: d.update(d_v=5), "d_v is 5, but from V (or W_V) and heads it is 2"),
+    (lambda d: d.update(mask_rule="causal"), 'mask_rule is "causal", but from mask, causal, window, key_mask, q_positions and k_positions it is "none"'),
+    (lambda d: d.update(attncli=2), "attncli is 2, but from this version of attn it is 1"),
     (lambda d: d.update(rope_rule="x"), "rope_rule is given, but rope give none"),
     (lambda d: d["heads"][0]["weights"][0].__setitem__(1, 0.5), "heads[0].weights[0][1] is 0.5 but recomputing"),
     (lambda d: d["heads"][0]["Q"][0].__setitem__(0, 9), "heads[0].Q[0][0] is 9 but recomputing gives 0.0"),
@@ -228,3 +228,14 @@ def test_npz_written_reads_back_with_its_results(run, tmp_path):
     path = tmp_path / "w.npz"
     assert run("compute", SAMPLES / "multihead.json", "-o", path).exit_code == 0
     assert run.json("compute", path)["output"] == run.json("compute", SAMPLES / "multihead.json")["output"]
+
+
+def test_one_heads_tiles_at_the_top_level_are_head_zeros(run):
+    text = run("compute", SAMPLES / "tiny_tiles.json", "--format", "json", "--tiles", "2,2").stdout
+    doc = json.loads(text)
+    assert len(doc["heads"]) == 1
+    doc["tiles"] = doc["heads"][0].pop("tiles")
+    assert run("compute", "-", "--format", "json", input=json.dumps(doc)).exit_code == 0, "top-level tiles"
+    doc["tiles"][0]["m"][0] += 1
+    result = run("compute", "-", "--format", "json", input=json.dumps(doc))
+    assert result.exit_code == 2 and "tiles[0].m[0] is" in result.stderr
