@@ -23,6 +23,7 @@ from attncli import schema
 from attncli.attention import attend
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.grads import GRADS
+from attncli.tiles import attend_tiles, head_dicts, max_difference
 from attncli.trace import Trace, plain, to_dict
 from attncli.values import Written, describe
 
@@ -36,8 +37,6 @@ def add_tiles(doc: dict, tiled, output, decimals: int | None = None) -> dict:
     """--tiles's keys (attncli.tiles.Tiles): per head "tiles", "tiled_output" and "tiled_lse";
     top level "tile_size" [BQ, BK] and "tiled_max_difference" (the largest |tiled − plain| over
     every head's output)."""
-    from attncli.tiles import head_dicts, max_difference
-
     doc["tile_size"] = [tiled.bq, tiled.bk]
     doc["tiled_max_difference"] = max_difference(tiled, output)
     for h, head in enumerate(doc["heads"]):
@@ -62,14 +61,7 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
         return
     if trace.stage("weights") is None and _needs_full(doc):
         trace = attend(trace.problem)
-    expected = to_dict(trace)
-    expected["warnings"] = [w.render(say) if say is not None and hasattr(w, "render") else str(w)
-                            for w in trace.warnings]
-    tiles = _tile_size(doc)
-    if tiles is not None:
-        from attncli.tiles import attend_tiles
-
-        add_tiles(expected, attend_tiles(trace.problem, *tiles), trace.stage("output"))
+    expected = _expected(trace, _tile_size(doc), say)
     hint = ANSWERS_HINT + (f"; {', '.join(options)} changed the problem these results came from"
                            if options else "")
     rtol = RTOL[trace.problem.dtype]
@@ -86,11 +78,22 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
             _echo(entry, value, expected.get(name, MISSING), rtol)
         elif entry is not None and entry.kind == schema.RESULT:
             _same(value, expected.get(name, MISSING), name, rtol, hint)
-        elif entry is None:  # one head's stage at the top level
+        elif entry is None:  # one head's stage (or tiles) at the top level
             if trace.problem.heads != 1:
                 raise InputError(f"{name} is given at the top level, but the problem has {trace.problem.heads} "
                                  f"heads: results go in heads[i]; to mark answers, use attn check", field=name)
             _same(value, expected["heads"][0].get(name, MISSING), name, rtol, hint)
+
+
+def _expected(trace: Trace, tile_size: tuple[int, int] | None, say) -> dict:
+    """The document the writer would write for `trace`, every stage unrounded; with `tile_size`,
+    the tiles too; the warnings said with `say`."""
+    expected = to_dict(trace)
+    expected["warnings"] = [w.render(say) if say is not None and hasattr(w, "render") else str(w)
+                            for w in trace.warnings]
+    if tile_size is not None:
+        add_tiles(expected, attend_tiles(trace.problem, *tile_size), trace.stage("output"))
+    return expected
 
 
 def _listed(value):
@@ -113,11 +116,12 @@ def _needs_full(doc: dict) -> bool:
 def _tile_size(doc: dict) -> tuple[int, int] | None:
     value = doc.get("tile_size")
     heads = doc["heads"] if isinstance(doc.get("heads"), list) else []
-    tiled = [h for h in heads if isinstance(h, dict) and h.keys() & TILED] + (["tiles"] if "tiles" in doc else [])
+    tiled = [h for h in heads if isinstance(h, dict) and h.keys() & TILED] + [doc[k] for k in ("tiles",) if k in doc]
     if value is None:
         if tiled or "tiled_max_difference" in doc:
-            raise InputError("tiled results (heads[i].tiles, tiled_output, tiled_lse) are given without tile_size, the [BQ, BK] they were "
-                             "computed with; give both or neither", field="tile_size")
+            raise InputError("tiled results (heads[i].tiles, tiled_output, tiled_lse) are given without "
+                             "tile_size, the [BQ, BK] they were computed with; give both or neither",
+                             field="tile_size")
         return None
     if not (isinstance(value, list) and len(value) == 2 and all(
             isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in value)):
