@@ -62,8 +62,8 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     if trace.stage("weights") is None and _needs_full(doc):
         trace = attend(trace.problem)
     expected = _expected(trace, _tile_size(doc), say)
-    hint = ANSWERS_HINT + (f"; {', '.join(options)} changed the problem these results came from"
-                           if options else "")
+    changed = f"; {', '.join(options)} changed the problem these came from" if options else ""
+    hint = ANSWERS_HINT + changed
     rtol = RTOL[trace.problem.dtype]
     for name, value in doc.items():
         entry = schema.key(name)
@@ -75,7 +75,7 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
                     _head_key(stage, h)
                     _same(written, expected["heads"][h].get(stage, MISSING), f"heads[{h}].{stage}", rtol, hint)
         elif entry is not None and entry.kind == schema.ECHO:
-            _echo(entry, value, expected.get(name, MISSING), rtol)
+            _echo(entry, value, expected.get(name, MISSING), rtol, changed)
         elif entry is not None and entry.kind == schema.RESULT:
             _same(value, expected.get(name, MISSING), name, rtol, hint)
         elif entry is None:  # one head's stage (or tiles) at the top level
@@ -145,13 +145,13 @@ def _lines(value) -> None:
                          "writes it)", field="explanation")
 
 
-def _echo(entry, written, computed, rtol: float) -> None:
+def _echo(entry, written, computed, rtol: float, changed: str) -> None:
     if computed is MISSING:
         raise InputError(f"{entry.name} is given, but {entry.source} give none ({entry.about}); "
-                         f"drop {entry.name}", field=entry.name)
+                         f"drop {entry.name}{changed}", field=entry.name)
     if not _agree(written, computed, rtol):
         raise InputError(f"{entry.name} is {shown(written)}, but from {entry.source} it is {shown(computed)}: "
-                         f"{entry.name} is derived; drop it, or fix {entry.source}", field=entry.name)
+                         f"{entry.name} is derived; drop it, or fix {entry.source}{changed}", field=entry.name)
 
 
 def _same(written, computed, path: str, rtol: float, hint: str) -> None:

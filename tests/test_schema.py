@@ -157,7 +157,11 @@ def test_an_option_that_changed_the_problem_is_named_when_its_results_disagree(r
     text = run("compute", "-", "--format", "json", input=json.dumps(SCOOTER)).stdout
     result = run("compute", "-", "--format", "json", "--scale", "2", input=text)
     assert result.exit_code == 2
-    assert "--scale changed the problem these results came from" in result.stderr
+    assert "--scale changed the problem these came from" in result.stderr
+    rope = run("compute", "-", "--format", "json", "--rope", input=json.dumps(SCOOTER)).stdout
+    result = run("compute", "-", "--format", "json", "--rope-base", "100", input=rope)
+    assert result.exit_code == 2
+    assert "rope_rule is" in result.stderr and "--rope-base changed the problem" in result.stderr
 
 
 def test_one_head_stages_at_the_top_level_are_head_zeros(run):
