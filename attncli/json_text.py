@@ -67,3 +67,13 @@ def parse_json(text: str, source: str, keep_decimals: bool = False):
     except RecursionError:
         raise InputError("invalid JSON: nested too deeply; matrices have at most 3 dimensions",
                          source) from None
+
+
+def written_decimals(x) -> int:
+    """The decimals a JSON number was written with: a `Written` float's own; a plain float's from
+    its shortest form (what json.dumps writes: 0.7679 → 4, 2.0 → 1, 1e-05 → 5); an int's 0."""
+    if isinstance(x, Written):
+        return x.decimals
+    if isinstance(x, float) and math.isfinite(x):
+        return Written.parse(repr(x)).decimals
+    return 0

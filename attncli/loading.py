@@ -245,8 +245,7 @@ def gather(file: str | None, matrices: dict[str, str | None],
            settings: dict) -> tuple[dict, dict[str, str], str | None]:
     """The problem document: the JSON file (or stdin, when neither a file nor Q, K, V or X is
     given), then command-line options over it. Returns (document, where each option-given key
-    came from, the file's name). Numbers keep their written decimals (`Written`): a result read
-    back is checked to them (attncli/readback.py).
+    came from, the file's name).
 
     An option replaces the file's key of the same name, and what that key stands with: `--mask`
     the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
@@ -255,7 +254,7 @@ def gather(file: str | None, matrices: dict[str, str | None],
     given = {key: value for key, value in matrices.items() if value is not None}
     if file is None and not given.keys() & {"Q", "K", "V", "X"}:
         file = "-"
-    doc, source = read_document(file, keep_decimals=True) if file is not None else ({}, None)
+    doc, source = read_document(file) if file is not None else ({}, None)
     if not isinstance(doc, dict):
         return doc, {}, source  # build_problem reports the wrong top-level type
     origin = {}

@@ -11,6 +11,7 @@ import numpy as np
 
 from attncli import schema
 from attncli.errors import InputError
+from attncli.json_text import written_decimals
 from attncli.mask_input import read_rules
 from attncli.trace import MASKED_ROWS, Problem
 from attncli.values import HugeInt, as_array, describe, scalar
@@ -232,7 +233,7 @@ def _variants(doc: dict, heads: int) -> dict:
                          "these slopes", field="alibi_slopes")
     fields = read_variants(doc, heads)
     found, used = given["alibi_slopes"], fields["alibi_slopes"]
-    places = np.array([min(getattr(x, "decimals", 400), 400) for x in np.ravel(slopes)], dtype=np.float64)
+    places = np.array([written_decimals(x) for x in np.ravel(slopes).tolist()], dtype=np.float64)
     if not np.all(np.abs(found - used) <= 0.5 * 10.0 ** -places * (1 + 1e-9) + 1e-12 * np.abs(used)):
         what = "the paper's slopes" if alibi is True else "its slopes"
         raise InputError(f"alibi_slopes {_short(found.tolist())} contradicts alibi ({what}: "

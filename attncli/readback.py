@@ -23,6 +23,7 @@ from attncli import schema
 from attncli.attention import attend
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.grads import GRADS
+from attncli.json_text import written_decimals
 from attncli.tiles import attend_tiles, head_dicts, max_difference
 from attncli.trace import Trace, plain, to_dict
 from attncli.values import Written, describe
@@ -186,7 +187,7 @@ def _disagree(written: list, computed: list, rtol: float) -> int | None:
     """The first index where two rows of numbers (None = −∞) differ, or None."""
     w = np.array([-np.inf if x is None else x for x in written], dtype=np.float64)
     c = np.array([-np.inf if x is None else x for x in computed], dtype=np.float64)
-    places = np.array([getattr(x, "decimals", 400) for x in written], dtype=np.float64)
+    places = np.array([400 if x is None else written_decimals(x) for x in written], dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         tolerance = 0.5 * 10.0 ** -np.minimum(places, 400) * (1 + 1e-9) + rtol * np.maximum(1.0, np.abs(c))
         ok = (w == c) | (np.abs(w - c) <= tolerance)
@@ -194,8 +195,8 @@ def _disagree(written: list, computed: list, rtol: float) -> int | None:
 
 
 def _agree(written, computed, rtol: float) -> bool:
-    """Equal; for numbers, equal to the decimals `written` was written with (a `Written` float
-    knows them; 0.7679 agrees with 0.76789…) within float noise."""
+    """Equal; for numbers, equal to the decimals `written` was written with (0.7679 agrees with
+    0.76789…) within float noise."""
     numbers = (int, float)
     if isinstance(written, bool) or isinstance(computed, bool) or not (
             isinstance(written, numbers) and isinstance(computed, numbers)):

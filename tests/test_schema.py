@@ -7,6 +7,7 @@ import json
 import pytest
 
 from attncli import schema
+from attncli.errors import InputError
 from attncli.problem import INPUT_KEYS, build_problem
 from conftest import SAMPLES, SCOOTER
 
@@ -196,6 +197,9 @@ def test_alibi_and_alibi_slopes_that_disagree_are_an_error_naming_both(run, doc,
 
 def test_alibi_slopes_that_agree_read_back(run):
     assert build_problem({**SCOOTER, "alibi": True, "alibi_slopes": [0.00390625]}).alibi_rule == "paper"
+    assert build_problem({**SCOOTER, "alibi": True, "alibi_slopes": [0.0039]}).alibi_rule == "paper"  # as rounded
+    with pytest.raises(InputError, match="contradicts alibi"):
+        build_problem({**SCOOTER, "alibi": True, "alibi_slopes": [0.0038]})
 
 
 def test_mask_option_replaces_the_files_whole_mask_rule(run, problem_file):
