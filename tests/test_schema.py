@@ -248,3 +248,19 @@ def test_one_heads_tiles_at_the_top_level_are_head_zeros(run):
     doc["tiles"][0]["m"][0] += 1
     result = run("compute", "-", "--format", "json", input=json.dumps(doc))
     assert result.exit_code == 2 and "tiles[0].m[0] is" in result.stderr
+
+
+@pytest.mark.parametrize("variant", ["do-projections", "positions", "alibi", "window", "labels", "gqa-3d"])
+def test_every_npz_member_is_a_schema_key(run, problem_file, tmp_path, variant):
+    import numpy as np
+
+    doc, options = VARIANTS[variant]
+    path = tmp_path / "out.npz"
+    assert run("compute", problem_file(doc), "-o", path, *options).exit_code == 0
+    with np.load(path) as archive:
+        names = archive.files
+    for name in names:
+        group, _, stage = name.rpartition("/")
+        assert (stage in schema.head_names()) if group == "heads" else group == "grads" if group else \
+            name in schema.top_names(), name
+    assert run("compute", path, "--format", "json").exit_code == 0
