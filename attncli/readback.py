@@ -23,13 +23,13 @@ from attncli import schema
 from attncli.attention import attend
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.grads import GRADS
-from attncli.json_text import written_decimals
 from attncli.tiles import attend_tiles, head_dicts, max_difference
 from attncli.trace import Trace, plain, to_dict
 from attncli.values import Written, describe
 
 TILED = {"tiles", "tiled_output", "tiled_lse"}
 MISSING = object()  # a key the recomputed document does not have
+MAX_PLACES = 17  # beyond, a float64's decimals are float noise (rtol covers them)
 RTOL = {"float64": 1e-9, "float32": 1e-5}  # float noise between the full trace, blocks and tiles
 ANSWERS_HINT = "results in a problem document must be this problem's; to mark answers, use attn check"
 
@@ -184,14 +184,20 @@ def _numbers(row: list) -> bool:
 
 
 def _disagree(written: list, computed: list, rtol: float) -> int | None:
-    """The first index where two rows of numbers (None = −∞) differ, or None."""
+    """The first index where two rows of numbers (None = −∞) differ, or None. A written number
+    agrees when it is the computed one within float noise, or that rounded to some d decimals (so
+    to the decimals it was written with: 0.768 is 0.76791… to 3, and never 0.7679 to 3)."""
     w = np.array([-np.inf if x is None else x for x in written], dtype=np.float64)
     c = np.array([-np.inf if x is None else x for x in computed], dtype=np.float64)
-    places = np.array([400 if x is None else written_decimals(x) for x in written], dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        tolerance = 0.5 * 10.0 ** -np.minimum(places, 400) * (1 + 1e-9) + rtol * np.maximum(1.0, np.abs(c))
-        ok = (w == c) | (np.abs(w - c) <= tolerance)
-    return None if ok.all() else int(np.flatnonzero(~ok)[0])
+        noise = rtol * np.maximum(1.0, np.abs(c))
+        rest = np.flatnonzero(~((w == c) | (np.abs(w - c) <= noise)))
+        for places in range(MAX_PLACES + 1):
+            if rest.size == 0:
+                return None
+            rounded = np.round(c[rest], places)
+            rest = rest[~(np.abs(w[rest] - rounded) <= noise[rest])]
+    return int(rest[0]) if rest.size else None
 
 
 def _agree(written, computed, rtol: float) -> bool:
