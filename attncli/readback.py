@@ -30,6 +30,7 @@ from attncli.values import Written, describe
 TILED = {"tiles", "tiled_output", "tiled_lse"}
 MISSING = object()  # a key the recomputed document does not have
 MAX_PLACES = 17  # beyond, a float64's decimals are float noise (rtol covers them)
+MAX_TILES = 100_000  # the most tiles attn compute writes in JSON
 RTOL = {"float64": 1e-9, "float32": 1e-5}  # float noise between the full trace, blocks and tiles
 ANSWERS_HINT = "results in a problem document must be this problem's; to mark answers, use attn check"
 
@@ -62,7 +63,7 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
         return
     if trace.stage("weights") is None and _needs_full(doc):
         trace = attend(trace.problem)
-    expected = _expected(trace, _tile_size(doc), say)
+    expected = _expected(trace, _tile_size(doc, trace.problem), say)
     changed = f"; {', '.join(options)} changed the problem these came from" if options else ""
     hint = ANSWERS_HINT + changed
     rtol = RTOL[trace.problem.dtype]
@@ -114,7 +115,8 @@ def _needs_full(doc: dict) -> bool:
         k not in light for head in heads for k in head)
 
 
-def _tile_size(doc: dict) -> tuple[int, int] | None:
+def _tile_size(doc: dict, problem) -> tuple[int, int] | None:
+    """[BQ, BK] when the document holds tiled results (both or neither), checked."""
     value = doc.get("tile_size")
     heads = doc["heads"] if isinstance(doc.get("heads"), list) else []
     tiled = [h for h in heads if isinstance(h, dict) and h.keys() & TILED] + [doc[k] for k in ("tiles",) if k in doc]
@@ -131,6 +133,10 @@ def _tile_size(doc: dict) -> tuple[int, int] | None:
     if not tiled and "tiled_max_difference" not in doc:
         raise InputError("tile_size is given without the tiles it sized (heads[i].tiles); give both or "
                          "neither", field="tile_size")
+    count = -(-problem.lq // value[0]) * -(-problem.lk // value[1])
+    if count > MAX_TILES:
+        raise InputError(f"tile_size {shown(value)} makes {count:,} tiles of this problem; a document holds at "
+                         f"most {MAX_TILES:,}", field="tile_size")
     return value[0], value[1]
 
 

@@ -264,3 +264,10 @@ def test_every_npz_member_is_a_schema_key(run, problem_file, tmp_path, variant):
         assert (stage in schema.head_names()) if group == "heads" else group == "grads" if group else \
             name in schema.top_names(), name
     assert run("compute", path, "--format", "json").exit_code == 0
+
+
+def test_a_tile_size_making_more_tiles_than_a_document_holds_is_refused(run):
+    doc = {"Q": [[1.0, 0.0]] * 400, "K": [[0.0, 1.0]] * 400, "V": [[1.0, 2.0]] * 400,
+           "tile_size": [1, 1], "tiled_max_difference": 0.0}
+    result = run("compute", "-", "--format", "json", input=json.dumps(doc))
+    assert result.exit_code == 2 and "tile_size [1, 1] makes 160,000 tiles" in result.stderr
