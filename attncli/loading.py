@@ -6,7 +6,6 @@ Errors are `InputError`s that name the file (or option) and what was expected.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
@@ -14,9 +13,10 @@ import sys
 from pathlib import Path
 
 from attncli.errors import AttnError, InputError, quote
+from attncli.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.limits import Cap, check_fits, text_cap
+from attncli.schema import check_keys
 from attncli.text_input import parse_csv, parse_inline  # noqa: F401  (re-exported)
-from attncli.values import Written, excerpt, json_int
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
 ONE_MATRIX_SUFFIXES = (".npy", ".csv", ".tsv")  # files that hold one matrix, never a whole problem
@@ -90,63 +90,6 @@ def decode(data: bytes, source: str) -> str:
                          "save the file as UTF-8", source) from None
 
 
-def _reject_constant(token: str):
-    raise ValueError(f"{token} is not valid JSON; write −∞ as null (bias only) and use finite numbers")
-
-
-def _finite_float(token: str, kind=float) -> float:
-    value = kind(token)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {excerpt(token)} overflows float64")
-    return value
-
-
-def _written_float(token: str) -> Written:
-    return _finite_float(token, Written.parse)
-
-
-def _unique_keys(pairs: list) -> dict:
-    """An object whose keys are all different: JSON would otherwise keep the last silently."""
-    obj = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ValueError(f"the key {quote(key)} appears twice in one object")
-        obj[key] = value
-    return obj
-
-
-def _json_hint(text: str, position: int) -> str:
-    """Advice for the slips people make writing JSON numbers by hand (`.5`, `1.`, `−1`)."""
-    if text[position:position + 1] == "\u2212":
-        return " (JSON numbers take the ASCII minus: -1, not \u22121)"
-    point = position + (text[position:position + 2] == "-.")
-    if text[point:point + 1] != ".":
-        return ""
-    if not text[point - 1:point].isdigit():
-        return " (JSON numbers need a leading zero: 0.5)"
-    if not text[point + 1:point + 2].isdigit():
-        return " (JSON numbers need a digit after the point: 1.0)"
-    return ""
-
-
-def parse_json(text: str, source: str, keep_decimals: bool = False):
-    """Strict RFC 8259 JSON: no NaN/Infinity tokens, no numbers that overflow float64, no key
-    twice in one object (at any depth). With `keep_decimals`, floats are `Written`: they
-    remember how many decimals they had."""
-    try:
-        return json.loads(text, parse_constant=_reject_constant, parse_int=json_int,
-                          object_pairs_hook=_unique_keys,
-                          parse_float=_written_float if keep_decimals else _finite_float)
-    except json.JSONDecodeError as error:
-        raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
-                         + _json_hint(text, error.pos), source) from None
-    except ValueError as error:  # raised by the hooks above
-        raise InputError(f"invalid JSON: {error}", source) from None
-    except RecursionError:
-        raise InputError("invalid JSON: nested too deeply; matrices have at most 3 dimensions",
-                         source) from None
-
-
 def read_document(path: str, keep_decimals: bool = False, cap: Cap | None = None):
     """A JSON document from a file or stdin (`-`) within `cap`, or the arrays of an .npz archive;
     returns (document, source name)."""
@@ -190,8 +133,6 @@ def _npz_keys(handle) -> list[str]:
     are results that --output wrote (heads/weights.npy): skipped, never decompressed."""
     import zipfile
 
-    from attncli.problem import _check_keys
-
     with zipfile.ZipFile(handle) as archive:
         members = {}
         for info in archive.infolist():
@@ -201,7 +142,7 @@ def _npz_keys(handle) -> list[str]:
                 raise InputError(f"cannot read .npz: it holds {quote(info.filename)}, which is not an .npy "
                                  "array; an .npz archive holds arrays, as numpy.savez writes them")
             members[info.filename[:-4]] = info
-        _check_keys(dict.fromkeys(members))  # the same unknown-key error as a JSON problem's
+        check_keys(dict.fromkeys(members))  # the same unknown-key error as a JSON problem's
         declared = 0
         for key, info in members.items():
             try:
@@ -304,7 +245,12 @@ def gather(file: str | None, matrices: dict[str, str | None],
            settings: dict) -> tuple[dict, dict[str, str], str | None]:
     """The problem document: the JSON file (or stdin, when neither a file nor Q, K, V or X is
     given), then command-line options over it. Returns (document, where each option-given key
-    came from, the file's name)."""
+    came from, the file's name).
+
+    An option replaces the file's key of the same name, and what that key stands with: `--mask`
+    the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
+    are their own keys); `--alibi`/`--alibi-slopes` its `alibi` and `alibi_slopes`. `--heads` over
+    a file whose `heads` is the list of per-head results must give their count."""
     given = {key: value for key, value in matrices.items() if value is not None}
     if file is None and not given.keys() & {"Q", "K", "V", "X"}:
         file = "-"
@@ -313,25 +259,39 @@ def gather(file: str | None, matrices: dict[str, str | None],
         return doc, {}, source  # build_problem reports the wrong top-level type
     origin = {}
     for key, value in given.items():
-        option = "--" + key.lower().replace("_", "-").replace("w-", "w")
-        word = value.strip()
-        if key == "mask" and word.replace("_", "").isalpha() and word.lower() not in ("true", "false") \
-                and not os.path.isfile(value):
-            doc["mask"], origin["mask"] = word, option  # causal, causal_lower_right (or a typo)
-            continue
-        if key == "dO" and word.lower() == "ones" and not os.path.isfile(value):
-            doc["dO"], origin["dO"] = word, option  # all ones, in the final output's shape
-            continue
-        kind = key if key in ("mask", "bias") else "number"
-        matrix, labels, origin[key] = load_matrix(value, option, kind)
+        origin[key] = "--" + key.lower().replace("_", "-").replace("w-", "w")
         doc.pop(key.lower(), None)  # an alias (q, k, v) in the file is overridden too
-        doc[key] = matrix
+        if key == "mask":
+            doc.pop("causal", None)
+        doc[key], labels = _matrix_option(key, value, origin)
         # A CSV's label column: Q's (or X's) name the queries, K's (or X_kv's) the keys.
         for label_key in LABELS_FROM.get(key, ()):
             if labels and settings.get(label_key) is None and not (key == "X" and label_key == "key_labels"
                                                                     and "X_kv" in given | doc):
                 doc[label_key], origin[label_key] = labels, origin[key]
     for key, value in settings.items():
-        if value is not None:
-            doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
+        if value is None:
+            continue
+        if key == "heads" and isinstance(doc.get("heads"), list):
+            if value != len(doc["heads"]):
+                raise InputError(f"{value} contradicts the file's heads, the per-head results of "
+                                 f"{len(doc['heads'])} heads; drop one", f"--{key}")
+            continue  # the same count: the file's list, results and all, stays
+        if key == "alibi":
+            doc.pop("alibi_slopes", None)
+        doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
     return doc, origin, source
+
+
+def _matrix_option(key: str, value: str, origin: dict):
+    """A matrix option's value (a file or inline text) as (matrix, row labels or None); `mask` may
+    be a word (causal, causal_lower_right, or a typo build_problem names), `dO` "ones". A file's
+    name goes into `origin[key]`."""
+    word = value.strip()
+    if key == "mask" and word.replace("_", "").isalpha() and word.lower() not in ("true", "false") \
+            and not os.path.isfile(value):
+        return word, None
+    if key == "dO" and word.lower() == "ones" and not os.path.isfile(value):
+        return word, None  # all ones, in the final output's shape
+    matrix, labels, origin[key] = load_matrix(value, origin[key], key if key in ("mask", "bias") else "number")
+    return matrix, labels

@@ -9,33 +9,27 @@ import math
 
 import numpy as np
 
-from attncli.errors import InputError, did_you_mean, quote
+from attncli import schema
+from attncli.errors import InputError
+from attncli.json_text import written_decimals
 from attncli.rules import Reading, read as read_rules, rule_keys
 from attncli.trace import MASKED_ROWS, Problem
 from attncli.values import HugeInt, as_array, describe, scalar
-from attncli.variants import VARIANT_KEYS, read_variants
+from attncli.variants import read_variants
 
 QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
-INPUT_KEYS = QKV + PROJECTIONS + (
-    "W_O", "b_O", "heads", "mask", "bias", "scale", "query_labels", "key_labels",
-    "title", "description", "masked_rows", "dtype", "rope", "dO") + rule_keys() + VARIANT_KEYS
-ALIASES = {"q": "Q", "k": "K", "v": "V"}
-# Keys that `attn compute` writes; read back, they are results (or a learner's answers), not input.
-# Every stage name of attncli/stages.py is one too (`output_keys()`).
-OUTPUT_KEYS = ("attncli", "d_k", "d_v", "mask_rule", "rope_rule", "concat", "warnings", "alibi_slopes", "grads",
-               "tile_size", "tiled_max_difference", "tiles")
+# The keys a problem is made of (attncli/schema.py: inputs, settings and labels).
+INPUT_KEYS = schema.top_names(schema.INPUT, schema.SETTING, schema.LABEL)
+ALIASES = schema.ALIASES
 DTYPES = ("float64", "float32")
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
 
 
 def output_keys() -> tuple[str, ...]:
-    """Every key `attn compute` writes beside the input keys: OUTPUT_KEYS, the stage names and the
-    backward pass's (a learner's answers file holds them at the top level)."""
-    from attncli import grads
-    from attncli.stages import names
-
-    return OUTPUT_KEYS + names() + grads.names()
+    """Every key `attn compute` writes beside the input keys: the schema's echoes and results,
+    and one head's stages and tiles (a learner's answers file holds them at the top level)."""
+    return schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
 
 
 def _rows(n: int, what: str = "row") -> str:
@@ -60,21 +54,6 @@ def _as_heads_matrix(value, field: str) -> np.ndarray:
     """Q, K or V: 1-D is one row, 2-D is (L, d), 3-D is (H, L, d)."""
     array = as_array(value, field, max_dims=3)
     return array.reshape(1, -1) if array.ndim == 1 else array
-
-
-def _check_keys(doc: dict) -> dict:
-    """Resolve aliases and reject unknown keys, suggesting the closest valid one."""
-    known = INPUT_KEYS + rule_keys() + output_keys()  # rule_keys: a rule added later (tests/test_rules.py)
-    out = {}
-    for key, value in doc.items():
-        name = ALIASES.get(key, key)
-        if name not in known:
-            hint = did_you_mean(key, known + tuple(ALIASES), 0.5) or f"; valid keys: {', '.join(INPUT_KEYS)}"
-            raise InputError(f"unknown key {quote(key)}{hint}")
-        if name in out:
-            raise InputError(f'both "{name}" and its alias "{name.lower()}" are given; keep one')
-        out[name] = value
-    return out
 
 
 def _heads_count(value) -> int | None:
@@ -196,15 +175,6 @@ def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndar
     return array
 
 
-def _mask_keys(doc: dict, origin: dict[str, str] | None) -> dict:
-    """The document as the mask rules read it. A `mask` from an option replaces the file's whole
-    mask rule, its `causal` key included (README "Masks are rules of positions"): `--mask "1,1;1,1"`
-    over a file holding `"causal": true` is that matrix alone."""
-    if (origin or {}).get("mask", "").startswith("--") and "causal" not in (origin or {}):
-        return {key: value for key, value in doc.items() if key != "causal"}
-    return doc
-
-
 def _d_output(value, inputs: dict, heads: int, lq: int) -> np.ndarray:
     """dO: the shape of the final output, or "ones" for all ones (the gradient of its sum)."""
     from attncli.backward import final_shape
@@ -233,6 +203,49 @@ def _d_k(inputs: dict, heads: int, projected: bool) -> int:
     return Q.shape[-1] if Q.ndim == 3 else Q.shape[1] // heads
 
 
+def _scale(value, d_k: int) -> float | None:
+    """`scale`: None (the default) when absent, or when it is the default 1/√d_k to the last bit:
+    `attn compute` writes the scale it used, and read back that is still the default."""
+    if value is None:
+        return None
+    scale = scalar(value, "scale")
+    return None if scale == float(1.0 / np.sqrt(d_k)) else scale
+
+
+def _variants(doc: dict, heads: int) -> dict:
+    """The variants' `Problem` fields. `alibi_slopes` (written beside `alibi` as the slopes used)
+    given alone means "use these slopes"; beside `alibi` it must be what `alibi` gives."""
+    slopes = doc.get("alibi_slopes")
+    if slopes is None:
+        return read_variants(doc, heads)
+    alibi = doc.get("alibi")
+    try:
+        given = read_variants({**doc, "alibi": slopes}, heads)
+    except InputError as error:
+        if error.key == "alibi":  # said of the key the user wrote
+            error.message = "alibi_slopes" + error.message.removeprefix("alibi")
+            error.field = "alibi_slopes" + error.field.removeprefix("alibi")
+        raise
+    if alibi is None:
+        return given
+    if alibi is False:
+        raise InputError("alibi is false but alibi_slopes is given: drop alibi_slopes, or alibi to use "
+                         "these slopes", field="alibi_slopes")
+    fields = read_variants(doc, heads)
+    found, used = given["alibi_slopes"], fields["alibi_slopes"]
+    places = np.array([written_decimals(x) for x in np.ravel(slopes).tolist()], dtype=np.float64)
+    if not np.all(np.abs(found - used) <= 0.5 * 10.0 ** -places * (1 + 1e-9) + 1e-12 * np.abs(used)):
+        what = "the paper's slopes" if alibi is True else "its slopes"
+        raise InputError(f"alibi_slopes {_short(found.tolist())} contradicts alibi ({what}: "
+                         f"{_short(used.tolist())}); keep alibi, or drop it and give the slopes as alibi_slopes",
+                         field="alibi_slopes")
+    return fields
+
+
+def _short(values: list[float]) -> str:
+    return "[" + ", ".join(f"{x:.6g}" for x in values[:8]) + (", …" if len(values) > 8 else "") + "]"
+
+
 def build_problem(doc, origin: dict[str, str] | None = None, source: str | None = None,
                   invert_mask: bool = False) -> Problem:
     """Validate a document's keys, types and shapes.
@@ -243,7 +256,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
     try:
         if not isinstance(doc, dict):
             raise InputError(f"the top level is {describe(doc)}; expected a JSON object with Q, K and V")
-        doc = _check_keys(doc)
+        doc = schema.check_keys(doc, rule_keys())  # rule_keys: a rule added later (tests/test_rules.py)
         has_qkv = [k for k in QKV if doc.get(k) is not None]
         has_proj = [k for k in PROJECTIONS if doc.get(k) is not None]
         if has_qkv and has_proj:
@@ -273,9 +286,9 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
             found = "there is no mask" if doc.get("mask") is None else f"the mask is {describe(doc['mask'])}"
             raise InputError(f"invert_mask is on but {found}: only a true/false mask matrix can be "
                              "read with true as blocked", field="invert_mask")
-        rules = read_rules(_mask_keys(doc, origin), Reading(_grid, heads, lq, lk, invert_mask))
+        rules = read_rules(doc, Reading(_grid, heads, lq, lk, invert_mask))
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
-        scale = None if doc.get("scale") is None else scalar(doc["scale"], "scale")
+        scale = _scale(doc.get("scale"), _d_k(inputs, heads, has_proj))
         dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq)
         rope = None
         if doc.get("rope") is not None:  # loaded only when asked for: start-up stays as it was
@@ -285,7 +298,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
-            inputs=inputs, heads=heads, lq=lq, lk=lk, **rules, bias=bias, **read_variants(doc, heads),
+            inputs=inputs, heads=heads, lq=lq, lk=lk, **rules, bias=bias, **_variants(doc, heads),
             scale=scale, rope=rope, dO=dO,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),

@@ -19,6 +19,7 @@ import math
 import re
 
 from attncli.errors import InputError
+from attncli.json_text import parse_json
 from attncli.values import Written, excerpt
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -160,8 +161,6 @@ def parse_inline(text: str, source: str, kind: str = "number"):
     or by spaces in a row without commas. An empty entry (`0,,4`, `1,2,`) is an error. One row
     gives a 1-D list."""
     if text.lstrip().startswith(("[", "{")):
-        from attncli.loading import parse_json
-
         return parse_json(text, source, keep_decimals=True)
     text = re.sub(r";[ \t\r]*\n", ";", text).replace("\n", ";").strip(" \t\r;")  # `;` ending a line
     if not text:

@@ -175,8 +175,14 @@ EXACT_INTEGERS = 2.0**52  # from here on every float64 is a whole number: roundi
 
 
 def round_finite(array: np.ndarray, decimals: int) -> np.ndarray:
-    """np.round that never turns a finite number into ∞: numpy rounds x·10^d, which overflows for
-    a huge x (1e306 with d = 3); values from 2^52 up have no decimals and are kept as they are."""
+    """The one rounding every view uses (JSON's and CSV's --round, marking's carried values).
+    Finite stays finite: numpy rounds x·10^d, which overflows for a huge x (1e306 with d = 3);
+    values from 2^52 up have no decimals and are kept as they are. A float32 array is rounded in
+    its own precision: widened first, so that 0.7679 is written 0.7679, not 0.7678999900817871
+    (float32's nearest value to it); the result is float64."""
+    array = np.asarray(array)
+    if array.dtype == np.float32:
+        array = array.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         result = np.round(array, decimals)
     return np.where(np.abs(array) < EXACT_INTEGERS, result, array)

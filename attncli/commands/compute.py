@@ -247,6 +247,7 @@ def compute(
     from attncli.loading import OneMatrixError, gather
     from attncli.masks import positions_line
     from attncli.problem import build_problem
+    from attncli.readback import verify
 
     matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
                 "W_O": wo, "mask": mask, "bias": bias, "dO": do}
@@ -296,6 +297,7 @@ def compute(
     try:
         _guard(problem, written, shown, full, output_only, tile_sizes)
         trace = _attend(problem, output_only, workers)
+        verify(doc, trace, flag, tuple(o for k, o in origin.items() if k != "invert_mask"))  # results read back
         tiled = None
         if tile_sizes is not None:
             from attncli.tiles import attend_tiles

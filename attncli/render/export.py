@@ -14,7 +14,7 @@ import numpy as np
 
 from attncli.render.text import labels, number, shown
 from attncli.stages import fill, get, present
-from attncli.trace import Trace
+from attncli.trace import Trace, round_finite
 
 def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
     """Each table's formula, (Markdown, LaTeX): the stage table's, filled for this trace (the
@@ -180,7 +180,7 @@ def csv_table(rows, columns, matrices, decimals: int | None = None, first: str =
     writer.writerow((["head"] if multi else []) + [first] + [csv_text(c) for c in columns])
     for h, m in matrices:
         if decimals is not None:
-            m = np.round(m, decimals)
+            m = round_finite(m, decimals)
         for r, row in zip(rows, m):
             cells = ["-inf" if x == -np.inf else repr(float(x) + 0.0) for x in row]  # + 0.0: no "-0.0"
             writer.writerow(([h] if multi else []) + [csv_text(r)] + cells)

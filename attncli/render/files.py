@@ -130,7 +130,9 @@ def npz_arrays(trace: Trace) -> dict:
     for name in ("Q", "K", "V") + names():
         if trace.stage(name) is not None:
             arrays[f"heads/{name}"] = trace.stage(name)
-    arrays["concat"], arrays["output"] = trace.concat, trace.final
+    arrays["output"] = trace.final
+    if "W_O" in p.inputs:  # as in JSON: the heads side by side before W_O
+        arrays["concat"] = trace.concat
     arrays.update({key: np.asarray(value) for key, value in mask_and_bias(p).items()})
     arrays.update({key: np.asarray(value) for key, value in variant_keys(p).items()})  # alibi, softcap, sinks
     if p.window is not None:  # an array holds no null: NaN stands for an unbounded side

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import re
 
+from attncli.readback import add_tiles
+from attncli.rules import rule_keys
+from attncli.schema import check_written
 from attncli.trace import Trace, to_dict
 
 
@@ -25,23 +28,14 @@ _UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u206
 
 def document(trace: Trace, stages, decimals: int | None = None, explanation: list[str] | None = None,
              tiled=None, say=None) -> str:
-    """The text `attn compute` writes: one line of strict JSON. `say` says the warnings' advice
-    (`attncli.errors.Say`; default: as keywords). With `tiled` (attncli.tiles.Tiles): per head
-    "tiles", "tiled_output" and "tiled_lse"; top level "tile_size" [BQ, BK] and
-    "tiled_max_difference" (the largest |tiled − plain| over every head's output)."""
+    """The text `attn compute` writes: one line of strict JSON, every key in attncli/schema.py.
+    `say` says the warnings' advice (`attncli.errors.Say`; default: as keywords). With `tiled`
+    (attncli.tiles.Tiles): --tiles's keys (`readback.add_tiles`)."""
     doc = to_dict(trace, stages, decimals)
     if say is not None:  # the CLI's words for the warnings' advice (`--masked-rows zero`), as on stderr
         doc["warnings"] = [w.render(say) if hasattr(w, "render") else w for w in trace.warnings]
     if tiled is not None:
-        from attncli.tiles import head_dicts, max_difference
-        from attncli.trace import plain
-
-        doc["tile_size"] = [tiled.bq, tiled.bk]
-        doc["tiled_max_difference"] = max_difference(tiled, trace.stage("output"))
-        for h, head in enumerate(doc["heads"]):
-            head["tiles"] = head_dicts(tiled, h, decimals)
-            head["tiled_output"] = plain(tiled.output[h], decimals)
-            head["tiled_lse"] = plain(tiled.lse[h], decimals)
+        add_tiles(doc, tiled, trace.stage("output"), decimals)
     if explanation is not None:
         doc["explanation"] = explanation
-    return dumps(doc) + "\n"
+    return dumps(check_written(doc, rule_keys())) + "\n"

@@ -1,0 +1,140 @@
+"""The document's keys, defined once: every key `attn compute` writes or reads, and what it is.
+
+The reader (`problem.build_problem`, through `check_keys`) and the JSON writer (`render/json.py`,
+through `check_written`) both read this table, and tests/test_schema.py checks that every key
+of every variant's JSON output is in it and reads back. The rule: a key the tool writes is read
+back with the same meaning, or refused with a hint; never accepted and ignored.
+
+Kinds:
+    input    a matrix, a rule or a variant of the problem
+    setting  how it is computed (scale, masked_rows, dtype)
+    label    words that change no number (labels, title, description)
+    echo     derived from other keys (`d_k` from Q's columns, `mask_rule` from the mask keys);
+             read back, it is checked against what those keys give: a difference is an error
+             naming both (`alibi_slopes` alone is the exception: it means "use these slopes")
+    result   computed (heads' stages, output, lse, grads, warnings, --tiles's tiles); read back,
+             it is checked against the recomputation to the decimals it was written with
+             (readback.py); `explanation` is words of a previous run, kept out of the problem
+
+Per-head keys (in `"heads": [{...}, ...]`) are every stage of attncli/stages.py and of the
+backward pass (attncli/grads.py), plus HEAD_KEYS. Light (no numpy): start-up reads the names.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from attncli import grads, stages
+from attncli.errors import InputError, did_you_mean, quote
+
+INPUT, SETTING, LABEL, ECHO, RESULT = "input", "setting", "label", "echo", "result"
+# name, kind, what it is; for an echo, `source` names the keys it is derived from
+Key = namedtuple("Key", "name kind about source", defaults=("",))
+
+KEYS: tuple[Key, ...] = (
+    Key("attncli", ECHO, "the document format's version: 1", "this version of attn"),
+    Key("title", LABEL, "a title for the header"),
+    Key("description", LABEL, "a description for the header"),
+    Key("dtype", SETTING, "float64 or float32: the precision every stage is computed in"),
+    Key("scale", SETTING, "the factor on Q Kᵀ; written as used (1/√d_k when not given)"),
+    Key("d_k", ECHO, "each head's query/key width", "Q (or W_Q) and heads"),
+    Key("d_v", ECHO, "each head's value width", "V (or W_V) and heads"),
+    *(Key(name, INPUT, "a matrix of the problem") for name in (
+        "Q", "K", "V", "X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O")),
+    # The mask keys: read by attncli/mask_input.py (the rules lane), as they are today.
+    Key("mask", INPUT, "a true/false matrix (true = may attend), or causal / causal_lower_right"),
+    Key("causal", INPUT, "true: query i sees keys at positions ≤ its own"),
+    Key("window", INPUT, "[left, right]: keys this far before and after the query, null = unbounded"),
+    Key("key_mask", INPUT, "one true/false per key, true = a real key"),
+    Key("q_positions", INPUT, "one whole number per query"),
+    Key("k_positions", INPUT, "one whole number per key"),
+    Key("bias", INPUT, "added to the logits; null is −∞"),
+    Key("alibi", INPUT, "true (the paper's slopes) or one slope per query head"),
+    Key("alibi_slopes", ECHO, "the slopes ALiBi used; given alone: use these slopes", "alibi"),
+    Key("softcap", INPUT, "c > 0: capped = c · tanh(scaled / c)"),
+    Key("sinks", INPUT, "one extra logit per query head"),
+    Key("mask_rule", ECHO, "the mask rules in words",
+        "mask, causal, window, key_mask, q_positions and k_positions"),
+    Key("masked_rows", SETTING, "zero, uniform or error: rows whose every key is masked"),
+    Key("rope", INPUT, "rotary positions on Q and K: true or {style, base, dims, scaling}"),
+    Key("rope_rule", ECHO, "the RoPE convention in words", "rope"),
+    Key("dO", INPUT, "the gradient of a loss by the final output, or \"ones\""),
+    Key("heads", INPUT, "the number of query heads; written as the list of per-head results"),
+    Key("concat", RESULT, "the heads' outputs side by side (with W_O)"),
+    Key("output", RESULT, "the final output"),
+    Key(grads.GRADS, RESULT, "one gradient per input, in the shape it was given"),
+    Key("query_labels", LABEL, "one label per query"),
+    Key("key_labels", LABEL, "one label per key"),
+    Key("warnings", RESULT, "what the computation warned about"),
+    Key("tile_size", RESULT, "[BQ, BK]: the tile sizes of the tiled online softmax"),
+    Key("tiled_max_difference", RESULT, "the largest |tiled − plain| over every head's output"),
+    Key("explanation", RESULT, "the hand calculation's lines"),
+)
+HEAD_KEYS: tuple[Key, ...] = (
+    *(Key(name, RESULT, f"this head's {name} (the input split into heads, or projected)")
+      for name in ("Q", "K", "V")),
+    Key("lse", RESULT, "ln Σ e^logit per query"),
+    Key("tiles", RESULT, "tiled: every tile's running max, sum and output"),
+    Key("tiled_output", RESULT, "tiled: the output computed tile by tile"),
+    Key("tiled_lse", RESULT, "tiled: the lse computed tile by tile"),
+)
+ALIASES = {"q": "Q", "k": "K", "v": "V"}
+VERSION = 1  # the value of "attncli"
+
+
+def stage_names() -> tuple[str, ...]:
+    """Every per-head stage of the forward and backward passes (the stage tables' names)."""
+    return stages.names() + grads.names()
+
+
+def top_names(*kinds: str) -> tuple[str, ...]:
+    """The top-level keys of these kinds (all kinds when none is named)."""
+    return tuple(key.name for key in KEYS if not kinds or key.kind in kinds)
+
+
+def head_names() -> tuple[str, ...]:
+    return tuple(key.name for key in HEAD_KEYS) + stage_names()
+
+
+def key(name: str) -> Key | None:
+    return next((k for k in KEYS if k.name == name), None)
+
+
+def one_head() -> tuple[str, ...]:
+    """One head's results as they may stand at the top level (an answers file's form for a one-head
+    problem; `attn compute` checks them as head 0's): its stages and its tiles."""
+    return stage_names() + ("tiles",)
+
+
+def known() -> tuple[str, ...]:
+    """Every top-level key a problem document may hold: the table's, and `one_head()`."""
+    return top_names() + one_head()
+
+
+def check_keys(doc: dict, extra: tuple[str, ...] = ()) -> dict:
+    """The document with aliases resolved; an unknown key is refused, suggesting the closest.
+    `extra`: keys the registries know beyond the table (a mask rule added later)."""
+    names = known() + tuple(k for k in extra if k not in known())
+    out = {}
+    for name, value in doc.items():
+        resolved = ALIASES.get(name, name)
+        if resolved not in names:
+            hint = did_you_mean(name, names + tuple(ALIASES), 0.5) or \
+                f"; valid keys: {', '.join(top_names(INPUT, SETTING, LABEL))}"
+            raise InputError(f"unknown key {quote(name)}{hint}")
+        if resolved in out:
+            raise InputError(f'both "{resolved}" and its alias "{resolved.lower()}" are given; keep one')
+        out[resolved] = value
+    return out
+
+
+def check_written(doc: dict, extra: tuple[str, ...] = ()) -> dict:
+    """The writer's side: every key of a document `attn compute` is about to write is in the
+    schema or `extra` (a mask rule's keys) (a key missing here is a bug, found by the tests).
+    Returns the document."""
+    unknown = [name for name in doc if name not in top_names() and name not in extra]
+    for head in doc.get("heads") or ():
+        unknown += [f"heads[].{name}" for name in head if name not in head_names()]
+    if unknown:
+        raise AssertionError(f"attncli writes {', '.join(unknown)}, which attncli/schema.py does not list")
+    return doc
