@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from attncli.marking import STATUSES, StageMark
+from attncli.grading import STATUSES, StageMark
 from attncli.stages import names
 
 Marks = dict[str, StageMark]

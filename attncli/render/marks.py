@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli import grads
-from attncli.marking import STATUSES, SYMBOLS, Rule, StageMark, all_correct, missing_stages, unanswered
+from attncli.grading import STATUSES, SYMBOLS, Rule, StageMark
+from attncli.marking import all_correct, missing_stages, unanswered
 from attncli.render.tables import column_chunks
 from attncli.render.text import labels, number, rich_text, shown
 from attncli.stages import get
