@@ -135,17 +135,6 @@ class Trace:
     def default_scale(self) -> bool:
         return self.problem.scale is None
 
-    # In rich and Jupyter a trace shows as `attn compute`'s tables (the views load only then).
-    def __rich_console__(self, console, options):
-        from attncli.render.notebook import print_trace, rendered
-
-        yield rendered(lambda c: print_trace(self, c), console, options.max_width)
-
-    def _repr_html_(self) -> str:
-        from attncli.render.notebook import html, print_trace
-
-        return html(lambda c: print_trace(self, c))
-
 
 EXACT_INTEGERS = 2.0**52  # from here on every float64 is a whole number: rounding changes nothing
 
