@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from attncli.choices import EXERCISE_KINDS as KINDS
 from attncli.errors import InputError
 
 WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", "a", "book", "he",
@@ -40,7 +41,6 @@ V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
 X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
-KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode", "rope", "alibi")
 SELF = ("causal", "multihead", "posenc", "window", "rope", "alibi")  # self-attention kinds: one sentence, queries = keys
 CAUSAL = ("causal", "window", "decode", "rope", "alibi")  # kinds with the causal rule
 REDRAWS = 1000  # attempts at keys that are all different before giving up

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.choices import ROPE_STYLES as STYLES
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.values import HugeInt, describe
 
-STYLES = ("half", "interleaved")
 FIELDS = ("style", "base", "dims")
 BASE = 10000.0
 LIBRARIES = {"half": "Hugging Face Llama rotate_half: dim i pairs with i + dims/2",

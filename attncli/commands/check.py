@@ -1,25 +1,19 @@
 """`attn check`: mark a learner's answers (or a class's) against the computed stages."""
 
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from attncli.commands.edge import AUTO_HELP, auto_is_table, message
+from attncli.commands.edge import AUTO_HELP, auto_is_table, formats, message
 from attncli.errors import AttnError, InputError, ReaderGone, did_you_mean, one_line, quote
 from attncli.stages import blocked, names as answer_options  # one --STAGE option per stage of the table
 
 EXIT_DIFFER = 1
 
 
-class CheckFormat(str, Enum):
-    auto = "auto"
-    table = "table"
-    json = "json"
-    csv = "csv"
-    gradescope = "gradescope"
+CheckFormat = formats("CheckFormat", "auto", "table", "json", "csv", "gradescope")
 
 
 def _answer(stage: str):

@@ -1,46 +1,23 @@
 """`attn compute`: options in, a trace out through the chosen view."""
 
 import sys
-from enum import Enum
 from typing import Annotated, Optional
 
 import typer
 
-from attncli.commands.edge import AUTO_HELP, auto_is_table, flag, warning
+from attncli.choices import CARRIES, DTYPES, MASKED_ROWS, ROPE_STYLES
+from attncli.commands.edge import AUTO_HELP, auto_is_table, choices, flag, formats, warning
 from attncli.errors import AttnError, InputError, one_line, quote
 from attncli import grads
 from attncli.commands import option_text as opt
 from attncli.stages import get, names as stage_names, stand_in
 
 
-class Format(str, Enum):
-    auto = "auto"
-    table = "table"
-    json = "json"
-    markdown = "markdown"
-    latex = "latex"
-    csv = "csv"
-
-
-class MaskedRows(str, Enum):
-    zero = "zero"
-    uniform = "uniform"
-    error = "error"
-
-
-class Carry(str, Enum):
-    exact = "exact"
-    rounded = "rounded"
-
-
-class RopeStyle(str, Enum):
-    half = "half"
-    interleaved = "interleaved"
-
-
-class DType(str, Enum):
-    float64 = "float64"
-    float32 = "float32"
+Format = formats("Format", "auto", "table", "json", "markdown", "latex", "csv")
+MaskedRows = choices("MaskedRows", MASKED_ROWS)
+Carry = choices("Carry", CARRIES)
+RopeStyle = choices("RopeStyle", ROPE_STYLES)
+DType = choices("DType", DTYPES)
 
 
 SUFFIX_FORMATS = {".md": Format.markdown, ".tex": Format.latex, ".csv": Format.csv}  # --output's text files

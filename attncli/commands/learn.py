@@ -3,30 +3,22 @@
 import math
 import sys
 from dataclasses import replace
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from attncli.commands.edge import AUTO_HELP, auto_is_table
+from attncli.choices import EXERCISE_KINDS, EXERCISE_MASKS
+from attncli.commands.edge import AUTO_HELP, auto_is_table, choices, formats
 from attncli.errors import InputError, did_you_mean, quote
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-class MaskKind(str, Enum):
-    causal = "causal"
-    random = "random"
-
-
-class TableFormat(str, Enum):
-    auto = "auto"
-    table = "table"
-    json = "json"
-    csv = "csv"
-    markdown = "markdown"
-    latex = "latex"
+MaskKind = choices("MaskKind", EXERCISE_MASKS)
+TableFormat = formats("TableFormat", "auto", "table", "json", "markdown", "latex", "csv")
+ExerciseKind = choices("ExerciseKind", EXERCISE_KINDS)
+SheetFormat = formats("SheetFormat", "json", "markdown", "latex")
 
 
 def pretty(doc: dict) -> str:
@@ -45,24 +37,6 @@ def pretty(doc: dict) -> str:
             return "{\n" + inner + "\n" + indent + "}"
         return dumps(v)
     return value(doc, "") + "\n"
-
-
-class ExerciseKind(str, Enum):
-    plain = "plain"
-    causal = "causal"
-    multihead = "multihead"
-    cross = "cross"
-    posenc = "posenc"
-    window = "window"
-    decode = "decode"
-    rope = "rope"
-    alibi = "alibi"
-
-
-class SheetFormat(str, Enum):
-    json = "json"
-    markdown = "markdown"
-    latex = "latex"
 
 
 def exercise(

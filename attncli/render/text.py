@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from attncli.attention import MASKED_ROWS_POLICY
 from attncli.errors import visible
 from attncli.masks import positions_line, rule_lines
 from attncli.trace import Trace
@@ -36,6 +37,8 @@ def shown(text: str) -> str:
 def rich_text(text: str, style: str = "") -> "Text":
     """User text for rich: escaped by `shown`, and a `Text`, which rich never parses as markup
     (`[link=…]`, `[/]` and `:emoji:` stay literal)."""
+    # Imported here, for start-up: the plain-text views (CSV, Markdown, LaTeX, the explanation in
+    # JSON) use this module but never rich, which takes longer to load than numpy does.
     from rich.text import Text
 
     return Text(shown(text), style=style)
@@ -98,8 +101,6 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
         lines.append("bias: added after scaling, before the mask; −∞ blocks")
     lines += variant_lines(p)
     if trace.masked is not None and p.sinks is None:  # with sinks such a row is all zero: its own line says so
-        from attncli.attention import MASKED_ROWS_POLICY
-
         lines.append("rows with every key masked: " + {
             "zero": "weights and output 0", "uniform": "uniform weights, output = mean of V",
             "error": "an error"}[p.masked_rows] + (
