@@ -27,10 +27,13 @@ No two keys of a problem are identical (they would get identical weights): the k
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from attncli.choices import EXERCISE_KINDS as KINDS
 from attncli.errors import InputError
+from attncli.posenc import positional_encoding
 
 WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", "a", "book", "he",
          "saw", "it", "bird", "sang", "we", "ate", "soup", "red", "car", "went", "fast", "sun", "rose",
@@ -219,8 +222,6 @@ def _position_rules(kind: str, lk: int) -> dict:
 def problem_set(options: Options, count: int) -> list[Exercise]:
     """`count` problems: problem k (from 0) is exactly `attn exercise --seed <seed + k>` with the
     same options, so each one's key can be made on its own."""
-    from dataclasses import replace
-
     return [build(replace(options, seed=options.seed + k)) for k in range(count)]
 
 
@@ -236,10 +237,6 @@ def _add(a: list, b: list) -> list:
 
 def _positional(positions: int, dim: int) -> list[list[float]]:
     """Sinusoidal encodings rounded to 2 decimals (the numbers a printed table gives)."""
-    import numpy as np
-
-    from attncli.posenc import positional_encoding
-
     return (np.round(positional_encoding(positions, dim), 2) + 0.0).tolist()  # + 0.0: no -0.0
 
 
