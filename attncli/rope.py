@@ -12,6 +12,7 @@ GPT-NeoX `rotary_pct`). Every message starts with the field it is about (`rope.d
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -64,8 +65,6 @@ def read(value, d_k: int, field: str = "rope") -> Rope | None:
     if value is None or value is False:
         return None
     if isinstance(value, str) and value.startswith("{"):
-        import json
-
         try:
             value = json.loads(value)
         except ValueError:

@@ -1,15 +1,11 @@
 """Choice lists are written once, in the core (attncli/choices.py): the command line's option
 choices are made from them, and the core modules read the same tuples."""
 
-import subprocess
-import sys
-
 import pytest
 
 from attncli import choices, exercise, problem, rope, steps, trace
 from attncli.attention import MASKED_ROWS_POLICY
 from attncli.commands import check, compute, edge, learn
-from tests.conftest import ROOT
 
 
 def values(enum) -> tuple[str, ...]:
@@ -47,9 +43,3 @@ def test_formats_are_one_family_in_one_order():
 
 def test_an_option_value_is_its_word():
     assert compute.MaskedRows("uniform").value == "uniform" and compute.Format.json == "json"
-
-
-def test_the_command_line_builds_its_choices_without_numpy():
-    code = "import sys, attncli.cli; print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'rich'}))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert out.strip() == "[]"

@@ -66,7 +66,7 @@ def exercise(
     reproduces it. Without --seed a random one is chosen and told on stderr.
     """
     # Imported here, for start-up: numpy, the core and the views load when a command runs, so that
-    # `attn --version` and `attn --help` never import numpy (the same in posenc).
+    # `attn --version` and `attn --help` never import numpy.
     from attncli.commands.learn_run import run_exercise
 
     run_exercise(seed, kind.value, queries, keys, dim, value_dim, heads, mask and mask.value, count, format.value,
@@ -114,6 +114,7 @@ def posenc(
     if positions * dim > 10_000_000:
         raise InputError(f"{positions} positions × {dim} columns is {positions * dim:,} values; at most "
                          "10,000,000", "--positions")
+    # Imported here, for start-up, as in exercise.
     from attncli.commands.learn_run import run_posenc
 
     run_posenc(positions, dim, base, format.value, precision)

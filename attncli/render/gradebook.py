@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from attncli.grading import STATUSES, StageMark
+from attncli.render.export import csv_text
 from attncli.stages import names
 
 Marks = dict[str, StageMark]
@@ -32,6 +33,12 @@ class Score:
     def percent(self) -> float:
         """Rounded to one decimal; 0 when nothing was marked."""
         return round(100 * self.right / self.max, 1) if self.max else 0.0
+
+
+def counts(mark: StageMark) -> str:
+    """`3/3 right (1 carried, 2 imprecise)`: right = correct + carried, then every other status seen."""
+    others = [f"{mark.count(s)} {s}" for s in STATUSES[1:] if mark.count(s)]
+    return f"{mark.right}/{mark.cells.size} right" + (f" ({', '.join(others)})" if others else "")
 
 
 def stage_order(name: str) -> tuple[float, int]:
@@ -92,8 +99,6 @@ def diagnoses(results: list[Result]) -> list[tuple[str, str, int, str]]:
 def safe_cell(value):
     """A CSV cell: numbers stay numbers; text goes through `csv_text` (controls escaped, and a
     leading `'` when a spreadsheet would take it for a formula)."""
-    from attncli.render.export import csv_text
-
     return csv_text(value) if isinstance(value, str) else value
 
 
@@ -120,8 +125,6 @@ def csv_gradebook(results: list[Result]) -> str:
 def stage_output(mark: StageMark) -> str:
     """A stage's result in words, as `attn check` says it (`3/3 right (1 carried)`), then its
     notes one per line."""
-    from attncli.render.marks import counts
-
     return counts(mark) + "".join(f"\n{note}" for note in mark.notes)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from attncli.trace import Trace, to_dict
+from attncli.tiles import head_dicts, max_difference
+from attncli.trace import Trace, plain, to_dict
 
 
 def dumps(doc) -> str:
@@ -33,9 +34,6 @@ def document(trace: Trace, stages, decimals: int | None = None, explanation: lis
     if say is not None:  # the CLI's words for the warnings' advice (`--masked-rows zero`), as on stderr
         doc["warnings"] = [w.render(say) if hasattr(w, "render") else w for w in trace.warnings]
     if tiled is not None:
-        from attncli.tiles import head_dicts, max_difference
-        from attncli.trace import plain
-
         doc["tile_size"] = [tiled.bq, tiled.bk]
         doc["tiled_max_difference"] = max_difference(tiled, trace.stage("output"))
         for h, head in enumerate(doc["heads"]):

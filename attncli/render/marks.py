@@ -11,6 +11,7 @@ from rich.text import Text
 from attncli import grads
 from attncli.grading import STATUSES, SYMBOLS, Rule, StageMark
 from attncli.marking import all_correct, missing_stages, unanswered
+from attncli.render.gradebook import counts
 from attncli.render.tables import column_chunks
 from attncli.render.text import labels, number, rich_text, shown
 from attncli.stages import get
@@ -20,12 +21,6 @@ STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecis
 MEANING = {"correct": "correct", "carried": "correct from your own earlier stage (carried)",
            "imprecise": "imprecise (too few decimals)", "wrong": "wrong", "missing": "missing"}
 LEGEND = " · ".join(f"{SYMBOLS[s]} {MEANING[s]}" for s in MEANING) + "; the expected value follows"
-
-
-def counts(mark: StageMark) -> str:
-    """`3/3 right (1 carried, 2 imprecise)`: right = correct + carried, then every other status seen."""
-    others = [f"{mark.count(s)} {s}" for s in STATUSES[1:] if mark.count(s)]
-    return f"{mark.right}/{mark.cells.size} right" + (f" ({', '.join(others)})" if others else "")
 
 
 def summary(name: str, mark: StageMark) -> str:
