@@ -1,29 +1,28 @@
 """`attn compute`'s work, once commands/compute.py has made its plan: read the inputs, build the
 problem, compute the trace (or the output alone, in blocks; or the tiles), and show it through the
 chosen view. This module loads numpy and the core: compute.py imports it only when compute runs.
+
+Start-up: what every run needs is imported at the top; what only some options need (the blocked
+path, the tiles, the explanation, the text exports, --output FILE, and the tables, which load
+rich) is imported where it is used, so that `attn compute p.json --format json` pays for none of
+it (together they would add about a tenth to its run time).
 """
 
 import sys
 from types import SimpleNamespace
 
 from attncli import attention, grads, limits
-from attncli.blocks import attend_output
 from attncli.commands import option_text as opt
 from attncli.commands.edge import flag, warning
 from attncli.errors import AttnError, InputError, one_line, quote
 from attncli.loading import OneMatrixError, gather
 from attncli.masks import positions_line
 from attncli.problem import build_problem
-from attncli.render import export, out
-from attncli.render.explain import explain as explain_lines
-from attncli.render.files import Interrupted, write_output
+from attncli.render import out
 from attncli.render.json import document
 from attncli.render.progress import progress
 from attncli.render.target import OutputError
-from attncli.render.text import header_lines
-from attncli.render.tiles import explain_tiles
-from attncli.stages import get, names as stage_names, stand_in
-from attncli.tiles import attend_tiles
+from attncli.stages import get, stand_in
 
 MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON keeps about 5 KB a tile
 
@@ -52,32 +51,20 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     try:
         _guard(problem, plan.written, shown, o.full, plan.output_only, plan.tile_sizes)
         trace = _attend(problem, plan.output_only, plan.workers)
-        tiled = None if plan.tile_sizes is None else attend_tiles(problem, *plan.tile_sizes)
+        tiled = None if plan.tile_sizes is None else _attend_tiles(problem, plan.tile_sizes)
     except AttnError as error:
         raise error.at(source) if source else error
     rows = opt.rows(o.row, problem.query_labels, problem.lq)
     heads_shown = None if o.head is None else [opt.head(o.head, problem.heads)]
     warnings += trace.warnings
-    explanation = None
-    if o.explain and tiled is not None:
-        if o.carry is not None:
-            raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry",
-                             "--carry")
-        explanation = explain_tiles(tiled, trace, rows, heads_shown, o.precision)
-    elif o.explain:
-        explanation = explain_lines(trace, rows, heads_shown, o.precision, o.carry or "exact")
+    explanation = _explain(o, trace, tiled, rows, heads_shown) if o.explain else None
     view = plan.view
     if o.output_file:
-        try:
-            write_output(trace, o.output_file, plan.suffix,
-                         lambda: _text(view, trace, shown, o.precision, o.round_, explanation, tiled))
-        except OutputError as error:
-            raise error.at("--output")
-        except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
-            stop.die()
+        _write_file(o.output_file, plan.suffix, trace,
+                    lambda: _text(view, trace, shown, o.precision, o.round_, explanation, tiled))
     elif view == "table":
-        # Imported here, for start-up: the tables need rich, which takes longer to load than numpy;
-        # the JSON and text views never import it.
+        # Imported here, for start-up (see above): the tables need rich, which takes longer to load
+        # than numpy; the JSON and text views never import it.
         from attncli.render.tables import print_tables
 
         print_tables(trace, shown, o.precision, explanation, heads_shown, o.full, tiled)
@@ -147,10 +134,47 @@ def _check_backward(problem, asked_for, output_only: bool, suffix: str | None, t
                          "weights: add weights (or d_Q, grads, …) to --stages, or drop --do", "--stages")
 
 
+def _attend_tiles(problem, tile_sizes: tuple[int, int]):
+    # Imported here, for start-up (see above): only --tiles needs the tile trace.
+    from attncli.tiles import attend_tiles
+
+    return attend_tiles(problem, *tile_sizes)
+
+
+def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
+    """--explain's lines: the hand calculation of the rows asked for, or one row through the tiles."""
+    # Imported here, for start-up (see above): only --explain needs the hand calculation.
+    from attncli.render.explain import explain
+    from attncli.render.tiles import explain_tiles
+
+    if tiled is None:
+        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact")
+    if o.carry is not None:
+        raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry", "--carry")
+    return explain_tiles(tiled, trace, rows, heads_shown, o.precision)
+
+
+def _write_file(path: str, suffix: str, trace, text) -> None:
+    """--output FILE, as render/files.py writes it; `text()` gives a text file's content."""
+    # Imported here, for start-up (see above): only --output needs the careful writer.
+    from attncli.render.files import Interrupted, write_output
+
+    try:
+        write_output(trace, path, suffix, text)
+    except OutputError as error:
+        raise error.at("--output")
+    except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
+        stop.die()
+
+
 def _text(view: str, trace, shown, precision: int, round_: int | None, explanation, tiled=None) -> str:
     """The document of a text format: JSON, CSV (one stage), Markdown or LaTeX."""
     if view == "json":
         return document(trace, shown, round_, explanation, tiled, say=flag)
+    # Imported here, for start-up (see above): only the text exports need these.
+    from attncli.render import export
+    from attncli.render.text import header_lines
+
     if view == "csv":
         return export.csv_stage(trace, shown[0], round_)
     write = export.markdown if view == "markdown" else export.latex
@@ -189,6 +213,9 @@ def _attend(problem, output_only: bool, workers: int):
     """The full trace, or only the output in blocks; a progress bar when it takes a while."""
     with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
         if output_only:
+            # Imported here, for start-up (see above): only the output-only path computes in blocks.
+            from attncli.blocks import attend_output
+
             return attend_output(problem, workers=workers, progress=done)
         return attention.attend(problem, progress=done)
 

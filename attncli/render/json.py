@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 
-from attncli.tiles import head_dicts, max_difference
 from attncli.trace import Trace, plain, to_dict
 
 
@@ -34,6 +33,9 @@ def document(trace: Trace, stages, decimals: int | None = None, explanation: lis
     if say is not None:  # the CLI's words for the warnings' advice (`--masked-rows zero`), as on stderr
         doc["warnings"] = [w.render(say) if hasattr(w, "render") else w for w in trace.warnings]
     if tiled is not None:
+        # Imported here, for start-up: the tile module loads only when there are tiles to write.
+        from attncli.tiles import head_dicts, max_difference
+
         doc["tile_size"] = [tiled.bq, tiled.bk]
         doc["tiled_max_difference"] = max_difference(tiled, trace.stage("output"))
         for h, head in enumerate(doc["heads"]):
