@@ -95,9 +95,14 @@ def test_import_attncli_is_light_and_the_api_loads_no_cli():
 
 def test_the_readme_python_example_runs():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Python API"):]
-    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    exec(compile(block, "README.md", "exec"), {})
+    start = readme.index("### Python API")
+    section = readme[start:readme.index("\n### ", start + 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2  # attend and check, then view
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert "weights = softmax(scaled) over keys" in render(namespace["view"](namespace["trace"]))
 
 
 def test_typed_floats_count_their_decimals_and_computed_ones_do_not():
