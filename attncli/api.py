@@ -27,7 +27,7 @@ from attncli.attention import attend as _attend
 from attncli.grading import StageMark
 from attncli.marking import all_correct, mark_document
 from attncli.problem import INPUT_KEYS, build_problem
-from attncli.render.marks import marks_dict
+from attncli.render.gradebook import marks_dict
 from attncli.render.notebook import MarksView, TraceView
 from attncli.trace import Trace
 from attncli.values import Written

@@ -30,6 +30,9 @@ def loaded(*args: str) -> str:
     (("compute", str(SAMPLES / "scooter.json"), "--format", "markdown"), "['numpy']"),
     (("exercise", "--seed", "1"), "['numpy']"),
     (("compute", str(SAMPLES / "scooter.json"), "--format", "table"), "['numpy', 'rich']"),
+    (("check", str(SAMPLES / "scooter.json"), "--weights", "0.05,0.77,0.19", "--format", "json"), "['numpy']"),
+    (("check", str(SAMPLES / "scooter.json"), "--weights", "0.05,0.77,0.19", "--format", "table"),
+     "['numpy', 'rich']"),
 ])
 def test_each_command_line_loads_only_what_it_needs(args, heavy):
     assert loaded(*args) == heavy

@@ -1,6 +1,7 @@
 """`attn check`'s work, once commands/check.py has read its options: read the problem and the
 answers, mark them, and report. This module loads numpy and the core: check.py imports it only
-when check runs."""
+when check runs. Start-up: the tables load rich, which takes longer than numpy; they are imported
+only when a table is printed, so the JSON, CSV and Gradescope reports never load it."""
 
 import sys
 from pathlib import Path
@@ -15,11 +16,8 @@ from attncli.loading import (ONE_MATRIX_SUFFIXES, OneMatrixError, decode, load_m
                              read_document)
 from attncli.marking import all_correct, mark_document
 from attncli.problem import build_problem
-from attncli.render.gradebook import csv_gradebook, gradescope, gradescope_class
+from attncli.render.gradebook import csv_gradebook, gradescope, gradescope_class, marks_dict
 from attncli.render.json import dumps
-from attncli.render.marks import marks_dict, print_marks
-from attncli.render.summary import print_class_summary
-from attncli.render.tables import make_console
 from attncli.stages import blocked
 
 EXIT_DIFFER = 1
@@ -168,6 +166,11 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
                    "all_correct": all(m is not None and all_correct(m) for _, m, _ in results)}
         sys.stdout.write(dumps(doc) + "\n")
     else:
+        # Imported here, for start-up (see above): only the tables need rich.
+        from attncli.render.marks import print_marks
+        from attncli.render.summary import print_class_summary
+        from attncli.render.tables import make_console
+
         console = make_console()
         if len(results) == 1:
             print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))

@@ -1,5 +1,6 @@
-"""A class's marks as numbers: per-file scores, per-stage tallies, a CSV gradebook and
-Gradescope's autograder `results.json`. No rich here; `render/summary.py` draws the tables.
+"""Marks as numbers: one answers document's JSON (`marks_dict`), and for a class per-file scores,
+per-stage tallies, a CSV gradebook and Gradescope's autograder `results.json`. No rich here;
+`render/marks.py` and `render/summary.py` draw the tables.
 
 A class result is a list of `(file name, marks or None, error message or None)`, where marks are
 `{stage path: StageMark}` (`weights`, `heads[1].weights`, `output`). A file's score is the cells
@@ -16,9 +17,13 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from attncli.grading import STATUSES, StageMark
+from attncli.marking import all_correct, missing_stages, unanswered
 from attncli.render.export import csv_text
 from attncli.stages import names
+from attncli.trace import Trace, plain
 
 Marks = dict[str, StageMark]
 Result = tuple[str, "Marks | None", "str | None"]
@@ -150,3 +155,20 @@ def gradescope_class(results: list[Result]) -> dict:
     class_max = sum(stage_sizes(results).values())
     return {"files": [{"file": file, "results": gradescope(marks, error, class_max)}
                       for file, marks, error in results]}
+
+
+def marks_dict(marks: dict[str, StageMark], trace: Trace | None = None) -> dict:
+    """The JSON form: per stage `right` (correct + carried), `max` and a count per status, per-cell
+    statuses, expected values and diagnoses; totals; required stages missing; with the trace,
+    the stages not answered."""
+    stages = {}
+    for name, mark in marks.items():
+        stages[name] = ({"right": mark.right, "max": int(mark.cells.size)}
+                        | {status: mark.count(status) for status in STATUSES}
+                        | {"cells": mark.cells.tolist(), "expected": plain(np.asarray(mark.expected)),
+                           "diagnosis": list(mark.diagnosis), "notes": list(mark.notes)})
+    doc = {"stages": stages, "right": sum(m.right for m in marks.values()),
+           "max": sum(int(m.cells.size) for m in marks.values()), "missing": missing_stages(marks)}
+    if trace is not None:
+        doc["not_answered"] = unanswered(trace, marks)
+    return doc | {"all_correct": all_correct(marks)}

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from attncli import grads
-from attncli.grading import STATUSES, SYMBOLS, Rule, StageMark
-from attncli.marking import all_correct, missing_stages, unanswered
+from attncli.grading import SYMBOLS, Rule, StageMark
+from attncli.marking import all_correct, unanswered
 from attncli.render.gradebook import counts
 from attncli.render.tables import column_chunks
 from attncli.render.text import labels, number, rich_text, shown
 from attncli.stages import get
-from attncli.trace import Trace, plain
+from attncli.trace import Trace
 
 STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
 MEANING = {"correct": "correct", "carried": "correct from your own earlier stage (carried)",
@@ -98,20 +97,3 @@ def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, pre
     console.print(Text(f"score: {right}/{cells} right"))
     console.print(Text(rule.text(), style="dim"))
     console.print(Text("all correct" if all_correct(marks) else "some answers are not right"))
-
-
-def marks_dict(marks: dict[str, StageMark], trace: Trace | None = None) -> dict:
-    """The JSON form: per stage `right` (correct + carried), `max` and a count per status, per-cell
-    statuses, expected values and diagnoses; totals; required stages missing; with the trace,
-    the stages not answered."""
-    stages = {}
-    for name, mark in marks.items():
-        stages[name] = ({"right": mark.right, "max": int(mark.cells.size)}
-                        | {status: mark.count(status) for status in STATUSES}
-                        | {"cells": mark.cells.tolist(), "expected": plain(np.asarray(mark.expected)),
-                           "diagnosis": list(mark.diagnosis), "notes": list(mark.notes)})
-    doc = {"stages": stages, "right": sum(m.right for m in marks.values()),
-           "max": sum(int(m.cells.size) for m in marks.values()), "missing": missing_stages(marks)}
-    if trace is not None:
-        doc["not_answered"] = unanswered(trace, marks)
-    return doc | {"all_correct": all_correct(marks)}
