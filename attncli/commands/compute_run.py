@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from attncli import attention, grads, limits
 from attncli.commands import option_text as opt
 from attncli.commands.edge import flag, warning
-from attncli.errors import AttnError, InputError, one_line, quote
+from attncli.errors import AttnError, InputError, one_line
 from attncli.loading import OneMatrixError, gather
 from attncli.masks import positions_line
 from attncli.problem import build_problem
