@@ -10,17 +10,17 @@ The Python API (see `attncli.api`):
 `import attncli` stays cheap (`attn --version` imports it): the API and numpy load on first use.
 """
 
-__version__ = "0.1.0"
-__all__ = ["attend", "check", "Marks", "AttnError", "InputError"]
+import importlib
 
-_LAZY = {"attend": "attncli.api", "check": "attncli.api", "Marks": "attncli.api",
+__version__ = "0.1.0"
+__all__ = ["attend", "check", "view", "Marks", "AttnError", "InputError"]
+
+_LAZY = {"attend": "attncli.api", "check": "attncli.api", "view": "attncli.api", "Marks": "attncli.api",
          "AttnError": "attncli.errors", "InputError": "attncli.errors"}
 
 
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'attncli' has no attribute {name!r}")
 

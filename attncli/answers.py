@@ -13,6 +13,8 @@ a line naming the stage (`weights`, `heads[1].weights`), then its rows.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
 
@@ -20,11 +22,12 @@ import numpy as np
 
 from attncli import grads
 from attncli.errors import InputError, did_you_mean, quote
-from attncli.marking import Answer
+from attncli.grading import Answer, marked_gradient
 from attncli.mistakes import present
 from attncli.problem import ALIASES, INPUT_KEYS, PROJECTIONS, QKV, output_keys
 from attncli.stages import blocked, get, names
 from attncli.stages import present as present_stages
+from attncli.text_input import is_value, is_word
 from attncli.trace import Trace
 from attncli.values import Written, as_array, decimals_of, describe
 
@@ -59,8 +62,10 @@ def _leaf(x, masked: bool):
     return x
 
 
-def _read(value, masked: bool):
-    return [_read(v, masked) for v in value] if isinstance(value, list) else _leaf(value, masked)
+def read_written(value, masked: bool):
+    """A learner's nested lists with every cell as a number (strings read as written; with
+    `masked`, −∞ spelled any way, or a large negative, as None)."""
+    return [read_written(v, masked) for v in value] if isinstance(value, list) else _leaf(value, masked)
 
 
 def _large_negatives(value) -> list[float]:
@@ -71,8 +76,8 @@ def _large_negatives(value) -> list[float]:
 
 def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
     masked = blocked(field)  # may hold −∞
-    numbers = _read(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
-    read = _read(numbers, masked)
+    numbers = read_written(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
+    read = read_written(numbers, masked)
     values = as_array(read, field, kind="bias" if masked else "number", max_dims=2)
     if values.ndim == 1 and shape[0] == 1:
         values = values.reshape(1, -1)
@@ -109,7 +114,7 @@ def _same_problem(doc: dict, trace: Trace) -> None:
         name = ALIASES.get(key, key)
         if name not in QKV + PROJECTIONS or name not in inputs or value is None:
             continue
-        mine = as_array(_read(value, False), key, max_dims=3 if name in QKV else 2)
+        mine = as_array(read_written(value, False), key, max_dims=3 if name in QKV else 2)
         given = inputs[name]
         if mine.size != given.size or not np.allclose(mine.reshape(given.shape), given, rtol=1e-12, atol=1e-12):
             raise InputError(f"{key} is not the problem's {name}: these answers hold their own problem; mark "
@@ -128,9 +133,7 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     what = {stage.name: f"{stage.rows} × {stage.columns}" for stage in present_stages(p)}
     stages = present(trace)
     if trace.gradients is not None:  # the backward pass's stages (D as a column, one per query)
-        from attncli.marking_backward import expected
-
-        shapes |= {g.name: expected(trace, 0, g.name).shape for g in grads.GRADIENTS}
+        shapes |= {g.name: marked_gradient(trace, 0, g.name).shape for g in grads.GRADIENTS}
         what |= {g.name: f"{g.rows} × {g.columns or 'columns'}" for g in grads.GRADIENTS}
         stages += grads.names()
     single = p.heads == 1 and "W_O" not in p.inputs  # the final output is head 0's output
@@ -204,9 +207,6 @@ def parse_answers_csv(text: str, source: str) -> dict:
     """An answers document from CSV (or TSV): a line naming a stage (`weights`, `output`,
     `heads[1].weights`), then that matrix's rows; blank lines are skipped. Cells stay text, read
     as the learner wrote them (an empty masked cell is −∞)."""
-    import csv
-    import io
-
     delimiter = "\t" if source.lower().endswith(".tsv") else ","
     try:
         rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
@@ -254,8 +254,6 @@ def _unlabelled(block: list, source: str, masked: bool) -> list:
     row holding no number (or pandas' empty corner before the names) is a header, and the first
     column holds labels when the header has that corner or the first row starts with a word (the
     rules of `attncli.text_input`). Cells stay text; an empty one is None (−∞ when masked)."""
-    from attncli.text_input import is_value, is_word
-
     header = block[0][1]
     # pandas' corner; in `masked` an empty first cell may be a blocked position, so there the
     # names after it must be words

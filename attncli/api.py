@@ -14,7 +14,7 @@ labels. Arrays or nested lists are both accepted. Errors are `attncli.errors.Inp
 another `AttnError`) naming the field (`error.field`, e.g. "K" or "heads[1].weights"); their advice,
 and a trace's warnings, say settings as keyword arguments (`or use dtype='float64'`,
 `masked_rows='zero'`), where the command line says options. Nothing here prints, exits or imports
-the CLI.
+the CLI. `view(trace)` and `view(marks)` show them as the terminal's tables in Jupyter and rich.
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from attncli.attention import attend as _attend
-from attncli.marking import StageMark, all_correct
+from attncli.grading import StageMark
+from attncli.marking import all_correct, mark_document
 from attncli.problem import INPUT_KEYS, build_problem
+from attncli.render.gradebook import marks_dict
+from attncli.render.notebook import MarksView, TraceView
 from attncli.trace import Trace
 from attncli.values import Written
 
@@ -53,8 +56,6 @@ def check(answers: dict, problem, *, decimals: int = 2, require: tuple[str, ...]
     (--require: stages that must be answered, e.g. ("weights", "output")) and `tol` (--tol). What
     counts as written: see `_plain` (ints 0 decimals, typed floats their own, computed floats and
     arrays unknown, checked at 4)."""
-    from attncli.marking import mark_document
-
     trace = problem if isinstance(problem, Trace) else _attend(build_problem(
         {key: _plain(value) for key, value in problem.items()}))
     doc = {key: _plain(value, typed=True) for key, value in answers.items()}
@@ -90,29 +91,29 @@ class Marks(Mapping):
 
     def to_dict(self) -> dict:
         """The JSON that `attn check --format json` writes."""
-        from attncli.render.marks import marks_dict
-
         return marks_dict(self._marks, self.trace)
 
     def __repr__(self) -> str:
         right, total = self.score
         return f"<Marks {right}/{total} cells right: {', '.join(self._marks)}>"
 
+    # In rich and Jupyter the marks show as `attn check`'s tables.
     def __rich_console__(self, console, options):
-        from attncli.render.notebook import rendered
-
-        yield rendered(lambda c: _print_marks(self, c), console, options.max_width)
+        return MarksView(self.trace, self._marks).__rich_console__(console, options)
 
     def _repr_html_(self) -> str:
-        from attncli.render.notebook import html
-
-        return html(lambda c: _print_marks(self, c))
+        return MarksView(self.trace, self._marks)._repr_html_()
 
 
-def _print_marks(marks: Marks, console) -> None:
-    from attncli.render.marks import print_marks
-
-    print_marks(marks.trace, dict(marks), console, 4)
+def view(obj: Trace | Marks, precision: int = 4) -> TraceView | MarksView:
+    """What a notebook (or `rich.print`) shows as the terminal's tables: `view(trace)` is `attn
+    compute`'s tables, `view(marks)` `attn check`'s. A trace is a plain record and does not render
+    itself; its view does."""
+    if isinstance(obj, Marks):
+        return MarksView(obj.trace, dict(obj), precision)
+    if isinstance(obj, Trace):
+        return TraceView(obj, precision)
+    raise TypeError(f"view() shows a Trace (from attend) or Marks (from check), not {type(obj).__name__}")
 
 
 TYPED_DECIMALS = 6  # a float whose shortest form has at most this many decimals was typed, not computed

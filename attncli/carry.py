@@ -17,6 +17,7 @@ every command's start-up reads that table.
 from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+from attncli.choices import CARRIES  # noqa: F401  (read as carry.CARRIES)
 
 # Exact results of the printed operands: 60 digits decide every tie and near-tie of numbers with
 # at most 17 decimals; quantizing e^709 to 17 decimals needs ~330 digits, hence WIDE.
@@ -26,7 +27,6 @@ PERCENT_PLACES = 1  # "(76.8%)"
 # Numbers this large are written in e-notation; e^x would be one, so the hand calculation
 # subtracts the row's largest score first (it would overflow the dtype soon after anyway).
 E_NOTATION_FROM = 1e15
-CARRIES = ("exact", "rounded")
 
 
 def printed(x: float, places: int) -> Decimal:

@@ -1,11 +1,14 @@
 """Typer wiring only: options in, `error: …` lines and exit codes out.
 
-Heavy imports (numpy, rich tables) happen inside the commands that need them, so that
-`attn --version` and `attn --help` start fast.
+Start-up: this module and the command modules it registers (attncli/commands/*.py) import neither
+numpy nor rich, so that `attn --version` and `attn --help` start fast; each command imports its
+work (numpy, the core, the views: commands/*_run.py) when it runs. Imports inside functions are
+kept for that reason only, and say so where they are.
 """
 
-
+import inspect
 import os
+import re
 import sys
 from typing import Annotated
 
@@ -18,7 +21,9 @@ except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import ClickException
 
 from attncli import __version__
-from attncli.errors import AttnError, ReaderGone, one_line
+from attncli.commands import check, compute, learn
+from attncli.commands.edge import message
+from attncli.errors import AttnError, ReaderGone, did_you_mean, one_line
 
 EXIT_TROUBLE = 2  # as diff: 0 same/ok, 1 answers differ, 2 trouble
 
@@ -35,6 +40,7 @@ class _PlainFlags:
     without any style under NO_COLOR."""
 
     def format_help(self, ctx, formatter) -> None:
+        # Imported here, for start-up: typer's rich help loads rich, which only --help needs.
         from typer import rich_utils
 
         # NO_COLOR (set and not empty) drops every style, as in the tables; rich alone keeps bold and dim.
@@ -53,8 +59,6 @@ def prose(doc: str) -> str:
     """A docstring as help: lines within a paragraph are joined, so that rich wraps each paragraph
     at the terminal's width (Typer's rich mode keeps every line break as written). A paragraph
     whose first line is `\\b` keeps its lines (click's marker for "do not rewrap")."""
-    import inspect
-
     paragraphs = inspect.cleandoc(doc).split("\n\n")
     return "\n\n".join(p.removeprefix("\b\n") if p.startswith("\b\n") else " ".join(p.split("\n"))
                        for p in paragraphs)
@@ -63,10 +67,6 @@ def prose(doc: str) -> str:
 def usage_message(error: ClickException) -> str:
     """Click's message without the "Value error, " its value conversion prepends, with the closest
     choice for a mistyped one (`--rope-style halff`), and where to look."""
-    import re
-
-    from attncli.errors import did_you_mean
-
     text = error.format_message().replace("Value error, ", "").rstrip(".")
     choice = re.search(r"'([^']*)' is not one of ((?:'[^']*'(?:, )?)+)$", text)
     if choice:
@@ -88,8 +88,6 @@ class AttnGroup(_PlainFlags, TyperGroup):
         try:
             code = super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
         except AttnError as error:
-            from attncli.commands.edge import message
-
             fail(message(error))
         except ClickException as error:
             if type(error).__name__ == "NoArgsIsHelpError":  # bare `attn`: help, not an error
@@ -133,8 +131,6 @@ def _root(
 ) -> None:
     """The group's own options; its help text is the Typer app's `help`."""
 
-
-from attncli.commands import check, compute, learn  # noqa: E402
 
 app.command(cls=AttnCommand)(compute.compute)
 app.command(cls=AttnCommand, help=prose(check.check.__doc__))(check.check)

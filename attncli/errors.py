@@ -5,6 +5,8 @@ out (`advice`) as a setting and its values; the commands say them as options (`-
 the Python API as keyword arguments (`dtype='float64'`). Nothing here names an option.
 """
 
+import difflib
+import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -97,9 +99,7 @@ class NumericError(AttnError):
 
 
 def did_you_mean(word: str, choices, cutoff: float = 0.6) -> str:
-    """` (did you mean "x"?)` for the closest choice, or "" (difflib is loaded only on errors)."""
-    import difflib
-
+    """` (did you mean "x"?)` for the closest choice, or ""."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return f' (did you mean "{close[0]}"?)' if close else ""
 
@@ -107,8 +107,6 @@ def did_you_mean(word: str, choices, cutoff: float = 0.6) -> str:
 def quote(text: str) -> str:
     """A user's string in a message: quoted, with control and line-breaking characters escaped,
     so that an error is always one line."""
-    import json
-
     return one_line(json.dumps(text, ensure_ascii=False))
 
 

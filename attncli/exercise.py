@@ -27,9 +27,13 @@ No two keys of a problem are identical (they would get identical weights): the k
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
+
+from attncli.choices import EXERCISE_KINDS as KINDS
 from attncli.errors import InputError
+from attncli.posenc import positional_encoding
 
 WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", "a", "book", "he",
          "saw", "it", "bird", "sang", "we", "ate", "soup", "red", "car", "went", "fast", "sun", "rose",
@@ -40,7 +44,6 @@ V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
 X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
-KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode", "rope", "alibi")
 SELF = ("causal", "multihead", "posenc", "window", "rope", "alibi")  # self-attention kinds: one sentence, queries = keys
 CAUSAL = ("causal", "window", "decode", "rope", "alibi")  # kinds with the causal rule
 REDRAWS = 1000  # attempts at keys that are all different before giving up
@@ -219,8 +222,6 @@ def _position_rules(kind: str, lk: int) -> dict:
 def problem_set(options: Options, count: int) -> list[Exercise]:
     """`count` problems: problem k (from 0) is exactly `attn exercise --seed <seed + k>` with the
     same options, so each one's key can be made on its own."""
-    from dataclasses import replace
-
     return [build(replace(options, seed=options.seed + k)) for k in range(count)]
 
 
@@ -236,10 +237,6 @@ def _add(a: list, b: list) -> list:
 
 def _positional(positions: int, dim: int) -> list[list[float]]:
     """Sinusoidal encodings rounded to 2 decimals (the numbers a printed table gives)."""
-    import numpy as np
-
-    from attncli.posenc import positional_encoding
-
     return (np.round(positional_encoding(positions, dim), 2) + 0.0).tolist()  # + 0.0: no -0.0
 
 

@@ -1,4 +1,6 @@
-"""When one written cell is right: the rule `attn check` marks by, in one place.
+"""When one written cell is right, and what a marked stage is: the rule `attn check` marks by,
+in one place, and the records every marking module shares (an `Answer`, a `StageMark`, the cell
+statuses), below marking.py, marking_backward.py and tile_marks.py and the answers reader.
 
 A cell is correct when it is the exact value rounded to the decimals written, ±1 in the last place
 (either rounding at an exact tie); with fewer than `Rule.decimals` decimals it must equal the
@@ -15,6 +17,8 @@ from attncli.mistakes import plural
 
 DECIMALS = 2  # the default least number of decimals a value needs unless it is exact
 UNKNOWN_DECIMALS = 4  # assumed when the written form is unknown (an .npy file)
+STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
+SYMBOLS = {"correct": "✓", "carried": "↪", "wrong": "✗", "imprecise": "~", "missing": "?"}  # in tables
 
 
 @dataclass(frozen=True)
@@ -60,3 +64,70 @@ def _grade(given, decimals, target, rule):
     exact = np.abs(g - t) <= 1e-9 * np.maximum(1.0, np.abs(t))
     correct = np.where(d >= rule.decimals, near, exact)
     return both_inf | (finite & correct), both_inf | (finite & near)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One stage of one head as the learner gave it."""
+
+    values: np.ndarray  # float, −∞ allowed in `masked`; NaN where a required stage is missing
+    decimals: np.ndarray  # decimals written per cell; -1 when unknown
+    notes: tuple[str, ...] = ()  # how it was read, e.g. a large negative taken as −∞
+    transposed: bool = False  # written keys × queries; `values` are turned back to queries × keys
+
+    @property
+    def precision(self) -> int:
+        """The most decimals written in any cell (unknown counts as UNKNOWN_DECIMALS)."""
+        return int(np.where(self.decimals < 0, UNKNOWN_DECIMALS, self.decimals).max())
+
+
+@dataclass(frozen=True)
+class StageMark:
+    given: Answer
+    cells: np.ndarray  # one of STATUSES per cell
+    expected: np.ndarray
+    diagnosis: tuple[str, ...]  # mistake ids (`attncli.mistakes`), `transposed` or `rounded_early`
+    notes: tuple[str, ...]  # one line per diagnosis or note
+    rows: tuple[str, ...] | None = None  # row and column labels when not the stage's (a tile's), as given
+    columns: tuple[str, ...] | None = None
+
+    def count(self, status: str) -> int:
+        return int((self.cells == status).sum())
+
+    @property
+    def right(self) -> int:
+        """Cells that earn the mark: correct, or carried from the learner's own earlier stage."""
+        return self.count("correct") + self.count("carried")
+
+
+def mark_cells(answer: Answer, exact: np.ndarray, followings, rule: Rule) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Cell statuses against the exact values and the one following that makes most cells right.
+    `followings`: (target, status, note) of each way the learner may legitimately have reached
+    their numbers (their own earlier stages, rounded intermediates), tried in order."""
+    ok, near = grade(answer.values, answer.decimals, exact, rule)
+    best = None
+    if not ok.all():
+        for target, status, note in followings:
+            if target is None or target.shape != exact.shape:
+                continue
+            ok2, near2 = grade(answer.values, answer.decimals, target, rule)
+            gain = int((ok2 & ~ok).sum())
+            if gain and (best is None or gain > best[0]):
+                best = (gain, ok2, near2, status, note)
+                if (ok | ok2).all():
+                    break
+    if best is None:
+        cells, notes = np.where(ok, "correct", np.where(near, "imprecise", "wrong")), ()
+    else:
+        _, ok2, near2, status, note = best
+        cells = np.where(ok, "correct", np.where(ok2, status, np.where(near | near2, "imprecise", "wrong")))
+        notes = (note,) if note else ()
+    if (cells == "imprecise").any():
+        notes += (f"imprecise: write at least {plural(rule.decimals, 'decimal')} (or the exact value)",)
+    return cells, notes
+
+
+def marked_gradient(trace, head: int, name: str) -> np.ndarray:
+    """A gradient stage of one head as it is marked: 2-D, D as a column (Lq × 1)."""
+    value = trace.gradients.heads[name][head]
+    return value[:, None] if value.ndim == 1 else value

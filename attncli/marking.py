@@ -20,49 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.grading import DECIMALS, UNKNOWN_DECIMALS, Rule, grade
+from attncli.answers import NoAnswers, read_answers
+from attncli.grading import DECIMALS, Answer, Rule, StageMark, grade, mark_cells
+from attncli.marking_backward import mark_gradients
 from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, made_at,
                               plural, present, rounded_scales, rounding_text, roundings, span)
+from attncli.tile_marks import mark_tiles
 from attncli.trace import Trace, round_finite
 
-STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
-SYMBOLS = {"correct": "✓", "carried": "↪", "wrong": "✗", "imprecise": "~", "missing": "?"}  # in tables
 FINEST_ROUNDING = 10  # the most decimals tried for a rounded-and-carried intermediate stage
 MISSING_NOTE = "missing: a required stage, not answered"
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One stage of one head as the learner gave it."""
-
-    values: np.ndarray  # float, −∞ allowed in `masked`; NaN where a required stage is missing
-    decimals: np.ndarray  # decimals written per cell; -1 when unknown
-    notes: tuple[str, ...] = ()  # how it was read, e.g. a large negative taken as −∞
-    transposed: bool = False  # written keys × queries; `values` are turned back to queries × keys
-
-    @property
-    def precision(self) -> int:
-        """The most decimals written in any cell (unknown counts as UNKNOWN_DECIMALS)."""
-        return int(np.where(self.decimals < 0, UNKNOWN_DECIMALS, self.decimals).max())
-
-
-@dataclass(frozen=True)
-class StageMark:
-    given: Answer
-    cells: np.ndarray  # one of STATUSES per cell
-    expected: np.ndarray
-    diagnosis: tuple[str, ...]  # mistake ids (`attncli.mistakes`), `transposed` or `rounded_early`
-    notes: tuple[str, ...]  # one line per diagnosis or note
-    rows: tuple[str, ...] | None = None  # row and column labels when not the stage's (a tile's)
-    columns: tuple[str, ...] | None = None
-
-    def count(self, status: str) -> int:
-        return int((self.cells == status).sum())
-
-    @property
-    def right(self) -> int:
-        """Cells that earn the mark: correct, or carried from the learner's own earlier stage."""
-        return self.count("correct") + self.count("carried")
 
 
 @dataclass(frozen=True)
@@ -101,31 +68,6 @@ def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Bas
                 yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k), given=_given(start)),
                        outcome,
                        f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})")
-
-
-def _cells(answer: Answer, exact: np.ndarray, followings, rule: Rule) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Cell statuses against the exact values and the one following that makes most cells right."""
-    ok, near = grade(answer.values, answer.decimals, exact, rule)
-    best = None
-    if not ok.all():
-        for target, status, note in followings:
-            if target is None or target.shape != exact.shape:
-                continue
-            ok2, near2 = grade(answer.values, answer.decimals, target, rule)
-            gain = int((ok2 & ~ok).sum())
-            if gain and (best is None or gain > best[0]):
-                best = (gain, ok2, near2, status, note)
-                if (ok | ok2).all():
-                    break
-    if best is None:
-        cells, notes = np.where(ok, "correct", np.where(near, "imprecise", "wrong")), ()
-    else:
-        _, ok2, near2, status, note = best
-        cells = np.where(ok, "correct", np.where(ok2, status, np.where(near | near2, "imprecise", "wrong")))
-        notes = (note,) if note else ()
-    if (cells == "imprecise").any():
-        notes += (f"imprecise: write at least {plural(rule.decimals, 'decimal')} (or the exact value)",)
-    return cells, notes
 
 
 def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.ndarray, basis: _Basis,
@@ -177,7 +119,7 @@ def mark_stage(trace: Trace, head: int, stage: str, answer: Answer, basis: _Basi
         cells = np.full(exact.shape, "wrong")
         return StageMark(given=answer, cells=cells, expected=exact, diagnosis=(TRANSPOSED,),
                          notes=answer.notes + (f"{TRANSPOSED}: {TRANSPOSED_TEXT}",))
-    cells, notes = _cells(answer, exact, _followings(trace, head, stage, answer, basis, rule), rule)
+    cells, notes = mark_cells(answer, exact, _followings(trace, head, stage, answer, basis, rule), rule)
     ids, diagnosis_notes = _diagnose(trace, head, stage, answer, cells, basis, rule) if (cells == "wrong").any() \
         else ([], [])
     return StageMark(given=answer, cells=cells, expected=exact, diagnosis=tuple(ids),
@@ -240,7 +182,7 @@ def mark_final(trace: Trace, answer: Answer, heads: list[StageMark] | None, rule
     if answer.transposed:
         return StageMark(given=answer, cells=np.full(trace.final.shape, "wrong"), expected=trace.final,
                          diagnosis=(TRANSPOSED,), notes=answer.notes + (f"{TRANSPOSED}: {TRANSPOSED_TEXT}",))
-    cells, notes = _cells(answer, trace.final, _final_followings(trace, answer, heads, rule), rule)
+    cells, notes = mark_cells(answer, trace.final, _final_followings(trace, answer, heads, rule), rule)
     ids, more = [], []
     if (cells == "wrong").any():
         inputs = trace.problem.inputs
@@ -272,8 +214,6 @@ def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | Non
         prefix = f"heads[{h}]." if several else ""
         head_marks = mark_head(trace, h, given, rule, per_head)
         if trace.gradients is not None:
-            from attncli.marking_backward import mark_gradients
-
             head_marks.update(mark_gradients(trace, h, given, rule, head_marks))
         marks.update({prefix + stage: m for stage, m in head_marks.items()})
         outputs.append(head_marks.get("output") if "output" in given else None)
@@ -311,9 +251,6 @@ def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = D
                   require: tuple[str, ...] = ()) -> dict[str, StageMark]:
     """An answers document's stages (`mark_all`) and tile tables (`attncli.tile_marks`); raises
     NoAnswers when it answers neither."""
-    from attncli.answers import NoAnswers, read_answers
-    from attncli.tile_marks import mark_tiles
-
     try:
         marks = mark_all(trace, *read_answers(doc, trace), tol, decimals, require)
     except NoAnswers:

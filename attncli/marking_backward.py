@@ -17,19 +17,12 @@ import numpy as np
 
 from attncli.backward import through_rope, through_softcap
 from attncli.grads import GRADIENTS
-from attncli.grading import Rule, grade
-from attncli.marking import Answer, StageMark, _cells
+from attncli.grading import Answer, Rule, StageMark, grade, mark_cells, marked_gradient as expected
 from attncli.trace import Trace
 
 # Which stages (the learner's, where given) each gradient is computed from.
 FROM = {"d_output": (), "d_V": ("weights", "d_output"), "d_weights": ("d_output",), "D": ("d_output", "output"),
         "d_scores": ("weights", "d_weights", "D"), "d_Q": ("d_scores",), "d_K": ("d_scores",)}
-
-
-def expected(trace: Trace, head: int, name: str) -> np.ndarray:
-    """A gradient stage of one head as it is marked: 2-D, D as a column (Lq × 1)."""
-    value = trace.gradients.heads[name][head]
-    return value[:, None] if value.ndim == 1 else value
 
 
 def _recompute(trace: Trace, head: int, name: str, own: dict[str, np.ndarray]) -> np.ndarray:
@@ -103,7 +96,7 @@ def mark_gradients(trace: Trace, head: int, answers: dict[str, Answer], rule: Ru
             note = f"from your own {', '.join(used)}" if status == "carried" else None
             followings.append((_recompute(trace, head, name, own), status, note))
         exact = expected(trace, head, name)
-        cells, notes = _cells(answer, exact, followings, rule)
+        cells, notes = mark_cells(answer, exact, followings, rule)
         ids, more = _diagnose(trace, head, name, answer, cells, own, rule) if (cells == "wrong").any() else ((), ())
         marks[name] = StageMark(given=answer, cells=cells, expected=exact, diagnosis=ids,
                                 notes=answer.notes + notes + more)

@@ -13,16 +13,16 @@ from attncli import schema
 from attncli.errors import InputError
 from attncli.json_text import written_decimals
 from attncli.rules import Reading, read as read_rules, rule_keys
-from attncli.trace import MASKED_ROWS, Problem
+from attncli.trace import Problem
 from attncli.values import HugeInt, as_array, describe, scalar
 from attncli.variants import read_variants
+from attncli.choices import DTYPES, MASKED_ROWS
 
 QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
 # The keys a problem is made of (attncli/schema.py: inputs, settings and labels).
 INPUT_KEYS = schema.top_names(schema.INPUT, schema.SETTING, schema.LABEL)
 ALIASES = schema.ALIASES
-DTYPES = ("float64", "float32")
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
 
 

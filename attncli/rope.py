@@ -12,15 +12,16 @@ GPT-NeoX `rotary_pct`). Every message starts with the field it is about (`rope.d
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.choices import ROPE_STYLES as STYLES
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.values import HugeInt, describe
 
-STYLES = ("half", "interleaved")
 FIELDS = ("style", "base", "dims")
 BASE = 10000.0
 LIBRARIES = {"half": "Hugging Face Llama rotate_half: dim i pairs with i + dims/2",
@@ -64,8 +65,6 @@ def read(value, d_k: int, field: str = "rope") -> Rope | None:
     if value is None or value is False:
         return None
     if isinstance(value, str) and value.startswith("{"):
-        import json
-
         try:
             value = json.loads(value)
         except ValueError:

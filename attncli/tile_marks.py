@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.answers import read_written
 from attncli.errors import InputError, quote
-from attncli.grading import Rule, grade
-from attncli.marking import Answer, StageMark
+from attncli.grading import Answer, Rule, StageMark, grade
+from attncli.tiles import attend_tiles, start, step
 from attncli.values import as_array, decimals_of, describe
 
 FIELDS = ("m", "alpha", "l", "O")
@@ -92,8 +93,6 @@ def _prefix(heads: int, h: int) -> str:
 def mark_tiles(trace, doc: dict, rule: Rule = Rule()) -> dict[str, StageMark]:
     """Every tile the learner gave, keyed `tiles[q 0–2, k 2–4]` (`heads[1].tiles[…]` with
     several heads), in the order the tiles are computed. {} when the answers hold no tiles."""
-    from attncli.tiles import attend_tiles
-
     p = trace.problem
     listed = given_tiles(doc, p.heads)
     if listed is None:
@@ -136,9 +135,7 @@ def _by_block(tiles: list, tiled, prefix: str) -> dict[tuple, dict]:
 
 def _answer(value, field: str, shape: tuple[int, ...]) -> Answer:
     """One field of a learner's tile, shaped (b,) or (b, d_v); null or "-inf" is −∞."""
-    from attncli.answers import _read
-
-    read = _read(_read(value, False), True)
+    read = read_written(read_written(value, False), True)
     values = as_array(read, field, kind="bias", max_dims=2)
     if values.shape != shape:
         found = " × ".join(map(str, values.shape)) or "one number"
@@ -148,8 +145,6 @@ def _answer(value, field: str, shape: tuple[int, ...]) -> Answer:
 
 
 def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str) -> dict[str, StageMark]:
-    from attncli.tiles import start, step
-
     p = trace.problem
     V = tiled.V[h]  # (Lk, d_v)
     d_v = V.shape[1]
@@ -207,8 +202,6 @@ MISTAKES = {
 def _diagnose(S, V, learner: _Running, own_m, answers, cells, rule: Rule) -> list[tuple[str, str]]:
     """(id, note) of each mistake that, recomputed from the learner's own numbers, gives every
     wrong alpha, l and O cell of the tile and contradicts none that is right."""
-    from attncli.tiles import step
-
     fields = [f for f in ("alpha", "l", "O") if f in answers]
     if not any((cells[f] == "wrong").any() for f in fields):
         return []
@@ -227,8 +220,6 @@ def _diagnose(S, V, learner: _Running, own_m, answers, cells, rule: Rule) -> lis
 
 def _tile_mark(answers, cells, expected, fields, b: int, d_v: int, p, rows: slice, diagnosis=()) -> StageMark:
     """One (b, columns) marked table: the fields given side by side, O as d_v columns."""
-    from attncli.render.text import labels
-
     def columns(x, f):
         return x.reshape(b, -1) if f == "O" else x.reshape(b, 1)
 
@@ -241,4 +232,9 @@ def _tile_mark(answers, cells, expected, fields, b: int, d_v: int, p, rows: slic
                      cells=np.hstack([columns(cells[f], f) for f in fields]),
                      expected=np.hstack([columns(expected[f], f) for f in fields]),
                      diagnosis=tuple(m for m, _ in diagnosis), notes=notes + tuple(note for _, note in diagnosis),
-                     rows=tuple(labels(p.query_labels, p.lq)[rows]), columns=tuple(names))
+                     rows=_row_labels(p, rows), columns=tuple(names))
+
+
+def _row_labels(p, rows: slice) -> tuple[str, ...]:
+    """A tile's query labels as given (views escape them), or the query indices."""
+    return tuple(p.query_labels[rows]) if p.query_labels else tuple(map(str, range(rows.start, rows.stop)))

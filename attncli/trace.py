@@ -14,10 +14,10 @@ import numpy as np
 from attncli.masks import MASK_WORDS, input_keys, rule_lines
 from attncli.rules import Causal, KeyMask, Matrix, Rule, Window, find
 from attncli.variants import input_keys as variant_keys
+from attncli.choices import MASKED_ROWS  # noqa: F401  (the policies, read as trace.MASKED_ROWS)
 
 if TYPE_CHECKING:
     from attncli.rope import Rope
-MASKED_ROWS = ("zero", "uniform", "error")
 
 
 def frozen(array: np.ndarray | None) -> np.ndarray | None:
@@ -158,17 +158,6 @@ class Trace:
     @property
     def default_scale(self) -> bool:
         return self.problem.scale is None
-
-    # In rich and Jupyter a trace shows as `attn compute`'s tables (the views load only then).
-    def __rich_console__(self, console, options):
-        from attncli.render.notebook import print_trace, rendered
-
-        yield rendered(lambda c: print_trace(self, c), console, options.max_width)
-
-    def _repr_html_(self) -> str:
-        from attncli.render.notebook import html, print_trace
-
-        return html(lambda c: print_trace(self, c))
 
 
 EXACT_INTEGERS = 2.0**52  # from here on every float64 is a whole number: rounding changes nothing

@@ -33,14 +33,26 @@ def timed(cmd: list[str], env=None) -> float:
     return time.perf_counter() - start
 
 
-def alternate(commands: dict[str, list[str]], runs: int) -> dict[str, float]:
+CPU: dict[str, list[float]] = {}  # user + sys seconds of each command's runs in `alternate`: steadier on a busy machine
+
+
+def cpu_timed(name: str, cmd: list[str], env=None) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds = timed(cmd, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.setdefault(name, []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return seconds
+
+
+def alternate(commands: dict[str, list[str]], runs: int, env=None) -> dict[str, float]:
     """Median wall time of each command, run in turns so that machine noise hits all alike."""
     times = {name: [] for name in commands}
-    for name, cmd in commands.items():  # warm the file cache once
-        timed(cmd)
+    for name, cmd in commands.items():  # warm the file cache (and write attncli's bytecode) once
+        timed(cmd, env)
+    CPU.clear()
     for _ in range(runs):
         for name, cmd in commands.items():
-            times[name].append(timed(cmd))
+            times[name].append(cpu_timed(name, cmd, env))
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -48,25 +60,62 @@ def row(label: str, value: str, target: str = "", verdict: str = "") -> None:
     print(f"| {label} | {value} | {target} | {verdict} |")
 
 
-def startup(runs: int = 25) -> None:
-    print("\n### Start-up (median of %d alternating runs)\n" % runs)
+FLOOR = [PY, str(ROOT / "benchmarks" / "floor_app.py")]
+
+
+def same_options() -> dict[str, int]:
+    """Parameters per command of attn and of the floor app, which must agree (the floor's SPECS)."""
+    import typer.main
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import floor_app
+
+    from attncli.cli import app
+
+    counts = [{name: len(c.params) for name, c in typer.main.get_command(a).commands.items()}
+              for a in (app, floor_app.app)]
+    if counts[0] != counts[1]:
+        raise SystemExit(f"floor_app.SPECS is out of date: attn has {counts[0]}, the floor {counts[1]}")
+    return counts[0]
+
+
+def without_bytecode() -> dict[str, str]:
+    """An environment where attncli is compiled from source on every run (its __pycache__ removed,
+    PYTHONDONTWRITEBYTECODE set), as in an editable checkout that may not write bytecode; the
+    other packages keep the bytecode pip wrote when it installed them."""
+    for cache in (ROOT / "attncli").rglob("__pycache__"):
+        for pyc in cache.glob("*.pyc"):
+            pyc.unlink()
+    return dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+
+
+def startup(runs: int = 20) -> None:
+    counts = same_options()
+    print(f"\n### Start-up (median of {runs} alternating runs; floor: a Typer app with attn's commands and "
+          f"{sum(counts.values())} parameters, {counts['compute']} on compute)\n")
     print("| case | time / ratio | target | met |\n|---|---|---|---|")
-    t = alternate({
-        "attn": ATTN + ["compute", SCOOTER, "--format", "json"],
-        "typer": [PY, str(ROOT / "benchmarks" / "minimal_app.py"), SCOOTER],
-        "bare": [PY, str(ROOT / "benchmarks" / "bare_numpy.py"), SCOOTER],
-        "attn --version": ATTN + ["--version"],
-        "typer --version": [PY, str(ROOT / "benchmarks" / "minimal_app.py"), "--version"],
-        "python": [PY, "-c", "pass"],
-    }, runs)
-    for name, seconds in t.items():
-        row(name, f"{seconds * 1000:.0f} ms")
-    r = t["attn"] / t["typer"]
-    row("attn compute --format json ÷ minimal Typer app", f"{r:.3f}×", "≤ 1.15×", "yes" if r <= 1.15 else "no")
-    r = t["attn --version"] / t["typer --version"]
-    row("attn --version ÷ minimal Typer --version", f"{r:.3f}×", "≤ 1.2×", "yes" if r <= 1.2 else "no")
-    row("attn compute ÷ bare python + numpy", f"{t['attn'] / t['bare']:.2f}×", "report")
-    row("minimal Typer app ÷ bare python + numpy", f"{t['typer'] / t['bare']:.2f}×", "report")
+    installed = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    for label, env in (("bytecode cached (as installed)", installed), ("no bytecode", None)):
+        if env is None:
+            env = without_bytecode()
+        t = alternate({
+            "attn": ATTN + ["compute", SCOOTER, "--format", "json"],
+            "floor": FLOOR + ["compute", SCOOTER],
+            "typer": [PY, str(ROOT / "benchmarks" / "minimal_app.py"), SCOOTER],
+            "bare": [PY, str(ROOT / "benchmarks" / "bare_numpy.py"), SCOOTER],
+            "attn --version": ATTN + ["--version"],
+            "floor --version": FLOOR + ["--version"],
+        }, runs, env)
+        cpu = {name: statistics.median(seconds) for name, seconds in CPU.items()}
+        for name, seconds in t.items():
+            row(f"{name} ({label})", f"{seconds * 1000:.0f} ms (cpu {cpu[name] * 1000:.0f} ms)")
+        r = t["attn"] / t["floor"]
+        row(f"attn compute --format json ÷ floor app ({label})", f"{r:.3f}× (cpu {cpu['attn'] / cpu['floor']:.3f}×)",
+            "≤ 1.15×", "yes" if r <= 1.15 else "no")
+        r = t["attn --version"] / t["floor --version"]
+        row(f"attn --version ÷ floor --version ({label})", f"{r:.3f}×", "≤ 1.2×", "yes" if r <= 1.2 else "no")
+        row(f"attn compute ÷ minimal Typer app, 2 options ({label})", f"{t['attn'] / t['typer']:.3f}×", "report")
+        row(f"attn compute ÷ bare python + numpy ({label})", f"{t['attn'] / t['bare']:.2f}×", "report")
 
 
 CHILD = r'''

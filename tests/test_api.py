@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 import attncli
-from attncli import AttnError, InputError, Marks, attend, check
+from attncli import AttnError, InputError, Marks, attend, check, view
 from tests.conftest import ROOT, SCOOTER
 
 
@@ -55,15 +55,29 @@ def render(obj, width=100) -> str:
     return console.file.getvalue()
 
 
-def test_a_trace_and_marks_render_as_the_terminal_tables():
+def test_a_trace_and_marks_render_as_the_terminal_tables_through_their_views():
     trace = attend(**SCOOTER, query_labels=["it"], key_labels=["cat", "sat", "mat"])
-    text = render(trace)
+    text = render(view(trace))
     assert "weights = softmax(scaled) over keys" in text and "0.7679" in text and "│ it │" in text
-    html = trace._repr_html_()
+    html = view(trace)._repr_html_()
     assert html.startswith("<pre") and "0.7679" in html and "mat" in html
     marks = check({"weights": [0.0454, 0.7679, 0.1967]}, trace)
     assert "0.1967 ✗ 0.1867" in render(marks) and "0.1867</span>" in marks._repr_html_()
+    assert render(view(marks)) == render(marks) and "0.1867</span>" in view(marks)._repr_html_()
     assert repr(marks) == "<Marks 2/3 cells right: weights>"
+    with pytest.raises(TypeError, match="not dict"):
+        view({"weights": [1]})
+
+
+def test_the_core_is_free_of_views():
+    """A trace is a record: it neither renders itself nor imports a view (rich shows its repr)."""
+    trace = attend(**SCOOTER)
+    assert not hasattr(trace, "_repr_html_") and not hasattr(trace, "__rich_console__")
+    code = ("import sys; from attncli.attention import attend; from attncli.problem import build_problem; "
+            "attend(build_problem({'Q': [[1]], 'K': [[1]], 'V': [[1]]})); "
+            "print(sorted(m for m in sys.modules if m.startswith(('attncli.render', 'rich'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_import_attncli_is_light_and_the_api_loads_no_cli():
@@ -81,9 +95,14 @@ def test_import_attncli_is_light_and_the_api_loads_no_cli():
 
 def test_the_readme_python_example_runs():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Python API"):]
-    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    exec(compile(block, "README.md", "exec"), {})
+    start = readme.index("### Python API")
+    section = readme[start:readme.index("\n### ", start + 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2  # attend and check, then view
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert "weights = softmax(scaled) over keys" in render(namespace["view"](namespace["trace"]))
 
 
 def test_typed_floats_count_their_decimals_and_computed_ones_do_not():

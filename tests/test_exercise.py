@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from attncli.commands.learn import command_line
+from attncli.commands.learn_run import command_line
 from attncli.exercise import KINDS, SELF, ExerciseError, Options, build, make_exercise, problem_set
 from tests.conftest import assert_error
 

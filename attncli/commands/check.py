@@ -1,25 +1,17 @@
-"""`attn check`: mark a learner's answers (or a class's) against the computed stages."""
+"""`attn check`: its options; check_run.py marks a learner's answers (or a class's) against the
+computed stages."""
 
-import sys
-from enum import Enum
-from pathlib import Path
+import inspect
 from typing import Annotated, Optional
 
 import typer
 
-from attncli.commands.edge import AUTO_HELP, auto_is_table, message
-from attncli.errors import AttnError, InputError, ReaderGone, did_you_mean, one_line, quote
-from attncli.stages import blocked, names as answer_options  # one --STAGE option per stage of the table
-
-EXIT_DIFFER = 1
+from attncli.commands.edge import AUTO_HELP, formats
+from attncli.errors import InputError, did_you_mean, quote
+from attncli.stages import names as answer_options  # one --STAGE option per stage of the table
 
 
-class CheckFormat(str, Enum):
-    auto = "auto"
-    table = "table"
-    json = "json"
-    csv = "csv"
-    gradescope = "gradescope"
+CheckFormat = formats("CheckFormat", "auto", "table", "json", "csv", "gradescope")
 
 
 def _answer(stage: str):
@@ -30,8 +22,6 @@ def _answer(stage: str):
 def _with_answer_options(command):
     """Give `command` one `--STAGE` option per stage of the stage table, after --problem; their
     values arrive in `**answers`."""
-    import inspect
-
     signature = inspect.signature(command)
     params = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
     options = [inspect.Parameter(stage, inspect.Parameter.KEYWORD_ONLY, default=None,
@@ -82,47 +72,12 @@ def check(
 
     Exit codes: 0 every given cell right, 1 some not right (or a file with no answers), 2 trouble.
     """
-    from attncli.limits import answers_cap
-    from attncli.loading import load_matrix
-
-    files = list(files or [])
-    inline = {stage: value for stage, value in answers.items() if value is not None}  # --scores … --output
     required = _stages(require)
-    each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
-    if problem is None and not each_own:
-        if not files:
-            if sys.stdin.isatty():  # reading it would wait, silently, for a document typed in
-                raise InputError('no problem: name one (attn check answers.json problem.json, or attn check '
-                                 'problem.json --weights "0.05, 0.77, 0.19"), or pipe one '
-                                 '(attn example scooter | attn check --weights "0.05, 0.77, 0.19")')
-            files = ["-"]
-        problem = files.pop() if len(files) == 2 or inline else files[0]
-    if not files and not inline:
-        raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
-    shared = None if each_own else _problem(problem)
-    cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
-    given = {stage: load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
-             for stage, value in inline.items()}  # read once, laid over every answers file
+    # The one import kept inside a function, for start-up: numpy, the core and the views load when
+    # check runs, so that `attn --version` and `attn --help` never import numpy.
+    from attncli.commands.check_run import run
 
-    def answers_of(name: str | None):
-        if name is None:  # answers inline, no answers file: the file is the problem (a key's stages are not the learner's)
-            return {}, shared[2]
-        if name == problem:
-            return shared[0], shared[2]
-        if each_own:
-            doc = _read_answers(name)  # a problem file, under the general text cap
-            return doc, _problem(name, doc)[2]
-        return _read_answers(name, cap), shared[2]
-
-    names = files or [None]
-    # The gradebook formats record a submission that cannot be marked as a row scoring 0, also
-    # when it is the only one: Gradescope needs a results.json whatever went wrong.
-    many = len(names) > 1 or (format in (CheckFormat.csv, CheckFormat.gradescope) and names != [None])
-    origin = {stage: f"--{stage}" for stage in inline}
-    settings = {"tol": tol, "decimals": decimals, "require": required}
-    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
-               for name in names]
-    _report(shared[2] if shared else None, results, format, precision, decimals, tol)
+    run(files, problem, answers, format.value, precision, decimals, tol, required)
 
 
 def _stages(text: str | None) -> tuple[str, ...]:
@@ -135,145 +90,3 @@ def _stages(text: str | None) -> tuple[str, ...]:
             hint = did_you_mean(stage, answer_options()) or f"; stages are {', '.join(answer_options())}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages
-
-
-def _read_answers(name: str, cap=None, csv: bool = True):
-    """An answers (or problem) document within `cap`: CSV blocks (when `csv`), or JSON where a
-    bare −∞ (`-inf`, `-Infinity`) is null; .npz archives and one-matrix files as `read_document`
-    reads (or refuses) them."""
-    from attncli.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
-
-    suffix = Path(name).suffix.lower()
-    if csv and suffix in (".csv", ".tsv"):
-        from attncli.answers import parse_answers_csv
-
-        data, source = read_bytes(name, cap)
-        return parse_answers_csv(decode(data, source), source)
-    if suffix == ".npz" or suffix in ONE_MATRIX_SUFFIXES:
-        return read_document(name, keep_decimals=True, cap=cap)[0]
-    from attncli.answers import bare_infinity_as_null
-
-    data, source = read_bytes(name, cap)
-    return parse_json(bare_infinity_as_null(decode(data, source)), source, keep_decimals=True)
-
-
-def _problem(name: str, doc=None):
-    """(document, source, trace) of a problem file (or an answers document holding its problem)."""
-    from attncli.attention import attend
-    from attncli.problem import build_problem
-
-    from attncli.loading import OneMatrixError
-
-    source = name
-    if doc is None:
-        try:
-            doc = _read_answers(name, csv=False)  # a problem file may hold answers too
-        except OneMatrixError as error:
-            error.message += "; give a learner's matrix as an option, e.g. --weights FILE"
-            raise
-    elif isinstance(doc, dict) and not doc.keys() & {"Q", "K", "V", "X", "q", "k", "v"}:
-        raise InputError("holds answers but no problem (Q, K, V): name the problem with --problem", source)
-    built = build_problem(doc, source=source)
-    try:
-        return doc, source, attend(built)
-    except AttnError as error:
-        raise error.at(source)
-
-
-def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origin: dict[str, str]):
-    """(file, marks or None, error or None). With several files a bad one is reported and skipped,
-    and a file with no answers scores 0. An error about a stage given inline names its option
-    (`--weights`) instead of the file."""
-    from attncli.answers import NoAnswers
-    from attncli.marking import mark_document
-
-    try:
-        doc, trace = answers()
-        doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
-        return name, mark_document(trace, doc, **settings), None
-    except NoAnswers:
-        blank = NoAnswers(name)
-        if not many:
-            raise blank.at("") from None  # the message names the file already
-        return name, None, blank.message
-    except AttnError as error:
-        error.at(origin.get(error.key, name))
-        if not many:
-            raise
-        sys.stderr.write(f"error: {one_line(message(error))}\n")
-        return name, None, message(error, source=False)
-
-
-def _overlay(doc: dict, given: dict, trace) -> dict:
-    """The inline answers laid over a document's: each replaces that stage at the top level and in
-    heads[0], where read_answers would otherwise prefer the file's (the final output only when it is
-    head 0's output)."""
-    doc = doc | given
-    heads = doc.get("heads")
-    if given and isinstance(heads, list) and heads and isinstance(heads[0], dict):
-        single = trace.problem.heads == 1 and "W_O" not in trace.problem.inputs
-        replaced = {stage for stage in given if stage != "output" or single}
-        doc["heads"] = [{k: v for k, v in heads[0].items() if k not in replaced}] + heads[1:]
-    return doc
-
-
-def _blank(error: str | None) -> bool:
-    """A file marked 0 because it answered nothing (not a file that could not be read)."""
-    from attncli.answers import NO_ANSWERS
-
-    return error is not None and error.startswith(NO_ANSWERS)
-
-
-def _report(trace, results, format: CheckFormat, precision: int, decimals: int = 2, tol=None) -> None:
-    from attncli.marking import all_correct
-
-    as_json = format == CheckFormat.json or (format == CheckFormat.auto and not auto_is_table())
-    code = 0  # as diff: 2 trouble (a file that could not be read), 1 some answer differs
-    if any(m is None and not _blank(e) for _, m, e in results):
-        code = 2
-    elif not all(m is not None and all_correct(m) for _, m, _ in results):
-        code = EXIT_DIFFER
-    try:
-        _print_report(trace, results, format, precision, decimals, tol, as_json)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise ReaderGone(code) from None  # the reader left; the verdict is still the exit status
-    sys.exit(code)
-
-
-def _print_report(trace, results, format: CheckFormat, precision: int, decimals: int, tol, as_json: bool) -> None:
-    from attncli.marking import Rule, all_correct
-    from attncli.render.marks import marks_dict
-
-    if format == CheckFormat.csv:
-        from attncli.render.gradebook import csv_gradebook
-
-        sys.stdout.write(csv_gradebook(results))
-    elif format == CheckFormat.gradescope:
-        from attncli.render.gradebook import gradescope, gradescope_class
-        from attncli.render.json import dumps
-
-        doc = gradescope(results[0][1], results[0][2]) if len(results) == 1 else gradescope_class(results)
-        sys.stdout.write(dumps(doc) + "\n")
-    elif as_json:
-        from attncli.render.json import dumps
-
-        if len(results) == 1:
-            doc = marks_dict(results[0][1], trace)
-        else:
-            doc = {"files": [{"file": f} | (marks_dict(m) if m is not None else {"error": e})
-                             for f, m, e in results],
-                   "all_correct": all(m is not None and all_correct(m) for _, m, _ in results)}
-        sys.stdout.write(dumps(doc) + "\n")
-    else:
-        from attncli.render.tables import make_console
-
-        console = make_console()
-        if len(results) == 1:
-            from attncli.render.marks import print_marks
-
-            print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
-        else:
-            from attncli.render.summary import print_class_summary
-
-            print_class_summary(results, console)

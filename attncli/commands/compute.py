@@ -1,50 +1,30 @@
-"""`attn compute`: options in, a trace out through the chosen view."""
+"""`attn compute`: its options, and the plan made from them before numpy loads (the view, the
+stages shown, the output alone or every stage, the output file); compute_run.py does the work."""
 
 import sys
-from enum import Enum
+from types import SimpleNamespace
 from typing import Annotated, Optional
 
 import typer
 
-from attncli.commands.edge import AUTO_HELP, auto_is_table, flag, warning
-from attncli.errors import AttnError, InputError, one_line, quote
 from attncli import grads
+from attncli.blas import one_blas_thread
+from attncli.choices import CARRIES, DTYPES, MASKED_ROWS, ROPE_STYLES
 from attncli.commands import option_text as opt
+from attncli.commands.edge import AUTO_HELP, auto_is_table, choices, formats
+from attncli.errors import InputError, quote
+from attncli.render.target import OutputError, check_target
 from attncli.rule_words import WINDOW_ENDS, masked_rows_help, sliding_window, window_condition
-from attncli.stages import get, names as stage_names, stand_in
+from attncli.stages import names as stage_names
 
+Format = formats("Format", "auto", "table", "json", "markdown", "latex", "csv")
+MaskedRows = choices("MaskedRows", MASKED_ROWS)
+Carry = choices("Carry", CARRIES)
+RopeStyle = choices("RopeStyle", ROPE_STYLES)
+DType = choices("DType", DTYPES)
 
-class Format(str, Enum):
-    auto = "auto"
-    table = "table"
-    json = "json"
-    markdown = "markdown"
-    latex = "latex"
-    csv = "csv"
-
-
-class MaskedRows(str, Enum):
-    zero = "zero"
-    uniform = "uniform"
-    error = "error"
-
-
-class Carry(str, Enum):
-    exact = "exact"
-    rounded = "rounded"
-
-
-class RopeStyle(str, Enum):
-    half = "half"
-    interleaved = "interleaved"
-
-
-class DType(str, Enum):
-    float64 = "float64"
-    float32 = "float32"
-
-
-SUFFIX_FORMATS = {".md": Format.markdown, ".tex": Format.latex, ".csv": Format.csv}  # --output's text files
+SUFFIX_FORMATS = {".md": "markdown", ".tex": "latex", ".csv": "csv"}  # --output's text files
+TEXT_ONLY_FORMATS = ("markdown", "latex", "csv")  # formats with no tile view
 
 
 def views() -> tuple[str, ...]:
@@ -208,193 +188,69 @@ def compute(
     rope half pairs dim i with i + dims/2 (Llama rotate_half), interleaved 2i with 2i+1 (GPT-J),
     θ_i = base^(−2i/dims), angle = position · θ_i: attn example rope | attn compute --explain.
     """
-    tile_sizes = opt.tile_sizes(tiles)
+    given = dict(locals())  # every option by name; a choice (an Enum) as its word below
+    options = SimpleNamespace(**{name: getattr(value, "value", value) for name, value in given.items()})
+    chosen = plan(options, stdin_is_terminal=sys.stdin.isatty())
+    if chosen.output_only:
+        chosen.workers = one_blas_thread()  # before numpy loads
+    # The one import kept inside a function, for start-up: numpy, the core and the views load when
+    # compute runs, so that `attn --version` and `attn --help` never import numpy.
+    from attncli.commands.compute_run import run
+
+    run(options, chosen)
+
+
+def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
+    """What compute will do, decided from its options alone (before any input is read): `shown`
+    (the --stages words), `format` (--output's suffix decides it), `view` (what is printed or
+    written: table, json, markdown, latex or csv), `written` (what is built: a view, or npz, npy),
+    `suffix`, `tile_sizes`, `stdin` ("-" when the document comes from a pipe) and `output_only`
+    (only the output is computed, in blocks). Usage errors are raised here."""
+    tile_sizes = opt.tile_sizes(o.tiles)
     gradients = grads.names() + (grads.GRADS,)
     # --tiles shows the tiles and the output alone unless asked for more; --do adds the backward pass.
-    tiled_default = "output" if do is None else ",".join(("output",) + gradients)
-    shown = _stages(stages if stages is not None or tile_sizes is None else tiled_default) + (
-        ("heatmap",) if heatmap else ())
-    if carry is not None and not explain:
+    tiled_default = "output" if o.do is None else ",".join(("output",) + gradients)
+    shown = _stages(o.stages if o.stages is not None or tile_sizes is None else tiled_default) + (
+        ("heatmap",) if o.heatmap else ())
+    if o.carry is not None and not o.explain:
         raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
-    stdin = "-" if file is None and not sys.stdin.isatty() else None  # read when piped and no file is named
-    suffix = output_file and _output_suffix(output_file, [file, stdin, q, k, v, x, x_kv, wq, wk, wv, wo, mask,
-                                                          bias])
-    if suffix in SUFFIX_FORMATS:
-        if format not in (Format.auto, SUFFIX_FORMATS[suffix]):
-            raise InputError(f"{quote(output_file)} is written as {SUFFIX_FORMATS[suffix].value}, "
-                             f"but --format is {format.value}; drop --format or change the suffix", "--output")
-        format = SUFFIX_FORMATS[suffix]
-    elif suffix and format not in (Format.auto, Format.json):  # .json, .npy, .npz: no text view goes there
-        raise InputError(f"{quote(output_file)} is written as {suffix[1:]}, but --format is {format.value}; "
-                         "drop --format or change the suffix (.md, .tex, .csv)", "--output")
-    if tile_sizes is not None and (format in (Format.markdown, Format.latex, Format.csv)
-                                   or suffix in (".npy", ".npz") or suffix in SUFFIX_FORMATS):
+    stdin = "-" if o.file is None and not stdin_is_terminal else None  # read when piped and no file is named
+    inputs = [o.file, stdin, o.q, o.k, o.v, o.x, o.x_kv, o.wq, o.wk, o.wv, o.wo, o.mask, o.bias]
+    suffix = o.output_file and _output_suffix(o.output_file, inputs)
+    format = _file_format(o.format, o.output_file, suffix)
+    if tile_sizes is not None and (format in TEXT_ONLY_FORMATS or suffix in (".npy", ".npz")):
         raise InputError("shows its tiles as tables or JSON only; drop --tiles, or use --format table "
                          "or json (--output FILE.json)", "--tiles")
-    if format == Format.csv and (len(shown) != 1 or shown[0] in ("inputs", "heatmap") + grads.names() + (grads.GRADS,)):
+    if format == "csv" and (len(shown) != 1 or shown[0] in ("inputs", "heatmap") + gradients):
         others = ", ".join(name for name in stage_names() if name != "weights")
         raise typer.BadParameter(f"--format csv writes one stage: add --stages weights (or {others})",
                                  param_hint="--stages")
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
-    output_only = (not explain or tile_sizes is not None) and "heatmap" not in shown and (
+    output_only = (not o.explain or tile_sizes is not None) and "heatmap" not in shown and (
         suffix == ".npy" or (suffix != ".npz" and set(shown) == {"output"}))
-    workers = 1
-    if output_only:
-        from attncli.blas import one_blas_thread
-
-        workers = one_blas_thread()  # before numpy loads
-
-    from attncli.loading import OneMatrixError, gather
-    from attncli.masks import positions_line
-    from attncli.problem import build_problem
-    from attncli.readback import verify
-
-    matrices = {"Q": q, "K": k, "V": v, "X": x, "X_kv": x_kv, "W_Q": wq, "W_K": wk, "W_V": wv,
-                "W_O": wo, "mask": mask, "bias": bias, "dO": do}
-    settings = {"heads": heads, "scale": opt.scale(scale), "query_labels": opt.labels(query_labels),
-                "key_labels": opt.labels(key_labels), "masked_rows": masked_rows and masked_rows.value,
-                "dtype": dtype and dtype.value, "q_positions": opt.values(q_positions),
-                "k_positions": opt.values(k_positions), "window": opt.values(window),
-                "key_mask": opt.values(key_mask), "softcap": opt.one(opt.values(softcap)),
-                "alibi": opt.alibi(alibi, alibi_slopes), "sinks": opt.one(opt.values(sinks))}
-    try:
-        need_input(file, matrices, stdin_is_terminal=sys.stdin.isatty())
-        doc, origin, source = gather(file, matrices, settings)
-    except OneMatrixError as error:
-        error.message += f"; give it as a matrix option: --q {file}"
-        raise
-    origin["invert_mask"] = "--invert-mask"
-    if alibi_slopes is not None:
-        origin["alibi"] = "--alibi-slopes"
-    rope_fields = {"style": rope_style and rope_style.value, "base": rope_base, "dims": rope_dims}
-    if rope or any(value is not None for value in rope_fields.values()):  # the options replace the file's rope
-        doc["rope"] = {key: value for key, value in rope_fields.items() if value is not None} or True
-        origin.update({"rope": "--rope", **{f"rope.{key}": f"--rope-{key}" for key, value in rope_fields.items()
-                                            if value is not None}})
-    problem = build_problem(doc, origin, source, invert_mask=invert_mask)
-    _check_backward(problem, shown if stages is not None else (), output_only, suffix, tile_sizes and stages is None)
-    if problem.dO is not None and format != Format.csv and not set(shown) & set(gradients):
-        shown += gradients  # dO given: its gradients are shown beside whatever --stages chose
-    stage = get(shown[0])
-    if format == Format.csv and stage is not None and not stage.applies(problem):
-        raise InputError(f"{stage.absent}, so it has no {stage.name} stage; "
-                         f"use --stages {stand_in(problem, stage.name)}", "--stages")
-    # Warnings are printed once the run has succeeded: an error is always the only line on stderr.
-    warnings = []
-    if problem.mask_rule == "causal" and problem.lq < problem.lk and positions_line(problem) is None:
-        warnings.append(f"mask causal is top-left (query i sees keys j ≤ i), and there are fewer queries "
-                        f"({problem.lq}) than keys ({problem.lk}); if the queries are the last tokens of the "
-                        "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
+    need_input(o.file, {"Q": o.q, "K": o.k, "V": o.v, "X": o.x}, stdin_is_terminal)
     view = format
-    if output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
-        view = format if suffix in SUFFIX_FORMATS else Format.json
-    elif view == Format.auto:
-        view = Format.table if auto_is_table(text_only=explain or "heatmap" in shown) else Format.json
+    if o.output_file:  # a file's suffix decides: .md, .tex, .csv as their formats (checked above), else JSON
+        view = format if suffix in SUFFIX_FORMATS else "json"
+    elif view == "auto":
+        view = "table" if auto_is_table(text_only=o.explain or "heatmap" in shown) else "json"
     # what is built: json, npz, npy, or a text view
-    written = suffix[1:] if output_file and suffix not in SUFFIX_FORMATS else view.value
-    if tile_sizes is not None:
-        _check_tile_count(problem, *tile_sizes, table=written != "json")
-    try:
-        _guard(problem, written, shown, full, output_only, tile_sizes)
-        trace = _attend(problem, output_only, workers)
-        verify(doc, trace, flag, tuple(o for k, o in origin.items() if k != "invert_mask"))  # results read back
-        tiled = None
-        if tile_sizes is not None:
-            from attncli.tiles import attend_tiles
-
-            tiled = attend_tiles(problem, *tile_sizes)
-    except AttnError as error:
-        raise error.at(source) if source else error
-    rows = opt.rows(row, problem.query_labels, problem.lq)
-    heads_shown = None if head is None else [opt.head(head, problem.heads)]
-    warnings += trace.warnings
-    explanation = None
-    if explain and tiled is not None:
-        if carry is not None:
-            raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry",
-                             "--carry")
-        from attncli.render.tiles import explain_tiles
-
-        explanation = explain_tiles(tiled, trace, rows, heads_shown, precision)
-    elif explain:
-        from attncli.render.explain import explain as explain_lines
-
-        explanation = explain_lines(trace, rows, heads_shown, precision, (carry or Carry.exact).value)
-    if output_file:
-        from attncli.render.files import Interrupted, OutputError, write_output
-
-        try:
-            write_output(trace, output_file, suffix,
-                         lambda: _text(view, trace, shown, precision, round_, explanation, tiled))
-        except OutputError as error:
-            raise error.at("--output")
-        except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
-            stop.die()
-    elif view == Format.table:
-        from attncli.render.tables import print_tables
-
-        print_tables(trace, shown, precision, explanation, heads_shown, full, tiled)
-    else:
-        from attncli.render import out
-
-        out.write_all(_text(view, trace, shown, precision, round_, explanation, tiled))
-    for notice in warnings:
-        sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
+    written = suffix[1:] if o.output_file and suffix not in SUFFIX_FORMATS else view
+    return SimpleNamespace(shown=shown, format=format, view=view, written=written, suffix=suffix,
+                           tile_sizes=tile_sizes, stdin=stdin, output_only=output_only, workers=1)
 
 
-MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON keeps about 5 KB a tile
-
-
-def _check_tile_count(problem, bq: int, bk: int, table: bool) -> None:
-    """Refuse a tile trace too long to show, before computing it (tiles of 1 at L = 3000 are nine
-    million tables)."""
-    def count(q: int, k: int) -> int:
-        return problem.heads * -(-problem.lq // q) * -(-problem.lk // k)
-
-    most = MAX_TILES[table]
-    if count(bq, bk) > most:
-        side = 2
-        while count(side, side) > most:
-            side *= 2
-        raise InputError(f"{bq},{bk} makes {count(bq, bk):,} tiles ({problem.heads} head{'s' * (problem.heads != 1)} × "
-                         f"{-(-problem.lq // bq):,} "
-                         f"query blocks × {-(-problem.lk // bk):,} key blocks); "
-                         f"{'tables show' if table else 'the JSON holds'} at most {most:,}: use bigger tiles, "
-                         f"such as --tiles {side},{side}", "--tiles")
-
-
-def _check_backward(problem, asked_for, output_only: bool, suffix: str | None, tiled_default: bool) -> None:
-    """A gradient asked for with --stages needs dO; dO needs the full trace (the weights), which the output-only
-    path does not keep."""
-    asked = [name for name in asked_for if name in grads.names() + (grads.GRADS,)]
-    if asked and problem.dO is None:
-        raise InputError(f"{asked[0]} is a gradient of the backward pass, which needs dO; add --do ones "
-                         "(or a matrix of the final output's shape)", "--stages")
-    if problem.dO is not None and output_only:
-        if suffix == ".npy":
-            raise InputError("a .npy file holds only the final output; the backward pass (dO) needs every "
-                             "stage: write .npz or .json, or drop --do", "--output")
-        if tiled_default:
-            raise InputError("shows the tiles and the output alone unless --stages says more; the backward pass "
-                             "(dO) needs the weights: add --stages output,grads, or drop dO", "--tiles")
-        raise InputError("output computes only the final output, in blocks; the backward pass (dO) needs the "
-                         "weights: add weights (or d_Q, grads, …) to --stages, or drop --do", "--stages")
-
-
-def _text(view: Format, trace, shown, precision: int, round_: int | None, explanation, tiled=None) -> str:
-    """The document of a text format: JSON, CSV (one stage), Markdown or LaTeX."""
-    if view == Format.json:
-        from attncli.render.json import document
-
-        return document(trace, shown, round_, explanation, tiled, say=flag)
-    from attncli.render import export
-
-    if view == Format.csv:
-        return export.csv_stage(trace, shown[0], round_)
-    from attncli.render.text import header_lines
-
-    write = export.markdown if view == Format.markdown else export.latex
-    return write(trace, shown, precision, header_lines(trace, precision), explanation)
+def _file_format(format: str, output_file: str | None, suffix: str | None) -> str:
+    """--format, or the format --output's suffix names (.md, .tex, .csv); the two must agree."""
+    if suffix in SUFFIX_FORMATS:
+        if format not in ("auto", SUFFIX_FORMATS[suffix]):
+            raise InputError(f"{quote(output_file)} is written as {SUFFIX_FORMATS[suffix]}, "
+                             f"but --format is {format}; drop --format or change the suffix", "--output")
+        return SUFFIX_FORMATS[suffix]
+    if suffix and format not in ("auto", "json"):  # .json, .npy, .npz: no text view goes there
+        raise InputError(f"{quote(output_file)} is written as {suffix[1:]}, but --format is {format}; "
+                         "drop --format or change the suffix (.md, .tex, .csv)", "--output")
+    return format
 
 
 def need_input(file: str | None, matrices: dict[str, str | None], stdin_is_terminal: bool) -> None:
@@ -404,65 +260,13 @@ def need_input(file: str | None, matrices: dict[str, str | None], stdin_is_termi
                          "(attn example scooter | attn compute), or give --q, --k and --v")
 
 
-def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=None) -> None:
-    """Refuse, before computing, a problem whose stages and view would not fit in memory, naming
-    the ways out that would fit: only the output (in blocks), a binary file, single precision."""
-    from attncli.limits import ResourceError, available_bytes, check_fits, needs, tile_bytes
-
-    available = available_bytes()
-    itemsize = 8 if problem.dtype == "float64" else 4
-    plan = {"view": view, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
-
-    def total(**change) -> dict[str, int]:
-        found = needs(problem, **plan | change)
-        if tile_sizes is not None:  # the tile trace comes on top of the trace
-            found |= tile_bytes(problem, *tile_sizes, (plan | change)["itemsize"], (plan | change)["view"])
-        return found
-
-    def fits(**change) -> bool:
-        return available is None or sum(total(**change).values()) <= available
-
-    try:
-        check_fits(total(), available)
-    except ResourceError as error:
-        ways = [way for way, works in (
-            ("--stages output (computed in blocks of about 16 MiB)",
-             not output_only and fits(output_only=True, shown=("output",))),
-            ("--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
-            ("--dtype float32", itemsize == 8 and fits(itemsize=4))) if works]
-        error.message += "; use " + " or ".join(ways) if ways else "; make the problem smaller"
-        raise
-
-
-def _attend(problem, output_only: bool, workers: int):
-    """The full trace, or only the output in blocks; a progress bar when it takes a while."""
-    from attncli.render.progress import progress  # small: rich is imported only for a bar
-
-    with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
-        if output_only:
-            from attncli.blocks import attend_output
-
-            return attend_output(problem, workers=workers, progress=done)
-        from attncli.attention import attend
-
-        return attend(problem, progress=done)
-
-
 def _output_suffix(path: str, inputs: list[str | None]) -> str:
     """--output's suffix, after checking that the file can be written and is no input of this
     run; before any work is done."""
-    from attncli.render.files import OutputError, check_target
-
     try:
         return check_target(path, inputs)
     except OutputError as error:
         raise error.at("--output")
-
-
-
-
-
-
 
 
 def _stages(text: str | None) -> tuple[str, ...]:

@@ -2,6 +2,25 @@
 and decide what `--format auto` writes."""
 
 import sys
+from enum import Enum
+
+# Every output format of every command, one family: each command offers some of them, in this order.
+FORMATS = ("auto", "table", "json", "markdown", "latex", "csv", "gradescope")
+
+
+def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
+    """A str Enum of `values` (the core's tuple, attncli.choices) for a Typer option: the choice
+    list is written once, in the core."""
+    return Enum(name, {value: value for value in values}, type=str, module=__name__)
+
+
+def formats(name: str, *offered: str) -> type[Enum]:
+    """A command's `--format` choices: some of FORMATS, in the family's order."""
+    unknown = set(offered) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"not formats: {sorted(unknown)}")
+    return choices(name, tuple(f for f in FORMATS if f in offered))
+
 
 # The one auto-format rule, for every command with `--format auto` (compute, check, posenc).
 AUTO_HELP = "auto: tables on a terminal, JSON when piped"

@@ -1,69 +1,26 @@
-"""`attn exercise`, `attn example` and `attn posenc`: problems to practise on and reference tables."""
+"""`attn exercise`, `attn example` and `attn posenc`: problems to practise on and reference tables.
+Their options are here; learn_run.py makes the exercises and the tables."""
 
+import json
 import math
 import sys
-from dataclasses import replace
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from attncli.commands.edge import AUTO_HELP, auto_is_table
+from attncli.choices import EXERCISE_KINDS, EXERCISE_MASKS
+from attncli.commands.edge import AUTO_HELP, choices, formats
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.rule_words import sliding_window
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-class MaskKind(str, Enum):
-    causal = "causal"
-    random = "random"
-
-
-class TableFormat(str, Enum):
-    auto = "auto"
-    table = "table"
-    json = "json"
-    csv = "csv"
-    markdown = "markdown"
-    latex = "latex"
-
-
-def pretty(doc: dict) -> str:
-    """JSON with one key per line and each matrix row on one line: strict, and readable."""
-    from attncli.render.json import dumps
-
-    def value(v, indent: str) -> str:
-        if isinstance(v, list) and v and isinstance(v[0], list):
-            inner = ",\n".join(indent + "  " + value(row, indent + "  ") for row in v)
-            return "[\n" + inner + "\n" + indent + "]"
-        if isinstance(v, list) and v and isinstance(v[0], dict):
-            inner = ",\n".join(indent + "  " + value(item, indent + "  ") for item in v)
-            return "[\n" + inner + "\n" + indent + "]"
-        if isinstance(v, dict):
-            inner = ",\n".join(f"{indent}  {dumps(k)}: {value(x, indent + '  ')}" for k, x in v.items())
-            return "{\n" + inner + "\n" + indent + "}"
-        return dumps(v)
-    return value(doc, "") + "\n"
-
-
-class ExerciseKind(str, Enum):
-    plain = "plain"
-    causal = "causal"
-    multihead = "multihead"
-    cross = "cross"
-    posenc = "posenc"
-    window = "window"
-    decode = "decode"
-    rope = "rope"
-    alibi = "alibi"
-
-
-class SheetFormat(str, Enum):
-    json = "json"
-    markdown = "markdown"
-    latex = "latex"
+MaskKind = choices("MaskKind", EXERCISE_MASKS)
+TableFormat = formats("TableFormat", "auto", "table", "json", "markdown", "latex", "csv")
+ExerciseKind = choices("ExerciseKind", EXERCISE_KINDS)
+SheetFormat = formats("SheetFormat", "json", "markdown", "latex")
 
 
 def exercise(
@@ -109,60 +66,12 @@ def exercise(
     The students' sheet never shows the seed; the key (--answers) ends with the command that
     reproduces it. Without --seed a random one is chosen and told on stderr.
     """
-    import random
+    # Imported here, for start-up: numpy, the core and the views load when a command runs, so that
+    # `attn --version` and `attn --help` never import numpy.
+    from attncli.commands.learn_run import run_exercise
 
-    from attncli.exercise import ExerciseError, Options, problem_set
-
-    chosen = seed is None
-    if chosen:
-        seed = random.SystemRandom().randrange(1, 1_000_000)
-    heads = heads or (2 if kind == ExerciseKind.multihead else 1)
-    dim = dim or (4 if kind == ExerciseKind.rope else 2)
-    options = Options(seed, kind.value, queries, keys, dim, value_dim, heads, mask and mask.value)
-    try:
-        problems = problem_set(options, count)
-    except ExerciseError as error:  # name the option at the edge: the core speaks of queries, keys, dim
-        raise error.at(f"--{error.field.replace('_', '-')}") from None
-    problems = [replace(p, command=command_line(p.options)) for p in problems]
-    if chosen and not answers:  # the teacher needs the seed for the key; the sheet must not show it
-        sys.stderr.write(f"answer key: {problems[0].command} --answers"
-                         + (f" --count {count}" if count > 1 else "") + "\n")
-    if count > 1:
-        problems = [_titled(p, f"Exercise {k + 1}") for k, p in enumerate(problems)]
-    if format == SheetFormat.json:
-        docs = [_key(p) if answers else p.doc for p in problems]
-        sys.stdout.write(pretty(docs[0] if count == 1 else {"problems": docs}))
-        return
-    from attncli.attention import attend
-    from attncli.problem import build_problem
-    from attncli.render import worksheet
-
-    items = [(p, attend(build_problem(p.doc))) for p in problems]
-    sys.stdout.write((worksheet.markdown if format == SheetFormat.markdown else worksheet.latex)(items, answers))
-
-
-def command_line(options) -> str:
-    """`attn exercise …` naming every option, so that changed defaults cannot change it."""
-    o = options
-    parts = [f"attn exercise --seed {o.seed} --kind {o.kind}", f"--queries {o.lq}", f"--keys {o.keys}",
-             f"--dim {o.dim}", f"--value-dim {o.value_dim or o.dim}", f"--heads {o.heads}"]
-    if o.mask:
-        parts.append(f"--mask {o.mask}")
-    return " ".join(parts)
-
-
-def _titled(problem, title: str):
-    return replace(problem, doc=problem.doc | {"title": title})
-
-
-def _key(problem) -> dict:
-    """`attn compute`'s full JSON of the problem, its description ending with the reproduce line."""
-    from attncli.attention import attend
-    from attncli.problem import build_problem
-    from attncli.trace import to_dict
-
-    doc = problem.doc | {"description": f"{problem.doc['description']}; reproduce with: {problem.command}"}
-    return to_dict(attend(build_problem(doc)))
+    run_exercise(seed, kind.value, queries, keys, dim, value_dim, heads, mask and mask.value, count, format.value,
+                 answers)
 
 
 def example(
@@ -173,8 +82,6 @@ def example(
 
     attn example scooter | attn compute
     """
-    import json
-
     found = {path.stem: path for path in sorted(EXAMPLES.glob("*.json"))}
     if name is None:
         width = max(len(n) for n in found)
@@ -208,41 +115,7 @@ def posenc(
     if positions * dim > 10_000_000:
         raise InputError(f"{positions} positions × {dim} columns is {positions * dim:,} values; at most "
                          "10,000,000", "--positions")
-    from attncli.posenc import positional_encoding
+    # Imported here, for start-up, as in exercise.
+    from attncli.commands.learn_run import run_posenc
 
-    pe = positional_encoding(positions, dim, base)
-    if format == TableFormat.json or (format == TableFormat.auto and not auto_is_table()):
-        from attncli.render.json import dumps
-
-        sys.stdout.write(dumps({"positions": positions, "dim": dim, "base": base,
-                                "formula": "PE(pos, 2i) = sin(pos / base^(2i/D)); PE(pos, 2i+1) = cos(pos / base^(2i/D))",
-                                "encoding": pe.tolist()}) + "\n")
-        return
-    formula = (f"PE(pos, 2i) = sin(pos / {base:g}^(2i/{dim})), "
-               f"PE(pos, 2i+1) = cos(pos / {base:g}^(2i/{dim}))")
-    rows = [str(p) for p in range(positions)]
-    columns = [f"{'sin' if j % 2 == 0 else 'cos'} {j}" for j in range(dim)]
-    if format in (TableFormat.csv, TableFormat.markdown, TableFormat.latex):
-        from attncli.render import export
-
-        if format == TableFormat.csv:
-            sys.stdout.write(export.csv_table(rows, columns, [(None, pe)], first="pos"))
-        elif format == TableFormat.markdown:
-            sys.stdout.write(f"sinusoidal positional encoding, base {base:g}: {formula}  \n\n"
-                             + export.markdown_table("PE", None, pe, rows, columns, precision) + "\n")
-        else:
-            tex = (rf"PE_{{(pos, 2i)}} = \sin(pos / {base:g}^{{2i/{dim}}}),\ "
-                   rf"PE_{{(pos, 2i+1)}} = \cos(pos / {base:g}^{{2i/{dim}}})")
-            sys.stdout.write(f"% attn posenc: sinusoidal positional encoding, base {base:g}\n\n"
-                             + export.latex_table("PE", tex, pe, rows, columns, precision) + "\n")
-        return
-    from rich.text import Text
-
-    from attncli.render.tables import make_console, matrix_tables
-
-    console = make_console()
-    width = console.width if sys.stdout.isatty() else None
-    console.print(Text(f"sinusoidal positional encoding, base {base:g}: {formula}"))
-    # The title is the name only: an elided table adds the shape once ("PE (100×8, middle elided…)").
-    for renderable in matrix_tables("PE", pe, rows, columns, precision, width):
-        console.print(renderable)
+    run_posenc(positions, dim, base, format.value, precision)

@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from attncli.grads import GRADIENTS, title
 from attncli.render.text import labels, number, shown
 from attncli.stages import fill, get, present
 from attncli.trace import Trace, round_finite
@@ -24,10 +25,6 @@ def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
     out = {stage.name: (fill(stage.plain, p, stage.name), fill(stage.latex, p, stage.name))
            for stage in present(p)}
     if trace.gradients is not None:
-        from attncli.grads import GRADIENTS
-
-        from attncli.grads import title
-
         out |= {g.name: (title(g, trace.problem).split(" = ", 1)[1], g.latex) for g in GRADIENTS}
     inputs = trace.problem.inputs
     if "W_O" not in inputs:
@@ -64,8 +61,6 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
 
 def _gradient_matrices(trace: Trace, stages, h: int, head: str, queries, keys) -> list:
     """The backward pass's per-head tables for `_matrices`; D as one column."""
-    from attncli.grads import GRADIENTS
-
     out = []
     for g in GRADIENTS:
         if g.name in stages:

@@ -19,32 +19,32 @@ like a careful Unix tool (the README's Guarantees say the same):
 - A temporary file left by SIGKILL or a crash is recognised by its name: each write removes the
   ones in its folder whose process is no longer running.
 
-This module imports numpy only when it writes: the checks run before numpy loads.
+FILE is checked before any work is done by attncli/render/target.py, which does not load numpy.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import re
 import signal
 import stat
+import sys
+import threading
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING
 
-from attncli.errors import AttnError, quote
+import numpy as np
+
+from attncli.errors import quote
 from attncli.render import out
+from attncli.render.target import TEXT_SUFFIXES, OutputError, reason
+from attncli.stages import names
+from attncli.trace import Trace, mask_and_bias
+from attncli.variants import input_keys as variant_keys
 
-if TYPE_CHECKING:
-    from attncli.trace import Trace
-
-TEXT_SUFFIXES = (".json", ".md", ".tex", ".csv")  # written as the text their format's view makes
-SUFFIXES = TEXT_SUFFIXES + (".npy", ".npz")
 TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|md|tex|csv|npy|npz)")
 CLEAN_UP_ON = ("SIGTERM", "SIGHUP")  # SIGINT already raises KeyboardInterrupt, which cleans up
-
-
-class OutputError(AttnError):
-    """FILE cannot be written; the CLI names --output."""
 
 
 class Interrupted(BaseException):
@@ -55,76 +55,14 @@ class Interrupted(BaseException):
         self.signum = signum
 
     def die(self) -> None:
-        import sys
-
         signal.signal(self.signum, signal.SIG_DFL)
         os.kill(os.getpid(), self.signum)
         sys.exit(128 + self.signum)  # not reached unless the signal is blocked
 
 
-def check_target(path: str, inputs: list[str | None]) -> str:
-    """FILE's suffix, after checking (before any work is done) that FILE can be written and is
-    none of `inputs` (paths or inline text; the ones that name existing files are compared)."""
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in SUFFIXES:
-        raise OutputError(f"{quote(path)} has no known suffix; expected .json, .md, .tex, .csv, .npy or .npz")
-    try:
-        existing = os.stat(path)  # follows links
-    except FileNotFoundError:
-        existing = None
-    except OSError as error:  # a link loop, a file where a folder should be, a folder we may not enter
-        raise OutputError(f"cannot write {quote(path)}: {reason(error)}") from None
-    folder = os.path.dirname(os.path.realpath(path))
-    if existing is None and not os.path.isdir(folder):
-        raise OutputError(f"cannot write {quote(path)}: folder {quote(folder)} does not exist")
-    if existing is not None and stat.S_ISDIR(existing.st_mode):
-        raise OutputError(f"cannot write {quote(path)}: it is a folder; name a file in it")
-    for value in inputs:
-        if existing is not None and value and _same_file(value, existing):
-            alias = "" if value == path else " (as standard input)" if value == "-" else f" (as {quote(value)})"
-            raise OutputError(f"{quote(path)} is an input of this run{alias}; refusing to overwrite it, "
-                              "write to another file")
-    regular = existing is None or stat.S_ISREG(existing.st_mode)
-    if existing is not None and regular and not os.access(path, os.W_OK):
-        raise OutputError(f"cannot write {quote(path)}: the file is read-only")
-    if regular and not os.access(folder, os.W_OK | os.X_OK):
-        raise OutputError(f"cannot write {quote(path)}: permission denied in folder {quote(folder)}")
-    return suffix
-
-
-def _same_file(value: str, target: os.stat_result) -> bool:
-    """Is `value` (a path, inline text, or - for a regular file on stdin) the file `target`?"""
-    try:
-        found = os.fstat(0) if value == "-" else os.stat(value)
-    except (OSError, ValueError):  # inline text, a name too long, no stdin
-        return False
-    return stat.S_ISREG(found.st_mode) and os.path.samestat(found, target)
-
-
-def reason(error: OSError) -> str:
-    """`No space left on device` → `no space left on device`; EFBIG names the limit."""
-    import errno
-
-    text = (error.strerror or str(error)).rstrip(".")
-    text = text[:1].lower() + text[1:]
-    if error.errno == errno.EFBIG:
-        import resource
-
-        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if limit != resource.RLIM_INFINITY:
-            text += f" (the file-size limit, ulimit -f, is {limit} bytes)"
-    return text
-
-
 def npz_arrays(trace: Trace) -> dict:
     """Every stage under its JSON path (`heads/weights` is (H, Lq, Lk)), the inputs as given,
     and what is needed to read the file back as a problem."""
-    import numpy as np
-
-    from attncli.stages import names
-    from attncli.trace import mask_and_bias
-    from attncli.variants import input_keys as variant_keys
-
     p = trace.problem
     arrays = dict(p.inputs)
     for name in ("Q", "K", "V") + names():
@@ -138,8 +76,6 @@ def npz_arrays(trace: Trace) -> dict:
     if p.window is not None:  # an array holds no null: NaN stands for an unbounded side
         arrays["window"] = np.array([np.nan if b is None else b for b in p.window])
     if p.rope is not None:  # an array holds no object: the rope object as JSON text (rope.read takes it)
-        import json
-
         arrays["rope"] = np.array(json.dumps(p.rope.to_json()))
     arrays["scale"] = np.array(trace.scale)
     arrays["masked_rows"] = np.array(p.masked_rows)
@@ -159,8 +95,6 @@ def npz_arrays(trace: Trace) -> dict:
 def write_output(trace: Trace, path: str, suffix: str, json_text=None) -> None:
     """Write FILE as the module docstring says. `json_text()` gives the text of a .json,
     .md, .tex or .csv file. Raises OutputError for what the system refused, Interrupted on SIGTERM/SIGHUP."""
-    import numpy as np
-
     def content(handle) -> None:
         if suffix in TEXT_SUFFIXES:
             out.write_all(json_text().encode("utf-8"), handle)
@@ -212,8 +146,6 @@ def _keep_owner_and_mode(fd: int, existing: os.stat_result) -> None:
 
 
 def _fsync_folder(folder: str) -> None:
-    import errno
-
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
@@ -253,8 +185,6 @@ def _running(pid: int) -> bool:
 def _signals_clean_up():
     """While writing: SIGTERM and SIGHUP raise Interrupted (so the temporary file is removed),
     and SIGXFSZ is ignored (so a write past `ulimit -f` fails with EFBIG instead of killing us)."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield
         return

@@ -1,5 +1,6 @@
-"""A class's marks as numbers: per-file scores, per-stage tallies, a CSV gradebook and
-Gradescope's autograder `results.json`. No rich here; `render/summary.py` draws the tables.
+"""Marks as numbers: one answers document's JSON (`marks_dict`), and for a class per-file scores,
+per-stage tallies, a CSV gradebook and Gradescope's autograder `results.json`. No rich here;
+`render/marks.py` and `render/summary.py` draw the tables.
 
 A class result is a list of `(file name, marks or None, error message or None)`, where marks are
 `{stage path: StageMark}` (`weights`, `heads[1].weights`, `output`). A file's score is the cells
@@ -16,8 +17,13 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from attncli.marking import STATUSES, StageMark
+import numpy as np
+
+from attncli.grading import STATUSES, StageMark
+from attncli.marking import all_correct, missing_stages, unanswered
+from attncli.render.export import csv_text
 from attncli.stages import names
+from attncli.trace import Trace, plain
 
 Marks = dict[str, StageMark]
 Result = tuple[str, "Marks | None", "str | None"]
@@ -32,6 +38,12 @@ class Score:
     def percent(self) -> float:
         """Rounded to one decimal; 0 when nothing was marked."""
         return round(100 * self.right / self.max, 1) if self.max else 0.0
+
+
+def counts(mark: StageMark) -> str:
+    """`3/3 right (1 carried, 2 imprecise)`: right = correct + carried, then every other status seen."""
+    others = [f"{mark.count(s)} {s}" for s in STATUSES[1:] if mark.count(s)]
+    return f"{mark.right}/{mark.cells.size} right" + (f" ({', '.join(others)})" if others else "")
 
 
 def stage_order(name: str) -> tuple[float, int]:
@@ -92,8 +104,6 @@ def diagnoses(results: list[Result]) -> list[tuple[str, str, int, str]]:
 def safe_cell(value):
     """A CSV cell: numbers stay numbers; text goes through `csv_text` (controls escaped, and a
     leading `'` when a spreadsheet would take it for a formula)."""
-    from attncli.render.export import csv_text
-
     return csv_text(value) if isinstance(value, str) else value
 
 
@@ -120,8 +130,6 @@ def csv_gradebook(results: list[Result]) -> str:
 def stage_output(mark: StageMark) -> str:
     """A stage's result in words, as `attn check` says it (`3/3 right (1 carried)`), then its
     notes one per line."""
-    from attncli.render.marks import counts
-
     return counts(mark) + "".join(f"\n{note}" for note in mark.notes)
 
 
@@ -147,3 +155,20 @@ def gradescope_class(results: list[Result]) -> dict:
     class_max = sum(stage_sizes(results).values())
     return {"files": [{"file": file, "results": gradescope(marks, error, class_max)}
                       for file, marks, error in results]}
+
+
+def marks_dict(marks: dict[str, StageMark], trace: Trace | None = None) -> dict:
+    """The JSON form: per stage `right` (correct + carried), `max` and a count per status, per-cell
+    statuses, expected values and diagnoses; totals; required stages missing; with the trace,
+    the stages not answered."""
+    stages = {}
+    for name, mark in marks.items():
+        stages[name] = ({"right": mark.right, "max": int(mark.cells.size)}
+                        | {status: mark.count(status) for status in STATUSES}
+                        | {"cells": mark.cells.tolist(), "expected": plain(np.asarray(mark.expected)),
+                           "diagnosis": list(mark.diagnosis), "notes": list(mark.notes)})
+    doc = {"stages": stages, "right": sum(m.right for m in marks.values()),
+           "max": sum(int(m.cells.size) for m in marks.values()), "missing": missing_stages(marks)}
+    if trace is not None:
+        doc["not_answered"] = unanswered(trace, marks)
+    return doc | {"all_correct": all_correct(marks)}

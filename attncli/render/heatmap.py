@@ -12,8 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.render.tables import EDGE_ROWS, MAX_COLUMNS, _pick
-from attncli.render.text import labels
+from attncli.render.text import EDGE_ROWS, MAX_COLUMNS, kept, labels
 from attncli.trace import Trace
 
 SHADES = " ░▒▓█"  # weight 0 … 1 in five steps
@@ -43,11 +42,11 @@ def heatmap(trace: Trace, head: int, width: int | None = None, full: bool = Fals
     2·EDGE_ROWS rows and MAX_COLUMNS columns (fewer when `width` is narrow) around ⋮ and ⋯."""
     p = trace.problem
     rows, columns = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-    row_ids = list(range(p.lq)) if full else _pick(p.lq, 2 * EDGE_ROWS)
+    row_ids = list(range(p.lq)) if full else kept(p.lq, 2 * EDGE_ROWS)
     side = max(cell_len("⋮" if i is None else rows[i]) for i in row_ids)
     keep = p.lk if full else min(p.lk, MAX_COLUMNS)
     while True:
-        col_ids = _pick(p.lk, keep)
+        col_ids = kept(p.lk, keep)
         cell = max(MIN_CELL, *(cell_len(columns[j]) for j in col_ids if j is not None))
         if full or width is None or keep <= 2 or side + len(col_ids) * (cell + 1) <= width:
             break

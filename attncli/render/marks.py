@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import numpy as np
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from attncli import grads
-from attncli.marking import STATUSES, SYMBOLS, Rule, StageMark, all_correct, missing_stages, unanswered
+from attncli.grading import SYMBOLS, Rule, StageMark
+from attncli.marking import all_correct, unanswered
+from attncli.render.gradebook import counts
 from attncli.render.tables import column_chunks
 from attncli.render.text import labels, number, rich_text, shown
 from attncli.stages import get
-from attncli.trace import Trace, plain
+from attncli.trace import Trace
 
 STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
 MEANING = {"correct": "correct", "carried": "correct from your own earlier stage (carried)",
            "imprecise": "imprecise (too few decimals)", "wrong": "wrong", "missing": "missing"}
 LEGEND = " · ".join(f"{SYMBOLS[s]} {MEANING[s]}" for s in MEANING) + "; the expected value follows"
-
-
-def counts(mark: StageMark) -> str:
-    """`3/3 right (1 carried, 2 imprecise)`: right = correct + carried, then every other status seen."""
-    others = [f"{mark.count(s)} {s}" for s in STATUSES[1:] if mark.count(s)]
-    return f"{mark.right}/{mark.cells.size} right" + (f" ({', '.join(others)})" if others else "")
 
 
 def summary(name: str, mark: StageMark) -> str:
@@ -102,20 +97,3 @@ def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, pre
     console.print(Text(f"score: {right}/{cells} right"))
     console.print(Text(rule.text(), style="dim"))
     console.print(Text("all correct" if all_correct(marks) else "some answers are not right"))
-
-
-def marks_dict(marks: dict[str, StageMark], trace: Trace | None = None) -> dict:
-    """The JSON form: per stage `right` (correct + carried), `max` and a count per status, per-cell
-    statuses, expected values and diagnoses; totals; required stages missing; with the trace,
-    the stages not answered."""
-    stages = {}
-    for name, mark in marks.items():
-        stages[name] = ({"right": mark.right, "max": int(mark.cells.size)}
-                        | {status: mark.count(status) for status in STATUSES}
-                        | {"cells": mark.cells.tolist(), "expected": plain(np.asarray(mark.expected)),
-                           "diagnosis": list(mark.diagnosis), "notes": list(mark.notes)})
-    doc = {"stages": stages, "right": sum(m.right for m in marks.values()),
-           "max": sum(int(m.cells.size) for m in marks.values()), "missing": missing_stages(marks)}
-    if trace is not None:
-        doc["not_answered"] = unanswered(trace, marks)
-    return doc | {"all_correct": all_correct(marks)}

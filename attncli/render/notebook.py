@@ -1,7 +1,8 @@
-"""A trace or marks in Jupyter and in rich: the same tables as the terminal, captured.
+"""Views as renderables: a trace or marks in Jupyter and in rich, as the terminal's tables.
 
-`rendered` turns a printing view into one rich renderable at the caller's width; `html` records it
-for `_repr_html_` (inline styles, so notebooks need no CSS).
+`TraceView(trace)` and `MarksView(trace, marks)` wrap what they show and render themselves when
+asked (`__rich_console__` for `rich.print`, `_repr_html_` for Jupyter), as rich's own renderables
+do; the core never imports a view. `attncli.view(...)` (the Python API) makes the right one.
 """
 
 from __future__ import annotations
@@ -11,10 +12,17 @@ import io
 from rich.console import Console
 from rich.text import Text
 
+from attncli.grading import Rule
+from attncli.render.marks import print_marks
+from attncli.render.tables import render
+from attncli.stages import names
+from attncli.trace import Trace
+
 HTML_WIDTH = 120  # characters; a notebook cell has no terminal width
 
 
 def rendered(view, console: Console, width: int) -> Text:
+    """A printing view (a function of a console) as one rich renderable at `width`."""
     capture = Console(file=io.StringIO(), width=width, color_system=console.color_system and "truecolor",
                       force_terminal=console.is_terminal, highlight=False)
     view(capture)
@@ -22,13 +30,43 @@ def rendered(view, console: Console, width: int) -> Text:
 
 
 def html(view) -> str:
+    """A printing view recorded as HTML with inline styles (notebooks need no CSS)."""
     capture = Console(file=io.StringIO(), record=True, width=HTML_WIDTH, highlight=False)
     view(capture)
     return capture.export_html(inline_styles=True, code_format="<pre style=\"font-family:monospace\">{code}</pre>")
 
 
-def print_trace(trace, console: Console) -> None:
-    from attncli.render.tables import render
-    from attncli.stages import names
+class _View:
+    """A view that prints to a console, shown in rich and Jupyter."""
 
-    render(trace, console, ("inputs",) + names(), 4, console.width)
+    def print(self, console: Console) -> None:
+        raise NotImplementedError
+
+    def __rich_console__(self, console, options):
+        yield rendered(self.print, console, options.max_width)
+
+    def _repr_html_(self) -> str:
+        return html(self.print)
+
+
+class TraceView(_View):
+    """A trace as `attn compute`'s tables: the header, the inputs and every stage, per head."""
+
+    def __init__(self, trace: Trace, precision: int = 4):
+        self.trace, self.precision = trace, precision
+
+    def print(self, console: Console) -> None:
+        render(self.trace, console, ("inputs",) + names(), self.precision, console.width)
+
+    def __repr__(self) -> str:
+        return f"<TraceView of {self.trace.problem.heads} head(s), {self.trace.problem.lq} queries>"
+
+
+class MarksView(_View):
+    """Marks as `attn check`'s tables: given against expected, ✓ ✗ ↪ per cell."""
+
+    def __init__(self, trace: Trace, marks: dict, precision: int = 4, rule: Rule = Rule()):
+        self.trace, self.marks, self.precision, self.rule = trace, dict(marks), precision, rule
+
+    def print(self, console: Console) -> None:
+        print_marks(self.trace, self.marks, console, self.precision, self.rule)

@@ -14,6 +14,7 @@ def progress(total_rows: int, work: int, label: str = "attending"):
     if work < LONG or not sys.stderr.isatty():
         yield None
         return
+    # Imported here, for start-up: rich loads only when a bar is drawn (a second or more of work).
     from rich.console import Console
     from rich.progress import Progress
 

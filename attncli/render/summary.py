@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.marking import STATUSES, all_correct
+from attncli.grading import STATUSES
+from attncli.marking import all_correct
 from attncli.render.gradebook import Result, diagnoses, score, stage_sizes, tallies
 from attncli.render.text import rich_text, shown
 

@@ -12,24 +12,20 @@ import sys
 import numpy as np
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from attncli.render.text import exact_scale, header_lines, labels, number, rich_text, shape_text, shown
 from attncli import grads, stages as stage_table
+from attncli.render.explain import fold
+from attncli.render.heatmap import print_heatmaps
+from attncli.render.text import (EDGE_ROWS, MAX_COLUMNS, exact_scale, header_lines, kept, labels, number, rich_text,
+                                 shape_text, shown)
+from attncli.render.tiles import tile_parts
 from attncli.trace import Trace
 
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
 MIN_WIDTH = 40  # a terminal narrower than this (COLUMNS=0 to 5, say) is laid out at this width
-EDGE_ROWS = 5  # a table taller than 2·EDGE_ROWS shows its first and last EDGE_ROWS rows
-MAX_COLUMNS = 16  # without --full, at most this many columns, first and last halves
-
-
-def _pick(n: int, keep: int) -> list[int | None]:
-    """All of range(n), or its first and last keep/2 with None standing for the elided middle."""
-    if n <= keep:
-        return list(range(n))
-    return list(range((keep + 1) // 2)) + [None] + list(range(n - keep // 2, n))
 
 
 def column_chunks(widths: list[int], label_width: int, available: int) -> list[list[int]]:
@@ -51,7 +47,7 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
     table wider than `width` is split into column ranges. `extra`: (name, one value per row)
     columns after the matrix's (sum, lse). Only the cells shown are formatted."""
     n_rows, n_cols = matrix.shape
-    row_ids = list(range(n_rows)) if full else _pick(n_rows, 2 * EDGE_ROWS)
+    row_ids = list(range(n_rows)) if full else kept(n_rows, 2 * EDGE_ROWS)
     labels = ["⋮" if i is None else rows[i] for i in row_ids]
     label_width = max(len(label) for label in labels)
 
@@ -67,11 +63,11 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
         return names, cells, [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(names)]
 
     keep = n_cols if full else min(n_cols, MAX_COLUMNS)
-    col_ids = _pick(n_cols, keep)
+    col_ids = kept(n_cols, keep)
     names, cells, widths = layout(col_ids)
     while not full and width is not None and keep > 2 and label_width + 4 + sum(w + 3 for w in widths) > width:
         keep -= 2  # drop columns from the middle until the table fits the terminal
-        col_ids = _pick(n_cols, keep)
+        col_ids = kept(n_cols, keep)
         names, cells, widths = layout(col_ids)
     if None in row_ids or None in col_ids:
         title += f" ({n_rows}×{n_cols}, middle elided: --full shows all)"
@@ -106,14 +102,10 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     console.print(Text("\n".join(header_lines(trace, precision))))
     console.print()
     if explanation is not None:
-        from attncli.render.explain import fold
-
         console.print(Text("\n".join(part for line in explanation for part in fold(shown(line), width))))
         console.print()
         stages = [name for name in stages if name == "heatmap"]
     elif tiled is not None:
-        from attncli.render.tiles import tile_parts
-
         for part in tile_parts(tiled, trace, precision, heads):
             if isinstance(part, str):  # labels in it are escaped already; Text: never markup
                 console.print(Text(part))
@@ -160,8 +152,6 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             show(f"grads: d{name} {shape_text(array.shape)}", array.reshape(-1, array.shape[-1]),
                  _input_rows(name, array, queries, keys))
     if "heatmap" in stages:
-        from attncli.render.heatmap import print_heatmaps
-
         print_heatmaps(trace, console, heads, full, width)
 
 
@@ -189,8 +179,6 @@ class _Console(Console):
         self.grow = grow
 
     def print(self, *objects, **kwargs) -> None:
-        from rich.measure import Measurement
-
         wide = 0
         for item in (o for o in objects if isinstance(o, (Table, Text) if self.grow else Table)):
             # Measured with room to spare, so the measure is the item's natural width.
@@ -210,8 +198,6 @@ class _Console(Console):
     def _narrowest(self, table: Table) -> int:
         """About the narrowest `table` can be without cutting a cell: wrapping columns at their
         longest word, no_wrap columns whole (rich would end those in `…`)."""
-        from rich.measure import Measurement
-
         options = self.options.update(max_width=2**62)
         width = (len(table.columns) + 1) if table.box else 0  # the vertical borders
         for column in table.columns:

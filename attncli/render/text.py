@@ -17,6 +17,16 @@ from attncli.trace import Trace
 from attncli.variants import variant_lines
 
 MINUS_INF = "−∞"  # U+2212, one spelling in every text view (CSV writes -inf, JSON null)
+EDGE_ROWS = 5  # a table taller than 2·EDGE_ROWS shows its first and last EDGE_ROWS rows
+MAX_COLUMNS = 16  # without --full, at most this many columns, first and last halves
+
+
+def kept(n: int, keep: int) -> list[int | None]:
+    """Which of n rows (or columns) an elided table or grid shows: all of range(n), or its first
+    and last keep/2 with None standing for the elided middle."""
+    if n <= keep:
+        return list(range(n))
+    return list(range((keep + 1) // 2)) + [None] + list(range(n - keep // 2, n))
 
 
 def shown(text: str) -> str:
@@ -27,6 +37,8 @@ def shown(text: str) -> str:
 def rich_text(text: str, style: str = "") -> "Text":
     """User text for rich: escaped by `shown`, and a `Text`, which rich never parses as markup
     (`[link=…]`, `[/]` and `:emoji:` stay literal)."""
+    # Imported here, for start-up: the plain-text views (CSV, Markdown, LaTeX, the explanation in
+    # JSON) use this module but never rich, which takes longer to load than numpy does.
     from rich.text import Text
 
     return Text(shown(text), style=style)

@@ -1,0 +1,225 @@
+"""`attn compute`'s work, once commands/compute.py has made its plan: read the inputs, build the
+problem, compute the trace (or the output alone, in blocks; or the tiles), and show it through the
+chosen view. This module loads numpy and the core: compute.py imports it only when compute runs.
+
+Start-up: what every run needs is imported at the top; what only some options need (the blocked
+path, the tiles, the explanation, the text exports, --output FILE, and the tables, which load
+rich) is imported where it is used, so that `attn compute p.json --format json` pays for none of
+it (together they would add about a tenth to its run time).
+"""
+
+import sys
+from types import SimpleNamespace
+
+from attncli import attention, grads, limits
+from attncli.commands import option_text as opt
+from attncli.commands.edge import flag, warning
+from attncli.errors import AttnError, InputError, one_line
+from attncli.loading import OneMatrixError, gather
+from attncli.masks import positions_line
+from attncli.problem import build_problem
+from attncli.readback import verify
+from attncli.render import out
+from attncli.render.json import document
+from attncli.render.progress import progress
+from attncli.render.target import OutputError
+from attncli.stages import get, stand_in
+
+MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON keeps about 5 KB a tile
+
+
+def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
+    """Compute and show: `o` holds compute's options by name, `plan` what compute.plan decided."""
+    problem, source, doc, options = _problem(o)
+    gradients = grads.names() + (grads.GRADS,)
+    shown = plan.shown
+    _check_backward(problem, shown if o.stages is not None else (), plan.output_only, plan.suffix,
+                    plan.tile_sizes and o.stages is None)
+    if problem.dO is not None and plan.format != "csv" and not set(shown) & set(gradients):
+        shown += gradients  # dO given: its gradients are shown beside whatever --stages chose
+    stage = get(shown[0])
+    if plan.format == "csv" and stage is not None and not stage.applies(problem):
+        raise InputError(f"{stage.absent}, so it has no {stage.name} stage; "
+                         f"use --stages {stand_in(problem, stage.name)}", "--stages")
+    # Warnings are printed once the run has succeeded: an error is always the only line on stderr.
+    warnings = []
+    if problem.mask_rule == "causal" and problem.lq < problem.lk and positions_line(problem) is None:
+        warnings.append(f"mask causal is top-left (query i sees keys j ≤ i), and there are fewer queries "
+                        f"({problem.lq}) than keys ({problem.lk}); if the queries are the last tokens of the "
+                        "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
+    if plan.tile_sizes is not None:
+        _check_tile_count(problem, *plan.tile_sizes, table=plan.written != "json")
+    try:
+        _guard(problem, plan.written, shown, o.full, plan.output_only, plan.tile_sizes)
+        trace = _attend(problem, plan.output_only, plan.workers)
+        verify(doc, trace, flag, options)  # echoes and results the document holds, read back
+        tiled = None if plan.tile_sizes is None else _attend_tiles(problem, plan.tile_sizes)
+    except AttnError as error:
+        raise error.at(source) if source else error
+    rows = opt.rows(o.row, problem.query_labels, problem.lq)
+    heads_shown = None if o.head is None else [opt.head(o.head, problem.heads)]
+    warnings += trace.warnings
+    explanation = _explain(o, trace, tiled, rows, heads_shown) if o.explain else None
+    view = plan.view
+    if o.output_file:
+        _write_file(o.output_file, plan.suffix, trace,
+                    lambda: _text(view, trace, shown, o.precision, o.round_, explanation, tiled))
+    elif view == "table":
+        # Imported here, for start-up (see above): the tables need rich, which takes longer to load
+        # than numpy; the JSON and text views never import it.
+        from attncli.render.tables import print_tables
+
+        print_tables(trace, shown, o.precision, explanation, heads_shown, o.full, tiled)
+    else:
+        out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled))
+    for notice in warnings:
+        sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
+
+
+def _problem(o: SimpleNamespace):
+    """(problem, source, document, the options that changed it): the document from the file or stdin, the matrix options and the settings."""
+    matrices = {"Q": o.q, "K": o.k, "V": o.v, "X": o.x, "X_kv": o.x_kv, "W_Q": o.wq, "W_K": o.wk, "W_V": o.wv,
+                "W_O": o.wo, "mask": o.mask, "bias": o.bias, "dO": o.do}
+    settings = {"heads": o.heads, "scale": opt.scale(o.scale), "query_labels": opt.labels(o.query_labels),
+                "key_labels": opt.labels(o.key_labels), "masked_rows": o.masked_rows, "dtype": o.dtype,
+                "q_positions": opt.values(o.q_positions), "k_positions": opt.values(o.k_positions),
+                "window": opt.values(o.window), "key_mask": opt.values(o.key_mask),
+                "softcap": opt.one(opt.values(o.softcap)), "alibi": opt.alibi(o.alibi, o.alibi_slopes),
+                "sinks": opt.one(opt.values(o.sinks))}
+    try:
+        doc, origin, source = gather(o.file, matrices, settings)
+    except OneMatrixError as error:
+        error.message += f"; give it as a matrix option: --q {o.file}"
+        raise
+    origin["invert_mask"] = "--invert-mask"
+    if o.alibi_slopes is not None:
+        origin["alibi"] = "--alibi-slopes"
+    rope_fields = {"style": o.rope_style, "base": o.rope_base, "dims": o.rope_dims}
+    if o.rope or any(value is not None for value in rope_fields.values()):  # the options replace the file's rope
+        doc["rope"] = {key: value for key, value in rope_fields.items() if value is not None} or True
+        origin.update({"rope": "--rope", **{f"rope.{key}": f"--rope-{key}" for key, value in rope_fields.items()
+                                            if value is not None}})
+    problem = build_problem(doc, origin, source, invert_mask=o.invert_mask)
+    return problem, source, doc, tuple(flag for key, flag in origin.items() if key != "invert_mask")
+def _check_tile_count(problem, bq: int, bk: int, table: bool) -> None:
+    """Refuse a tile trace too long to show, before computing it (tiles of 1 at L = 3000 are nine
+    million tables)."""
+    def count(q: int, k: int) -> int:
+        return problem.heads * -(-problem.lq // q) * -(-problem.lk // k)
+
+    most = MAX_TILES[table]
+    if count(bq, bk) > most:
+        side = 2
+        while count(side, side) > most:
+            side *= 2
+        raise InputError(f"{bq},{bk} makes {count(bq, bk):,} tiles ({problem.heads} head{'s' * (problem.heads != 1)} × "
+                         f"{-(-problem.lq // bq):,} "
+                         f"query blocks × {-(-problem.lk // bk):,} key blocks); "
+                         f"{'tables show' if table else 'the JSON holds'} at most {most:,}: use bigger tiles, "
+                         f"such as --tiles {side},{side}", "--tiles")
+
+
+def _check_backward(problem, asked_for, output_only: bool, suffix: str | None, tiled_default: bool) -> None:
+    """A gradient asked for with --stages needs dO; dO needs the full trace (the weights), which the output-only
+    path does not keep."""
+    asked = [name for name in asked_for if name in grads.names() + (grads.GRADS,)]
+    if asked and problem.dO is None:
+        raise InputError(f"{asked[0]} is a gradient of the backward pass, which needs dO; add --do ones "
+                         "(or a matrix of the final output's shape)", "--stages")
+    if problem.dO is not None and output_only:
+        if suffix == ".npy":
+            raise InputError("a .npy file holds only the final output; the backward pass (dO) needs every "
+                             "stage: write .npz or .json, or drop --do", "--output")
+        if tiled_default:
+            raise InputError("shows the tiles and the output alone unless --stages says more; the backward pass "
+                             "(dO) needs the weights: add --stages output,grads, or drop dO", "--tiles")
+        raise InputError("output computes only the final output, in blocks; the backward pass (dO) needs the "
+                         "weights: add weights (or d_Q, grads, …) to --stages, or drop --do", "--stages")
+
+
+def _attend_tiles(problem, tile_sizes: tuple[int, int]):
+    # Imported here, for start-up (see above): only --tiles needs the tile trace.
+    from attncli.tiles import attend_tiles
+
+    return attend_tiles(problem, *tile_sizes)
+
+
+def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
+    """--explain's lines: the hand calculation of the rows asked for, or one row through the tiles."""
+    # Imported here, for start-up (see above): only --explain needs the hand calculation.
+    from attncli.render.explain import explain
+    from attncli.render.tiles import explain_tiles
+
+    if tiled is None:
+        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact")
+    if o.carry is not None:
+        raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry", "--carry")
+    return explain_tiles(tiled, trace, rows, heads_shown, o.precision)
+
+
+def _write_file(path: str, suffix: str, trace, text) -> None:
+    """--output FILE, as render/files.py writes it; `text()` gives a text file's content."""
+    # Imported here, for start-up (see above): only --output needs the careful writer.
+    from attncli.render.files import Interrupted, write_output
+
+    try:
+        write_output(trace, path, suffix, text)
+    except OutputError as error:
+        raise error.at("--output")
+    except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
+        stop.die()
+
+
+def _text(view: str, trace, shown, precision: int, round_: int | None, explanation, tiled=None) -> str:
+    """The document of a text format: JSON, CSV (one stage), Markdown or LaTeX."""
+    if view == "json":
+        return document(trace, shown, round_, explanation, tiled, say=flag)
+    # Imported here, for start-up (see above): only the text exports need these.
+    from attncli.render import export
+    from attncli.render.text import header_lines
+
+    if view == "csv":
+        return export.csv_stage(trace, shown[0], round_)
+    write = export.markdown if view == "markdown" else export.latex
+    return write(trace, shown, precision, header_lines(trace, precision), explanation)
+
+
+def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=None) -> None:
+    """Refuse, before computing, a problem whose stages and view would not fit in memory, naming
+    the ways out that would fit: only the output (in blocks), a binary file, single precision."""
+    available = limits.available_bytes()
+    itemsize = 8 if problem.dtype == "float64" else 4
+    plan = {"view": view, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
+
+    def total(**change) -> dict[str, int]:
+        found = limits.needs(problem, **plan | change)
+        if tile_sizes is not None:  # the tile trace comes on top of the trace
+            found |= limits.tile_bytes(problem, *tile_sizes, (plan | change)["itemsize"], (plan | change)["view"])
+        return found
+
+    def fits(**change) -> bool:
+        return available is None or sum(total(**change).values()) <= available
+
+    try:
+        limits.check_fits(total(), available)
+    except limits.ResourceError as error:
+        ways = [way for way, works in (
+            ("--stages output (computed in blocks of about 16 MiB)",
+             not output_only and fits(output_only=True, shown=("output",))),
+            ("--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
+            ("--dtype float32", itemsize == 8 and fits(itemsize=4))) if works]
+        error.message += "; use " + " or ".join(ways) if ways else "; make the problem smaller"
+        raise
+
+
+def _attend(problem, output_only: bool, workers: int):
+    """The full trace, or only the output in blocks; a progress bar when it takes a while."""
+    with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
+        if output_only:
+            # Imported here, for start-up (see above): only the output-only path computes in blocks.
+            from attncli.blocks import attend_output
+
+            return attend_output(problem, workers=workers, progress=done)
+        return attention.attend(problem, progress=done)
+
+

@@ -1,0 +1,117 @@
+"""The work of `attn exercise` and `attn posenc`, once commands/learn.py has read their options.
+This module loads numpy and the core: learn.py imports it only when one of them runs."""
+
+import random
+import sys
+from dataclasses import replace
+
+from attncli import attention
+from attncli.commands.edge import auto_is_table
+from attncli.exercise import ExerciseError, Options, problem_set
+from attncli.posenc import positional_encoding
+from attncli.problem import build_problem
+from attncli.render import export, worksheet
+from attncli.render.json import dumps
+from attncli.trace import to_dict
+
+
+def run_exercise(seed: int | None, kind: str, queries: int | None, keys: int, dim: int | None,
+                 value_dim: int | None, heads: int | None, mask: str | None, count: int, format: str,
+                 answers: bool) -> None:
+    """Print the exercise (or its key, or a problem set) as `attn exercise` documents."""
+    chosen = seed is None
+    if chosen:
+        seed = random.SystemRandom().randrange(1, 1_000_000)
+    heads = heads or (2 if kind == "multihead" else 1)
+    dim = dim or (4 if kind == "rope" else 2)
+    options = Options(seed, kind, queries, keys, dim, value_dim, heads, mask)
+    try:
+        problems = problem_set(options, count)
+    except ExerciseError as error:  # name the option at the edge: the core speaks of queries, keys, dim
+        raise error.at(f"--{error.field.replace('_', '-')}") from None
+    problems = [replace(p, command=command_line(p.options)) for p in problems]
+    if chosen and not answers:  # the teacher needs the seed for the key; the sheet must not show it
+        sys.stderr.write(f"answer key: {problems[0].command} --answers"
+                         + (f" --count {count}" if count > 1 else "") + "\n")
+    if count > 1:
+        problems = [_titled(p, f"Exercise {k + 1}") for k, p in enumerate(problems)]
+    if format == "json":
+        docs = [_key(p) if answers else p.doc for p in problems]
+        sys.stdout.write(pretty(docs[0] if count == 1 else {"problems": docs}))
+        return
+    items = [(p, attention.attend(build_problem(p.doc))) for p in problems]
+    sys.stdout.write((worksheet.markdown if format == "markdown" else worksheet.latex)(items, answers))
+
+
+def command_line(options) -> str:
+    """`attn exercise …` naming every option, so that changed defaults cannot change it."""
+    o = options
+    parts = [f"attn exercise --seed {o.seed} --kind {o.kind}", f"--queries {o.lq}", f"--keys {o.keys}",
+             f"--dim {o.dim}", f"--value-dim {o.value_dim or o.dim}", f"--heads {o.heads}"]
+    if o.mask:
+        parts.append(f"--mask {o.mask}")
+    return " ".join(parts)
+
+
+def _titled(problem, title: str):
+    return replace(problem, doc=problem.doc | {"title": title})
+
+
+def _key(problem) -> dict:
+    """`attn compute`'s full JSON of the problem, its description ending with the reproduce line."""
+    doc = problem.doc | {"description": f"{problem.doc['description']}; reproduce with: {problem.command}"}
+    return to_dict(attention.attend(build_problem(doc)))
+
+
+def pretty(doc: dict) -> str:
+    """JSON with one key per line and each matrix row on one line: strict, and readable."""
+    def value(v, indent: str) -> str:
+        if isinstance(v, list) and v and isinstance(v[0], list):
+            inner = ",\n".join(indent + "  " + value(row, indent + "  ") for row in v)
+            return "[\n" + inner + "\n" + indent + "]"
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            inner = ",\n".join(indent + "  " + value(item, indent + "  ") for item in v)
+            return "[\n" + inner + "\n" + indent + "]"
+        if isinstance(v, dict):
+            inner = ",\n".join(f"{indent}  {dumps(k)}: {value(x, indent + '  ')}" for k, x in v.items())
+            return "{\n" + inner + "\n" + indent + "}"
+        return dumps(v)
+    return value(doc, "") + "\n"
+
+
+def run_posenc(positions: int, dim: int, base: float, format: str, precision: int) -> None:
+    """Print the encodings as `attn posenc` documents."""
+    pe = positional_encoding(positions, dim, base)
+    if format == "json" or (format == "auto" and not auto_is_table()):
+        sys.stdout.write(dumps({"positions": positions, "dim": dim, "base": base,
+                                "formula": "PE(pos, 2i) = sin(pos / base^(2i/D)); PE(pos, 2i+1) = cos(pos / base^(2i/D))",
+                                "encoding": pe.tolist()}) + "\n")
+        return
+    formula = (f"PE(pos, 2i) = sin(pos / {base:g}^(2i/{dim})), "
+               f"PE(pos, 2i+1) = cos(pos / {base:g}^(2i/{dim}))")
+    rows = [str(p) for p in range(positions)]
+    columns = [f"{'sin' if j % 2 == 0 else 'cos'} {j}" for j in range(dim)]
+    if format in ("csv", "markdown", "latex"):
+        if format == "csv":
+            sys.stdout.write(export.csv_table(rows, columns, [(None, pe)], first="pos"))
+        elif format == "markdown":
+            sys.stdout.write(f"sinusoidal positional encoding, base {base:g}: {formula}  \n\n"
+                             + export.markdown_table("PE", None, pe, rows, columns, precision) + "\n")
+        else:
+            tex = (rf"PE_{{(pos, 2i)}} = \sin(pos / {base:g}^{{2i/{dim}}}),\ "
+                   rf"PE_{{(pos, 2i+1)}} = \cos(pos / {base:g}^{{2i/{dim}}})")
+            sys.stdout.write(f"% attn posenc: sinusoidal positional encoding, base {base:g}\n\n"
+                             + export.latex_table("PE", tex, pe, rows, columns, precision) + "\n")
+        return
+    # Imported here, for start-up: the table needs rich, which takes longer to load than numpy;
+    # the JSON and text formats never import it.
+    from rich.text import Text
+
+    from attncli.render.tables import make_console, matrix_tables
+
+    console = make_console()
+    width = console.width if sys.stdout.isatty() else None
+    console.print(Text(f"sinusoidal positional encoding, base {base:g}: {formula}"))
+    # The title is the name only: an elided table adds the shape once ("PE (100×8, middle elided…)").
+    for renderable in matrix_tables("PE", pe, rows, columns, precision, width):
+        console.print(renderable)

@@ -1,0 +1,45 @@
+"""Choice lists are written once, in the core (attncli/choices.py): the command line's option
+choices are made from them, and the core modules read the same tuples."""
+
+import pytest
+
+from attncli import carry, choices, exercise, problem, rope, trace
+from attncli.attention import MASKED_ROWS_POLICY
+from attncli.commands import check, compute, edge, learn
+
+
+def values(enum) -> tuple[str, ...]:
+    return tuple(member.value for member in enum)
+
+
+@pytest.mark.parametrize("option, core", [
+    (compute.MaskedRows, trace.MASKED_ROWS),
+    (compute.Carry, carry.CARRIES),
+    (compute.RopeStyle, rope.STYLES),
+    (compute.DType, problem.DTYPES),
+    (learn.ExerciseKind, exercise.KINDS),
+    (learn.MaskKind, choices.EXERCISE_MASKS),
+])
+def test_each_option_offers_exactly_the_core_choices(option, core):
+    assert values(option) == tuple(core)
+
+
+def test_the_core_reads_the_one_list():
+    assert trace.MASKED_ROWS == choices.MASKED_ROWS and carry.CARRIES == choices.CARRIES
+    assert problem.DTYPES == choices.DTYPES
+    assert rope.STYLES is choices.ROPE_STYLES and exercise.KINDS is choices.EXERCISE_KINDS
+    assert set(MASKED_ROWS_POLICY) <= set(choices.MASKED_ROWS)
+
+
+def test_formats_are_one_family_in_one_order():
+    for enum in (compute.Format, check.CheckFormat, learn.TableFormat, learn.SheetFormat):
+        offered = values(enum)
+        assert offered == tuple(f for f in edge.FORMATS if f in offered)
+    assert values(compute.Format) == values(learn.TableFormat) == ("auto", "table", "json", "markdown", "latex", "csv")
+    assert values(check.CheckFormat) == ("auto", "table", "json", "csv", "gradescope")
+    with pytest.raises(ValueError, match="html"):
+        edge.formats("Nope", "json", "html")
+
+
+def test_an_option_value_is_its_word():
+    assert compute.MaskedRows("uniform").value == "uniform" and compute.Format.json == "json"
