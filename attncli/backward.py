@@ -32,8 +32,12 @@ from typing import Mapping
 
 import numpy as np
 
+from attncli import stages
 from attncli.attention import check_finite, merge_heads, split_heads
+from attncli.errors import AttnError
 from attncli.trace import Trace, frozen
+
+HANDLED = ("Q_rope", "K_rope", "scores", "scaled", "capped", "masked", "weights", "output")
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +66,10 @@ def final_shape(inputs: Mapping[str, np.ndarray], heads: int, lq: int) -> tuple[
 
 def backward(trace: Trace) -> Gradients:
     """Every gradient of `trace` for its problem's dO (which must be given)."""
+    for stage in stages.present(trace.problem):  # a stage this pass does not know would give wrong numbers
+        if stage.name not in HANDLED:
+            raise AttnError(f"the backward pass has no rule for the stage {stage.name}: its gradients "
+                            "cannot be computed", field="dO")
     with np.errstate(over="ignore", invalid="ignore"):
         return _backward(trace)
 

@@ -11,8 +11,10 @@ import pytest
 from attncli import stages
 from attncli.attention import attend
 from attncli.blocks import attend_output
+from attncli.errors import AttnError
 from attncli.mistakes import MISTAKES, step
 from attncli.problem import build_problem
+from attncli.tiles import attend_tiles
 from tests.conftest import SCOOTER
 
 CAUSAL = {"Q": [[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
@@ -23,11 +25,23 @@ DOUBLED = stages.Stage("doubled", "doubled = $previous · 2", "$previous · 2", 
                        lambda block, x: x * 2)
 
 
+
+
+def insert(monkeypatch, stage, after="scaled"):
+    table = list(stages.STAGES)
+    table.insert(stages.names().index(after) + 1, stage)
+    monkeypatch.setattr(stages, "STAGES", tuple(table))
+
+
 @pytest.fixture
 def doubled(monkeypatch):
-    table = list(stages.STAGES)
-    table.insert(stages.names().index("scaled") + 1, DOUBLED)
-    monkeypatch.setattr(stages, "STAGES", tuple(table))
+    insert(monkeypatch, DOUBLED)
+
+
+@pytest.fixture
+def doubled_with_vjp(monkeypatch):
+    """The throwaway stage with its vector-Jacobian product: d x = 2 · d doubled."""
+    insert(monkeypatch, dataclasses.replace(DOUBLED, vjp=lambda block, x, y, d: {"x": 2 * d}))
 
 
 @pytest.mark.parametrize("doc", [SCOOTER, CAUSAL])
@@ -120,3 +134,62 @@ def test_freezing_leaves_the_callers_arrays_writable():
     problem = build_problem(dict(SCOOTER, Q=Q))
     assert not problem.inputs["Q"].flags.writeable
     Q[0, 0] = 1.0  # the caller's own array is theirs to change
+
+
+def _problem(masked: bool, variants: bool = False) -> dict:
+    """Two heads, Lq 3, Lk 4, random numbers and dO; causal or not; `variants`: a softcap, RoPE,
+    a bias and sinks too."""
+    rng = np.random.default_rng(7 + masked + 2 * variants)
+    doc = {"Q": rng.normal(size=(3, 4)), "K": rng.normal(size=(4, 4)), "V": rng.normal(size=(4, 2)), "heads": 2,
+           "dO": rng.normal(size=(3, 2))}
+    if masked:
+        doc["mask"] = "causal"
+    if variants:
+        doc |= {"softcap": 2.0, "rope": {"style": "half", "base": 3.0}, "bias": rng.normal(size=(3, 4)),
+                "sinks": rng.normal(size=2)}
+    return doc
+
+
+def _finite_differences(doc: dict, name: str, h: float = 1e-6) -> np.ndarray:
+    """Central differences of sum(final output ∘ dO) by every element of input `name` (float64)."""
+    def loss(value):
+        return float((attend(build_problem({**doc, name: value, "dO": None})).final * doc["dO"]).sum())
+
+    x = np.array(doc[name], dtype=np.float64)
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += h
+        down[index] -= h
+        grad[index] = (loss(up) - loss(down)) / (2 * h)
+    return grad
+
+
+@pytest.mark.parametrize("masked, variants", [(False, False), (True, False), (True, True)])
+def test_an_added_stage_with_its_vjp_gets_the_gradients_of_finite_differences(doubled_with_vjp, masked, variants):
+    doc = _problem(masked, variants)
+    grads = attend(build_problem(doc)).gradients.grads
+    assert set(grads) == {"Q", "K", "V"} | ({"sinks"} if variants else set())
+    for name in grads:
+        np.testing.assert_allclose(grads[name], _finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_an_added_stage_reaches_every_tile(doubled, masked):
+    problem = build_problem({**_problem(masked, variants=masked), "dO": None})
+    plain = attend(problem)
+    for bq in range(1, problem.lq + 1):
+        for bk in range(1, problem.lk + 1):
+            np.testing.assert_allclose(attend_tiles(problem, bq, bk).output, plain.output, rtol=0, atol=1e-13)
+
+
+def test_the_backward_pass_refuses_a_stage_without_a_vjp(doubled):
+    attend(build_problem({**_problem(True), "dO": None}))  # the forward pass alone is fine
+    with pytest.raises(AttnError, match="doubled"):
+        attend(build_problem(_problem(True)))
+
+
+def test_the_cli_refuses_a_stage_without_a_vjp_in_one_line(doubled, run, problem_file):
+    path = problem_file({k: np.asarray(v).tolist() if k != "mask" else v for k, v in _problem(True).items()})
+    result = run("compute", path, "-f", "json")
+    assert result.exit_code == 2 and "doubled" in result.stderr and "Traceback" not in result.stderr
