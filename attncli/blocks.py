@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from attncli import masks, stages
-from attncli.attention import check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
+from attncli.arrays import check_finite
+from attncli.attention import head_inputs, masked_rows_warnings, project_output, scale_of
 from attncli.trace import Problem, Trace
 
 BLOCK_BYTES = 16 << 20  # one block's scores: large enough for BLAS, small enough for the cache

@@ -21,6 +21,22 @@ a slice of keys; it takes the stage before it (`x`, None for the first) and retu
 A stage with `replaces` ("Q" or "K") stands in for that input of the block for the stages after
 it: `run` computes scores from Q_rope and K_rope; marking from a learner's own Q_rope and K_rope.
 
+A stage's `vjp` (vector-Jacobian product) is its part of the backward pass (attncli/backward.py
+runs them in reverse order): given the block the stage was computed on, what it read (`x`, the
+stage before it), its value `y` and the gradient `d` of a loss by `y`, it returns the gradients of
+what it read, by name: PREVIOUS for x, a block input ("Q", "K", "V": for scores, Q_rope's and
+K_rope's values stand in), a problem parameter ("sinks"), and any number it reports ("D"):
+
+    Q_rope   d Q = d Q_rope rotated back (by −angle: a rotation's inverse is its transpose)
+    K_rope   d K = d K_rope rotated back
+    scores   d Q = d scores K,  d K = d scoresᵀ Q                (Q_rope, K_rope with rope)
+    scaled   d x = scale · d scaled
+    capped   d x = d capped ∘ (1 − tanh²) = d capped ∘ (1 − (capped / c)²)
+    masked   d x = d masked where the key is visible, 0 where it is hidden (the bias is not an input here)
+    weights  d x = P ∘ (d P − D), D = rowsum(d P ∘ P); 0 on a row whose every key is masked;
+             d sink = −Σ_rows (1 − Σ_j P_j) · D, per head
+    output   d x = d output Vᵀ,  d V = xᵀ d output
+
 Templates use `$name` fields (string.Template, filled by `fill`): `$scale` (the view formats it),
 `$q`/`$k` ("Q" or "Q_rope"; `$qtex`/`$ktex` in LaTeX),
 `$bias` (" + bias", " + ALiBi" for what the problem adds; `$bias_tex` the same in LaTeX), `$previous` (the stage this one reads:
@@ -41,6 +57,7 @@ if TYPE_CHECKING:  # numpy and the records load only when a stage is computed: e
 
 HQK = ("head", "query", "key")
 EVERYTHING = slice(None)
+PREVIOUS = "x"  # a vjp's key for the gradient of the stage before it
 
 
 def _masks():
@@ -105,6 +122,8 @@ class Stage:
     plain: str  # the formula in words (Markdown)
     latex: str
     compute: Callable[[Block, np.ndarray | None], np.ndarray]
+    vjp: Callable[[Block, np.ndarray | None, np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None  # backward
+    vjp_title: str | None = None  # what the vjp adds to a gradient's title (a template); None: " (through NAME)"
     applies: Callable[[Problem], bool] = lambda problem: True
     check: Callable[[Block, np.ndarray], None] | None = None  # raises NumericError on overflow
     columns: str = "keys"  # what the stage's columns are: "keys" or "value columns"
@@ -182,31 +201,45 @@ def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None, bias: np.nda
     return out
 
 
+def row_policy(row_max: np.ndarray, sinks: np.ndarray | None = None, masked_rows: str = "zero",
+               lk: int = 1) -> tuple[np.ndarray, np.ndarray, float]:
+    """The softmax's rules for its rows, written once for every path that computes it (`softmax`
+    and `log_sum_exp` here, the output-only path's fused softmax in blocks.py, the tiles' online
+    softmax in tiles.py): (shift, dead, fill) for the rows' maxima `row_max` (..., b[, 1]).
+    shift: what a stable softmax subtracts from each row: its max, or its head's sink logit when
+      that is larger (`sinks` broadcast against row_max); 0 for a row whose every logit is −∞ and
+      that has no sink, so that e^(−∞ − 0) = 0 keeps it all zero;
+    dead: the rows whose every logit is −∞ (every key masked);
+    fill: the weight each of the `lk` keys of a dead row gets: 1/Lk under the "uniform" policy,
+      else 0 ("zero"; and with sinks whatever the policy: the sink takes the whole row)."""
+    import numpy as np
+
+    dead = row_max == -np.inf
+    shift = np.maximum(row_max, sinks) if sinks is not None else np.where(dead, 0.0, row_max)
+    fill = 1.0 / lk if masked_rows == "uniform" and sinks is None else 0.0
+    return shift, dead, fill
+
+
 def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = None,
             sinks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Stable softmax over the last axis. Returns (weights, dead) where `dead` marks rows whose
-    every entry is −∞; their weights are 0 ("zero") or 1/Lk ("uniform").
+    every entry is −∞; their weights follow `row_policy` (0, or 1/Lk for "uniform").
     `sinks` ((H or 1, 1, 1) logits): each row's softmax also runs over its head's sink, which is
     then dropped, weights = e^x / (e^sink + Σ e^x): the max includes the sink (stable for a sink or
     scores of 1000), rows sum to less than 1, and a dead row's weights are 0 whatever the policy."""
     import numpy as np
 
-    row_max = x.max(axis=-1, keepdims=True)  # (..., b, 1)
-    dead = row_max == -np.inf  # (..., b, 1)
-    if sinks is not None:
-        row_max = np.maximum(row_max, sinks)  # a dead row's max is its sink: e^(sink − sink) = 1
-    elif dead.any():
-        row_max[dead] = 0.0  # e^(−∞ − 0) = 0: dead rows stay all zero
-    weights = np.subtract(x, row_max, out=out)  # x − max ≤ 0, so e^(x − max) ≤ 1 never overflows
+    shift, dead, fill = row_policy(x.max(axis=-1, keepdims=True), sinks, masked_rows, x.shape[-1])  # (..., b, 1)
+    weights = np.subtract(x, shift, out=out)  # x − max ≤ 0, so e^(x − max) ≤ 1 never overflows
     np.exp(weights, out=weights)
     sums = weights.sum(axis=-1, keepdims=True)
     if sinks is not None:
-        sums += np.exp(sinks - row_max)  # the sink's share, dropped from the weights
+        sums += np.exp(sinks - shift)  # the sink's share, dropped from the weights
     else:
-        sums[dead] = 1.0
+        sums[dead] = 1.0  # 0 / 1 = 0
     weights /= sums
-    if masked_rows == "uniform" and sinks is None and dead.any():
-        weights[np.broadcast_to(dead, weights.shape)] = 1.0 / x.shape[-1]
+    if fill and dead.any():
+        weights[np.broadcast_to(dead, weights.shape)] = fill
     return weights, dead[..., 0]
 
 
@@ -227,10 +260,7 @@ def log_sum_exp(x: np.ndarray, sinks: np.ndarray | None = None) -> np.ndarray:
     that keep base 2 hold lse / ln 2)."""
     import numpy as np
 
-    row_max = x.max(axis=-1, keepdims=True)  # (..., b, 1)
-    if sinks is not None:
-        row_max = np.maximum(row_max, sinks)
-    shift = np.where(row_max == -np.inf, 0.0, row_max)  # e^(−∞ − 0) = 0: a dead row sums to 0, ln 0 = −∞
+    shift = row_policy(x.max(axis=-1, keepdims=True), sinks)[0]  # (..., b, 1); a dead row sums to 0, ln 0 = −∞
     total = np.exp(x - shift).sum(axis=-1, keepdims=True)
     if sinks is not None:
         total += np.exp(sinks - shift)
@@ -246,9 +276,74 @@ def compute_output(block: Block, x: np.ndarray) -> np.ndarray:
     return x @ block.V  # (H, b, d_v)
 
 
+def vjp_q_rope(block: Block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+    from attncli.rope import rotate
+
+    return {"Q": rotate(d, -block.problem.q_positions[block.rows], block.problem.rope)}  # (H, b, d_k)
+
+
+def vjp_k_rope(block: Block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+    from attncli.rope import rotate
+
+    return {"K": rotate(d, -block.problem.k_positions[block.cols], block.problem.rope)}  # (H, c, d_k)
+
+
+def vjp_scores(block: Block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+    return {"Q": d @ block.K, "K": d.transpose(0, 2, 1) @ block.Q}  # (H, b, d_k), (H, c, d_k)
+
+
+def vjp_scaled(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+    return {PREVIOUS: block.scale * d}  # (H, b, c)
+
+
+def vjp_capped(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+    import numpy as np
+
+    factor = y / block.problem.softcap  # tanh(x / c), (H, b, c)
+    factor *= factor
+    np.subtract(1, factor, out=factor)  # 1 − tanh²
+    factor *= d
+    return {PREVIOUS: factor}
+
+
+def vjp_masked(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+    import numpy as np
+
+    hidden = block.hidden()
+    if hidden is None:
+        return {PREVIOUS: d}
+    part, visible = hidden
+    out = d.copy()  # (H, b, c)
+    np.copyto(out[..., part], 0.0, where=~visible)  # a hidden key's logit is −∞ whatever x is
+    return {PREVIOUS: out}
+
+
+def vjp_weights(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+    """The softmax's Jacobian applied without the (Lk × Lk) matrix per row: D = rowsum(d P ∘ P),
+    which equals rowsum(d_output ∘ output) when output = weights V (FlashAttention-2's form)."""
+    import numpy as np
+
+    D = np.einsum("hqk,hqk->hq", d, y)  # (H, b)
+    out = np.subtract(d, D[..., None])  # (H, b, c)
+    out *= y
+    dead = row_policy(x.max(axis=-1))[1]  # (H, b): uniform weights do not depend on the logits
+    if dead.any():
+        out[dead] = 0.0
+    found = {PREVIOUS: out, "D": D}
+    if block.problem.sinks is not None:
+        # The sink's weight is what the keys leave of 1; ∂weights_j/∂sink = −weights_j · sink weight,
+        # so ∂loss/∂sink = −Σ_rows sink weight · D.
+        found["sinks"] = -((1 - y.sum(axis=-1)) * D).sum(axis=-1)  # (H,)
+    return found
+
+
+def vjp_output(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+    return {PREVIOUS: d @ block.V.transpose(0, 2, 1), "V": x.transpose(0, 2, 1) @ d}  # (H, b, c), (H, c, d_v)
+
+
 def _finite(what: str, axes=HQK):
     def check(block: Block, x: np.ndarray) -> None:
-        from attncli.attention import check_finite
+        from attncli.arrays import check_finite
 
         check_finite(x, what, axes, offset=block.offset)
     return check
@@ -266,7 +361,7 @@ def _check_scores(block: Block, x: np.ndarray) -> None:
 
 def _check_masked(block: Block, x: np.ndarray) -> None:
     import numpy as np
-    from attncli.attention import check_finite
+    from attncli.arrays import check_finite
 
     if block.problem.bias is None:
         # ALiBi alone cannot overflow: |slope| ≤ 1e6 and distances ≤ 2^54 keep its term below 2e22,
@@ -281,29 +376,38 @@ def _check_masked(block: Block, x: np.ndarray) -> None:
 
 
 ROPE_ABSENT = "this problem has no rope (rotary positions)"
+ROTATED_BACK = ", rotated back (RoPE⁻¹)"
 STAGES: tuple[Stage, ...] = (
     Stage("Q_rope", "Q_rope = Q rotated by q_positions (RoPE)", "Q rotated by q_positions (RoPE)",
           r"\operatorname{RoPE}(Q, \text{q\_positions})", compute_q_rope, applies=_rope,
+          vjp=vjp_q_rope, vjp_title=ROTATED_BACK,
           check=_finite("Q_rope = Q rotated", ("head", "query", "dim")), columns="dims", absent=ROPE_ABSENT,
           replaces="Q"),
     Stage("K_rope", "K_rope = K rotated by k_positions (RoPE)", "K rotated by k_positions (RoPE)",
           r"\operatorname{RoPE}(K, \text{k\_positions})", compute_k_rope, applies=_rope,
+          vjp=vjp_k_rope, vjp_title=ROTATED_BACK,
           check=_finite("K_rope = K rotated", ("head", "key", "dim")), columns="dims", absent=ROPE_ABSENT,
           rows="keys", replaces="K"),
-    Stage("scores", "scores = $q $kᵀ", "$q $kᵀ", r"$qtex $ktex^\top", compute_scores, check=_check_scores),
+    Stage("scores", "scores = $q $kᵀ", "$q $kᵀ", r"$qtex $ktex^\top", compute_scores, check=_check_scores,
+          vjp=vjp_scores),
     Stage("scaled", "scaled = scores · $scale", "scores · scale", r"\text{scores} \cdot \text{scale}",
-          compute_scaled, check=_check_scaled),
+          compute_scaled, check=_check_scaled,
+          vjp=vjp_scaled),
     Stage("capped", "capped = $cap · tanh(scaled / $cap)", "cap · tanh(scaled / cap), cap = $cap",
           r"$cap \tanh(\text{scaled} / $cap)", compute_capped,
+          vjp=vjp_capped, vjp_title=" ∘ (1 − (capped / c)²)",
           applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap"),
     Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous$bias, −∞ where masked",
           r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
+          vjp=vjp_masked, vjp_title="",  # its zeros are in the title already: "0 where masked"
           applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
           absent="this problem has no mask, bias or ALiBi"),
     Stage("weights", "weights = softmax($previous) over keys$sink", "softmax($previous) over keys$sink",
-          r"\operatorname{softmax}(\text{$previous}$sink_tex)", compute_weights, sum_column=True),
+          r"\operatorname{softmax}(\text{$previous}$sink_tex)", compute_weights, sum_column=True,
+          vjp=vjp_weights),
     Stage("output", "output = weights V", "weights V", r"\text{weights}\, V", compute_output,
-          check=_finite("output = weights V", ("head", "query", "column")), columns="value columns"),
+          check=_finite("output = weights V", ("head", "query", "column")), columns="value columns",
+          vjp=vjp_output),
 )
 SOFTMAX = "weights"  # the stage whose rows are all masked when every key is (Trace.fully_masked)
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import masks, stages
-from attncli.attention import check_finite, head_inputs, masked_rows_warnings, scale_of
-from attncli.trace import Problem, frozen
+from attncli.arrays import check_finite
+from attncli.attention import head_inputs, masked_rows_warnings, scale_of
+from attncli.trace import Problem, frozen, plain
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,8 +167,6 @@ def max_difference(tiles: Tiles, output: np.ndarray) -> float:
 def head_dicts(tiles: Tiles, head: int, decimals: int | None = None) -> list[dict]:
     """JSON's per-head "tiles": each tile's blocks and numbers (−∞ as null); a skipped tile has
     its blocks and `"skipped": true` only."""
-    from attncli.trace import plain
-
     found = []
     for tile in tiles.tiles:
         item = {"q_block": list(tile.q_block), "k_block": list(tile.k_block), "skipped": tile.skipped}
