@@ -50,6 +50,8 @@ from dataclasses import dataclass, field, replace
 from string import Template
 from typing import TYPE_CHECKING, Callable
 
+from attncli.errors import AttnError
+
 if TYPE_CHECKING:  # numpy and the records load only when a stage is computed: every command's
     import numpy as np  # start-up reads the stage names (its options), and must stay fast
 
@@ -410,6 +412,7 @@ STAGES: tuple[Stage, ...] = (
           vjp=vjp_output),
 )
 SOFTMAX = "weights"  # the stage whose rows are all masked when every key is (Trace.fully_masked)
+OUTPUT = "output"  # weights V: the output-only and tiled paths fuse it with the softmax
 
 
 def names() -> tuple[str, ...]:
@@ -452,6 +455,17 @@ def logits(problem: Problem) -> tuple[Stage, ...]:
     """The stages before the softmax: what the output-only path computes block by block."""
     stages = present(problem)
     return stages[:[s.name for s in stages].index(SOFTMAX)]
+
+
+def refuse_unfused(problem: Problem) -> None:
+    """Raise AttnError when the stages from the softmax on are not the softmax and then the output:
+    the output-only and tiled paths compute those two fused (`row_policy`, then · V), and would skip
+    a stage between them."""
+    order = [stage.name for stage in present(problem)]
+    extra = [name for name in order[order.index(SOFTMAX):] if name not in (SOFTMAX, OUTPUT)]
+    if extra:
+        raise AttnError(f"the stage {extra[0]} comes after the softmax, which the output-only and tiled paths "
+                        f"fuse with {OUTPUT}: they cannot compute it")
 
 
 def previous(problem: Problem, name: str) -> str | None:

@@ -193,3 +193,34 @@ def test_the_cli_refuses_a_stage_without_a_vjp_in_one_line(doubled, run, problem
     path = problem_file({k: np.asarray(v).tolist() if k != "mask" else v for k, v in _problem(True).items()})
     result = run("compute", path, "-f", "json")
     assert result.exit_code == 2 and "doubled" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_stage_after_the_softmax_gets_its_gradients_and_the_fused_paths_refuse_it(monkeypatch):
+    """A stage between weights and output (×0.5): the full trace and the backward pass run it (D =
+    rowsum(dP ∘ P) needs nothing after the softmax); the output-only and tiled paths, which fuse the
+    softmax with output, refuse it by name rather than skip it."""
+    halved = stages.Stage("halved", "halved = weights / 2", "weights / 2", r"\text{weights} / 2",
+                          lambda block, x: x / 2, vjp=lambda block, x, y, d: {stages.PREVIOUS: d / 2})
+    insert(monkeypatch, halved, after="weights")
+    doc = _problem(True, variants=True)
+    trace = attend(build_problem(doc))
+    np.testing.assert_allclose(trace.output, trace.stage("halved") @ trace.V)
+    for name, grad in trace.gradients.grads.items():
+        np.testing.assert_allclose(grad, _finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
+    problem = build_problem({**doc, "dO": None})
+    for path in (lambda: attend_output(problem), lambda: attend_tiles(problem, 2, 2)):
+        with pytest.raises(AttnError, match="halved"):
+            path()
+
+
+def test_gradient_titles_name_the_stages_their_vjps_pass_through(doubled_with_vjp):
+    from attncli import grads
+
+    title = lambda name, doc: grads.title(grads.get(name), build_problem(doc))  # noqa: E731
+    assert title("d_scores", CAUSAL) == "d_scores = weights ∘ (d_weights − D) (through doubled), 0 where masked"
+    capped = dict(CAUSAL, softcap=2.0, rope={"style": "half"})
+    assert title("d_scores", capped) == \
+        "d_scores = weights ∘ (d_weights − D) ∘ (1 − (capped / c)²) (through doubled), 0 where masked"
+    assert title("d_Q", capped) == "d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹)"
+    assert title("d_K", capped) == "d_K = scale · d_scoresᵀ Q_rope, rotated back (RoPE⁻¹)"
+    assert title("d_Q", SCOOTER) == "d_Q = scale · d_scores K" and title("D", SCOOTER) == "D = rowsum(d_output ∘ output)"
