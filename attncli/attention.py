@@ -16,7 +16,7 @@ from attncli import stages
 from attncli.arrays import check_finite, merge_heads, split_heads
 from attncli.backward import backward
 from attncli.errors import Advice, InputError, Notice, quote
-from attncli.limits import check_fits, stage_bytes
+from attncli.limits import backward_bytes, check_fits, score_arrays, stage_bytes
 from attncli.trace import Problem, Trace
 
 
@@ -106,17 +106,14 @@ def attend(problem: Problem, progress=None) -> Trace:
         trace = _attend(problem, progress or (lambda rows: None))
     if problem.dO is None:
         return trace
-    # d_weights, d_scores and their temporaries: three more score-sized arrays beside the trace
-    check_fits({"the backward pass's " + what: size for what, size in stage_bytes(
-        problem.heads, problem.lq, problem.lk, np.dtype(problem.dtype).itemsize, 3).items()})
+    check_fits(backward_bytes(problem, np.dtype(problem.dtype).itemsize))
     return replace(trace, gradients=backward(trace))  # the backward pass reads the whole trace
 
 
 def _attend(problem: Problem, progress) -> Trace:
     itemsize = np.dtype(problem.dtype).itemsize
     present = stages.present(problem)
-    grids = sum(stage.columns != "dims" for stage in present)  # Q_rope, K_rope are (L × d_k): not counted
-    check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, grids))
+    check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, score_arrays(problem)))
     Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
     block = stages.Block(problem, Q, K, V, scale_of(problem, Q.shape[-1]))
     done = {stage.name: problem.lq * (i + 1) // (len(present) + 1) for i, stage in enumerate(present)}

@@ -126,6 +126,7 @@ class Stage:
     compute: Callable[[Block, np.ndarray | None], np.ndarray]
     vjp: Callable[[Block, np.ndarray | None, np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None  # backward
     vjp_title: str | None = None  # what the vjp adds to a gradient's title (a template); None: " (through NAME)"
+    temporaries: Callable[[Problem], int] = lambda problem: 0  # score-sized arrays compute needs beside its value
     applies: Callable[[Problem], bool] = lambda problem: True
     check: Callable[[Block, np.ndarray], None] | None = None  # raises NumericError on overflow
     columns: str = "keys"  # what the stage's columns are: "keys" or "value columns"
@@ -263,7 +264,9 @@ def log_sum_exp(x: np.ndarray, sinks: np.ndarray | None = None) -> np.ndarray:
     import numpy as np
 
     shift = row_policy(x.max(axis=-1, keepdims=True), sinks)[0]  # (..., b, 1); a dead row sums to 0, ln 0 = −∞
-    total = np.exp(x - shift).sum(axis=-1, keepdims=True)
+    total = np.subtract(x, shift)  # one temporary as large as x
+    np.exp(total, out=total)
+    total = total.sum(axis=-1, keepdims=True)
     if sinks is not None:
         total += np.exp(sinks - shift)
     with np.errstate(divide="ignore"):
@@ -361,6 +364,14 @@ def _check_scores(block: Block, x: np.ndarray) -> None:
         _finite(fill("scores = $q $kᵀ", block.problem, "scores"))(block, x)
 
 
+def _bias_arrays(problem: Problem) -> int:
+    """The (H, Lq, Lk) arrays, in units of the problem's dtype, that `masks.bias` builds for the masked
+    stage: ALiBi's slope · distance in float64, its sum with a given bias, then their copy in float32."""
+    wide = 2 if problem.dtype == "float32" else 1  # a float64 array, in units of a float32 one
+    alibi = problem.alibi_slopes is not None
+    return wide * (alibi + (alibi and problem.bias is not None)) + (problem.dtype == "float32")
+
+
 def _check_masked(block: Block, x: np.ndarray) -> None:
     import numpy as np
     from attncli.arrays import check_finite
@@ -402,6 +413,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous$bias, −∞ where masked",
           r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
           vjp=vjp_masked, vjp_title="",  # its zeros are in the title already: "0 where masked"
+          temporaries=_bias_arrays,
           applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
           absent="this problem has no mask, bias or ALiBi"),
     Stage("weights", "weights = softmax($previous) over keys$sink", "softmax($previous) over keys$sink",

@@ -147,5 +147,5 @@ def test_the_backward_pass_is_refused_before_it_runs_out_of_memory(monkeypatch):
 
     left = iter([1 << 20, 50])  # the forward pass fits; then 50 bytes remain
     monkeypatch.setattr(limits, "available_bytes", lambda: next(left))
-    with pytest.raises(ResourceError, match="the backward pass's 3 score-sized arrays"):
+    with pytest.raises(ResourceError, match="the backward pass's 4 score-sized arrays"):
         attend(build_problem({**SCOOTER, "dO": "ones"}))
