@@ -17,6 +17,7 @@ from attncli.arrays import check_finite, merge_heads, split_heads
 from attncli.backward import backward
 from attncli.errors import Advice, InputError, Notice, quote
 from attncli.limits import backward_bytes, check_fits, score_arrays, stage_bytes
+from attncli.softmax import log_sum_exp
 from attncli.trace import Problem, Trace
 
 
@@ -123,7 +124,7 @@ def _attend(problem: Problem, progress) -> Trace:
 
     values = stages.run(block, stop=stages.SOFTMAX, after=after)  # scores … weights, (H, Lq, Lk) each
     logits = values[stages.previous(problem, stages.SOFTMAX)]  # what the softmax read
-    lse = stages.log_sum_exp(logits, stages.sinks(block, logits.dtype))  # (H, Lq), −∞ where every key is masked
+    lse = log_sum_exp(logits, stages.sinks(block, logits.dtype))  # (H, Lq), −∞ where every key is masked
     dead = logits.max(axis=-1) == -np.inf  # (H, Lq): every key masked (with a sink, lse is then the sink)
     warnings = masked_rows_warnings(problem, dead)  # before the output check: the policy speaks first
     values.update(stages.run(block, stages.SOFTMAX, values[stages.SOFTMAX], after=after))  # output

@@ -27,6 +27,7 @@ import numpy as np
 from attncli import masks, stages
 from attncli.arrays import check_finite
 from attncli.attention import head_inputs, masked_rows_warnings, project_output, scale_of
+from attncli.softmax import row_policy
 from attncli.trace import Problem, Trace
 
 BLOCK_BYTES = 16 << 20  # one block's scores: large enough for BLAS, small enough for the cache
@@ -86,7 +87,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
                 if stage.check is not None:
                     stage.check(block, x)
             # (H, b, 1) each: the row max (or the sink, or 0 for a row whose every key is masked: gone)
-            shift, gone, fill = stages.row_policy(x.max(axis=-1, keepdims=True), sink, problem.masked_rows, lk)
+            shift, gone, fill = row_policy(x.max(axis=-1, keepdims=True), sink, problem.masked_rows, lk)
             x -= shift  # ≤ 0: e^x ≤ 1 never overflows, and the largest is 1, so no row sum underflows
             np.exp(x, out=x)  # unnormalised weights
             both = x @ V1[:, keys]  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
@@ -114,7 +115,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
 
         def _dead_block(rows: slice) -> int:
             dead[:, rows] = True
-            shift, _, fill = stages.row_policy(np.full((heads, rows.stop - rows.start, 1), -np.inf, Q.dtype), sink,
+            shift, _, fill = row_policy(np.full((heads, rows.stop - rows.start, 1), -np.inf, Q.dtype), sink,
                                                problem.masked_rows, lk)
             output[:, rows] = filled(fill) if fill else 0.0
             lse[:, rows] = -np.inf if sink is None else shift[..., 0]  # only the sink is left in the sum: lse = sink

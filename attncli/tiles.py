@@ -30,6 +30,7 @@ import numpy as np
 from attncli import masks, stages
 from attncli.arrays import check_finite
 from attncli.attention import head_inputs, masked_rows_warnings, scale_of
+from attncli.softmax import row_policy
 from attncli.trace import Problem, frozen, plain
 
 
@@ -106,7 +107,7 @@ def _attend_tiles(problem: Problem, bq: int, bk: int) -> Tiles:
             m, alpha, P, l, O = step(S, V[:, cols], m_old, l, O)
             tiles.append(Tile(*bounds, S=S, m_old=m_old, m=m, alpha=alpha, P=P, l=l, O=O))
         # (H, b): every key masked (m = −∞ and ℓ = 0; with a sink m ≥ sink and ℓ ≥ 1: the max contributes e^0)
-        _, dead, fill = stages.row_policy(m, sinks, problem.masked_rows, lk)
+        _, dead, fill = row_policy(m, sinks, problem.masked_rows, lk)
         output[:, rows] = O / np.where(dead, 1.0, l)[..., None]  # 0 / 1 for a dead row
         if fill and dead.any():  # its weights are `fill` for ALL keys
             output[:, rows] = np.where(dead[..., None], np.full((heads, 1, lk), fill, Q.dtype) @ V, output[:, rows])
@@ -143,7 +144,7 @@ def step(S: np.ndarray, V: np.ndarray, m_old: np.ndarray, l_old: np.ndarray, O_o
     m_old is, alpha = e^(−∞) = 0."""
     if m is None:
         m = np.maximum(m_old, S.max(axis=-1))  # (..., b)
-    shift = stages.row_policy(m)[0]  # m, or 0 where m = −∞: e^(−∞ − 0) = 0
+    shift = row_policy(m)[0]  # m, or 0 where m = −∞: e^(−∞ − 0) = 0
     if alpha is None:
         alpha = np.where(m_old == -np.inf, np.where(m == -np.inf, 1.0, 0.0), np.exp(m_old - shift))
     P = np.exp(S - shift[..., None])  # (..., b, c)
