@@ -224,3 +224,35 @@ def test_gradient_titles_name_the_stages_their_vjps_pass_through(doubled_with_vj
     assert title("d_Q", capped) == "d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹)"
     assert title("d_K", capped) == "d_K = scale · d_scoresᵀ Q_rope, rotated back (RoPE⁻¹)"
     assert title("d_Q", SCOOTER) == "d_Q = scale · d_scores K" and title("D", SCOOTER) == "D = rowsum(d_output ∘ output)"
+
+
+def test_each_vjp_is_the_transpose_of_its_stage():
+    """⟨d, J v⟩ = ⟨Jᵀ d, v⟩ for every stage of a problem with every variant, J by central
+    differences of the stage's own compute; the masked stage's vjp is 0 on hidden keys."""
+    problem = build_problem({**_problem(True, variants=True), "dO": None})
+    trace = attend(problem)
+    rng = np.random.default_rng(3)
+    block = stages.Block(problem, trace.Q, trace.K, trace.V, trace.scale)
+    for stage in stages.present(problem):
+        x = trace.stage(stages.previous(problem, stage.name)) if stages.previous(problem, stage.name) else None
+        y = stage.compute(block, x)
+        d = rng.normal(size=y.shape)
+        d_in = stage.vjp(block, x, y, np.where(np.isfinite(y), d, 0.0) if stage.name != "masked" else d)
+        reads = {name: getattr(block, name) for name in ("Q", "K", "V") if name in d_in}
+        if stages.PREVIOUS in d_in:
+            reads[stages.PREVIOUS] = x
+        for name, value in reads.items():
+            v = rng.normal(size=value.shape) * np.isfinite(value)
+            def at(t, name=name, value=value, v=v):
+                moved = np.where(np.isfinite(value), value + t * v, value)
+                b = dataclasses.replace(block, **{name: moved}) if name != stages.PREVIOUS else block
+                out = stage.compute(b, moved if name == stages.PREVIOUS else x)
+                return np.where(np.isfinite(out), out, 0.0)
+            jv = (at(1e-6) - at(-1e-6)) / 2e-6
+            lhs = float((np.where(np.isfinite(y), d, 0.0) * jv).sum())
+            np.testing.assert_allclose(lhs, float((d_in[name] * v).sum()), rtol=1e-5, atol=1e-8,
+                                       err_msg=f"{stage.name} by {name}")
+        if stage.replaces is not None:
+            block = dataclasses.replace(block, **{stage.replaces: y})
+        if stage.name == "masked":
+            np.testing.assert_array_equal(d_in[stages.PREVIOUS][np.isneginf(y)], 0.0)
