@@ -13,11 +13,10 @@ from dataclasses import replace
 import numpy as np
 
 from attncli import stages
-from attncli.arrays import check_finite, merge_heads, split_heads
+from attncli.arrays import cannot_overflow, check_finite, merge_heads, split_heads
 from attncli.backward import backward
 from attncli.errors import Advice, InputError, Notice, quote
 from attncli.limits import backward_bytes, check_fits, score_arrays, stage_bytes
-from attncli.softmax import log_sum_exp
 from attncli.trace import Problem, Trace
 
 
@@ -116,16 +115,16 @@ def _attend(problem: Problem, progress) -> Trace:
     present = stages.present(problem)
     check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, score_arrays(problem)))
     Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
-    block = stages.Block(problem, Q, K, V, scale_of(problem, Q.shape[-1]))
+    scale = scale_of(problem, Q.shape[-1])
+    bounded = not stages.inputs(problem) and bool(cannot_overflow(Q, K, scale).all())  # RoPE: checked as computed
+    block = stages.Block(problem, Q, K, V, scale, bounded=bounded, found={})  # found: the softmax's lse, dead rows
     done = {stage.name: problem.lq * (i + 1) // (len(present) + 1) for i, stage in enumerate(present)}
 
     def after(name: str) -> None:
         progress(done[name])  # each stage's share of the rows, roughly
 
     values = stages.run(block, stop=stages.SOFTMAX, after=after)  # scores … weights, (H, Lq, Lk) each
-    logits = values[stages.previous(problem, stages.SOFTMAX)]  # what the softmax read
-    lse = log_sum_exp(logits, stages.sinks(block, logits.dtype))  # (H, Lq), −∞ where every key is masked
-    dead = logits.max(axis=-1) == -np.inf  # (H, Lq): every key masked (with a sink, lse is then the sink)
+    lse, dead = block.found["lse"], block.found["dead"]  # (H, Lq) each: −∞ / every key masked (with a sink: lse = sink)
     warnings = masked_rows_warnings(problem, dead)  # before the output check: the policy speaks first
     values.update(stages.run(block, stages.SOFTMAX, values[stages.SOFTMAX], after=after))  # output
 

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from attncli import masks, stages
-from attncli.arrays import check_finite
+from attncli.arrays import cannot_overflow, check_finite
 from attncli.attention import head_inputs, masked_rows_warnings, project_output, scale_of
 from attncli.softmax import row_policy
 from attncli.trace import Problem, Trace
@@ -55,11 +55,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             replaced = {stage.replaces: values[stage.name] for stage in ready}
             Q, K = replaced.get("Q", Q), replaced.get("K", K)
         logits = [stage for stage in stages.logits(problem) if stage.replaces is None]
-        # |Σ q_a k_a| ≤ ‖q‖ ‖k‖ bounds every partial sum of a score (Cauchy–Schwarz): queries whose
-        # bound, times max(1, |scale|), is far below the largest float cannot overflow; skip that check.
-        k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)
-        bound = np.sqrt(np.square(Q, dtype=np.float64).sum(axis=-1)) * k_norm[:, None]  # (H, Lq)
-        safe = (bound * max(1.0, abs(scale)) < np.finfo(Q.dtype).max / 4).all(axis=0)  # (Lq,)
+        safe = cannot_overflow(Q, K, scale)  # (Lq,): those queries skip the overflow check of their scores
         V1 = np.concatenate([V, np.ones(V.shape[:2] + (1,), V.dtype)], axis=-1)  # (H, Lk, d_v + 1)
         output = np.empty((heads, lq, V.shape[2]), Q.dtype)  # (H, Lq, d_v)
         dead = np.zeros((heads, lq), bool)

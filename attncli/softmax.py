@@ -37,12 +37,13 @@ def row_policy(row_max: np.ndarray, sinks: np.ndarray | None = None, masked_rows
 
 
 def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = None,
-            sinks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+            sinks: np.ndarray | None = None, lse: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Stable softmax over the last axis. Returns (weights, dead) where `dead` marks rows whose
     every entry is −∞; their weights follow `row_policy` (0, or 1/Lk for "uniform").
     `sinks` ((H or 1, 1, 1) logits): each row's softmax also runs over its head's sink, which is
     then dropped, weights = e^x / (e^sink + Σ e^x): the max includes the sink (stable for a sink or
-    scores of 1000), rows sum to less than 1, and a dead row's weights are 0 whatever the policy."""
+    scores of 1000), rows sum to less than 1, and a dead row's weights are 0 whatever the policy.
+    `lse` ((..., b)): also write each row's `log_sum_exp` there, from the same sums."""
     import numpy as np
 
     shift, dead, fill = row_policy(x.max(axis=-1, keepdims=True), sinks, masked_rows, x.shape[-1])  # (..., b, 1)
@@ -51,7 +52,10 @@ def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = N
     sums = weights.sum(axis=-1, keepdims=True)
     if sinks is not None:
         sums += np.exp(sinks - shift)  # the sink's share, dropped from the weights
-    else:
+    if lse is not None:
+        with np.errstate(divide="ignore"):  # a dead row (no sink) sums to 0: ln 0 = −∞
+            np.add(shift, np.log(sums), out=lse[..., None])
+    if sinks is None:
         sums[dead] = 1.0  # 0 / 1 = 0
     weights /= sums
     if fill and dead.any():

@@ -74,7 +74,9 @@ class Block:
     """What a stage is computed from: per-head Q (H, b, d_k), K (H, c, d_k), V (H, c, d_v) for query
     rows `rows` and keys `cols` of `problem`. `head` is the one head a marking block holds (None: all
     heads). `reuse`: a compute function may write its result into its input (the output-only path
-    keeps no stage, so it saves the copies). `bounded`: Q Kᵀ · scale is known not to overflow."""
+    keeps no stage, so it saves the copies). `bounded`: Q Kᵀ · scale is known not to overflow.
+    `found`: where a stage leaves what it finds on the way for the caller (None: nothing wanted):
+    the weights stage's "lse" (ln Σ e^logits per row, from the softmax's own sums) and "dead"."""
 
     problem: Problem
     Q: np.ndarray
@@ -86,6 +88,7 @@ class Block:
     head: int | None = None
     reuse: bool = False
     bounded: bool = False
+    found: dict | None = None
 
     @property
     def offset(self) -> tuple[int, int, int]:
@@ -215,7 +218,13 @@ def sinks(block: Block, dtype) -> np.ndarray | None:
 
 
 def compute_weights(block: Block, x: np.ndarray) -> np.ndarray:
-    return softmax(x, block.problem.masked_rows, out=_into(block, x), sinks=sinks(block, x.dtype))[0]  # (H, b, c)
+    import numpy as np
+
+    lse = None if block.found is None else np.empty(x.shape[:-1], x.dtype)  # (H, b)
+    weights, dead = softmax(x, block.problem.masked_rows, out=_into(block, x), sinks=sinks(block, x.dtype), lse=lse)
+    if block.found is not None:
+        block.found.update(lse=lse, dead=dead)
+    return weights  # (H, b, c)
 
 
 def compute_output(block: Block, x: np.ndarray) -> np.ndarray:
