@@ -123,7 +123,7 @@ def available_bytes() -> int | None:
                 limits.append(max(0, int(cap) - int(used)))
             break
     try:
-        import resource
+        import resource  # Unix only: imported where it is used, inside the try
 
         cap = resource.getrlimit(resource.RLIMIT_AS)[0]
         statm = _first_line("/proc/self/statm")

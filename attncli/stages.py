@@ -21,18 +21,20 @@ a slice of keys; it takes the stage before it (`x`, None for the first) and retu
 A stage with `replaces` ("Q" or "K") stands in for that input of the block for the stages after
 it: `run` computes scores from Q_rope and K_rope; marking from a learner's own Q_rope and K_rope.
 
-A stage's `vjp` (vector-Jacobian product) is its part of the backward pass (attncli/backward.py
-runs them in reverse order): given the block the stage was computed on, what it read (`x`, the
-stage before it), its value `y` and the gradient `d` of a loss by `y`, it returns the gradients of
-what it read, by name: PREVIOUS for x, a block input ("Q", "K", "V": for scores, Q_rope's and
-K_rope's values stand in), a problem parameter ("sinks"), and any number it reports ("D"):
+A stage's `vjp` (vector-Jacobian product, attncli/vjps.py) is its part of the backward pass
+(attncli/backward.py runs them in reverse order): given the block the stage was computed on, what
+it read (`x`, the stage before it), its value `y` and the gradient `d` of a loss by `y`, it returns
+the gradients of what it read, by name: PREVIOUS for x, a block input ("Q", "K", "V": for scores,
+Q_rope's and K_rope's values stand in), a problem parameter ("sinks"), and any number it reports
+("D"); a stage without one is refused by the backward pass. Its `vjp_title` is what it adds to a
+gradient's title (grads.title):
 
     Q_rope   d Q = d Q_rope rotated back (by −angle: a rotation's inverse is its transpose)
     K_rope   d K = d K_rope rotated back
     scores   d Q = d scores K,  d K = d scoresᵀ Q                (Q_rope, K_rope with rope)
     scaled   d x = scale · d scaled
     capped   d x = d capped ∘ (1 − tanh²) = d capped ∘ (1 − (capped / c)²)
-    masked   d x = d masked where the key is visible, 0 where it is hidden (the bias is not an input here)
+    masked   d x = d masked, 0 where masked is −∞ (the bias is not an input here)
     weights  d x = P ∘ (d P − D), D = rowsum(d P ∘ P); 0 on a row whose every key is masked;
              d sink = −Σ_rows (1 − Σ_j P_j) · D, per head
     output   d x = d output Vᵀ,  d V = xᵀ d output
@@ -50,17 +52,18 @@ from dataclasses import dataclass, field, replace
 from string import Template
 from typing import TYPE_CHECKING, Callable
 
+from attncli import vjps
 from attncli.errors import AttnError
-from attncli.softmax import log_sum_exp, row_policy, softmax  # noqa: F401 (log_sum_exp: read as stages.log_sum_exp)
+from attncli.softmax import log_sum_exp, softmax  # noqa: F401 (log_sum_exp: tests read it as stages.log_sum_exp)
 
-if TYPE_CHECKING:  # numpy and the records load only when a stage is computed: every command's
-    import numpy as np  # start-up reads the stage names (its options), and must stay fast
+if TYPE_CHECKING:  # numpy (and the modules that load it: masks, rope, arrays, variants) load only when a
+    import numpy as np  # stage is computed: every command's start-up reads the stage names, and must stay fast
 
     from attncli.trace import Problem
 
 HQK = ("head", "query", "key")
 EVERYTHING = slice(None)
-PREVIOUS = "x"  # a vjp's key for the gradient of the stage before it
+PREVIOUS = vjps.PREVIOUS  # a vjp's key for the gradient of the stage before it
 
 
 def _masks():
@@ -231,71 +234,6 @@ def compute_output(block: Block, x: np.ndarray) -> np.ndarray:
     return x @ block.V  # (H, b, d_v)
 
 
-def vjp_q_rope(block: Block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-    from attncli.rope import rotate
-
-    return {"Q": rotate(d, -block.problem.q_positions[block.rows], block.problem.rope)}  # (H, b, d_k)
-
-
-def vjp_k_rope(block: Block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-    from attncli.rope import rotate
-
-    return {"K": rotate(d, -block.problem.k_positions[block.cols], block.problem.rope)}  # (H, c, d_k)
-
-
-def vjp_scores(block: Block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-    return {"Q": d @ block.K, "K": d.transpose(0, 2, 1) @ block.Q}  # (H, b, d_k), (H, c, d_k)
-
-
-def vjp_scaled(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-    return {PREVIOUS: block.scale * d}  # (H, b, c)
-
-
-def vjp_capped(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-    import numpy as np
-
-    factor = y / block.problem.softcap  # tanh(x / c), (H, b, c)
-    factor *= factor
-    np.subtract(1, factor, out=factor)  # 1 − tanh²
-    factor *= d
-    return {PREVIOUS: factor}
-
-
-def vjp_masked(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-    import numpy as np
-
-    hidden = block.hidden()
-    if hidden is None:
-        return {PREVIOUS: d}
-    part, visible = hidden
-    out = d.copy()  # (H, b, c)
-    np.copyto(out[..., part], 0.0, where=~visible)  # a hidden key's logit is −∞ whatever x is
-    return {PREVIOUS: out}
-
-
-def vjp_weights(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-    """The softmax's Jacobian applied without the (Lk × Lk) matrix per row: D = rowsum(d P ∘ P),
-    which equals rowsum(d_output ∘ output) when output = weights V (FlashAttention-2's form)."""
-    import numpy as np
-
-    D = np.einsum("hqk,hqk->hq", d, y)  # (H, b)
-    out = np.subtract(d, D[..., None])  # (H, b, c)
-    out *= y
-    dead = row_policy(x.max(axis=-1))[1]  # (H, b): uniform weights do not depend on the logits
-    if dead.any():
-        out[dead] = 0.0
-    found = {PREVIOUS: out, "D": D}
-    if block.problem.sinks is not None:
-        # The sink's weight is what the keys leave of 1; ∂weights_j/∂sink = −weights_j · sink weight,
-        # so ∂loss/∂sink = −Σ_rows sink weight · D.
-        found["sinks"] = -((1 - y.sum(axis=-1)) * D).sum(axis=-1)  # (H,)
-    return found
-
-
-def vjp_output(block: Block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-    return {PREVIOUS: d @ block.V.transpose(0, 2, 1), "V": x.transpose(0, 2, 1) @ d}  # (H, b, c), (H, c, d_v)
-
-
 def _finite(what: str, axes=HQK):
     def check(block: Block, x: np.ndarray) -> None:
         from attncli.arrays import check_finite
@@ -343,35 +281,35 @@ ROTATED_BACK = ", rotated back (RoPE⁻¹)"
 STAGES: tuple[Stage, ...] = (
     Stage("Q_rope", "Q_rope = Q rotated by q_positions (RoPE)", "Q rotated by q_positions (RoPE)",
           r"\operatorname{RoPE}(Q, \text{q\_positions})", compute_q_rope, applies=_rope,
-          vjp=vjp_q_rope, vjp_title=ROTATED_BACK,
+          vjp=vjps.q_rope, vjp_title=ROTATED_BACK,
           check=_finite("Q_rope = Q rotated", ("head", "query", "dim")), columns="dims", absent=ROPE_ABSENT,
           replaces="Q"),
     Stage("K_rope", "K_rope = K rotated by k_positions (RoPE)", "K rotated by k_positions (RoPE)",
           r"\operatorname{RoPE}(K, \text{k\_positions})", compute_k_rope, applies=_rope,
-          vjp=vjp_k_rope, vjp_title=ROTATED_BACK,
+          vjp=vjps.k_rope, vjp_title=ROTATED_BACK,
           check=_finite("K_rope = K rotated", ("head", "key", "dim")), columns="dims", absent=ROPE_ABSENT,
           rows="keys", replaces="K"),
     Stage("scores", "scores = $q $kᵀ", "$q $kᵀ", r"$qtex $ktex^\top", compute_scores, check=_check_scores,
-          vjp=vjp_scores),
+          vjp=vjps.scores),
     Stage("scaled", "scaled = scores · $scale", "scores · scale", r"\text{scores} \cdot \text{scale}",
           compute_scaled, check=_check_scaled,
-          vjp=vjp_scaled),
+          vjp=vjps.scaled),
     Stage("capped", "capped = $cap · tanh(scaled / $cap)", "cap · tanh(scaled / cap), cap = $cap",
           r"$cap \tanh(\text{scaled} / $cap)", compute_capped,
-          vjp=vjp_capped, vjp_title=" ∘ (1 − (capped / c)²)",
+          vjp=vjps.capped, vjp_title=" ∘ (1 − (capped / c)²)",
           applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap"),
     Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous$bias, −∞ where masked",
           r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
-          vjp=vjp_masked, vjp_title="",  # its zeros are in the title already: "0 where masked"
+          vjp=vjps.masked, vjp_title="",  # its zeros are in the title already: "0 where masked"
           temporaries=_bias_arrays,
           applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
           absent="this problem has no mask, bias or ALiBi"),
     Stage("weights", "weights = softmax($previous) over keys$sink", "softmax($previous) over keys$sink",
           r"\operatorname{softmax}(\text{$previous}$sink_tex)", compute_weights, sum_column=True,
-          vjp=vjp_weights),
+          vjp=vjps.weights),
     Stage("output", "output = weights V", "weights V", r"\text{weights}\, V", compute_output,
           check=_finite("output = weights V", ("head", "query", "column")), columns="value columns",
-          vjp=vjp_output),
+          vjp=vjps.output),
 )
 SOFTMAX = "weights"  # the stage whose rows are all masked when every key is (Trace.fully_masked)
 OUTPUT = "output"  # weights V: the output-only and tiled paths fuse it with the softmax
@@ -421,7 +359,7 @@ def logits(problem: Problem) -> tuple[Stage, ...]:
 
 def refuse_unfused(problem: Problem) -> None:
     """Raise AttnError when the stages from the softmax on are not the softmax and then the output:
-    the output-only and tiled paths compute those two fused (`row_policy`, then · V), and would skip
+    the output-only and tiled paths compute those two fused (softmax.row_policy, then · V), and would skip
     a stage between them."""
     order = [stage.name for stage in present(problem)]
     extra = [name for name in order[order.index(SOFTMAX):] if name not in (SOFTMAX, OUTPUT)]
