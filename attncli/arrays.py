@@ -25,8 +25,9 @@ def cannot_overflow(Q: np.ndarray, K: np.ndarray, scale: float) -> np.ndarray:
     """(Lq,) whether no score of that query, nor any partial sum of one, times max(1, |scale|), can
     overflow Q's dtype, for Q (H, Lq, d) and K (H, Lk, d): |Σ q_a k_a| ≤ ‖q‖ ‖k‖ (Cauchy–Schwarz),
     with a margin of 4. O((Lq + Lk) · d) instead of a pass over the scores."""
-    k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)
-    bound = np.sqrt(np.square(Q, dtype=np.float64).sum(axis=-1)) * k_norm[:, None]  # (H, Lq)
+    # In Q's dtype, with no temporary: a norm that overflows is inf, and its queries are checked.
+    k_norm = np.sqrt(np.einsum("hkd,hkd->hk", K, K)).max(axis=-1)  # (H,)
+    bound = np.sqrt(np.einsum("hqd,hqd->hq", Q, Q)) * k_norm[:, None]  # (H, Lq)
     return (bound * max(1.0, abs(scale)) < np.finfo(Q.dtype).max / 4).all(axis=0)
 
 
