@@ -8,25 +8,17 @@ No I/O here: `attend` takes a validated `Problem` and returns a `Trace`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from attncli import stages
-from attncli.errors import Advice, InputError, Notice, NumericError, quote
-from attncli.limits import check_fits, stage_bytes
+from attncli.arrays import cannot_overflow, check_finite, merge_heads, split_heads
+from attncli.backward import backward
+from attncli.errors import Advice, InputError, Notice, quote
+from attncli.limits import backward_bytes, check_fits, score_arrays, stage_bytes
 from attncli.trace import Problem, Trace
 from attncli.rule_words import MASKED_ROWS_LIKE, MASKED_ROWS_WORDS
-
-
-def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
-    """(L, H·d) → (H, L, d): contiguous column chunks, as nn.MultiheadAttention splits them."""
-    length, width = x.shape
-    return x.reshape(length, heads, width // heads).transpose(1, 0, 2)
-
-
-def merge_heads(x: np.ndarray) -> np.ndarray:
-    """(H, L, d) → (L, H·d): heads side by side in head order."""
-    heads, length, width = x.shape
-    return x.transpose(1, 0, 2).reshape(length, heads * width)
 
 
 def head_inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -55,25 +47,6 @@ def head_inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if group > 1:
         K, V = np.repeat(K, group, axis=0), np.repeat(V, group, axis=0)
     return Q, K, V
-
-
-def check_finite(x: np.ndarray, what: str, axes: tuple[str, ...],
-                  allow_neg_inf: np.ndarray | None = None, offset: tuple[int, ...] | None = None) -> None:
-    """Raise NumericError naming the first element that overflowed (inputs are finite, so any
-    inf or NaN here comes from arithmetic beyond the dtype's range). `offset` shifts the
-    reported index, for a block of a larger array."""
-    if allow_neg_inf is None and np.isfinite(x.sum()):
-        return  # inf and NaN propagate into the sum: one pass, no boolean array as large as x
-    bad = ~np.isfinite(x)
-    if allow_neg_inf is not None:
-        bad &= ~allow_neg_inf
-    if bad.any():
-        index = np.argwhere(bad)[0] + (offset if offset is not None else 0)
-        where = ", ".join(f"{axis} {int(i)}" for axis, i in zip(axes, index))
-        where = where.replace(", index", ",")
-        raise NumericError(f"{what} overflows {x.dtype} at {where} (its largest finite value is "
-                           f"{np.finfo(x.dtype).max:.3g}); scale the inputs down",
-                           advice=Advice("dtype", ("float64",), " or use {}") if x.dtype == np.float32 else None)
 
 
 def _label(labels: list[str] | None, i: int) -> str:
@@ -130,32 +103,25 @@ def attend(problem: Problem, progress=None) -> Trace:
         trace = _attend(problem, progress or (lambda rows: None))
     if problem.dO is None:
         return trace
-    from dataclasses import replace
-
-    from attncli.backward import backward
-
-    # d_weights, d_scores and their temporaries: three more score-sized arrays beside the trace
-    check_fits({"the backward pass's " + what: size for what, size in stage_bytes(
-        problem.heads, problem.lq, problem.lk, np.dtype(problem.dtype).itemsize, 3).items()})
+    check_fits(backward_bytes(problem, np.dtype(problem.dtype).itemsize))
     return replace(trace, gradients=backward(trace))  # the backward pass reads the whole trace
 
 
 def _attend(problem: Problem, progress) -> Trace:
     itemsize = np.dtype(problem.dtype).itemsize
     present = stages.present(problem)
-    grids = sum(stage.columns != "dims" for stage in present)  # Q_rope, K_rope are (L × d_k): not counted
-    check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, grids))
+    check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, score_arrays(problem)))
     Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
-    block = stages.Block(problem, Q, K, V, scale_of(problem, Q.shape[-1]))
+    scale = scale_of(problem, Q.shape[-1])
+    bounded = not stages.inputs(problem) and bool(cannot_overflow(Q, K, scale).all())  # RoPE: checked as computed
+    block = stages.Block(problem, Q, K, V, scale, bounded=bounded, found={})  # found: the softmax's lse, dead rows
     done = {stage.name: problem.lq * (i + 1) // (len(present) + 1) for i, stage in enumerate(present)}
 
     def after(name: str) -> None:
         progress(done[name])  # each stage's share of the rows, roughly
 
     values = stages.run(block, stop=stages.SOFTMAX, after=after)  # scores … weights, (H, Lq, Lk) each
-    logits = values[stages.previous(problem, stages.SOFTMAX)]  # what the softmax read
-    lse = stages.log_sum_exp(logits, stages.sinks(block, logits.dtype))  # (H, Lq), −∞ where every key is masked
-    dead = logits.max(axis=-1) == -np.inf  # (H, Lq): every key masked (with a sink, lse is then the sink)
+    lse, dead = block.found["lse"], block.found["dead"]  # (H, Lq) each: −∞ / every key masked (with a sink: lse = sink)
     warnings = masked_rows_warnings(problem, dead)  # before the output check: the policy speaks first
     values.update(stages.run(block, stages.SOFTMAX, values[stages.SOFTMAX], after=after))  # output
 

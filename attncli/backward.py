@@ -1,39 +1,54 @@
 """The backward pass of attention in plain numpy: given dO, the gradient of a loss with respect to
-the final output, every gradient back to the inputs as given. Reads a full `Trace` (its weights
-and output); no I/O.
+the final output, every gradient back to the inputs as given. Reads a full `Trace` (every stage's
+value); no I/O.
 
-Per head (FlashAttention-2's notation, P = weights, O = output, S = the logits the softmax read):
+It mirrors the forward loop (`stages.run`): the problem's present stages in reverse order, each
+turning the gradient of its value into the gradients of what it read with its own `vjp`
+(attncli/stages.py: RoPE's rotation back, scores' products, `scale ·`, the softcap's 1 − tanh²,
+the mask's zeros, the softmax's P ∘ (dP − D), output's products). Nothing here names a stage; a
+stage without a vjp is refused (AttnError naming it), never given a silently wrong gradient.
 
-    d_output = dO split into heads (through W_O first: d concat = dO W_Oᵀ)    (H, Lq, d_v)
-    d_V      = Pᵀ d_output                                                      (H, Lk, d_v)
-    d_weights = d_output Vᵀ                          (dP)                       (H, Lq, Lk)
-    D        = rowsum(d_output ∘ O)                                             (H, Lq)
-    d_scores = P ∘ (d_weights − D)                   (dS, the gradient of the   (H, Lq, Lk)
-               scaled scores: 0 where masked and on rows whose every key is masked)
-    d_Q      = scale · d_scores K                                               (H, Lq, d_k)
-    d_K      = scale · d_scoresᵀ Q                                              (H, Lk, d_k)
+The per-head gradients shown (`grads.GRADIENTS`, FlashAttention-2's notation, P = weights) are
+gradients of the loop, each named by `Gradient.of`:
 
-D = rowsum(dP ∘ P) = rowsum(dO ∘ O): the softmax's Jacobian applied without the Lk × Lk matrix.
+    d_output  = dO split into heads (through W_O first: d concat = dO W_Oᵀ)   the output stage's   (H, Lq, d_v)
+    d_V       = Pᵀ d_output                                                    V's, per query head  (H, Lk, d_v)
+    d_weights = d_output Vᵀ                       (dP)                         the weights stage's  (H, Lq, Lk)
+    D         = rowsum(d_weights ∘ weights) = rowsum(d_output ∘ output)        the softmax reports  (H, Lq)
+    d_scores  = the gradient of `scaled` (dS, S = scale · Q Kᵀ):                                    (H, Lq, Lk)
+                P ∘ (dP − D), through every stage between `scaled` and the softmax (× 1 − tanh²
+                for a softcap, 0 where masked and on rows whose every key is masked)
+    d_Q, d_K  = Q's and K's, per query head (scale · d_scores K, scale · d_scoresᵀ Q; rotated
+                back from Q_rope's and K_rope's with RoPE)                                          (H, L, d_k)
+
+Decision: d_scores stays the gradient of the *scaled* logits (the stage `scaled`), as
+FlashAttention's dS is the gradient of S = scale · Q Kᵀ; the gradient of `scores` (= scale ·
+d_scores) and those of the stages after `scaled` (capped, masked, a stage added there) are
+computed but not kept. D = rowsum(dP ∘ P) is the softmax's own form (it needs nothing after the
+softmax); it equals the title's rowsum(d_output ∘ output) while output = weights V.
+
 Per-head d_K and d_V are what that query head sends to its keys and values; with grouped-query
 attention a kv head's gradient (in `grads`) is the sum over its query group. `grads` holds one
-gradient per input as given: Q, K, V, or X, X_kv, W_Q, W_K, W_V, b_Q, b_K, b_V, and W_O, b_O.
-With sinks (gpt-oss), `grads` also holds `sinks`, one per head: −Σ_rows (1 − Σ_j P_j) · D. The
+gradient per input as given: Q, K, V, or X, X_kv, W_Q, W_K, W_V, b_Q, b_K, b_V, and W_O, b_O,
+then what the stages' vjps give of the problem's parameters (the sinks, one per head). The
 mask, bias, positions, scale and softcap get none: they are not differentiable inputs here.
-
-Each step is one function of the step before, so that a variant is one more step: a softcap
-multiplies d_scores by 1 − tanh², RoPE rotates d_Q and d_K back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
 import numpy as np
 
-from attncli.attention import check_finite, merge_heads, split_heads
+from attncli import stages
+from attncli.arrays import check_finite, merge_heads, split_heads
+from attncli.errors import AttnError
+from attncli.grads import GRADIENTS, get
 from attncli.trace import Trace, frozen
+
+INPUTS = ("Q", "K", "V")  # the block's inputs a vjp may give gradients of
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,8 +75,17 @@ def final_shape(inputs: Mapping[str, np.ndarray], heads: int, lq: int) -> tuple[
     return lq, V.shape[1] if Q.ndim == V.ndim == 2 else heads * V.shape[-1]
 
 
+def refuse_unknown(problem) -> None:
+    """Raise AttnError for a present stage that has no vjp: its gradients would be wrong."""
+    for stage in stages.present(problem):
+        if stage.vjp is None:
+            raise AttnError(f'the backward pass has no rule for stage "{stage.name}" (its entry in the stage '
+                            "table has no vjp): its gradients cannot be computed", field="dO")
+
+
 def backward(trace: Trace) -> Gradients:
     """Every gradient of `trace` for its problem's dO (which must be given)."""
+    refuse_unknown(trace.problem)
     with np.errstate(over="ignore", invalid="ignore"):
         return _backward(trace)
 
@@ -71,7 +95,6 @@ def _backward(trace: Trace) -> Gradients:
     given = problem.inputs
     dtype = trace.final.dtype
     dO = problem.dO.astype(dtype)  # (Lq, d_out)
-    P, O = trace.weights, trace.output  # (H, Lq, Lk), (H, Lq, d_v)
     grads: dict[str, np.ndarray] = {}
     d_concat = dO
     if "W_O" in given:
@@ -80,57 +103,80 @@ def _backward(trace: Trace) -> Gradients:
         grads["W_O"] = trace.concat.T @ dO  # (H·d_v, d_out)
         if "b_O" in given:
             grads["b_O"] = dO.sum(axis=0)  # (d_out,)
-    d_output = split_heads(d_concat, problem.heads)  # (H, Lq, d_v)
-    d_V = P.transpose(0, 2, 1) @ d_output  # (H, Lk, d_v)
-    d_weights = d_output @ trace.V.transpose(0, 2, 1)  # (H, Lq, Lk)
-    D = (d_output * O).sum(axis=-1)  # (H, Lq)
-    d_scores = P * (d_weights - D[..., None])  # (H, Lq, Lk), 0 where P is 0 (masked)
-    for head, row in trace.fully_masked:  # uniform weights do not depend on the scores
-        d_scores[head, row] = 0.0
-    d_scores = through_softcap(trace, d_scores)
-    d_Q, d_K = through_rope(trace, trace.scale * d_scores)  # (H, Lq, d_k), (H, Lk, d_k)
-    heads = {"d_output": d_output, "d_V": d_V, "d_weights": d_weights, "D": D, "d_scores": d_scores,
-             "d_Q": d_Q, "d_K": d_K}
-    grads.update(_input_grads(problem, d_Q, d_K, d_V, dtype))
-    if getattr(problem, "sinks", None) is not None:
-        # The sink's weight is what the keys leave of 1; ∂weights_j/∂sink = −weights_j · sink weight,
-        # so ∂loss/∂sink = −Σ_rows sink weight · D.
-        grads["sinks"] = -((1 - P.sum(axis=-1)) * D).sum(axis=-1)  # (H,)
+    last = stages.present(problem)[-1].name  # the per-head output
+    found = back(trace, split_heads(d_concat, problem.heads), last, keep={g.of for g in GRADIENTS})
+    heads = {g.name: found[g.of] for g in GRADIENTS}
+    grads.update(_input_grads(problem, found["Q"], found["K"], found["V"], dtype))
+    names = stages.names()
+    shown = {g.of for g in GRADIENTS}
+    grads.update({name: d for name, d in found.items() if name not in names and name not in shown})  # sinks
     for name, array in list(heads.items()) + list(grads.items()):  # overflow past the dtype's range
         check_finite(array, f"the gradient {name}", ("head", "row", "column") if name in heads else ("row", "column"))
     order = [name for name in given if name in grads] + [name for name in grads if name not in given]
     return Gradients(heads=heads, grads={name: grads[name] for name in order})  # the inputs' order, then sinks
 
 
-def _heads(array: np.ndarray, head: int | None) -> np.ndarray:
-    return array if head is None else array[head:head + 1]
+def _forward_blocks(trace: Trace, head: int | None) -> tuple[list[stages.Block], list[dict[str, str]]]:
+    """For each present stage, the block it was computed on (Q and K replaced by Q_rope and K_rope
+    after those) and which stage holds each block input there ({"Q": "Q_rope", …})."""
+    pick = (lambda a: a) if head is None else (lambda a: a[head:head + 1])
+    block = stages.Block(trace.problem, pick(trace.Q), pick(trace.K), pick(trace.V), trace.scale, head=head)
+    holder = {name: name for name in INPUTS}
+    blocks, holders = [], []
+    for stage in stages.present(trace.problem):
+        blocks.append(block)
+        holders.append(dict(holder))
+        if stage.replaces is not None:
+            block = replace(block, **{stage.replaces: pick(trace.stage(stage.name))})
+            holder[stage.replaces] = stage.name
+    return blocks, holders
 
 
-def through_softcap(trace: Trace, d_capped: np.ndarray, head: int | None = None) -> np.ndarray:
-    """capped = c · tanh(scaled / c), so d scaled = d capped · (1 − tanh²) = d capped · (1 − (capped / c)²).
-    Arrays are (H, Lq, Lk), or (1, Lq, Lk) for one `head`."""
-    cap = getattr(trace.problem, "softcap", None)
-    if cap is None:
-        return d_capped
-    tanh = _heads(trace.stage("capped"), head) / cap  # (H, Lq, Lk)
-    return d_capped * (1 - tanh * tanh)
+def back(trace: Trace, d: np.ndarray, start: str, stop: str | None = None, head: int | None = None,
+         keep=None) -> dict[str, np.ndarray]:
+    """The reverse of `stages.run`: the vjps of the present stages from `start` (the gradient of its
+    value is `d`) down to the first stage, or to `stop` (not run: its gradient is returned).
+    Returns the gradients by name: of the stages (only those in `keep` and `stop`, when `keep` is
+    given), of the block inputs Q, K, V, and whatever the vjps report (D, sinks).
+    `head`: one head's arrays (1, …), as marking recomputes them."""
+    order = stages.present(trace.problem)
+    names = [stage.name for stage in order]
+    blocks, holders = _forward_blocks(trace, head)
+    pick = (lambda a: a) if head is None else (lambda a: a[head:head + 1])
+    found: dict[str, np.ndarray] = {start: d}
+    for i in range(names.index(start), -1, -1):
+        stage = order[i]
+        if stage.name == stop:
+            break
+        if stage.vjp is None:
+            refuse_unknown(trace.problem)
+        if stage.name not in found:  # nothing after it read it
+            continue
+        x = pick(trace.stage(names[i - 1])) if i else None
+        gradient = found[stage.name] if keep is None or stage.name in keep else found.pop(stage.name)
+        for name, g in stage.vjp(blocks[i], x, pick(trace.stage(stage.name)), gradient).items():
+            name = names[i - 1] if name == stages.PREVIOUS else holders[i].get(name, name)
+            found[name] = found[name] + g if name in found else g
+    return found
 
 
-def through_rope(trace: Trace, d_scores_scaled: np.ndarray, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """d_Q = scale · d_scores K and d_K = scale · d_scoresᵀ Q (`d_scores_scaled` = scale · d_scores);
-    with RoPE the scores read Q_rope and K_rope, whose gradients rotate back by the opposite angles
-    (a rotation's inverse is its transpose). (H, …) arrays, or (1, …) for one `head`."""
-    rope = getattr(trace.problem, "rope", None)
-    Q = _heads(trace.Q if rope is None else trace.stage("Q_rope"), head)  # (H, Lq, d_k)
-    K = _heads(trace.K if rope is None else trace.stage("K_rope"), head)  # (H, Lk, d_k)
-    d_Q = d_scores_scaled @ K  # (H, Lq, d_k)
-    d_K = d_scores_scaled.transpose(0, 2, 1) @ Q  # (H, Lk, d_k)
-    if rope is None:
-        return d_Q, d_K
-    from attncli.rope import rotate
+def to_d_scores(trace: Trace, d: np.ndarray, head: int | None = None) -> np.ndarray:
+    """d_scores from `d`, the gradient of what the softmax read (P ∘ (dP − D)): through the vjps of
+    the stages between (softcap, mask). (H, Lq, Lk) arrays, or (1, Lq, Lk) for one `head`."""
+    gradient = get("d_scores")
+    return back(trace, d, stages.previous(trace.problem, gradient.via), gradient.of, head)[gradient.of]
 
-    p = trace.problem
-    return rotate(d_Q, -p.q_positions, rope), rotate(d_K, -p.k_positions, rope)
+
+def to_inputs(trace: Trace, d: np.ndarray, head: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(d_Q, d_K) from `d`, the gradient of the scores (scale · d_scores): through the scores' vjp
+    and, with RoPE, the rotations back. (H, …) arrays, or (1, …) for one `head`."""
+    d_Q, d_K = get("d_Q"), get("d_K")
+    found = back(trace, d, d_Q.via, head=head)
+    return found[d_Q.of], found[d_K.of]
+
+
+# The names attncli/marking_backward.py imports (its lane moves it to the two above).
+through_softcap, through_rope = to_d_scores, to_inputs
 
 
 def _as_given(d: np.ndarray, given: np.ndarray, query_3d: bool) -> np.ndarray:

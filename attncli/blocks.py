@@ -25,7 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from attncli import masks, stages
-from attncli.attention import check_finite, head_inputs, masked_rows_warnings, project_output, scale_of
+from attncli.arrays import cannot_overflow, check_finite
+from attncli.attention import head_inputs, masked_rows_warnings, project_output, scale_of
+from attncli.softmax import row_policy
 from attncli.trace import Problem, Trace
 
 BLOCK_BYTES = 16 << 20  # one block's scores: large enough for BLAS, small enough for the cache
@@ -41,7 +43,9 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
     `progress(rows_done)` is called as blocks finish."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         Q, K, V = head_inputs(problem)  # (H, Lq, d_k), (H, Lk, d_k), (H, Lk, d_v)
+        stages.refuse_unfused(problem)
         heads, lq, d_k = Q.shape
+        lk = K.shape[1]
         scale = scale_of(problem, d_k)
         # Stages that stand in for Q and K (Q_rope, K_rope) run once, up front: O(L · d_k).
         ready = stages.inputs(problem)
@@ -51,11 +55,7 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
             replaced = {stage.replaces: values[stage.name] for stage in ready}
             Q, K = replaced.get("Q", Q), replaced.get("K", K)
         logits = [stage for stage in stages.logits(problem) if stage.replaces is None]
-        # |Σ q_a k_a| ≤ ‖q‖ ‖k‖ bounds every partial sum of a score (Cauchy–Schwarz): queries whose
-        # bound, times max(1, |scale|), is far below the largest float cannot overflow; skip that check.
-        k_norm = np.sqrt(np.square(K, dtype=np.float64).sum(axis=-1)).max(axis=-1)  # (H,)
-        bound = np.sqrt(np.square(Q, dtype=np.float64).sum(axis=-1)) * k_norm[:, None]  # (H, Lq)
-        safe = (bound * max(1.0, abs(scale)) < np.finfo(Q.dtype).max / 4).all(axis=0)  # (Lq,)
+        safe = cannot_overflow(Q, K, scale)  # (Lq,): those queries skip the overflow check of their scores
         V1 = np.concatenate([V, np.ones(V.shape[:2] + (1,), V.dtype)], axis=-1)  # (H, Lk, d_v + 1)
         output = np.empty((heads, lq, V.shape[2]), Q.dtype)  # (H, Lq, d_v)
         dead = np.zeros((heads, lq), bool)
@@ -82,12 +82,8 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
                 x = stage.compute(block, x)  # (H, b, c)
                 if stage.check is not None:
                     stage.check(block, x)
-            shift = x.max(axis=-1, keepdims=True)  # (H, b, 1)
-            gone = shift == -np.inf  # every key masked
-            if sink is not None:
-                shift = np.maximum(shift, sink)  # the sink joins the max (a dead row's max is its sink)
-            else:
-                shift[gone] = 0.0  # those rows stay all −∞
+            # (H, b, 1) each: the row max (or the sink, or 0 for a row whose every key is masked: gone)
+            shift, gone, fill = row_policy(x.max(axis=-1, keepdims=True), sink, problem.masked_rows, lk)
             x -= shift  # ≤ 0: e^x ≤ 1 never overflows, and the largest is 1, so no row sum underflows
             np.exp(x, out=x)  # unnormalised weights
             both = x @ V1[:, keys]  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
@@ -104,20 +100,21 @@ def attend_output(problem: Problem, block: int | None = None, workers: int = 1, 
                 out[h, lost[h]] = (x[h, lost[h]] / sums[h, lost[h]]) @ V[h, keys]  # (rows, d_v)
             if gone.any():
                 dead[:, rows] = gone[..., 0]
-                if problem.masked_rows == "uniform" and sink is None:
-                    out = np.where(gone, uniform(), out)
+                if fill:
+                    out = np.where(gone, filled(fill), out)
             output[:, rows] = out
             return rows.stop
 
-        def uniform() -> np.ndarray:
-            """(H, 1, d_v): equal weights 1/Lk over ALL keys, multiplied as the full trace does."""
-            return np.full((heads, 1, K.shape[1]), 1.0 / K.shape[1], Q.dtype) @ V
+        def filled(fill: float) -> np.ndarray:
+            """(H, 1, d_v): a dead row's output, its weights (`fill` for ALL keys) times V, as the full trace does."""
+            return np.full((heads, 1, lk), fill, Q.dtype) @ V
 
         def _dead_block(rows: slice) -> int:
             dead[:, rows] = True
-            output[:, rows] = uniform() if problem.masked_rows == "uniform" and sink is None else 0.0
-            if sink is not None:
-                lse[:, rows] = sink[..., 0]  # only the sink is left in the sum: lse = sink
+            shift, _, fill = row_policy(np.full((heads, rows.stop - rows.start, 1), -np.inf, Q.dtype), sink,
+                                               problem.masked_rows, lk)
+            output[:, rows] = filled(fill) if fill else 0.0
+            lse[:, rows] = -np.inf if sink is None else shift[..., 0]  # only the sink is left in the sum: lse = sink
             return rows.stop
 
         with ThreadPoolExecutor(workers) as pool:

@@ -11,7 +11,9 @@ import os
 import re
 from dataclasses import dataclass
 
+from attncli import stages
 from attncli.errors import AttnError, InputError, quote
+from attncli.grads import GRADIENTS
 
 # Parsing costs many times its text (peak RSS over file size): 4-5× for JSON of full-precision
 # numbers in long rows, 9× for short numbers, 37× for JSON with one number per row, 135× for a CSV
@@ -79,9 +81,7 @@ def text_cap() -> Cap:
 def answers_cap(problem) -> Cap:
     """No bigger than the JSON `attn compute` writes for this problem (every stage, pretty-printed):
     an answers file beyond that is refused before it is parsed."""
-    from attncli.stages import names
-
-    numbers = sum(n for n, _, _ in _matrices(problem, ("inputs",) + names(), False))
+    numbers = sum(n for n, _, _ in _matrices(problem, ("inputs",) + stages.names(), False))
     text = sum(len(label) for label in (problem.query_labels or []) + (problem.key_labels or []))
     text += len(problem.title or "") + len(problem.description or "")
     bound = ANSWER_SLACK + ANSWER_NUMBER * numbers + 6 * text  # a character escaped is at most \uXXXX
@@ -123,7 +123,7 @@ def available_bytes() -> int | None:
                 limits.append(max(0, int(cap) - int(used)))
             break
     try:
-        import resource
+        import resource  # Unix only: imported where it is used, inside the try
 
         cap = resource.getrlimit(resource.RLIMIT_AS)[0]
         statm = _first_line("/proc/self/statm")
@@ -144,9 +144,30 @@ def check_fits(needs: dict[str, int], available: int | None = None) -> None:
                             f"{size_text(available)} is available")
 
 
-def stage_bytes(heads: int, lq: int, lk: int, itemsize: int, stages: int) -> dict[str, int]:
+def stage_bytes(heads: int, lq: int, lk: int, itemsize: int, arrays: int) -> dict[str, int]:
     """The full trace's (H × Lq × Lk) arrays, for check_fits."""
-    return {f"{stages} score-sized arrays ({heads} × {lq} × {lk})": stages * heads * lq * lk * itemsize}
+    return {f"{arrays} score-sized arrays ({heads} × {lq} × {lk})": arrays * heads * lq * lk * itemsize}
+
+
+def score_arrays(problem, backward: bool = False) -> int:
+    """How many (H × Lq × Lk) arrays of the problem's dtype `attention.attend` holds at its peak,
+    counted from the stage table: every present stage of that shape (the trace keeps them), plus
+    the most that one stage needs beside them while it runs (`Stage.temporaries`, at least the one
+    of the softmax's log-sum-exp). `backward`: what the backward pass adds to the trace's kept
+    stages: the gradients its tables keep (grads.GRADIENTS over keys: d_weights, d_scores) and two
+    at work (a vjp's result and one temporary, beside its input). tests/test_limits.py measures
+    attend against both, for every combination of variants."""
+    if backward:
+        return sum(g.rows == "queries" and g.columns == "keys" for g in GRADIENTS) + 2
+    present = stages.present(problem)
+    kept = sum(stage.rows == "queries" and stage.columns == "keys" for stage in present)
+    return kept + max(1, *(stage.temporaries(problem) for stage in present))
+
+
+def backward_bytes(problem, itemsize: int) -> dict[str, int]:
+    """The backward pass's score-sized arrays beside the full trace's, for check_fits."""
+    return {"the backward pass's " + what: size for what, size in stage_bytes(
+        problem.heads, problem.lq, problem.lk, itemsize, score_arrays(problem, backward=True)).items()}
 
 
 def _widths(problem) -> tuple[int, int, int]:
@@ -172,9 +193,7 @@ def _matrices(problem, shown, output_only: bool) -> list[tuple[int, int, int]]:
     if "inputs" in shown:  # per-head Q, K, V
         found += [(lq * hd_k, d_k, heads), (lk * hd_k, d_k, heads), (lk * hd_v, d_v, heads)]
     if not output_only:
-        from attncli.stages import present
-
-        found += [(heads * lq * lk, lk, heads) for stage in present(problem)
+        found += [(heads * lq * lk, lk, heads) for stage in stages.present(problem)
                   if stage.name in shown and stage.columns == "keys"]  # the (H × Lq × Lk) stages
     found += [(lq * hd_v, d_v, heads), (lq * hd_v, hd_v, 1), (lq * d_out, d_out, 1)]  # outputs, concat, final
     found += [(heads * lq, lq, heads)]  # lse: one number per head and query
@@ -213,9 +232,10 @@ def tile_bytes(problem, bq: int, bk: int, itemsize: int = 8, view: str = "table"
 def needs(problem, view: str, shown, full: bool = False, output_only: bool = False,
           itemsize: int = 8) -> dict[str, int]:
     """Everything `attn compute` builds for this problem and view, for check_fits."""
-    from attncli.masks import has_logit_changes
-
-    stages = 5 if has_logit_changes(problem) else 4  # as attention.attend keeps them
-    found = {} if output_only else stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, stages)
+    found = {}
+    if not output_only:
+        found = stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, score_arrays(problem))
+        if problem.dO is not None:
+            found |= backward_bytes(problem, itemsize)
     text = "its JSON" if view == "json" else f"its {view} text" if view != "table" else "its tables"
     return found | {text: view_bytes(problem, view, shown, full, output_only)}

@@ -21,6 +21,24 @@ a slice of keys; it takes the stage before it (`x`, None for the first) and retu
 A stage with `replaces` ("Q" or "K") stands in for that input of the block for the stages after
 it: `run` computes scores from Q_rope and K_rope; marking from a learner's own Q_rope and K_rope.
 
+A stage's `vjp` (vector-Jacobian product, attncli/vjps.py) is its part of the backward pass
+(attncli/backward.py runs them in reverse order): given the block the stage was computed on, what
+it read (`x`, the stage before it), its value `y` and the gradient `d` of a loss by `y`, it returns
+the gradients of what it read, by name: PREVIOUS for x, a block input ("Q", "K", "V": for scores,
+Q_rope's and K_rope's values stand in), a problem parameter ("sinks"), and any number it reports
+("D"); a stage without one is refused by the backward pass. Its `vjp_title` is what it adds to a
+gradient's title (grads.title):
+
+    Q_rope   d Q = d Q_rope rotated back (by −angle: a rotation's inverse is its transpose)
+    K_rope   d K = d K_rope rotated back
+    scores   d Q = d scores K,  d K = d scoresᵀ Q                (Q_rope, K_rope with rope)
+    scaled   d x = scale · d scaled
+    capped   d x = d capped ∘ (1 − tanh²) = d capped ∘ (1 − (capped / c)²)
+    masked   d x = d masked, 0 where masked is −∞ (the bias is not an input here)
+    weights  d x = P ∘ (d P − D), D = rowsum(d P ∘ P); 0 on a row whose every key is masked;
+             d sink = −Σ_rows (1 − Σ_j P_j) · D, per head
+    output   d x = d output Vᵀ,  d V = xᵀ d output
+
 Templates use `$name` fields (string.Template, filled by `fill`): `$scale` (the view formats it),
 `$q`/`$k` ("Q" or "Q_rope"; `$qtex`/`$ktex` in LaTeX),
 `$bias` (" + bias", " + ALiBi" for what the problem adds; `$bias_tex` the same in LaTeX), `$previous` (the stage this one reads:
@@ -34,15 +52,18 @@ from dataclasses import dataclass, field, replace
 from string import Template
 from typing import TYPE_CHECKING, Callable
 
-from attncli import rope_steps, softmax_steps, stage_steps
+from attncli import rope_steps, softmax_steps, stage_steps, vjps
+from attncli.errors import AttnError
+from attncli.softmax import log_sum_exp, softmax  # noqa: F401 (log_sum_exp: tests read it as stages.log_sum_exp)
 
-if TYPE_CHECKING:  # numpy and the records load only when a stage is computed: every command's
-    import numpy as np  # start-up reads the stage names (its options), and must stay fast
+if TYPE_CHECKING:  # numpy (and the modules that load it: masks, rope, arrays, variants) load only when a
+    import numpy as np  # stage is computed: every command's start-up reads the stage names, and must stay fast
 
     from attncli.trace import Problem
 
 HQK = ("head", "query", "key")
 EVERYTHING = slice(None)
+PREVIOUS = vjps.PREVIOUS  # a vjp's key for the gradient of the stage before it
 
 
 def _masks():
@@ -56,7 +77,9 @@ class Block:
     """What a stage is computed from: per-head Q (H, b, d_k), K (H, c, d_k), V (H, c, d_v) for query
     rows `rows` and keys `cols` of `problem`. `head` is the one head a marking block holds (None: all
     heads). `reuse`: a compute function may write its result into its input (the output-only path
-    keeps no stage, so it saves the copies). `bounded`: Q Kᵀ · scale is known not to overflow."""
+    keeps no stage, so it saves the copies). `bounded`: Q Kᵀ · scale is known not to overflow.
+    `found`: where a stage leaves what it finds on the way for the caller (None: nothing wanted):
+    the weights stage's "lse" (ln Σ e^logits per row, from the softmax's own sums) and "dead"."""
 
     problem: Problem
     Q: np.ndarray
@@ -68,6 +91,7 @@ class Block:
     head: int | None = None
     reuse: bool = False
     bounded: bool = False
+    found: dict | None = None
 
     @property
     def offset(self) -> tuple[int, int, int]:
@@ -107,6 +131,9 @@ class Stage:
     plain: str  # the formula in words (Markdown)
     latex: str
     compute: Callable[[Block, np.ndarray | None], np.ndarray]
+    vjp: Callable[[Block, np.ndarray | None, np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None  # backward
+    vjp_title: str | None = None  # what the vjp adds to a gradient's title (a template); None: " (through NAME)"
+    temporaries: Callable[[Problem], int] = lambda problem: 0  # score-sized arrays compute needs beside its value
     applies: Callable[[Problem], bool] = lambda problem: True
     check: Callable[[Block, np.ndarray], None] | None = None  # raises NumericError on overflow
     columns: str = "keys"  # what the stage's columns are: "keys" or "value columns"
@@ -185,34 +212,6 @@ def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None, bias: np.nda
     return out
 
 
-def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = None,
-            sinks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Stable softmax over the last axis. Returns (weights, dead) where `dead` marks rows whose
-    every entry is −∞; their weights are 0 ("zero") or 1/Lk ("uniform").
-    `sinks` ((H or 1, 1, 1) logits): each row's softmax also runs over its head's sink, which is
-    then dropped, weights = e^x / (e^sink + Σ e^x): the max includes the sink (stable for a sink or
-    scores of 1000), rows sum to less than 1, and a dead row's weights are 0 whatever the policy."""
-    import numpy as np
-
-    row_max = x.max(axis=-1, keepdims=True)  # (..., b, 1)
-    dead = row_max == -np.inf  # (..., b, 1)
-    if sinks is not None:
-        row_max = np.maximum(row_max, sinks)  # a dead row's max is its sink: e^(sink − sink) = 1
-    elif dead.any():
-        row_max[dead] = 0.0  # e^(−∞ − 0) = 0: dead rows stay all zero
-    weights = np.subtract(x, row_max, out=out)  # x − max ≤ 0, so e^(x − max) ≤ 1 never overflows
-    np.exp(weights, out=weights)
-    sums = weights.sum(axis=-1, keepdims=True)
-    if sinks is not None:
-        sums += np.exp(sinks - row_max)  # the sink's share, dropped from the weights
-    else:
-        sums[dead] = 1.0
-    weights /= sums
-    if masked_rows == "uniform" and sinks is None and dead.any():
-        weights[np.broadcast_to(dead, weights.shape)] = 1.0 / x.shape[-1]
-    return weights, dead[..., 0]
-
-
 def sinks(block: Block, dtype) -> np.ndarray | None:
     """The block's sink logits as (H or 1, 1, 1) of `dtype`, narrowed to its head; None without."""
     values = block.problem.sinks
@@ -222,27 +221,14 @@ def sinks(block: Block, dtype) -> np.ndarray | None:
     return values.astype(dtype)[:, None, None]
 
 
-def log_sum_exp(x: np.ndarray, sinks: np.ndarray | None = None) -> np.ndarray:
-    """(..., b): ln Σ_j e^(x_j) over the last axis, from the row max as the softmax computes it:
-    m + ln Σ e^(x − m), so nothing overflows. −∞ for a row whose every entry is −∞. `sinks`
-    ((H or 1, 1, 1), as `softmax` takes them): each head's sink logit joins every row's sum, so a
-    row with every key masked has lse = its sink. Natural log (flash-attn's softmax_lse; kernels
-    that keep base 2 hold lse / ln 2)."""
+def compute_weights(block: Block, x: np.ndarray) -> np.ndarray:
     import numpy as np
 
-    row_max = x.max(axis=-1, keepdims=True)  # (..., b, 1)
-    if sinks is not None:
-        row_max = np.maximum(row_max, sinks)
-    shift = np.where(row_max == -np.inf, 0.0, row_max)  # e^(−∞ − 0) = 0: a dead row sums to 0, ln 0 = −∞
-    total = np.exp(x - shift).sum(axis=-1, keepdims=True)
-    if sinks is not None:
-        total += np.exp(sinks - shift)
-    with np.errstate(divide="ignore"):
-        return (shift + np.log(total))[..., 0]  # (..., b)
-
-
-def compute_weights(block: Block, x: np.ndarray) -> np.ndarray:
-    return softmax(x, block.problem.masked_rows, out=_into(block, x), sinks=sinks(block, x.dtype))[0]  # (H, b, c)
+    lse = None if block.found is None else np.empty(x.shape[:-1], x.dtype)  # (H, b)
+    weights, dead = softmax(x, block.problem.masked_rows, out=_into(block, x), sinks=sinks(block, x.dtype), lse=lse)
+    if block.found is not None:
+        block.found.update(lse=lse, dead=dead)
+    return weights  # (H, b, c)
 
 
 def compute_output(block: Block, x: np.ndarray) -> np.ndarray:
@@ -251,7 +237,7 @@ def compute_output(block: Block, x: np.ndarray) -> np.ndarray:
 
 def _finite(what: str, axes=HQK):
     def check(block: Block, x: np.ndarray) -> None:
-        from attncli.attention import check_finite
+        from attncli.arrays import check_finite
 
         check_finite(x, what, axes, offset=block.offset)
     return check
@@ -267,9 +253,17 @@ def _check_scores(block: Block, x: np.ndarray) -> None:
         _finite(fill("scores = $q $kᵀ", block.problem, "scores"))(block, x)
 
 
+def _bias_arrays(problem: Problem) -> int:
+    """The (H, Lq, Lk) arrays, in units of the problem's dtype, that `masks.bias` builds for the masked
+    stage: ALiBi's slope · distance in float64, its sum with a given bias, then their copy in float32."""
+    wide = 2 if problem.dtype == "float32" else 1  # a float64 array, in units of a float32 one
+    alibi = problem.alibi_slopes is not None
+    return wide * (alibi + (alibi and problem.bias is not None)) + (problem.dtype == "float32")
+
+
 def _check_masked(block: Block, x: np.ndarray) -> None:
     import numpy as np
-    from attncli.attention import check_finite
+    from attncli.arrays import check_finite
 
     if block.problem.bias is None:
         # ALiBi alone cannot overflow: |slope| ≤ 1e6 and distances ≤ 2^54 keep its term below 2e22,
@@ -284,39 +278,50 @@ def _check_masked(block: Block, x: np.ndarray) -> None:
 
 
 ROPE_ABSENT = "this problem has no rope (rotary positions)"
+ROTATED_BACK = ", rotated back (RoPE⁻¹)"
 STAGES: tuple[Stage, ...] = (
     Stage("Q_rope", "Q_rope = Q rotated by q_positions (RoPE)", "Q rotated by q_positions (RoPE)",
           r"\operatorname{RoPE}(Q, \text{q\_positions})", compute_q_rope, applies=_rope,
+          vjp=vjps.q_rope, vjp_title=ROTATED_BACK,
           check=_finite("Q_rope = Q rotated", ("head", "query", "dim")), columns="dims", absent=ROPE_ABSENT,
           replaces="Q",
           hand=rope_steps.Q_ROPE),
     Stage("K_rope", "K_rope = K rotated by k_positions (RoPE)", "K rotated by k_positions (RoPE)",
           r"\operatorname{RoPE}(K, \text{k\_positions})", compute_k_rope, applies=_rope,
+          vjp=vjps.k_rope, vjp_title=ROTATED_BACK,
           check=_finite("K_rope = K rotated", ("head", "key", "dim")), columns="dims", absent=ROPE_ABSENT,
           rows="keys", replaces="K",
           hand=rope_steps.K_ROPE),
     Stage("scores", "scores = $q $kᵀ", "$q $kᵀ", r"$qtex $ktex^\top", compute_scores, check=_check_scores,
+          vjp=vjps.scores,
           hand=stage_steps.SCORES),
     Stage("scaled", "scaled = scores · $scale", "scores · scale", r"\text{scores} \cdot \text{scale}",
           compute_scaled, check=_check_scaled,
+          vjp=vjps.scaled,
           hand=stage_steps.SCALED),
     Stage("capped", "capped = $cap · tanh(scaled / $cap)", "cap · tanh(scaled / cap), cap = $cap",
           r"$cap \tanh(\text{scaled} / $cap)", compute_capped,
+          vjp=vjps.capped, vjp_title=" ∘ (1 − (capped / c)²)",
           applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap",
           hand=stage_steps.CAPPED),
     Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous$bias, −∞ where masked",
           r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
+          vjp=vjps.masked, vjp_title="",  # its zeros are in the title already: "0 where masked"
+          temporaries=_bias_arrays,
           applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
           absent="this problem has no mask, bias or ALiBi",
           hand=softmax_steps.MASKED),
     Stage("weights", "weights = softmax($previous) over keys$sink", "softmax($previous) over keys$sink",
           r"\operatorname{softmax}(\text{$previous}$sink_tex)", compute_weights, sum_column=True,
+          vjp=vjps.weights,
           hand=softmax_steps.WEIGHTS),
     Stage("output", "output = weights V", "weights V", r"\text{weights}\, V", compute_output,
           check=_finite("output = weights V", ("head", "query", "column")), columns="value columns",
+          vjp=vjps.output,
           hand=stage_steps.OUTPUT),
 )
 SOFTMAX = "weights"  # the stage whose rows are all masked when every key is (Trace.fully_masked)
+OUTPUT = "output"  # weights V: the output-only and tiled paths fuse it with the softmax
 
 
 def names() -> tuple[str, ...]:
@@ -359,6 +364,17 @@ def logits(problem: Problem) -> tuple[Stage, ...]:
     """The stages before the softmax: what the output-only path computes block by block."""
     stages = present(problem)
     return stages[:[s.name for s in stages].index(SOFTMAX)]
+
+
+def refuse_unfused(problem: Problem) -> None:
+    """Raise AttnError when the stages from the softmax on are not the softmax and then the output:
+    the output-only and tiled paths compute those two fused (softmax.row_policy, then · V), and would skip
+    a stage between them."""
+    order = [stage.name for stage in present(problem)]
+    extra = [name for name in order[order.index(SOFTMAX):] if name not in (SOFTMAX, OUTPUT)]
+    if extra:
+        raise AttnError(f"the stage {extra[0]} comes after the softmax, which the output-only and tiled paths "
+                        f"fuse with {OUTPUT}: they cannot compute it")
 
 
 def previous(problem: Problem, name: str) -> str | None:

@@ -28,8 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli import masks, stages
-from attncli.attention import check_finite, head_inputs, masked_rows_warnings, scale_of
-from attncli.trace import Problem, frozen
+from attncli.arrays import check_finite
+from attncli.attention import head_inputs, masked_rows_warnings, scale_of
+from attncli.softmax import row_policy
+from attncli.trace import Problem, frozen, plain
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,7 +84,9 @@ def _attend_tiles(problem: Problem, bq: int, bk: int) -> Tiles:
     heads, lq, _ = Q.shape
     lk, d_v = K.shape[1], V.shape[2]
     scale = scale_of(problem, Q.shape[-1])
+    stages.refuse_unfused(problem)
     logits = stages.previous(problem, stages.SOFTMAX)  # the last stage before the softmax
+    sinks = None if problem.sinks is None else problem.sinks.astype(Q.dtype)[:, None]  # (H, 1)
     tiles: list[Tile] = []
     output = np.empty((heads, lq, d_v), Q.dtype)
     lse = np.empty((heads, lq), Q.dtype)
@@ -102,14 +106,13 @@ def _attend_tiles(problem: Problem, bq: int, bk: int) -> Tiles:
             m_old = m
             m, alpha, P, l, O = step(S, V[:, cols], m_old, l, O)
             tiles.append(Tile(*bounds, S=S, m_old=m_old, m=m, alpha=alpha, P=P, l=l, O=O))
-        dead = l == 0  # (H, b): every key masked (ℓ ≥ 1 otherwise: the max contributes e^0)
+        # (H, b): every key masked (m = −∞ and ℓ = 0; with a sink m ≥ sink and ℓ ≥ 1: the max contributes e^0)
+        _, dead, fill = row_policy(m, sinks, problem.masked_rows, lk)
         output[:, rows] = O / np.where(dead, 1.0, l)[..., None]  # 0 / 1 for a dead row
+        if fill and dead.any():  # its weights are `fill` for ALL keys
+            output[:, rows] = np.where(dead[..., None], np.full((heads, 1, lk), fill, Q.dtype) @ V, output[:, rows])
         lse[:, rows] = np.where(dead, -np.inf, m + np.log(np.where(dead, 1.0, l)))
-    dead = lse == -np.inf  # (H, Lq)
-    masked_rows_warnings(problem, dead)  # raises for --masked-rows error; the trace has the warnings
-    if problem.masked_rows == "uniform" and dead.any():
-        mean = np.full((heads, 1, lk), 1.0 / lk, Q.dtype) @ V  # (H, 1, d_v): equal weights over ALL keys
-        output = np.where(dead[..., None], mean, output)
+    masked_rows_warnings(problem, lse == -np.inf)  # raises for masked_rows "error"; the trace has the warnings
     check_finite(output, "output = O / ℓ", ("head", "query", "column"))
     return Tiles(problem=problem, bq=bq, bk=bk, tiles=tuple(tiles), output=output, lse=lse, V=V)
 
@@ -141,7 +144,7 @@ def step(S: np.ndarray, V: np.ndarray, m_old: np.ndarray, l_old: np.ndarray, O_o
     m_old is, alpha = e^(−∞) = 0."""
     if m is None:
         m = np.maximum(m_old, S.max(axis=-1))  # (..., b)
-    shift = np.where(m == -np.inf, 0.0, m)  # e^(−∞ − 0) = 0
+    shift = row_policy(m)[0]  # m, or 0 where m = −∞: e^(−∞ − 0) = 0
     if alpha is None:
         alpha = np.where(m_old == -np.inf, np.where(m == -np.inf, 1.0, 0.0), np.exp(m_old - shift))
     P = np.exp(S - shift[..., None])  # (..., b, c)
@@ -166,8 +169,6 @@ def max_difference(tiles: Tiles, output: np.ndarray) -> float:
 def head_dicts(tiles: Tiles, head: int, decimals: int | None = None) -> list[dict]:
     """JSON's per-head "tiles": each tile's blocks and numbers (−∞ as null); a skipped tile has
     its blocks and `"skipped": true` only."""
-    from attncli.trace import plain
-
     found = []
     for tile in tiles.tiles:
         item = {"q_block": list(tile.q_block), "k_block": list(tile.k_block), "skipped": tile.skipped}

@@ -105,6 +105,17 @@ def test_uniform_masked_rows_send_gradient_to_V_only():
     np.testing.assert_allclose(row0, np.tile([[1.0, 4 / 3]], (3, 1)), atol=1e-15)
 
 
+def test_a_row_blocked_by_a_minus_infinity_bias_sends_nothing_to_its_scores():
+    """No mask rule hides its keys (the masked stage's vjp lets the gradient through): the softmax's
+    own vjp gives 0 on a row whose every logit is −∞, as finite differences do."""
+    doc = {**SCOOTER, "Q": [[0, 4], [1, 1]], "bias": [[0, 1, 0], [-np.inf] * 3], "masked_rows": "uniform",
+           "dO": [[1, 2], [3, 4]]}
+    g = attend(build_problem(doc)).gradients
+    assert not g.heads["d_scores"][0, 1].any() and not g.grads["Q"][1].any()
+    for name in ("Q", "K", "V"):
+        np.testing.assert_allclose(g.grads[name], finite_differences(doc, name), atol=1e-8, err_msg=name)
+
+
 def test_gradients_are_read_only():
     g = attend(build_problem({**SCOOTER, "dO": "ones"})).gradients
     with pytest.raises(ValueError):
@@ -147,5 +158,5 @@ def test_the_backward_pass_is_refused_before_it_runs_out_of_memory(monkeypatch):
 
     left = iter([1 << 20, 50])  # the forward pass fits; then 50 bytes remain
     monkeypatch.setattr(limits, "available_bytes", lambda: next(left))
-    with pytest.raises(ResourceError, match="the backward pass's 3 score-sized arrays"):
+    with pytest.raises(ResourceError, match="the backward pass's 4 score-sized arrays"):
         attend(build_problem({**SCOOTER, "dO": "ones"}))

@@ -7,6 +7,7 @@ from decimal import Decimal
 import numpy as np
 
 from attncli.attention import attend
+from attncli.backward import to_inputs
 from attncli.problem import build_problem
 from tests.conftest import SAMPLES
 from tests.test_explain_backward import check_lines_add_up
@@ -41,9 +42,7 @@ def test_rope_marking_carries_a_learners_d_scores_into_d_q(run, tmp_path):
     head = 0
     d_scores = g["d_scores"][head].copy()
     d_scores[0, 0] += 0.3
-    from attncli.backward import through_rope
-
-    d_Q = through_rope(trace, trace.scale * d_scores[None], head)[0][0]
+    d_Q = to_inputs(trace, trace.scale * d_scores[None], head)[0][0]
     answers = {"d_scores": np.round(d_scores, 4).tolist(), "d_Q": np.round(d_Q, 4).tolist()}  # one head
     (tmp_path / "p.json").write_text(json.dumps(doc))
     (tmp_path / "a.json").write_text(json.dumps(answers))

@@ -18,6 +18,7 @@ from attncli.mistakes import MISTAKES, step
 from attncli.problem import build_problem
 from attncli.render.explain import explain
 from attncli.stage_steps import elementwise
+from attncli.tiles import attend_tiles
 from tests.conftest import SCOOTER, assert_error
 from tests.test_explain import NOTE, NUM, check_equations
 
@@ -29,11 +30,21 @@ DOUBLED = stages.Stage("doubled", "doubled = $previous · 2", "$previous · 2", 
                        lambda block, x: x * 2)
 
 
+def insert(monkeypatch, stage, after="scaled"):
+    table = list(stages.STAGES)
+    table.insert(stages.names().index(after) + 1, stage)
+    monkeypatch.setattr(stages, "STAGES", tuple(table))
+
+
 @pytest.fixture
 def doubled(monkeypatch):
-    table = list(stages.STAGES)
-    table.insert(stages.names().index("scaled") + 1, DOUBLED)
-    monkeypatch.setattr(stages, "STAGES", tuple(table))
+    insert(monkeypatch, DOUBLED)
+
+
+@pytest.fixture
+def doubled_with_vjp(monkeypatch):
+    """The throwaway stage with its vector-Jacobian product: d x = 2 · d doubled."""
+    insert(monkeypatch, dataclasses.replace(DOUBLED, vjp=lambda block, x, y, d: {"x": 2 * d}))
 
 
 @pytest.mark.parametrize("doc", [SCOOTER, CAUSAL])
@@ -180,7 +191,10 @@ def test_an_added_stage_without_a_hand_step_is_refused_by_explain(doubled, run, 
     assert_error(run("compute", problem_file(SCOOTER), "--explain"), '"doubled"')
 
 
-def test_the_backward_narration_refuses_a_stage_it_does_not_cover(doubled_by_hand, run, problem_file):
+def test_the_backward_narration_refuses_a_stage_it_does_not_cover(monkeypatch, run, problem_file):
+    # The stage has its vjp (the gradients are right) and a forward hand step, but no backward one.
+    insert(monkeypatch, dataclasses.replace(DOUBLED, vjp=lambda block, x, y, d: {"x": 2 * d},
+                                            hand=elementwise("double, $previous × 2", "{x} × 2", lambda x: x * 2)))
     result = run("compute", problem_file(SCOOTER), "--explain", "--do", "1,0")
     assert_error(result, '"doubled"')
 
@@ -195,3 +209,125 @@ def test_an_added_stage_is_explained_through_the_cli(doubled_by_hand, run, probl
     result = run("compute", problem_file(CAUSAL), "--explain", "--carry", carry, "--row", "2", "-f", "markdown")
     assert result.exit_code == 0, result.stderr
     assert "Step 3: double, scaled × 2" in result.stdout and "Step 4: apply the mask" in result.stdout
+
+
+def _problem(masked: bool, variants: bool = False) -> dict:
+    """Two heads, Lq 3, Lk 4, random numbers and dO; causal or not; `variants`: a softcap, RoPE,
+    a bias and sinks too."""
+    rng = np.random.default_rng(7 + masked + 2 * variants)
+    doc = {"Q": rng.normal(size=(3, 4)), "K": rng.normal(size=(4, 4)), "V": rng.normal(size=(4, 2)), "heads": 2,
+           "dO": rng.normal(size=(3, 2))}
+    if masked:
+        doc["mask"] = "causal"
+    if variants:
+        doc |= {"softcap": 2.0, "rope": {"style": "half", "base": 3.0}, "bias": rng.normal(size=(3, 4)),
+                "sinks": rng.normal(size=2)}
+    return doc
+
+
+def _finite_differences(doc: dict, name: str, h: float = 1e-6) -> np.ndarray:
+    """Central differences of sum(final output ∘ dO) by every element of input `name` (float64)."""
+    def loss(value):
+        return float((attend(build_problem({**doc, name: value, "dO": None})).final * doc["dO"]).sum())
+
+    x = np.array(doc[name], dtype=np.float64)
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += h
+        down[index] -= h
+        grad[index] = (loss(up) - loss(down)) / (2 * h)
+    return grad
+
+
+@pytest.mark.parametrize("masked, variants", [(False, False), (True, False), (True, True)])
+def test_an_added_stage_with_its_vjp_gets_the_gradients_of_finite_differences(doubled_with_vjp, masked, variants):
+    doc = _problem(masked, variants)
+    grads = attend(build_problem(doc)).gradients.grads
+    assert set(grads) == {"Q", "K", "V"} | ({"sinks"} if variants else set())
+    for name in grads:
+        np.testing.assert_allclose(grads[name], _finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_an_added_stage_reaches_every_tile(doubled, masked):
+    problem = build_problem({**_problem(masked, variants=masked), "dO": None})
+    plain = attend(problem)
+    for bq in range(1, problem.lq + 1):
+        for bk in range(1, problem.lk + 1):
+            np.testing.assert_allclose(attend_tiles(problem, bq, bk).output, plain.output, rtol=0, atol=1e-13)
+
+
+def test_the_backward_pass_refuses_a_stage_without_a_vjp(doubled):
+    attend(build_problem({**_problem(True), "dO": None}))  # the forward pass alone is fine
+    with pytest.raises(AttnError, match="doubled"):
+        attend(build_problem(_problem(True)))
+
+
+def test_the_cli_refuses_a_stage_without_a_vjp_in_one_line(doubled, run, problem_file):
+    path = problem_file({k: np.asarray(v).tolist() if k != "mask" else v for k, v in _problem(True).items()})
+    result = run("compute", path, "-f", "json")
+    assert result.exit_code == 2 and "doubled" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_stage_after_the_softmax_gets_its_gradients_and_the_fused_paths_refuse_it(monkeypatch):
+    """A stage between weights and output (×0.5): the full trace and the backward pass run it (D =
+    rowsum(dP ∘ P) needs nothing after the softmax); the output-only and tiled paths, which fuse the
+    softmax with output, refuse it by name rather than skip it."""
+    halved = stages.Stage("halved", "halved = weights / 2", "weights / 2", r"\text{weights} / 2",
+                          lambda block, x: x / 2, vjp=lambda block, x, y, d: {stages.PREVIOUS: d / 2})
+    insert(monkeypatch, halved, after="weights")
+    doc = _problem(True, variants=True)
+    trace = attend(build_problem(doc))
+    np.testing.assert_allclose(trace.output, trace.stage("halved") @ trace.V)
+    for name, grad in trace.gradients.grads.items():
+        np.testing.assert_allclose(grad, _finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
+    problem = build_problem({**doc, "dO": None})
+    for path in (lambda: attend_output(problem), lambda: attend_tiles(problem, 2, 2)):
+        with pytest.raises(AttnError, match="halved"):
+            path()
+
+
+def test_gradient_titles_name_the_stages_their_vjps_pass_through(doubled_with_vjp):
+    from attncli import grads
+
+    title = lambda name, doc: grads.title(grads.get(name), build_problem(doc))  # noqa: E731
+    assert title("d_scores", CAUSAL) == "d_scores = weights ∘ (d_weights − D) (through doubled), 0 where masked"
+    capped = dict(CAUSAL, softcap=2.0, rope={"style": "half"})
+    assert title("d_scores", capped) == \
+        "d_scores = weights ∘ (d_weights − D) ∘ (1 − (capped / c)²) (through doubled), 0 where masked"
+    assert title("d_Q", capped) == "d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹)"
+    assert title("d_K", capped) == "d_K = scale · d_scoresᵀ Q_rope, rotated back (RoPE⁻¹)"
+    assert title("d_Q", SCOOTER) == "d_Q = scale · d_scores K" and title("D", SCOOTER) == "D = rowsum(d_output ∘ output)"
+
+
+def test_each_vjp_is_the_transpose_of_its_stage():
+    """⟨d, J v⟩ = ⟨Jᵀ d, v⟩ for every stage of a problem with every variant, J by central
+    differences of the stage's own compute; the masked stage's vjp is 0 on hidden keys."""
+    problem = build_problem({**_problem(True, variants=True), "dO": None})
+    trace = attend(problem)
+    rng = np.random.default_rng(3)
+    block = stages.Block(problem, trace.Q, trace.K, trace.V, trace.scale)
+    for stage in stages.present(problem):
+        x = trace.stage(stages.previous(problem, stage.name)) if stages.previous(problem, stage.name) else None
+        y = stage.compute(block, x)
+        d = rng.normal(size=y.shape)
+        d_in = stage.vjp(block, x, y, np.where(np.isfinite(y), d, 0.0) if stage.name != "masked" else d)
+        reads = {name: getattr(block, name) for name in ("Q", "K", "V") if name in d_in}
+        if stages.PREVIOUS in d_in:
+            reads[stages.PREVIOUS] = x
+        for name, value in reads.items():
+            v = rng.normal(size=value.shape) * np.isfinite(value)
+            def at(t, name=name, value=value, v=v):
+                moved = np.where(np.isfinite(value), value + t * v, value)
+                b = dataclasses.replace(block, **{name: moved}) if name != stages.PREVIOUS else block
+                out = stage.compute(b, moved if name == stages.PREVIOUS else x)
+                return np.where(np.isfinite(out), out, 0.0)
+            jv = (at(1e-6) - at(-1e-6)) / 2e-6
+            lhs = float((np.where(np.isfinite(y), d, 0.0) * jv).sum())
+            np.testing.assert_allclose(lhs, float((d_in[name] * v).sum()), rtol=1e-5, atol=1e-8,
+                                       err_msg=f"{stage.name} by {name}")
+        if stage.replaces is not None:
+            block = dataclasses.replace(block, **{stage.replaces: y})
+        if stage.name == "masked":
+            np.testing.assert_array_equal(d_in[stages.PREVIOUS][np.isneginf(y)], 0.0)
