@@ -69,3 +69,18 @@ def assert_error(result, *fragments):
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
     assert "Traceback" not in result.stderr
+
+
+def checker(problem: dict):
+    """`check(run, tmp_path, answers, problem=PROBLEM, *options)` for a test module whose problem is
+    PROBLEM: writes both documents to tmp_path, runs `attn check --format json` and returns
+    (exit code, the marks as JSON), asserting that marking ran (exit 0 or 1)."""
+    default = problem
+
+    def check(run, tmp_path, answers, problem=default, *options):
+        (tmp_path / "problem.json").write_text(json.dumps(problem))
+        (tmp_path / "answers.json").write_text(json.dumps(answers))
+        result = run("check", tmp_path / "answers.json", tmp_path / "problem.json", "--format", "json", *options)
+        assert result.exit_code in (0, 1), result.stderr
+        return result.exit_code, json.loads(result.stdout)
+    return check
