@@ -120,7 +120,7 @@ def compute_property(doc, options):
         assert not RAW.search(result.stdout), RAW.findall(result.stdout)
 
 
-@SHORT
+@settings(SHORT, max_examples=60)  # the slow run has 10,000
 @given(problems(), OPTIONS)
 # Found by exploration: numpy's round scaled 1e308 by 10^3 to infinity (strict JSON refused it).
 @example({"Q": [[0] * 12, [0] * 10 + [1e154, 0]], "K": [[0] * 10 + [1e154, 0]], "V": [[0, 0, 0]], "heads": 3},
@@ -223,7 +223,7 @@ def hostile_property(tmp, doc, file_name):
         assert not RAW.search(result.stdout), RAW.findall(result.stdout)
 
 
-@settings(SHORT, max_examples=60)  # ~0.1 s each (five views, two `check` runs)
+@settings(SHORT, max_examples=20)  # ~0.1 s each (five views, four `check` runs); the slow run has 400
 @given(hostile_problems(), hostile)
 # Found by the long profile: a file name holding a wide character (⺀ takes two terminal cells),
 # and a label that is a no-break space (rich trims it at the cell's edge).
