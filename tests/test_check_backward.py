@@ -6,7 +6,7 @@ import numpy as np
 
 from attncli.attention import attend
 from attncli.problem import build_problem
-from tests.conftest import SCOOTER, assert_error, checker
+from tests.conftest import assert_error, checker
 
 PROBLEM = {"Q": [[0, 4], [1, 1]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]],
            "mask": [[True, True, False], [True, True, True]], "dO": [[0.5, -2], [1, 1]]}

@@ -14,7 +14,6 @@ import re
 import string
 import warnings
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
