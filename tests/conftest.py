@@ -84,12 +84,10 @@ def assert_error(result, *fragments):
     assert "Traceback" not in result.stderr
 
 
-def checker(problem: dict):
-    """`check(run, tmp_path, answers, problem=PROBLEM, *options)` for a test module whose problem is
-    PROBLEM: writes both documents to tmp_path, runs `attn check --format json` and returns
+def checker(default: dict):
+    """`check(run, tmp_path, answers, problem=default, *options)` for a test module whose problem is
+    `default`: writes both documents to tmp_path, runs `attn check --format json` and returns
     (exit code, the marks as JSON), asserting that marking ran (exit 0 or 1)."""
-    default = problem
-
     def check(run, tmp_path, answers, problem=default, *options):
         (tmp_path / "problem.json").write_text(json.dumps(problem))
         (tmp_path / "answers.json").write_text(json.dumps(answers))

@@ -149,7 +149,6 @@ def test_overflow_at_a_masked_key_is_refused_as_the_full_trace_does():
         assert compute(masked).final.tolist() == [[2.0]]
 
 
-@functools.cache
 @functools.cache  # one strategy per range: hypothesis spent most of the test building them anew
 def _magnitude(low, high):
     """±10^e with e uniform in [low, high], or 0."""
