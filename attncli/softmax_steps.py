@@ -12,7 +12,7 @@ from decimal import Decimal
 
 from attncli.carry import E_NOTATION_FROM, PERCENT_PLACES, printed, round_to
 from attncli.handwriting import MAX_KEYS, shown_keys
-from attncli.stage_steps import HandStep, Page, Pairs, Row, values
+from attncli.stage_steps import HandStep, Page, Row, values
 
 
 class Masked(namedtuple("Masked", "name before bias alibi slope pairs")):

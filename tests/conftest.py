@@ -1,9 +1,12 @@
+import functools
 import json
 import os
 from pathlib import Path
 
 import pytest
+import typer.testing
 from hypothesis import settings
+from typer.main import get_command
 from typer.testing import CliRunner
 
 from attncli.cli import app
@@ -19,6 +22,16 @@ settings.load_profile(os.environ.get("ATTN_HYPOTHESIS", "ci"))
 ROOT = Path(__file__).parent.parent
 SAMPLES = ROOT / "samples"
 SCOOTER = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_click_command():
+    """Typer's CliRunner rebuilds the click command, and a pydantic adapter for each of its ~40
+    options, on every invoke: two thirds of an in-process run. The real CLI builds it once per
+    process; the tests build it once per session (this fails loudly if Typer renames the helper)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(typer.testing, "_get_command", functools.cache(get_command))
+        yield
 
 
 class Run:
@@ -69,3 +82,16 @@ def assert_error(result, *fragments):
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
     assert "Traceback" not in result.stderr
+
+
+def checker(default: dict):
+    """`check(run, tmp_path, answers, problem=default, *options)` for a test module whose problem is
+    `default`: writes both documents to tmp_path, runs `attn check --format json` and returns
+    (exit code, the marks as JSON), asserting that marking ran (exit 0 or 1)."""
+    def check(run, tmp_path, answers, problem=default, *options):
+        (tmp_path / "problem.json").write_text(json.dumps(problem))
+        (tmp_path / "answers.json").write_text(json.dumps(answers))
+        result = run("check", tmp_path / "answers.json", tmp_path / "problem.json", "--format", "json", *options)
+        assert result.exit_code in (0, 1), result.stderr
+        return result.exit_code, json.loads(result.stdout)
+    return check

@@ -66,7 +66,7 @@ def problems(draw):
     return doc
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)  # the slow run has 100
 @given(problems())
 def test_gradients_agree_with_finite_differences(doc):
     grads = attend(build_problem(doc)).gradients.grads
@@ -76,6 +76,13 @@ def test_gradients_agree_with_finite_differences(doc):
     for name in differentiable:
         np.testing.assert_allclose(grads[name], finite_differences(doc, name), rtol=1e-5, atol=1e-6,
                                    err_msg=name)
+
+
+@pytest.mark.slow
+@settings(max_examples=100, deadline=None)
+@given(problems())
+def test_gradients_agree_with_finite_differences_long(doc):
+    test_gradients_agree_with_finite_differences.hypothesis.inner_test(doc)
 
 
 SCOOTER = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}

@@ -1,5 +1,7 @@
 """The blocked output-only path equals the full trace (1e-12 in float64), whatever the blocks."""
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -147,6 +149,7 @@ def test_overflow_at_a_masked_key_is_refused_as_the_full_trace_does():
         assert compute(masked).final.tolist() == [[2.0]]
 
 
+@functools.cache  # one strategy per range: hypothesis spent most of the test building them anew
 def _magnitude(low, high):
     """±10^e with e uniform in [low, high], or 0."""
     exponents = st.floats(low, high, allow_nan=False)
@@ -175,7 +178,7 @@ def rules(draw, lq, lk):
     return doc
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)  # the slow run has 400
 @given(st.data(), st.integers(1, 12), st.integers(1, 12), st.integers(0, 2**32 - 1))
 def test_blocks_skip_hidden_keys_and_equal_the_full_trace(data, lq, lk, seed):
     """Positions, causal, windows, key masks and a given matrix, ANDed, with ALiBi, softcap and
@@ -198,6 +201,13 @@ def test_blocks_skip_hidden_keys_and_equal_the_full_trace(data, lq, lk, seed):
     full, blocked = attend(problem), attend_output(problem, block=block)
     np.testing.assert_allclose(blocked.output, full.output, rtol=0, atol=1e-12)
     assert blocked.fully_masked == full.fully_masked and blocked.warnings == full.warnings
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(st.data(), st.integers(1, 12), st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_blocks_skip_hidden_keys_and_equal_the_full_trace_long(data, lq, lk, seed):
+    test_blocks_skip_hidden_keys_and_equal_the_full_trace.hypothesis.inner_test(data, lq, lk, seed)
 
 
 @st.composite
@@ -241,7 +251,7 @@ def _outcome(compute, problem, **options):
         return type(error)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=60, deadline=None)  # the slow run has 600
 @given(extreme_problems())
 def test_blocked_equals_full_on_extreme_magnitudes(case):
     problem, block = case
@@ -255,6 +265,13 @@ def test_blocked_equals_full_on_extreme_magnitudes(case):
     floor = 4 * problem.lk * np.nextafter(0.0, 1.0)
     assert np.all(np.abs(blocked.output - full.output) <= 1e-12 * scale + floor)
     assert blocked.fully_masked == full.fully_masked and blocked.warnings == full.warnings
+
+
+@pytest.mark.slow
+@settings(max_examples=600, deadline=None)
+@given(extreme_problems())
+def test_blocked_equals_full_on_extreme_magnitudes_long(case):
+    test_blocked_equals_full_on_extreme_magnitudes.hypothesis.inner_test(case)
 
 
 @pytest.mark.parametrize("doc", [

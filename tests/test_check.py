@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.conftest import SAMPLES, SCOOTER, assert_error
+from tests.conftest import SAMPLES, SCOOTER, assert_error, checker
 
 Q = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 1.0]])
 K = np.array([[1.0, 1.0, 0.0], [0.0, 2.0, 1.0], [2.0, 0.0, 1.0]])
@@ -32,12 +32,7 @@ def r4(x):
     return np.round(x, 4).tolist()
 
 
-def check(run, tmp_path, answers, problem=PROBLEM, *extra):
-    (tmp_path / "problem.json").write_text(json.dumps(problem))
-    (tmp_path / "answers.json").write_text(json.dumps(answers))
-    result = run("check", tmp_path / "answers.json", tmp_path / "problem.json", "--format", "json", *extra)
-    assert result.exit_code in (0, 1), result.stderr
-    return result.exit_code, json.loads(result.stdout)
+check = checker(PROBLEM)
 
 
 def test_all_correct_exits_0(run, tmp_path):

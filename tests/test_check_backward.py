@@ -6,7 +6,7 @@ import numpy as np
 
 from attncli.attention import attend
 from attncli.problem import build_problem
-from tests.conftest import SCOOTER, assert_error
+from tests.conftest import assert_error, checker
 
 PROBLEM = {"Q": [[0, 4], [1, 1]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]],
            "mask": [[True, True, False], [True, True, True]], "dO": [[0.5, -2], [1, 1]]}
@@ -17,12 +17,7 @@ def r4(x):
     return np.round(np.asarray(x), 4).tolist()
 
 
-def check(run, tmp_path, answers, problem=PROBLEM, *extra):
-    (tmp_path / "problem.json").write_text(json.dumps(problem))
-    (tmp_path / "answers.json").write_text(json.dumps(answers))
-    result = run("check", tmp_path / "answers.json", tmp_path / "problem.json", "--format", "json", *extra)
-    assert result.exit_code in (0, 1), result.stderr
-    return result.exit_code, json.loads(result.stdout)
+check = checker(PROBLEM)
 
 
 def test_right_gradients_are_correct(run, tmp_path):

@@ -66,7 +66,7 @@ def test_every_key_written_is_in_the_schema_and_reads_back_the_same(run, problem
     # Read back (without the options, which the file now holds): the same document.
     again = run("compute", problem_file(text, "out.json"), "--format", "json",
                 *(["--explain"] if "--explain" in options else []),
-                *(o for o in options if o.startswith("--round") or o.startswith("--tiles")),
+                *(o for o in options if o.startswith(("--round", "--tiles"))),
                 *([options[options.index("--round") + 1]] if "--round" in options else []),
                 *([options[options.index("--tiles") + 1]] if "--tiles" in options else []))
     assert again.exit_code == 0, again.stderr

@@ -318,7 +318,7 @@ def test_each_vjp_is_the_transpose_of_its_stage():
             reads[stages.PREVIOUS] = x
         for name, value in reads.items():
             v = rng.normal(size=value.shape) * np.isfinite(value)
-            def at(t, name=name, value=value, v=v):
+            def at(t, name=name, value=value, v=v, block=block, stage=stage, x=x):
                 moved = np.where(np.isfinite(value), value + t * v, value)
                 b = dataclasses.replace(block, **{name: moved}) if name != stages.PREVIOUS else block
                 out = stage.compute(b, moved if name == stages.PREVIOUS else x)

@@ -21,7 +21,7 @@ TINY = SAMPLES / "tiny_tiles.json"
 E = np.e
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)  # the slow run has 300
 @given(st.data(), st.integers(1, 9), st.integers(1, 9), st.integers(0, 2**32 - 1))
 def test_tiles_of_every_size_equal_the_plain_output_and_lse(data, lq, lk, seed):
     """Every BQ in 1 … Lq and BK in 1 … Lk, with random mask rules, a random matrix mask and a
@@ -42,6 +42,13 @@ def test_tiles_of_every_size_equal_the_plain_output_and_lse(data, lq, lk, seed):
             np.testing.assert_allclose(tiled.output, plain.output, rtol=0, atol=1e-12)
             np.testing.assert_array_equal(np.isneginf(tiled.lse), np.isneginf(plain.lse))
             np.testing.assert_allclose(tiled.lse, plain.lse, rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.integers(1, 9), st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_tiles_of_every_size_equal_the_plain_output_and_lse_long(data, lq, lk, seed):
+    test_tiles_of_every_size_equal_the_plain_output_and_lse.hypothesis.inner_test(data, lq, lk, seed)
 
 
 def test_the_tiny_example_by_hand(run):

@@ -100,8 +100,8 @@ def markdown_table(title: str, formula: str | None, m: np.ndarray, rows, columns
 def markdown(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
     parts = ["\n".join(f"{md(line)}  " for line in header)]
     written = formulas(trace)
-    for name, title, m, rows, columns in _matrices(trace, stages):
-        parts.append(markdown_table(title, written[name][0] if name in written else None, m, rows, columns,
+    for name, heading, m, rows, columns in _matrices(trace, stages):
+        parts.append(markdown_table(heading, written[name][0] if name in written else None, m, rows, columns,
                                     precision))
     if explanation:
         parts.append(fence(explanation))
@@ -147,8 +147,8 @@ def latex(trace: Trace, stages, precision: int, header: list[str], explanation: 
     """The header as comments, then one `latex_table` per stage and head."""
     parts = ["\n".join("% " + tex(line) for line in header)]  # the header as comments, every line
     written = formulas(trace)
-    for name, title, m, rows, columns in _matrices(trace, stages):
-        parts.append(latex_table(title, written[name][1] if name in written else name, m, rows, columns, precision))
+    for name, heading, m, rows, columns in _matrices(trace, stages):
+        parts.append(latex_table(heading, written[name][1] if name in written else name, m, rows, columns, precision))
     if explanation:
         parts.append(tex_lines(explanation))
     return "\n\n".join(parts) + "\n"
