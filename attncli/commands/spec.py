@@ -154,18 +154,21 @@ def settings(table: tuple[Option, ...], o: SimpleNamespace, parts: dict[str, Cal
 
 
 def reference(table: tuple[Option, ...]) -> str:
-    """The table as the README lists it: a Markdown table of flag, input key and help, by panel."""
-    lines = ["| option | input key | what it does |", "|---|---|---|"]
+    """The table as the README lists it: a Markdown table of flag (with its placeholder or choices),
+    input key (a column only when some option sets one; — for none) and help, in --help's order."""
+    keyed = any(option.key for option in table)
+    lines = ["| option | input key | what it does |" if keyed else "| option | what it does |",
+             "|---|---|---|" if keyed else "|---|---|"]
     for option in table:
         flags = ", ".join(f"`{flag}`" for flag in option.flags) or f"`{option.flag}` (argument)"
         if option.metavar:
             flags += f" `{option.metavar}`"
         elif option.enum is not None:
             flags += f" `{'|'.join(option.words)}`"
-        key = f"`{option.key}`" if option.key else "(view)"
         default = "" if option.default in (None, False) else f" Default: `{option.default}`."
-        text = " ".join(option.help.split()) + default
-        lines.append(f"| {_cell(flags)} | {_cell(key)} | {_cell(text)} |")
+        cells = [flags] + ([f"`{option.key}`" if option.key else "—"] if keyed else [])
+        cells.append(" ".join(option.help.split()) + default)
+        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
