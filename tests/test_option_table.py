@@ -130,3 +130,21 @@ def test_reference_rewrites_only_the_marked_lists(tmp_path):
     assert readme.read_text(encoding="utf-8") == f"intro\n{reference.block('compute')}outro\n{others}"
     with pytest.raises(ValueError, match="options: compute"):
         reference.written("no lists here")
+
+
+FLAG = r"(?<![\w-])--[A-Za-z][\w-]*"
+# Not attn's flags: a placeholder, a flag said not to exist, sed's flag, a prefix (`--rope-…`).
+NOT_FLAGS = {"--STAGE", "--d_Q", "--follow-symlinks", "--rope-"}
+
+
+def test_the_readme_names_only_flags_that_exist():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    flags = {flag for _, table in TABLES for option in table for flag in option.flags}
+    flags |= {"--help", "--version", "--install-completion", "--show-completion"}
+    assert set(re.findall(FLAG, text)) - flags - NOT_FLAGS == set()
+
+
+@pytest.mark.parametrize("command, table", TABLES)
+def test_help_names_only_the_commands_own_flags(run, command, table):
+    text = run(command, "--help", env={"COLUMNS": "250", "NO_COLOR": "1"}).stdout
+    assert set(re.findall(FLAG, text)) <= {flag for option in table for flag in option.flags} | {"--help"}
