@@ -1,58 +1,42 @@
-"""`attn check`: its options; check_run.py marks a learner's answers (or a class's) against the
+"""`attn check`: its options, declared once (commands/spec.py); check_run.py marks a learner's answers (or a class's) against the
 computed stages."""
 
-import inspect
-from typing import Annotated, Optional
-
-import typer
-
+from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, formats
+from attncli.commands.spec import Option
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.stages import names as answer_options  # one --STAGE option per stage of the table
 
-
-CheckFormat = formats("CheckFormat", "auto", "table", "json", "csv", "gradescope")
-
-
-def _answer(stage: str):
-    return typer.Option(f"--{stage}", help=f"The learner's {stage} (path or inline text).",
-                        rich_help_panel="Answers given inline")
+ANSWERS = "Answers given inline"
 
 
-def _with_answer_options(command):
-    """Give `command` one `--STAGE` option per stage of the stage table, after --problem; their
-    values arrive in `**answers`."""
-    signature = inspect.signature(command)
-    params = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
-    options = [inspect.Parameter(stage, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                 annotation=Annotated[Optional[str], _answer(stage)])
-               for stage in answer_options()]
-    params = [p.replace(kind=p.KEYWORD_ONLY) for p in params]
-    command.__signature__ = signature.replace(parameters=params[:2] + options + params[2:])
-    return command
+def _answer(stage: str) -> Option:
+    """A learner's stage given inline: it sets that stage's key of the answers document."""
+    return Option(stage, f"The learner's {stage} (path or inline text).", flags=(f"--{stage}",), key=stage,
+                  matrix=True, panel=ANSWERS)  # the flag is the stage's name as written (--Q_rope)
 
 
-@_with_answer_options
-def check(
-    files: Annotated[Optional[list[str]], typer.Argument(
-        help="ANSWERS [PROBLEM], one file holding both, or many answer files (with --problem, or each "
-             "holding its own problem).", show_default=False)] = None,
-    problem: Annotated[Optional[str], typer.Option(
-        "--problem", "-p", help="The problem (compute input); every FILE is then an answers file.")] = None,
-    decimals: Annotated[int, typer.Option(
-        min=0, max=17, help="Least decimals a value needs: with fewer it is correct only when exact "
-        "(4, 0.5), otherwise imprecise (not correct).")] = 2,
-    require: Annotated[Optional[str], typer.Option(
-        metavar="STAGES", help="Stages every answer must have, comma-separated (e.g. weights,output); "
-        "a missing one counts its cells as missing (? in the table), not right.", show_default=False)] = None,
-    tol: Annotated[Optional[float], typer.Option(
-        min=0.0, help="Accept cells within this absolute tolerance, instead of at the decimals written.")] = None,
-    format: Annotated[CheckFormat, typer.Option("--format", "-f", help=f"{AUTO_HELP}. csv: a gradebook, one "
-                                                "row per file. gradescope: Gradescope's autograder "
-                                                "results.json.")] = CheckFormat.auto,
-    precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals for expected values.")] = 4,
-    **answers: Optional[str],
-) -> None:
+OPTIONS: tuple[Option, ...] = (
+    Option("files", "ANSWERS [PROBLEM], one file holding both, or many answer files (with --problem, or each "
+           "holding its own problem).", type=list, argument=True),
+    Option("problem", "The problem (compute input); every FILE is then an answers file.", flags=("--problem", "-p")),
+    *(_answer(stage) for stage in answer_options()),  # one per stage of the stage table, after --problem
+    Option("decimals", "Least decimals a value needs: with fewer it is correct only when exact (4, 0.5), "
+           "otherwise imprecise (not correct).", type=int, low=0, high=17, default=2),
+    Option("require", "Stages every answer must have, comma-separated (e.g. weights,output); a missing one "
+           "counts its cells as missing (? in the table), not right.", metavar="STAGES"),
+    Option("tol", "Accept cells within this absolute tolerance, instead of at the decimals written.",
+           type=float, low=0.0),
+    Option("format", f"{AUTO_HELP}. csv: a gradebook, one row per file. gradescope: Gradescope's autograder "
+           "results.json.", flags=("--format", "-f"), default="auto",
+           choices=formats("CheckFormat", "auto", "table", "json", "csv", "gradescope")),
+    Option("precision", "Decimals for expected values.", type=int, low=0, high=17, default=4),
+)
+CheckFormat = spec.find(OPTIONS, "format").enum
+
+
+@spec.command(OPTIONS)
+def check(**given) -> None:
     """Mark a learner's answers: each cell ✓ correct, ↪ carried, ~ imprecise, ✗ wrong, with diagnoses.
 
     attn check answers.json problem.json
@@ -72,12 +56,14 @@ def check(
 
     Exit codes: 0 every given cell right, 1 some not right (or a file with no answers), 2 trouble.
     """
-    required = _stages(require)
+    o = spec.given(OPTIONS, given)
+    required = _stages(o.require)
+    answers = {option.key: getattr(o, option.name) for option in OPTIONS if option.panel == ANSWERS}
     # The one import kept inside a function, for start-up: numpy, the core and the views load when
     # check runs, so that `attn --version` and `attn --help` never import numpy.
     from attncli.commands.check_run import run
 
-    run(files, problem, answers, format.value, precision, decimals, tol, required)
+    run(o.files, o.problem, answers, o.format, o.precision, o.decimals, o.tol, required)
 
 
 def _stages(text: str | None) -> tuple[str, ...]:

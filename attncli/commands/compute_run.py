@@ -13,6 +13,8 @@ from types import SimpleNamespace
 
 from attncli import attention, grads, limits
 from attncli.commands import option_text as opt
+from attncli.commands import spec
+from attncli.commands.compute_options import OPTIONS, PARTS
 from attncli.commands.edge import flag, warning
 from attncli.errors import AttnError, InputError, one_line
 from attncli.loading import OneMatrixError, gather
@@ -29,12 +31,23 @@ MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON
 
 
 def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
-    """Compute and show: `o` holds compute's options by name, `plan` what compute.plan decided."""
-    problem, source, doc, options = _problem(o)
+    """Compute and show: `o` holds compute's options by name, `plan` what compute.plan decided.
+    Read the problem, check what the plan asks of it, compute, render; warnings come last."""
+    problem, source, doc, options = read(o)
+    shown, warnings = check(problem, plan, o.stages)
+    trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options))
+    render(trace, tiled, shown, plan, o)
+    for notice in warnings + list(trace.warnings):
+        sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
+
+
+def check(problem, plan: SimpleNamespace, stages: str | None) -> tuple[tuple[str, ...], list[str]]:
+    """(the stages shown, the warnings about the command line): what the plan asks of this
+    problem, refused before computing when it cannot be done."""
     gradients = grads.names() + (grads.GRADS,)
     shown = plan.shown
-    _check_backward(problem, shown if o.stages is not None else (), plan.output_only, plan.suffix,
-                    plan.tile_sizes and o.stages is None)
+    _check_backward(problem, shown if stages is not None else (), plan.output_only, plan.suffix,
+                    plan.tile_sizes and stages is None)
     if problem.dO is not None and plan.format != "csv" and not set(shown) & set(gradients):
         shown += gradients  # dO given: its gradients are shown beside whatever --stages chose
     stage = get(shown[0])
@@ -49,16 +62,29 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
                         "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
     if plan.tile_sizes is not None:
         _check_tile_count(problem, *plan.tile_sizes, table=plan.written != "json")
+    return shown, warnings
+
+
+def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool, read_back: tuple):
+    """(trace, tile trace or None): the one library call (the full trace, or the output alone in
+    blocks), after the memory guard; the document's own results are checked against it (`read_back`:
+    source, document, the options that changed it)."""
+    source, doc, options = read_back
     try:
-        _guard(problem, plan.written, shown, o.full, plan.output_only, plan.tile_sizes)
+        _guard(problem, plan.written, shown, full, plan.output_only, plan.tile_sizes)
         trace = _attend(problem, plan.output_only, plan.workers)
         verify(doc, trace, flag, options)  # echoes and results the document holds, read back
         tiled = None if plan.tile_sizes is None else _attend_tiles(problem, plan.tile_sizes)
     except AttnError as error:
         raise error.at(source) if source else error
+    return trace, tiled
+
+
+def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: SimpleNamespace) -> None:
+    """Show the trace through the planned view: tables, a text document on stdout, or --output's file."""
+    problem = trace.problem
     rows = opt.rows(o.row, problem.query_labels, problem.lq)
     heads_shown = None if o.head is None else [opt.head(o.head, problem.heads)]
-    warnings += trace.warnings
     explanation = _explain(o, trace, tiled, rows, heads_shown) if o.explain else None
     view = plan.view
     if o.output_file:
@@ -72,35 +98,23 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
         print_tables(trace, shown, o.precision, explanation, heads_shown, o.full, tiled)
     else:
         out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled))
-    for notice in warnings:
-        sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
 
 
-def _problem(o: SimpleNamespace):
-    """(problem, source, document, the options that changed it): the document from the file or stdin, the matrix options and the settings."""
-    matrices = {"Q": o.q, "K": o.k, "V": o.v, "X": o.x, "X_kv": o.x_kv, "W_Q": o.wq, "W_K": o.wk, "W_V": o.wv,
-                "W_O": o.wo, "mask": o.mask, "bias": o.bias, "dO": o.do}
-    settings = {"heads": o.heads, "scale": opt.scale(o.scale), "query_labels": opt.labels(o.query_labels),
-                "key_labels": opt.labels(o.key_labels), "masked_rows": o.masked_rows, "dtype": o.dtype,
-                "q_positions": opt.values(o.q_positions), "k_positions": opt.values(o.k_positions),
-                "window": opt.values(o.window), "key_mask": opt.values(o.key_mask),
-                "softcap": opt.one(opt.values(o.softcap)), "alibi": opt.alibi(o.alibi, o.alibi_slopes),
-                "sinks": opt.one(opt.values(o.sinks))}
+def read(o: SimpleNamespace):
+    """(problem, source, document, the options that changed it): the document from the file or
+    stdin with the options' keys over it (commands/compute_options.py's table says which key each
+    option sets), built into a problem."""
+    matrices, settings, origin = spec.settings(OPTIONS, o, PARTS)
     try:
-        doc, origin, source = gather(o.file, matrices, settings)
+        doc, found, source = gather(o.file, matrices, settings)
     except OneMatrixError as error:
         error.message += f"; give it as a matrix option: --q {o.file}"
         raise
-    origin["invert_mask"] = "--invert-mask"
-    if o.alibi_slopes is not None:
-        origin["alibi"] = "--alibi-slopes"
-    rope_fields = {"style": o.rope_style, "base": o.rope_base, "dims": o.rope_dims}
-    if o.rope or any(value is not None for value in rope_fields.values()):  # the options replace the file's rope
-        doc["rope"] = {key: value for key, value in rope_fields.items() if value is not None} or True
-        origin.update({"rope": "--rope", **{f"rope.{key}": f"--rope-{key}" for key, value in rope_fields.items()
-                                            if value is not None}})
-    problem = build_problem(doc, origin, source, invert_mask=o.invert_mask)
-    return problem, source, doc, tuple(flag for key, flag in origin.items() if key != "invert_mask")
+    found |= origin  # each setting named by the option that gave it (--alibi-slopes, --rope-style, …)
+    problem = build_problem(doc, found | {"invert_mask": "--invert-mask"}, source, invert_mask=o.invert_mask)
+    return problem, source, doc, tuple(found.values())
+
+
 def _check_tile_count(problem, bq: int, bk: int, table: bool) -> None:
     """Refuse a tile trace too long to show, before computing it (tiles of 1 at L = 3000 are nine
     million tables)."""

@@ -1,0 +1,143 @@
+"""`attn compute`'s options, declared once (commands/spec.py makes the Typer parameters, the
+document's settings and the README's list from this table). An option with a `key` sets that key
+of the input document (attncli/schema.py) over the file's; one without is a view option.
+
+The documented overrides (README "Input"): a matrix option replaces the file's key (`--mask` its
+whole mask rule, in the loader); `--alibi` and `--alibi-slopes` together make the `alibi` key;
+the `--rope…` options together replace the file's `rope` object; `--invert-mask` changes how the
+mask matrix is read. Light: no numpy (start-up reads this table).
+"""
+
+from attncli import grads
+from attncli.choices import CARRIES, DTYPES, MASKED_ROWS, ROPE_STYLES
+from attncli.commands import option_text as opt
+from attncli.commands.edge import AUTO_HELP, formats
+from attncli.commands.spec import Option
+from attncli.rule_words import WINDOW_ENDS, masked_rows_help, sliding_window, window_condition
+from attncli.stages import names as stage_names
+
+
+def views() -> tuple[str, ...]:
+    """What --stages may name: the inputs, every stage of the stage table, the backward pass's
+    stages and its grads (shown when there is a dO), the heatmap."""
+    return ("inputs",) + stage_names() + grads.names() + (grads.GRADS, "heatmap")
+
+
+MATRICES = "Matrices (a path or inline text)"
+MASKING, ROPE, VARIANTS, OUTPUT, LEARNING = "Masking", "Positions (RoPE)", "Variants", "Output", "Learning"
+
+
+def _matrix(name: str, key: str, help: str) -> Option:
+    return Option(name, help, key=key, matrix=True, panel=MATRICES)
+
+
+def _one_value(text: str):
+    """--softcap 30, --sinks 0.5: one number alone as itself, several as a list."""
+    return opt.one(opt.values(text))
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("file", "JSON problem file, or - for stdin (read when piped and no file is named).", argument=True),
+    _matrix("q", "Q", "Queries Q (Lq × d_k; 3-D: heads × Lq × d_k)."),
+    _matrix("k", "K", "Keys K (Lk × d_k)."),
+    _matrix("v", "V", "Values V (Lk × d_v)."),
+    _matrix("x", "X", "Inputs X (L × d_model), instead of Q/K/V."),
+    _matrix("x_kv", "X_kv", "Cross-attention: keys and values come from X_kv."),
+    _matrix("wq", "W_Q", "W_Q (d_model × d_out): Q = X W_Q."),
+    _matrix("wk", "W_K", "W_K: K = X_kv W_K."),
+    _matrix("wv", "W_V", "W_V: V = X_kv W_V."),
+    _matrix("wo", "W_O", "W_O (heads·d_v × d_out): output = concat(heads) W_O."),
+    Option("do", "The backward pass: dO, the gradient of a loss by the final output (its shape), as a path or "
+           "inline text, or ones (the gradient of its sum). Adds the gradient tables (d_V, d_weights, D, "
+           "d_scores, d_Q, d_K) and grads, one per input.",
+           key="dO", matrix=True, metavar="PATH|TEXT|ones", panel="Backward pass"),
+    Option("mask", "causal | causal_lower_right | a true/false matrix (Lq × Lk), true = may attend.",
+           key="mask", matrix=True, panel=MASKING),
+    Option("bias", "Additive bias (Lq × Lk), added after scaling; -inf or null = blocked.",
+           key="bias", matrix=True, panel=MASKING),
+    Option("invert_mask", "Read a true/false mask matrix with true as BLOCKED (nn.MultiheadAttention's "
+           "convention).", key="mask", modifier=True, type=bool, panel=MASKING),
+    Option("q_positions", "Query positions (default 0 to Lq−1): 4 or 4,5,6. A KV-cache step is one query "
+           "at position t.", key="q_positions", read=opt.values, panel=MASKING),
+    Option("k_positions", "Key positions (default 0 to Lk−1): 0,1,2,5.", key="k_positions", read=opt.values,
+           panel=MASKING),
+    Option("window", f"Sliding window LEFT,RIGHT: query i sees key j when {window_condition('LEFT', 'RIGHT')} "
+           f"({WINDOW_ENDS}); none (or empty) = unbounded: 2,none. {sliding_window()}.",
+           key="window", read=opt.values, metavar="L,R", panel=MASKING),
+    Option("key_mask", "Key padding, one per key: 1,1,0; 1/true = a real key (Hugging Face attention_mask; "
+           "the inverse of nn.MultiheadAttention's key_padding_mask).", key="key_mask", read=opt.values,
+           panel=MASKING),
+    Option("rope", "Rotary positions (RoPE): rotate each head's Q and K by q_positions and k_positions before "
+           "scores (default style half, base 10000, every dim).", key="rope", part="on", type=bool, panel=ROPE),
+    Option("rope_style", "half: dim i pairs with i + dims/2 (Hugging Face Llama rotate_half; default); "
+           "interleaved: 2i with 2i+1 (GPT-J rotate_every_two). Implies --rope.",
+           key="rope", part="style", choices=ROPE_STYLES, panel=ROPE),
+    Option("rope_base", "θ_i = BASE^(−2i/dims) (default 10000; Llama 3: 500000). Implies --rope.",
+           key="rope", part="base", type=float, panel=ROPE),
+    Option("rope_dims", "Rotate only each head's first DIMS dims, an even number ≤ d_k (partial rotary, as "
+           "GPT-NeoX rotary_pct; default d_k). Implies --rope.", key="rope", part="dims", type=int, panel=ROPE),
+    Option("masked_rows", f"A query whose every key is masked: {masked_rows_help()}. A warning names such rows.",
+           key="masked_rows", choices=MASKED_ROWS, panel=MASKING),
+    Option("softcap", "Softcap c > 0: capped = c·tanh(scaled/c), after scaling, before bias, ALiBi and masks "
+           "(Gemma 2).", key="softcap", read=_one_value, metavar="C", panel=VARIANTS),
+    Option("alibi", "ALiBi with the paper's slopes for the query heads: 2^(−8k/n), k = 1 to n (not a power of "
+           "two: as BLOOM); adds −slope·|q_pos − k_pos| after scaling, with any bias.",
+           key="alibi", part="paper", type=bool, panel=VARIANTS),
+    Option("alibi_slopes", "ALiBi with these slopes, one per query head: 0.5,0.25 (instead of --alibi's).",
+           key="alibi", part="slopes", metavar="SLOPES", panel=VARIANTS),
+    Option("sinks", "Attention sinks (gpt-oss): one logit per query head, or one for all: 0.5 or 0.5,-1; each "
+           "joins its row's softmax and is dropped, so rows sum to less than 1.",
+           key="sinks", read=_one_value, metavar="LOGITS", panel=VARIANTS),
+    Option("heads", "Split the feature axis of 2-D Q/K/V into this many contiguous heads.", key="heads", type=int),
+    Option("scale", "Scale for Q Kᵀ (default 1/√d_k): a number, a fraction (1/1.4142) or a root (1/sqrt(2)).",
+           key="scale", read=opt.scale, metavar="<number>"),
+    Option("query_labels", "Row labels, comma-separated: it,they", key="query_labels", read=opt.labels),
+    Option("key_labels", "Key labels, comma-separated.", key="key_labels", read=opt.labels),
+    Option("dtype", "Arithmetic: float64 (default) or float32.", key="dtype", choices=DTYPES),
+    Option("format", f"{AUTO_HELP} (text with --explain or --heatmap). markdown/latex: write-up tables; csv: "
+           "one stage.", flags=("--format", "-f"), panel=OUTPUT, default="auto",
+           choices=formats("Format", "auto", "table", "json", "markdown", "latex", "csv")),
+    Option("stages", f"Comma-separated stages to show: {', '.join(views())}.", panel=OUTPUT),
+    Option("precision", "Decimals in tables.", type=int, low=0, high=17, default=4, panel=OUTPUT),
+    Option("round_", "Round JSON numbers to N decimals (default: full precision).", flags=("--round",),
+           type=int, low=0, high=17, panel=OUTPUT),
+    Option("explain", "Show the hand calculation, step by step, instead of the tables.", type=bool,
+           panel=LEARNING),
+    Option("carry", "With --explain: exact (default; exact arithmetic, rounded display, a note where printed "
+           "numbers do not give the printed result) or rounded (each step from the numbers as printed, as on "
+           "a pocket calculator; every printed equation holds).", choices=CARRIES, panel=LEARNING),
+    Option("row", "With --explain: a query row to explain, by label or index (repeatable).", type=list,
+           metavar="LABEL|INDEX", panel=LEARNING),
+    Option("head", "With --explain or --heatmap: only this head.", type=int, panel=LEARNING),
+    Option("heatmap", "Draw the weights as a shaded grid (also: --stages heatmap).", type=bool, panel=LEARNING),
+    Option("output_file", "Write to FILE instead of stdout: .json, .md, .tex, .csv (as --format json, markdown, "
+           "latex, csv), .npy (the final output) or .npz (every stage); atomically.",
+           flags=("--output", "-o"), panel=OUTPUT),
+    Option("full", "Print every row and column of big tables (default: elide the middle).", type=bool,
+           panel=OUTPUT),
+    Option("tiles", "FlashAttention-2's tiled online softmax with BQ query rows and BK keys per tile: each tile's "
+           "S, running max m, alpha = e^(m_old − m), running sum l and unnormalised O, then O / l, lse = m + ln l "
+           "and the largest difference from the plain output. Tables or JSON (per head \"tiles\"); with "
+           "--explain, one query row through the tiles. Shows only the output stage unless --stages says more.",
+           metavar="BQ,BK", panel=LEARNING),
+)
+
+
+def _alibi(parts: dict) -> tuple:
+    """The `alibi` key from --alibi (the paper's slopes) or --alibi-slopes (these): one of them."""
+    (paper, paper_flag), (slopes, slopes_flag) = parts["paper"], parts["slopes"]
+    value = opt.alibi(paper, slopes)
+    return value, {"alibi": slopes_flag if slopes is not None else paper_flag}
+
+
+def _rope(parts: dict) -> tuple:
+    """The `rope` key from --rope and the --rope-… options: any of them sets it, and together they
+    replace the file's rope object (true when only --rope is given)."""
+    fields = {part: parts[part] for part in ("style", "base", "dims") if parts[part][0] is not None}
+    if not parts["on"][0] and not fields:
+        return None, {}
+    origin = {"rope": parts["on"][1]} | {f"rope.{part}": flag for part, (_, flag) in fields.items()}
+    return {part: value for part, (value, _) in fields.items()} or True, origin
+
+
+PARTS = {"alibi": _alibi, "rope": _rope}  # keys that several options make together

@@ -1,0 +1,52 @@
+"""The README's option lists, written from the commands' option tables (commands/spec.py), so the
+README and `--help` cannot disagree. tests/test_option_table.py fails when they differ; then run
+
+    python -m attncli.commands.reference            # rewrites README.md's option lists
+
+Each list stands between `<!-- options: COMMAND -->` and `<!-- end options: COMMAND -->`.
+"""
+
+import sys
+from pathlib import Path
+
+from attncli.commands import check, compute_options, learn, spec
+
+README = Path(__file__).resolve().parent.parent.parent / "README.md"
+TABLES = {"compute": compute_options.OPTIONS, "check": check.OPTIONS, "exercise": learn.EXERCISE,
+          "example": learn.EXAMPLE, "posenc": learn.POSENC}
+
+
+def markers(command: str) -> tuple[str, str]:
+    return f"<!-- options: {command} -->\n", f"<!-- end options: {command} -->\n"
+
+
+def block(command: str) -> str:
+    """One command's list, with its markers: what the README holds between them."""
+    start, end = markers(command)
+    return start + spec.reference(TABLES[command]) + end
+
+
+def written(text: str) -> str:
+    """`text` (the README) with every command's list rewritten from its table; a missing marker is
+    an error naming it."""
+    for command in TABLES:
+        start, end = markers(command)
+        if start not in text or end not in text:
+            raise ValueError(f"README has no {start.strip()} … {end.strip()} block")
+        before, rest = text.split(start, 1)
+        text = before + block(command) + rest.split(end, 1)[1]
+    return text
+
+
+def main(argv: list[str]) -> int:
+    path = Path(argv[1]) if len(argv) > 1 else README
+    text = path.read_text(encoding="utf-8")
+    new = written(text)
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+        print(f"rewrote the option lists in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
