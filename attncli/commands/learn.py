@@ -26,15 +26,19 @@ SheetFormat = formats("SheetFormat", "json", "markdown", "latex")
 def exercise(
     seed: Annotated[Optional[int], typer.Option(min=0, help="Same seed, same problem (default: a random one, "
                                                            "told on stderr).", show_default=False)] = None,
-    kind: Annotated[ExerciseKind, typer.Option(help="plain: Q, K, V given. causal: self-attention over one "
-                                               "sentence, causal mask. multihead: X with projections and W_O. "
-                                               "cross: X and X_kv with projections. posenc: X = E + PE "
-                                               "(sinusoidal) with projections. window: causal in a sliding "
-                                               f"window ({sliding_window()}). decode: one "
-                                               "KV-cache step, the last word's query at position t over keys "
-                                               "0 … t. rope: causal self-attention with rotary positions (Q_rope, "
-                                               "K_rope), d_k 4. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on "
-                                               "per head.")] = ExerciseKind.plain,
+    kind: Annotated[str, typer.Option(metavar="KIND[,KIND…]", help="plain: Q, K, V given. causal: self-attention "
+                                      "over one sentence, causal mask. multihead: X with projections and W_O. "
+                                      "cross: X and X_kv with projections. posenc: X = E + PE (sinusoidal) with "
+                                      f"projections. window: causal in a sliding window ({sliding_window()}). "
+                                      "decode: one KV-cache step, the last word's query at position t over keys "
+                                      "0 … t. rope: causal self-attention with rotary positions (Q_rope, K_rope), "
+                                      "d_k 4. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on per head. "
+                                      "sinks: a sink logit per head. softcap: softcap 2. gqa: grouped-query, "
+                                      "query heads in pairs over one kv head each. padding: the last key is "
+                                      "padding (key_mask). tiles: the tiled online softmax, m, alpha, l, O per "
+                                      "tile (--tiles). backward: the backward pass from a given dO. A comma list "
+                                      "(plain,causal,rope) makes a mixed set: problem k is of the k-th kind, "
+                                      "round and round (--count defaults to the list's length).")] = "plain",
     queries: Annotated[Optional[int], typer.Option(min=1, max=64, help="Number of queries (default 1; for "
                                                    "self-attention the sentence length, --keys).",
                                                    show_default=False)] = None,
@@ -47,8 +51,16 @@ def exercise(
                                                  "multihead, else 1).", show_default=False)] = None,
     mask: Annotated[Optional[MaskKind], typer.Option(help="causal (self-attention), or random (every query "
                                                      "keeps a key).", show_default=False)] = None,
-    count: Annotated[int, typer.Option(min=1, max=100, help="A problem set: problem k is the problem of "
-                                       "seed + k - 1, with the same options.")] = 1,
+    count: Annotated[Optional[int], typer.Option(min=1, max=100, help="A problem set: problem k is the problem "
+                                                 "of seed + k - 1, with the same options (default 1, or the "
+                                                 "number of kinds listed).", show_default=False)] = None,
+    tiles: Annotated[Optional[str], typer.Option(metavar="BQ,BK", help="A tiles exercise's tile size: BQ "
+                                                 "queries × BK keys (default 1,2).", show_default=False)] = None,
+    find_the_slip: Annotated[bool, typer.Option("--find-the-slip", help="A fully worked solution with one "
+                                                "planted mistake: the learner names its stage and mistake, "
+                                                "{\"slip\": {\"stage\": …, \"mistake\": …}}.")] = False,
+    decimals: Annotated[int, typer.Option(min=0, max=8, help="The least decimals the problem asks a value to "
+                                          "have (written into it as \"decimals\"; attn check reads it).")] = 2,
     format: Annotated[SheetFormat, typer.Option("--format", "-f", help="json: attn compute input (with "
                                                 "--count, {\"problems\": [...]}). markdown, latex: a worksheet "
                                                 "with blank answer grids.")] = SheetFormat.json,
@@ -63,6 +75,10 @@ def exercise(
 
     attn exercise --seed 7 --count 5 --kind causal --format markdown > sheet.md
 
+    attn exercise --seed 7 --kind plain,causal,rope --format markdown > mixed.md
+
+    attn exercise --seed 7 --count 2 | attn compute -p 0   (or: jq '.problems[0]')
+
     The students' sheet never shows the seed; the key (--answers) ends with the command that
     reproduces it. Without --seed a random one is chosen and told on stderr.
     """
@@ -70,8 +86,32 @@ def exercise(
     # `attn --version` and `attn --help` never import numpy.
     from attncli.commands.learn_run import run_exercise
 
-    run_exercise(seed, kind.value, queries, keys, dim, value_dim, heads, mask and mask.value, count, format.value,
-                 answers)
+    kinds = _kinds(kind)
+    run_exercise(seed, kinds, queries, keys, dim, value_dim, heads, mask and mask.value, count or len(kinds),
+                 format.value, answers, _tile_size(tiles, kinds), find_the_slip, decimals)
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    """`--kind plain,causal`: the kinds of a mixed set, each one of EXERCISE_KINDS."""
+    kinds = tuple(part.strip() for part in text.split(","))
+    for kind in kinds:
+        if kind not in EXERCISE_KINDS:
+            hint = did_you_mean(kind, EXERCISE_KINDS)
+            raise InputError(f"{quote(kind)} is not a kind{hint}; the kinds are {', '.join(EXERCISE_KINDS)}",
+                             "--kind")
+    return kinds
+
+
+def _tile_size(text: str | None, kinds: tuple[str, ...]) -> tuple[int, int] | None:
+    """`--tiles BQ,BK`: two whole numbers ≥ 1, for a tiles exercise only."""
+    if text is None:
+        return None
+    if "tiles" not in kinds:
+        raise InputError("a tile size is for --kind tiles (the tiled online softmax)", "--tiles")
+    parts = text.replace(" ", "").split(",")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise InputError(f"the tile size is {quote(text)}; expected BQ,BK, two whole numbers of at least 1 (e.g. 1,2)", "--tiles")
+    return int(parts[0]), int(parts[1])
 
 
 def example(
