@@ -121,7 +121,7 @@ def _degenerate(trace) -> list[str]:
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_problem_has_a_zero_query_or_uniform_weights(kind):
     # Before the re-draw, 12 of seeds 0-999 gave a plain exercise a zero query and 16 uniform weights.
-    seeds = range(1000) if kind in ("plain", "causal") else range(0, 1000, 5)
+    seeds = range(1000) if kind == "plain" else range(0, 1000, 5)  # every seed: the slow twin below
     for seed in seeds:
         made = build(options(seed, kind))
         assert not _degenerate(made.trace), (kind, seed, _degenerate(made.trace))
