@@ -121,7 +121,7 @@ def check_keys(doc: dict, extra: tuple[str, ...] = ()) -> dict:
     `extra`: keys the registries know beyond the table (a mask rule added later)."""
     names = known() + tuple(k for k in extra if k not in known())
     if isinstance(doc.get("problems"), list) and "problems" not in names:  # `attn exercise --count N`
-        raise InputError(f"a problem set of {len(doc['problems'])} problems (attn exercise --count): pick one, "
+        raise InputError(f"a problem set of {len(doc['problems'])} problems (from attn exercise): pick one, "
                          "e.g. jq '.problems[0]' set.json | attn compute (problems count from 0)")
     out = {}
     for name, value in doc.items():
