@@ -153,7 +153,7 @@ def test_find_the_slip_plants_one_mistake_and_check_marks_naming_it(run, tmp_pat
     made = build(options(3, "plain", slip=True))
     w = made.worked
     assert w.mistake in w.candidates and made.doc["ask"] == ["slip"]
-    right = attend(build_problem({k: v for k, v in made.doc.items()}))
+    right = attend(build_problem(made.doc))
     differs = [name for name in w.stages if not np.allclose(np.round(w.stages[name], 4),
                                                             np.round(right.stage(name)[0], 4))]
     assert differs and differs[0] == w.stage  # the stages before the slip are right

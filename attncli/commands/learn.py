@@ -23,22 +23,22 @@ ExerciseKind = choices("ExerciseKind", EXERCISE_KINDS)
 SheetFormat = formats("SheetFormat", "json", "markdown", "latex")
 
 
+KIND_HELP = ("plain: Q, K, V given. causal: self-attention over one sentence, causal mask. multihead: X with "
+             "projections and W_O. cross: X and X_kv with projections. posenc: X = E + PE (sinusoidal) with "
+             f"projections. window: causal in a sliding window ({sliding_window()}). decode: one KV-cache step, "
+             "the last word's query at position t over keys 0 … t. rope: causal self-attention with rotary "
+             "positions (Q_rope, K_rope), d_k 4. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on per head. "
+             "sinks: a sink logit per head. softcap: softcap 2. gqa: grouped-query, query heads in pairs over one "
+             "kv head each. padding: the last key is padding (key_mask). tiles: the tiled online softmax, m, "
+             "alpha, l, O per tile (--tiles). backward: the backward pass from a given dO. A comma list "
+             "(plain,causal,rope) makes a mixed set: problem k is of the k-th kind, round and round (--count "
+             "defaults to the list's length).")
+
+
 def exercise(
     seed: Annotated[Optional[int], typer.Option(min=0, help="Same seed, same problem (default: a random one, "
                                                            "told on stderr).", show_default=False)] = None,
-    kind: Annotated[str, typer.Option(metavar="KIND[,KIND…]", help="plain: Q, K, V given. causal: self-attention "
-                                      "over one sentence, causal mask. multihead: X with projections and W_O. "
-                                      "cross: X and X_kv with projections. posenc: X = E + PE (sinusoidal) with "
-                                      f"projections. window: causal in a sliding window ({sliding_window()}). "
-                                      "decode: one KV-cache step, the last word's query at position t over keys "
-                                      "0 … t. rope: causal self-attention with rotary positions (Q_rope, K_rope), "
-                                      "d_k 4. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on per head. "
-                                      "sinks: a sink logit per head. softcap: softcap 2. gqa: grouped-query, "
-                                      "query heads in pairs over one kv head each. padding: the last key is "
-                                      "padding (key_mask). tiles: the tiled online softmax, m, alpha, l, O per "
-                                      "tile (--tiles). backward: the backward pass from a given dO. A comma list "
-                                      "(plain,causal,rope) makes a mixed set: problem k is of the k-th kind, "
-                                      "round and round (--count defaults to the list's length).")] = "plain",
+    kind: Annotated[str, typer.Option(metavar="KIND[,KIND…]", help=KIND_HELP)] = "plain",
     queries: Annotated[Optional[int], typer.Option(min=1, max=64, help="Number of queries (default 1; for "
                                                    "self-attention the sentence length, --keys).",
                                                    show_default=False)] = None,
