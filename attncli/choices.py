@@ -11,5 +11,6 @@ MASKED_ROWS = ("zero", "uniform", "error")  # a query whose every key is masked 
 CARRIES = ("exact", "rounded")  # how --explain carries its numbers (steps.CARRIES)
 ROPE_STYLES = ("half", "interleaved")  # RoPE's pairing of dims (rope.STYLES)
 DTYPES = ("float64", "float32")  # the arithmetic (problem.DTYPES)
-EXERCISE_KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode", "rope", "alibi")
+EXERCISE_KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode", "rope", "alibi", "sinks",
+                  "softcap", "gqa", "padding", "tiles", "backward")
 EXERCISE_MASKS = ("causal", "random")  # an exercise's mask: the causal rule, or a random matrix

@@ -54,6 +54,15 @@ def _scaled_by(factor) -> Callable:
     return lambda block, x: x * factor(block.Q.shape[-1])
 
 
+def _scaled_by_d_model(block, x):
+    """The scores divided by √d_model (the model's width, every head's columns) instead of √d_k
+    (one head's): not a mistake one can make with one head."""
+    problem = block.problem
+    d_k = block.Q.shape[-1]
+    d_model = problem.inputs["X"].shape[-1] if "X" in problem.inputs else problem.heads * d_k
+    return None if d_model == d_k else x / np.sqrt(d_model)
+
+
 def _masked_with(change, square: bool = False) -> Callable:
     """The masked stage with the mask changed by `change(mask (1, Lq, Lk)) -> mask or None (no
     mask)`; not a mistake one can make without a mask, or (`square`) with a mask that is not square."""
@@ -143,6 +152,8 @@ MISTAKES = {
     "scale_by_dk": Mistake("scaled", "divided the scores by d_k instead of √d_k", _scaled_by(lambda d_k: 1.0 / d_k)),
     "scale_multiplied": Mistake("scaled", "multiplied the scores by √d_k instead of dividing",
                                 _scaled_by(np.sqrt)),
+    "scale_by_d_model": Mistake("scaled", "divided the scores by √d_model (every head's width) instead of √d_k "
+                                          "(one head's)", _scaled_by_d_model),
     "mask_ignored": Mistake("masked", "did not apply the mask", _masked_with(lambda mask: None)),
     "mask_inverted": Mistake("masked", "inverted the mask: kept the positions that should be blocked",
                              _masked_with(lambda mask: ~mask)),

@@ -35,6 +35,11 @@ KEYS: tuple[Key, ...] = (
     Key("attncli", ECHO, "the document format's version: 1", "this version of attn"),
     Key("title", LABEL, "a title for the header"),
     Key("description", LABEL, "a description for the header"),
+    # An exercise's own words (attncli/exercise.py): what it asks; changes no number.
+    Key("ask", LABEL, "the stages an exercise asks for (attn check requires them)"),
+    Key("decimals", LABEL, "the least decimals an exercise asks a value to have"),
+    Key("worked", LABEL, "find-the-slip: a worked solution with one planted mistake, shown, never computed"),
+    Key("slip", LABEL, "find-the-slip: the stage and mistake of the planted slip (the key's answer)"),
     Key("dtype", SETTING, "float64 or float32: the precision every stage is computed in"),
     Key("scale", SETTING, "the factor on Q Kᵀ; written as used (1/√d_k when not given)"),
     Key("d_k", ECHO, "each head's query/key width", "Q (or W_Q) and heads"),
@@ -115,6 +120,9 @@ def check_keys(doc: dict, extra: tuple[str, ...] = ()) -> dict:
     """The document with aliases resolved; an unknown key is refused, suggesting the closest.
     `extra`: keys the registries know beyond the table (a mask rule added later)."""
     names = known() + tuple(k for k in extra if k not in known())
+    if isinstance(doc.get("problems"), list) and "problems" not in names:  # `attn exercise --count N`
+        raise InputError(f"a problem set of {len(doc['problems'])} problems (from attn exercise): pick one, "
+                         "e.g. jq '.problems[0]' set.json | attn compute (problems count from 0)")
     out = {}
     for name, value in doc.items():
         resolved = ALIASES.get(name, name)

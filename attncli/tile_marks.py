@@ -190,13 +190,30 @@ def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str) -> di
     return marks
 
 
-# Common slips in a tile, each as the alpha it uses (from m_old and m, both (b,)).
+# Common slips in a tile: (what the learner did, the alpha they used from m_old and m (both (b,)),
+# the fields that used it; the others use the true alpha). When alpha itself is not among them, the
+# alpha written may be either (computed right and then left out, or written as 1).
 MISTAKES = {
     "no_rescale": ("l and O were not multiplied by alpha = e^(m_old − m) when the running max changed",
-                   lambda m_old, m: np.ones_like(m)),
+                   lambda m_old, m: np.ones_like(m), ("l", "O")),
+    "l_without_alpha": ("l = l_old + rowsum P: alpha left out of the running sum (l = alpha·l_old + rowsum P), "
+                        "though O was rescaled", lambda m_old, m: np.ones_like(m), ("l",)),
+    "O_without_alpha": ("O = O_old + P V: alpha left out of the running output (O = alpha·O_old + P V), though "
+                        "l was rescaled", lambda m_old, m: np.ones_like(m), ("O",)),
     "alpha_inverted": ("alpha was e^(m − m_old) instead of e^(m_old − m)",
-                       lambda m_old, m: np.where(np.isneginf(m_old), 0.0, np.exp(m - np.where(np.isneginf(m_old), 0.0, m_old)))),
+                       lambda m_old, m: np.where(np.isneginf(m_old), 0.0, np.exp(m - np.where(np.isneginf(m_old), 0.0, m_old))),
+                       ("alpha", "l", "O")),
 }
+
+
+def _predicted(S, V, learner: _Running, m, alpha_of, uses) -> dict[str, np.ndarray]:
+    """alpha, l and O of a tile from the learner's running numbers and m, with `alpha_of`'s alpha in
+    the fields `uses` and the true alpha in the others."""
+    running = (S, V, learner.m, learner.l, learner.O)
+    _, alpha, _, l, O = step(*running, m=m)
+    _, wrong_alpha, _, wrong_l, wrong_O = step(*running, m=m, alpha=alpha_of(learner.m, m))
+    mixed = {"alpha": (alpha, wrong_alpha), "l": (l, wrong_l), "O": (O, wrong_O)}
+    return {f: pair[f in uses] for f, pair in mixed.items()} | {"either alpha": (alpha, wrong_alpha)}
 
 
 def _diagnose(S, V, learner: _Running, own_m, answers, cells, rule: Rule) -> list[tuple[str, str]]:
@@ -208,10 +225,12 @@ def _diagnose(S, V, learner: _Running, own_m, answers, cells, rule: Rule) -> lis
     m = own_m if own_m is not None else np.maximum(learner.m, S.max(axis=-1))
     found = []
     with np.errstate(over="ignore", invalid="ignore"):
-        for mistake, (text, alpha_of) in MISTAKES.items():
-            _, alpha, _, l, O = step(S, V, learner.m, learner.l, learner.O, m=m, alpha=alpha_of(learner.m, m))
-            predicted = {"alpha": alpha, "l": l, "O": O}
+        for mistake, (text, alpha_of, uses) in MISTAKES.items():
+            predicted = _predicted(S, V, learner, m, alpha_of, uses)
             near = {f: grade(answers[f].values, answers[f].decimals, predicted[f], rule)[1] for f in fields}
+            if "alpha" in near and "alpha" not in uses:
+                near["alpha"] = np.logical_or(*(grade(answers["alpha"].values, answers["alpha"].decimals, a, rule)[1]
+                                                for a in predicted["either alpha"]))
             right = {f: (cells[f] == "correct") | (cells[f] == "carried") for f in fields}
             if all(near[f][cells[f] == "wrong"].all() and near[f][right[f]].all() for f in fields):
                 found.append((mistake, f"{mistake}: {text}"))

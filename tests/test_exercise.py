@@ -140,6 +140,7 @@ GOLDEN_SHEET = """\
 Compute the attention weights and output for the query.
 
 - scale = 1/√d_k, d_k = 2
+- answer: scores, scaled, weights, output; write each value with at least 2 decimals (or the exact value)
 
 **Q**
 

@@ -17,7 +17,8 @@ def test_the_same_seed_gives_the_same_problem_everywhere():
         "title": "Exercise",  # no seed on the students' sheet: they could regenerate the key
         "description": "Compute the attention weights and output for the query",
         "Q": [[-0.5, -1]], "K": [[-1.5, 2], [-1.5, 1], [-2, -2]], "V": [[-3, -2], [-2, 1], [1, -3]],
-        "query_labels": ["home"], "key_labels": ["cat", "we", "bird"]}
+        "query_labels": ["home"], "key_labels": ["cat", "we", "bird"],
+        "ask": ["scores", "scaled", "weights", "output"], "decimals": 2}  # what it asks (issue 16)
     assert make_exercise(5, queries=2, keys=2, dim=1, heads=2, mask="random") == make_exercise(
         5, queries=2, keys=2, dim=1, heads=2, mask="random")
     assert make_exercise(1) != make_exercise(2)

@@ -155,3 +155,42 @@ def test_the_api_marks_tiles_too():
     doc = json.loads(TINY.read_text())
     marks = check(learner(m1_a=0.5), attend(**{k: doc[k] for k in ("Q", "K", "V", "scale")}))
     assert marks["tiles[q 0–2, k 0–2]"].count("carried") == 3 and marks.score == (19, 20)
+
+
+def _one_alpha_left_out(field: str, other=None):
+    """The tiny example's tiles with alpha left out of `field` (l or O) only: the running max of
+    query a rises in the second tile, so alpha < 1 there. `other` (l, O) -> (l, O) changes them after."""
+    m_old, l_old, O_old = np.full(2, -np.inf), np.zeros(2), np.zeros((2, 2))
+    tiles = []
+    for k0 in (0, 2):
+        s = S[:, k0:k0 + 2]
+        m = np.maximum(m_old, s.max(axis=1))
+        alpha = np.where(np.isneginf(m_old), 0.0, np.exp(m_old - m))
+        left_out = np.where(np.isneginf(m_old), 0.0, 1.0)
+        P = np.exp(s - m[:, None])
+        l = (left_out if field == "l" else alpha) * l_old + P.sum(axis=1)
+        O = (left_out if field == "O" else alpha)[:, None] * O_old + P @ V[k0:k0 + 2]
+        if other is not None and k0 == 2:
+            l, O = other(l, O)
+        tiles.append({"q_block": [0, 2], "k_block": [k0, k0 + 2], "m": m.tolist(), "alpha": alpha.tolist(),
+                      "l": np.round(l, 4).tolist(), "O": np.round(O, 4).tolist()})
+        m_old, l_old, O_old = m, l, O
+    return {"tile_size": [2, 2], "tiles": tiles}
+
+
+@pytest.mark.parametrize("field, mistake", [("l", "l_without_alpha"), ("O", "O_without_alpha")])
+def test_l_or_O_without_alpha_is_named_only_when_it_gives_the_learners_numbers(run, problem_file, field, mistake):
+    _, doc = check(run, problem_file, _one_alpha_left_out(field))
+    second = doc["stages"]["tiles[q 0–2, k 2–4]"]
+    wrong = [name for name, cell in zip(["m", "alpha", "l", "O_0", "O_1"], second["cells"][0]) if cell == "wrong"]
+    assert wrong and all(name.startswith(field) for name in wrong)  # only query a's l (or O) is wrong
+    assert second["diagnosis"] == [mistake] and second["notes"][-1].startswith(f"{mistake}: ")
+    # Other wrong numbers in the same cells: no diagnosis (it must recompute to the learner's numbers).
+    off = {"l": lambda l, O: (l + 0.5, O), "O": lambda l, O: (l, O + 0.5)}[field]
+    _, doc = check(run, problem_file, _one_alpha_left_out("neither", off))
+    assert doc["stages"]["tiles[q 0–2, k 2–4]"]["diagnosis"] == []
+    # Both left out, alpha written right: no_rescale (l and O not multiplied by alpha).
+    both = _one_alpha_left_out(field)
+    both["tiles"][1] = _one_alpha_left_out("l")["tiles"][1] | {"O": _one_alpha_left_out("O")["tiles"][1]["O"]}
+    _, doc = check(run, problem_file, both)
+    assert doc["stages"]["tiles[q 0–2, k 2–4]"]["diagnosis"] == ["no_rescale"]

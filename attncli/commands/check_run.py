@@ -14,10 +14,11 @@ from attncli.grading import Rule
 from attncli.limits import answers_cap
 from attncli.loading import (ONE_MATRIX_SUFFIXES, OneMatrixError, decode, load_matrix, parse_json, read_bytes,
                              read_document)
-from attncli.marking import all_correct, mark_document
+from attncli.marking import all_correct
 from attncli.problem import build_problem
 from attncli.render.gradebook import csv_gradebook, gradescope, gradescope_class, marks_dict
 from attncli.render.json import dumps
+from attncli.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
 from attncli.stages import blocked
 
 EXIT_DIFFER = 1
@@ -59,7 +60,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     # when it is the only one: Gradescope needs a results.json whatever went wrong.
     many = len(names) > 1 or (format in ("csv", "gradescope") and names != [None])
     origin = {stage: f"--{stage}" for stage in inline}
-    settings = {"tol": tol, "decimals": decimals, "require": required}
+    settings = {"tol": tol, "decimals": decimals, "require": required, "key": shared[0] if shared else None}
     results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
                for name in names]
     _report(shared[2] if shared else None, results, format, precision, decimals, tol)

@@ -8,21 +8,27 @@ from pathlib import Path
 
 from attncli.choices import EXERCISE_KINDS, EXERCISE_MASKS
 from attncli.commands import spec
-from attncli.commands.edge import AUTO_HELP, formats
+from attncli.commands.edge import AUTO_HELP, choices, formats
 from attncli.commands.spec import Option
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.rule_words import sliding_window
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
+KIND_HELP = ("plain: Q, K, V given. causal: self-attention over one sentence, causal mask. multihead: X with "
+             "projections and W_O. cross: X and X_kv with projections. posenc: X = E + PE (sinusoidal) with "
+             f"projections. window: causal in a sliding window ({sliding_window()}). decode: one KV-cache step, "
+             "the last word's query at position t over keys 0 … t. rope: causal self-attention with rotary "
+             "positions (Q_rope, K_rope), d_k 4. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on per head. "
+             "sinks: a sink logit per head. softcap: softcap 2. gqa: grouped-query, query heads in pairs over one "
+             "kv head each. padding: the last key is padding (key_mask). tiles: the tiled online softmax, m, "
+             "alpha, l, O per tile (--tiles). backward: the backward pass from a given dO. A comma list "
+             "(plain,causal,rope) makes a mixed set: problem k is of the k-th kind, round and round (--count "
+             "defaults to the list's length).")
+
 EXERCISE: tuple[Option, ...] = (
     Option("seed", "Same seed, same problem (default: a random one, told on stderr).", type=int, low=0),
-    Option("kind", "plain: Q, K, V given. causal: self-attention over one sentence, causal mask. multihead: X "
-           "with projections and W_O. cross: X and X_kv with projections. posenc: X = E + PE (sinusoidal) with "
-           f"projections. window: causal in a sliding window ({sliding_window()}). decode: one KV-cache step, "
-           "the last word's query at position t over keys 0 … t. rope: causal self-attention with rotary "
-           "positions (Q_rope, K_rope), d_k 4. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on per head.",
-           choices=EXERCISE_KINDS, default="plain"),
+    Option("kind", KIND_HELP, metavar="KIND[,KIND…]", default="plain"),
     Option("queries", "Number of queries (default 1; for self-attention the sentence length, --keys).",
            type=int, low=1, high=64),
     Option("keys", "Number of keys (words in the sentence).", type=int, low=1, high=64, default=3),
@@ -30,8 +36,13 @@ EXERCISE: tuple[Option, ...] = (
     Option("value_dim", "d_v per head (default: --dim).", type=int, low=1, high=64),
     Option("heads", "Number of heads (default 2 for multihead, else 1).", type=int, low=1, high=16),
     Option("mask", "causal (self-attention), or random (every query keeps a key).", choices=EXERCISE_MASKS),
-    Option("count", "A problem set: problem k is the problem of seed + k - 1, with the same options.",
-           type=int, low=1, high=100, default=1),
+    Option("count", "A problem set: problem k is the problem of seed + k - 1, with the same options (default 1, "
+           "or the number of kinds listed).", type=int, low=1, high=100),
+    Option("tiles", "A tiles exercise's tile size: BQ queries × BK keys (default 1,2).", metavar="BQ,BK"),
+    Option("find_the_slip", "A fully worked solution with one planted mistake: the learner names its stage and "
+           "mistake, {\"slip\": {\"stage\": …, \"mistake\": …}}.", type=bool),
+    Option("decimals", "The least decimals the problem asks a value to have (written into it as \"decimals\"; "
+           "attn check reads it).", type=int, low=0, high=8, default=2),
     Option("format", "json: attn compute input (with --count, {\"problems\": [...]}). markdown, latex: a "
            "worksheet with blank answer grids.", flags=("--format", "-f"), default="json",
            choices=formats("SheetFormat", "json", "markdown", "latex")),
@@ -50,7 +61,8 @@ POSENC: tuple[Option, ...] = (
     Option("precision", "Decimals in the table.", type=int, low=0, high=17, default=4),
 )
 # The choice options' Enums (Typer's choices), made from the core's tuples by the tables.
-ExerciseKind, MaskKind, SheetFormat = (spec.find(EXERCISE, name).enum for name in ("kind", "mask", "format"))
+MaskKind, SheetFormat = (spec.find(EXERCISE, name).enum for name in ("mask", "format"))
+ExerciseKind = choices("ExerciseKind", EXERCISE_KINDS)  # --kind takes a comma list of these (_kinds checks it)
 TableFormat = spec.find(POSENC, "format").enum
 
 
@@ -64,6 +76,10 @@ def exercise(**given) -> None:
 
     attn exercise --seed 7 --count 5 --kind causal --format markdown > sheet.md
 
+    attn exercise --seed 7 --kind plain,causal,rope --format markdown > mixed.md
+
+    attn exercise --seed 7 --count 2 | attn compute -p 0   (or: jq '.problems[0]')
+
     The students' sheet never shows the seed; the key (--answers) ends with the command that
     reproduces it. Without --seed a random one is chosen and told on stderr.
     """
@@ -72,8 +88,32 @@ def exercise(**given) -> None:
     from attncli.commands.learn_run import run_exercise
 
     o = spec.given(EXERCISE, given)
-    run_exercise(o.seed, o.kind, o.queries, o.keys, o.dim, o.value_dim, o.heads, o.mask, o.count, o.format,
-                 o.answers)
+    kinds = _kinds(o.kind)
+    run_exercise(o.seed, kinds, o.queries, o.keys, o.dim, o.value_dim, o.heads, o.mask, o.count or len(kinds),
+                 o.format, o.answers, _tile_size(o.tiles, kinds), o.find_the_slip, o.decimals)
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    """`--kind plain,causal`: the kinds of a mixed set, each one of EXERCISE_KINDS."""
+    kinds = tuple(part.strip() for part in text.split(","))
+    for kind in kinds:
+        if kind not in EXERCISE_KINDS:
+            hint = did_you_mean(kind, EXERCISE_KINDS)
+            raise InputError(f"{quote(kind)} is not a kind{hint}; the kinds are {', '.join(EXERCISE_KINDS)}",
+                             "--kind")
+    return kinds
+
+
+def _tile_size(text: str | None, kinds: tuple[str, ...]) -> tuple[int, int] | None:
+    """`--tiles BQ,BK`: two whole numbers ≥ 1, for a tiles exercise only."""
+    if text is None:
+        return None
+    if "tiles" not in kinds:
+        raise InputError("a tile size is for --kind tiles (the tiled online softmax)", "--tiles")
+    parts = text.replace(" ", "").split(",")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise InputError(f"the tile size is {quote(text)}; expected BQ,BK, two whole numbers of at least 1 (e.g. 1,2)", "--tiles")
+    return int(parts[0]), int(parts[1])
 
 
 @spec.command(EXAMPLE)

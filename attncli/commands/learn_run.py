@@ -7,40 +7,55 @@ from dataclasses import replace
 
 from attncli import attention
 from attncli.commands.edge import auto_is_table
-from attncli.exercise import ExerciseError, Options, problem_set
+from attncli.exercise import DECIMALS, DEFAULT_TILES, ExerciseError, Options, build
 from attncli.posenc import positional_encoding
 from attncli.problem import build_problem
+from attncli.readback import add_tiles
+from attncli.tiles import attend_tiles
 from attncli.render import export, worksheet
 from attncli.render.json import dumps
 from attncli.trace import to_dict
 
 
-def run_exercise(seed: int | None, kind: str, queries: int | None, keys: int, dim: int | None,
+def run_exercise(seed: int | None, kinds: tuple[str, ...], queries: int | None, keys: int, dim: int | None,
                  value_dim: int | None, heads: int | None, mask: str | None, count: int, format: str,
-                 answers: bool) -> None:
+                 answers: bool, tiles: tuple[int, int] | None = None, slip: bool = False, decimals: int = 2) -> None:
     """Print the exercise (or its key, or a problem set) as `attn exercise` documents."""
     chosen = seed is None
     if chosen:
         seed = random.SystemRandom().randrange(1, 1_000_000)
-    heads = heads or (2 if kind == "multihead" else 1)
-    dim = dim or (4 if kind == "rope" else 2)
-    options = Options(seed, kind, queries, keys, dim, value_dim, heads, mask)
+    options = [_options(seed, kind, queries, keys, dim, value_dim, heads, mask, tiles, slip, decimals)
+               for kind in kinds]
     try:
-        problems = problem_set(options, count)
+        problems = [build(replace(options[k % len(options)], seed=seed + k)) for k in range(count)]
     except ExerciseError as error:  # name the option at the edge: the core speaks of queries, keys, dim
         raise error.at(f"--{error.field.replace('_', '-')}") from None
     problems = [replace(p, command=command_line(p.options)) for p in problems]
     if chosen and not answers:  # the teacher needs the seed for the key; the sheet must not show it
-        sys.stderr.write(f"answer key: {problems[0].command} --answers"
-                         + (f" --count {count}" if count > 1 else "") + "\n")
+        sys.stderr.write(f"answer key: {_set_command(problems[0].command, kinds, count)} --answers\n")
     if count > 1:
         problems = [_titled(p, f"Exercise {k + 1}") for k, p in enumerate(problems)]
     if format == "json":
         docs = [_key(p) if answers else p.doc for p in problems]
         sys.stdout.write(pretty(docs[0] if count == 1 else {"problems": docs}))
         return
-    items = [(p, attention.attend(build_problem(p.doc))) for p in problems]
+    items = [(p, p.trace) for p in problems]
     sys.stdout.write((worksheet.markdown if format == "markdown" else worksheet.latex)(items, answers))
+
+
+def _options(seed: int, kind: str, queries, keys, dim, value_dim, heads, mask, tiles, slip, decimals) -> Options:
+    """One kind's options, its defaults filled in: 2 heads for multihead and gqa, d_k 4 for rope."""
+    heads = heads or (2 if kind in ("multihead", "gqa") else 1)
+    dim = dim or (4 if kind == "rope" else 2)
+    return Options(seed, kind, queries, keys, dim, value_dim, heads, mask, tiles if kind == "tiles" else None, slip,
+                   decimals)
+
+
+def _set_command(command: str, kinds: tuple[str, ...], count: int) -> str:
+    """The first problem's command as the whole set's: its kind list and count."""
+    if len(kinds) > 1:
+        command = command.replace(f"--kind {kinds[0]}", f"--kind {','.join(kinds)}", 1)
+    return command + (f" --count {count}" if count > 1 else "")
 
 
 def command_line(options) -> str:
@@ -50,6 +65,12 @@ def command_line(options) -> str:
              f"--dim {o.dim}", f"--value-dim {o.value_dim or o.dim}", f"--heads {o.heads}"]
     if o.mask:
         parts.append(f"--mask {o.mask}")
+    if o.kind == "tiles":
+        parts.append("--tiles {},{}".format(*(o.tiles or DEFAULT_TILES)))
+    if o.decimals != DECIMALS:
+        parts.append(f"--decimals {o.decimals}")
+    if o.slip:
+        parts.append("--find-the-slip")
     return " ".join(parts)
 
 
@@ -58,9 +79,17 @@ def _titled(problem, title: str):
 
 
 def _key(problem) -> dict:
-    """`attn compute`'s full JSON of the problem, its description ending with the reproduce line."""
+    """`attn compute`'s full JSON of the problem, its description ending with the reproduce line,
+    with what it asks (and a tiles exercise's tiles; a find-the-slip's worked solution and slip)."""
     doc = problem.doc | {"description": f"{problem.doc['description']}; reproduce with: {problem.command}"}
-    return to_dict(attention.attend(build_problem(doc)))
+    trace = attention.attend(build_problem(doc))
+    key = to_dict(trace)
+    if "tile_size" in doc:
+        add_tiles(key, attend_tiles(trace.problem, *doc["tile_size"]), trace.stage("output"))
+    key |= {name: doc[name] for name in ("ask", "decimals", "worked") if name in doc}
+    if problem.worked is not None:
+        key["slip"] = problem.worked.key()
+    return key
 
 
 def pretty(doc: dict) -> str:

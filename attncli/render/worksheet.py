@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli import grads
 from attncli.attention import merge_heads
 from attncli.exercise import Exercise
+from attncli.grading import marked_gradient
 from attncli.marking import present
+from attncli.mistakes import MISTAKES
 from attncli.render.export import formulas, md, tex
 from attncli.render.text import labels, number
 from attncli.masks import has_rules, positions_line, rule_lines
@@ -29,7 +32,17 @@ def written(x) -> str:
 
 
 def _grids(trace: Trace, exercise: Exercise) -> list[tuple[str, np.ndarray, list[str], list[str]]]:
-    """(title, key values, row labels, column labels) for every matrix the learner computes."""
+    """(title, key values, row labels, column labels) for every matrix the learner computes (for
+    find-the-slip, the worked solution's values; for a tiles exercise, each tile's m, alpha, l, O)."""
+    if exercise.tiled is not None:
+        return _tile_grids(exercise, trace)
+    out = _stage_grids(trace, exercise)
+    if trace.gradients is not None:
+        out += _gradient_grids(trace)
+    return out
+
+
+def _stage_grids(trace: Trace, exercise: Exercise) -> list[tuple[str, np.ndarray, list[str], list[str]]]:
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
     columns = lambda m: [str(j) for j in range(m.shape[-1])]  # noqa: E731
@@ -45,7 +58,7 @@ def _grids(trace: Trace, exercise: Exercise) -> list[tuple[str, np.ndarray, list
     formula = {name: plain for name, (plain, _) in formulas(trace).items()}
     for h in range(p.heads):
         for name in present(trace):
-            m = trace.stage(name)[h]
+            m = exercise.worked.stages[name] if exercise.worked is not None else trace.stage(name)[h]
             title = f"{name} (head {h})" if multi else name
             stage = get(name)
             out.append((f"{title} = {formula[name]}", m, keys if stage.rows == "keys" else queries,
@@ -53,6 +66,49 @@ def _grids(trace: Trace, exercise: Exercise) -> list[tuple[str, np.ndarray, list
     if multi:
         out.append((f"output = {formula['final']}", trace.final, queries, columns(trace.final)))
     return out
+
+
+def _gradient_grids(trace: Trace) -> list[tuple[str, np.ndarray, list[str], list[str]]]:
+    """The backward pass's stages per head, D as a column (as `attn check` marks them)."""
+    p = trace.problem
+    queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
+    out = []
+    for h in range(p.heads):
+        for g in grads.GRADIENTS:
+            m = marked_gradient(trace, h, g.name)
+            title = f"{g.title} (head {h})" if p.heads > 1 else g.title
+            columns = keys if g.columns == "keys" else [g.name] if g.name == "D" else [str(j) for j in range(m.shape[1])]
+            out.append((title, m, keys if g.rows == "keys" else queries, columns))
+    return out
+
+
+def _tile_grids(exercise: Exercise, trace: Trace) -> list[tuple[str, np.ndarray, list[str], list[str]]]:
+    """One grid per tile that is not skipped: its queries × (m, alpha, l, O_0 …), as `attn check`
+    marks a tile (`tiles[q 0–1, k 0–2]`)."""
+    p = trace.problem
+    queries = labels(p.query_labels, p.lq)
+    out = []
+    for h in range(p.heads):
+        for tile in exercise.tiled.tiles:
+            if tile.skipped:
+                continue
+            (q0, q1), (k0, k1) = tile.q_block, tile.k_block
+            values = np.hstack([tile.m[h][:, None], tile.alpha[h][:, None], tile.l[h][:, None], tile.O[h]])
+            name = f"{'heads[%d].' % h if p.heads > 1 else ''}tiles[q {q0}–{q1}, k {k0}–{k1}]"
+            out.append((name, values, queries[q0:q1], ["m", "alpha", "l"] + [f"O_{j}" for j in range(tile.O.shape[-1])]))
+    return out
+
+
+def _asks(exercise: Exercise) -> list[str]:
+    """What the problem asks, in words (its `ask` and `decimals`); for find-the-slip, the answer's
+    form and the mistakes to name."""
+    doc = exercise.doc
+    if exercise.worked is not None:
+        found = [f"{m}: {MISTAKES[m].text}" for m in exercise.worked.candidates]
+        return ['answer: {"slip": {"stage": "<stage>", "mistake": "<mistake>"}}, the stage where the worked '
+                "solution first goes wrong and the mistake made there, one of:"] + found
+    return [f"answer: {', '.join(doc['ask'])}; write each value with at least {doc['decimals']} decimals "
+            "(or the exact value)"]
 
 
 def _givens(exercise: Exercise, trace: Trace) -> list[tuple[str, list, list[str], list[str]]]:
@@ -68,7 +124,8 @@ def _givens(exercise: Exercise, trace: Trace) -> list[tuple[str, list, list[str]
 
 def _notes(trace: Trace) -> list[str]:
     p = trace.problem
-    lines = [f"scale = 1/√d_k, d_k = {trace.d_k}" + (f"; {p.heads} heads, each its own columns" if p.heads > 1 else "")]
+    scale = f"1/√d_k, d_k = {trace.d_k}" if np.isclose(trace.scale, trace.d_k ** -0.5) else f"{trace.scale:g}"
+    lines = [f"scale = {scale}" + (f"; {p.heads} heads, each its own columns" if p.heads > 1 else "")]
     if has_rules(p):
         lines += [f"mask: {rule}" for rule in rule_lines(p)]
     if positions_line(p):  # a KV-cache step's query position decides what it sees
@@ -91,13 +148,15 @@ def markdown(items: list[tuple[Exercise, Trace]], key: bool) -> str:
     for exercise, trace in items:
         doc = exercise.doc
         parts.append(f"## {doc['title']}{' — answer key' if key else ''}\n\n{doc['description']}.")
-        parts.append("\n".join(f"- {line}" for line in _notes(trace)))
+        parts.append("\n".join(f"- {line}" for line in _notes(trace) + _asks(exercise)))
         givens = _givens(exercise, trace) + ([_mask(trace)] if _mask(trace) else [])
         for title, m, rows, columns in givens:
             parts.append(_md_table(title, [[written(x) for x in row] for row in m], rows, columns))
         for title, m, rows, columns in _grids(trace, exercise):
-            cells = [[number(x, KEY_DECIMALS) if key else " " for x in row] for row in m]
+            cells = [[number(x, KEY_DECIMALS) if key or exercise.worked else " " for x in row] for row in m]
             parts.append(_md_table(title, cells, rows, columns))
+        if key and exercise.worked is not None:
+            parts.append(f"slip: {_slip(exercise)}")
         if key:
             parts.append(f"reproduce with: `{exercise.command}`")
     return "\n\n".join(parts) + "\n"
@@ -117,17 +176,26 @@ def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
     for exercise, trace in items:
         doc = exercise.doc
         parts.append(rf"\section*{{{tex(doc['title'])}{' --- answer key' if key else ''}}}"
-                     + "\n" + _text(doc["description"]) + ".\n\n" + " \\\\\n".join(_text(n) for n in _notes(trace)))
+                     + "\n" + _text(doc["description"]) + ".\n\n"
+                     + " \\\\\n".join(_text(n) for n in _notes(trace) + _asks(exercise)))
         givens = _givens(exercise, trace) + ([_mask(trace)] if _mask(trace) else [])
         for title, m, rows, columns in givens:
             parts.append(_tex_table(title, [[f"${written(x)}$" for x in row] for row in m], rows, columns, False))
         for title, m, rows, columns in _grids(trace, exercise):
-            cells = [[(r"$-\infty$" if x == -np.inf else f"${number(x, KEY_DECIMALS)}$") if key else r"\hspace{4em}"
+            filled = key or exercise.worked is not None
+            cells = [[(r"$-\infty$" if x == -np.inf else f"${number(x, KEY_DECIMALS)}$") if filled else r"\hspace{4em}"
                       for x in row] for row in m]
-            parts.append(_tex_table(title, cells, rows, columns, not key))
+            parts.append(_tex_table(title, cells, rows, columns, not filled))
+        if key and exercise.worked is not None:
+            parts.append(_text(f"slip: {_slip(exercise)}"))
         if key:
             parts.append(r"reproduce with: \texttt{" + tex(exercise.command) + "}")
     return "\n\n".join(parts) + "\n"
+
+
+def _slip(exercise: Exercise) -> str:
+    w = exercise.worked
+    return f"stage {w.stage}, mistake {w.mistake} ({MISTAKES[w.mistake].text})"
 
 
 MATH = {"θ\\_i": r"$\theta_i$", "θ": r"$\theta$", "ᵀ": r"$^\top$", "√": r"$\surd$", "≤": r"$\le$", "−": "-", "·": r"$\cdot$", "∞": r"$\infty$"}

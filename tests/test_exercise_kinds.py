@@ -1,0 +1,231 @@
+"""`attn exercise` for every concept (issue 16): the kinds sinks, softcap, gqa, padding, tiles and
+backward; mixed sets; find-the-slip; no degenerate problems; what a problem asks; which problem
+of a set to compute; the multi-head scale diagnosis."""
+
+import ast
+import inspect
+import json
+
+import numpy as np
+import pytest
+
+from attncli import exercise, slip, stages
+from attncli.attention import attend
+from attncli.exercise import KINDS, Options, build, make_exercise, problem_set
+from attncli.marking import mark_document
+from attncli.problem import build_problem
+from tests.conftest import assert_error
+
+MULTI = ("multihead", "gqa")  # kinds with 2 heads by default
+
+
+def options(seed: int, kind: str, **more) -> Options:
+    """The command line's defaults for a kind: 2 heads for multihead and gqa, d_k 4 for rope."""
+    return Options(seed, kind, heads=2 if kind in MULTI else 1, dim=4 if kind == "rope" else 2, **more)
+
+
+def key_of(run, *args) -> dict:
+    result = run("exercise", *args, "--answers")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_each_new_kind_adds_its_one_thing(run):
+    sinks = make_exercise(3, kind="sinks", heads=2)
+    assert len(sinks["sinks"]) == 2 and set(sinks["sinks"]) <= set(exercise.SINK_VALUES)
+    assert make_exercise(3, kind="softcap")["softcap"] == exercise.SOFTCAP
+    padding = make_exercise(3, kind="padding", keys=4)
+    assert padding["key_mask"] == [True, True, True, False] and padding["key_labels"][-1] == "[PAD]"
+    gqa = make_exercise(3, kind="gqa", heads=4)
+    assert np.array(gqa["Q"]).shape == (4, 1, 2) and np.array(gqa["K"]).shape == (2, 3, 2)
+    assert "heads" not in gqa  # the 3-D Q says it
+    backward = key_of(run, "--seed", "3", "--kind", "backward", "--queries", "2")
+    assert np.array(backward["dO"]).shape == (2, 2) and "d_Q" in backward["heads"][0]
+    assert backward["ask"][-2:] == ["d_Q", "d_K"]
+    tiles = key_of(run, "--seed", "3", "--kind", "tiles", "--keys", "4", "--tiles", "1,2")
+    assert tiles["tile_size"] == [1, 2] and tiles["scale"] == 1 and len(tiles["heads"][0]["tiles"]) == 2
+    assert tiles["ask"] == ["tiles"] and tiles["description"].endswith("--tiles 1,2")
+
+
+def test_a_tiles_sheet_has_a_grid_per_tile_and_its_key_marks_itself(run, tmp_path):
+    sheet = run("exercise", "--seed", "3", "--kind", "tiles", "--keys", "4", "--format", "markdown").stdout
+    assert "**tiles[q 0–1, k 0–2]**\n\n| | m | alpha | l | O\\_0 | O\\_1 |" in sheet
+    assert "**tiles[q 0–1, k 2–4]**" in sheet and "- scale = 1\n" in sheet and "**weights" not in sheet
+    key = run("exercise", "--seed", "3", "--kind", "tiles", "--keys", "4", "--answers").stdout
+    (tmp_path / "key.json").write_text(key)
+    answers = {"tile_size": [1, 2], "tiles": json.loads(key)["heads"][0]["tiles"]}
+    (tmp_path / "a.json").write_text(json.dumps(answers))
+    marked = json.loads(run("check", str(tmp_path / "a.json"), str(tmp_path / "key.json"), "-f", "json").stdout)
+    assert marked["all_correct"] and set(marked["stages"]) == {"tiles[q 0–1, k 0–2]", "tiles[q 0–1, k 2–4]"}
+    assert_error(run("exercise", "--kind", "plain", "--tiles", "1,2"), "--tiles", "--kind tiles")
+    assert_error(run("exercise", "--kind", "tiles", "--tiles", "2"), "--tiles", "BQ,BK")
+
+
+def test_a_comma_list_of_kinds_is_a_numbered_mixed_set(run):
+    problems = json.loads(run("exercise", "--seed", "10", "--kind", "plain,causal,rope").stdout)["problems"]
+    assert [p["title"] for p in problems] == ["Exercise 1", "Exercise 2", "Exercise 3"]  # --count: the kinds
+    assert "rope" in problems[2] and problems[1]["mask"] == "causal" and "mask" not in problems[0]
+    for k, (p, kind) in enumerate(zip(problems, ("plain", "causal", "rope"))):
+        assert {**p, "title": None} == {**build(options(10 + k, kind)).doc, "title": None}
+    five = json.loads(run("exercise", "--seed", "10", "--kind", "plain,gqa", "--count", "5").stdout)["problems"]
+    assert [np.array(p["Q"]).ndim for p in five] == [2, 3, 2, 3, 2]  # round and round
+    keys = json.loads(run("exercise", "--seed", "10", "--kind", "plain,causal", "--answers").stdout)["problems"]
+    assert keys[1]["description"].endswith("attn exercise --seed 11 --kind causal --queries 3 --keys 3 --dim 2 "
+                                           "--value-dim 2 --heads 1")
+    assert problem_set(options(10, "plain"), 2, ("plain", "causal"))[1].doc == build(options(11, "causal")).doc
+    told = run("exercise", "--kind", "plain,causal")
+    assert "--kind plain,causal" in told.stderr and told.stderr.rstrip().endswith("--count 2 --answers")
+    assert_error(run("exercise", "--kind", "plain,casual"), "--kind", '"casual" is not a kind', "causal")
+
+
+def test_a_problem_set_piped_to_compute_says_which_problem_to_pick(run):
+    # Decision: a set is not one problem; compute and check say how to pick one (jq '.problems[k]').
+    result = run("compute", "-", input=run("exercise", "--seed", "1", "--count", "2").stdout)
+    assert_error(result, "a problem set of 2 problems", "jq '.problems[0]'")
+    one = run("exercise", "--seed", "1", "--count", "2").stdout
+    picked = json.dumps(json.loads(one)["problems"][1])
+    assert run("compute", "-", "-f", "json", input=picked).exit_code == 0
+
+
+def test_every_generated_problem_says_what_it_asks(run):
+    for kind in KINDS:
+        doc = build(options(4, kind)).doc
+        assert doc["decimals"] == 2 and doc["ask"], kind
+        trace = attend(build_problem(doc))
+        present = [s.name for s in stages.present(trace.problem)]
+        assert doc["ask"] == (["tiles"] if kind == "tiles" else present + (
+            ["d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K"] if kind == "backward" else [])), kind
+    assert build(options(4, "rope")).doc["ask"][:2] == ["Q_rope", "K_rope"]
+    assert make_exercise(4, decimals=3)["decimals"] == 3
+    sheet = run("exercise", "--seed", "4", "--decimals", "3", "--kind", "softcap", "--format", "latex").stdout
+    assert "answer: scores, scaled, capped, weights, output; write each value with at least 3 decimals" in sheet
+    key = key_of(run, "--seed", "4", "--decimals", "3")
+    assert key["ask"] == ["scores", "scaled", "weights", "output"] and key["decimals"] == 3
+    assert key["description"].endswith("--heads 1 --decimals 3")
+
+
+def _degenerate(trace) -> list[str]:
+    """Independently of exercise.degenerate: a query of zeros, or equal weights over the 2 or more
+    keys a query sees."""
+    found = []
+    for h, (Q, weights) in enumerate(zip(trace.Q, trace.stage("weights"))):
+        for i, (q, row) in enumerate(zip(Q, weights)):
+            seen = row[row > 0]
+            if not q.any():
+                found.append(f"head {h} query {i} is zero")
+            elif len(seen) >= 2 and np.ptp(seen) < 1e-12:
+                found.append(f"head {h} query {i} has uniform weights {seen}")
+    return found
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_problem_has_a_zero_query_or_uniform_weights(kind):
+    # Before the re-draw, 12 of seeds 0-999 gave a plain exercise a zero query and 16 uniform weights.
+    seeds = range(1000) if kind == "plain" else range(0, 1000, 5)  # every seed: the slow twin below
+    for seed in seeds:
+        made = build(options(seed, kind))
+        assert not _degenerate(made.trace), (kind, seed, _degenerate(made.trace))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_problem_of_seeds_0_to_999_is_degenerate(kind):
+    for seed in range(1000):
+        assert not _degenerate(build(options(seed, kind)).trace), (kind, seed)
+
+
+def test_a_sound_first_draw_keeps_its_problem_and_a_degenerate_one_is_redrawn():
+    # Seed 2's first plain draw had a zero query (the issue's `attn exercise --seed 2`).
+    assert any(not any(q) for q in _first_draw(2)["Q"])
+    doc = make_exercise(2)
+    assert all(any(q) for q in doc["Q"]) and doc != _first_draw(2) | {"ask": doc["ask"], "decimals": 2}
+    assert {k: v for k, v in make_exercise(42).items() if k not in ("ask", "decimals")} == _first_draw(42)
+
+
+def _first_draw(seed: int) -> dict:
+    import random
+
+    doc, _ = exercise._draw(options(seed, "plain"), random.Random(seed))
+    return doc
+
+
+def test_find_the_slip_plants_one_mistake_and_check_marks_naming_it(run, tmp_path):
+    made = build(options(3, "plain", slip=True))
+    w = made.worked
+    assert w.mistake in w.candidates and made.doc["ask"] == ["slip"]
+    right = attend(build_problem(made.doc))
+    differs = [name for name in w.stages if not np.allclose(np.round(w.stages[name], 4),
+                                                            np.round(right.stage(name)[0], 4))]
+    assert differs and differs[0] == w.stage  # the stages before the slip are right
+    assert made.doc["worked"][w.stage] == np.round(w.stages[w.stage], 4).tolist()
+    key = tmp_path / "key.json"
+    key.write_text(run("exercise", "--seed", "3", "--find-the-slip", "--answers").stdout)
+    assert json.loads(key.read_text())["slip"] == {"stage": w.stage, "mistake": w.mistake}
+    assert run("check", str(key)).exit_code == 0  # the key marks itself right
+
+    def marked(answer) -> dict:
+        (tmp_path / "a.json").write_text(json.dumps(answer))
+        result = run("check", str(tmp_path / "a.json"), str(key), "-f", "json")
+        return json.loads(result.stdout)["stages"]["slip"]
+
+    assert marked({"slip": {"stage": w.stage, "mistake": w.mistake}})["cells"] == [["correct", "correct"]]
+    other = next(m for m in w.candidates if slip.MISTAKES[m].stage != w.stage)
+    wrong = marked({"slip": {"stage": slip.MISTAKES[other].stage, "mistake": other}})
+    assert wrong["cells"] == [["wrong", "wrong"]] and wrong["notes"][0].startswith("slip: you named")
+    assert marked({"slip": {"stage": w.stage, "mistake": "mask_zero"}})["cells"] == [["correct", "wrong"]]
+    (tmp_path / "bad.json").write_text(json.dumps({"slip": "no_scale"}))
+    assert_error(run("check", str(tmp_path / "bad.json"), str(key)), "slip is", '"stage"')
+    plain = tmp_path / "plain.json"
+    plain.write_text(run("exercise", "--seed", "3", "--answers").stdout)
+    assert_error(run("check", str(tmp_path / "a.json"), str(plain)), "plants no slip")
+
+
+def test_two_names_for_one_slip_are_both_right():
+    # Padding seed 20: the padded key's scaled score is 0, so writing 0 there (mask_zero) and not
+    # masking at all (mask_ignored) give the same worked solution: only the first is planted, and
+    # naming either is right.
+    trace = build(options(20, "padding")).trace
+    assert trace.stage("scaled")[0][0, -1] == 0
+    assert "mask_ignored" in slip.candidates(trace) and "mask_zero" not in slip.candidates(trace)
+    key = {"stage": "masked", "mistake": "mask_ignored"}
+    assert slip.mark_slip(trace, {"stage": "masked", "mistake": "mask_zero"}, key).cells.tolist() == \
+        [["correct", "correct"]]
+    # A mistake that cannot be made here (one head: d_model is d_k) is not another name for it.
+    assert slip.mark_slip(trace, {"stage": "scaled", "mistake": "scale_by_d_model"}, key).cells.tolist() == \
+        [["wrong", "wrong"]]
+
+
+def test_find_the_slip_sheets_show_the_worked_solution(run):
+    sheet = run("exercise", "--seed", "3", "--find-the-slip", "--format", "markdown").stdout
+    made = build(options(3, "plain", slip=True))
+    assert "| bird | -3.7500 | 0.7500 | 0.2500 |" in sheet  # the worked grids are filled in
+    assert 'answer: {"slip": {"stage": "<stage>", "mistake": "<mistake>"}}' in sheet
+    assert f"- {made.worked.mistake}: " in sheet and "slip: stage" not in sheet
+    key = run("exercise", "--seed", "3", "--find-the-slip", "--format", "latex", "--answers").stdout
+    assert f"slip: stage {made.worked.stage}, mistake {made.worked.mistake.replace('_', chr(92) + '_')}" in key
+    assert_error(run("exercise", "--kind", "multihead", "--find-the-slip"), "--find-the-slip", "one head")
+
+
+def test_scaling_by_the_model_width_is_diagnosed_only_when_it_gives_the_numbers():
+    doc = make_exercise(6, kind="multihead", keys=3, heads=3)  # d_k 2, d_model 6: √6 is neither 2 nor √2
+    trace = attend(build_problem(doc))
+    scores = trace.stage("scores")
+    slipped = {"heads": [{"scores": s.round(4).tolist(), "scaled": (s / np.sqrt(6)).round(4).tolist()}
+                         for s in scores]}
+    marks = mark_document(trace, slipped)
+    assert all(marks[f"heads[{h}].scaled"].diagnosis == ("scale_by_d_model",) for h in range(3))
+    other = {"heads": [{"scores": s.round(4).tolist(), "scaled": (s / 2.3).round(4).tolist()} for s in scores]}
+    marks = mark_document(trace, other)
+    assert all("scale_by_d_model" not in marks[f"heads[{h}].scaled"].diagnosis for h in range(3))
+    one_head = attend(build_problem(make_exercise(6)))  # d_model = d_k: the mistake cannot be made
+    s = one_head.stage("scores")[0]
+    assert "scale_by_d_model" not in mark_document(one_head, {"scores": s.tolist(), "scaled": (s / 2).round(4).tolist()}
+                                                   )["scaled"].diagnosis
+
+
+def test_no_function_of_the_exercise_modules_is_long():
+    for module in (exercise, slip):
+        tree = ast.parse(inspect.getsource(module))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                assert node.end_lineno - node.lineno < 60, (module.__name__, node.name)
