@@ -22,8 +22,10 @@ def test_scooter_backward_narration(run):
     out = explain(run, SAMPLES / "scooter.json", "--do", "0.5,-2")
     assert "Step B1: d_weights = dO · v" in out
     assert "  scooter:  (0.5)(0.0) + (-2.0)(2.0) = -4.0000" in out
-    assert "  (0.5)(0.2775) + (-2.0)(1.3491) = -2.5594" in out
-    assert "  scooter:  0.7679 × (-4.0000 − (-2.5594)) = -1.1062" in out
+    # Exact carry (the default): every number is the exact gradient rounded, as in the tables
+    # (D = -2.55954…, d_scores = -1.10614…), with a note where the printed operands give another.
+    assert "  (0.5)(0.2775) + (-2.0)(1.3491) = -2.5595" in out
+    assert "  scooter:  0.7679 × (-4.0000 − (-2.5595)) = -1.1061  (0.76791…, -2.55954… unrounded)" in out
     assert "  d_q = [0.4482, -0.4482]" in out
     assert "with exact arithmetic: [0.4482, -0.4482] (the same)" in out
 
