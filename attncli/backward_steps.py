@@ -81,12 +81,18 @@ def _exact(trace: Trace, head: int, last: str) -> dict[str, np.ndarray]:
 
 def _names(stages) -> dict[str, str]:
     """Each stage's gradient's name: the tables' (d_scores for `scaled`), the name of the one before
-    for a stage whose gradient passes through (the mask's), else d_ and the stage's name."""
+    for a stage whose gradient passes through (the mask's), else d_ and the stage's name, or
+    d_raw_ and its name where the tables give that name to another stage (the raw scores')."""
     shown = {g.of: g.name for g in GRADIENTS}
     names: dict[str, str] = {}
     for i, stage in enumerate(stages):
-        passes = stage.hand.backward.passes and i
-        names[stage.name] = shown.get(stage.name) or (names[stages[i - 1].name] if passes else f"d_{stage.name}")
+        if stage.name in shown:
+            names[stage.name] = shown[stage.name]
+        elif stage.hand.backward.passes and i:
+            names[stage.name] = names[stages[i - 1].name]
+        else:
+            taken = f"d_{stage.name}" in shown.values()
+            names[stage.name] = f"d_raw_{stage.name}" if taken else f"d_{stage.name}"
     return names
 
 
