@@ -29,7 +29,7 @@ from typing import Callable
 from attncli import handwriting as hw
 from attncli.carry import Writer, printed, round_to
 
-Pairs = list  # [(true value, printed Decimal or None), …]
+Pairs = list  # [(true value, printed Decimal or None for −∞ or a masked key), …]
 
 
 def values(pairs: Pairs) -> list:

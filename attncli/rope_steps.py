@@ -15,7 +15,7 @@ from collections import namedtuple
 from decimal import Decimal, getcontext
 from functools import cache
 
-from attncli.hand_backward import Back, BackStep, Pairs
+from attncli.hand_backward import Back, BackStep
 from attncli.handwriting import shown_keys
 from attncli.stage_steps import HandStep, Page, Row, values
 

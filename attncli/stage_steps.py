@@ -10,7 +10,11 @@ N: …" and one line per key), with `page` the view's writers and words (`Page`)
 
 `steps.written` runs `write` over the problem's present stages in order, `render/explain.py` runs
 `lines`; a present stage without a step is refused, never skipped. A stage that changes each key's
-number alone needs only `elementwise(...)`.
+number alone needs only `elementwise(...)` (with `slope=`, its derivative, for the backward half).
+
+A step's `backward` is its backward half (attncli/hand_backward.py: the same two parts, run in
+reverse order by attncli/backward_steps.py when dO is given, mirroring the stage's vjp); a present
+stage without one is refused by the backward narration.
 
 This module and the other step modules (softmax_steps, rope_steps) sit below the stage table, which
 imports them: no numpy and no trace at import (every command's start-up reads the table), so a
@@ -29,10 +33,7 @@ from typing import Callable
 from attncli import handwriting as hw
 from attncli import hand_backward
 from attncli.carry import Writer, printed
-from attncli.hand_backward import BackStep, elementwise_back
-
-Pairs = list  # [(true value, printed Decimal or None for −∞), …]
-
+from attncli.hand_backward import BackStep, Pairs, elementwise_back, values
 
 class Row:
     """One query row of one head while its hand calculation is written: `inputs` "Q" (q's pairs),
@@ -60,7 +61,7 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
                       defaults=(([], None), False, ""))):
     """What a step's lines are written with: the view's key labels and words for this row."""
     # trace: Any
-    # written: Any  # steps.Written
+    # written: Any  # steps.Written (backward_steps.WrittenBackward for the backward half)
     # keys: list[str]  # the key labels, escaped
     # width: int  # a key's label column
     # query: str  # the query as named in the header
@@ -105,10 +106,6 @@ class HandStep(namedtuple("HandStep", "write lines numbered backward", defaults=
     # backward: BackStep | None = None  # its backward half (attncli/hand_backward.py); None: the
     #     backward narration refuses the stage
     __slots__ = ()
-
-
-def values(pairs: Pairs) -> list:
-    return [d for _, d in pairs]
 
 
 # --- a stage that changes each key's number alone ---------------------------------------------------
