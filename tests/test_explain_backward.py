@@ -15,9 +15,12 @@ from attncli.carry import CARRIES
 from attncli.problem import build_problem
 from attncli.render.explain import explain as explain_lines
 from tests.conftest import SAMPLES, SCOOTER
-from tests.test_explain import EXACT, NOTE, TERM, holds
+from hypothesis import example, given, settings, strategies as st
+
+from tests.test_explain import EXACT, NOTE, RICH, TERM, VARIANTS, holds, small_problems
 
 NUMBER = r"(-?\d+\.\d+)"
+R = r"(-?\d+(?:\.\d+)?)"  # a result, with no decimals at --precision 0
 N = r"\(?(-?\d+(?:\.\d+)?)\)?"  # an operand, in parentheses when negative
 
 
@@ -121,15 +124,15 @@ def backward_equations(lines: list[str]) -> dict[str, list[tuple[str, bool]]]:
         if not section or "…" in line or line.startswith("Step"):
             continue
         kind, oks = None, []
-        if m := re.fullmatch(rf"\s+(?:\S+:\s+)?((?:\({N}\)\({N}\)(?: \+ )?)+) = {NUMBER}", line):
+        if m := re.fullmatch(rf"\s+(?:\S+:\s+)?((?:\({N}\)\({N}\)(?: \+ )?)+) = {R}", line):
             kind, oks = "dot", [holds(m[4], _dot(m[1]))]
-        elif m := re.search(rf":\s+{NUMBER} × \({NUMBER} − {N}\) = {NUMBER}$", line):
+        elif m := re.search(rf":\s+{R} × \({R} − {N}\) = {R}$", line):
             kind, oks = "softmax", [holds(m[4], _product(m[1], EXACT.subtract(Decimal(m[2]), Decimal(m[3]))))]
-        elif m := re.search(rf"column \d+: \((.*)\)(?: ([/×]) {NUMBER} = {NUMBER} [/×] {NUMBER})? = {NUMBER}$", line):
+        elif m := re.search(rf"column \d+: \((.*)\)(?: ([/×]) {R} = {R} [/×] {R})? = {R}$", line):
             total = _dot(m[1])
             oks = [holds(m[4], total), holds(m[6], _by(Decimal(m[4]), m[2], m[5]))] if m[2] else [holds(m[6], total)]
             kind = "sum"
-        elif m := re.fullmatch(rf"\s+\(\d+, \d+\): {N} × {N} \+ {N} × {N} = {NUMBER}   {N} × {N} − {N} × {N} = {NUMBER}",
+        elif m := re.fullmatch(rf"\s+\(\d+, \d+\): {N} × {N} \+ {N} × {N} = {R}   {N} × {N} − {N} × {N} = {R}",
                                line):
             a, c, b, s = (Decimal(m[i]) for i in (1, 2, 3, 4))
             kind = "rotate"
@@ -137,11 +140,11 @@ def backward_equations(lines: list[str]) -> dict[str, list[tuple[str, bool]]]:
                    holds(m[10], EXACT.subtract(_product(m[6], m[7]), _product(m[8], m[9])))]
         elif "+=" in line:
             kind = "share"
-            for m in re.finditer(rf"d_\w+ \+= {NUMBER} × \[([^\]]*)\](?: ([/×]) {NUMBER})? = \[([^\]]*)\]", line):
+            for m in re.finditer(rf"d_\w+ \+= {R} × \[([^\]]*)\](?: ([/×]) {R})? = \[([^\]]*)\]", line):
                 for v, r in zip(m[2].split(", "), m[5].split(", ")):
                     value = _product(m[1], v)
                     oks.append(holds(r, _by(value, m[3], m[4]) if m[3] else value))
-        elif m := re.search(rf":\s+{NUMBER} ([/×]) {N} = {NUMBER}$", line):
+        elif m := re.search(rf":\s+{R} ([/×]) {N} = {R}$", line):
             kind, oks = "slope", [holds(m[4], _by(Decimal(m[1]), m[2], m[3]))]
         if kind:
             found.setdefault(kind, []).append((raw, all(oks)))
@@ -238,3 +241,24 @@ def test_rounded_carry_reads_the_forward_halfs_rotated_keys():
     assert used == [k[0] for k in carried]
     exact = [Decimal(f"{k:.4f}") for k in trace.stage("K_rope")[0, :, 0]]
     assert used != exact  # the carried k_rope differ from the exact ones in this problem
+
+
+def _dO(doc: dict) -> dict:
+    """`doc` with a dO of the final output's shape: a fixed pattern of numbers with 1 to 3 decimals."""
+    shape = attend(build_problem({**doc, "dO": None})).final.shape
+    pattern = [0.5, -1.25, 2.0, 0.125, -0.3, 1.0, -2.5]
+    return {**doc, "dO": np.resize(pattern, shape).tolist()}
+
+
+@settings(max_examples=40, deadline=None)
+@given(doc=small_problems(), precision=st.integers(0, 6))
+@example(doc=RICH, precision=0)
+@example(doc=VARIANTS, precision=2)
+@example(doc={**VARIANTS, "heads": 1, "sinks": [0.5], "rope": {"style": "half", "base": 3.0}, "mask": "causal"}, precision=3)
+def test_every_backward_equation_holds_in_both_carries(doc, precision):
+    trace = attend(build_problem(_dO(doc)))
+    rows = list(range(trace.problem.lq))
+    for carry in CARRIES:
+        lines = explain_lines(trace, rows, precision=precision, carry=carry)
+        kinds = assert_carried(lines, carry)
+        assert kinds["share"] >= len(rows) * trace.problem.heads  # the backward half was parsed
