@@ -167,7 +167,7 @@ class Through(namedtuple("Through", "name d_name d_previous d factors pairs bloc
     # name: str
     # d_name: str  # the gradient read (this stage's)
     # d_previous: str  # the gradient written (the stage before's)
-    # d: list[Decimal]  # the gradient read, as printed
+    # d: list[Decimal | None]  # the gradient read, as printed (None: a masked key after the softmax)
     # factors: list[Decimal | None]
     # pairs: Pairs  # (true, printed) d x
     # blocked: list[bool]  # the key was −∞ before the stage: no gradient
@@ -184,9 +184,9 @@ def elementwise_back(what: str, slope: Callable[[Decimal, Decimal], Decimal]) ->
         exact, d_name = back.exact(back.previous(name)), back.d_name
         factors, pairs = [], []
         for j, ((x, shown), (y, _), (d_true, d)) in enumerate(zip(before, after, back.d)):
-            if shown is None:  # −∞ before the stage: nothing reaches it
+            if shown is None or d is None:  # −∞ before the stage, or a masked key after the softmax
                 factors.append(None)
-                pairs.append((0.0, Decimal(0)))
+                pairs.append((0.0, Decimal(0)) if shown is None else (d_true, None))
                 continue
             true = slope(Decimal(float(x)), Decimal(float(y)))
             factors.append(round_to(true, back.places))
@@ -199,7 +199,7 @@ def elementwise_back(what: str, slope: Callable[[Decimal, Decimal], Decimal]) ->
     def lines(page, r: Through, steps: Steps) -> list[str]:
         header = page.fill(what, r.name, d=r.d_name, d_previous=r.d_previous)
         return [f"Step {steps.primed()}: {header}"] + page.each(
-            lambda j, key: f"{key} masked → 0" if r.blocked[j] else
+            lambda j, key: f"{key} masked → 0" if r.blocked[j] else f"{key} masked, no gradient" if r.d[j] is None else
             f"{key} {page.n(r.d[j])} × {page.n(r.factors[j])} = {page.n(r.pairs[j][1])}{page.note((r.name, j))}")
     return BackStep(write, lines)
 
@@ -212,7 +212,7 @@ class ScaledBack(namedtuple("ScaledBack", "name factor d_name d_previous d pairs
     # name: str
     # factor: Factor
     # d_name, d_previous: str  # the gradient read and the one written
-    # d: list[Decimal]  # the gradient read, as printed
+    # d: list[Decimal | None]  # the gradient read, as printed (None: a masked key after the softmax)
     # pairs: Pairs | None  # d x, (true, printed)
     __slots__ = ()
 
@@ -317,7 +317,7 @@ def _write_output_back(back: Back, name: str) -> OutputBack:
     back.give("V", Share("v", "weight × dO", "", [x if s is not None else None for x, s in zip(r.weights, shares)],
                          values(dO), shares, ()))
     back.offers["D"] = ("dO · output", dO, r.pairs)  # output = weights V: D = rowsum(dO ∘ output)
-    back.carry(name, [(t, Decimal(0) if d is None else d) for t, d in pairs])
+    back.carry(name, pairs)  # None for a masked key: the softmax's step gives it no gradient
     return OutputBack(name, back.d_name, values(dO), r.V, pairs)
 
 
