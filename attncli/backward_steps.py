@@ -1,122 +1,134 @@
 """One query row's backward pass as a hand calculation prints it (see attncli/steps.py for the
-forward half).
+forward half): a reverse loop over the problem's present stages, each stage's backward hand step
+(`HandStep.backward`, attncli/hand_backward.py) in turn, mirroring attncli/backward.py's loop over
+the vjps.
 
-Every number is computed from the numbers printed before it (the forward half's printed weights,
-values, output, q and keys, and dO as printed), then rounded: every printed equation holds at the
-printed decimals, whichever carry the forward half used. The exact gradients (attncli/backward.py)
-are shown beside the carried d_q at the end, as rounded carry does for the output.
+The carry is the forward half's (attncli/carry.py): under "exact" every printed number is the exact
+gradient rounded (backward.py's, the tables' numbers), with a note where the printed operands do
+not give the printed result; under "rounded" every number is computed from the numbers printed
+before it (the forward half's printed weights, values, output, q and keys, and dO as printed),
+then rounded, so every printed equation holds. Either way the exact d_q is printed beside the
+narrated one at the end.
 
 For query row i of head h, with P the weights row, O the output row and dO the row of d_output:
 
-    d_weights_j = dO · v_j            D = dO · O
-    d_scores_j  = P_j (d_weights_j − D)              0 for a masked key
-    d_q         = scale · Σ_j d_scores_j k_j          (÷ √d_k for the default scale)
-    this row's share of d_v_j = P_j dO, of d_k_j = scale · d_scores_j q
-
-Through a softcap, d_scores is multiplied by 1 − tanh²(scaled / c) (printed per key). With RoPE the
-scores read q_rope and k_rope: d_q_rope = scale · Σ_j d_scores_j k_rope_j, then rotated back pair by
-pair, (a, b) → (a cos + b sin, b cos − a sin) at the query's angle; the d_k shares are by k_rope.
+    output    d_weights_j = dO · v_j;  this row's share of d_v_j = P_j dO
+    weights   D = dO · O (Σ_j P_j d_weights_j);  d_scores_j = P_j (d_weights_j − D), 0 for a masked key
+    masked    the gradient goes on, 0 where the key is masked
+    capped    × (1 − tanh²(scaled / c)), per key
+    scaled    the scale, left for the scores to apply to their sums (÷ √d_k by default)
+    scores    d_q = scale · Σ_j d_scores_j k_j;  this row's share of d_k_j = scale · d_scores_j q
+    Q_rope    d_q_rope rotated back pair by pair: (a, b) → (a cos + b sin, b cos − a sin)
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
-from attncli.carry import exactly, printed, round_to
+import numpy as np
+
+from attncli.backward import back
+from attncli.carry import Writer, exactly, printed
 from attncli.errors import AttnError
-from attncli.rope import angles
-from attncli.stage_steps import values
-from attncli.stages import SOFTMAX, present
+from attncli.grads import GRADIENTS
+from attncli.hand_backward import Back, Share, values
+from attncli.stages import present
 from attncli.steps import Written
 from attncli.trace import Trace
 
 
 @dataclass(frozen=True)
 class WrittenBackward:
-    """The numbers one row's backward narration prints, each with `places` decimals."""
+    """The numbers one row's backward narration prints, each with `places` decimals: each present
+    stage's record by name (what its backward step wrote), then what reached the inputs."""
 
-    dO: list[Decimal]  # (d_v,) this head's columns of dO for the row
-    weights: list[Decimal]  # (Lk,) the forward half's printed weights and output, which it reads
-    output: list[Decimal]  # (d_v,)
-    divisor: Decimal | None  # √d_k as printed (default scale), or None
-    scale: Decimal | None  # a given scale as printed, or None
-    d_weights: list[Decimal | None]  # (Lk,) None for a masked key
-    D: Decimal
-    d_scores: list[Decimal]  # (Lk,) 0 for a masked key (and every key of a fully masked row)
-    sums: list[Decimal]  # (d_k,) Σ_j d_scores_j k_j before the scale
-    d_q: list[Decimal]  # (d_k,)
-    d_v: list[list[Decimal]]  # (Lk, d_v) this row's share: P_j dO
-    d_k: list[list[Decimal]]  # (Lk, d_k) this row's share: scale · d_scores_j q
+    forward: Written  # the row's forward half, as printed
+    places: int
+    carry: str
+    dO: list[Decimal]  # (d_v,) this head's columns of dO for the row, as printed
+    seed: str  # the name of dO's per-head gradient (d_output)
+    preamble: list[str]  # lines after dO (a fully masked row)
+    stages: dict[str, Any]  # each stage's backward record
+    query: str  # the query input, lower case: "q"
+    d_q: list[Decimal]  # (d_k,) the row's gradient of q
     exact_d_q: list[Decimal]  # the exact d_q (backward.py's) as printed
-    dead: bool  # every key masked: no gradient reaches the scores
-    # A softcap: (1 − tanh²) per key as printed, and d_scores before it (None without a softcap).
-    cap_factor: list[Decimal] | None = None
-    d_capped: list[Decimal] | None = None
-    # RoPE: the rotated keys as printed, d_q by Q_rope, and per pair (i, i′, cos, sin) of the
-    # query's angle; d_q is d_q_rope rotated back (None without RoPE).
-    K_rope: list[list[Decimal]] | None = None
-    d_q_rope: list[Decimal] | None = None
-    pairs: list[tuple[int, int, Decimal, Decimal]] | None = None
+    shares: list[Share]  # this row's share of each key-side input's gradient (d_v, d_k)
+    unrounded: dict[tuple[str, int], tuple[float, ...]]
 
 
 def refuse_unnarrated(problem) -> None:
-    """The backward narration is written for the built-in stages: a stage whose hand step does not
-    say it is covered (`HandStep.backward`) is refused, not skipped."""
-    missing = [stage.name for stage in present(problem) if stage.hand is None or not stage.hand.backward]
+    """A stage whose hand step has no backward half is refused, not skipped: the steps before it
+    would read the wrong gradient."""
+    missing = [stage.name for stage in present(problem) if stage.hand is None or stage.hand.backward is None]
     if missing:
         raise AttnError("the backward hand calculation has no step for stage "
                         + ", ".join(f'"{name}"' for name in missing)
-                        + ": it narrates the built-in stages only (attncli/backward_steps.py)")
+                        + ": give its hand step a backward half (attncli/hand_backward.py)")
+
+
+def _exact(trace: Trace, head: int, last: str) -> dict[str, np.ndarray]:
+    """Every gradient of the head's loop (1, …) by stage, block input and reported number; those the
+    tables show are the tables' own arrays."""
+    heads = trace.gradients.heads
+    seed = next(g.name for g in GRADIENTS if g.of == last)
+    with np.errstate(over="ignore", invalid="ignore"):
+        found = back(trace, np.asarray(heads[seed][head:head + 1]), last, head=head)
+    found.update({g.of: heads[g.name][head:head + 1] for g in GRADIENTS})
+    return found
+
+
+def _names(stages) -> dict[str, str]:
+    """Each stage's gradient's name: the tables' (d_scores for `scaled`), the name of the one before
+    for a stage whose gradient passes through (the mask's), else d_ and the stage's name, or
+    d_raw_ and its name where the tables give that name to another stage (the raw scores')."""
+    shown = {g.of: g.name for g in GRADIENTS}
+    names: dict[str, str] = {}
+    for i, stage in enumerate(stages):
+        if stage.name in shown:
+            names[stage.name] = shown[stage.name]
+        elif stage.hand.backward.passes and i:
+            names[stage.name] = names[stages[i - 1].name]
+        else:
+            taken = f"d_{stage.name}" in shown.values()
+            names[stage.name] = f"d_raw_{stage.name}" if taken else f"d_{stage.name}"
+    return names
+
+
+def _holders(stages) -> list[dict[str, str]]:
+    """For each stage, what stands in for each block input where it is computed (backward._forward_blocks)."""
+    holder, found = {}, []
+    for stage in stages:
+        found.append(dict(holder))
+        if stage.replaces is not None:
+            holder[stage.replaces] = stage.name
+    return found
 
 
 @exactly
 def written_backward(trace: Trace, w: Written) -> WrittenBackward:
     """The backward narration of the row `w` (the forward half, as printed) explains."""
-    refuse_unnarrated(trace.problem)
-    places, h, i = w.places, w.head, w.row
-    r = lambda value: round_to(value, places)  # noqa: E731
-    weights, output = values(w.stages[SOFTMAX].pairs), w.result
-    divisor = printed(math.sqrt(trace.d_k), places) if trace.default_scale else None
-    scale = None if trace.default_scale else printed(trace.scale, places)
-    dO = [printed(x, places) for x in trace.gradients.heads["d_output"][h, i]]
-    live = [j for j, allowed in enumerate(w.allowed) if allowed]
-    dead = not live
-    d_weights = [r(_dot(dO, w.V[j])) if w.allowed[j] else None for j in range(len(w.V))]
-    D = r(_dot(dO, output))
-    d_scores = [Decimal(0) if dead or not w.allowed[j] else r(weights[j] * (d_weights[j] - D))
-                for j in range(len(w.V))]
-    cap_factor = d_capped = None
-    cap = getattr(trace.problem, "softcap", None)
-    if cap is not None:  # d scaled = d capped · (1 − tanh²(scaled / c))
-        tanh = trace.stage("capped")[h, i] / cap
-        cap_factor = [printed(1 - t * t, places) for t in tanh]
-        d_capped = d_scores
-        d_scores = [r(d_capped[j] * cap_factor[j]) for j in range(len(w.V))]
-    rope = getattr(trace.problem, "rope", None)
-    K = w.K if rope is None else [[printed(x, places) for x in row] for row in trace.stage("K_rope")[h]]
-    sums = [r(sum((d_scores[j] * K[j][c] for j in live), Decimal(0))) for c in range(len(w.q))]
-    d_q = [r(s / divisor) if divisor is not None else r(s * scale) for s in sums]
-    q = w.q if rope is None else [printed(x, places) for x in trace.stage("Q_rope")[h, i]]
-    d_k = [[r(d_scores[j] * x / divisor) if divisor is not None else r(d_scores[j] * scale * x)
-            for x in q] for j in range(len(w.V))]
-    d_q_rope = pairs = None
-    if rope is not None:  # rotate back: the inverse rotation is the rotation by −angle
-        angle = angles(rope, trace.problem.q_positions[i:i + 1])[0]  # (dims/2,)
-        pairs = [(a, b, printed(math.cos(t), places), printed(math.sin(t), places))
-                 for (a, b), t in zip(rope.pairs(), angle)]
-        d_q_rope, d_q = d_q, list(d_q)
-        for a, b, cos, sin in pairs:
-            d_q[a] = r(d_q_rope[a] * cos + d_q_rope[b] * sin)
-            d_q[b] = r(d_q_rope[b] * cos - d_q_rope[a] * sin)
-    d_v = [[r(weights[j] * x) for x in dO] for j in range(len(w.V))]
-    exact = [printed(x, places) for x in trace.gradients.heads["d_Q"][h, i]]
-    return WrittenBackward(dO=dO, weights=weights, output=output, divisor=divisor, scale=scale,
-                           d_weights=d_weights, D=D, d_scores=d_scores, sums=sums, d_q=d_q,
-                           d_v=d_v, d_k=d_k, exact_d_q=exact, dead=dead, cap_factor=cap_factor,
-                           d_capped=d_capped, K_rope=None if rope is None else K, d_q_rope=d_q_rope, pairs=pairs)
-
-
-def _dot(xs: list[Decimal], ys: list[Decimal]) -> Decimal:
-    return sum((x * y for x, y in zip(xs, ys)), Decimal(0))
+    problem = trace.problem
+    refuse_unnarrated(problem)
+    stages = present(problem)
+    last = stages[-1].name
+    names = _names(stages)
+    writer = Writer(w.places, w.carry)
+    state = Back(trace, w, writer, _exact(trace, w.head, last), [s.name for s in stages], names)
+    state.d = seed = [(float(x), printed(x, w.places)) for x in state.exact(last)]
+    state.d_name = names[last]
+    holders, records = _holders(stages), {}
+    for i in range(len(stages) - 1, -1, -1):
+        state.holders = holders[i]
+        state.offered, state.offers = state.offers, {}
+        state.takes = stages[i - 1].hand.backward.takes if i else ()
+        records[stages[i].name] = stages[i].hand.backward.write(state, stages[i].name)
+    query = "Q"  # the one input whose gradient the row has whole; the key-side ones are shares
+    d_Q = next(g.name for g in GRADIENTS if g.of == query)
+    return WrittenBackward(forward=w, places=w.places, carry=w.carry, dO=values(seed), seed=names[last],
+                           preamble=state.preamble, stages=records, query=query.lower(),
+                           d_q=values(state.found[query]),
+                           exact_d_q=[printed(x, w.places) for x in trace.gradients.heads[d_Q][w.head, w.row]],
+                           shares=[x for x in state.found.values() if isinstance(x, Share)],
+                           unrounded=writer.unrounded)

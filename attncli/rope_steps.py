@@ -15,6 +15,7 @@ from collections import namedtuple
 from decimal import Decimal, getcontext
 from functools import cache
 
+from attncli.hand_backward import Back, BackStep
 from attncli.handwriting import shown_keys
 from attncli.stage_steps import HandStep, Page, Row, values
 
@@ -164,5 +165,51 @@ def _k_lines(page: Page, r: Rotated, step: int) -> list[str]:
     return lines
 
 
-Q_ROPE = HandStep(_write_q, _q_lines, backward=True)
-K_ROPE = HandStep(_write_k, _k_lines, numbered=False, backward=True)
+# --- the backward halves ----------------------------------------------------------------------------
+
+class RotatedBack(namedtuple("RotatedBack", "name before turns pairs")):
+    """d q = d q_rope rotated back by the query's angle, pair by pair: (a, b) → (a cos + b sin,
+    b cos − a sin), cos and sin as the forward half printed them."""
+    # name: str
+    # before: list[Decimal]  # d q_rope as printed
+    # turns: list[Turn]  # the query's turns (their dims, cos and sin)
+    # pairs: Pairs  # d q
+    __slots__ = ()
+
+
+def _write_q_back(back: Back, name: str) -> RotatedBack:
+    w, turns = back.w, back.read(name).turns[0]
+    theta = back.trace.problem.rope.theta()
+    before = back.found[name]  # this row's d q_rope, (true, printed) pairs
+    exact = back.exact(back.holders.get("Q", "Q"))  # (d_k,) d q
+    out = [(float(exact[c]), d) for c, (_, d) in enumerate(before)]  # dims past rope.dims keep theirs
+    for i, t in enumerate(turns):
+        (a, b), angle = t.dims, float(t.position * theta[i])  # as rope.angles computes it
+        (ta, da), (tb, db) = before[a], before[b]
+        operands = [(ta, da), (tb, db), (math.cos(angle), t.cos), (math.sin(angle), t.sin)]
+        out[a] = (float(exact[a]), w.result(("d_q", a), da * t.cos + db * t.sin, exact[a], operands))
+        out[b] = (float(exact[b]), w.result(("d_q", a), db * t.cos - da * t.sin, exact[b], operands))
+    back.give("Q", out)
+    return RotatedBack(name, values(before), turns, out)
+
+
+def _q_back_lines(page: Page, r: RotatedBack, steps) -> list[str]:
+    n = page.n
+    o = lambda x: f"({n(x)})" if x < 0 else n(x)  # a negative operand after a sign  # noqa: E731
+    lines = [f"  d_{r.name.lower()} = {page.vector(r.before)}; rotated back by the query's angle, pair by pair:"]
+    for t in r.turns:
+        (a, b), da, db = t.dims, r.before[t.dims[0]], r.before[t.dims[1]]
+        lines.append(f"  ({a}, {b}): {n(da)} × {o(t.cos)} + {o(db)} × {o(t.sin)} = {n(r.pairs[a][1])}"
+                     f"   {n(db)} × {o(t.cos)} − {o(da)} × {o(t.sin)} = {n(r.pairs[b][1])}{page.note(('d_q', a))}")
+    return lines
+
+
+def _write_k_back(back: Back, name: str) -> None:
+    """The row's shares of d k are by the rotated keys: d K rotates their sum back, key by key."""
+    share = back.found.pop(name)
+    back.give("K", share._replace(notes=share.notes + (
+        f"; with RoPE this d_{share.name} is by {name.lower()}, and d_K rotates it back by each key's angle",)))
+
+
+Q_ROPE = HandStep(_write_q, _q_lines, backward=BackStep(_write_q_back, _q_back_lines))
+K_ROPE = HandStep(_write_k, _k_lines, numbered=False, backward=BackStep(_write_k_back, lambda page, r, steps: []))

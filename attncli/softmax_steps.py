@@ -10,7 +10,9 @@ import math
 from collections import namedtuple
 from decimal import Decimal
 
+from attncli import handwriting as hw
 from attncli.carry import E_NOTATION_FROM, PERCENT_PLACES, printed, round_to
+from attncli.hand_backward import Back, BackStep, dot
 from attncli.handwriting import MAX_KEYS, shown_keys
 from attncli.stage_steps import HandStep, Page, Row, values
 
@@ -205,5 +207,66 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
     return lines
 
 
-MASKED = HandStep(_write_masked, _masked_lines, backward=True)
-WEIGHTS = HandStep(_write_weights, _weights_lines, backward=True)
+# --- the backward halves ----------------------------------------------------------------------------
+
+def _write_masked_back(back: Back, name: str) -> None:
+    """d x = d masked, 0 where masked is −∞: the gradient goes on, named like the one before (the
+    softmax's step already wrote 0 for every masked key)."""
+    back.d = [(0.0, Decimal(0)) if shown is None else pair for (_, shown), pair in zip(back.read(name).pairs, back.d)]
+
+
+class SoftmaxBack(namedtuple("SoftmaxBack", "name d_name d_previous form left right D weights d pairs "
+                                            "allowed dead")):
+    """d x_j = P_j (d_j − D) for one row, D = Σ_j P_j d_j (= dO · output, the stage after offering it)."""
+    # name: str
+    # d_name, d_previous: str  # the gradient read (d_weights) and the one written (d_scores)
+    # form: str  # how D is computed: "dO · output", or "Σ_j weight_j × d_weights_j"
+    # left, right: list[Decimal]  # D's dot product, as printed
+    # D: Decimal
+    # weights: list[Decimal]
+    # d: list[Decimal | None]  # the gradient read (None: masked)
+    # pairs: Pairs  # d x
+    # allowed: list[bool]
+    # dead: bool
+    __slots__ = ()
+
+
+def _write_weights_back(back: Back, name: str) -> SoftmaxBack:
+    w, weights, d_name = back.w, back.read(name).pairs, back.d_name
+    live = [] if back.dead else [j for j, ok in enumerate(back.allowed) if ok]
+    if "D" in back.offered:  # output = weights V: D = dO · output, FlashAttention-2's form
+        form, left, right = back.offered["D"]
+    else:
+        form, left, right = f"Σ_j weight_j × {d_name}_j", [weights[j] for j in live], [back.d[j] for j in live]
+    D_true = float(back.exact("D"))
+    D = dot(w, ("D", 0), left, right, D_true)
+    exact = back.exact(back.previous(name))
+    pairs = [(0.0, Decimal(0)) if j not in live else
+             (float(exact[j]), w.result((back.names[back.previous(name)], j), p * (g - D), exact[j],
+                                        [(t, p), (g_true, g), (D_true, D)]))
+             for j, ((t, p), (g_true, g)) in enumerate(zip(weights, back.d))]
+    if back.dead:
+        back.preamble.append("  every key is masked: the weights do not depend on the scores, so d_scores, d_q "
+                             "and this row's share of d_k are 0")
+    d = [g if ok else None for (_, g), ok in zip(back.d, back.allowed)]
+    back.carry(name, pairs)
+    return SoftmaxBack(name, d_name, back.d_name, form, values(left), values(right), D, values(weights), d, pairs,
+                       list(back.allowed), back.dead)
+
+
+def _weights_back_lines(page: Page, r: SoftmaxBack, steps) -> list[str]:
+    n = page.n
+    o = lambda x: f"({n(x)})" if x < 0 else n(x)  # a negative operand after a minus sign  # noqa: E731
+    out = [f"Step {steps.number()}: D = {r.form}  (= Σ_j weight_j × {r.d_name}_j)" if "Σ" not in r.form else
+           f"Step {steps.number()}: D = {r.form}",
+           f"  {hw.dot(r.left, r.right, page.places) if r.left else '0'} = {n(r.D)}{page.note(('D', 0))}",
+           f"Step {steps.number()}: {r.d_previous} = weight × ({r.d_name} − D)  (the softmax's gradient)"]
+    return out + page.each(lambda j, key: f"{key} masked → 0" if not r.allowed[j] else
+                           f"{key} 0 (the row is fully masked)" if r.dead else
+                           f"{key} {n(r.weights[j])} × ({n(r.d[j])} − {o(r.D)}) = {n(r.pairs[j][1])}"
+                           f"{page.note((r.d_previous, j))}")
+
+
+MASKED = HandStep(_write_masked, _masked_lines, backward=BackStep(_write_masked_back, lambda page, r, steps: [],
+                                                                  passes=True))
+WEIGHTS = HandStep(_write_weights, _weights_lines, backward=BackStep(_write_weights_back, _weights_back_lines))

@@ -10,7 +10,11 @@ N: …" and one line per key), with `page` the view's writers and words (`Page`)
 
 `steps.written` runs `write` over the problem's present stages in order, `render/explain.py` runs
 `lines`; a present stage without a step is refused, never skipped. A stage that changes each key's
-number alone needs only `elementwise(...)`.
+number alone needs only `elementwise(...)` (with `slope=`, its derivative, for the backward half).
+
+A step's `backward` is its backward half (attncli/hand_backward.py: the same two parts, run in
+reverse order by attncli/backward_steps.py when dO is given, mirroring the stage's vjp); a present
+stage without one is refused by the backward narration.
 
 This module and the other step modules (softmax_steps, rope_steps) sit below the stage table, which
 imports them: no numpy and no trace at import (every command's start-up reads the table), so a
@@ -27,10 +31,9 @@ from string import Template
 from typing import Callable
 
 from attncli import handwriting as hw
+from attncli import hand_backward
 from attncli.carry import Writer, printed
-
-Pairs = list  # [(true value, printed Decimal or None for −∞), …]
-
+from attncli.hand_backward import BackStep, Pairs, elementwise_back, values
 
 class Row:
     """One query row of one head while its hand calculation is written: `inputs` "Q" (q's pairs),
@@ -58,7 +61,7 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
                       defaults=(([], None), False, ""))):
     """What a step's lines are written with: the view's key labels and words for this row."""
     # trace: Any
-    # written: Any  # steps.Written
+    # written: Any  # steps.Written (backward_steps.WrittenBackward for the backward half)
     # keys: list[str]  # the key labels, escaped
     # width: int  # a key's label column
     # query: str  # the query as named in the header
@@ -91,21 +94,18 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
         return [f"  … {lk - hw.MAX_KEYS + 1} more keys …" if j is None else
                 "  " + line(j, f"{self.keys[j] + ':':<{self.width}}") for j in hw.shown_keys(lk)]
 
-    def fill(self, template: str, name: str) -> str:
-        return Template(template).safe_substitute(self.fields(name))
+    def fill(self, template: str, name: str, **more) -> str:
+        return Template(template).safe_substitute(self.fields(name), name=name, **more)
 
 
-class HandStep(namedtuple("HandStep", "write lines numbered backward", defaults=(True, False))):
+class HandStep(namedtuple("HandStep", "write lines numbered backward", defaults=(True, None))):
     """A stage's hand calculation (the module's docstring): how it writes one row, and its lines."""
     # write: Callable[[Row, str], Any]  # the stage's printed row: a record with `pairs`
     # lines: Callable[[Page, Any, int], list[str]]  # (page, record, step number) → lines
     # numbered: bool = True  # starts a "Step N" (K_rope's lines continue Q_rope's step)
-    # backward: bool = False  # the backward narration (attncli/backward_steps.py) covers this stage
+    # backward: BackStep | None = None  # its backward half (attncli/hand_backward.py); None: the
+    #     backward narration refuses the stage
     __slots__ = ()
-
-
-def values(pairs: Pairs) -> list:
-    return [d for _, d in pairs]
 
 
 # --- a stage that changes each key's number alone ---------------------------------------------------
@@ -118,11 +118,15 @@ class Each(namedtuple("Each", "name before pairs")):
     __slots__ = ()
 
 
-def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal]) -> HandStep:
+def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal],
+                slope: Callable[[Decimal, Decimal], Decimal] | None = None,
+                through: str = "through $name, $d_previous = $d × ∂$name/∂$previous") -> HandStep:
     """The step of a stage that changes each key's number alone: "Step N: `what`" (a template:
     `$previous` and the stage table's other fields), then per key "`formula` = result", with
     `{x}` the printed number it reads. `apply` computes the result from the printed number (exact
-    decimals); −∞ (a blocked key) stays −∞."""
+    decimals); −∞ (a blocked key) stays −∞. With `slope(x, y)` (its derivative, from the exact x
+    and y) the step has its backward half: "Step Bn′: `through`", then per key d_y × slope = d_x
+    (hand_backward.elementwise_back); without it the backward narration refuses the stage."""
     def write(row: Row, name: str) -> Each:
         exact, before = row.exact(name), row.x
         pairs = [(float(exact[j]), None if d is None else row.w.result((name, j), apply(d), exact[j], [(t, d)]))
@@ -134,7 +138,7 @@ def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal]) ->
         return out + page.each(lambda j, key: f"{key} masked → −∞" if r.before[j][1] is None else
                                f"{key} {formula.format(x=page.n(r.before[j][1]))} = {page.n(r.pairs[j][1])}"
                                f"{page.note((r.name, j))}")
-    return HandStep(write, lines)
+    return HandStep(write, lines, backward=None if slope is None else elementwise_back(through, slope))
 
 
 # --- scores, scaled, capped, output -----------------------------------------------------------------
@@ -212,6 +216,15 @@ def _write_capped(row: Row, name: str) -> Each:
     return elementwise("", "", lambda d: cap * tanh(d / cap)).write(row, name)
 
 
+THROUGH_CAP = "through the softcap, $d_previous = $d × (1 − tanh²($previous / c))"
+
+
+def _write_capped_back(back, name: str):
+    """d x = d capped × (1 − tanh²(x / c)) = d capped × (1 − (capped / c)²), per key."""
+    cap = Decimal(repr(back.trace.problem.softcap))
+    return elementwise_back(THROUGH_CAP, lambda x, y: 1 - (y / cap) ** 2).write(back, name)
+
+
 def _capped_lines(page: Page, r: Each, step: int) -> list[str]:
     c, n, before = page.fields(r.name)["cap"], page.n, page.fields(r.name)["previous"]
     out = [f"Step {step}: softcap, {c} · tanh({before} / {c}) (Gemma 2): near {before} when small, never beyond ±{c}"]
@@ -265,7 +278,8 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
     return out
 
 
-SCORES = HandStep(_write_scores, _scores_lines, backward=True)
-SCALED = HandStep(_write_scaled, _scaled_lines, backward=True)
-CAPPED = HandStep(_write_capped, _capped_lines, backward=True)
-OUTPUT = HandStep(_write_output, _output_lines, backward=True)
+SCORES = HandStep(_write_scores, _scores_lines, backward=hand_backward.SCORES)
+SCALED = HandStep(_write_scaled, _scaled_lines, backward=hand_backward.SCALED)
+CAPPED = HandStep(_write_capped, _capped_lines,
+                  backward=BackStep(_write_capped_back, elementwise_back(THROUGH_CAP, None).lines))
+OUTPUT = HandStep(_write_output, _output_lines, backward=hand_backward.OUTPUT)

@@ -3,8 +3,10 @@ to it alone reaches the trace, the output-only path, the JSON, the tables, the e
 answer keys of `attn check`; records are frozen and their arrays read-only."""
 
 import dataclasses
+import itertools
 import json
 import re
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from attncli.stage_steps import elementwise
 from attncli.tiles import attend_tiles
 from tests.conftest import SCOOTER, assert_error
 from tests.test_explain import NOTE, NUM, check_equations
+from tests.test_explain_backward import assert_carried
 
 CAUSAL = {"Q": [[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
           "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "mask": "causal"}
@@ -197,6 +200,69 @@ def test_the_backward_narration_refuses_a_stage_it_does_not_cover(monkeypatch, r
                                             hand=elementwise("double, $previous × 2", "{x} × 2", lambda x: x * 2)))
     result = run("compute", problem_file(SCOOTER), "--explain", "--do", "1,0")
     assert_error(result, '"doubled"')
+
+
+def _narrated(after: str = "scaled"):
+    """The doubled stage with its vjp and both halves of its hand step, inserted after `after`."""
+    hand = elementwise("double, $previous × 2", "{x} × 2", lambda x: x * 2, slope=lambda x, y: Decimal(2))
+    return dataclasses.replace(DOUBLED, vjp=lambda block, x, y, d: {"x": 2 * d}, hand=hand)
+
+
+def _backward_step(lines: list[str], header: str) -> list[str]:
+    """The key lines of the backward step `header`."""
+    return list(itertools.takewhile(lambda line: line.startswith("  "), lines[lines.index(header) + 1:]))
+
+
+@pytest.mark.parametrize("carry", CARRIES)
+@pytest.mark.parametrize("masked, variants", [(False, False), (True, False), (True, True)])
+def test_an_added_stage_is_narrated_backward_and_every_equation_holds(monkeypatch, masked, variants, carry):
+    insert(monkeypatch, _narrated())
+    trace = attend(build_problem(_problem(masked, variants)))
+    lines = explain(trace, list(range(trace.problem.lq)), carry=carry)
+    kinds = assert_carried(lines, carry)
+    header = next(line for line in lines if "through doubled" in line)
+    assert header == ("Step B3′′: " if variants else "Step B3′: ") + "through doubled, d_scores = d_doubled × ∂doubled/∂scaled"
+    assert kinds["slope"] >= trace.problem.lq * trace.problem.heads * trace.problem.lk
+    if carry == "exact":  # the step's results are the tables' d_scores
+        for h in range(trace.problem.heads):
+            for i in range(trace.problem.lq):
+                one = explain(trace, [i], heads=[h], carry=carry)
+                step = _backward_step(one, next(line for line in one if "through doubled" in line))
+                assert [NOTE.sub("", line).rsplit(" = ", 1)[1] for line in step] == \
+                    [f"{x:.4f}" for x in trace.gradients.heads["d_scores"][h, i]]
+
+
+@pytest.mark.parametrize("carry", CARRIES)
+def test_a_stage_between_scores_and_scaled_gets_the_scale_per_key(monkeypatch, carry):
+    """The scale is applied once to the sums when the scores' step comes next; with a stage
+    between, the scaled stage writes its own step per key and the sums take no factor."""
+    insert(monkeypatch, _narrated(), after="scores")
+    trace = attend(build_problem(_problem(True)))
+    lines = explain(trace, [2], heads=[1], carry=carry)
+    kinds = assert_carried(lines, carry)
+    assert "Step B3′: through the scale, d_doubled = d_scores / 1.4142" in lines
+    # The raw scores' gradient is not the tables' d_scores (the scaled scores'): it is named apart.
+    assert "Step B3′′: through doubled, d_raw_scores = d_doubled × ∂doubled/∂scores" in lines
+    assert "Step B4: d_q = Σ_j d_raw_scores_j k_j" in lines and kinds["slope"] == 2 * trace.problem.lk
+    d_q = next(line for line in lines if line.startswith("  d_q = "))
+    assert d_q == "  d_q = [" + ", ".join(f"{x:.4f}" for x in trace.gradients.heads["d_Q"][1, 2]) + "]" or carry == "rounded"
+
+
+@pytest.mark.parametrize("carry", CARRIES)
+def test_a_stage_after_the_softmax_is_narrated_and_D_is_the_weights_sum(monkeypatch, carry):
+    """A stage between weights and output: dO · output is not D then, so the softmax's step writes
+    D = Σ_j weight_j × d_weights_j, which is the tables' D."""
+    hand = elementwise("halve, $previous / 2", "{x} × 0.5", lambda x: x / 2, slope=lambda x, y: Decimal("0.5"))
+    halved = stages.Stage("halved", "halved = weights / 2", "weights / 2", r"\text{weights} / 2",
+                          lambda block, x: x / 2, vjp=lambda block, x, y, d: {stages.PREVIOUS: d / 2}, hand=hand)
+    insert(monkeypatch, halved, after="weights")
+    trace = attend(build_problem(_problem(True)))
+    lines = explain(trace, [1], heads=[0], carry=carry)
+    assert_carried(lines, carry)
+    assert "Step B1: d_halved = dO · v  (how the loss moves with each weight)" in lines
+    assert "Step B1′: through halved, d_weights = d_halved × ∂halved/∂weights" in lines
+    D = lines[lines.index("Step B2: D = Σ_j weight_j × d_weights_j") + 1]
+    assert NOTE.sub("", D).endswith(f" = {trace.gradients.heads['D'][0, 1]:.4f}") or carry == "rounded"
 
 
 def test_every_stage_of_the_table_has_its_hand_step():
