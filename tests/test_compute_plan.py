@@ -36,7 +36,8 @@ def test_an_output_file_decides_the_view_and_what_is_built(tmp_path):
     chosen = plan(output_file=str(tmp_path / "out.npz"))
     assert (chosen.view, chosen.written, chosen.output_only) == ("json", "npz", False)
     assert plan(output_file=str(tmp_path / "out.npy")).output_only
-    assert not plan(output_file=str(tmp_path / "out.npy"), heatmap=True).output_only  # the heatmap needs weights
+    with pytest.raises(InputError, match="--heatmap would be lost"):  # an .npy holds no heatmap
+        plan(output_file=str(tmp_path / "out.npy"), heatmap=True)
     with pytest.raises(InputError, match="is written as latex, but --format is csv"):
         plan(output_file=str(tmp_path / "out.tex"), format="csv")
 

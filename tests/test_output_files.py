@@ -351,3 +351,25 @@ def test_stale_temporaries_of_dead_processes_are_removed(run, tmp_path):
         path.write_bytes(b"partial")
     assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "out.npy").exit_code == 0
     assert sorted(os.listdir(tmp_path)) == sorted([live.name, other.name, "out.npy"])
+
+
+@pytest.mark.parametrize("suffix, options, flag", [
+    (".npy", ["--stages", "weights"], "--stages"),
+    (".npy", ["--explain"], "--explain"),
+    (".npy", ["--round", "2"], "--round"),
+    (".npz", ["--explain"], "--explain"),
+    (".npz", ["--round", "2"], "--round"),
+    (".npz", ["--heatmap"], "--heatmap"),
+])
+def test_a_binary_file_refuses_what_it_cannot_hold(run, tmp_path, suffix, options, flag):
+    # Found by a user trial: -o x.npy --stages weights wrote the output, not the weights, exit 0.
+    target = tmp_path / f"out{suffix}"
+    result = run("compute", SAMPLES / "scooter.json", "-o", target, *options)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"error: {flag}: an {suffix} file holds") and "would be lost" in result.stderr
+    assert not target.exists()
+
+
+def test_a_binary_file_takes_what_it_holds(run, tmp_path):
+    assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "a.npy", "--stages", "output").exit_code == 0
+    assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "b.npz", "--stages", "weights").exit_code == 0

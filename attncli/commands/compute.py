@@ -91,6 +91,7 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
         others = ", ".join(name for name in stage_names() if name != "weights")
         raise typer.BadParameter(f"--format csv writes one stage: add --stages weights (or {others})",
                                  param_hint="--stages")
+    _binary_holds(o, shown, suffix)
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
     output_only = (not o.explain or tile_sizes is not None) and "heatmap" not in shown and (
         suffix == ".npy" or (suffix != ".npz" and set(shown) == {"output"}))
@@ -100,6 +101,22 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     written = suffix[1:] if o.output_file and suffix not in SUFFIX_FORMATS else view
     return SimpleNamespace(shown=shown, format=format, view=view, written=written, suffix=suffix,
                            tile_sizes=tile_sizes, stdin=stdin, output_only=output_only, workers=1)
+
+
+def _binary_holds(o: SimpleNamespace, shown: tuple[str, ...], suffix: str | None) -> None:
+    """An .npy or .npz file holds exact arrays: refuse the options it would silently drop. An .npy
+    holds the final output alone; text (--explain, the heatmap) and --round go to text or JSON."""
+    if suffix not in (".npy", ".npz"):
+        return
+    dropped = [flag for flag, given in (("--explain", o.explain), ("--heatmap", "heatmap" in shown),
+                                        ("--round", o.round_ is not None)) if given]
+    if suffix == ".npy" and o.stages is not None and set(shown) - {"output", "heatmap"}:
+        dropped.append("--stages")
+    if dropped:
+        holds = "the final output alone" if suffix == ".npy" else "the stages as exact arrays"
+        raise InputError(f"an {suffix} file holds {holds}, so {', '.join(dropped)} would be lost; write "
+                         "JSON (--output FILE.json) or a text view (.md, .tex, .csv), or drop "
+                         f"{'it' if len(dropped) == 1 else 'them'}", dropped[0])
 
 
 def _shown(o: SimpleNamespace, tiled: bool) -> tuple[str, ...]:
