@@ -76,7 +76,9 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
     stage, agrees with every right cell and reproduces wrong ones. The ones that explain the most
     wrong cells (more than half of them) are named; an early rounding coarser than rule.decimals
     is `rounded_early`."""
-    wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried")
+    # A mistake must reproduce the learner's numbers at their precision: it may not contradict a
+    # right cell, nor an imprecise one (the exact value rounded to the few decimals written).
+    wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried") | (cells == "imprecise")
     steps = span(trace, basis.stage, stage)
     exact = trace.stage(stage)[head]
     given = _given(basis)

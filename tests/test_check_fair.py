@@ -1,0 +1,71 @@
+"""Issue 16, "marks that are wrong": each item a test that failed on the main it was filed against."""
+
+import json
+
+from conftest import SAMPLES
+
+SCOOTER = SAMPLES / "scooter.json"
+
+
+def stage(run, *args, name="weights"):
+    result = run("check", *args, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)["stages"][name]
+
+
+# 1. Few decimals: imprecise only when the exact value correctly rounded, else wrong
+
+def test_a_wrong_value_with_few_decimals_is_wrong_not_imprecise(run):
+    output = stage(run, SCOOTER, "--output", "0.4,1.2", name="output")  # exact 0.2775, 1.3491
+    assert output["cells"] == [["wrong", "wrong"]]
+    weights = stage(run, SCOOTER, "--weights", "0.1,0.7,0.2")  # exact 0.0454, 0.7679, 0.1867
+    assert weights["cells"] == [["wrong", "wrong", "imprecise"]]
+    rounded = stage(run, SCOOTER, "--weights", "0.0,0.8,0.2")  # each correctly rounded to 1 decimal
+    assert rounded["cells"] == [["imprecise"] * 3]
+
+
+def test_a_tie_at_the_decimals_written_rounds_either_way(run, problem_file):
+    halves = problem_file({"Q": [[0, 0]], "K": [[1, 0], [0, 1]], "V": [[0.25], [0.25]]})
+    assert stage(run, halves, "--output", "0.2", name="output")["cells"] == [["imprecise"]]
+    assert stage(run, halves, "--output", "0.3", name="output")["cells"] == [["imprecise"]]
+    assert stage(run, halves, "--output", "0.1", name="output")["cells"] == [["wrong"]]
+
+
+# 2. A diagnosis is named only when its numbers give the learner's at their precision
+
+def test_a_diagnosis_the_numbers_contradict_is_not_named(run):
+    weights = stage(run, SCOOTER, "--weights", "1,1,1")
+    # no_softmax gives the scaled scores 0.71, 1.41, 2.12: 2 at no decimals, not 1
+    assert "no_softmax" not in weights["diagnosis"]
+    # one query row normalised over its one query: 1 in every cell, exactly what was written
+    assert weights["diagnosis"] == ["softmax_wrong_axis"]
+    one_decimal = stage(run, SCOOTER, "--weights", "0.1,0.7,0.2")
+    assert one_decimal["diagnosis"] == ["scale_by_dk"]  # softmax(0, 2, 1) = 0.09, 0.67, 0.24: 0.1, 0.7, 0.2
+
+
+# 3. A large negative is −∞ only where the problem's cell is −∞
+
+BIASED = {"Q": [[1, 0]], "K": [[1, 0], [-1, 0], [0, 1]], "V": [[1], [2], [3]], "bias": [[0, -1e9, 0]], "scale": 1}
+
+
+def test_the_tools_own_key_passes_its_own_check_with_a_finite_bias(run, problem_file):
+    problem = problem_file(BIASED)
+    key = run("compute", problem, "-f", "json")
+    assert key.exit_code == 0
+    answers = problem_file(key.stdout, "key.json")
+    result = run("check", answers, problem, "--format", "json")
+    assert result.exit_code == 0, result.stdout
+    assert json.loads(result.stdout)["right"] == 13
+    masked = stage(run, problem, "--masked", "1, -1e9, 0", name="masked")
+    assert masked["notes"] == []  # a number (equal to -1000000001 within 1e-9 of its size), not −∞
+    minus_infinity = stage(run, problem, "--masked", "1, -inf, 0", name="masked")
+    assert minus_infinity["cells"] == [["correct", "wrong", "correct"]]
+
+
+def test_a_large_negative_where_the_problem_blocks_is_read_as_minus_infinity(run, problem_file):
+    causal = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "mask": "causal", "scale": 1})
+    masked = stage(run, causal, "--masked", "1, -1e9; 0, 1", name="masked")
+    assert masked["cells"] == [["correct"] * 2] * 2
+    assert masked["notes"] == ["read -1e+09 as −∞ (a large negative stands for a blocked position)"]
+    wrong_place = stage(run, causal, "--masked", "1, -1e9; -1e9, 1", name="masked")
+    assert wrong_place["cells"] == [["correct", "correct"], ["wrong", "correct"]]
