@@ -69,3 +69,67 @@ def test_a_large_negative_where_the_problem_blocks_is_read_as_minus_infinity(run
     assert masked["notes"] == ["read -1e+09 as −∞ (a large negative stands for a blocked position)"]
     wrong_place = stage(run, causal, "--masked", "1, -1e9; -1e9, 1", name="masked")
     assert wrong_place["cells"] == [["correct", "correct"], ["wrong", "correct"]]
+
+
+# 5. One hostile file never stops a class
+
+GOOD = {"weights": [0.05, 0.77, 0.19]}
+
+
+def test_an_empty_tile_list_is_a_blank_file_and_the_class_goes_on(run, problem_file):
+    good, hostile = problem_file(GOOD, "good.json"), problem_file({"tiles": []}, "tiles.json")
+    for fmt in ("csv", "gradescope", "json", "table"):
+        result = run("check", good, hostile, "--problem", SCOOTER, "--format", fmt)
+        assert result.exit_code == 1, (fmt, result.stdout, result.stderr)
+    rows = run("check", good, hostile, "--problem", SCOOTER, "--format", "csv").stdout.splitlines()
+    assert rows[1].startswith(f"{good},3,3,100.0") and rows[2].startswith(f"{hostile},0,3,0.0")
+    tests = json.loads(run("check", good, hostile, "--problem", SCOOTER, "-f", "gradescope").stdout)
+    assert [f["results"]["score"] for f in tests["files"]] == [3, 0]
+
+
+def test_a_file_no_rule_foresaw_scores_0_with_its_reason(run, problem_file, monkeypatch):
+    from attncli.commands import check_run
+
+    real = check_run.mark_document
+
+    def fragile(trace, doc, **settings):
+        if "boom" in doc:
+            raise ZeroDivisionError("a slip in the marker")
+        return real(trace, doc, **settings)
+
+    monkeypatch.setattr(check_run, "mark_document", fragile)
+    good, bad = problem_file(GOOD, "good.json"), problem_file(GOOD | {"boom": 1}, "bad.json")
+    result = run("check", good, bad, "--problem", SCOOTER, "--format", "csv")
+    assert result.exit_code == 2
+    rows = result.stdout.splitlines()
+    assert rows[1].startswith(f"{good},3,3,100.0")
+    assert rows[2].startswith(f"{bad},0,3,0.0") and "ZeroDivisionError: a slip in the marker" in rows[2]
+
+
+# 6. Two files: which is the problem is decided by content
+
+SELF = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+def test_two_self_contained_files_are_each_marked(run, problem_file):
+    alice = problem_file(SELF | {"weights": [0.05, 0.77, 0.19]}, "alice.json")
+    bob = problem_file(SELF | {"weights": [0.33, 0.33, 0.33]}, "bob.json")
+    result = run("check", alice, bob, "--format", "csv")
+    assert result.exit_code == 1, result.stdout
+    rows = result.stdout.splitlines()
+    assert rows[1].startswith(f"{alice},3,3,100.0") and rows[2].startswith(f"{bob},0,3,0.0")
+
+
+def test_answers_are_never_taken_as_the_problem(run, problem_file):
+    answers = problem_file({"weights": [0.05, 0.77, 0.19]}, "answers.json")
+    for order in ((answers, SCOOTER), (SCOOTER, answers)):
+        result = run("check", *order, "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["right"] == 3
+
+
+def test_two_bare_problems_ask_for_the_problem_option(run, problem_file):
+    other = problem_file(SELF, "other.json")
+    result = run("check", SCOOTER, other)
+    assert result.exit_code == 2
+    assert "hold a problem and no answers: name the problem with --problem" in result.stderr

@@ -6,7 +6,7 @@ only when a table is printed, so the JSON, CSV and Gradescope reports never load
 import sys
 from pathlib import Path
 
-from attncli import attention
+from attncli import attention, grads
 from attncli.answers import NO_ANSWERS, NoAnswers, bare_infinity_as_null, parse_answers_csv
 from attncli.commands.edge import auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, one_line
@@ -19,6 +19,7 @@ from attncli.problem import build_problem
 from attncli.render.gradebook import csv_gradebook, gradescope, gradescope_class, marks_dict
 from attncli.render.json import dumps
 from attncli.stages import blocked
+from attncli.stages import names as stage_names
 
 EXIT_DIFFER = 1
 
@@ -29,6 +30,8 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     files = list(files or [])
     inline = {stage: value for stage, value in answers.items() if value is not None}  # --scores … --output
     each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
+    if problem is None and len(files) == 2 and not inline and "-" not in files:
+        files, problem, each_own = _two_files(files)
     if problem is None and not each_own:
         if not files:
             if sys.stdin.isatty():  # reading it would wait, silently, for a document typed in
@@ -63,6 +66,39 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
                for name in names]
     _report(shared[2] if shared else None, results, format, precision, decimals, tol)
+
+
+PROBLEM_KEYS = {"Q", "K", "V", "X", "q", "k", "v"}
+
+
+def _holds(name: str) -> tuple[bool, bool]:
+    """(holds a problem, holds answers) of a file, by its content; (False, False) when unreadable
+    (marking it reports why)."""
+    try:
+        doc = _read_answers(name)
+    except AttnError:
+        return False, False
+    if not isinstance(doc, dict):
+        return False, False
+    heads = doc.get("heads") if isinstance(doc.get("heads"), list) else []
+    stages = set(stage_names() + grads.names()) | {"tiles"}
+    answers = bool(doc.keys() & stages) or any(isinstance(h, dict) and h.keys() & stages for h in heads)
+    return bool(doc.keys() & PROBLEM_KEYS), answers
+
+
+def _two_files(files: list[str]) -> tuple[list[str], str | None, bool]:
+    """(answer files, problem, each holds its own) for `attn check A B` without --problem, decided
+    by content: a file holding answers and no problem is never the problem; two files each holding
+    a problem and answers are each marked against their own; two bare problems are ambiguous."""
+    (p1, a1), (p2, a2) = _holds(files[0]), _holds(files[1])
+    if p1 and a1 and p2 and a2:
+        return files, None, True
+    if p1 and p2 and not a1 and not a2:
+        raise InputError(f"both {files[0]} and {files[1]} hold a problem and no answers: name the problem "
+                         "with --problem, and give the answers as a file or inline (--weights …)")
+    if p1 and (a2 and not p2 or not a1 and a2):
+        return [files[1]], files[0], False  # the answers came first in the other order
+    return [files[0]], files[1], False
 
 
 def _read_answers(name: str, cap=None, csv: bool = True):
@@ -116,6 +152,13 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
             raise
         sys.stderr.write(f"error: {one_line(message(error))}\n")
         return name, None, message(error, source=False)
+    except (ValueError, TypeError, LookupError, ArithmeticError, StopIteration, RecursionError, MemoryError) as error:
+        # A file no rule foresaw: it scores 0 with the reason, and the class goes on.
+        if not many:
+            raise
+        note = f"could not be marked ({type(error).__name__}: {one_line(str(error)) or 'no detail'})"
+        sys.stderr.write(f"error: {name}: {note}\n")
+        return name, None, note
 
 
 def _overlay(doc: dict, given: dict, trace) -> dict:
