@@ -16,11 +16,13 @@ mistakes (`attncli.mistakes`). Pure numpy: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from attncli.answer_keys import sort_keys
 from attncli.answers import NoAnswers, read_answers
+from attncli.errors import quote
 from attncli.grading import DECIMALS, Answer, Rule, StageMark, grade, mark_cells
 from attncli.marking_backward import mark_gradients
 from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, made_at,
@@ -249,10 +251,28 @@ def all_correct(marks: dict[str, StageMark]) -> bool:
     return bool(marks) and all(mark.right == mark.cells.size for mark in marks.values())
 
 
+def before_weights(trace: Trace) -> str:
+    """The stage the softmax reads in this problem (what a learner calls the logits)."""
+    stages = present(trace)
+    return stages[stages.index("weights") - 1] if "weights" in stages and stages.index("weights") else "scaled"
+
+
 def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = DECIMALS,
-                  require: tuple[str, ...] = ()) -> dict[str, StageMark]:
+                  require: tuple[str, ...] = (), strict: bool = True) -> dict[str, StageMark]:
     """An answers document's stages (`mark_all`) and tile tables (`attncli.tile_marks`); raises
-    NoAnswers when it answers neither."""
+    NoAnswers when it answers neither. Metadata keys are set aside and aliases read as their
+    stage (`attncli.answer_keys`); an unknown key is refused when `strict`, else set aside."""
+    keys = sort_keys(doc, before_weights(trace), strict)
+    marks = _mark_sorted(trace, keys.doc, tol, decimals, require)
+    for path, key in keys.aliases.items():
+        name = path if path in marks else path.rpartition(".")[2]
+        if name in marks:
+            note = f"read {quote(key)} as {path.rpartition('.')[2]}"
+            marks[name] = replace(marks[name], notes=(note,) + marks[name].notes)
+    return marks
+
+
+def _mark_sorted(trace: Trace, doc, tol: float | None, decimals: int, require: tuple[str, ...]):
     try:
         marks = mark_all(trace, *read_answers(doc, trace), tol, decimals, require)
     except NoAnswers:

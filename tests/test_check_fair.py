@@ -133,3 +133,45 @@ def test_two_bare_problems_ask_for_the_problem_option(run, problem_file):
     result = run("check", SCOOTER, other)
     assert result.exit_code == 2
     assert "hold a problem and no answers: name the problem with --problem" in result.stderr
+
+
+# 4. Metadata keys, aliases, and unknown keys per key
+
+def test_metadata_keys_are_set_aside_and_shown_in_the_gradebook(run, problem_file):
+    ada = problem_file({"name": "Ada", "student_id": "s123", "comment": "done", "weights": [0.05, 0.77, 0.19]},
+                       "ada.json")
+    result = run("check", ada, SCOOTER, "--format", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["right"] == 3
+    book = run("check", ada, "--problem", SCOOTER, "--format", "csv").stdout.splitlines()
+    assert book[1].startswith(f"{ada},3,3,100.0") and book[1].endswith("name: Ada; student_id: s123; comment: done")
+
+
+def test_aliases_are_read_as_their_stage_with_a_note(run, problem_file):
+    for key in ("attention_weights", "attn_weights", "probs", "softmax", "attention", "Weights"):
+        weights = stage(run, problem_file({key: [0.05, 0.77, 0.19]}, "a.json"), SCOOTER)
+        assert weights["right"] == 3 and weights["notes"] == [f'read "{key}" as weights'], key
+    scaled = stage(run, problem_file({"logits": [0, 2.83, 1.41]}, "a.json"), SCOOTER, name="scaled")
+    assert scaled["right"] == 3  # the scaled scores: what this problem's softmax reads
+    causal = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "mask": "causal",
+                           "scale": 1})
+    masked = stage(run, problem_file({"logits": [[1, "-inf"], [0, 1]]}, "a.json"), causal, name="masked")
+    assert masked["right"] == 4
+    both = run("check", problem_file({"softmax": [0.05, 0.77, 0.19], "weights": [0.05, 0.77, 0.19]}, "b.json"),
+               SCOOTER)
+    assert both.exit_code == 2 and 'both "weights" and "softmax" (read as weights) are given' in both.stderr
+
+
+def test_did_you_mean_prefers_the_stages_a_learner_could_mean(run, problem_file):
+    result = run("check", problem_file({"attention_weight": [0.05, 0.77, 0.19]}, "a.json"), SCOOTER)
+    assert result.exit_code == 2 and '(did you mean "weights"?)' in result.stderr
+    assert "d_weights" not in result.stderr
+
+
+def test_an_unknown_key_in_a_class_is_a_note_and_the_rest_is_marked(run, problem_file):
+    odd = problem_file({"weights": [0.05, 0.77, 0.19], "foo": 1}, "odd.json")
+    good = problem_file(GOOD, "good.json")
+    result = run("check", odd, good, "--problem", SCOOTER, "--format", "csv")
+    rows = result.stdout.splitlines()
+    assert rows[1].startswith(f"{odd},3,3,100.0") and 'unknown key ""foo"" not marked' in rows[1]
+    table = run("check", odd, good, "--problem", SCOOTER, "--format", "table").stdout
+    assert 'unknown key "foo" not marked' in table

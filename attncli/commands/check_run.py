@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from attncli import attention, grads
+from attncli.answer_keys import sort_keys
 from attncli.answers import NO_ANSWERS, NoAnswers, bare_infinity_as_null, parse_answers_csv
 from attncli.commands.edge import auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, one_line
@@ -116,8 +117,9 @@ def _read_answers(name: str, cap=None, csv: bool = True):
 
 
 def _problem(name: str, doc=None):
-    """(document, source, trace) of a problem file (or an answers document holding its problem)."""
-    source = name
+    """(document, source, trace) of a problem file (or an answers document holding its problem);
+    metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too."""
+    source, own_file = name, doc is not None
     if doc is None:
         try:
             doc = _read_answers(name, csv=False)  # a problem file may hold answers too
@@ -126,7 +128,11 @@ def _problem(name: str, doc=None):
             raise
     elif isinstance(doc, dict) and not doc.keys() & {"Q", "K", "V", "X", "q", "k", "v"}:
         raise InputError("holds answers but no problem (Q, K, V): name the problem with --problem", source)
-    built = build_problem(doc, source=source)
+    try:
+        own = sort_keys(doc, strict=not own_file).doc
+    except AttnError as error:
+        raise error.at(source)
+    built = build_problem(own, source=source)
     try:
         return doc, source, attention.attend(built)
     except AttnError as error:
@@ -140,7 +146,8 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
     try:
         doc, trace = answers()
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
-        return name, mark_document(trace, doc, **settings), None
+        marks = mark_document(trace, doc, strict=not many, **settings)  # in a class an unknown key is a note
+        return name, marks, "; ".join(sort_keys(doc, strict=False).notes()) or None
     except NoAnswers:
         blank = NoAnswers(name)
         if not many:
@@ -204,7 +211,7 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
         if len(results) == 1:
             doc = marks_dict(results[0][1], trace)
         else:
-            doc = {"files": [{"file": f} | (marks_dict(m) if m is not None else {"error": e})
+            doc = {"files": [{"file": f} | (marks_dict(m) | ({"note": e} if e else {}) if m is not None else {"error": e})
                              for f, m, e in results],
                    "all_correct": all(m is not None and all_correct(m) for _, m, _ in results)}
         sys.stdout.write(dumps(doc) + "\n")

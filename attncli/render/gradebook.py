@@ -145,7 +145,8 @@ def gradescope(marks: Marks | None, error: str | None = None, class_max: int = 0
               "status": "passed" if mark.right == mark.cells.size else "failed",
               "output": stage_output(mark), "visibility": "visible"}
              for name, mark in sorted(marks.items(), key=lambda item: stage_order(item[0]))]
-    return {"score": s.right, "output": f"{s.right}/{s.max} cells right ({s.percent:g}%)",
+    note = f"\n{error}" if error else ""  # a marked file's note: its metadata, keys set aside
+    return {"score": s.right, "output": f"{s.right}/{s.max} cells right ({s.percent:g}%){note}",
             "visibility": "visible", "tests": tests}
 
 

@@ -120,6 +120,11 @@ def print_class_summary(results: list[Result], console: Console) -> None:
             line = rich_text(file, style="bold")
             line.append(f": 0 points, could not be marked: {shown(error or '')}", style="red")
             console.print(line)
+    for file, marks, note in results:
+        if marks is not None and note:  # metadata, keys set aside
+            line = rich_text(file, style="bold")
+            line.append(f": {shown(note)}", style="dim")
+            console.print(line)
     marked = [m for _, m, _ in results if m is not None]
     sizes = stage_sizes(results)
     scores = [score(m, sum(sizes.values())) for _, m, _ in results]
