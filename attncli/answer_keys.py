@@ -67,7 +67,7 @@ def _sort(entry: dict, allowed: tuple[str, ...], where: str, prefix: str, before
     kept = {}
     for key, value in entry.items():
         if not isinstance(key, str):
-            raise InputError(f"a key{where} is {type(key).__name__} {key!r}; keys are stage names")
+            raise InputError(f"a key{where} is {type(key).__name__} {key!r}; keys are stage names", field="answers")
         if key in allowed or ALIASES.get(key) in allowed:
             kept[key] = value
         elif key.lower() in METADATA:

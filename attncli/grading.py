@@ -98,6 +98,13 @@ class StageMark:
     def count(self, status: str) -> int:
         return int((self.cells == status).sum())
 
+    def __repr__(self) -> str:
+        """One line: `<StageMark 2/3 right (1 wrong; no_scale)>`."""
+        others = ", ".join(f"{self.count(s)} {s}" for s in STATUSES[1:] if self.count(s))
+        diagnosis = "; ".join(self.diagnosis)
+        detail = "; ".join(part for part in (others, diagnosis) if part)
+        return f"<StageMark {self.right}/{self.cells.size} right" + (f" ({detail})>" if detail else ">")
+
     @property
     def right(self) -> int:
         """Cells that earn the mark: correct, or carried from the learner's own earlier stage."""

@@ -4,17 +4,16 @@ when check runs. Start-up: the tables load rich, which takes longer than numpy; 
 only when a table is printed, so the JSON, CSV and Gradescope reports never load it."""
 
 import sys
-from pathlib import Path
 
 from attncli import attention, grads
+from attncli.answer_files import load_answers
 from attncli.answer_keys import sort_keys
-from attncli.answers import NO_ANSWERS, NoAnswers, bare_infinity_as_null, parse_answers_csv
+from attncli.answers import NO_ANSWERS, NoAnswers
 from attncli.commands.edge import auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, one_line
 from attncli.grading import Rule
 from attncli.limits import answers_cap
-from attncli.loading import (ONE_MATRIX_SUFFIXES, OneMatrixError, decode, load_matrix, parse_json, read_bytes,
-                             read_document)
+from attncli.loading import OneMatrixError, load_matrix
 from attncli.marking import all_correct, mark_document
 from attncli.problem import build_problem
 from attncli.render.gradebook import csv_gradebook, gradescope, gradescope_class, marks_dict
@@ -103,17 +102,8 @@ def _two_files(files: list[str]) -> tuple[list[str], str | None, bool]:
 
 
 def _read_answers(name: str, cap=None, csv: bool = True):
-    """An answers (or problem) document within `cap`: CSV blocks (when `csv`), or JSON where a
-    bare −∞ (`-inf`, `-Infinity`) is null; .npz archives and one-matrix files as `read_document`
-    reads (or refuses) them."""
-    suffix = Path(name).suffix.lower()
-    if csv and suffix in (".csv", ".tsv"):
-        data, source = read_bytes(name, cap)
-        return parse_answers_csv(decode(data, source), source)
-    if suffix == ".npz" or suffix in ONE_MATRIX_SUFFIXES:
-        return read_document(name, keep_decimals=True, cap=cap)[0]
-    data, source = read_bytes(name, cap)
-    return parse_json(bare_infinity_as_null(decode(data, source)), source, keep_decimals=True)
+    """An answers (or problem) document within `cap` (`attncli.answer_files.load_answers`)."""
+    return load_answers(name, cap, csv)
 
 
 def _problem(name: str, doc=None):
