@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attncli.answers import bare_infinity_as_null, parse_answers_csv
+from attncli.answers import EmptyFile, bare_infinity_as_null, parse_answers_csv
 from attncli.limits import Cap
 from attncli.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
 
@@ -19,8 +19,12 @@ def load_answers(path, cap: Cap | None = None, csv: bool = True):
     suffix = Path(name).suffix.lower()
     if csv and suffix in (".csv", ".tsv"):
         data, source = read_bytes(name, cap)
+        if not data.strip():
+            raise EmptyFile(source)
         return parse_answers_csv(decode(data, source), source)
     if suffix == ".npz" or suffix in ONE_MATRIX_SUFFIXES:
         return read_document(name, keep_decimals=True, cap=cap)[0]
     data, source = read_bytes(name, cap)
+    if not data.strip():
+        raise EmptyFile(source)
     return parse_json(bare_infinity_as_null(decode(data, source)), source, keep_decimals=True)

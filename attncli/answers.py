@@ -38,12 +38,29 @@ LARGE_NEGATIVE = -1e9  # a masked cell at or below this stands for −∞ (as Py
 NO_ANSWERS = "no answers found"
 
 
+EMPTY_FILE = "empty file"
+
+
 class NoAnswers(InputError):
     """A document with no answer stage at all: never "all correct"."""
 
     def __init__(self, name: str | None = None):
         where = f" in {name}" if name else ""
         super().__init__(f"{NO_ANSWERS}{where}: write at least one of {', '.join(names())}")
+
+    def named(self, name: str) -> "NoAnswers":
+        """The same, naming the file it is about."""
+        return NoAnswers(name)
+
+
+class EmptyFile(NoAnswers):
+    """A 0-byte (or blank) answers file: nothing answered, said plainly."""
+
+    def __init__(self, name: str | None = None):
+        InputError.__init__(self, f"{EMPTY_FILE}: no answers; write at least one of {', '.join(names())}", name)
+
+    def named(self, name: str) -> "EmptyFile":
+        return EmptyFile(name)
 
 
 def _leaf(x, masked: bool, large: bool = True):

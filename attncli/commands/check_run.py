@@ -8,7 +8,7 @@ import sys
 from attncli import attention, grads
 from attncli.answer_files import load_answers
 from attncli.answer_keys import sort_keys
-from attncli.answers import NO_ANSWERS, NoAnswers
+from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers
 from attncli.commands.edge import auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, one_line
 from attncli.grading import Rule
@@ -138,8 +138,8 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         marks = mark_document(trace, doc, strict=not many, **settings)  # in a class an unknown key is a note
         return name, marks, "; ".join(sort_keys(doc, strict=False).notes()) or None
-    except NoAnswers:
-        blank = NoAnswers(name)
+    except NoAnswers as error:
+        blank = error.named(name)
         if not many:
             raise blank.at("") from None  # the message names the file already
         return name, None, blank.message
@@ -173,7 +173,7 @@ def _overlay(doc: dict, given: dict, trace) -> dict:
 
 def _blank(error: str | None) -> bool:
     """A file marked 0 because it answered nothing (not a file that could not be read)."""
-    return error is not None and error.startswith(NO_ANSWERS)
+    return error is not None and error.startswith((NO_ANSWERS, EMPTY_FILE))
 
 
 def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=None) -> None:

@@ -129,7 +129,7 @@ def print_class_summary(results: list[Result], console: Console) -> None:
     sizes = stage_sizes(results)
     scores = [score(m, sum(sizes.values())) for _, m, _ in results]
     mean = sum(s.percent for s in scores) / len(scores) if scores else 0.0
-    console.print(f"{sum(all_correct(m) for m in marked)}/{len(marked)} files all correct"
+    console.print(f"{sum(all_correct(m) for m in marked)}/{len(results)} files all correct"
                   + (f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else "")
                   + f"; class mean {mean:.1f}%")
     maxima = sorted({s.max for s, m in zip(scores, (m for _, m, _ in results)) if m is not None})
