@@ -2,16 +2,20 @@
 computed stages."""
 
 import inspect
+import math
+import re
 from typing import Annotated, Optional
 
 import typer
 
-from attncli.commands.edge import AUTO_HELP, formats
+from attncli.commands.edge import AUTO_HELP, choices, formats
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.stages import names as answer_options  # one --STAGE option per stage of the table
 
 
 CheckFormat = formats("CheckFormat", "auto", "table", "json", "csv", "gradescope")
+# Gradescope's words for when students see a result (its results.json "visibility")
+Visibility = choices("Visibility", ("visible", "hidden", "after_due_date", "after_published"))
 
 
 def _answer(stage: str):
@@ -51,6 +55,19 @@ def check(
                                                 "row per file. gradescope: Gradescope's autograder "
                                                 "results.json.")] = CheckFormat.auto,
     precision: Annotated[int, typer.Option(min=0, max=17, help="Decimals for expected values.")] = 4,
+    points: Annotated[Optional[str], typer.Option(
+        metavar="STAGE=N,…", help="Points per stage for the gradebook, Gradescope and the class summary (e.g. "
+        "scores=1,masked=3,weights=2): a stage's N points are shared by its cells; a stage not named is worth "
+        "one point per cell.", show_default=False)] = None,
+    max_score: Annotated[Optional[float], typer.Option(
+        "--max-score", min=0.0, help="Gradescope: scale every score so that a full answer scores this.",
+        show_default=False)] = None,
+    visibility: Annotated[Visibility, typer.Option(
+        help="Gradescope: when students see the results.")] = Visibility.visible,
+    lenient_json: Annotated[bool, typer.Option(
+        "--lenient-json", help="Read answers files with trailing commas, a missing comma between numbers on a "
+        "line, or comments, and mark them with a note (without it such a file scores 0, with the line and "
+        "column).")] = False,
     **answers: Optional[str],
 ) -> None:
     """Mark a learner's answers: each cell ✓ correct, ↪ carried, ~ imprecise, ✗ wrong, with diagnoses.
@@ -77,7 +94,8 @@ def check(
     # check runs, so that `attn --version` and `attn --help` never import numpy.
     from attncli.commands.check_run import run
 
-    run(files, problem, answers, format.value, precision, decimals, tol, required)
+    grading = {"points": _points(points), "max_score": max_score, "visibility": visibility.value}
+    run(files, problem, answers, format.value, precision, decimals, tol, required, grading, lenient_json)
 
 
 def _stages(text: str | None) -> tuple[str, ...]:
@@ -90,3 +108,29 @@ def _stages(text: str | None) -> tuple[str, ...]:
             hint = did_you_mean(stage, answer_options()) or f"; stages are {', '.join(answer_options())}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages
+
+
+STAGE_PATH = re.compile(r"^(?:heads\[\d+\]\.)?(\w+)$")
+
+
+def _points(text: str | None) -> dict[str, float] | None:
+    """--points' `stage=N` list, checked: known stages (or `heads[h].stage`), N a number > 0."""
+    if text is None:
+        return None
+    points = {}
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        stage, equals, number = (x.strip() for x in item.partition("="))
+        named = STAGE_PATH.match(stage)
+        if not equals or not named:
+            raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", "--points")
+        if named.group(1) not in answer_options():
+            hint = did_you_mean(named.group(1), answer_options()) or f"; stages are {', '.join(answer_options())}"
+            raise InputError(f"unknown stage {quote(stage)}{hint}", "--points")
+        try:
+            value = float(number)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value <= 0:
+            raise InputError(f"{quote(item)}: the points must be a number above 0", "--points")
+        points[stage] = value
+    return points or None

@@ -6,7 +6,7 @@ only when a table is printed, so the JSON, CSV and Gradescope reports never load
 import sys
 
 from attncli import attention, grads
-from attncli.answer_files import load_answers
+from attncli.answer_files import load_answers, read_answers_file
 from attncli.answer_keys import sort_keys
 from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers
 from attncli.commands.edge import auto_is_table, message
@@ -16,7 +16,7 @@ from attncli.limits import answers_cap
 from attncli.loading import OneMatrixError, load_matrix
 from attncli.marking import all_correct, mark_document
 from attncli.problem import build_problem
-from attncli.render.gradebook import csv_gradebook, gradescope, gradescope_class, marks_dict
+from attncli.render.gradebook import Grading, csv_gradebook, gradescope, gradescope_class, marks_dict
 from attncli.render.json import dumps
 from attncli.stages import blocked
 from attncli.stages import names as stage_names
@@ -25,7 +25,8 @@ EXIT_DIFFER = 1
 
 
 def run(files: list[str] | None, problem: str | None, answers: dict[str, str | None], format: str, precision: int,
-        decimals: int, tol: float | None, required: tuple[str, ...]) -> None:
+        decimals: int, tol: float | None, required: tuple[str, ...], grading: dict | None = None,
+        lenient: bool = False) -> None:
     """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2)."""
     files = list(files or [])
     inline = {stage: value for stage, value in answers.items() if value is not None}  # --scores … --output
@@ -48,14 +49,16 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
+        """(document, trace, note on how it was read)."""
         if name is None:  # answers inline, no answers file: the file is the problem (a key's stages are not the learner's)
-            return {}, shared[2]
+            return {}, shared[2], None
         if name == problem:
-            return shared[0], shared[2]
+            return shared[0], shared[2], None
         if each_own:
-            doc = _read_answers(name)  # a problem file, under the general text cap
-            return doc, _problem(name, doc)[2]
-        return _read_answers(name, cap), shared[2]
+            doc, note = read_answers_file(name, lenient=lenient)  # a problem file, under the general text cap
+            return doc, _problem(name, doc)[2], note
+        doc, note = read_answers_file(name, cap, lenient=lenient)
+        return doc, shared[2], note
 
     names = files or [None]
     # The gradebook formats record a submission that cannot be marked as a row scoring 0, also
@@ -65,7 +68,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     settings = {"tol": tol, "decimals": decimals, "require": required}
     results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
                for name in names]
-    _report(shared[2] if shared else None, results, format, precision, decimals, tol)
+    _report(shared[2] if shared else None, results, format, precision, decimals, tol, Grading(**(grading or {})))
 
 
 PROBLEM_KEYS = {"Q", "K", "V", "X", "q", "k", "v"}
@@ -134,10 +137,11 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
     and a file with no answers scores 0. An error about a stage given inline names its option
     (`--weights`) instead of the file."""
     try:
-        doc, trace = answers()
+        doc, trace, read = answers()
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         marks = mark_document(trace, doc, strict=not many, **settings)  # in a class an unknown key is a note
-        return name, marks, "; ".join(sort_keys(doc, strict=False).notes()) or None
+        notes = ([f"{read} (--lenient-json)"] if read else []) + sort_keys(doc, strict=False).notes()
+        return name, marks, "; ".join(notes) or None
     except NoAnswers as error:
         blank = error.named(name)
         if not many:
@@ -176,7 +180,8 @@ def _blank(error: str | None) -> bool:
     return error is not None and error.startswith((NO_ANSWERS, EMPTY_FILE))
 
 
-def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=None) -> None:
+def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=None,
+            grading: Grading = Grading()) -> None:
     as_json = format == "json" or (format == "auto" and not auto_is_table())
     code = 0  # as diff: 2 trouble (a file that could not be read), 1 some answer differs
     if any(m is None and not _blank(e) for _, m, e in results):
@@ -184,18 +189,20 @@ def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=
     elif not all(m is not None and all_correct(m) for _, m, _ in results):
         code = EXIT_DIFFER
     try:
-        _print_report(trace, results, format, precision, decimals, tol, as_json)
+        _print_report(trace, results, format, precision, decimals, tol, as_json, grading)
         sys.stdout.flush()
     except BrokenPipeError:
         raise ReaderGone(code) from None  # the reader left; the verdict is still the exit status
     sys.exit(code)
 
 
-def _print_report(trace, results, format: str, precision: int, decimals: int, tol, as_json: bool) -> None:
+def _print_report(trace, results, format: str, precision: int, decimals: int, tol, as_json: bool,
+                  grading: Grading) -> None:
     if format == "csv":
-        sys.stdout.write(csv_gradebook(results))
+        sys.stdout.write(csv_gradebook(results, grading.points))
     elif format == "gradescope":
-        doc = gradescope(results[0][1], results[0][2]) if len(results) == 1 else gradescope_class(results)
+        doc = gradescope(results[0][1], results[0][2], grading=grading) if len(results) == 1 \
+            else gradescope_class(results, grading)
         sys.stdout.write(dumps(doc) + "\n")
     elif as_json:
         if len(results) == 1:
@@ -215,4 +222,4 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
         if len(results) == 1:
             print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
         else:
-            print_class_summary(results, console)
+            print_class_summary(results, console, grading.points)
