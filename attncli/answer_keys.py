@@ -21,11 +21,14 @@ from attncli import grads
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.problem import ALIASES, INPUT_KEYS, output_keys
 from attncli.stages import names
+from attncli.values import describe
 
 METADATA = ("name", "student", "student_name", "student_id", "sid", "id", "email", "comment", "comments",
             "note", "notes", "author", "date", "submitted", "course", "class", "section", "assignment", "group")
 WEIGHTS_ALIASES = ("attention_weights", "attn_weights", "attention_probs", "attn_probs", "probs",
                    "probabilities", "softmax", "attention")
+ASKED = ("ask", "decimals")  # a problem's own marking settings (`attn exercise` writes them): not answers
+MAX_DECIMALS = 17  # as check's decimals
 HEAD_EXTRAS = ("Q", "K", "V", "lse", "tiles", "tiled_output", "tiled_lse")  # written per head by `attn compute`
 
 
@@ -70,6 +73,8 @@ def _sort(entry: dict, allowed: tuple[str, ...], where: str, prefix: str, before
             raise InputError(f"a key{where} is {type(key).__name__} {key!r}; keys are stage names", field="answers")
         if key in allowed or ALIASES.get(key) in allowed:
             kept[key] = value
+        elif key in ASKED and not prefix:
+            continue  # read by check from the problem
         elif key.lower() in METADATA:
             out.metadata[key] = value
         elif (stage := alias_of(key, before_weights)) is not None and stage in allowed:
@@ -98,4 +103,24 @@ def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorte
         inner = names() + grads.names() + HEAD_EXTRAS
         out.doc["heads"] = [_sort(entry, inner, f" in heads[{h}]", f"heads[{h}].", before_weights, strict, out)
                             if isinstance(entry, dict) else entry for h, entry in enumerate(heads)]
+    return out
+
+
+def asked_of(doc) -> dict:
+    """The problem's `"ask"` (stages every answer must have: check's require) and `"decimals"`."""
+    out = {}
+    if not isinstance(doc, dict):
+        return out
+    if "ask" in doc:
+        ask = doc["ask"]
+        if not isinstance(ask, list) or not all(isinstance(s, str) and s in names() for s in ask):
+            raise InputError(f"ask is {describe(ask)}; expected a list of stage names ({', '.join(names())})",
+                             field="ask")
+        out["require"] = tuple(ask)
+    if "decimals" in doc:
+        places = doc["decimals"]
+        if isinstance(places, bool) or not isinstance(places, int) or not 0 <= places <= MAX_DECIMALS:
+            raise InputError(f"decimals is {describe(places)}; expected a whole number from 0 to {MAX_DECIMALS}",
+                             field="decimals")
+        out["decimals"] = int(places)
     return out

@@ -26,11 +26,11 @@ from os import PathLike
 import numpy as np
 
 from attncli.answer_files import load_answers
-from attncli.answer_keys import sort_keys
+from attncli.answer_keys import ASKED, asked_of, sort_keys
 from attncli.attention import attend as _attend
 from attncli.errors import AttnError, InputError, did_you_mean, quote
 from attncli.limits import answers_cap
-from attncli.grading import StageMark
+from attncli.grading import DECIMALS, StageMark
 from attncli.marking import all_correct, mark_document
 from attncli.problem import INPUT_KEYS, build_problem
 from attncli.render.gradebook import marks_dict
@@ -55,17 +55,20 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
     return _attend(build_problem({key: _plain(value) for key, value in doc.items()}, invert_mask=invert_mask))
 
 
-def check(answers, problem, *, decimals: int = 2, require=(), tol: float | None = None) -> Marks:
+def check(answers, problem, *, decimals: int | None = None, require=None, tol: float | None = None) -> Marks:
     """Mark `answers` (a dict like an answers file: `scores`, `scaled`, `masked`, `weights`,
     `output`, or `heads`: [{...}, ...]; arrays or lists; or the path of an answers file, read as
     `attn check` reads it: `load_answers`) against `problem` (a `Trace` from `attend`, an input
     document as a dict, or the path of a problem file), with `attn check`'s rules and checks:
     `decimals` (--decimals, 0 to 17), `require` (--require: stages that must be answered, as
-    ("weights", "output") or "weights,output") and `tol` (--tol, a finite number ≥ 0). What counts
+    ("weights", "output") or "weights,output") and `tol` (--tol, a finite number ≥ 0); `decimals`
+    and `require` left out are the problem document's `"decimals"` and `"ask"` (else 2 and none). What counts
     as written in a dict: see `_plain` (ints 0 decimals, typed floats their own, computed floats
     and arrays unknown, checked at 4). A wrong argument is an `InputError` naming it."""
+    trace, asked = _trace(problem)
+    decimals = asked.get("decimals", DECIMALS) if decimals is None else decimals
+    require = asked.get("require", ()) if require is None else require
     decimals, require, tol = _settings(decimals, require, tol)
-    trace = _trace(problem)
     if isinstance(answers, (str, PathLike)):
         doc = load_answers(answers, answers_cap(trace.problem))
     elif isinstance(answers, Mapping):
@@ -98,18 +101,25 @@ def _settings(decimals, require, tol) -> tuple[int, tuple[str, ...], float | Non
     return int(decimals), tuple(stages), None if tol is None else float(tol)
 
 
-def _trace(problem) -> Trace:
-    """A Trace, an input document (dict) or a problem file's path, as a trace."""
+def _inputs(doc):
+    """A problem document without its marking settings and metadata, for build_problem."""
+    return sort_keys({k: v for k, v in doc.items() if k not in ASKED} if isinstance(doc, dict) else doc).doc
+
+
+def _trace(problem) -> tuple[Trace, dict]:
+    """A Trace, an input document (dict) or a problem file's path, as a trace; and the document's
+    own marking settings (`ask`, `decimals`)."""
     if isinstance(problem, Trace):
-        return problem
+        return problem, {}
     if isinstance(problem, (str, PathLike)):
         doc, source = load_answers(problem, csv=False), str(problem)
         try:
-            return _attend(build_problem(sort_keys(doc).doc, source=source))
+            return _attend(build_problem(_inputs(doc), source=source)), asked_of(doc)
         except AttnError as error:
             raise error.at(source)
     if isinstance(problem, Mapping):
-        return _attend(build_problem(sort_keys({key: _plain(value) for key, value in problem.items()}).doc))
+        return _attend(build_problem(_inputs({key: _plain(value) for key, value in problem.items()}))), \
+            asked_of(problem)
     raise InputError(f"problem is {describe(problem)}; expected a Trace (from attend), an input dict or the path "
                      "of a problem file", field="problem")
 

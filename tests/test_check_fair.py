@@ -175,3 +175,42 @@ def test_an_unknown_key_in_a_class_is_a_note_and_the_rest_is_marked(run, problem
     assert rows[1].startswith(f"{odd},3,3,100.0") and 'unknown key ""foo"" not marked' in rows[1]
     table = run("check", odd, good, "--problem", SCOOTER, "--format", "table").stdout
     assert 'unknown key "foo" not marked' in table
+
+
+# 8. A problem carries what it asks: "ask" (stages) and "decimals", required by default
+
+ASKING = dict(SELF, ask=["weights", "output"], decimals=3)
+
+
+def test_a_problems_ask_is_required_and_its_decimals_apply(run, problem_file):
+    problem = problem_file(ASKING)
+    partial = problem_file({"weights": [0.045, 0.768, 0.187]}, "a.json")
+    result = run("check", partial, problem, "--format", "json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["missing"] == ["output"] and (doc["right"], doc["max"]) == (3, 5)
+    two = stage(run, problem_file({"weights": [0.05, 0.77, 0.19]}, "b.json"), problem)
+    assert two["cells"] == [["imprecise"] * 3]  # 3 decimals asked
+    override = run("check", partial, problem, "--format", "json", "--require", "weights", "--decimals", "2")
+    assert override.exit_code == 0  # the options win over the problem's
+
+
+def test_ask_and_decimals_are_checked(run, problem_file):
+    for bad, fragment in (({"ask": ["wieghts"]}, "ask is"), ({"ask": "weights"}, "ask is"),
+                          ({"decimals": 2.5}, "decimals is the number 2.5"), ({"decimals": 40}, "from 0 to 17")):
+        result = run("check", problem_file({"weights": [0.05, 0.77, 0.19]}, "a.json"), problem_file(SELF | bad))
+        assert result.exit_code == 2 and fragment in result.stderr, bad
+
+
+def test_the_api_reads_ask_and_decimals_from_the_problem(problem_file):
+    from attncli import check
+
+    marks = check({"weights": [[0.045, 0.768, 0.187]]}, problem_file(ASKING))
+    assert marks.score == (3, 5) and not marks.all_correct
+    assert check({"weights": [[0.045, 0.768, 0.187]]}, ASKING, require=()).all_correct
+
+
+def test_without_ask_the_summary_says_how_many_stages_were_answered(run, problem_file):
+    files = [problem_file({"weights": [0.05, 0.77, 0.19]}, "a.json"), problem_file(GOOD, "b.json")]
+    table = run("check", *files, "--problem", SCOOTER, "--format", "table").stdout
+    assert "answered" in table and "1/4" in table

@@ -43,12 +43,14 @@ def check(
              "holding its own problem).", show_default=False)] = None,
     problem: Annotated[Optional[str], typer.Option(
         "--problem", "-p", help="The problem (compute input); every FILE is then an answers file.")] = None,
-    decimals: Annotated[int, typer.Option(
+    decimals: Annotated[Optional[int], typer.Option(
         min=0, max=17, help="Least decimals a value needs: with fewer it is correct only when exact "
-        "(4, 0.5), otherwise imprecise (not correct).")] = 2,
+        "(4, 0.5), otherwise imprecise (not correct). Default: the problem's \"decimals\", else 2.",
+        show_default=False)] = None,
     require: Annotated[Optional[str], typer.Option(
         metavar="STAGES", help="Stages every answer must have, comma-separated (e.g. weights,output); "
-        "a missing one counts its cells as missing (? in the table), not right.", show_default=False)] = None,
+        "a missing one counts its cells as missing (? in the table), not right. Default: the problem's \"ask\".",
+        show_default=False)] = None,
     tol: Annotated[Optional[float], typer.Option(
         min=0.0, help="Accept cells within this absolute tolerance, instead of at the decimals written.")] = None,
     format: Annotated[CheckFormat, typer.Option("--format", "-f", help=f"{AUTO_HELP}. csv: a gradebook, one "
@@ -98,10 +100,10 @@ def check(
     run(files, problem, answers, format.value, precision, decimals, tol, required, grading, lenient_json)
 
 
-def _stages(text: str | None) -> tuple[str, ...]:
-    """--require's comma list, checked."""
+def _stages(text: str | None) -> tuple[str, ...] | None:
+    """--require's comma list, checked (None when not given: the problem's "ask" applies)."""
     if text is None:
-        return ()
+        return None
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     for stage in stages:
         if stage not in answer_options():

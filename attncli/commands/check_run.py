@@ -7,14 +7,14 @@ import sys
 
 from attncli import attention, grads
 from attncli.answer_files import load_answers, read_answers_file
-from attncli.answer_keys import sort_keys
+from attncli.answer_keys import ASKED, asked_of, sort_keys
 from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers
 from attncli.commands.edge import auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, one_line
-from attncli.grading import Rule
+from attncli.grading import DECIMALS, Rule
 from attncli.limits import answers_cap
 from attncli.loading import OneMatrixError, load_matrix
-from attncli.marking import all_correct, mark_document
+from attncli.marking import all_correct, mark_document, stage_keys
 from attncli.problem import build_problem
 from attncli.render.gradebook import Grading, csv_gradebook, gradescope, gradescope_class, marks_dict
 from attncli.render.json import dumps
@@ -25,7 +25,7 @@ EXIT_DIFFER = 1
 
 
 def run(files: list[str] | None, problem: str | None, answers: dict[str, str | None], format: str, precision: int,
-        decimals: int, tol: float | None, required: tuple[str, ...], grading: dict | None = None,
+        decimals: int | None, tol: float | None, required: tuple[str, ...] | None, grading: dict | None = None,
         lenient: bool = False) -> None:
     """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2)."""
     files = list(files or [])
@@ -51,24 +51,27 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     def answers_of(name: str | None):
         """(document, trace, note on how it was read)."""
         if name is None:  # answers inline, no answers file: the file is the problem (a key's stages are not the learner's)
-            return {}, shared[2], None
+            return {}, shared[2], None, shared[3]
         if name == problem:
-            return shared[0], shared[2], None
+            return shared[0], shared[2], None, shared[3]
         if each_own:
             doc, note = read_answers_file(name, lenient=lenient)  # a problem file, under the general text cap
-            return doc, _problem(name, doc)[2], note
+            own = _problem(name, doc)
+            return doc, own[2], note, own[3]
         doc, note = read_answers_file(name, cap, lenient=lenient)
-        return doc, shared[2], note
+        return doc, shared[2], note, shared[3]
 
     names = files or [None]
     # The gradebook formats record a submission that cannot be marked as a row scoring 0, also
     # when it is the only one: Gradescope needs a results.json whatever went wrong.
     many = len(names) > 1 or (format in ("csv", "gradescope") and names != [None])
     origin = {stage: f"--{stage}" for stage in inline}
-    settings = {"tol": tol, "decimals": decimals, "require": required}
+    settings = {"tol": tol, "decimals": decimals, "require": required}  # None: the problem's, else the default
     results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
                for name in names]
-    _report(shared[2] if shared else None, results, format, precision, decimals, tol, Grading(**(grading or {})))
+    rule = (shared[3] if shared else {}) | {k: v for k, v in settings.items() if v is not None}
+    _report(shared[2] if shared else None, results, format, precision, rule.get("decimals", DECIMALS), tol,
+            Grading(**(grading or {})))
 
 
 PROBLEM_KEYS = {"Q", "K", "V", "X", "q", "k", "v"}
@@ -122,12 +125,14 @@ def _problem(name: str, doc=None):
     elif isinstance(doc, dict) and not doc.keys() & {"Q", "K", "V", "X", "q", "k", "v"}:
         raise InputError("holds answers but no problem (Q, K, V): name the problem with --problem", source)
     try:
-        own = sort_keys(doc, strict=not own_file).doc
+        asked = asked_of(doc)
+        own = sort_keys({k: v for k, v in doc.items() if k not in ASKED} if isinstance(doc, dict) else doc,
+                        strict=not own_file).doc
     except AttnError as error:
         raise error.at(source)
     built = build_problem(own, source=source)
     try:
-        return doc, source, attention.attend(built)
+        return doc, source, attention.attend(built), asked
     except AttnError as error:
         raise error.at(source)
 
@@ -137,9 +142,10 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
     and a file with no answers scores 0. An error about a stage given inline names its option
     (`--weights`) instead of the file."""
     try:
-        doc, trace, read = answers()
+        doc, trace, read, asked = answers()
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
-        marks = mark_document(trace, doc, strict=not many, **settings)  # in a class an unknown key is a note
+        chosen = asked | {key: value for key, value in settings.items() if value is not None}
+        marks = mark_document(trace, doc, strict=not many, **chosen)  # in a class an unknown key is a note
         notes = ([f"{read} (--lenient-json)"] if read else []) + sort_keys(doc, strict=False).notes()
         return name, marks, "; ".join(notes) or None
     except NoAnswers as error:
@@ -222,4 +228,4 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
         if len(results) == 1:
             print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
         else:
-            print_class_summary(results, console, grading.points)
+            print_class_summary(results, console, grading.points, stage_keys(trace) if trace is not None else None)

@@ -49,14 +49,25 @@ def _chunks(widths: list[int], first: int, rest: int) -> list[list[int]]:
     return runs + [current] if current or not runs else runs
 
 
-def _students(results: list[Result], console: Console, points: Points | None = None) -> list[Table]:
+def answered(marks, stages: list[str]) -> str:
+    """`k/n`: stages answered (not only missing) of the stages asked for."""
+    given = [name for name, mark in (marks or {}).items() if mark.count("missing") < mark.cells.size]
+    return f"{len([name for name in given if name in stages])}/{len(stages)}"
+
+
+def _students(results: list[Result], console: Console, points: Points | None = None,
+              stages: list[str] | None = None) -> list[Table]:
     sizes = stage_sizes(results)
     names = list(sizes)
+    stages = stages or names
+    counted = [answered(m, stages) for _, m, _ in results]
+    partial = any(c != f"{len(stages)}/{len(stages)}" for c in counted)  # then an "answered" column
     cells = [[("–" if (m or {}).get(n) is None else _stage_cell(m[n])) for n in names] for _, m, _ in results]
     widths = [max([len(line) for line in _header(n).splitlines()] + [len(row[i]) for row in cells])
               for i, n in enumerate(names)]
     scores = [score(m, class_max(results, points), points) for _, m, _ in results]
-    score_width = max(len(f"{s.right:g}/{s.max:g}") for s in scores) + len("100.0%") + 2 * BORDER
+    score_width = max(len(f"{s.right:g}/{s.max:g}") for s in scores) + len("100.0%") + 2 * BORDER \
+        + (len("answered") + BORDER if partial else 0)
     # File names are shown whole when the console has room (through a pipe it is unlimited);
     # on a narrow one they fold at FILE_WIDTH rather than push the scores off.
     longest = max([cell_len(shown(f)) for f, _, _ in results] + [4])
@@ -72,10 +83,13 @@ def _students(results: list[Result], console: Console, points: Points | None = N
         if k == 0:
             table.add_column("score", justify="right", no_wrap=True)
             table.add_column("%", justify="right", no_wrap=True)
+            if partial:
+                table.add_column("answered", justify="right", no_wrap=True)
         for i in run:
             table.add_column(_header(names[i]), justify="right", no_wrap=True)
-        for (file, _, _), s, row in zip(results, scores, cells):
-            head = [rich_text(file)] + ([f"{s.right:g}/{s.max:g}", f"{s.percent:g}%"] if k == 0 else [])
+        for (file, _, _), s, row, count in zip(results, scores, cells, counted):
+            head = [rich_text(file)] + ([f"{s.right:g}/{s.max:g}", f"{s.percent:g}%"] if k == 0 else []) \
+                + ([count] if k == 0 and partial else [])
             table.add_row(*head, *[row[i] for i in run])
         tables.append(table)
     return tables
@@ -106,9 +120,11 @@ def _diagnoses(results: list[Result]) -> Table | None:
     return table
 
 
-def print_class_summary(results: list[Result], console: Console, points: Points | None = None) -> None:
-    """The three tables, files that could not be marked with their note, and a closing line."""
-    for table in _students(results, console, points):
+def print_class_summary(results: list[Result], console: Console, points: Points | None = None,
+                        stages: list[str] | None = None) -> None:
+    """The three tables, files that could not be marked with their note, and a closing line.
+    `stages`: every stage key of the problem (else those marked in any file), for "answered k/n"."""
+    for table in _students(results, console, points, stages):
         console.print(table)
     console.print(_stages(results))
     table = _diagnoses(results)
