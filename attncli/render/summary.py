@@ -23,6 +23,7 @@ from attncli.render.gradebook import Points, Result, class_max, diagnoses, score
 from attncli.render.text import rich_text, shown
 
 FILE_WIDTH = 24  # on a narrow console the file column folds longer names, not the scores
+ANSWERED = "answered"  # the column of stages answered, k/n, when some file left stages out
 BORDER = 3  # a rounded table's "│ " + " " around each column
 
 
@@ -61,13 +62,15 @@ def _students(results: list[Result], console: Console, points: Points | None = N
     names = list(sizes)
     stages = stages or names
     counted = [answered(m, stages) for _, m, _ in results]
-    partial = any(c != f"{len(stages)}/{len(stages)}" for c in counted)  # then an "answered" column
+    partial = any(c != f"{len(stages)}/{len(stages)}" for c in counted)
     cells = [[("–" if (m or {}).get(n) is None else _stage_cell(m[n])) for n in names] for _, m, _ in results]
+    if partial:  # an "answered" column first among the stage columns (it moves on as they do)
+        names = [ANSWERED] + names
+        cells = [[count] + row for count, row in zip(counted, cells)]
     widths = [max([len(line) for line in _header(n).splitlines()] + [len(row[i]) for row in cells])
               for i, n in enumerate(names)]
     scores = [score(m, class_max(results, points), points) for _, m, _ in results]
-    score_width = max(len(f"{s.right:g}/{s.max:g}") for s in scores) + len("100.0%") + 2 * BORDER \
-        + (len("answered") + BORDER if partial else 0)
+    score_width = max(len(f"{s.right:g}/{s.max:g}") for s in scores) + len("100.0%") + 2 * BORDER
     # File names are shown whole when the console has room (through a pipe it is unlimited);
     # on a narrow one they fold at FILE_WIDTH rather than push the scores off.
     longest = max([cell_len(shown(f)) for f, _, _ in results] + [4])
@@ -83,13 +86,10 @@ def _students(results: list[Result], console: Console, points: Points | None = N
         if k == 0:
             table.add_column("score", justify="right", no_wrap=True)
             table.add_column("%", justify="right", no_wrap=True)
-            if partial:
-                table.add_column("answered", justify="right", no_wrap=True)
         for i in run:
             table.add_column(_header(names[i]), justify="right", no_wrap=True)
-        for (file, _, _), s, row, count in zip(results, scores, cells, counted):
-            head = [rich_text(file)] + ([f"{s.right:g}/{s.max:g}", f"{s.percent:g}%"] if k == 0 else []) \
-                + ([count] if k == 0 and partial else [])
+        for (file, _, _), s, row in zip(results, scores, cells):
+            head = [rich_text(file)] + ([f"{s.right:g}/{s.max:g}", f"{s.percent:g}%"] if k == 0 else [])
             table.add_row(*head, *[row[i] for i in run])
         tables.append(table)
     return tables
