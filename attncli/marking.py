@@ -43,6 +43,7 @@ class _Basis:
     sound: bool = True  # every cell correct: following from it is the textbook's method
     precision: int = 0
     earlier: tuple[_Basis, ...] = ()  # the learner's stages before this one, first first
+    coarse: bool = False  # some cell imprecise (too few decimals): following from it is rounding early
 
 
 def _given(basis: _Basis) -> dict[str, np.ndarray]:
@@ -58,11 +59,14 @@ def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Bas
     # From the latest stage as written; then from each earlier one, carried at full precision (a
     # calculator keeps the unrounded weights while the page shows them to 4 decimals).
     for start in (basis,) + basis.earlier[::-1] if basis.stage is not None else ():
+        if start.coarse:
+            continue  # written with too few decimals: what follows from it was rounded early, not carried
         note = f"rounded {start.stage} carried ({plural(start.precision, 'decimal')})" if start.sound else None
         yield (chain(trace, head, start.stage, start.values, stage, given=_given(start)),
                "correct" if start.sound else "carried", note)
     # Rounded and carried from the learner's basis; then from Q and K (right whatever they wrote before).
-    starts = [(basis, status)] + ([(_Basis(), "correct")] if basis.stage is not None else [])
+    starts = ([(basis, status)] if not basis.coarse else []) \
+        + ([(_Basis(), "correct")] if basis.stage is not None else [])
     for start, outcome in starts:
         steps = span(trace, start.stage, stage)
         for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
@@ -91,6 +95,10 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
         candidates += [(ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",
                         chain(trace, head, basis.stage, basis.values, stage, scale=scale, given=given))
                        for scale, text in rounded_scales(trace)]
+    if basis.coarse:  # carried on from the learner's own too-coarse stage: an early rounding
+        candidates.append((ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {basis.stage} was written with "
+                           f"{plural(basis.precision, 'decimal')} and carried on",
+                           chain(trace, head, basis.stage, basis.values, stage, given=given)))
     for k in range(min(rule.decimals, answer.precision + 1) - 1, -1, -1):
         for stages in roundings(steps):
             verb = "was" if len(stages) == 1 else "were"
@@ -150,7 +158,8 @@ def mark_head(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule = 
         answer = answers[stage]
         mark = marks[stage] = mark_stage(trace, head, stage, answer, basis, rule)
         earlier = basis.earlier + ((basis,) if basis.stage is not None else ())
-        basis = _Basis(stage, answer.values, bool((mark.cells == "correct").all()), answer.precision, earlier)
+        basis = _Basis(stage, answer.values, bool((mark.cells == "correct").all()), answer.precision, earlier,
+                       coarse=bool((mark.cells == "imprecise").any()))
     return marks
 
 
@@ -166,7 +175,7 @@ def project(trace: Trace, outputs: list[np.ndarray]) -> np.ndarray:
 def _final_followings(trace: Trace, answer: Answer, heads: list[StageMark] | None, rule: Rule):
     """As `_followings`, for the final output: from the learner's own head outputs, or from every
     head's stages rounded to k decimals on the way."""
-    if heads is not None:
+    if heads is not None and not any((m.cells == "imprecise").any() for m in heads):
         sound = all((m.cells == "correct").all() for m in heads)
         precision = max(m.given.precision for m in heads)
         yield (project(trace, [m.given.values for m in heads]), "correct" if sound else "carried",

@@ -214,3 +214,16 @@ def test_without_ask_the_summary_says_how_many_stages_were_answered(run, problem
     files = [problem_file({"weights": [0.05, 0.77, 0.19]}, "a.json"), problem_file(GOOD, "b.json")]
     table = run("check", *files, "--problem", SCOOTER, "--format", "table").stdout
     assert "answered" in table and "1/4" in table
+
+
+# 9. No more credit for showing less: carrying on from a too-coarse stage is rounding early
+
+def test_carrying_on_from_a_stage_with_too_few_decimals_is_not_carried(run):
+    alone = stage(run, SCOOTER, "--output", "0.2000,1.4000", name="output")
+    assert alone["cells"] == [["wrong", "wrong"]] and alone["diagnosis"] == ["rounded_early"]
+    shown = run("check", SCOOTER, "--weights", "0.0,0.8,0.2", "--output", "0.2000,1.4000", "-f", "json")
+    output = json.loads(shown.stdout)["stages"]["output"]
+    assert output["cells"] == [["wrong", "wrong"]] and output["diagnosis"] == ["rounded_early"]
+    # from weights wrong at 4 decimals (a real slip, precisely written) the output is still carried
+    carried = run("check", SCOOTER, "--weights", "0.1000,0.7000,0.2000", "--output", "0.2000,1.2000", "-f", "json")
+    assert json.loads(carried.stdout)["stages"]["output"]["cells"] == [["carried", "carried"]]

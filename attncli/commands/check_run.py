@@ -14,7 +14,7 @@ from attncli.errors import AttnError, InputError, ReaderGone, one_line
 from attncli.grading import DECIMALS, Rule
 from attncli.limits import answers_cap
 from attncli.loading import OneMatrixError, load_matrix
-from attncli.marking import all_correct, mark_document, stage_keys
+from attncli.marking import all_correct, before_weights, mark_document, stage_keys
 from attncli.problem import build_problem
 from attncli.render.gradebook import Grading, csv_gradebook, gradescope, gradescope_class, marks_dict
 from attncli.render.json import dumps
@@ -146,7 +146,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         chosen = asked | {key: value for key, value in settings.items() if value is not None}
         marks = mark_document(trace, doc, strict=not many, **chosen)  # in a class an unknown key is a note
-        notes = ([f"{read} (--lenient-json)"] if read else []) + sort_keys(doc, strict=False).notes()
+        notes = ([f"{read} (--lenient-json)"] if read else []) + sort_keys(doc, before_weights(trace), False).notes()
         return name, marks, "; ".join(notes) or None
     except NoAnswers as error:
         blank = error.named(name)
