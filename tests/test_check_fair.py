@@ -225,5 +225,5 @@ def test_carrying_on_from_a_stage_with_too_few_decimals_is_not_carried(run):
     output = json.loads(shown.stdout)["stages"]["output"]
     assert output["cells"] == [["wrong", "wrong"]] and output["diagnosis"] == ["rounded_early"]
     # from weights wrong at 4 decimals (a real slip, precisely written) the output is still carried
-    carried = run("check", SCOOTER, "--weights", "0.1000,0.7000,0.2000", "--output", "0.2000,1.2000", "-f", "json")
+    carried = run("check", SCOOTER, "--weights", "0.1000,0.7000,0.2000", "--output", "0.4000,1.2000", "-f", "json")
     assert json.loads(carried.stdout)["stages"]["output"]["cells"] == [["carried", "carried"]]
