@@ -9,11 +9,12 @@ line. It is tried only when the strict reading fails, and says what it forgave."
 from __future__ import annotations
 
 import re
+import zipfile
 from pathlib import Path
 
 from attncli.answers import EmptyFile, bare_infinity_as_null, parse_answers_csv
 from attncli.errors import InputError
-from attncli.limits import Cap
+from attncli.limits import Cap, size_text
 from attncli.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
 
 STRING = r'("(?:[^"\\]|\\.)*")'
@@ -38,11 +39,27 @@ def _forgive(text: str) -> tuple[str, list[str]]:
     return text, list(dict.fromkeys(found))
 
 
+def _npz_within(name: str, cap: Cap | None) -> None:
+    """An .npz answers archive is held to the answers cap by its zip directory, before anything is
+    decompressed (a small archive of zeros can unpack to gigabytes)."""
+    if cap is None:
+        return
+    try:
+        with zipfile.ZipFile(name) as archive:
+            declared = sum(info.file_size for info in archive.infolist())
+    except (OSError, zipfile.BadZipFile):
+        return  # read_document names what is wrong with it
+    if declared > cap.bytes:
+        raise InputError(f"its arrays unpack to {size_text(declared)}; {cap.why}", name)
+
+
 def read_answers_file(path, cap: Cap | None = None, csv: bool = True, lenient: bool = False):
     """(document, note): `load_answers`, and with `lenient` a note saying what was forgiven (None
     when nothing was)."""
     name = str(path)
     suffix = Path(name).suffix.lower()
+    if suffix == ".npz":
+        _npz_within(name, cap)
     if suffix == ".npz" or (suffix in ONE_MATRIX_SUFFIXES and not (csv and suffix in (".csv", ".tsv"))):
         return read_document(name, keep_decimals=True, cap=cap)[0], None
     data, source = read_bytes(name, cap)

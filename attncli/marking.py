@@ -43,7 +43,9 @@ class _Basis:
     sound: bool = True  # every cell correct: following from it is the textbook's method
     precision: int = 0
     earlier: tuple[_Basis, ...] = ()  # the learner's stages before this one, first first
-    coarse: bool = False  # some cell imprecise (too few decimals): following from it is rounding early
+    # some cell imprecise (too few decimals) and no mistake to explain it: following from it is
+    # rounding early (a diagnosed stage, whose few decimals are the mistake's, is carried from)
+    coarse: bool = False
 
 
 def _given(basis: _Basis) -> dict[str, np.ndarray]:
@@ -159,7 +161,7 @@ def mark_head(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule = 
         mark = marks[stage] = mark_stage(trace, head, stage, answer, basis, rule)
         earlier = basis.earlier + ((basis,) if basis.stage is not None else ())
         basis = _Basis(stage, answer.values, bool((mark.cells == "correct").all()), answer.precision, earlier,
-                       coarse=bool((mark.cells == "imprecise").any()))
+                       coarse=bool((mark.cells == "imprecise").any()) and not mark.diagnosis)
     return marks
 
 

@@ -227,3 +227,35 @@ def test_carrying_on_from_a_stage_with_too_few_decimals_is_not_carried(run):
     # from weights wrong at 4 decimals (a real slip, precisely written) the output is still carried
     carried = run("check", SCOOTER, "--weights", "0.1000,0.7000,0.2000", "--output", "0.4000,1.2000", "-f", "json")
     assert json.loads(carried.stdout)["stages"]["output"]["cells"] == [["carried", "carried"]]
+
+
+# 7. Students setting their own problem; size caps; .npz answer bombs
+
+def test_a_file_setting_its_own_easy_problem_is_flagged_in_a_class(run, problem_file):
+    files = [problem_file(SELF | {"weights": [0.05, 0.77, 0.19]}, f"s{i}.json") for i in range(3)]
+    cheat = problem_file({"Q": [[0]], "K": [[0]], "V": [[0]], "weights": [[1]], "output": [[0]]}, "cheat.json")
+    result = run("check", *files, cheat, "--format", "csv")
+    row = result.stdout.splitlines()[4]
+    assert row.startswith(f"{cheat},2,2,100.0") and "its problem differs from the class's (3 of 4 files share one)" in row
+    assert f"warning: {cheat}: its problem differs" in result.stderr
+    with_problem = run("check", *files, cheat, "--problem", SCOOTER, "--format", "csv").stdout.splitlines()[4]
+    assert with_problem.startswith(f"{cheat},0,") and "hold their own problem" in with_problem
+
+
+def test_a_files_own_problem_is_size_capped(run, problem_file):
+    big = problem_file({"Q": [[0]] * 9000, "K": [[0]] * 9000, "V": [[0]] * 9000, "weights": [[1]]}, "big.json")
+    files = [problem_file(SELF | {"weights": [0.05, 0.77, 0.19]}, f"s{i}.json") for i in range(2)]
+    result = run("check", *files, big, "--format", "csv")
+    row = result.stdout.splitlines()[3]
+    assert row.startswith(f"{big},0,") and "its own problem has 81,000,000 scores" in row
+
+
+def test_an_npz_answers_bomb_is_refused_from_its_zip_directory(run, tmp_path, problem_file):
+    import numpy as np
+
+    bomb = tmp_path / "bomb.npz"
+    np.savez_compressed(bomb, weights=np.zeros((1, 3)), output=np.zeros((4000, 2000)))
+    assert bomb.stat().st_size < 200_000  # 61 MiB of zeros, compressed
+    result = run("check", bomb, problem_file(GOOD, "good.json"), "--problem", SCOOTER, "--format", "csv")
+    row = result.stdout.splitlines()[1]
+    assert row.startswith(f"{bomb},0,") and "its arrays unpack to 61 MiB; an answers file for this problem" in row

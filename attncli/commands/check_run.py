@@ -3,7 +3,11 @@ answers, mark them, and report. This module loads numpy and the core: check.py i
 when check runs. Start-up: the tables load rich, which takes longer than numpy; they are imported
 only when a table is printed, so the JSON, CSV and Gradescope reports never load it."""
 
+import hashlib
 import sys
+from collections import Counter
+
+import numpy as np
 
 from attncli import attention, grads
 from attncli.answer_files import load_answers, read_answers_file
@@ -57,10 +61,12 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         if each_own:
             doc, note = read_answers_file(name, lenient=lenient)  # a problem file, under the general text cap
             own = _problem(name, doc)
+            problems[name] = _fingerprint(own[2])
             return doc, own[2], note, own[3]
         doc, note = read_answers_file(name, cap, lenient=lenient)
         return doc, shared[2], note, shared[3]
 
+    problems: dict[str, bytes] = {}  # each file's own problem, when each holds one
     names = files or [None]
     # The gradebook formats record a submission that cannot be marked as a row scoring 0, also
     # when it is the only one: Gradescope needs a results.json whatever went wrong.
@@ -69,6 +75,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     settings = {"tol": tol, "decimals": decimals, "require": required}  # None: the problem's, else the default
     results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
                for name in names]
+    results = _flag_odd_problems(results, problems)
     rule = (shared[3] if shared else {}) | {k: v for k, v in settings.items() if v is not None}
     _report(shared[2] if shared else None, results, format, precision, rule.get("decimals", DECIMALS), tol,
             Grading(**(grading or {})))
@@ -112,6 +119,34 @@ def _read_answers(name: str, cap=None, csv: bool = True):
     return load_answers(name, cap, csv)
 
 
+OWN_PROBLEM_CELLS = 1 << 16  # heads × queries × keys of a problem a learner's own file may set
+
+
+def _fingerprint(trace) -> bytes:
+    """What makes two files' own problems the same: their inputs and settings, as computed."""
+    p = trace.problem
+    parts = [f"{k}{v.shape}".encode() + np.ascontiguousarray(v).tobytes() for k, v in sorted(p.inputs.items())]
+    return hashlib.sha256(b"|".join(parts) + repr((p.heads, trace.scale)).encode()
+                          + np.ascontiguousarray(trace.stage("weights")).tobytes()).digest()
+
+
+def _flag_odd_problems(results: list, problems: dict[str, bytes]) -> list:
+    """In a class whose files each hold their problem, a file whose problem differs from the
+    majority's is flagged (a student may have set their own, easy one), in its note and on stderr."""
+    counts = Counter(problems.values())
+    if len(counts) < 2:
+        return results
+    common, most = counts.most_common(1)[0]
+    flagged = []
+    for name, marks, note in results:
+        if marks is not None and problems.get(name, common) != common:
+            flag = f"its problem differs from the class's ({most} of {len(problems)} files share one)"
+            sys.stderr.write(f"warning: {name}: {flag}\n")
+            note = "; ".join(x for x in (flag, note) if x)
+        flagged.append((name, marks, note))
+    return flagged
+
+
 def _problem(name: str, doc=None):
     """(document, source, trace) of a problem file (or an answers document holding its problem);
     metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too."""
@@ -131,6 +166,10 @@ def _problem(name: str, doc=None):
     except AttnError as error:
         raise error.at(source)
     built = build_problem(own, source=source)
+    if own_file and built.heads * built.lq * built.lk > OWN_PROBLEM_CELLS:
+        raise InputError(f"its own problem has {built.heads * built.lq * built.lk:,} scores (heads × queries × keys); "
+                         f"a learner's file may set one of at most {OWN_PROBLEM_CELLS:,}: give the class's problem "
+                         "with --problem", source)
     try:
         return doc, source, attention.attend(built), asked
     except AttnError as error:
