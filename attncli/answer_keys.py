@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from attncli import grads
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.problem import ALIASES, INPUT_KEYS, output_keys
+from attncli.rules import rule_keys
 from attncli.stages import names
 from attncli.values import describe
 
@@ -96,7 +97,7 @@ def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorte
     out = Sorted(doc)
     if not isinstance(doc, dict):
         return out
-    top = ("heads",) + INPUT_KEYS + output_keys()
+    top = ("heads",) + INPUT_KEYS + output_keys() + rule_keys()  # rule_keys: a mask rule registered later
     out.doc = _sort(doc, top, "", "", before_weights, strict, out)
     heads = out.doc.get("heads")
     if isinstance(heads, list):
