@@ -38,6 +38,9 @@ LARGE_NEGATIVE = -1e9  # a masked cell at or below this stands for −∞ (as Py
 NO_ANSWERS = "no answers found"
 
 
+EMPTY_FILE = "empty file"
+
+
 class NoAnswers(InputError):
     """A document with no answer stage at all: never "all correct"."""
 
@@ -45,8 +48,22 @@ class NoAnswers(InputError):
         where = f" in {name}" if name else ""
         super().__init__(f"{NO_ANSWERS}{where}: write at least one of {', '.join(names())}")
 
+    def named(self, name: str) -> "NoAnswers":
+        """The same, naming the file it is about."""
+        return NoAnswers(name)
 
-def _leaf(x, masked: bool):
+
+class EmptyFile(NoAnswers):
+    """A 0-byte (or blank) answers file: nothing answered, said plainly."""
+
+    def __init__(self, name: str | None = None):
+        InputError.__init__(self, f"{EMPTY_FILE}: no answers; write at least one of {', '.join(names())}", name)
+
+    def named(self, name: str) -> "EmptyFile":
+        return EmptyFile(name)
+
+
+def _leaf(x, masked: bool, large: bool = True):
     """A learner's cell as a number: strings are read as they are written."""
     if isinstance(x, str):
         text = x.strip()
@@ -57,35 +74,43 @@ def _leaf(x, masked: bool):
         except ValueError:
             return x  # as_array names it
         return number if math.isfinite(number) else x
-    if masked and isinstance(x, (int, float)) and not isinstance(x, bool) and x <= LARGE_NEGATIVE:
+    if large and masked and isinstance(x, (int, float)) and not isinstance(x, bool) and x <= LARGE_NEGATIVE:
         return None
     return x
 
 
-def read_written(value, masked: bool):
+def read_written(value, masked: bool, large: bool = True):
     """A learner's nested lists with every cell as a number (strings read as written; with
-    `masked`, −∞ spelled any way, or a large negative, as None)."""
-    return [read_written(v, masked) for v in value] if isinstance(value, list) else _leaf(value, masked)
+    `masked`, −∞ spelled any way, or with `large` a large negative, as None)."""
+    return [read_written(v, masked, large) for v in value] if isinstance(value, list) else _leaf(value, masked, large)
 
 
-def _large_negatives(value) -> list[float]:
-    if isinstance(value, list):
-        return [x for v in value for x in _large_negatives(v)]
-    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= LARGE_NEGATIVE else []
+def _as_blocked(values: np.ndarray, blocked_cells: np.ndarray | None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """A large negative (≤ -1e9, as PyTorch code writes for a blocked position) read as −∞, only
+    where the problem's cell is −∞: a finite -1000000001 from a bias of -1e9 stays a number."""
+    if blocked_cells is None:
+        return values, ()
+    if values.shape != blocked_cells.shape and values.shape == blocked_cells.shape[::-1]:
+        blocked_cells = blocked_cells.T  # written transposed: turned back below
+    if values.shape != blocked_cells.shape:
+        return values, ()
+    with np.errstate(invalid="ignore"):
+        large = np.isfinite(values) & (values <= LARGE_NEGATIVE) & blocked_cells
+    if not large.any():
+        return values, ()
+    first = values[large][0]
+    return np.where(large, -np.inf, values), (f"read {first:g} as −∞ (a large negative stands for a blocked position)",)
 
 
-def _answer(value, field: str, shape: tuple[int, int], what: str) -> Answer:
+def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells: np.ndarray | None = None) -> Answer:
     masked = blocked(field)  # may hold −∞
     numbers = read_written(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
-    read = read_written(numbers, masked)
+    read = read_written(numbers, masked, large=False)
     values = as_array(read, field, kind="bias" if masked else "number", max_dims=2)
     if values.ndim == 1 and shape[0] == 1:
         values = values.reshape(1, -1)
     decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
-    notes = ()
-    large = _large_negatives(numbers) if masked else []
-    if large:
-        notes = (f"read {large[0]:g} as −∞ (a large negative stands for a blocked position)",)
+    values, notes = _as_blocked(values, blocked_cells if masked else None)
     if values.shape == shape:
         return Answer(values=values, decimals=decimals, notes=notes)
     if values.shape == shape[::-1]:
@@ -173,11 +198,18 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
                 raise InputError(f"{prefix}{name} is given, but {absent}, so no {name} stage",
                                  field=prefix + name)
         marked.append({name: _answer(_column(entry[name]) if name == "D" else entry[name], prefix + name,
-                                     shapes[name], what[name]) for name in entry})
+                                     shapes[name], what[name], _blocked_cells(trace, h, name)) for name in entry})
     final_answer = None
     if final is not None and not single:
         final_answer = _answer(final, "output", trace.final.shape, "queries × output columns")
     return marked, final_answer
+
+
+def _blocked_cells(trace: Trace, head: int, name: str) -> np.ndarray | None:
+    """Where a stage that may hold −∞ is −∞ in the problem (None for other stages)."""
+    if not blocked(name) or name not in names():
+        return None
+    return np.isneginf(trace.stage(name)[head])
 
 
 def _column(value):

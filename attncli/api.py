@@ -19,18 +19,25 @@ the CLI. `view(trace)` and `view(marks)` show them as the terminal's tables in J
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from os import PathLike
 
 import numpy as np
 
+from attncli.answer_files import load_answers
+from attncli.answer_keys import ASKED, asked_of, sort_keys
 from attncli.attention import attend as _attend
-from attncli.grading import StageMark
+from attncli.errors import AttnError, InputError, did_you_mean, quote
+from attncli.limits import answers_cap
+from attncli.grading import DECIMALS, StageMark
 from attncli.marking import all_correct, mark_document
 from attncli.problem import INPUT_KEYS, build_problem
 from attncli.render.gradebook import marks_dict
 from attncli.render.notebook import MarksView, TraceView
+from attncli.stages import names
 from attncli.trace import Trace
-from attncli.values import Written
+from attncli.values import Written, describe
 
 
 def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Trace:
@@ -48,18 +55,73 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
     return _attend(build_problem({key: _plain(value) for key, value in doc.items()}, invert_mask=invert_mask))
 
 
-def check(answers: dict, problem, *, decimals: int = 2, require: tuple[str, ...] = (),
-          tol: float | None = None) -> Marks:
+def check(answers, problem, *, decimals: int | None = None, require=None, tol: float | None = None) -> Marks:
     """Mark `answers` (a dict like an answers file: `scores`, `scaled`, `masked`, `weights`,
-    `output`, or `heads`: [{...}, ...]; arrays or lists) against `problem` (a `Trace` from `attend`,
-    or an input document as a dict), with `attn check`'s rules: `decimals` (--decimals), `require`
-    (--require: stages that must be answered, e.g. ("weights", "output")) and `tol` (--tol). What
-    counts as written: see `_plain` (ints 0 decimals, typed floats their own, computed floats and
-    arrays unknown, checked at 4)."""
-    trace = problem if isinstance(problem, Trace) else _attend(build_problem(
-        {key: _plain(value) for key, value in problem.items()}))
-    doc = {key: _plain(value, typed=True) for key, value in answers.items()}
-    return Marks(trace, mark_document(trace, doc, tol, decimals, tuple(require)))  # stages and --tiles' tiles
+    `output`, or `heads`: [{...}, ...]; arrays or lists; or the path of an answers file, read as
+    `attn check` reads it: `load_answers`) against `problem` (a `Trace` from `attend`, an input
+    document as a dict, or the path of a problem file), with `attn check`'s rules and checks:
+    `decimals` (--decimals, 0 to 17), `require` (--require: stages that must be answered, as
+    ("weights", "output") or "weights,output") and `tol` (--tol, a finite number ≥ 0); `decimals`
+    and `require` left out are the problem document's `"decimals"` and `"ask"` (else 2 and none). What counts
+    as written in a dict: see `_plain` (ints 0 decimals, typed floats their own, computed floats
+    and arrays unknown, checked at 4). A wrong argument is an `InputError` naming it."""
+    trace, asked = _trace(problem)
+    decimals = asked.get("decimals", DECIMALS) if decimals is None else decimals
+    require = asked.get("require", ()) if require is None else require
+    decimals, require, tol = _settings(decimals, require, tol)
+    if isinstance(answers, (str, PathLike)):
+        doc = load_answers(answers, answers_cap(trace.problem))
+    elif isinstance(answers, Mapping):
+        doc = {key: _plain(value, typed=True) for key, value in answers.items()}
+    else:
+        raise InputError(f"answers is {describe(answers)}; expected a dict of stages or the path of an answers file",
+                         field="answers")
+    return Marks(trace, mark_document(trace, doc, tol, decimals, require))  # stages and --tiles' tiles
+
+
+MAX_DECIMALS = 17  # as --decimals: a double has no more
+
+
+def _settings(decimals, require, tol) -> tuple[int, tuple[str, ...], float | None]:
+    """check()'s settings, validated as the command line validates its options."""
+    if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or not 0 <= decimals <= MAX_DECIMALS:
+        raise InputError(f"decimals is {describe(decimals)}; expected a whole number from 0 to {MAX_DECIMALS}",
+                         field="decimals")
+    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float, np.number))
+                            or not math.isfinite(tol) or tol < 0):
+        raise InputError(f"tol is {describe(tol)}; expected a finite number of at least 0 (or None)", field="tol")
+    stages = tuple(s.strip() for s in require.split(",") if s.strip()) if isinstance(require, str) else require
+    if not isinstance(stages, (tuple, list)) or not all(isinstance(s, str) for s in stages):
+        raise InputError(f"require is {describe(require)}; expected stage names, as (\"weights\", \"output\") "
+                         "or \"weights,output\"", field="require")
+    for stage in stages:
+        if stage not in names():
+            hint = did_you_mean(stage, names()) or f"; stages are {', '.join(names())}"
+            raise InputError(f"require names an unknown stage {quote(stage)}{hint}", field="require")
+    return int(decimals), tuple(stages), None if tol is None else float(tol)
+
+
+def _inputs(doc):
+    """A problem document without its marking settings and metadata, for build_problem."""
+    return sort_keys({k: v for k, v in doc.items() if k not in ASKED} if isinstance(doc, dict) else doc).doc
+
+
+def _trace(problem) -> tuple[Trace, dict]:
+    """A Trace, an input document (dict) or a problem file's path, as a trace; and the document's
+    own marking settings (`ask`, `decimals`)."""
+    if isinstance(problem, Trace):
+        return problem, {}
+    if isinstance(problem, (str, PathLike)):
+        doc, source = load_answers(problem, csv=False), str(problem)
+        try:
+            return _attend(build_problem(_inputs(doc), source=source)), asked_of(doc)
+        except AttnError as error:
+            raise error.at(source)
+    if isinstance(problem, Mapping):
+        return _attend(build_problem(_inputs({key: _plain(value) for key, value in problem.items()}))), \
+            asked_of(problem)
+    raise InputError(f"problem is {describe(problem)}; expected a Trace (from attend), an input dict or the path "
+                     "of a problem file", field="problem")
 
 
 class Marks(Mapping):
@@ -127,6 +189,8 @@ def _plain(value, typed: bool = False):
         return [_plain(v, typed) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v, typed) for k, v in value.items()}
+    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
+        return np.asarray(value)  # np.matrix and other subclasses: a plain array
     if isinstance(value, np.generic):
         value = value.item()
     if typed and type(value) is float and "e" not in repr(value) \

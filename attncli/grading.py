@@ -59,8 +59,12 @@ def _grade(given, decimals, target, rule):
     shifted = t * 10.0 ** d  # d goes up to values.MAX_DECIMALS
     # Where t · 10^d overflows, t has no digits left to round at d decimals.
     rounded = np.where(np.isfinite(shifted), np.round(shifted) / 10.0 ** d, t)
-    # ±1 in the last written place (whole numbers must round exactly); at a tie both ways.
-    near = (np.abs(g - rounded) <= np.where(d > 0, unit, 0.0) + noise) | (np.abs(g - t) <= 0.5 * unit + noise)
+    # ±1 in the last written place (whole numbers must round exactly); at a tie both ways. With
+    # fewer than rule.decimals decimals, only the exact value correctly rounded (a tie either way) is
+    # near: 0.4 for 0.2775 is wrong, not imprecise.
+    rounds = np.abs(g - t) <= 0.5 * unit + noise
+    slack = np.where((d > 0) & (d >= rule.decimals), unit, 0.0)
+    near = (np.abs(g - rounded) <= slack + noise) | rounds
     exact = np.abs(g - t) <= 1e-9 * np.maximum(1.0, np.abs(t))
     correct = np.where(d >= rule.decimals, near, exact)
     return both_inf | (finite & correct), both_inf | (finite & near)
@@ -93,6 +97,13 @@ class StageMark:
 
     def count(self, status: str) -> int:
         return int((self.cells == status).sum())
+
+    def __repr__(self) -> str:
+        """One line: `<StageMark 2/3 right (1 wrong; no_scale)>`."""
+        others = ", ".join(f"{self.count(s)} {s}" for s in STATUSES[1:] if self.count(s))
+        diagnosis = "; ".join(self.diagnosis)
+        detail = "; ".join(part for part in (others, diagnosis) if part)
+        return f"<StageMark {self.right}/{self.cells.size} right" + (f" ({detail})>" if detail else ">")
 
     @property
     def right(self) -> int:

@@ -16,11 +16,13 @@ mistakes (`attncli.mistakes`). Pure numpy: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from attncli.answer_keys import sort_keys
 from attncli.answers import NoAnswers, read_answers
+from attncli.errors import quote
 from attncli.grading import DECIMALS, Answer, Rule, StageMark, grade, mark_cells
 from attncli.marking_backward import mark_gradients
 from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, made_at,
@@ -41,6 +43,9 @@ class _Basis:
     sound: bool = True  # every cell correct: following from it is the textbook's method
     precision: int = 0
     earlier: tuple[_Basis, ...] = ()  # the learner's stages before this one, first first
+    # some cell imprecise (too few decimals) and no mistake to explain it: following from it is
+    # rounding early (a diagnosed stage, whose few decimals are the mistake's, is carried from)
+    coarse: bool = False
 
 
 def _given(basis: _Basis) -> dict[str, np.ndarray]:
@@ -56,11 +61,14 @@ def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Bas
     # From the latest stage as written; then from each earlier one, carried at full precision (a
     # calculator keeps the unrounded weights while the page shows them to 4 decimals).
     for start in (basis,) + basis.earlier[::-1] if basis.stage is not None else ():
+        if start.coarse:
+            continue  # written with too few decimals: what follows from it was rounded early, not carried
         note = f"rounded {start.stage} carried ({plural(start.precision, 'decimal')})" if start.sound else None
         yield (chain(trace, head, start.stage, start.values, stage, given=_given(start)),
                "correct" if start.sound else "carried", note)
     # Rounded and carried from the learner's basis; then from Q and K (right whatever they wrote before).
-    starts = [(basis, status)] + ([(_Basis(), "correct")] if basis.stage is not None else [])
+    starts = ([(basis, status)] if not basis.coarse else []) \
+        + ([(_Basis(), "correct")] if basis.stage is not None else [])
     for start, outcome in starts:
         steps = span(trace, start.stage, stage)
         for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
@@ -76,7 +84,9 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
     stage, agrees with every right cell and reproduces wrong ones. The ones that explain the most
     wrong cells (more than half of them) are named; an early rounding coarser than rule.decimals
     is `rounded_early`."""
-    wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried")
+    # A mistake must reproduce the learner's numbers at their precision: it may not contradict a
+    # right cell, nor an imprecise one (the exact value rounded to the few decimals written).
+    wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried") | (cells == "imprecise")
     steps = span(trace, basis.stage, stage)
     exact = trace.stage(stage)[head]
     given = _given(basis)
@@ -87,6 +97,10 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
         candidates += [(ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",
                         chain(trace, head, basis.stage, basis.values, stage, scale=scale, given=given))
                        for scale, text in rounded_scales(trace)]
+    if basis.coarse:  # carried on from the learner's own too-coarse stage: an early rounding
+        candidates.append((ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {basis.stage} was written with "
+                           f"{plural(basis.precision, 'decimal')} and carried on",
+                           chain(trace, head, basis.stage, basis.values, stage, given=given)))
     for k in range(min(rule.decimals, answer.precision + 1) - 1, -1, -1):
         for stages in roundings(steps):
             verb = "was" if len(stages) == 1 else "were"
@@ -146,7 +160,8 @@ def mark_head(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule = 
         answer = answers[stage]
         mark = marks[stage] = mark_stage(trace, head, stage, answer, basis, rule)
         earlier = basis.earlier + ((basis,) if basis.stage is not None else ())
-        basis = _Basis(stage, answer.values, bool((mark.cells == "correct").all()), answer.precision, earlier)
+        basis = _Basis(stage, answer.values, bool((mark.cells == "correct").all()), answer.precision, earlier,
+                       coarse=bool((mark.cells == "imprecise").any()) and not mark.diagnosis)
     return marks
 
 
@@ -162,7 +177,7 @@ def project(trace: Trace, outputs: list[np.ndarray]) -> np.ndarray:
 def _final_followings(trace: Trace, answer: Answer, heads: list[StageMark] | None, rule: Rule):
     """As `_followings`, for the final output: from the learner's own head outputs, or from every
     head's stages rounded to k decimals on the way."""
-    if heads is not None:
+    if heads is not None and not any((m.cells == "imprecise").any() for m in heads):
         sound = all((m.cells == "correct").all() for m in heads)
         precision = max(m.given.precision for m in heads)
         yield (project(trace, [m.given.values for m in heads]), "correct" if sound else "carried",
@@ -247,10 +262,28 @@ def all_correct(marks: dict[str, StageMark]) -> bool:
     return bool(marks) and all(mark.right == mark.cells.size for mark in marks.values())
 
 
+def before_weights(trace: Trace) -> str:
+    """The stage the softmax reads in this problem (what a learner calls the logits)."""
+    stages = present(trace)
+    return stages[stages.index("weights") - 1] if "weights" in stages and stages.index("weights") else "scaled"
+
+
 def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = DECIMALS,
-                  require: tuple[str, ...] = ()) -> dict[str, StageMark]:
+                  require: tuple[str, ...] = (), strict: bool = True) -> dict[str, StageMark]:
     """An answers document's stages (`mark_all`) and tile tables (`attncli.tile_marks`); raises
-    NoAnswers when it answers neither."""
+    NoAnswers when it answers neither. Metadata keys are set aside and aliases read as their
+    stage (`attncli.answer_keys`); an unknown key is refused when `strict`, else set aside."""
+    keys = sort_keys(doc, before_weights(trace), strict)
+    marks = _mark_sorted(trace, keys.doc, tol, decimals, require)
+    for path, key in keys.aliases.items():
+        name = path if path in marks else path.rpartition(".")[2]
+        if name in marks:
+            note = f"read {quote(key)} as {path.rpartition('.')[2]}"
+            marks[name] = replace(marks[name], notes=(note,) + marks[name].notes)
+    return marks
+
+
+def _mark_sorted(trace: Trace, doc, tol: float | None, decimals: int, require: tuple[str, ...]):
     try:
         marks = mark_all(trace, *read_answers(doc, trace), tol, decimals, require)
     except NoAnswers:

@@ -60,7 +60,7 @@ def given_tiles(doc: dict, heads: int) -> list[list] | None:
         if tiles is not None and not isinstance(tiles, list):
             raise InputError(f"{_prefix(heads, h)}tiles is {describe(tiles)}; expected a list of tiles",
                              field=f"{_prefix(heads, h)}tiles")
-    return listed
+    return listed if any(listed) else None  # only empty lists: no tile answered
 
 
 def tile_size(doc: dict, listed: list[list | None]) -> tuple[int, int]:

@@ -131,6 +131,12 @@ class Trace:
     lse: np.ndarray | None = None
     gradients: object = None  # backward.Gradients when the problem has dO
 
+    def __repr__(self) -> str:
+        """One line (a notebook shows `view(trace)` for the tables)."""
+        p = self.problem
+        shown = ", ".join(name for name, value in self.stages.items() if value is not None)
+        return f"<Trace {p.heads} head(s), {p.lq} queries × {p.lk} keys, scale {self.scale:.4g}: {shown}>"
+
     def __post_init__(self):
         _freeze(self, ("Q", "K", "V", "concat", "final", "lse"), ("stages",))
 

@@ -112,7 +112,7 @@ def test_typed_floats_count_their_decimals_and_computed_ones_do_not():
     assert check({"weights": trace.weights[0].tolist()}, trace).all_correct  # computed: 4 decimals assumed
     assert check({"weights": trace.weights[0] + 3e-5}, trace).all_correct  # an array: the same
     assert not check({"weights": trace.weights[0] + 3e-4}, trace).all_correct
-    assert check({"weights": [0.1, 0.8, 0.2]}, trace)["weights"].count("imprecise") == 3  # fewer than decimals=2
+    assert check({"weights": [0.0, 0.8, 0.2]}, trace)["weights"].count("imprecise") == 3  # fewer than decimals=2
     assert check({"weights": [0.1, 0.8, 0.2]}, trace, decimals=1).all_correct
     marks = check({"weights": [0.0454, 0.7679, 0.1867]}, trace, require=("weights", "output"))
     assert marks["output"].count("missing") == 2 and marks.score == (3, 5) and not marks.all_correct

@@ -41,9 +41,9 @@ def test_masked_cells_spelled_every_way(run, problem_file, blocked):
 
 @pytest.mark.parametrize("bare", ["-inf", "-Infinity", "−∞"])
 def test_a_bare_minus_infinity_in_an_answers_file(run, problem_file, bare):
-    path = problem_file('{"masked": [[0.7071, %s], [0, 0.7071]], "note": "-inf stays text"}' % bare, "a.json")
+    path = problem_file('{"masked": [[0.7071, %s], [0, 0.7071]], "remark": "-inf stays text"}' % bare, "a.json")
     result = run("check", path, problem_file(CAUSAL2), "--format", "json")
-    assert result.exit_code == 2 and 'unknown key "note"' in result.stderr  # the string was left alone
+    assert result.exit_code == 2 and 'unknown key "remark"' in result.stderr  # the string was left alone
     path = problem_file('{"masked": [[0.7071, %s], [0, 0.7071]]}' % bare, "a.json")
     code, _ = marks(run, path, problem_file(CAUSAL2))
     assert code == 0

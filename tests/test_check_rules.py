@@ -110,9 +110,9 @@ def test_an_argmax_is_not_a_softmax(run, problem_file):
 
 
 def test_one_decimal_is_imprecise_unless_exact(run, problem_file):
-    weights = marked(run, problem_file, {"weights": [[0.0229, 0.9, 0.1911], [0.9622, 0.028, 0.0097]]},
+    weights = marked(run, problem_file, {"weights": [[0.0229, 0.8, 0.1911], [0.9622, 0.028, 0.0097]]},
                      problem=EXERCISE_5, code=1)["stages"]["weights"]
-    assert weights["cells"][0] == ["correct", "imprecise", "correct"]
+    assert weights["cells"][0] == ["correct", "imprecise", "correct"]  # 0.7860 is 0.8 at one decimal
     assert weights["cells"][1] == ["correct", "correct", "correct"]  # 0.028 has 3 decimals: right
     halves = {"Q": [[1, 0]], "K": [[1, 0], [1, 0]], "V": [[1, 2], [3, 4]]}
     doc = marked(run, problem_file, {"scores": [1, 1], "weights": [0.5, 0.5], "output": [2, 3]}, problem=halves)

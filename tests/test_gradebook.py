@@ -78,7 +78,7 @@ def test_summary_at_80_columns_cuts_nothing_and_names_every_diagnosis():
     for status in ("correct", "carried", "wrong", "imprecise", "missing"):
         assert status in text
     assert "blank.json: 0 points, could not be marked: no answers found in blank.json" in text
-    assert "1/3 files all correct" not in text and "0/3 files all correct; 1 could not be marked" in text
+    assert "1/3 files all correct" not in text and "0/4 files all correct; 1 could not be marked" in text
     assert "0/40" in text and "55%" in text
     # Every stage column is there, whether on the first table or a continuation.
     assert text.count("heads[1]") >= 2 and "output" in text

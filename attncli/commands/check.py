@@ -1,6 +1,9 @@
 """`attn check`: its options, declared once (commands/spec.py); check_run.py marks a learner's answers (or a class's) against the
 computed stages."""
 
+import math
+import re
+
 from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
@@ -22,17 +25,30 @@ OPTIONS: tuple[Option, ...] = (
     Option("problem", "The problem (compute input); every FILE is then an answers file.", flags=("--problem", "-p")),
     *(_answer(stage) for stage in answer_options()),  # one per stage of the stage table, after --problem
     Option("decimals", "Least decimals a value needs: with fewer it is correct only when exact (4, 0.5), "
-           "otherwise imprecise (not correct).", type=int, low=0, high=17, default=2),
+           "otherwise imprecise (not correct). Default: the problem's \"decimals\", else 2.",
+           type=int, low=0, high=17),
     Option("require", "Stages every answer must have, comma-separated (e.g. weights,output); a missing one "
-           "counts its cells as missing (? in the table), not right.", metavar="STAGES"),
+           "counts its cells as missing (? in the table), not right. Default: the problem's \"ask\".",
+           metavar="STAGES"),
     Option("tol", "Accept cells within this absolute tolerance, instead of at the decimals written.",
            type=float, low=0.0),
     Option("format", f"{AUTO_HELP}. csv: a gradebook, one row per file. gradescope: Gradescope's autograder "
            "results.json.", flags=("--format", "-f"), default="auto",
            choices=formats("CheckFormat", "auto", "table", "json", "csv", "gradescope")),
     Option("precision", "Decimals for expected values.", type=int, low=0, high=17, default=4),
+    Option("points", "Points per stage for the gradebook, Gradescope and the class summary (e.g. "
+           "scores=1,masked=3,weights=2): a stage's N points are shared by its cells; a stage not named is worth "
+           "one point per cell.", metavar="STAGE=N,…"),
+    Option("max_score", "Gradescope: scale every score so that a full answer scores this.", flags=("--max-score",),
+           type=float, low=0.0),
+    Option("visibility", "Gradescope: when students see the results.", default="visible",
+           choices=("visible", "hidden", "after_due_date", "after_published")),  # Gradescope's words
+    Option("lenient_json", "Read answers files with trailing commas, a missing comma between numbers on a "
+           "line, or comments, and mark them with a note (without it such a file scores 0, with the line and "
+           "column).", flags=("--lenient-json",), type=bool),
 )
 CheckFormat = spec.find(OPTIONS, "format").enum
+Visibility = spec.find(OPTIONS, "visibility").enum
 
 
 @spec.command(OPTIONS)
@@ -63,16 +79,43 @@ def check(**given) -> None:
     # check runs, so that `attn --version` and `attn --help` never import numpy.
     from attncli.commands.check_run import run
 
-    run(o.files, o.problem, answers, o.format, o.precision, o.decimals, o.tol, required)
+    grading = {"points": _points(o.points), "max_score": o.max_score, "visibility": o.visibility}
+    run(o.files, o.problem, answers, o.format, o.precision, o.decimals, o.tol, required, grading, o.lenient_json)
 
 
-def _stages(text: str | None) -> tuple[str, ...]:
-    """--require's comma list, checked."""
+def _stages(text: str | None) -> tuple[str, ...] | None:
+    """--require's comma list, checked (None when not given: the problem's "ask" applies)."""
     if text is None:
-        return ()
+        return None
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     for stage in stages:
         if stage not in answer_options():
             hint = did_you_mean(stage, answer_options()) or f"; stages are {', '.join(answer_options())}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages
+
+
+STAGE_PATH = re.compile(r"^(?:heads\[\d+\]\.)?(\w+)$")
+
+
+def _points(text: str | None) -> dict[str, float] | None:
+    """--points' `stage=N` list, checked: known stages (or `heads[h].stage`), N a number > 0."""
+    if text is None:
+        return None
+    points = {}
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        stage, equals, number = (x.strip() for x in item.partition("="))
+        named = STAGE_PATH.match(stage)
+        if not equals or not named:
+            raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", "--points")
+        if named.group(1) not in answer_options():
+            hint = did_you_mean(named.group(1), answer_options()) or f"; stages are {', '.join(answer_options())}"
+            raise InputError(f"unknown stage {quote(stage)}{hint}", "--points")
+        try:
+            value = float(number)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value <= 0:
+            raise InputError(f"{quote(item)}: the points must be a number above 0", "--points")
+        points[stage] = value
+    return points or None

@@ -3,33 +3,41 @@ answers, mark them, and report. This module loads numpy and the core: check.py i
 when check runs. Start-up: the tables load rich, which takes longer than numpy; they are imported
 only when a table is printed, so the JSON, CSV and Gradescope reports never load it."""
 
+import hashlib
 import sys
-from pathlib import Path
+from collections import Counter
 
-from attncli import attention
-from attncli.answers import NO_ANSWERS, NoAnswers, bare_infinity_as_null, parse_answers_csv
+import numpy as np
+
+from attncli import attention, grads
+from attncli.answer_files import load_answers, read_answers_file
+from attncli.answer_keys import ASKED, asked_of, sort_keys
+from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers
 from attncli.commands.edge import auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, one_line
-from attncli.grading import Rule
+from attncli.grading import DECIMALS, Rule
 from attncli.limits import answers_cap
-from attncli.loading import (ONE_MATRIX_SUFFIXES, OneMatrixError, decode, load_matrix, parse_json, read_bytes,
-                             read_document)
-from attncli.marking import all_correct
+from attncli.loading import OneMatrixError, load_matrix
+from attncli.marking import all_correct, before_weights, stage_keys
 from attncli.problem import build_problem
-from attncli.render.gradebook import csv_gradebook, gradescope, gradescope_class, marks_dict
+from attncli.render.gradebook import Grading, csv_gradebook, gradescope, gradescope_class, marks_dict
 from attncli.render.json import dumps
 from attncli.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
 from attncli.stages import blocked
+from attncli.stages import names as stage_names
 
 EXIT_DIFFER = 1
 
 
 def run(files: list[str] | None, problem: str | None, answers: dict[str, str | None], format: str, precision: int,
-        decimals: int, tol: float | None, required: tuple[str, ...]) -> None:
+        decimals: int | None, tol: float | None, required: tuple[str, ...] | None, grading: dict | None = None,
+        lenient: bool = False) -> None:
     """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2)."""
     files = list(files or [])
     inline = {stage: value for stage, value in answers.items() if value is not None}  # --scores … --output
     each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
+    if problem is None and len(files) == 2 and not inline and "-" not in files:
+        files, problem, each_own = _two_files(files)
     if problem is None and not each_own:
         if not files:
             if sys.stdin.isatty():  # reading it would wait, silently, for a document typed in
@@ -46,43 +54,105 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
+        """(document, trace, note on how it was read)."""
         if name is None:  # answers inline, no answers file: the file is the problem (a key's stages are not the learner's)
-            return {}, shared[2]
+            return {}, shared[2], None, shared[3]
         if name == problem:
-            return shared[0], shared[2]
+            return shared[0], shared[2], None, shared[3]
         if each_own:
-            doc = _read_answers(name)  # a problem file, under the general text cap
-            return doc, _problem(name, doc)[2]
-        return _read_answers(name, cap), shared[2]
+            doc, note = read_answers_file(name, lenient=lenient)  # a problem file, under the general text cap
+            own = _problem(name, doc)
+            problems[name] = _fingerprint(own[2])
+            return doc, own[2], note, own[3]
+        doc, note = read_answers_file(name, cap, lenient=lenient)
+        return doc, shared[2], note, shared[3]
 
+    problems: dict[str, bytes] = {}  # each file's own problem, when each holds one
     names = files or [None]
     # The gradebook formats record a submission that cannot be marked as a row scoring 0, also
     # when it is the only one: Gradescope needs a results.json whatever went wrong.
     many = len(names) > 1 or (format in ("csv", "gradescope") and names != [None])
     origin = {stage: f"--{stage}" for stage in inline}
+    # None: the problem's, else the default; `key`: the problem's document (a find-the-slip key's slip)
     settings = {"tol": tol, "decimals": decimals, "require": required, "key": shared[0] if shared else None}
     results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
                for name in names]
-    _report(shared[2] if shared else None, results, format, precision, decimals, tol)
+    results = _flag_odd_problems(results, problems)
+    rule = (shared[3] if shared else {}) | {k: v for k, v in settings.items() if v is not None and k != "key"}
+    _report(shared[2] if shared else None, results, format, precision, rule.get("decimals", DECIMALS), tol,
+            Grading(**(grading or {})))
+
+
+PROBLEM_KEYS = {"Q", "K", "V", "X", "q", "k", "v"}
+
+
+def _holds(name: str) -> tuple[bool, bool]:
+    """(holds a problem, holds answers) of a file, by its content; (False, False) when unreadable
+    (marking it reports why)."""
+    try:
+        doc = _read_answers(name)
+    except AttnError:
+        return False, False
+    if not isinstance(doc, dict):
+        return False, False
+    heads = doc.get("heads") if isinstance(doc.get("heads"), list) else []
+    stages = set(stage_names() + grads.names()) | {"tiles"}
+    answers = bool(doc.keys() & stages) or any(isinstance(h, dict) and h.keys() & stages for h in heads)
+    return bool(doc.keys() & PROBLEM_KEYS), answers
+
+
+def _two_files(files: list[str]) -> tuple[list[str], str | None, bool]:
+    """(answer files, problem, each holds its own) for `attn check A B` without --problem, decided
+    by content: a file holding answers and no problem is never the problem; two files each holding
+    a problem and answers are each marked against their own; two bare problems are ambiguous."""
+    (p1, a1), (p2, a2) = _holds(files[0]), _holds(files[1])
+    if p1 and a1 and p2 and a2:
+        return files, None, True
+    if p1 and p2 and not a1 and not a2:
+        raise InputError(f"both {files[0]} and {files[1]} hold a problem and no answers: name the problem "
+                         "with --problem, and give the answers as a file or inline (--weights …)")
+    if p1 and (a2 and not p2 or not a1 and a2):
+        return [files[1]], files[0], False  # the answers came first in the other order
+    return [files[0]], files[1], False
 
 
 def _read_answers(name: str, cap=None, csv: bool = True):
-    """An answers (or problem) document within `cap`: CSV blocks (when `csv`), or JSON where a
-    bare −∞ (`-inf`, `-Infinity`) is null; .npz archives and one-matrix files as `read_document`
-    reads (or refuses) them."""
-    suffix = Path(name).suffix.lower()
-    if csv and suffix in (".csv", ".tsv"):
-        data, source = read_bytes(name, cap)
-        return parse_answers_csv(decode(data, source), source)
-    if suffix == ".npz" or suffix in ONE_MATRIX_SUFFIXES:
-        return read_document(name, keep_decimals=True, cap=cap)[0]
-    data, source = read_bytes(name, cap)
-    return parse_json(bare_infinity_as_null(decode(data, source)), source, keep_decimals=True)
+    """An answers (or problem) document within `cap` (`attncli.answer_files.load_answers`)."""
+    return load_answers(name, cap, csv)
+
+
+OWN_PROBLEM_CELLS = 1 << 16  # heads × queries × keys of a problem a learner's own file may set
+
+
+def _fingerprint(trace) -> bytes:
+    """What makes two files' own problems the same: their inputs and settings, as computed."""
+    p = trace.problem
+    parts = [f"{k}{v.shape}".encode() + np.ascontiguousarray(v).tobytes() for k, v in sorted(p.inputs.items())]
+    return hashlib.sha256(b"|".join(parts) + repr((p.heads, trace.scale)).encode()
+                          + np.ascontiguousarray(trace.stage("weights")).tobytes()).digest()
+
+
+def _flag_odd_problems(results: list, problems: dict[str, bytes]) -> list:
+    """In a class whose files each hold their problem, a file whose problem differs from the
+    majority's is flagged (a student may have set their own, easy one), in its note and on stderr."""
+    counts = Counter(problems.values())
+    if len(counts) < 2:
+        return results
+    common, most = counts.most_common(1)[0]
+    flagged = []
+    for name, marks, note in results:
+        if marks is not None and problems.get(name, common) != common:
+            flag = f"its problem differs from the class's ({most} of {len(problems)} files share one)"
+            sys.stderr.write(f"warning: {name}: {flag}\n")
+            note = "; ".join(x for x in (flag, note) if x)
+        flagged.append((name, marks, note))
+    return flagged
 
 
 def _problem(name: str, doc=None):
-    """(document, source, trace) of a problem file (or an answers document holding its problem)."""
-    source = name
+    """(document, source, trace) of a problem file (or an answers document holding its problem);
+    metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too."""
+    source, own_file = name, doc is not None
     if doc is None:
         try:
             doc = _read_answers(name, csv=False)  # a problem file may hold answers too
@@ -91,9 +161,19 @@ def _problem(name: str, doc=None):
             raise
     elif isinstance(doc, dict) and not doc.keys() & {"Q", "K", "V", "X", "q", "k", "v"}:
         raise InputError("holds answers but no problem (Q, K, V): name the problem with --problem", source)
-    built = build_problem(doc, source=source)
     try:
-        return doc, source, attention.attend(built)
+        asked = asked_of(doc)
+        own = sort_keys({k: v for k, v in doc.items() if k not in ASKED} if isinstance(doc, dict) else doc,
+                        strict=not own_file).doc
+    except AttnError as error:
+        raise error.at(source)
+    built = build_problem(own, source=source)
+    if own_file and built.heads * built.lq * built.lk > OWN_PROBLEM_CELLS:
+        raise InputError(f"its own problem has {built.heads * built.lq * built.lk:,} scores (heads × queries × keys); "
+                         f"a learner's file may set one of at most {OWN_PROBLEM_CELLS:,}: give the class's problem "
+                         "with --problem", source)
+    try:
+        return doc, source, attention.attend(built), asked
     except AttnError as error:
         raise error.at(source)
 
@@ -103,11 +183,14 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
     and a file with no answers scores 0. An error about a stage given inline names its option
     (`--weights`) instead of the file."""
     try:
-        doc, trace = answers()
+        doc, trace, read, asked = answers()
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
-        return name, mark_document(trace, doc, **settings), None
-    except NoAnswers:
-        blank = NoAnswers(name)
+        chosen = asked | {key: value for key, value in settings.items() if value is not None}
+        marks = mark_document(trace, doc, strict=not many, **chosen)  # in a class an unknown key is a note
+        notes = ([f"{read} (--lenient-json)"] if read else []) + sort_keys(doc, before_weights(trace), False).notes()
+        return name, marks, "; ".join(notes) or None
+    except NoAnswers as error:
+        blank = error.named(name)
         if not many:
             raise blank.at("") from None  # the message names the file already
         return name, None, blank.message
@@ -117,6 +200,13 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
             raise
         sys.stderr.write(f"error: {one_line(message(error))}\n")
         return name, None, message(error, source=False)
+    except (ValueError, TypeError, LookupError, ArithmeticError, StopIteration, RecursionError, MemoryError) as error:
+        # A file no rule foresaw: it scores 0 with the reason, and the class goes on.
+        if not many:
+            raise
+        note = f"could not be marked ({type(error).__name__}: {one_line(str(error)) or 'no detail'})"
+        sys.stderr.write(f"error: {name}: {note}\n")
+        return name, None, note
 
 
 def _overlay(doc: dict, given: dict, trace) -> dict:
@@ -134,10 +224,11 @@ def _overlay(doc: dict, given: dict, trace) -> dict:
 
 def _blank(error: str | None) -> bool:
     """A file marked 0 because it answered nothing (not a file that could not be read)."""
-    return error is not None and error.startswith(NO_ANSWERS)
+    return error is not None and error.startswith((NO_ANSWERS, EMPTY_FILE))
 
 
-def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=None) -> None:
+def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=None,
+            grading: Grading = Grading()) -> None:
     as_json = format == "json" or (format == "auto" and not auto_is_table())
     code = 0  # as diff: 2 trouble (a file that could not be read), 1 some answer differs
     if any(m is None and not _blank(e) for _, m, e in results):
@@ -145,24 +236,26 @@ def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=
     elif not all(m is not None and all_correct(m) for _, m, _ in results):
         code = EXIT_DIFFER
     try:
-        _print_report(trace, results, format, precision, decimals, tol, as_json)
+        _print_report(trace, results, format, precision, decimals, tol, as_json, grading)
         sys.stdout.flush()
     except BrokenPipeError:
         raise ReaderGone(code) from None  # the reader left; the verdict is still the exit status
     sys.exit(code)
 
 
-def _print_report(trace, results, format: str, precision: int, decimals: int, tol, as_json: bool) -> None:
+def _print_report(trace, results, format: str, precision: int, decimals: int, tol, as_json: bool,
+                  grading: Grading) -> None:
     if format == "csv":
-        sys.stdout.write(csv_gradebook(results))
+        sys.stdout.write(csv_gradebook(results, grading.points))
     elif format == "gradescope":
-        doc = gradescope(results[0][1], results[0][2]) if len(results) == 1 else gradescope_class(results)
+        doc = gradescope(results[0][1], results[0][2], grading=grading) if len(results) == 1 \
+            else gradescope_class(results, grading)
         sys.stdout.write(dumps(doc) + "\n")
     elif as_json:
         if len(results) == 1:
             doc = marks_dict(results[0][1], trace)
         else:
-            doc = {"files": [{"file": f} | (marks_dict(m) if m is not None else {"error": e})
+            doc = {"files": [{"file": f} | (marks_dict(m) | ({"note": e} if e else {}) if m is not None else {"error": e})
                              for f, m, e in results],
                    "all_correct": all(m is not None and all_correct(m) for _, m, _ in results)}
         sys.stdout.write(dumps(doc) + "\n")
@@ -176,4 +269,4 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
         if len(results) == 1:
             print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
         else:
-            print_class_summary(results, console)
+            print_class_summary(results, console, grading.points, stage_keys(trace) if trace is not None else None)

@@ -29,10 +29,13 @@ Marks = dict[str, StageMark]
 Result = tuple[str, "Marks | None", "str | None"]
 
 
+Points = dict[str, float]  # --points: stage (`weights`, or a path `heads[1].weights`) → its points
+
+
 @dataclass(frozen=True)
 class Score:
-    right: int
-    max: int
+    right: float  # whole numbers of cells, unless --points weighs the stages
+    max: float
 
     @property
     def percent(self) -> float:
@@ -54,6 +57,18 @@ def stage_order(name: str) -> tuple[float, int]:
     return head, order.index(stage) if stage in order else len(order)
 
 
+def stage_points(name: str, cells: int, points: Points | None) -> float:
+    """A stage's worth: its cells, or its points from --points (by path, else by stage name)."""
+    if not points:
+        return cells
+    return points.get(name, points.get(name.rpartition(".")[2], cells))
+
+
+def class_max(results: list[Result], points: Points | None = None) -> float:
+    """What a file that could not be marked is out of: every stage marked in any file."""
+    return whole(sum(stage_points(name, size, points) for name, size in stage_sizes(results).items()))
+
+
 def stage_sizes(results: list[Result]) -> dict[str, int]:
     """Every stage marked in any file, in order, with its number of cells."""
     sizes = {}
@@ -63,10 +78,20 @@ def stage_sizes(results: list[Result]) -> dict[str, int]:
     return {name: sizes[name] for name in sorted(sizes, key=stage_order)}
 
 
-def score(marks: Marks | None, class_max: int) -> Score:
+def score(marks: Marks | None, class_max: float, points: Points | None = None) -> Score:
+    """Cells right of cells marked; with `points`, each stage's points times its share of cells right."""
     if marks is None:
         return Score(0, class_max)
-    return Score(sum(m.right for m in marks.values()), sum(int(m.cells.size) for m in marks.values()))
+    if not points:
+        return Score(sum(m.right for m in marks.values()), sum(int(m.cells.size) for m in marks.values()))
+    worth = {name: stage_points(name, int(m.cells.size), points) for name, m in marks.items()}
+    return Score(whole(sum(worth[n] * m.right / m.cells.size for n, m in marks.items())), whole(sum(worth.values())))
+
+
+def whole(x: float) -> float:
+    """Rounded to 4 decimals; an int when whole (8, not 8.0, in the gradebook)."""
+    x = round(x, 4)
+    return int(x) if x == int(x) else x
 
 
 def tallies(results: list[Result]) -> dict[str, dict[str, int]]:
@@ -107,17 +132,17 @@ def safe_cell(value):
     return csv_text(value) if isinstance(value, str) else value
 
 
-def csv_gradebook(results: list[Result]) -> str:
+def csv_gradebook(results: list[Result], points: Points | None = None) -> str:
     """One row per file: file, score, max, percent, per stage `<stage> right` and `<stage> max`
     (empty when the file has no such stage), the diagnoses (`stage: id`, `; `-separated), note."""
     sizes = stage_sizes(results)
-    class_max = sum(sizes.values())
+    most = class_max(results, points)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["file", "score", "max", "percent"]
                     + [f"{name} {part}" for name in sizes for part in ("right", "max")] + ["diagnoses", "note"])
     for file, marks, error in results:
-        s = score(marks, class_max)
+        s = score(marks, most, points)
         stages = []
         for name in sizes:
             mark = (marks or {}).get(name)
@@ -133,27 +158,46 @@ def stage_output(mark: StageMark) -> str:
     return counts(mark) + "".join(f"\n{note}" for note in mark.notes)
 
 
-def gradescope(marks: Marks | None, error: str | None = None, class_max: int = 0) -> dict:
+@dataclass(frozen=True)
+class Grading:
+    """How a class is scored: --points per stage, --max-score (Gradescope's total), --visibility."""
+
+    points: Points | None = None
+    max_score: float | None = None
+    visibility: str = "visible"
+
+
+def gradescope(marks: Marks | None, error: str | None = None, class_max: float = 0, grading: Grading = Grading()) -> dict:
     """Gradescope's autograder results.json: the total `score`, and one test per stage with its
     `score`, `max_score`, `status` and a readable `output` (see
-    https://gradescope-autograders.readthedocs.io/en/latest/specs/)."""
-    s = score(marks, class_max)
+    https://gradescope-autograders.readthedocs.io/en/latest/specs/). With `max_score`, every score
+    is scaled so that a full answer scores it."""
+    s = score(marks, class_max, grading.points)
+    factor = grading.max_score / s.max if grading.max_score is not None and s.max else 1
+
+    def scaled(x: float) -> float:
+        return whole(x * factor)
+
+    shown = grading.visibility
     if marks is None:
-        return {"score": 0, "output": f"could not be marked: {error}", "visibility": "visible",
-                "tests": []}
-    tests = [{"name": name, "score": mark.right, "max_score": int(mark.cells.size),
-              "status": "passed" if mark.right == mark.cells.size else "failed",
-              "output": stage_output(mark), "visibility": "visible"}
-             for name, mark in sorted(marks.items(), key=lambda item: stage_order(item[0]))]
-    return {"score": s.right, "output": f"{s.right}/{s.max} cells right ({s.percent:g}%)",
-            "visibility": "visible", "tests": tests}
+        return {"score": 0, "output": f"could not be marked: {error}", "visibility": shown, "tests": []}
+    tests = []
+    for name, mark in sorted(marks.items(), key=lambda item: stage_order(item[0])):
+        worth = stage_points(name, int(mark.cells.size), grading.points)
+        got = mark.right if not grading.points else whole(worth * mark.right / mark.cells.size)
+        tests.append({"name": name, "score": scaled(got), "max_score": scaled(worth),
+                      "status": "passed" if mark.right == mark.cells.size else "failed",
+                      "output": stage_output(mark), "visibility": shown})
+    note = f"\n{error}" if error else ""  # a marked file's note: its metadata, keys set aside
+    return {"score": scaled(s.right), "output": f"{s.right:g}/{s.max:g} {'points' if grading.points else 'cells right'} "
+            f"({s.percent:g}%){note}", "visibility": shown, "tests": tests}
 
 
-def gradescope_class(results: list[Result]) -> dict:
+def gradescope_class(results: list[Result], grading: Grading = Grading()) -> dict:
     """Several files: `{"files": [{"file": …, "results": <results.json>}, …]}`; Gradescope itself
     grades one submission at a time, so a single file gives the bare results.json."""
-    class_max = sum(stage_sizes(results).values())
-    return {"files": [{"file": file, "results": gradescope(marks, error, class_max)}
+    most = class_max(results, grading.points)
+    return {"files": [{"file": file, "results": gradescope(marks, error, most, grading)}
                       for file, marks, error in results]}
 
 

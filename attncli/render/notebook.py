@@ -23,15 +23,17 @@ HTML_WIDTH = 120  # characters; a notebook cell has no terminal width
 
 def rendered(view, console: Console, width: int) -> Text:
     """A printing view (a function of a console) as one rich renderable at `width`."""
+    # force_jupyter=False: in a notebook rich would otherwise display every print of the capture
+    # as its own output (a table in 27 fragments); the capture only records, its caller displays once.
     capture = Console(file=io.StringIO(), width=width, color_system=console.color_system and "truecolor",
-                      force_terminal=console.is_terminal, highlight=False)
+                      force_terminal=console.is_terminal, highlight=False, force_jupyter=False)
     view(capture)
     return Text.from_ansi(capture.file.getvalue())
 
 
 def html(view) -> str:
     """A printing view recorded as HTML with inline styles (notebooks need no CSS)."""
-    capture = Console(file=io.StringIO(), record=True, width=HTML_WIDTH, highlight=False)
+    capture = Console(file=io.StringIO(), record=True, width=HTML_WIDTH, highlight=False, force_jupyter=False)
     view(capture)
     return capture.export_html(inline_styles=True, code_format="<pre style=\"font-family:monospace\">{code}</pre>")
 

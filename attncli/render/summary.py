@@ -19,10 +19,11 @@ from rich.text import Text
 
 from attncli.grading import STATUSES
 from attncli.marking import all_correct
-from attncli.render.gradebook import Result, diagnoses, score, stage_sizes, tallies
+from attncli.render.gradebook import Points, Result, class_max, diagnoses, score, stage_sizes, tallies
 from attncli.render.text import rich_text, shown
 
 FILE_WIDTH = 24  # on a narrow console the file column folds longer names, not the scores
+ANSWERED = "answered"  # the column of stages answered, k/n, when some file left stages out
 BORDER = 3  # a rounded table's "│ " + " " around each column
 
 
@@ -49,15 +50,27 @@ def _chunks(widths: list[int], first: int, rest: int) -> list[list[int]]:
     return runs + [current] if current or not runs else runs
 
 
-def _students(results: list[Result], console: Console) -> list[Table]:
+def answered(marks, stages: list[str]) -> str:
+    """`k/n`: stages answered (not only missing) of the stages asked for."""
+    given = [name for name, mark in (marks or {}).items() if mark.count("missing") < mark.cells.size]
+    return f"{len([name for name in given if name in stages])}/{len(stages)}"
+
+
+def _students(results: list[Result], console: Console, points: Points | None = None,
+              stages: list[str] | None = None) -> list[Table]:
     sizes = stage_sizes(results)
-    class_max = sum(sizes.values())
     names = list(sizes)
+    stages = stages or names
+    counted = [answered(m, stages) for _, m, _ in results]
+    partial = any(c != f"{len(stages)}/{len(stages)}" for c in counted)
     cells = [[("–" if (m or {}).get(n) is None else _stage_cell(m[n])) for n in names] for _, m, _ in results]
+    if partial:  # an "answered" column first among the stage columns (it moves on as they do)
+        names = [ANSWERED] + names
+        cells = [[count] + row for count, row in zip(counted, cells)]
     widths = [max([len(line) for line in _header(n).splitlines()] + [len(row[i]) for row in cells])
               for i, n in enumerate(names)]
-    scores = [score(m, class_max) for _, m, _ in results]
-    score_width = max(len(f"{s.right}/{s.max}") for s in scores) + len("100.0%") + 2 * BORDER
+    scores = [score(m, class_max(results, points), points) for _, m, _ in results]
+    score_width = max(len(f"{s.right:g}/{s.max:g}") for s in scores) + len("100.0%") + 2 * BORDER
     # File names are shown whole when the console has room (through a pipe it is unlimited);
     # on a narrow one they fold at FILE_WIDTH rather than push the scores off.
     longest = max([cell_len(shown(f)) for f, _, _ in results] + [4])
@@ -76,7 +89,7 @@ def _students(results: list[Result], console: Console) -> list[Table]:
         for i in run:
             table.add_column(_header(names[i]), justify="right", no_wrap=True)
         for (file, _, _), s, row in zip(results, scores, cells):
-            head = [rich_text(file)] + ([f"{s.right}/{s.max}", f"{s.percent:g}%"] if k == 0 else [])
+            head = [rich_text(file)] + ([f"{s.right:g}/{s.max:g}", f"{s.percent:g}%"] if k == 0 else [])
             table.add_row(*head, *[row[i] for i in run])
         tables.append(table)
     return tables
@@ -107,9 +120,11 @@ def _diagnoses(results: list[Result]) -> Table | None:
     return table
 
 
-def print_class_summary(results: list[Result], console: Console) -> None:
-    """The three tables, files that could not be marked with their note, and a closing line."""
-    for table in _students(results, console):
+def print_class_summary(results: list[Result], console: Console, points: Points | None = None,
+                        stages: list[str] | None = None) -> None:
+    """The three tables, files that could not be marked with their note, and a closing line.
+    `stages`: every stage key of the problem (else those marked in any file), for "answered k/n"."""
+    for table in _students(results, console, points, stages):
         console.print(table)
     console.print(_stages(results))
     table = _diagnoses(results)
@@ -120,11 +135,15 @@ def print_class_summary(results: list[Result], console: Console) -> None:
             line = rich_text(file, style="bold")
             line.append(f": 0 points, could not be marked: {shown(error or '')}", style="red")
             console.print(line)
+    for file, marks, note in results:
+        if marks is not None and note:  # metadata, keys set aside
+            line = rich_text(file, style="bold")
+            line.append(f": {shown(note)}", style="dim")
+            console.print(line)
     marked = [m for _, m, _ in results if m is not None]
-    sizes = stage_sizes(results)
-    scores = [score(m, sum(sizes.values())) for _, m, _ in results]
+    scores = [score(m, class_max(results, points), points) for _, m, _ in results]
     mean = sum(s.percent for s in scores) / len(scores) if scores else 0.0
-    console.print(f"{sum(all_correct(m) for m in marked)}/{len(marked)} files all correct"
+    console.print(f"{sum(all_correct(m) for m in marked)}/{len(results)} files all correct"
                   + (f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else "")
                   + f"; class mean {mean:.1f}%")
     maxima = sorted({s.max for s, m in zip(scores, (m for _, m, _ in results)) if m is not None})
