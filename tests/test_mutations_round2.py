@@ -2,6 +2,7 @@
 plausible mistake in the new code that the rest of the suite let through, and passes on the real
 code. The mutation each test guards is named in its docstring."""
 
+import json
 import tracemalloc
 
 import numpy as np
@@ -90,3 +91,77 @@ def test_scaled_scores_that_overflow_are_refused_on_the_output_only_path():
     for path in (attend, attend_output):
         with pytest.raises(NumericError, match=r"scaled = scores · scale overflows float64 at head 0, query 0, key 0"):
             path(problem)
+
+
+@pytest.mark.parametrize("mask", ["causal", "causal_lower_right"])
+def test_the_causal_header_words_say_the_inclusive_rule_the_mask_applies(mask):
+    """Mutation: `Causal.line` (the table header and JSON's mask_rule) says k_pos[j] < q_pos[i]
+    while the rule, and its per-row `condition` in --explain, let a query see its own position.
+    The words are checked against the mask itself: the key at the query's own position is seen."""
+    from attncli import masks, visibility
+
+    problem = build_problem({"Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
+                             "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "mask": mask})
+    seen = masks.visible(problem)[0]
+    for i, q in enumerate(problem.q_positions):
+        assert seen[i, list(problem.k_positions).index(q)]  # a query sees the key at its own position
+    assert "query i may attend key j when k_pos[j] ≤ q_pos[i]" in masks.rule_lines(problem)[0]
+    last = int(problem.q_positions[-1])
+    assert visibility.row_rule(problem, len(problem.q_positions) - 1) == f"k_pos ≤ {last} (causal)"
+
+
+def test_results_written_with_no_decimals_read_back(run):
+    """Mutation: readback's `_disagree` tries 1 to 17 decimals but not 0, so `--round 0` output
+    (weights 0, 1, 0 for 0.045, 0.768, 0.187) no longer reads back, though it is what the tool
+    wrote: every key the tool writes must read back."""
+    from tests.conftest import SCOOTER
+
+    text = run("compute", "-", "--format", "json", "--round", "0", input=json.dumps(SCOOTER)).stdout
+    assert json.loads(text)["heads"][0]["weights"] == [[0, 1, 0]]
+    result = run("compute", "-", "--format", "json", input=text)
+    assert result.exit_code == 0, result.stderr
+
+
+def test_the_carry_choices_are_offered_in_the_order_the_readme_and_help_say_them():
+    """Mutation: choices.CARRIES reordered ("rounded", "exact"). The default is written out as
+    "exact" where it is used, so only the order the choices are offered in changes; the README
+    (`--carry exact|rounded`) and the option's help ("exact (default; …) or rounded") say exact
+    first, as the default."""
+    from pathlib import Path
+
+    from attncli import choices
+    from attncli.commands import compute
+
+    readme = Path(__file__).parent.parent.joinpath("README.md").read_text()
+    assert f"--carry {'|'.join(choices.CARRIES)}" in readme
+    assert tuple(member.value for member in compute.Carry) == choices.CARRIES
+    assert choices.CARRIES[0] == "exact"  # the default the help and the README name
+
+
+def test_why_a_key_is_hidden_reads_each_heads_own_mask_plane():
+    """Mutation: `Matrix.why` reads head 0's plane for every head. With a per-head mask, head 1's
+    reasons must be where head 1's plane is false (--explain --head 1 names them per masked key)."""
+    from attncli import visibility
+
+    mask = [[[True, True, False], [True, True, True]],   # head 0
+            [[False, True, True], [True, False, True]]]  # head 1
+    problem = build_problem({"Q": [[1.0, 0.0, 0.5, 1.0], [0.0, 1.0, 1.0, 0.0]],
+                             "K": [[1.0, 2.0, 0.0, 1.0], [0.5, 0.0, 1.0, 1.0], [2.0, 1.0, 1.0, 0.5]],
+                             "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "heads": 2, "mask": mask})
+    for head in (0, 1):
+        for row in (0, 1):
+            why = visibility.hidden_because(problem, head, row)
+            assert [w is not None for w in why] == [not seen for seen in mask[head][row]], (head, row, why)
+
+
+def test_a_query_is_never_told_the_key_at_its_own_position_is_hidden_by_the_causal_rule():
+    """Mutation: `Causal.why` says k_pos ≥ q_pos hides a key (the rule is k_pos > q_pos). Seen only
+    where another rule hides that key: with a key_mask hiding key 1, query 1's line for it must
+    give the key_mask as the reason, and the causal rule only for the keys after it."""
+    from attncli import visibility
+
+    problem = build_problem({"Q": [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
+                             "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "mask": "causal",
+                             "key_mask": [True, False, True]})
+    assert visibility.hidden_because(problem, 0, 1) == [None, "key_mask false: padding", "causal: k_pos 2 > q_pos 1"]
+    assert visibility.hidden_because(problem, 0, 2) == [None, "key_mask false: padding", None]
