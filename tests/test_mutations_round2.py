@@ -165,3 +165,42 @@ def test_a_query_is_never_told_the_key_at_its_own_position_is_hidden_by_the_caus
                              "key_mask": [True, False, True]})
     assert visibility.hidden_because(problem, 0, 1) == [None, "key_mask false: padding", "causal: k_pos 2 > q_pos 1"]
     assert visibility.hidden_because(problem, 0, 2) == [None, "key_mask false: padding", None]
+
+
+ALIBI = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]], "alibi": [0.5]}
+
+
+@pytest.mark.parametrize("carry", ["exact", "rounded"])
+def test_the_alibi_step_subtracts_the_slope_times_the_distance(run, problem_file, carry):
+    """Mutation: the masked stage's hand step adds +slope·|q_pos − k_pos| instead of −. Under
+    exact carry the line then fails and is excused by a rounding note; under rounded carry it
+    holds on its own printed numbers and is simply wrong. Each line must subtract, with no note
+    (0.5·|1 − 0| is exact), and give the trace's value."""
+    result = run("compute", problem_file(ALIBI), "--explain", "--row", "1", "--carry", carry)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    step = lines.index(next(line for line in lines if line.startswith("Step 3: add ALiBi")))
+    assert lines[step + 1:step + 4] == ["  0: 0.0000 − 0.5·|1 − 0| = 0.0000 − 0.5000 = -0.5000",
+                                        "  1: 0.7071 − 0.5·|1 − 1| = 0.7071 − 0.0000 = 0.7071",
+                                        "  2: 0.7071 − 0.5·|1 − 2| = 0.7071 − 0.5000 = 0.2071"]
+
+
+def test_a_dead_rows_uniform_output_is_the_mean_of_v_under_rounded_carry(run, problem_file):
+    """Mutation: the output hand step sums every key's contribution, masked ones included. On a
+    live row masked keys add 0, but on a row whose every key is masked under masked_rows
+    uniform it would sum 0.3333 × v (1.9998) instead of writing the mean of V, 2."""
+    doc = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]],
+           "mask": [[False, False, False], [True, True, False]], "masked_rows": "uniform"}
+    result = run("compute", problem_file(doc), "--explain", "--row", "0", "--carry", "rounded")
+    assert result.exit_code == 0, result.stderr
+    assert "  output = [2.0000]" in result.stdout.splitlines()
+
+
+def test_a_csv_of_a_stage_the_problem_lacks_suggests_the_stage_just_before_it(run, problem_file):
+    """Mutation: `stages.stand_in` gives the first present stage before the missing one (scores)
+    rather than the last (capped): the CSV error must point at the stage shown in its place."""
+
+    doc = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "softcap": 2.0}
+    assert stages.stand_in(build_problem(doc), "masked") == "capped"
+    result = run("compute", problem_file(doc), "--format", "csv", "--stages", "masked")
+    assert result.exit_code == 2 and "use --stages capped" in result.stderr, result.stderr
