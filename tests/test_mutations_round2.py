@@ -204,3 +204,15 @@ def test_a_csv_of_a_stage_the_problem_lacks_suggests_the_stage_just_before_it(ru
     assert stages.stand_in(build_problem(doc), "masked") == "capped"
     result = run("compute", problem_file(doc), "--format", "csv", "--stages", "masked")
     assert result.exit_code == 2 and "use --stages capped" in result.stderr, result.stderr
+
+
+def test_the_window_names_only_the_keys_beyond_its_inclusive_bounds():
+    """Mutation: `Window.why` says k_pos ≥ q_pos + right hides a key (the bound is inclusive: only
+    k_pos > q_pos + right is hidden). Seen where another rule hides the key at the bound: with a
+    key_mask hiding key 2, query 1 under window [1, 1] is told key 2 is padding, nothing more."""
+    from attncli import visibility
+
+    problem = build_problem({"Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0], [1.0, 1.0]],
+                             "V": [[1.0], [0.0], [3.0], [2.0]], "window": [1, 1], "key_mask": [True, True, False, True]})
+    assert visibility.hidden_because(problem, 0, 1) == [None, None, "key_mask false: padding",
+                                                        "window [1, 1]: k_pos 3 > 1 + 1"]
