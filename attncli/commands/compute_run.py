@@ -16,9 +16,10 @@ from attncli.commands import option_text as opt
 from attncli.commands.edge import flag, warning
 from attncli.errors import AttnError, InputError, one_line
 from attncli.loading import OneMatrixError, gather
-from attncli.masks import positions_line
+from attncli.masks import distance_notes, positions_line
 from attncli.problem import build_problem
 from attncli.readback import verify
+from attncli.rope import angle_notes
 from attncli.render import out
 from attncli.render.json import document
 from attncli.render.progress import progress
@@ -47,6 +48,7 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
         warnings.append(f"mask causal is top-left (query i sees keys j ≤ i), and there are fewer queries "
                         f"({problem.lq}) than keys ({problem.lk}); if the queries are the last tokens of the "
                         "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
+    warnings += distance_notes(problem) + angle_notes(problem)  # positions past the dtype's precision
     if plan.tile_sizes is not None:
         _check_tile_count(problem, *plan.tile_sizes, table=plan.written != "json")
     try:
@@ -82,10 +84,11 @@ def _problem(o: SimpleNamespace):
                 "W_O": o.wo, "mask": o.mask, "bias": o.bias, "dO": o.do}
     settings = {"heads": o.heads, "scale": opt.scale(o.scale), "query_labels": opt.labels(o.query_labels),
                 "key_labels": opt.labels(o.key_labels), "masked_rows": o.masked_rows, "dtype": o.dtype,
-                "q_positions": opt.values(o.q_positions), "k_positions": opt.values(o.k_positions),
-                "window": opt.values(o.window), "key_mask": opt.values(o.key_mask),
-                "softcap": opt.one(opt.values(o.softcap)), "alibi": opt.alibi(o.alibi, o.alibi_slopes),
-                "sinks": opt.one(opt.values(o.sinks))}
+                "q_positions": opt.values(o.q_positions, "--q-positions"),
+                "k_positions": opt.values(o.k_positions, "--k-positions"),
+                "window": opt.values(o.window, "--window"), "key_mask": opt.values(o.key_mask, "--key-mask"),
+                "softcap": opt.one(opt.values(o.softcap, "--softcap")), "alibi": opt.alibi(o.alibi, o.alibi_slopes),
+                "sinks": opt.one(opt.values(o.sinks, "--sinks"))}
     try:
         doc, origin, source = gather(o.file, matrices, settings)
     except OneMatrixError as error:
