@@ -215,7 +215,7 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     if o.carry is not None and not o.explain:
         raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
     stdin = "-" if o.file is None and not stdin_is_terminal else None  # read when piped and no file is named
-    inputs = [o.file, stdin, o.q, o.k, o.v, o.x, o.x_kv, o.wq, o.wk, o.wv, o.wo, o.mask, o.bias]
+    inputs = [o.file, stdin, o.q, o.k, o.v, o.x, o.x_kv, o.wq, o.wk, o.wv, o.wo, o.mask, o.bias, o.do]
     suffix = o.output_file and _output_suffix(o.output_file, inputs)
     format = _file_format(o.format, o.output_file, suffix)
     if tile_sizes is not None and (format in TEXT_ONLY_FORMATS or suffix in (".npy", ".npz")):

@@ -31,7 +31,7 @@ MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON
 
 def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     """Compute and show: `o` holds compute's options by name, `plan` what compute.plan decided."""
-    problem, source, doc, options = _problem(o)
+    problem, source, doc, options = _problem(o, piped=plan.stdin is not None)
     gradients = grads.names() + (grads.GRADS,)
     shown = plan.shown
     _check_backward(problem, shown if o.stages is not None else (), plan.output_only, plan.suffix,
@@ -78,8 +78,10 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
         sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
 
 
-def _problem(o: SimpleNamespace):
-    """(problem, source, document, the options that changed it): the document from the file or stdin, the matrix options and the settings."""
+def _problem(o: SimpleNamespace, piped: bool = False):
+    """(problem, source, document, the options that changed it): the document from the file or stdin (`piped`
+    and no file named: read even beside matrix options, which override its keys), the matrix options and the
+    settings."""
     matrices = {"Q": o.q, "K": o.k, "V": o.v, "X": o.x, "X_kv": o.x_kv, "W_Q": o.wq, "W_K": o.wk, "W_V": o.wv,
                 "W_O": o.wo, "mask": o.mask, "bias": o.bias, "dO": o.do}
     settings = {"heads": o.heads, "scale": opt.scale(o.scale), "query_labels": opt.labels(o.query_labels),
@@ -90,7 +92,7 @@ def _problem(o: SimpleNamespace):
                 "softcap": opt.one(opt.values(o.softcap, "--softcap")), "alibi": opt.alibi(o.alibi, o.alibi_slopes),
                 "sinks": opt.one(opt.values(o.sinks, "--sinks"))}
     try:
-        doc, origin, source = gather(o.file, matrices, settings)
+        doc, origin, source = gather(o.file, matrices, settings, piped)
     except OneMatrixError as error:
         error.message += f"; give it as a matrix option: --q {o.file}"
         raise
@@ -207,9 +209,10 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
         limits.check_fits(total(), available)
     except limits.ResourceError as error:
         ways = [way for way, works in (
-            ("--stages output (computed in blocks of about 16 MiB)",
-             not output_only and fits(output_only=True, shown=("output",))),
-            ("--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
+            ("--stages output (computed in blocks of about 16 MiB)",  # never with dO: the backward pass needs every stage
+             not output_only and problem.dO is None and fits(output_only=True, shown=("output",))),
+            ("--output grads.npz (every stage and gradient, no text)" if problem.dO is not None
+             else "--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
             ("--dtype float32", itemsize == 8 and fits(itemsize=4))) if works]
         error.message += "; use " + " or ".join(ways) if ways else "; make the problem smaller"
         raise
