@@ -33,6 +33,8 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     """Compute and show: `o` holds compute's options by name, `plan` what compute.plan decided."""
     problem, source, doc, options = _problem(o, piped=plan.stdin is not None)
     gradients = grads.names() + (grads.GRADS,)
+    if problem.dO is not None and plan.tile_sizes is not None and o.stages is None and plan.suffix != ".npy":
+        plan.output_only = False  # a file's dO, as --do: the tiles, the output and the gradients
     shown = plan.shown
     _check_backward(problem, shown if o.stages is not None else (), plan.output_only, plan.suffix,
                     plan.tile_sizes and o.stages is None)
