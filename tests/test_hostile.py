@@ -159,3 +159,11 @@ def test_the_guard_advises_what_works_with_do(run, monkeypatch, tmp_path):
     result = run("compute", "--q", str(q), "--k", str(q), "--v", str(q), "--do", "ones", "--format", "json")
     assert_error(result, "this problem would need", "--output grads.npz (every stage and gradient, no text)")
     assert "--stages output" not in result.stderr  # --do refuses it
+
+
+# 12. A file's dO with --tiles adds the gradients, as --do does.
+def test_a_files_do_with_tiles_adds_the_gradients(run):
+    from_file = run.json("compute", "--tiles", "1,2", input=json.dumps(SCOOTER | {"dO": "ones"}))
+    from_option = run.json("compute", "--tiles", "1,2", "--do", "ones", input=json.dumps(SCOOTER))
+    assert "d_Q" in from_file["heads"][0] and "grads" in from_file
+    assert from_file["grads"] == from_option["grads"] and from_file["heads"][0]["tiles"] == from_option["heads"][0]["tiles"]
