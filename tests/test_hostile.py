@@ -167,3 +167,13 @@ def test_a_files_do_with_tiles_adds_the_gradients(run):
     from_option = run.json("compute", "--tiles", "1,2", "--do", "ones", input=json.dumps(SCOOTER))
     assert "d_Q" in from_file["heads"][0] and "grads" in from_file
     assert from_file["grads"] == from_option["grads"] and from_file["heads"][0]["tiles"] == from_option["heads"][0]["tiles"]
+
+
+# 10. (part) A float32 softcap or sink that the dtype cannot hold is named, not "output overflows";
+# no numpy RuntimeWarning beside the error line.
+@pytest.mark.parametrize("option, value, fragment", [
+    ("--sinks", "1e39", "--sinks: sinks[0] is 1e+39, beyond float32's largest finite value 3.4e+38"),
+    ("--softcap", "1e39", "--softcap: softcap is 1e+39, which is ∞ in float32"),
+    ("--softcap", "1e-50", "--softcap: softcap is 1e-50, which is 0 in float32")])
+def test_float32_variants_out_of_range_are_named(run, option, value, fragment):
+    assert_error(run("compute", *QKV, "--dtype", "float32", option, value), fragment, "or use --dtype float64")
