@@ -177,3 +177,16 @@ def test_a_files_do_with_tiles_adds_the_gradients(run):
     ("--softcap", "1e-50", "--softcap: softcap is 1e-50, which is 0 in float32")])
 def test_float32_variants_out_of_range_are_named(run, option, value, fragment):
     assert_error(run("compute", *QKV, "--dtype", "float32", option, value), fragment, "or use --dtype float64")
+
+
+# 9. Out of memory in `check` advises no option of `compute`.
+def test_out_of_memory_in_check_advises_checks_own_way(run, monkeypatch):
+    import attncli.commands.check_run
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(attncli.commands.check_run, "mark_document", exhausted)
+    result = run("check", str(SAMPLES / "scooter.json"), "--weights", "0.1,0.8,0.1")
+    assert_error(result, "out of memory; check keeps every stage of the problem in memory")
+    assert "--stages" not in result.stderr and "--output" not in result.stderr
