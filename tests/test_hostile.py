@@ -190,3 +190,27 @@ def test_out_of_memory_in_check_advises_checks_own_way(run, monkeypatch):
     result = run("check", str(SAMPLES / "scooter.json"), "--weights", "0.1,0.8,0.1")
     assert_error(result, "out of memory; check keeps every stage of the problem in memory")
     assert "--stages" not in result.stderr and "--output" not in result.stderr
+
+
+# 8. --explain is bounded: refused past a stated size, saying which --row or --head to choose.
+@pytest.mark.parametrize("shapes, options, fragment", [
+    (((1, 2000), (2, 2000), (2, 1)), [], "this problem has rows 2,000 numbers wide"),
+    (((1, 2), (5000, 2), (5000, 1)), [], "this problem has 5,000 keys"),
+    (((1, 40), (2, 40), (2, 20)), ["--heads", "20"], "this problem has 20 heads: choose one with --head N"),
+    (((70, 2), (2, 2), (2, 1)), ["--row", *",".join(str(i) for i in range(65)).split(",")], "65 rows × heads")])
+def test_explain_refuses_what_is_not_hand_sized(run, tmp_path, shapes, options, fragment):
+    paths = []
+    for name, shape in zip("qkv", shapes):
+        np.save(tmp_path / f"{name}.npy", np.ones(shape))
+        paths += [f"--{name}", str(tmp_path / f"{name}.npy")]
+    if options[:1] == ["--row"]:
+        options = [a for i in options[1:] for a in ("--row", i)]
+    assert_error(run("compute", *paths, *options, "--explain"), "--explain: is a hand calculation", fragment)
+
+
+def test_explain_of_one_head_among_many_is_allowed(run, tmp_path):
+    for name, shape in zip("qkv", ((1, 40), (2, 40), (2, 20))):
+        np.save(tmp_path / f"{name}.npy", np.ones(shape))
+    result = run("compute", *(a for n in "qkv" for a in (f"--{n}", str(tmp_path / f"{n}.npy"))),
+                 "--heads", "20", "--head", "3", "--explain")
+    assert result.exit_code == 0, result.stderr

@@ -51,6 +51,9 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
                         f"({problem.lq}) than keys ({problem.lk}); if the queries are the last tokens of the "
                         "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
     warnings += distance_notes(problem) + angle_notes(problem)  # positions past the dtype's precision
+    if o.explain:  # before computing: the bound needs only the problem
+        _bound_explain(problem, opt.rows(o.row, problem.query_labels, problem.lq),
+                       None if o.head is None else [opt.head(o.head, problem.heads)])
     if plan.tile_sizes is not None:
         _check_tile_count(problem, *plan.tile_sizes, table=plan.written != "json")
     try:
@@ -149,6 +152,31 @@ def _attend_tiles(problem, tile_sizes: tuple[int, int]):
     from attncli.tiles import attend_tiles
 
     return attend_tiles(problem, *tile_sizes)
+
+
+# --explain is a hand calculation: for hand-sized rows. Past these it is refused before any line
+# is written (a row of d_k = 200,000, or 100,000 heads, ran for minutes into megabytes of text).
+EXPLAIN_MOST = {"keys": 4096, "width": 1024, "heads": 16, "rows": 64}
+
+
+def _bound_explain(problem, rows: list[int] | None, heads_shown: list[int] | None) -> None:
+    """Refuse an explanation too big to read, saying which --row or --head to choose."""
+    split = ("Q", "K", "V", "W_Q", "W_K", "W_V")  # 2-D: every head's columns side by side
+    width = max(a.shape[-1] // (problem.heads if a.ndim == 2 and key in split else 1)
+                for key, a in problem.inputs.items() if a.ndim >= 1)
+    heads = problem.heads if heads_shown is None else len(heads_shown)
+    count = (len(rows) if rows else min(problem.lq, 3)) * heads
+    for what, found, fix in (
+            ("keys", problem.lk, "explain a smaller problem (or a slice of its keys)"),
+            ("width", width, "explain a smaller problem (rows this wide are not for hand calculation)"),
+            ("heads", heads, "choose one with --head N"),
+            ("rows", count, "choose fewer rows with --row (and one head with --head N)")):
+        if found > EXPLAIN_MOST[what]:
+            said = {"keys": f"{found:,} keys", "width": f"rows {found:,} numbers wide",
+                    "heads": f"{found:,} heads", "rows": f"{found:,} rows × heads"}[what]
+            raise InputError(f"is a hand calculation, for at most {EXPLAIN_MOST['keys']:,} keys, rows "
+                             f"{EXPLAIN_MOST['width']:,} numbers wide, {EXPLAIN_MOST['heads']} heads and "
+                             f"{EXPLAIN_MOST['rows']} rows × heads; this problem has {said}: {fix}", "--explain")
 
 
 def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
