@@ -102,12 +102,26 @@ def read(value, d_k: int, field: str = "rope") -> Rope | None:
         why = "odd: dims rotate in pairs" if 2 <= dims <= d_k else f"outside 2 … d_k = {d_k}"
         raise InputError(f"{field}.dims is {describe(dims)}, {why}; expected a whole even number from 2 to "
                          f"d_k = {d_k}", field=f"{field}.dims")
-    return Rope(style, float(base), int(dims))
+    rope = Rope(style, float(base), int(dims))
+    with np.errstate(over="ignore", divide="ignore"):
+        theta = rope.theta()
+    if not np.isfinite(theta).all():
+        i = int(np.flatnonzero(~np.isfinite(theta))[0])
+        raise InputError(f"{field}.base is {describe(base)}: θ_{i} = base^(−{2 * i}/{rope.dims}) is beyond float64; "
+                         "expected a base of at least 1 (10000 in most models)", field=f"{field}.base")
+    return rope
 
 
 def angles(rope: Rope, positions: np.ndarray) -> np.ndarray:
-    """(L, dims/2) float64: position · θ_i."""
-    return positions.astype(np.float64)[:, None] * rope.theta()[None, :]
+    """(L, dims/2) float64: position · θ_i. An angle beyond float64 is an error naming rope.base."""
+    with np.errstate(over="ignore"):
+        angle = positions.astype(np.float64)[:, None] * rope.theta()[None, :]
+    if not np.isfinite(angle).all():
+        row, i = (int(x) for x in np.argwhere(~np.isfinite(angle))[0])
+        raise InputError(f"rope.base is {_number(rope.base)}: at position {int(positions[row]):,} the angle "
+                         f"position · θ_{i} (θ_{i} = {rope.theta()[i]:.3g}) is beyond float64; expected a base of "
+                         "at least 1 (10000 in most models)", field="rope.base")
+    return angle
 
 
 def angle_notes(problem) -> list[Notice]:

@@ -214,3 +214,14 @@ def test_explain_of_one_head_among_many_is_allowed(run, tmp_path):
     result = run("compute", *(a for n in "qkv" for a in (f"--{n}", str(tmp_path / f"{n}.npy"))),
                  "--heads", "20", "--head", "3", "--explain")
     assert result.exit_code == 0, result.stderr
+
+
+# 10. (part) An angle beyond float64 names rope.base, not "scale the inputs down".
+def test_an_overflowing_rope_angle_names_rope_base(run, tmp_path):
+    np.save(tmp_path / "q.npy", np.ones((1, 200)))
+    np.save(tmp_path / "k.npy", np.ones((2, 200)))
+    result = run("compute", "--q", str(tmp_path / "q.npy"), "--k", str(tmp_path / "k.npy"), "--v", "1;2",
+                 "--rope-base", "1e-300", "--q-positions", "9007199254740992")
+    assert_error(result, "rope.base is 1e-300: at position 9,007,199,254,740,992 the angle position · θ_98",
+                 "is beyond float64; expected a base of at least 1")
+    assert "scale the inputs down" not in result.stderr
