@@ -26,6 +26,17 @@ from attncli.commands.edge import message
 from attncli.errors import AttnError, ReaderGone, did_you_mean, one_line
 
 EXIT_TROUBLE = 2  # as diff: 0 same/ok, 1 answers differ, 2 trouble
+# What to try when memory runs out, per command: only the options that command has.
+OUT_OF_MEMORY = {"compute": "try --stages output (without --do), --output FILE.npz (with --do: --output "
+                            "grads.npz) or a smaller problem",
+                 "check": "check keeps every stage of the problem in memory: try a smaller problem",
+                 None: "try a smaller problem"}
+
+
+def _command(args) -> str | None:
+    """The command named on the command line (compute, check, …), if any."""
+    words = [word for word in (sys.argv[1:] if args is None else args) if not word.startswith("-")]
+    return words[0] if words else None
 
 
 def fail(message: str) -> None:
@@ -97,7 +108,7 @@ class AttnGroup(_PlainFlags, TyperGroup):
         except typer.Abort:
             fail("aborted")
         except MemoryError:
-            fail("out of memory; try --stages output, --output FILE.npz or a smaller problem")
+            fail("out of memory; " + OUT_OF_MEMORY.get(_command(args), OUT_OF_MEMORY[None]))
         except BrokenPipeError:
             _discard_stdout()  # the reader went away (`attn … | head`): not an error
             sys.exit(0)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from attncli import stages
 from attncli.errors import AttnError, InputError, quote
-from attncli.grads import GRADIENTS
+from attncli.grads import GRADIENTS, GRADS
 
 # Parsing costs many times its text (peak RSS over file size): 4-5× for JSON of full-precision
 # numbers in long rows, 9× for short numbers, 37× for JSON with one number per row, 135× for a CSV
@@ -197,6 +197,12 @@ def _matrices(problem, shown, output_only: bool) -> list[tuple[int, int, int]]:
                   if stage.name in shown and stage.columns == "keys"]  # the (H × Lq × Lk) stages
     found += [(lq * hd_v, d_v, heads), (lq * hd_v, hd_v, 1), (lq * d_out, d_out, 1)]  # outputs, concat, final
     found += [(heads * lq, lq, heads)]  # lse: one number per head and query
+    if problem.dO is not None:  # the backward pass's tables and grads, when shown
+        widths = {"keys": lk, "": max(d_k, d_v)}  # numbered columns: at most a head's widest
+        found += [(heads * (lq if g.rows == "queries" else lk) * widths[g.columns], widths[g.columns], heads)
+                  for g in GRADIENTS if g.name in shown]
+        if GRADS in shown:  # one gradient per input, in its given shape
+            found += [(a.size, a.shape[-1], 1) for a in problem.inputs.values()]
     return [(n, max(1, width), tables) for n, width, tables in found]
 
 

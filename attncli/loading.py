@@ -241,11 +241,21 @@ def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None =
     return parse_inline(value, option, kind), None, option
 
 
+def read_piped(cap: Cap | None = None) -> tuple[dict, str | None]:
+    """Piped stdin beside matrix options: its document, or nothing ({}, None) when it is empty
+    (/dev/null, a closed pipe, a test runner's stdin): the options may give the whole problem."""
+    data, source = read_bytes("-", cap)
+    if not data.strip():
+        return {}, None
+    return parse_json(decode(data, source), source), source
+
+
 def gather(file: str | None, matrices: dict[str, str | None],
-           settings: dict) -> tuple[dict, dict[str, str], str | None]:
+           settings: dict, piped: bool = False) -> tuple[dict, dict[str, str], str | None]:
     """The problem document: the JSON file (or stdin, when neither a file nor Q, K, V or X is
-    given), then command-line options over it. Returns (document, where each option-given key
-    came from, the file's name).
+    given, or when no file is named and stdin is `piped`: empty, it gives nothing), then
+    command-line options over it. Returns (document, where each option-given key came from, the
+    file's name).
 
     An option replaces the file's key of the same name, and what that key stands with: `--mask`
     the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
@@ -254,7 +264,7 @@ def gather(file: str | None, matrices: dict[str, str | None],
     given = {key: value for key, value in matrices.items() if value is not None}
     if file is None and not given.keys() & {"Q", "K", "V", "X"}:
         file = "-"
-    doc, source = read_document(file) if file is not None else ({}, None)
+    doc, source = read_document(file) if file is not None else read_piped() if piped else ({}, None)
     if not isinstance(doc, dict):
         return doc, {}, source  # build_problem reports the wrong top-level type
     origin = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli.errors import Advice, Notice
 
 EVERYTHING = slice(None)
 MASK_WORDS = ("causal", "causal_lower_right")
@@ -85,16 +86,54 @@ def bias(problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndar
         return given
     # In the problem's dtype (float32 runs need no float64 copy); with a given bias, in float64 as it is.
     dtype = np.float64 if given is not None else np.dtype(problem.dtype)
-    q = problem.q_positions[rows].astype(np.float64)[:, None]  # (b, 1): positions ≤ 2^53 are exact
-    k = problem.k_positions[cols].astype(np.float64)[None, :]  # (1, c)
-    distance = np.subtract(q, k, out=np.empty((q.shape[0], k.shape[1]), dtype))  # (b, c), in float64, then stored
-    np.abs(distance, out=distance)
+    distance = _distances(problem.q_positions[rows], problem.k_positions[cols], dtype)  # (b, c)
     slopes = -problem.alibi_slopes.astype(dtype)[:, None, None]  # (H, 1, 1)
     if slopes.shape[0] == 1:
         alibi = np.multiply(distance, slopes[0], out=distance)[None]  # (1, b, c)
     else:
         alibi = slopes * distance  # (H, b, c)
     return alibi if given is None else alibi + given
+
+
+def _widest(q: np.ndarray, k: np.ndarray) -> int:
+    """The largest |q_pos − k_pos| over every pair (0 for none), exactly, from the extremes."""
+    if not q.size or not k.size:
+        return 0
+    return max(abs(int(q.max()) - int(k.min())), abs(int(k.max()) - int(q.min())))
+
+
+def exact_below(dtype) -> int:
+    """Every whole number of at most this magnitude is exact in `dtype`: 2^24 (float32), 2^53."""
+    return 2 ** (np.finfo(dtype).nmant + 1)
+
+
+def _distances(q: np.ndarray, k: np.ndarray, dtype) -> np.ndarray:
+    """(b, c) |q_pos − k_pos| in `dtype`, each the exact whole distance rounded once: positions are
+    integers, so the difference is taken in int64 (≤ 2^54) whenever float64 or the dtype could not
+    hold it; otherwise in float64 straight into the result (no int64 copy)."""
+    out = np.empty((q.shape[0], k.shape[0]), dtype)
+    if _widest(q, k) <= exact_below(dtype):
+        np.subtract(q.astype(np.float64)[:, None], k.astype(np.float64)[None, :], out=out)  # exact
+    else:
+        out[...] = np.subtract(q[:, None], k[None, :])  # int64, exact; one rounding into dtype
+    return np.abs(out, out=out)
+
+
+def distance_notes(problem) -> list[Notice]:
+    """A warning when ALiBi's distances are not all exact in the problem's dtype (float32 holds the
+    whole numbers up to 2^24 only): far-apart keys may then get the same penalty."""
+    if problem.alibi_slopes is None:
+        return []
+    widest, dtype = _widest(problem.q_positions, problem.k_positions), np.dtype(problem.dtype)
+    if widest <= exact_below(dtype):
+        return []
+    bits = np.finfo(dtype).nmant + 1
+    return [Notice(f"ALiBi distances |q_pos − k_pos| reach {widest:,}, past 2^{bits} = {exact_below(dtype):,}, beyond "
+            f"which {dtype.name} does not hold every whole number: distances are rounded (to a multiple of up "
+            f"to {2 ** max(0, widest.bit_length() - bits):,}), so keys at different distances may get the same "
+            "ALiBi penalty",
+            Advice("dtype", ("float64",), " (float64 holds them up to 2^53: use {})")
+            if dtype == np.float32 and widest <= 2 ** 53 else None)]
 
 
 def default_positions(length: int) -> np.ndarray:

@@ -19,10 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.choices import ROPE_STYLES as STYLES
-from attncli.errors import InputError, did_you_mean, quote
+from attncli.errors import InputError, Notice, did_you_mean, quote
 from attncli.values import HugeInt, describe
 
 FIELDS = ("style", "base", "dims")
+# Angles are float64: position · θ_i carries a rounding error up to about |position · θ_0| · 2^−52
+# (θ_i's own rounding, then the product's; θ_0 = 1 is the largest). A notice past this many radians,
+# that is past |position| ≈ 4.5 · 10^9.
+ANGLE_TOLERANCE = 1e-6
 BASE = 10000.0
 LIBRARIES = {"half": "Hugging Face Llama rotate_half: dim i pairs with i + dims/2",
              "interleaved": "GPT-J rotate_every_two: dim 2i pairs with 2i+1"}
@@ -98,12 +102,40 @@ def read(value, d_k: int, field: str = "rope") -> Rope | None:
         why = "odd: dims rotate in pairs" if 2 <= dims <= d_k else f"outside 2 … d_k = {d_k}"
         raise InputError(f"{field}.dims is {describe(dims)}, {why}; expected a whole even number from 2 to "
                          f"d_k = {d_k}", field=f"{field}.dims")
-    return Rope(style, float(base), int(dims))
+    rope = Rope(style, float(base), int(dims))
+    with np.errstate(over="ignore", divide="ignore"):
+        theta = rope.theta()
+    if not np.isfinite(theta).all():
+        i = int(np.flatnonzero(~np.isfinite(theta))[0])
+        raise InputError(f"{field}.base is {describe(base)}: θ_{i} = base^(−{2 * i}/{rope.dims}) is beyond float64; "
+                         "expected a base of at least 1 (10000 in most models)", field=f"{field}.base")
+    return rope
 
 
 def angles(rope: Rope, positions: np.ndarray) -> np.ndarray:
-    """(L, dims/2) float64: position · θ_i."""
-    return positions.astype(np.float64)[:, None] * rope.theta()[None, :]
+    """(L, dims/2) float64: position · θ_i. An angle beyond float64 is an error naming rope.base."""
+    with np.errstate(over="ignore"):
+        angle = positions.astype(np.float64)[:, None] * rope.theta()[None, :]
+    if not np.isfinite(angle).all():
+        row, i = (int(x) for x in np.argwhere(~np.isfinite(angle))[0])
+        raise InputError(f"rope.base is {_number(rope.base)}: at position {int(positions[row]):,} the angle "
+                         f"position · θ_{i} (θ_{i} = {rope.theta()[i]:.3g}) is beyond float64; expected a base of "
+                         "at least 1 (10000 in most models)", field="rope.base")
+    return angle
+
+
+def angle_notes(problem) -> list[Notice]:
+    """A warning when the farthest position's angles may be off by more than ANGLE_TOLERANCE."""
+    if problem.rope is None:
+        return []
+    farthest = max(abs(int(p)) for positions in (problem.q_positions, problem.k_positions)
+                   for p in (positions.min(initial=0), positions.max(initial=0)))
+    error = farthest * problem.rope.theta()[0] * 2.0 ** -52
+    if error <= ANGLE_TOLERANCE:
+        return []
+    return [Notice(f"RoPE angles position · θ_i are float64, and at position {farthest:,} they may be off by up "
+                   f"to {error:.1e} radians (more than {ANGLE_TOLERANCE:g}): the rotation of far positions "
+                   "is only that precise")]
 
 
 def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope) -> np.ndarray:

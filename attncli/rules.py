@@ -298,9 +298,21 @@ def read(doc: dict, reading: Reading) -> dict:
     k = None if doc.get("k_positions") is None else positions(doc["k_positions"], "k_positions", lk, "key")
     q = default_positions(lq) if q is None else q
     k = default_positions(lk) if k is None else k
+    _refuse_keys_after_queries(rules, q, k)
     for array in (q, k):
         array.flags.writeable = False
     return {"rules": rules, "q_positions": q, "k_positions": k}
+
+
+def _refuse_keys_after_queries(rules, q: np.ndarray, k: np.ndarray) -> None:
+    """causal_lower_right places the queries at Lk − Lq … Lk − 1; given k_positions all after
+    those, every query would see no key: refused (a warning would let an all-zero result through)."""
+    if any(isinstance(rule, Causal) and rule.lower_right for rule in rules) and q.size and k.size \
+            and int(k.min()) > int(q.max()):
+        raise InputError(f"k_positions start at {int(k.min())}, after every query position that mask "
+                         f"causal_lower_right sets (Lk − Lq … Lk − 1 = {int(q.min())} … {int(q.max())}), so "
+                         "every query would see no key; give mask causal with the queries' q_positions, "
+                         "or drop k_positions", field="k_positions")
 
 
 def find(problem, kind: type[Rule]) -> Rule | None:

@@ -25,6 +25,7 @@ from attncli.values import Written, excerpt
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _NON_FINITE = re.compile(r"[+-]?(inf|infinity|nan)", re.IGNORECASE)  # numbers, refused later
 _COMMA_DECIMAL = re.compile(r"[+-]?\d+,\d+")
+_DECIMAL_PARTS = (re.compile(r"[+-]?\d+"), re.compile(r"\d+"))  # the two sides of a decimal comma: 0 | 5, -0 | 75
 _PERCENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)%")
 WORDS = {"mask": ("true", "false"), "bias": ("-inf", "-∞", "−∞", "−inf")}
 EXPECTED = {"number": "a number", "mask": "true/false or 1/0", "bias": "a number or -inf"}
@@ -152,7 +153,22 @@ def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[
                        for column, cell in enumerate(cells[labelled:], start=1 + labelled)])
     if labelled and width == 1:
         raise InputError("only labels, no numbers; expected one matrix", source)
+    if not header and not labelled and kind != "mask":
+        _refuse_decimal_commas(data, delimiter, '"' in text, source)
     return matrix, (labels if labelled else None)
+
+
+def _refuse_decimal_commas(data: list[tuple[int, list[str]]], delimiter: str, quoted: bool, source: str) -> None:
+    """A column of decimals written with commas (0,5 / 1,25 / -0,75) reads as two columns of whole
+    numbers: when every row is exactly that (a whole number, then digits with no sign), refuse."""
+    if delimiter != "," or quoted or any(len(cells) != 2 for _, cells in data):
+        return  # quotes mark the cells: "0","5" is two columns
+    if all(whole.fullmatch(_ascii(cell)) for _, cells in data for whole, cell in zip(_DECIMAL_PARTS, cells)):
+        number, cells = data[0]
+        raise InputError(f"row {number} is {excerpt(','.join(cells), quoted=True)}, and every row is two whole "
+                         "numbers: one column of decimals written with commas, or two columns? Write decimals "
+                         f"with a point ({_ascii(cells[0])}.{_ascii(cells[1])}); for two columns, add a header "
+                         "row (d0,d1) or quote the cells (\"0\",\"5\")", source)
 
 
 def parse_inline(text: str, source: str, kind: str = "number"):

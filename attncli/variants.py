@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from attncli.errors import InputError
+from attncli.errors import Advice, InputError
 from attncli.values import HugeInt, describe
 
 VARIANT_KEYS = ("alibi", "softcap", "sinks")
@@ -85,7 +85,26 @@ def read_variants(doc: dict, heads: int) -> dict:
         fields["softcap"] = cap
     if doc.get("sinks") is not None:
         fields["sinks"] = _per_head(doc["sinks"], "sinks", heads, one_for_all=True)
+    if doc.get("dtype") == "float32":
+        _held_by_float32(fields["softcap"], fields["sinks"])
     return fields
+
+
+def _held_by_float32(softcap: float | None, sinks: np.ndarray | None) -> None:
+    """A softcap or sink that float32 turns into ∞ (or a softcap into 0) is named here, not later as
+    an overflow of the output."""
+    largest, tiny = float(np.finfo(np.float32).max), float(np.finfo(np.float32).smallest_subnormal)
+    advice = Advice("dtype", ("float64",), "; or use {}")
+    if softcap is not None and not tiny / 2 < softcap <= largest:
+        held = "∞" if softcap > largest else "0"
+        raise InputError(f"softcap is {number(softcap)}, which is {held} in float32; expected a number from "
+                         f"{tiny:.1e} to {largest:.3g}", field="softcap", advice=advice)
+    if sinks is not None:
+        beyond = np.flatnonzero(np.abs(sinks) > largest)
+        if beyond.size:
+            i = int(beyond[0])
+            raise InputError(f"sinks[{i}] is {number(float(sinks[i]))}, beyond float32's largest finite value "
+                             f"{largest:.3g}", field=f"sinks[{i}]", advice=advice)
 
 
 def number(x: float) -> str:

@@ -77,7 +77,7 @@ def test_read_lays_the_options_over_the_file_and_names_them():
 def test_check_adds_the_gradients_and_warns_about_the_command_line():
     o = compute.parse({"q": "1;2", "k": "1;2;3", "v": "1;2;3", "mask": "causal", "do": "ones", "format": "json"})
     problem = compute_run.read(o)[0]
-    shown, warnings = compute_run.check(problem, compute.plan(o, stdin_is_terminal=True), o.stages)
+    shown, warnings = compute_run.check(problem, compute.plan(o, stdin_is_terminal=True), o)
     assert "d_Q" in shown and "grads" in shown
     assert len(warnings) == 1 and "causal_lower_right" in warnings[0]
 
@@ -86,7 +86,7 @@ def test_calculate_then_render_write_the_planned_view(capsys):
     o = compute.parse({"file": str(SAMPLES / "scooter.json"), "stages": "weights", "format": "json", "round_": 4})
     chosen = compute.plan(o, stdin_is_terminal=True)
     problem, source, doc, given = compute_run.read(o)
-    shown, _ = compute_run.check(problem, chosen, o.stages)
+    shown, _ = compute_run.check(problem, chosen, o)
     trace, tiled = compute_run.calculate(problem, chosen, shown, o.full, (source, doc, given))
     assert tiled is None and trace.weights is not None
     compute_run.render(trace, tiled, shown, chosen, o)

@@ -18,7 +18,7 @@ def csv(text, kind="number", name="Q.csv"):
 
 # (text, kind, matrix, labels): what each first row is, by the rules.
 READS = [
-    ("0,4\n1,1\n", "number", [[0, 4], [1, 1]], None),                 # numbers: data
+    ("0,4\n1,1.5\n", "number", [[0, 4], [1, 1.5]], None),             # numbers: data
     ("d0,d1\n0,4\n", "number", [[0, 4]], None),                       # words: a header
     ("token,d0,d1\nit,0,4\n", "number", [[0, 4]], ["it"]),            # header with a label corner
     ("d0,d1\nit,0,4\n", "number", [[0, 4]], ["it"]),                  # header names the values only
@@ -31,12 +31,12 @@ READS = [
     (",0,1\nq,true,false\n", "mask", [[True, False]], ["q"]),
     ("k0,k1\n-inf,0\n", "bias", [[None, 0]], None),                   # -inf is a bias value
     ("-inf,0\n0,−∞\n", "bias", [[None, 0], [0, None]], None),
-    ("\n0,4\n\n1,1\n\n", "number", [[0, 4], [1, 1]], None),           # blank lines are skipped
+    ("\n0,4\n\n1,-1\n\n", "number", [[0, 4], [1, -1]], None),         # blank lines are skipped
     ("0\t4\n1\t1\n", "number", [[0, 4], [1, 1]], None),               # tabs without commas
     ("d0,d1\r\n0,4\r\n1,1\r\n", "number", [[0, 4], [1, 1]], None),    # CRLF
     ("0,−inf\n", "bias", [[0, None]], None),
     ('"0","4"\n', "number", [[0, 4]], None),                          # quoted numbers
-    ("0,4\t\n1,1\n", "number", [[0, 4], [1, 1]], None),             # a stray tab in a CSV with commas
+    ("0,4\t\n1,-1\n", "number", [[0, 4], [1, -1]], None),           # a stray tab in a CSV with commas
     ("row 1,0,4\nrow 2,1,1\n", "number", [[0, 4], [1, 1]], ["row 1", "row 2"]),  # one number in a label
 ]
 
@@ -188,6 +188,12 @@ def test_written_matrices_read_back_exactly(rows, header, labelled):
              "pandas": ["," + ",".join(str(j) for j in range(width))]}
     lines = lines.get(header, lines["pandas"])
     lines += [(f"{label}," if labelled else "") + ",".join(repr(x) for x in row) for label, row in zip(labels, rows)]
+    if header == "none" and not labelled and width == 2 and all(isinstance(a, int) and isinstance(b, int) and b >= 0
+                                                             for a, b in rows):
+        # two whole numbers a row, the second unsigned, nothing else: maybe decimal commas, refused
+        with pytest.raises(InputError, match="decimals written with commas"):
+            csv("\n".join(lines) + "\n")
+        return
     matrix, read_labels = csv("\n".join(lines) + "\n")
     assert matrix == rows and read_labels == (labels if labelled else None)
 

@@ -24,6 +24,7 @@ from attncli.cli import app
 from attncli.errors import InputError, visible
 from attncli.loading import decode, load_npy, parse_csv, parse_inline, parse_json
 from attncli.problem import INPUT_KEYS
+from tests.test_fuzz_variants import variant_keys
 from tests.test_safety import RAW, SGR
 
 SHORT = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -95,6 +96,8 @@ def problems(draw):
     if draw(st.booleans()):
         doc[draw(st.sampled_from(["Qs", "title", "description", "masked_rows", "dtype"]))] = draw(
             st.one_of(st.text(max_size=8), st.sampled_from(["uniform", "error", "float32"])))
+    if draw(st.booleans()):  # the newer keys, mostly well formed, sometimes odd
+        doc.update(draw(variant_keys(heads, lq, lk, d, jitter=jitter, odd=True)))
     return doc
 
 
@@ -103,7 +106,9 @@ OPTIONS = st.lists(st.sampled_from([
     ["--format", "csv", "--stages", "weights"], ["--stages", "output"], ["--stages", "weights,heatmap"],
     ["--dtype", "float32"], ["--masked-rows", "uniform"], ["--masked-rows", "error"], ["--explain"],
     ["--heatmap"], ["--invert-mask"], ["--precision", "2"], ["--round", "3"], ["--full"], ["--row", "1"],
-    ["--head", "1"], ["--scale", "0"]]), max_size=3)
+    ["--head", "1"], ["--scale", "0"], ["--tiles", "2,2"], ["--tiles", "1,3"], ["--do", "ones"],
+    ["--softcap", "5"], ["--sinks", "0.5"], ["--alibi"], ["--rope"], ["--window", "1,none"],
+    ["--q-positions", "9007199254740992"], ["--explain", "--tiles", "2,1"]]), max_size=3)
 
 
 def compute_property(doc, options):
@@ -407,3 +412,4 @@ def test_no_code_path_evaluates_input():
 
     loads = re.findall(r"np\.load\([^)]*\)", source)
     assert loads and all("allow_pickle=False" in call for call in loads), loads
+

@@ -313,7 +313,7 @@ main()
 """
 
 
-@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "SIGUSR1", "SIGALRM"])  # SIGUSR1, SIGALRM: issue 17 item 13
 def test_a_signal_during_the_write_leaves_no_temporary_file(tmp_path, name):
     target = tmp_path / "out.npz"
     target.write_bytes(b"old")

@@ -34,6 +34,10 @@ def compute(**given) -> None:
     attn compute --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1"
 
     Matrix options take a path (.json .csv .tsv .npy) or inline text ("1,0; 0,1" or "[[1,0],[0,1]]").
+    Piped stdin is read beside them; they override its keys.
+    Off is one spelling for every option: leave it out ("", none and null are refused).
+    Piped stdin is read beside them; they override its keys.
+    Off is one spelling for every option: leave it out ("", none and null are refused).
 
     Conventions (where libraries differ):
     rows are queries, columns are keys;

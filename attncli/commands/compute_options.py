@@ -31,9 +31,16 @@ def _matrix(name: str, key: str, help: str) -> Option:
     return Option(name, help, key=key, matrix=True, panel=MATRICES)
 
 
-def _one_value(text: str):
-    """--softcap 30, --sinks 0.5: one number alone as itself, several as a list."""
-    return opt.one(opt.values(text))
+def _one_value(flag: str):
+    """--softcap 30, --sinks 0.5: one number alone as itself, several as a list (an empty, none or
+    null value is refused: an option is off when it is left out)."""
+    return lambda text: opt.one(opt.values(text, flag))
+
+
+def _listed(flag: str):
+    """--q-positions 0,1,5, --window 2,none: the JSON list the text stands for (a whole value that
+    is empty, none or null is refused, naming `flag`)."""
+    return lambda text: opt.values(text, flag)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -58,14 +65,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("invert_mask", "Read a true/false mask matrix with true as BLOCKED (nn.MultiheadAttention's "
            "convention).", key="mask", modifier=True, type=bool, panel=MASKING),
     Option("q_positions", "Query positions (default 0 to Lq−1): 4 or 4,5,6. A KV-cache step is one query "
-           "at position t.", key="q_positions", read=opt.values, panel=MASKING),
-    Option("k_positions", "Key positions (default 0 to Lk−1): 0,1,2,5.", key="k_positions", read=opt.values,
+           "at position t.", key="q_positions", read=_listed("--q-positions"), panel=MASKING),
+    Option("k_positions", "Key positions (default 0 to Lk−1): 0,1,2,5.", key="k_positions", read=_listed("--k-positions"),
            panel=MASKING),
     Option("window", f"Sliding window LEFT,RIGHT: query i sees key j when {window_condition('LEFT', 'RIGHT')} "
            f"({WINDOW_ENDS}); none (or empty) = unbounded: 2,none. {sliding_window()}.",
-           key="window", read=opt.values, metavar="L,R", panel=MASKING),
+           key="window", read=_listed("--window"), metavar="L,R", panel=MASKING),
     Option("key_mask", "Key padding, one per key: 1,1,0; 1/true = a real key (Hugging Face attention_mask; "
-           "the inverse of nn.MultiheadAttention's key_padding_mask).", key="key_mask", read=opt.values,
+           "the inverse of nn.MultiheadAttention's key_padding_mask).", key="key_mask", read=_listed("--key-mask"),
            panel=MASKING),
     Option("rope", "Rotary positions (RoPE): rotate each head's Q and K by q_positions and k_positions before "
            "scores (default style half, base 10000, every dim).", key="rope", part="on", type=bool, panel=ROPE),
@@ -79,7 +86,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("masked_rows", f"A query whose every key is masked: {masked_rows_help()}. A warning names such rows.",
            key="masked_rows", choices=MASKED_ROWS, panel=MASKING),
     Option("softcap", "Softcap c > 0: capped = c·tanh(scaled/c), after scaling, before bias, ALiBi and masks "
-           "(Gemma 2).", key="softcap", read=_one_value, metavar="C", panel=VARIANTS),
+           "(Gemma 2).", key="softcap", read=_one_value("--softcap"), metavar="C", panel=VARIANTS),
     Option("alibi", "ALiBi with the paper's slopes for the query heads: 2^(−8k/n), k = 1 to n (not a power of "
            "two: as BLOOM); adds −slope·|q_pos − k_pos| after scaling, with any bias.",
            key="alibi", part="paper", type=bool, panel=VARIANTS),
@@ -87,7 +94,7 @@ OPTIONS: tuple[Option, ...] = (
            key="alibi", part="slopes", metavar="SLOPES", panel=VARIANTS),
     Option("sinks", "Attention sinks (gpt-oss): one logit per query head, or one for all: 0.5 or 0.5,-1; each "
            "joins its row's softmax and is dropped, so rows sum to less than 1.",
-           key="sinks", read=_one_value, metavar="LOGITS", panel=VARIANTS),
+           key="sinks", read=_one_value("--sinks"), metavar="LOGITS", panel=VARIANTS),
     Option("heads", "Split the feature axis of 2-D Q/K/V into this many contiguous heads.", key="heads", type=int),
     Option("scale", "Scale for Q Kᵀ (default 1/√d_k): a number, a fraction (1/1.4142) or a root (1/sqrt(2)).",
            key="scale", read=opt.scale, metavar="<number>"),

@@ -18,9 +18,10 @@ from attncli.commands.compute_options import OPTIONS, PARTS
 from attncli.commands.edge import flag, warning
 from attncli.errors import AttnError, InputError, one_line
 from attncli.loading import OneMatrixError, gather
-from attncli.masks import positions_line
+from attncli.masks import distance_notes, positions_line
 from attncli.problem import build_problem
 from attncli.readback import verify
+from attncli.rope import angle_notes
 from attncli.render import out
 from attncli.render.json import document
 from attncli.render.progress import progress
@@ -33,18 +34,21 @@ MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON
 def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     """Compute and show: `o` holds compute's options by name, `plan` what compute.plan decided.
     Read the problem, check what the plan asks of it, compute, render; warnings come last."""
-    problem, source, doc, options = read(o)
-    shown, warnings = check(problem, plan, o.stages)
+    problem, source, doc, options = read(o, piped=plan.stdin is not None)
+    shown, warnings = check(problem, plan, o)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options))
     render(trace, tiled, shown, plan, o)
     for notice in warnings + list(trace.warnings):
         sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
 
 
-def check(problem, plan: SimpleNamespace, stages: str | None) -> tuple[tuple[str, ...], list[str]]:
+def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str, ...], list[str]]:
     """(the stages shown, the warnings about the command line): what the plan asks of this
-    problem, refused before computing when it cannot be done."""
+    problem (`o`: the options), refused before computing when it cannot be done."""
+    stages = o.stages
     gradients = grads.names() + (grads.GRADS,)
+    if problem.dO is not None and plan.tile_sizes is not None and stages is None and plan.suffix != ".npy":
+        plan.output_only = False  # a file's dO, as --do: the tiles, the output and the gradients
     shown = plan.shown
     _check_backward(problem, shown if stages is not None else (), plan.output_only, plan.suffix,
                     plan.tile_sizes and stages is None)
@@ -60,6 +64,10 @@ def check(problem, plan: SimpleNamespace, stages: str | None) -> tuple[tuple[str
         warnings.append(f"mask causal is top-left (query i sees keys j ≤ i), and there are fewer queries "
                         f"({problem.lq}) than keys ({problem.lk}); if the queries are the last tokens of the "
                         "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
+    warnings += distance_notes(problem) + angle_notes(problem)  # positions past the dtype's precision
+    if o.explain:  # before computing: the bound needs only the problem
+        _bound_explain(problem, opt.rows(o.row, problem.query_labels, problem.lq),
+                       None if o.head is None else [opt.head(o.head, problem.heads)])
     if plan.tile_sizes is not None:
         _check_tile_count(problem, *plan.tile_sizes, table=plan.written != "json")
     return shown, warnings
@@ -100,13 +108,14 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
         out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled))
 
 
-def read(o: SimpleNamespace):
+def read(o: SimpleNamespace, piped: bool = False):
     """(problem, source, document, the options that changed it): the document from the file or
-    stdin with the options' keys over it (commands/compute_options.py's table says which key each
+    stdin (`piped` and no file named: read even beside matrix options, which override its keys)
+    with the options' keys over it (commands/compute_options.py's table says which key each
     option sets), built into a problem."""
     matrices, settings, origin = spec.settings(OPTIONS, o, PARTS)
     try:
-        doc, found, source = gather(o.file, matrices, settings)
+        doc, found, source = gather(o.file, matrices, settings, piped)
     except OneMatrixError as error:
         error.message += f"; give it as a matrix option: --q {o.file}"
         raise
@@ -156,6 +165,31 @@ def _attend_tiles(problem, tile_sizes: tuple[int, int]):
     from attncli.tiles import attend_tiles
 
     return attend_tiles(problem, *tile_sizes)
+
+
+# --explain is a hand calculation: for hand-sized rows. Past these it is refused before any line
+# is written (a row of d_k = 200,000, or 100,000 heads, ran for minutes into megabytes of text).
+EXPLAIN_MOST = {"keys": 4096, "width": 1024, "heads": 16, "rows": 64}
+
+
+def _bound_explain(problem, rows: list[int] | None, heads_shown: list[int] | None) -> None:
+    """Refuse an explanation too big to read, saying which --row or --head to choose."""
+    split = ("Q", "K", "V", "W_Q", "W_K", "W_V")  # 2-D: every head's columns side by side
+    width = max(a.shape[-1] // (problem.heads if a.ndim == 2 and key in split else 1)
+                for key, a in problem.inputs.items() if a.ndim >= 1)
+    heads = problem.heads if heads_shown is None else len(heads_shown)
+    count = (len(rows) if rows else min(problem.lq, 3)) * heads
+    for what, found, fix in (
+            ("keys", problem.lk, "explain a smaller problem (or a slice of its keys)"),
+            ("width", width, "explain a smaller problem (rows this wide are not for hand calculation)"),
+            ("heads", heads, "choose one with --head N"),
+            ("rows", count, "choose fewer rows with --row (and one head with --head N)")):
+        if found > EXPLAIN_MOST[what]:
+            said = {"keys": f"{found:,} keys", "width": f"rows {found:,} numbers wide",
+                    "heads": f"{found:,} heads", "rows": f"{found:,} rows × heads"}[what]
+            raise InputError(f"is a hand calculation, for at most {EXPLAIN_MOST['keys']:,} keys, rows "
+                             f"{EXPLAIN_MOST['width']:,} numbers wide, {EXPLAIN_MOST['heads']} heads and "
+                             f"{EXPLAIN_MOST['rows']} rows × heads; this problem has {said}: {fix}", "--explain")
 
 
 def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
@@ -218,9 +252,10 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
         limits.check_fits(total(), available)
     except limits.ResourceError as error:
         ways = [way for way, works in (
-            ("--stages output (computed in blocks of about 16 MiB)",
-             not output_only and fits(output_only=True, shown=("output",))),
-            ("--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
+            ("--stages output (computed in blocks of about 16 MiB)",  # never with dO: the backward pass needs every stage
+             not output_only and problem.dO is None and fits(output_only=True, shown=("output",))),
+            ("--output grads.npz (every stage and gradient, no text)" if problem.dO is not None
+             else "--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
             ("--dtype float32", itemsize == 8 and fits(itemsize=4))) if works]
         error.message += "; use " + " or ".join(ways) if ways else "; make the problem smaller"
         raise

@@ -45,12 +45,22 @@ def labels(text: str | None) -> list[str] | None:
     return None if text is None else [label.strip() for label in text.split(",")]
 
 
-def values(text: str | None) -> list | None:
+# No option value means "off": a variant is off when its option is left out. A whole value that
+# is empty, none or null (`--softcap ""`, `--sinks null`) is refused, saying so; inside a list,
+# none or nothing is one null entry (`--window none,0`: an unbounded side).
+OFF_WORDS = ("", "none", "null")
+
+
+def values(text: str | None, option: str | None = None) -> list | None:
     """A comma-separated option (--q-positions, --window, --key-mask) as the JSON list it stands
     for: whole numbers, true/false, none/null or nothing for null; anything else is passed on as
-    text for the problem check to name."""
+    text for the problem check to name. A whole value of nothing, none or null is refused
+    (`option` names it): an option is off when it is left out."""
     if text is None:
         return None
+    if option is not None and text.strip().lower() in OFF_WORDS:
+        raise InputError(f"is {quote(text)}, which gives no value; an option is off when it is left out: "
+                         f"drop {option} (and the key from the file, if it has one)", option)
     words = {"": None, "none": None, "null": None, "true": True, "false": False}
     items = []
     for word in text.split(","):
@@ -77,7 +87,7 @@ def alibi(paper: bool, slopes: str | None):
     if paper and slopes is not None:
         raise InputError("gives ALiBi's slopes, and --alibi asks for the paper's; give one of them",
                          "--alibi-slopes")
-    return True if paper else values(slopes)
+    return True if paper else values(slopes, "--alibi-slopes")
 
 
 def rows(chosen: list[str] | None, query_labels: list[str] | None, lq: int) -> list[int] | None:

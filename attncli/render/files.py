@@ -14,7 +14,8 @@ like a careful Unix tool (the README's Guarantees say the same):
   are written directly, without a temporary file.
 - A file that is an input of the same run (the problem FILE, --q …, a file redirected to stdin;
   by any name or link) is never overwritten.
-- SIGTERM and SIGHUP during the write remove the temporary file; the process then dies of the
+- SIGTERM, SIGHUP and every other catchable signal that would end the process (SIGQUIT, SIGUSR1,
+  SIGUSR2, SIGALRM, …: `CLEAN_UP_ON`) during the write remove the temporary file; the process then dies of the
   same signal (exit status 128 + n in a shell), as if attn had not caught it.
 - A temporary file left by SIGKILL or a crash is recognised by its name: each write removes the
   ones in its folder whose process is no longer running.
@@ -44,7 +45,10 @@ from attncli.trace import Trace, mask_and_bias
 from attncli.variants import input_keys as variant_keys
 
 TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|md|tex|csv|npy|npz)")
-CLEAN_UP_ON = ("SIGTERM", "SIGHUP")  # SIGINT already raises KeyboardInterrupt, which cleans up
+# Every catchable signal whose default ends the process: SIGINT already raises KeyboardInterrupt,
+# which cleans up; SIGPIPE is ignored by Python, SIGXFSZ by the write (EFBIG instead).
+CLEAN_UP_ON = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",
+               "SIGXCPU", "SIGIO", "SIGPWR")
 
 
 class Interrupted(BaseException):
@@ -94,7 +98,7 @@ def npz_arrays(trace: Trace) -> dict:
 
 def write_output(trace: Trace, path: str, suffix: str, json_text=None) -> None:
     """Write FILE as the module docstring says. `json_text()` gives the text of a .json,
-    .md, .tex or .csv file. Raises OutputError for what the system refused, Interrupted on SIGTERM/SIGHUP."""
+    .md, .tex or .csv file. Raises OutputError for what the system refused, Interrupted on a signal of CLEAN_UP_ON."""
     def content(handle) -> None:
         if suffix in TEXT_SUFFIXES:
             out.write_all(json_text().encode("utf-8"), handle)
@@ -183,7 +187,7 @@ def _running(pid: int) -> bool:
 
 @contextmanager
 def _signals_clean_up():
-    """While writing: SIGTERM and SIGHUP raise Interrupted (so the temporary file is removed),
+    """While writing: the signals of CLEAN_UP_ON raise Interrupted (so the temporary file is removed),
     and SIGXFSZ is ignored (so a write past `ulimit -f` fails with EFBIG instead of killing us)."""
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield

@@ -10,6 +10,8 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
+from attncli.carry import round_to
+from attncli.handwriting import number as written
 from attncli.render.text import MINUS_INF, labels, number
 from attncli.rule_words import MASKED_ROWS_WORDS
 from attncli.tiles import Tiles, max_difference, sink_logits, start
@@ -75,9 +77,8 @@ def explain_tiles(tiled: Tiles, trace: Trace, rows: list[int] | None, heads: lis
 def _explain_row(tiled: Tiles, trace: Trace, h: int, row: int, places: int) -> list[str]:
     p = tiled.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-    unit = Decimal(1).scaleb(-places)
-    r = lambda x: x.quantize(unit)  # noqa: E731  round half even, as printed
-    n = lambda x: MINUS_INF if x is None else f"{x:.{places}f}"  # noqa: E731
+    r = lambda x: round_to(x, places)  # noqa: E731  round half even, as printed (any magnitude)
+    n = lambda x: MINUS_INF if x is None else written(x, places)  # noqa: E731  e-notation when huge
     vec = lambda xs: "[" + ", ".join(n(x) for x in xs) + "]"  # noqa: E731
     head = f", head {h}" if p.heads > 1 else ""
     m0, l0, _ = start(p, 1, 1, tiled.V.shape[2], float, head=h)  # before the first tile; the sink, if any
