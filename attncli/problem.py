@@ -10,8 +10,10 @@ import math
 import numpy as np
 
 from attncli import schema
+from attncli.backward import final_shape
 from attncli.errors import InputError
 from attncli.json_text import written_decimals
+from attncli.rope import read as read_rope
 from attncli.rules import Reading, read as read_rules, rule_keys
 from attncli.trace import Problem
 from attncli.values import HugeInt, as_array, describe, scalar
@@ -177,8 +179,6 @@ def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndar
 
 def _d_output(value, inputs: dict, heads: int, lq: int) -> np.ndarray:
     """dO: the shape of the final output, or "ones" for all ones (the gradient of its sum)."""
-    from attncli.backward import final_shape
-
     shape = final_shape(inputs, heads, lq)
     if isinstance(value, str):
         if value.strip().lower() != "ones":
@@ -290,11 +290,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = _scale(doc.get("scale"), _d_k(inputs, heads, has_proj))
         dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq)
-        rope = None
-        if doc.get("rope") is not None:  # loaded only when asked for: start-up stays as it was
-            from attncli.rope import read as read_rope
-
-            rope = read_rope(doc["rope"], _d_k(inputs, heads, has_proj))
+        rope = None if doc.get("rope") is None else read_rope(doc["rope"], _d_k(inputs, heads, has_proj))
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(

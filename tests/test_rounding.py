@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from attncli.trace import round_finite
+from attncli.document import round_finite
 from conftest import SAMPLES
 
 HUGE = json.dumps({"Q": [[1, 0]], "K": [[1, 0]], "V": [[1e306, 2]]})

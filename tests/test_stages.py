@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from attncli import stages
+from attncli import grads, names, stages
 from attncli.attention import attend
 from attncli.blocks import attend_output
 from attncli.carry import CARRIES
@@ -31,9 +31,17 @@ DOUBLED = stages.Stage("doubled", "doubled = $previous · 2", "$previous · 2", 
 
 
 def insert(monkeypatch, stage, after="scaled"):
+    """Add `stage` to the table after `after`, and its name to attncli/names.py (the commands'
+    numpy-free copy of the names, held equal to the table below)."""
     table = list(stages.STAGES)
     table.insert(stages.names().index(after) + 1, stage)
     monkeypatch.setattr(stages, "STAGES", tuple(table))
+    monkeypatch.setattr(names, "STAGES", stages.names())
+
+
+def test_the_commands_names_are_the_tables():
+    assert names.STAGES == stages.names()
+    assert names.GRADIENTS == grads.names() and names.GRADS == grads.GRADS
 
 
 @pytest.fixture
@@ -144,10 +152,8 @@ def test_freezing_leaves_the_callers_arrays_writable():
 @pytest.fixture
 def doubled_by_hand(monkeypatch):
     """The doubled stage with its hand-calculation step: x × 2 on each key's printed number."""
-    stage = dataclasses.replace(DOUBLED, hand=elementwise("double, $previous × 2", "{x} × 2", lambda x: x * 2))
-    table = list(stages.STAGES)
-    table.insert(stages.names().index("scaled") + 1, stage)
-    monkeypatch.setattr(stages, "STAGES", tuple(table))
+    insert(monkeypatch, dataclasses.replace(DOUBLED, hand=elementwise("double, $previous × 2", "{x} × 2",
+                                                                      lambda x: x * 2)))
 
 
 def _exponents(lines: list[str]) -> list[str]:
@@ -289,8 +295,6 @@ def test_a_stage_after_the_softmax_gets_its_gradients_and_the_fused_paths_refuse
 
 
 def test_gradient_titles_name_the_stages_their_vjps_pass_through(doubled_with_vjp):
-    from attncli import grads
-
     title = lambda name, doc: grads.title(grads.get(name), build_problem(doc))  # noqa: E731
     assert title("d_scores", CAUSAL) == "d_scores = weights ∘ (d_weights − D) (through doubled), 0 where masked"
     capped = dict(CAUSAL, softcap=2.0, rope={"style": "half"})

@@ -6,9 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from attncli import names  # one --STAGE option per stage of the table (names.STAGES: no numpy at start-up)
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.errors import InputError, did_you_mean, quote
-from attncli.stages import names as answer_options  # one --STAGE option per stage of the table
 
 
 CheckFormat = formats("CheckFormat", "auto", "table", "json", "csv", "gradescope")
@@ -26,7 +26,7 @@ def _with_answer_options(command):
     params = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
     options = [inspect.Parameter(stage, inspect.Parameter.KEYWORD_ONLY, default=None,
                                  annotation=Annotated[Optional[str], _answer(stage)])
-               for stage in answer_options()]
+               for stage in names.STAGES]
     params = [p.replace(kind=p.KEYWORD_ONLY) for p in params]
     command.__signature__ = signature.replace(parameters=params[:2] + options + params[2:])
     return command
@@ -86,7 +86,7 @@ def _stages(text: str | None) -> tuple[str, ...]:
         return ()
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     for stage in stages:
-        if stage not in answer_options():
-            hint = did_you_mean(stage, answer_options()) or f"; stages are {', '.join(answer_options())}"
+        if stage not in names.STAGES:
+            hint = did_you_mean(stage, names.STAGES) or f"; stages are {', '.join(names.STAGES)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli import grads
+from attncli import names  # the stage table's names without numpy, which loads after one_blas_thread
 from attncli.blas import one_blas_thread
 from attncli.choices import CARRIES, DTYPES, MASKED_ROWS, ROPE_STYLES
 from attncli.commands import option_text as opt
@@ -15,7 +15,6 @@ from attncli.commands.edge import AUTO_HELP, auto_is_table, choices, formats
 from attncli.errors import InputError, quote
 from attncli.render.target import OutputError, check_target
 from attncli.rule_words import WINDOW_ENDS, masked_rows_help, sliding_window, window_condition
-from attncli.stages import names as stage_names
 
 Format = formats("Format", "auto", "table", "json", "markdown", "latex", "csv")
 MaskedRows = choices("MaskedRows", MASKED_ROWS)
@@ -30,7 +29,7 @@ TEXT_ONLY_FORMATS = ("markdown", "latex", "csv")  # formats with no tile view
 def views() -> tuple[str, ...]:
     """What --stages may name: the inputs, every stage of the stage table, the backward pass's
     stages and its grads (shown when there is a dO), the heatmap."""
-    return ("inputs",) + stage_names() + grads.names() + (grads.GRADS, "heatmap")
+    return ("inputs",) + names.STAGES + names.GRADIENTS + (names.GRADS, "heatmap")
 
 
 Matrix = Optional[str]
@@ -207,7 +206,7 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     `suffix`, `tile_sizes`, `stdin` ("-" when the document comes from a pipe) and `output_only`
     (only the output is computed, in blocks). Usage errors are raised here."""
     tile_sizes = opt.tile_sizes(o.tiles)
-    gradients = grads.names() + (grads.GRADS,)
+    gradients = names.GRADIENTS + (names.GRADS,)
     # --tiles shows the tiles and the output alone unless asked for more; --do adds the backward pass.
     tiled_default = "output" if o.do is None else ",".join(("output",) + gradients)
     shown = _stages(o.stages if o.stages is not None or tile_sizes is None else tiled_default) + (
@@ -222,7 +221,7 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
         raise InputError("shows its tiles as tables or JSON only; drop --tiles, or use --format table "
                          "or json (--output FILE.json)", "--tiles")
     if format == "csv" and (len(shown) != 1 or shown[0] in ("inputs", "heatmap") + gradients):
-        others = ", ".join(name for name in stage_names() if name != "weights")
+        others = ", ".join(name for name in names.STAGES if name != "weights")
         raise typer.BadParameter(f"--format csv writes one stage: add --stages weights (or {others})",
                                  param_hint="--stages")
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.

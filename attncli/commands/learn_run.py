@@ -7,12 +7,12 @@ from dataclasses import replace
 
 from attncli import attention
 from attncli.commands.edge import auto_is_table
+from attncli.document import to_dict
 from attncli.exercise import ExerciseError, Options, problem_set
 from attncli.posenc import positional_encoding
 from attncli.problem import build_problem
 from attncli.render import export, worksheet
 from attncli.render.json import dumps
-from attncli.trace import to_dict
 
 
 def run_exercise(seed: int | None, kind: str, queries: int | None, keys: int, dim: int | None,
