@@ -1,6 +1,9 @@
 """The stage table (attncli/stages.py) is the one place a stage is defined: a throwaway stage added
-to it alone reaches the trace, the output-only path, the JSON, the tables, the exports and the
-answer keys of `attn check`; records are frozen and their arrays read-only."""
+to it (and its name to attncli/names.py, which a test holds equal to the table) reaches the trace,
+the output-only path, the tiles, the JSON and its read-back, the tables and exports, `--explain`,
+the backward pass and the answer keys of `attn check` (test_a_stage_with_its_compute_vjp_and_hand_
+step_runs_every_path runs them all on one stage); a path that cannot handle a stage refuses it by
+name; records are frozen and their arrays read-only."""
 
 import dataclasses
 import json
