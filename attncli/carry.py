@@ -10,8 +10,7 @@
 printed decimals; at an exact tie either neighbour holds. Lines with a number of E_NOTATION_FROM
 or more are exempt: such numbers are written in e-notation, rounded to significant digits.
 
-Decimal only, no numpy: the stage table's hand steps (attncli/stage_steps.py) build on this, and
-every command's start-up reads that table.
+Decimal only, no numpy: the stage table's hand steps (attncli/stage_steps.py) build on this.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The backward pass's per-head stages, defined once: name (JSON per-head key, answer key in
 `attn check`, `--stages` word, first word of the table title), table title and what the columns
-are. Light (no numpy): every command's start-up reads the names. The math is attncli/backward.py.
+are; attncli/names.py holds the names for the commands' start-up. The math is attncli/backward.py.
 """
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections import namedtuple
 
 from attncli import stages
+from attncli.names import GRADS  # noqa: F401  (the top-level JSON key, read as grads.GRADS)
 
 # name (the JSON key …), title (also the plain formula, after "= "), latex, rows ("queries" or
 # "keys"), columns ("keys", or "" for numbered columns; D has one: a number per query); of: what it
 # is the gradient of in the backward pass's loop (a stage, a block input Q, K, V, or what a vjp
 # reports: D); via and template: the stage whose vjp the title's formula is, and the title for a
 # problem, with $chain for the vjps between `of` and `via` (attncli/stages.py's `vjp_title`) and
-# $q, $k as the stage table fills them. Immutable, and cheap to define at every start-up (the
-# names are --stages words).
+# $q, $k as the stage table fills them.
 Gradient = namedtuple("Gradient", "name title latex rows columns of via template", defaults=(None, None))
 
 
@@ -32,7 +32,6 @@ GRADIENTS: tuple[Gradient, ...] = (
     Gradient("d_K", "d_K = scale · d_scoresᵀ Q", r"\text{scale} \cdot dS^\top Q", "keys", "", "K", "scores",
              "d_K = scale · d_scoresᵀ $q$chain"),
 )
-GRADS = "grads"  # the top-level JSON key (and --stages word): one gradient per input, in its given shape
 
 
 def names() -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """How a hand calculation writes its numbers, vectors and notes: the text of `--explain`'s lines.
 
 Decimal only, no numpy and no view: the stage table's hand steps (attncli/stage_steps.py) write
-their lines with these, and every command's start-up reads that table.
+their lines with these.
 """
 
 from __future__ import annotations

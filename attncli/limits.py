@@ -11,6 +11,11 @@ import os
 import re
 from dataclasses import dataclass
 
+try:
+    import resource  # Unix only
+except ImportError:
+    resource = None
+
 from attncli import stages
 from attncli.errors import AttnError, InputError, quote
 from attncli.grads import GRADIENTS, GRADS
@@ -122,15 +127,14 @@ def available_bytes() -> int | None:
             if cap.isdigit() and used.isdigit() and int(cap) < 1 << 60:  # "max" or v1's huge number: none
                 limits.append(max(0, int(cap) - int(used)))
             break
-    try:
-        import resource  # Unix only: imported where it is used, inside the try
-
-        cap = resource.getrlimit(resource.RLIMIT_AS)[0]
-        statm = _first_line("/proc/self/statm")
-        if cap != resource.RLIM_INFINITY and statm:
-            limits.append(max(0, cap - int(statm.split()[0]) * os.sysconf("SC_PAGE_SIZE")))
-    except (ImportError, OSError, ValueError):
-        pass
+    if resource is not None:
+        try:
+            cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+            statm = _first_line("/proc/self/statm")
+            if cap != resource.RLIM_INFINITY and statm:
+                limits.append(max(0, cap - int(statm.split()[0]) * os.sysconf("SC_PAGE_SIZE")))
+        except (OSError, ValueError):
+            pass
     return min(limits) if limits else None
 
 

@@ -10,7 +10,11 @@ import math
 import os
 import stat
 import sys
+import zipfile
+import zlib
 from pathlib import Path
+
+import numpy as np
 
 from attncli.errors import AttnError, InputError, quote
 from attncli.json_text import parse_json  # noqa: F401  (re-exported)
@@ -106,8 +110,6 @@ def read_document(path: str, keep_decimals: bool = False, cap: Cap | None = None
 def _npy_header(stream, suffix: str) -> tuple[tuple[int, ...], object, int]:
     """(shape, dtype, bytes of data declared) from an .npy stream, reading only its header.
     Python objects are refused here, before any data is read."""
-    import numpy as np
-
     version = np.lib.format.read_magic(stream)
     read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
     if version not in read:
@@ -131,8 +133,6 @@ def _npz_keys(handle) -> list[str]:
     is known (an unknown one is refused before anything is decompressed), no header declares more
     than its member holds, and the arrays fit in memory together. Members with a `/` in their name
     are results that --output wrote (heads/weights.npy): skipped, never decompressed."""
-    import zipfile
-
     with zipfile.ZipFile(handle) as archive:
         members = {}
         for info in archive.infolist():
@@ -160,11 +160,6 @@ def _numpy_file(path: str, suffix: str):
     """An .npy's array, or an .npz's arrays by key, after checking without reading any data that
     the file is what its suffix says, that no header declares more than the file holds, and that
     the arrays fit in memory; then np.load without pickles. Every failure is an InputError."""
-    import zipfile
-    import zlib
-
-    import numpy as np
-
     kinds = {".npy": "one array", ".npz": "an archive of arrays"}
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a FIFO would block

@@ -23,12 +23,13 @@ import numpy as np
 from attncli.answer_keys import sort_keys
 from attncli.answers import NoAnswers, read_answers
 from attncli.errors import quote
+from attncli.document import round_finite
 from attncli.grading import DECIMALS, Answer, Rule, StageMark, grade, mark_cells
 from attncli.marking_backward import mark_gradients
 from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, made_at,
                               plural, present, rounded_scales, rounding_text, roundings, span)
 from attncli.tile_marks import mark_tiles
-from attncli.trace import Trace, round_finite
+from attncli.trace import Trace
 
 FINEST_ROUNDING = 10  # the most decimals tried for a rounded-and-carried intermediate stage
 MISSING_NOTE = "missing: a required stage, not answered"

@@ -14,10 +14,12 @@ from typing import Callable, Mapping, NamedTuple
 import numpy as np
 
 from attncli import masks, stages
+from attncli.rope import STYLES
+from attncli.document import round_finite
 from attncli.rule_words import sliding_window, window_rule
 from attncli.rules import Causal, Window, find
 from attncli.stages import mask_scores, softmax
-from attncli.trace import Trace, round_finite
+from attncli.trace import Trace
 
 
 
@@ -37,8 +39,6 @@ def made_at(mistake: str | None, name: str) -> bool:
 def _other_pairing(rotate_which: str) -> Callable:
     """Q_rope or K_rope with the other pairing: half where interleaved was due, or the reverse."""
     def compute(block, x):
-        from attncli.rope import STYLES
-
         rope = block.problem.rope
         other = replace(rope, style=STYLES[1 - STYLES.index(rope.style)])
         wrong = replace(block, problem=replace(block.problem, rope=other))

@@ -10,8 +10,10 @@ import math
 import numpy as np
 
 from attncli import schema
+from attncli.backward import final_shape
 from attncli.errors import InputError
 from attncli.json_text import written_decimals
+from attncli.rope import read as read_rope
 from attncli.rules import Reading, read as read_rules, rule_keys
 from attncli.trace import Problem
 from attncli.values import HugeInt, as_array, describe, scalar
@@ -177,8 +179,6 @@ def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndar
 
 def _d_output(value, inputs: dict, heads: int, lq: int) -> np.ndarray:
     """dO: the shape of the final output, or "ones" for all ones (the gradient of its sum)."""
-    from attncli.backward import final_shape
-
     shape = final_shape(inputs, heads, lq)
     if isinstance(value, str):
         if value.strip().lower() != "ones":
@@ -246,6 +246,37 @@ def _short(values: list[float]) -> str:
     return "[" + ", ".join(f"{x:.6g}" for x in values[:8]) + (", …" if len(values) > 8 else "") + "]"
 
 
+def _inputs(doc: dict) -> tuple[dict, int, int, int, bool]:
+    """The matrices (Q, K, V, or X with W_Q, W_K, W_V; X_kv, W_O and the biases) checked against
+    each other: (inputs, query heads, Lq, Lk, whether they are projections)."""
+    has_qkv = [k for k in QKV if doc.get(k) is not None]
+    has_proj = [k for k in PROJECTIONS if doc.get(k) is not None]
+    if has_qkv and has_proj:
+        raise InputError(f"both {has_qkv[0]} and {has_proj[0]} are given: give Q, K and V, "
+                         "or X with W_Q, W_K and W_V, not both")
+    needed = ("X", "W_Q", "W_K", "W_V") if has_proj else QKV
+    missing = [k for k in needed if doc.get(k) is None]
+    if missing:
+        raise InputError(f"missing {', '.join(missing)}: give Q, K and V, or X with W_Q, W_K and W_V")
+    heads = _heads_count(doc.get("heads"))
+    inputs = {}
+    for key in needed + tuple(k for k in ("X_kv", "W_O") if doc.get(k) is not None):
+        inputs[key] = _as_heads_matrix(doc[key], key) if key in QKV else _as_2d(doc[key], key)
+    heads, lq, lk = (_projection_shapes if has_proj else _qkv_shapes)(inputs, heads)
+    for b, w in (("b_Q", "W_Q"), ("b_K", "W_K"), ("b_V", "W_V"), ("b_O", "W_O")):
+        if doc.get(b) is not None:
+            if w not in inputs:
+                raise InputError(f"{b} is given without {w}", field=b)
+            inputs[b] = _as_vector(doc[b], b, inputs[w].shape[1], w)
+    if "W_O" in inputs:
+        d_v = inputs["W_V"].shape[1] if has_proj else inputs["V"].shape[-1] * (
+            heads if inputs["Q"].ndim == 3 else 1)
+        if inputs["W_O"].shape[0] != d_v:
+            raise InputError(f"W_O has {_rows(inputs['W_O'].shape[0])} but the heads' outputs side by "
+                             f"side have {d_v} columns: W_O must be (heads·d_v × d_out)", field="W_O")
+    return inputs, heads, lq, lk, bool(has_proj)
+
+
 def build_problem(doc, origin: dict[str, str] | None = None, source: str | None = None,
                   invert_mask: bool = False) -> Problem:
     """Validate a document's keys, types and shapes.
@@ -257,31 +288,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         if not isinstance(doc, dict):
             raise InputError(f"the top level is {describe(doc)}; expected a JSON object with Q, K and V")
         doc = schema.check_keys(doc, rule_keys())  # rule_keys: a rule added later (tests/test_rules.py)
-        has_qkv = [k for k in QKV if doc.get(k) is not None]
-        has_proj = [k for k in PROJECTIONS if doc.get(k) is not None]
-        if has_qkv and has_proj:
-            raise InputError(f"both {has_qkv[0]} and {has_proj[0]} are given: give Q, K and V, "
-                             "or X with W_Q, W_K and W_V, not both")
-        needed = ("X", "W_Q", "W_K", "W_V") if has_proj else QKV
-        missing = [k for k in needed if doc.get(k) is None]
-        if missing:
-            raise InputError(f"missing {', '.join(missing)}: give Q, K and V, or X with W_Q, W_K and W_V")
-        heads = _heads_count(doc.get("heads"))
-        inputs = {}
-        for key in needed + tuple(k for k in ("X_kv", "W_O") if doc.get(k) is not None):
-            inputs[key] = _as_heads_matrix(doc[key], key) if key in QKV else _as_2d(doc[key], key)
-        heads, lq, lk = (_projection_shapes if has_proj else _qkv_shapes)(inputs, heads)
-        for b, w in (("b_Q", "W_Q"), ("b_K", "W_K"), ("b_V", "W_V"), ("b_O", "W_O")):
-            if doc.get(b) is not None:
-                if w not in inputs:
-                    raise InputError(f"{b} is given without {w}", field=b)
-                inputs[b] = _as_vector(doc[b], b, inputs[w].shape[1], w)
-        if "W_O" in inputs:
-            d_v = inputs["W_V"].shape[1] if has_proj else inputs["V"].shape[-1] * (
-                heads if inputs["Q"].ndim == 3 else 1)
-            if inputs["W_O"].shape[0] != d_v:
-                raise InputError(f"W_O has {_rows(inputs['W_O'].shape[0])} but the heads' outputs side by "
-                                 f"side have {d_v} columns: W_O must be (heads·d_v × d_out)", field="W_O")
+        inputs, heads, lq, lk, has_proj = _inputs(doc)
         if invert_mask and not isinstance(doc.get("mask"), (list, np.ndarray)):
             found = "there is no mask" if doc.get("mask") is None else f"the mask is {describe(doc['mask'])}"
             raise InputError(f"invert_mask is on but {found}: only a true/false mask matrix can be "
@@ -290,11 +297,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = _scale(doc.get("scale"), _d_k(inputs, heads, has_proj))
         dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq)
-        rope = None
-        if doc.get("rope") is not None:  # loaded only when asked for: start-up stays as it was
-            from attncli.rope import read as read_rope
-
-            rope = read_rope(doc["rope"], _d_k(inputs, heads, has_proj))
+        rope = None if doc.get("rope") is None else read_rope(doc["rope"], _d_k(inputs, heads, has_proj))
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(

@@ -21,10 +21,11 @@ import numpy as np
 
 from attncli import schema
 from attncli.attention import attend
+from attncli.document import plain, to_dict
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.grads import GRADS
 from attncli.tiles import attend_tiles, head_dicts, max_difference
-from attncli.trace import Trace, plain, to_dict
+from attncli.trace import Trace
 from attncli.rules import rule_keys
 from attncli.values import Written, describe
 

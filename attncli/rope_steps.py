@@ -17,6 +17,7 @@ from functools import cache
 
 from attncli.hand_backward import Back, BackStep
 from attncli.handwriting import shown_keys
+from attncli.rope import LIBRARIES
 from attncli.stage_steps import HandStep, Page, Row, values
 
 
@@ -139,8 +140,6 @@ def _pair_lines(page: Page, r: Rotated, turns: list[Turn], key) -> list[str]:
 
 
 def _q_lines(page: Page, r: Rotated, step: int) -> list[str]:
-    from attncli.rope import LIBRARIES  # at run time: rope.py loads numpy, and start-up reads the stage table
-
     rope, d_k = page.trace.problem.rope, page.trace.d_k
     part = "" if rope.dims == d_k else f"; dims {rope.dims}–{d_k - 1} are not rotated (partial rotary)"
     base = f"{rope.base:g}" if rope.base < 1e16 else repr(rope.base)

@@ -17,7 +17,7 @@ Kinds:
              (readback.py); `explanation` is words of a previous run, kept out of the problem
 
 Per-head keys (in `"heads": [{...}, ...]`) are every stage of attncli/stages.py and of the
-backward pass (attncli/grads.py), plus HEAD_KEYS. Light (no numpy): start-up reads the names.
+backward pass (attncli/grads.py), plus HEAD_KEYS.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ from attncli.errors import InputError
 from attncli.grading import Answer, StageMark
 from attncli.marking import mark_document as mark_stages
 from attncli.mistakes import MISTAKES, made_at, span, step
-from attncli.trace import Trace, round_finite
+from attncli.document import round_finite
+from attncli.trace import Trace
 from attncli.values import describe
 
 SLIP = "slip"  # the key, in a key and in a learner's answers

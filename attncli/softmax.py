@@ -4,17 +4,11 @@ the output-only path's fused softmax (attncli/blocks.py), the tiles' online soft
 (attncli/tiles.py) and the backward pass (`stages.vjp_weights`): `row_policy` says what a stable
 softmax subtracts from each row (its max, or its head's sink), which rows have every key masked,
 and what weights those get (the `masked_rows` policy: 0 or 1/Lk; with sinks, 0).
-
-numpy is imported inside the functions, as in attncli/stages.py, which imports this module and is
-read at every command's start-up for the stage names; start-up must not load numpy.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
 
 
 def row_policy(row_max: np.ndarray, sinks: np.ndarray | None = None, masked_rows: str = "zero",
@@ -28,8 +22,6 @@ def row_policy(row_max: np.ndarray, sinks: np.ndarray | None = None, masked_rows
     dead: the rows whose every logit is −∞ (every key masked);
     fill: the weight each of the `lk` keys of a dead row gets: 1/Lk under the "uniform" policy,
       else 0 ("zero"; and with sinks whatever the policy: the sink takes the whole row)."""
-    import numpy as np
-
     dead = row_max == -np.inf
     shift = np.maximum(row_max, sinks) if sinks is not None else np.where(dead, 0.0, row_max)
     fill = 1.0 / lk if masked_rows == "uniform" and sinks is None else 0.0
@@ -44,8 +36,6 @@ def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = N
     then dropped, weights = e^x / (e^sink + Σ e^x): the max includes the sink (stable for a sink or
     scores of 1000), rows sum to less than 1, and a dead row's weights are 0 whatever the policy.
     `lse` ((..., b)): also write each row's `log_sum_exp` there, from the same sums."""
-    import numpy as np
-
     shift, dead, fill = row_policy(x.max(axis=-1, keepdims=True), sinks, masked_rows, x.shape[-1])  # (..., b, 1)
     weights = np.subtract(x, shift, out=out)  # x − max ≤ 0, so e^(x − max) ≤ 1 never overflows
     np.exp(weights, out=weights)
@@ -69,8 +59,6 @@ def log_sum_exp(x: np.ndarray, sinks: np.ndarray | None = None) -> np.ndarray:
     ((H or 1, 1, 1), as `softmax` takes them): each head's sink logit joins every row's sum, so a
     row with every key masked has lse = its sink. Natural log (flash-attn's softmax_lse; kernels
     that keep base 2 hold lse / ln 2)."""
-    import numpy as np
-
     shift = row_policy(x.max(axis=-1, keepdims=True), sinks)[0]  # (..., b, 1); a dead row sums to 0, ln 0 = −∞
     total = np.subtract(x, shift)  # one temporary as large as x
     np.exp(total, out=total)

@@ -1,7 +1,5 @@
 """The hand steps of `masked` (bias, ALiBi and the mask) and `weights` (the softmax) for one query
-row: see attncli/stage_steps.py for how a step is written and read. numpy is imported where the
-softmax's exponentials are computed (in the trace's dtype), not at import: the stage table imports
-this module at every command's start-up.
+row: see attncli/stage_steps.py for how a step is written and read.
 """
 
 from __future__ import annotations
@@ -11,6 +9,8 @@ from collections import namedtuple
 from decimal import Decimal
 
 from attncli import handwriting as hw
+import numpy as np
+
 from attncli.carry import E_NOTATION_FROM, PERCENT_PLACES, printed, round_to
 from attncli.hand_backward import Back, BackStep, dot
 from attncli.handwriting import MAX_KEYS, shown_keys
@@ -104,8 +104,6 @@ class _Exact(namedtuple("_Exact", "shift reason exps sink sink_exp total")):
 
 
 def _exact(row: Row, logits_row, allowed) -> _Exact:
-    import numpy as np  # at run time: see the module's docstring
-
     p = row.trace.problem
     sink = None if p.sinks is None else float(p.sinks[row.head])
     logits = logits_row[allowed] if sink is None else np.append(logits_row[allowed], sink)  # a sink is one more logit

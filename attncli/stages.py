@@ -50,26 +50,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from string import Template
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-from attncli import rope_steps, softmax_steps, stage_steps, vjps
+import numpy as np
+
+from attncli import masks, rope_steps, softmax_steps, stage_steps, vjps
+from attncli.arrays import check_finite
 from attncli.errors import AttnError
+from attncli.rope import rotate
 from attncli.softmax import log_sum_exp, softmax  # noqa: F401 (log_sum_exp: tests read it as stages.log_sum_exp)
-
-if TYPE_CHECKING:  # numpy (and the modules that load it: masks, rope, arrays, variants) load only when a
-    import numpy as np  # stage is computed: every command's start-up reads the stage names, and must stay fast
-
-    from attncli.trace import Problem
+from attncli.trace import Problem
+from attncli.variants import number
 
 HQK = ("head", "query", "key")
 EVERYTHING = slice(None)
 PREVIOUS = vjps.PREVIOUS  # a vjp's key for the gradient of the stage before it
-
-
-def _masks():
-    from attncli import masks
-
-    return masks
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,23 +100,21 @@ class Block:
         return array[self.head:self.head + 1]
 
     def visible(self) -> np.ndarray | None:
-        return self.rule(_masks().visible(self.problem, self.rows, self.cols))  # (1 or H, b, c) bool
+        return self.rule(masks.visible(self.problem, self.rows, self.cols))  # (1 or H, b, c) bool
 
     def bias(self) -> np.ndarray | None:
-        return self.rule(_masks().bias(self.problem, self.rows, self.cols))  # (1 or H, b, c)
+        return self.rule(masks.bias(self.problem, self.rows, self.cols))  # (1 or H, b, c)
 
     def hidden(self) -> tuple[slice, np.ndarray] | None:
         """(part, visible there): the run of this block's columns where some key may be hidden
         from some query (for causal rules, the block's diagonal square), as a slice relative to
         the block, and the (1 or H, b, part) visibility on it; None when every key is visible."""
-        masks = _masks()
         start = self.cols.start or 0
         cols = slice(start, self.problem.lk if self.cols.stop is None else self.cols.stop)
         span = masks.partly_hidden(self.problem, self.rows, cols)
         if span is None:
             return None
         return slice(span.start - start, span.stop - start), self.rule(masks.visible(self.problem, self.rows, span))
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,14 +147,10 @@ def _rope(problem: Problem) -> bool:
 
 
 def compute_q_rope(block: Block, x) -> np.ndarray:
-    from attncli.rope import rotate
-
     return rotate(block.Q, block.problem.q_positions[block.rows], block.problem.rope)  # (H, b, d_k)
 
 
 def compute_k_rope(block: Block, x) -> np.ndarray:
-    from attncli.rope import rotate
-
     return rotate(block.K, block.problem.k_positions[block.cols], block.problem.rope)  # (H, c, d_k)
 
 
@@ -170,15 +159,11 @@ def compute_scores(block: Block, x) -> np.ndarray:
 
 
 def compute_scaled(block: Block, x: np.ndarray) -> np.ndarray:
-    import numpy as np
-
     return np.multiply(x, x.dtype.type(block.scale), out=_into(block, x))  # (H, b, c)
 
 
 def compute_capped(block: Block, x: np.ndarray) -> np.ndarray:
     """c · tanh(scaled / c): smooth, odd, within (−c, c), ≈ scaled for |scaled| ≪ c (Gemma 2)."""
-    import numpy as np
-
     cap = x.dtype.type(block.problem.softcap)
     out = np.divide(x, cap, out=_into(block, x))  # (H, b, c)
     np.tanh(out, out=out)
@@ -187,8 +172,6 @@ def compute_capped(block: Block, x: np.ndarray) -> np.ndarray:
 
 
 def compute_masked(block: Block, x: np.ndarray) -> np.ndarray:
-    import numpy as np
-
     out = mask_scores(x, None, block.bias(), out=_into(block, x))  # (H, b, c)
     hidden = block.hidden()  # rules are evaluated only on the columns where they may hide a key
     if hidden is not None:
@@ -201,8 +184,6 @@ def mask_scores(scaled: np.ndarray, mask: np.ndarray | None = None, bias: np.nda
                 out: np.ndarray | None = None) -> np.ndarray:
     """scaled + bias, then −∞ wherever the mask forbids (mask and bias broadcast over heads).
     With `out` (= scaled) the work is done in place."""
-    import numpy as np
-
     if out is None:
         out = scaled.copy()
     if bias is not None:
@@ -222,8 +203,6 @@ def sinks(block: Block, dtype) -> np.ndarray | None:
 
 
 def compute_weights(block: Block, x: np.ndarray) -> np.ndarray:
-    import numpy as np
-
     lse = None if block.found is None else np.empty(x.shape[:-1], x.dtype)  # (H, b)
     weights, dead = softmax(x, block.problem.masked_rows, out=_into(block, x), sinks=sinks(block, x.dtype), lse=lse)
     if block.found is not None:
@@ -237,8 +216,6 @@ def compute_output(block: Block, x: np.ndarray) -> np.ndarray:
 
 def _finite(what: str, axes=HQK):
     def check(block: Block, x: np.ndarray) -> None:
-        from attncli.arrays import check_finite
-
         check_finite(x, what, axes, offset=block.offset)
     return check
 
@@ -262,9 +239,6 @@ def _bias_arrays(problem: Problem) -> int:
 
 
 def _check_masked(block: Block, x: np.ndarray) -> None:
-    import numpy as np
-    from attncli.arrays import check_finite
-
     if block.problem.bias is None:
         # ALiBi alone cannot overflow: |slope| ≤ 1e6 and distances ≤ 2^54 keep its term below 2e22,
         # less than half a unit in the last place of any float32 or float64 beyond 1e31 (variants.MAX_SLOPE).
@@ -295,12 +269,12 @@ STAGES: tuple[Stage, ...] = (
     Stage("scores", "scores = $q $kᵀ", "$q $kᵀ", r"$qtex $ktex^\top", compute_scores, check=_check_scores,
           vjp=vjps.scores,
           hand=stage_steps.SCORES),
-    Stage("scaled", "scaled = scores · $scale", "scores · scale", r"\text{scores} \cdot \text{scale}",
+    Stage("scaled", "scaled = $previous · $scale", "$previous · scale", r"\text{$previous} \cdot \text{scale}",
           compute_scaled, check=_check_scaled,
           vjp=vjps.scaled,
           hand=stage_steps.SCALED),
-    Stage("capped", "capped = $cap · tanh(scaled / $cap)", "cap · tanh(scaled / cap), cap = $cap",
-          r"$cap \tanh(\text{scaled} / $cap)", compute_capped,
+    Stage("capped", "capped = $cap · tanh($previous / $cap)", "cap · tanh($previous / cap), cap = $cap",
+          r"$cap \tanh(\text{$previous} / $cap)", compute_capped,
           vjp=vjps.capped, vjp_title=" ∘ (1 − (capped / c)²)",
           applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap",
           hand=stage_steps.CAPPED),
@@ -308,14 +282,14 @@ STAGES: tuple[Stage, ...] = (
           r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
           vjp=vjps.masked, vjp_title="",  # its zeros are in the title already: "0 where masked"
           temporaries=_bias_arrays,
-          applies=lambda problem: _masks().has_logit_changes(problem), check=_check_masked, blocked=True,
+          applies=masks.has_logit_changes, check=_check_masked, blocked=True,
           absent="this problem has no mask, bias or ALiBi",
           hand=softmax_steps.MASKED),
     Stage("weights", "weights = softmax($previous) over keys$sink", "softmax($previous) over keys$sink",
           r"\operatorname{softmax}(\text{$previous}$sink_tex)", compute_weights, sum_column=True,
           vjp=vjps.weights,
           hand=softmax_steps.WEIGHTS),
-    Stage("output", "output = weights V", "weights V", r"\text{weights}\, V", compute_output,
+    Stage("output", "output = $previous V", "$previous V", r"\text{$previous}\, V", compute_output,
           check=_finite("output = weights V", ("head", "query", "column")), columns="value columns",
           vjp=vjps.output,
           hand=stage_steps.OUTPUT),
@@ -384,12 +358,6 @@ def previous(problem: Problem, name: str) -> str | None:
     return order[i - 1] if i else None
 
 
-def _number(x: float) -> str:
-    from attncli.variants import number
-
-    return number(x)
-
-
 def fields(problem: Problem, name: str, **given) -> dict[str, str]:
     """A stage's template fields for this problem; `given` adds view-formatted ones ($scale)."""
     rope = _rope(problem)
@@ -400,7 +368,7 @@ def fields(problem: Problem, name: str, **given) -> dict[str, str]:
             "previous": previous(problem, name) or "",
             "q": "Q_rope" if rope else "Q", "k": "K_rope" if rope else "K",
             "qtex": r"Q_{\text{rope}}" if rope else "Q", "ktex": r"K_{\text{rope}}" if rope else "K",
-            "cap": _number(problem.softcap) if problem.softcap is not None else "",
+            "cap": number(problem.softcap) if problem.softcap is not None else "",
             "sink": " and the head's sink logit (then dropped: rows sum to less than 1)" * sink,
             "sink_tex": r",\ \text{sink}" * sink, **given}
 

@@ -15,8 +15,11 @@ The rules (the README's "Input" section states them for users):
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
+from decimal import Decimal
 
 from attncli.errors import InputError
 from attncli.json_text import parse_json
@@ -65,8 +68,6 @@ def cell_value(text: str, where: str, source: str, kind: str):
         hint = f" (write decimals with a point: {cell.replace(',', '.')})" \
             if _COMMA_DECIMAL.fullmatch(cell) else ""
         if _PERCENT.fullmatch(cell):
-            from decimal import Decimal
-
             hint = f" (write {cell} as {Decimal(cell[:-1]).scaleb(-2)})"
         raise InputError(f"{where}: {excerpt(cell, quoted=True)} is not {EXPECTED[kind]}{hint}", source)
     value = Written.parse(cell)
@@ -96,9 +97,6 @@ def _delimiter(text: str, source: str) -> tuple[str, str]:
 
 def _records(text: str, source: str, delimiter: str) -> list[tuple[int, list[str]]]:
     """(row number, cells) of every non-blank record; row numbers count blank lines too."""
-    import csv
-    import io
-
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     records, number = [], 0
     try:

@@ -30,8 +30,9 @@ import numpy as np
 from attncli import masks, stages
 from attncli.arrays import check_finite
 from attncli.attention import head_inputs, masked_rows_warnings, scale_of
+from attncli.document import plain
 from attncli.softmax import row_policy
-from attncli.trace import Problem, frozen, plain
+from attncli.trace import Problem, frozen
 
 
 @dataclass(frozen=True, eq=False)

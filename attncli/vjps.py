@@ -7,34 +7,25 @@ stand in for its Q and K), what the stage read (`x`, the stage before it; None f
 stage's value `y` and the gradient `d` of a loss by `y`, and returns the gradients of what the stage
 read, by name: PREVIOUS for x, a block input ("Q", "K", "V"), a problem parameter ("sinks"), and
 any number it reports on the way ("D"). Arrays are (H, b, …) for a block of b queries and c keys.
-
-numpy is imported inside the functions, as in attncli/stages.py, which imports this module and is
-read at every command's start-up for the stage names; start-up must not load numpy.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import numpy as np
 
+from attncli.rope import rotate
 from attncli.softmax import row_policy
-
-if TYPE_CHECKING:
-    import numpy as np
 
 PREVIOUS = "x"  # the key of the gradient of the stage before
 
 
 def q_rope(block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
     """Q_rope = Q rotated by q_positions: d Q = d Q_rope rotated back (a rotation's inverse is its transpose)."""
-    from attncli.rope import rotate
-
     return {"Q": rotate(d, -block.problem.q_positions[block.rows], block.problem.rope)}  # (H, b, d_k)
 
 
 def k_rope(block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
     """K_rope = K rotated by k_positions: d K = d K_rope rotated back."""
-    from attncli.rope import rotate
-
     return {"K": rotate(d, -block.problem.k_positions[block.cols], block.problem.rope)}  # (H, c, d_k)
 
 
@@ -50,8 +41,6 @@ def scaled(block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.n
 
 def capped(block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
     """capped = c · tanh(x / c): d x = d capped ∘ (1 − tanh²) = d capped ∘ (1 − (capped / c)²)."""
-    import numpy as np
-
     factor = y / block.problem.softcap  # tanh(x / c), (H, b, c)
     factor *= factor
     np.subtract(1, factor, out=factor)  # 1 − tanh²
@@ -62,8 +51,6 @@ def capped(block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.n
 def masked(block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
     """masked = x + bias, −∞ where the mask blocks: d x = d masked, and 0 where masked is −∞ (a
     hidden key, or a −∞ bias: −∞ whatever x is). The bias is not a differentiable input here."""
-    import numpy as np
-
     return {PREVIOUS: np.where(np.isneginf(y), 0.0, d)}  # (H, b, c)
 
 
@@ -72,8 +59,6 @@ def weights(block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.
     matrix per row, D = rowsum(d P ∘ P), which equals rowsum(d_output ∘ output) when output =
     weights V (FlashAttention-2's form); 0 on a row whose every key is masked (its weights, 0 or
     uniform, do not depend on x). With sinks, d sink = −Σ_rows (1 − Σ_j P_j) · D, per head."""
-    import numpy as np
-
     D = np.einsum("hqk,hqk->hq", d, y)  # (H, b)
     out = np.subtract(d, D[..., None])  # (H, b, c)
     out *= y

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from attncli.document import EXACT_INTEGERS, plain
 from attncli.render import tables
-from attncli.trace import EXACT_INTEGERS, plain
 from attncli.values import MAX_DECIMALS, Written
 from tests.conftest import ROOT, SAMPLES, SCOOTER, assert_error
 

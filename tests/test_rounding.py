@@ -1,4 +1,4 @@
-"""One rounding for every view (`trace.round_finite`): a finite number stays finite, and float32
+"""One rounding for every view (`document.round_finite`): a finite number stays finite, and float32
 rounds in its own precision (`--round 4` writes 0.7679, not 0.7678999900817871)."""
 
 import json
@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from attncli.trace import round_finite
+from attncli.document import round_finite
 from conftest import SAMPLES
 
 HUGE = json.dumps({"Q": [[1, 0]], "K": [[1, 0]], "V": [[1e306, 2]]})

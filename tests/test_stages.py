@@ -1,6 +1,9 @@
 """The stage table (attncli/stages.py) is the one place a stage is defined: a throwaway stage added
-to it alone reaches the trace, the output-only path, the JSON, the tables, the exports and the
-answer keys of `attn check`; records are frozen and their arrays read-only."""
+to it (and its name to attncli/names.py, which a test holds equal to the table) reaches the trace,
+the output-only path, the tiles, the JSON and its read-back, the tables and exports, `--explain`,
+the backward pass and the answer keys of `attn check` (test_a_stage_with_its_compute_vjp_and_hand_
+step_runs_every_path runs them all on one stage); a path that cannot handle a stage refuses it by
+name; records are frozen and their arrays read-only."""
 
 import dataclasses
 import itertools
@@ -11,7 +14,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from attncli import stages
+from attncli import grads, names, stages
 from attncli.attention import attend
 from attncli.blocks import attend_output
 from attncli.carry import CARRIES
@@ -34,9 +37,17 @@ DOUBLED = stages.Stage("doubled", "doubled = $previous · 2", "$previous · 2", 
 
 
 def insert(monkeypatch, stage, after="scaled"):
+    """Add `stage` to the table after `after`, and its name to attncli/names.py (the commands'
+    numpy-free copy of the names, held equal to the table below)."""
     table = list(stages.STAGES)
     table.insert(stages.names().index(after) + 1, stage)
     monkeypatch.setattr(stages, "STAGES", tuple(table))
+    monkeypatch.setattr(names, "STAGES", stages.names())
+
+
+def test_the_commands_names_are_the_tables():
+    assert names.STAGES == stages.names()
+    assert names.GRADIENTS == grads.names() and names.GRADS == grads.GRADS
 
 
 @pytest.fixture
@@ -147,10 +158,8 @@ def test_freezing_leaves_the_callers_arrays_writable():
 @pytest.fixture
 def doubled_by_hand(monkeypatch):
     """The doubled stage with its hand-calculation step: x × 2 on each key's printed number."""
-    stage = dataclasses.replace(DOUBLED, hand=elementwise("double, $previous × 2", "{x} × 2", lambda x: x * 2))
-    table = list(stages.STAGES)
-    table.insert(stages.names().index("scaled") + 1, stage)
-    monkeypatch.setattr(stages, "STAGES", tuple(table))
+    insert(monkeypatch, dataclasses.replace(DOUBLED, hand=elementwise("double, $previous × 2", "{x} × 2",
+                                                                      lambda x: x * 2)))
 
 
 def _exponents(lines: list[str]) -> list[str]:
@@ -355,8 +364,6 @@ def test_a_stage_after_the_softmax_gets_its_gradients_and_the_fused_paths_refuse
 
 
 def test_gradient_titles_name_the_stages_their_vjps_pass_through(doubled_with_vjp):
-    from attncli import grads
-
     title = lambda name, doc: grads.title(grads.get(name), build_problem(doc))  # noqa: E731
     assert title("d_scores", CAUSAL) == "d_scores = weights ∘ (d_weights − D) (through doubled), 0 where masked"
     capped = dict(CAUSAL, softcap=2.0, rope={"style": "half"})
@@ -397,3 +404,130 @@ def test_each_vjp_is_the_transpose_of_its_stage():
             block = dataclasses.replace(block, **{stage.replaces: y})
         if stage.name == "masked":
             np.testing.assert_array_equal(d_in[stages.PREVIOUS][np.isneginf(y)], 0.0)
+
+
+# --- one throwaway stage, every path ---------------------------------------------------------------
+# The doubled stage defined once, with its compute function, its vjp and its hand step, and then run
+# through every path that meets the table: the full trace, the output-only path, the tiles, the JSON
+# and its read-back, the tables and exports, --explain in both carries, attn check, the gradients.
+
+def _listed(doc: dict) -> dict:
+    """A document as JSON holds it: arrays as nested lists."""
+    return {key: value.tolist() if isinstance(value, np.ndarray) else value for key, value in doc.items()}
+
+
+def test_a_stage_with_its_compute_vjp_and_hand_step_runs_every_path(monkeypatch, run, tmp_path, problem_file):
+    insert(monkeypatch, stages.Stage(
+        "doubled", "doubled = $previous · 2", "$previous · 2", r"\text{$previous} \cdot 2",
+        lambda block, x: x * 2,  # compute
+        vjp=lambda block, x, y, d: {stages.PREVIOUS: 2 * d},  # d x = 2 · d doubled
+        hand=elementwise("double, $previous × 2", "{x} × 2", lambda x: x * 2)))
+    # Two heads, a causal mask, a bias, RoPE, a softcap (which reads doubled) and sinks.
+    doc = _listed(_problem(masked=True, variants=True))
+    forward = {**doc, "dO": None}
+    trace = attend(build_problem(forward))
+    _the_full_trace_computes_it(trace)
+    _the_output_only_path_and_the_tiles_agree(build_problem(forward), trace)
+    _the_json_holds_it_and_reads_back(run, problem_file, doc)
+    _the_views_show_it(run, problem_file(forward))
+    _explain_writes_it_in_both_carries(run, problem_file, problem_file(forward), trace)
+    _check_marks_it(run, tmp_path, forward, trace)
+    grads = attend(build_problem(doc)).gradients.grads
+    assert set(grads) == {"Q", "K", "V", "sinks"}
+    for name in grads:  # the backward pass ran doubled's vjp: the gradients of finite differences
+        np.testing.assert_allclose(grads[name], _finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
+
+
+def _the_full_trace_computes_it(trace) -> None:
+    p = trace.problem
+    assert [s.name for s in stages.present(p)] == ["Q_rope", "K_rope", "scores", "scaled", "doubled", "capped",
+                                                   "masked", "weights", "output"]
+    np.testing.assert_array_equal(trace.doubled, 2 * trace.scaled)
+    np.testing.assert_allclose(trace.capped, p.softcap * np.tanh(trace.doubled / p.softcap), rtol=1e-15)
+    x, sink = trace.masked, p.sinks[:, None, None]  # the softmax over masked and each head's sink
+    top = np.maximum(x.max(axis=-1, keepdims=True), sink)
+    e = np.exp(x - top)
+    np.testing.assert_allclose(trace.weights, e / (e.sum(axis=-1, keepdims=True) + np.exp(sink - top)), rtol=1e-13)
+
+
+def _the_output_only_path_and_the_tiles_agree(problem, trace) -> None:
+    for block in (1, 2, None):  # None: the default block size
+        blocked = attend_output(problem, block=block)
+        np.testing.assert_allclose(blocked.final, trace.final, rtol=1e-13, atol=1e-15, err_msg=str(block))
+        np.testing.assert_allclose(blocked.lse, trace.lse, rtol=1e-13, err_msg=str(block))
+    for bq in range(1, problem.lq + 1):
+        for bk in range(1, problem.lk + 1):
+            tiled = attend_tiles(problem, bq, bk)
+            np.testing.assert_allclose(tiled.output, trace.output, rtol=0, atol=1e-13, err_msg=f"{bq}×{bk}")
+            np.testing.assert_allclose(tiled.lse, trace.lse, rtol=0, atol=1e-13, err_msg=f"{bq}×{bk}")
+
+
+def _the_json_holds_it_and_reads_back(run, problem_file, doc) -> None:
+    written = run.json("compute", problem_file(doc))
+    head = written["heads"][1]
+    assert list(head)[:9] == ["Q", "K", "V", "Q_rope", "K_rope", "scores", "scaled", "doubled", "capped"]
+    np.testing.assert_array_equal(head["doubled"], 2 * np.array(head["scaled"]))
+    assert run.json("compute", problem_file(written, "out.json")) == written  # read back: the same document
+    tampered = json.loads(json.dumps(written))
+    tampered["heads"][1]["doubled"][0][0] += 1
+    assert_error(run("compute", problem_file(tampered, "tampered.json"), "-f", "json"), "doubled")
+    tiled = run.json("compute", problem_file(doc), "--tiles", "2,3", "--stages", "doubled,output,grads")
+    assert run.json("compute", problem_file(tiled, "tiled.json"), "--tiles", "2,3",
+                    "--stages", "doubled,output,grads") == tiled
+
+
+def _the_views_show_it(run, path) -> None:
+    table = run("compute", path, "--format", "table", "--stages", "doubled,capped")
+    assert table.exit_code == 0, table.stderr
+    assert "doubled = scaled · 2 · head 1" in table.stdout and "capped = 2 · tanh(doubled / 2)" in table.stdout
+    markdown = run("compute", path, "--format", "markdown", "--stages", "doubled")
+    assert markdown.exit_code == 0 and "scaled · 2" in markdown.stdout, markdown.stderr
+    latex = run("compute", path, "--format", "latex", "--stages", "doubled,capped")
+    assert latex.exit_code == 0, latex.stderr
+    assert r"\text{scaled} \cdot 2" in latex.stdout and r"\tanh(\text{doubled} / 2)" in latex.stdout
+    csv = run("compute", path, "--format", "csv", "--stages", "doubled")
+    assert csv.exit_code == 0 and len(csv.stdout.splitlines()) == 1 + 2 * 3, csv.stderr  # a header, 2 heads × 3 rows
+
+
+def _explain_writes_it_in_both_carries(run, problem_file, path, trace) -> None:
+    lk = trace.problem.lk
+    for carry in CARRIES:
+        written = run.json("compute", path, "--explain", "--carry", carry)
+        lines = written["explanation"]
+        step = next(line for line in lines if line.startswith("Step") and "double, scaled × 2" in line)
+        results, kinds = check_equations(lines)
+        assert kinds["scale"] >= 2 * 3 * lk, kinds  # every doubled key, of every row of both heads, was checked
+        broken = [line for line, ok in results if not ok and (carry == "rounded" or "unrounded" not in line)]
+        assert broken == [], (carry, broken)
+        if carry == "exact":  # the row printed is the trace's: doubled is 2 × scaled to the last digit shown
+            start = lines.index(step)
+            scaled, doubled = trace.scaled[0, 0], trace.doubled[0, 0]
+            assert [NOTE.sub("", line) for line in lines[start + 1:start + 1 + lk]] == \
+                [f"  {j}: {scaled[j]:.4f} × 2 = {doubled[j]:.4f}" for j in range(lk)]
+        assert run.json("compute", problem_file(written, "explained.json"), "--explain", "--carry", carry) == written
+
+
+def _check_marks_it(run, tmp_path, doc, trace) -> None:
+    (tmp_path / "problem.json").write_text(json.dumps(doc))
+    present = [stage.name for stage in stages.present(trace.problem)]
+    right = {"heads": [{name: np.where(np.isneginf(trace.stage(name)[h]), None,  # −∞ as JSON writes it
+                                       np.round(trace.stage(name)[h], 4)).tolist() for name in present}
+                       for h in range(trace.problem.heads)]}
+    marks = _checked(run, tmp_path, right, 0)["stages"]
+    assert [marks[f"heads[{h}].doubled"]["right"] for h in (0, 1)] == [12, 12]  # full marks
+    wrong = json.loads(json.dumps(right))
+    for h, head in enumerate(wrong["heads"]):  # doubling forgotten: scaled's numbers under doubled
+        head["doubled"] = np.round(trace.scaled[h], 4).tolist()
+    marks = _checked(run, tmp_path, wrong, 1)["stages"]
+    for h in (0, 1):
+        assert marks[f"heads[{h}].doubled"]["right"] == 0 and marks[f"heads[{h}].doubled"]["wrong"] == 12
+        assert marks[f"heads[{h}].capped"]["right"] == 12  # the stages after it keep their marks
+
+
+def _checked(run, tmp_path, answers: dict, code: int) -> dict:
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    result = run("check", tmp_path / "answers.json", tmp_path / "problem.json", "--format", "json")
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    marks = json.loads(result.stdout)
+    assert marks["all_correct"] == (code == 0)
+    return marks

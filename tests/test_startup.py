@@ -1,8 +1,9 @@
 """Start-up: what each command line loads, and the imports kept inside functions for it.
 
 `attn --version` and `--help` load neither numpy nor rich; `attn compute --format json` loads
-numpy but never rich. Imports sit at module top; the few kept inside a function (a command's work,
-rich for the table views) say why, with "start-up" in the comment just above them."""
+numpy but never rich. Imports sit at module top in every module of attncli/; the few kept inside a
+function (a command's work, rich for the table views) say why, with "start-up" in the comment just
+above them. The commands read the stage names from attncli/names.py, which imports nothing."""
 
 import ast
 import subprocess
@@ -38,14 +39,6 @@ def test_each_command_line_loads_only_what_it_needs(args, heavy):
     assert loaded(*args) == heavy
 
 
-# Files whose imports this lane keeps at module top (the rest of attncli/ is checked the same way
-# once every module follows the rule).
-CHECKED = ["attncli/cli.py", "attncli/api.py", "attncli/__init__.py", "attncli/answers.py", "attncli/marking.py",
-           "attncli/marking_backward.py", "attncli/tile_marks.py", "attncli/grading.py", "attncli/exercise.py",
-           "attncli/posenc.py", "attncli/errors.py", "attncli/variants.py", "attncli/rope.py", "attncli/values.py",
-           "attncli/choices.py", "attncli/commands/*.py", "attncli/render/[!e]*.py", "attncli/render/export.py"]
-
-
 def function_level_imports(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     top = {id(node) for statement in tree.body if isinstance(statement, (ast.Try, ast.If))
@@ -54,12 +47,37 @@ def function_level_imports(path):
 
 
 def test_an_import_inside_a_function_says_it_is_there_for_start_up():
+    """Every module of attncli/: an import inside a function is there for start-up, and a comment
+    just above it says so (and why: what it would load)."""
     unexplained = []
-    for pattern in CHECKED:
-        for path in sorted(ROOT.glob(pattern)):
-            lines = path.read_text(encoding="utf-8").splitlines()
-            for node in function_level_imports(path):
-                above = lines[max(0, node.lineno - 6):node.lineno - 1]
-                if not any("start-up" in line for line in above if line.strip().startswith("#")):
-                    unexplained.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    for path in sorted((ROOT / "attncli").rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in function_level_imports(path):
+            above = lines[max(0, node.lineno - 6):node.lineno - 1]
+            if not any("start-up" in line for line in above if line.strip().startswith("#")):
+                unexplained.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert unexplained == []
+
+
+def test_the_core_imports_at_module_top():
+    """Below the commands and the views, no module keeps an import inside a function: the start-up
+    ones belong to the commands (and to the views that load rich), which load the core lazily."""
+    core = [path for path in sorted((ROOT / "attncli").rglob("*.py"))
+            if path.parent.name == "attncli" and path.name not in ("cli.py", "api.py", "__init__.py")]
+    assert len(core) > 40
+    inside = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in core for node in function_level_imports(path)]
+    assert inside == []
+
+
+def test_the_names_module_loads_nothing():
+    """attncli/names.py is what `attn check` and `attn compute` read at start-up, before numpy."""
+    tree = ast.parse((ROOT / "attncli" / "names.py").read_text(encoding="utf-8"))
+    assert [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))] == []
+
+
+def test_version_and_help_load_no_stage_table():
+    """`attn --version` reads the names (attncli/names.py), not the tables that load numpy."""
+    code = "import sys; sys.argv[1:] = ['--version']; from attncli.cli import main\ntry: main()\nexcept SystemExit: pass\n" \
+           "print(sorted(m for m in sys.modules if m in ('attncli.stages', 'attncli.grads', 'attncli.names')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.stdout.strip().splitlines()[-1] == "['attncli.names']", done.stderr

@@ -4,11 +4,11 @@ computed stages."""
 import math
 import re
 
+from attncli import names  # one --STAGE option per stage of the table (no numpy at start-up)
 from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
 from attncli.errors import InputError, did_you_mean, quote
-from attncli.stages import names as answer_options  # one --STAGE option per stage of the table
 
 ANSWERS = "Answers given inline"
 
@@ -23,7 +23,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("files", "ANSWERS [PROBLEM], one file holding both, or many answer files (with --problem, or each "
            "holding its own problem).", type=list, argument=True),
     Option("problem", "The problem (compute input); every FILE is then an answers file.", flags=("--problem", "-p")),
-    *(_answer(stage) for stage in answer_options()),  # one per stage of the stage table, after --problem
+    *(_answer(stage) for stage in names.STAGES),  # one per stage of the stage table, after --problem
     Option("decimals", "Least decimals a value needs: with fewer it is correct only when exact (4, 0.5), "
            "otherwise imprecise (not correct). Default: the problem's \"decimals\", else 2.",
            type=int, low=0, high=17),
@@ -89,8 +89,8 @@ def _stages(text: str | None) -> tuple[str, ...] | None:
         return None
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     for stage in stages:
-        if stage not in answer_options():
-            hint = did_you_mean(stage, answer_options()) or f"; stages are {', '.join(answer_options())}"
+        if stage not in names.STAGES:
+            hint = did_you_mean(stage, names.STAGES) or f"; stages are {', '.join(names.STAGES)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages
 
@@ -108,8 +108,8 @@ def _points(text: str | None) -> dict[str, float] | None:
         named = STAGE_PATH.match(stage)
         if not equals or not named:
             raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", "--points")
-        if named.group(1) not in answer_options():
-            hint = did_you_mean(named.group(1), answer_options()) or f"; stages are {', '.join(answer_options())}"
+        if named.group(1) not in names.STAGES:
+            hint = did_you_mean(named.group(1), names.STAGES) or f"; stages are {', '.join(names.STAGES)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--points")
         try:
             value = float(number)

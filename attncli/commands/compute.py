@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import typer
 
-from attncli import grads
+from attncli import names  # the stage table's names without numpy, which loads after one_blas_thread
 from attncli.blas import one_blas_thread
 from attncli.commands import option_text as opt
 from attncli.commands import spec
@@ -15,7 +15,6 @@ from attncli.commands.compute_options import OPTIONS, views
 from attncli.commands.edge import auto_is_table
 from attncli.errors import InputError, quote
 from attncli.render.target import OutputError, check_target
-from attncli.stages import names as stage_names
 
 # The choice options' Enums (Typer's choices), made from the core's tuples by the table.
 Format, MaskedRows, Carry, RopeStyle, DType = (spec.find(OPTIONS, name).enum for name in (
@@ -91,8 +90,8 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     if tile_sizes is not None and (format in TEXT_ONLY_FORMATS or suffix in (".npy", ".npz")):
         raise InputError("shows its tiles as tables or JSON only; drop --tiles, or use --format table "
                          "or json (--output FILE.json)", "--tiles")
-    if format == "csv" and (len(shown) != 1 or shown[0] in ("inputs", "heatmap") + grads.names() + (grads.GRADS,)):
-        others = ", ".join(name for name in stage_names() if name != "weights")
+    if format == "csv" and (len(shown) != 1 or shown[0] in ("inputs", "heatmap") + names.GRADIENTS + (names.GRADS,)):
+        others = ", ".join(name for name in names.STAGES if name != "weights")
         raise typer.BadParameter(f"--format csv writes one stage: add --stages weights (or {others})",
                                  param_hint="--stages")
     _binary_holds(o, shown, suffix)
@@ -126,7 +125,7 @@ def _binary_holds(o: SimpleNamespace, shown: tuple[str, ...], suffix: str | None
 def _shown(o: SimpleNamespace, tiled: bool) -> tuple[str, ...]:
     """The --stages words (and the heatmap). --tiles shows the tiles and the output alone unless
     asked for more; --do adds the backward pass."""
-    tiled_default = "output" if o.do is None else ",".join(("output",) + grads.names() + (grads.GRADS,))
+    tiled_default = "output" if o.do is None else ",".join(("output",) + names.GRADIENTS + (names.GRADS,))
     return _stages(o.stages if o.stages is not None or not tiled else tiled_default) + (
         ("heatmap",) if o.heatmap else ())
 

@@ -8,19 +8,18 @@ the `--rope…` options together replace the file's `rope` object; `--invert-mas
 mask matrix is read. Light: no numpy (start-up reads this table).
 """
 
-from attncli import grads
+from attncli import names  # the tables' names without numpy (start-up)
 from attncli.choices import CARRIES, DTYPES, MASKED_ROWS, ROPE_STYLES
 from attncli.commands import option_text as opt
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
 from attncli.rule_words import WINDOW_ENDS, masked_rows_help, sliding_window, window_condition
-from attncli.stages import names as stage_names
 
 
 def views() -> tuple[str, ...]:
     """What --stages may name: the inputs, every stage of the stage table, the backward pass's
     stages and its grads (shown when there is a dO), the heatmap."""
-    return ("inputs",) + stage_names() + grads.names() + (grads.GRADS, "heatmap")
+    return ("inputs",) + names.STAGES + names.GRADIENTS + (names.GRADS, "heatmap")
 
 
 MATRICES = "Matrices (a path or inline text)"

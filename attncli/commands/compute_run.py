@@ -2,10 +2,11 @@
 problem, compute the trace (or the output alone, in blocks; or the tiles), and show it through the
 chosen view. This module loads numpy and the core: compute.py imports it only when compute runs.
 
-Start-up: what every run needs is imported at the top; what only some options need (the blocked
-path, the tiles, the explanation, the text exports, --output FILE, and the tables, which load
-rich) is imported where it is used, so that `attn compute p.json --format json` pays for none of
-it (together they would add about a tenth to its run time).
+Start-up: what every run needs is imported at the top (the tiles too: readback.py, which every
+run uses, loads them); what only some options need (the blocked path, the explanation, the text
+exports, --output FILE, and the tables, which load rich) is imported where it is used, so that
+`attn compute p.json --format json` pays for none of it (together they would add about a tenth to
+its run time: the blocked path's thread pool loads logging, the explanation the hand steps).
 """
 
 import sys
@@ -27,6 +28,7 @@ from attncli.render.json import document
 from attncli.render.progress import progress
 from attncli.render.target import OutputError
 from attncli.stages import get, stand_in
+from attncli.tiles import attend_tiles
 
 MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON keeps about 5 KB a tile
 
@@ -82,7 +84,7 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
         _guard(problem, plan.written, shown, full, plan.output_only, plan.tile_sizes)
         trace = _attend(problem, plan.output_only, plan.workers)
         verify(doc, trace, flag, options)  # echoes and results the document holds, read back
-        tiled = None if plan.tile_sizes is None else _attend_tiles(problem, plan.tile_sizes)
+        tiled = None if plan.tile_sizes is None else attend_tiles(problem, *plan.tile_sizes)
     except AttnError as error:
         raise error.at(source) if source else error
     return trace, tiled
@@ -158,13 +160,6 @@ def _check_backward(problem, asked_for, output_only: bool, suffix: str | None, t
                              "(dO) needs the weights: add --stages output,grads, or drop dO", "--tiles")
         raise InputError("output computes only the final output, in blocks; the backward pass (dO) needs the "
                          "weights: add weights (or d_Q, grads, …) to --stages, or drop --do", "--stages")
-
-
-def _attend_tiles(problem, tile_sizes: tuple[int, int]):
-    # Imported here, for start-up (see above): only --tiles needs the tile trace.
-    from attncli.tiles import attend_tiles
-
-    return attend_tiles(problem, *tile_sizes)
 
 
 # --explain is a hand calculation: for hand-sized rows. Past these it is refused before any line

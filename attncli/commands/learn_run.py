@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from attncli import attention
 from attncli.commands.edge import auto_is_table
+from attncli.document import to_dict
 from attncli.exercise import DECIMALS, DEFAULT_TILES, ExerciseError, Options, build
 from attncli.posenc import positional_encoding
 from attncli.problem import build_problem
@@ -14,7 +15,6 @@ from attncli.readback import add_tiles
 from attncli.tiles import attend_tiles
 from attncli.render import export, worksheet
 from attncli.render.json import dumps
-from attncli.trace import to_dict
 
 
 def run_exercise(seed: int | None, kinds: tuple[str, ...], queries: int | None, keys: int, dim: int | None,

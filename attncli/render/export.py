@@ -12,10 +12,11 @@ import re
 
 import numpy as np
 
+from attncli.document import round_finite
 from attncli.grads import GRADIENTS, title
 from attncli.render.text import labels, number, shown
 from attncli.stages import fill, get, present
-from attncli.trace import Trace, round_finite
+from attncli.trace import Trace
 
 def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
     """Each table's formula, (Markdown, LaTeX): the stage table's, filled for this trace (the

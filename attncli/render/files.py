@@ -37,11 +37,12 @@ from contextlib import contextmanager, suppress
 
 import numpy as np
 
+from attncli.document import mask_and_bias
 from attncli.errors import quote
 from attncli.render import out
 from attncli.render.target import TEXT_SUFFIXES, OutputError, reason
 from attncli.stages import names
-from attncli.trace import Trace, mask_and_bias
+from attncli.trace import Trace
 from attncli.variants import input_keys as variant_keys
 
 TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|md|tex|csv|npy|npz)")

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.document import plain
 from attncli.grading import STATUSES, StageMark
 from attncli.marking import all_correct, missing_stages, unanswered
 from attncli.render.export import csv_text
 from attncli.stages import names
-from attncli.trace import Trace, plain
+from attncli.trace import Trace
 
 Marks = dict[str, StageMark]
 Result = tuple[str, "Marks | None", "str | None"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import re
 
+from attncli.document import to_dict
 from attncli.readback import add_tiles
 from attncli.rules import rule_keys
 from attncli.schema import check_written
-from attncli.trace import Trace, to_dict
+from attncli.trace import Trace
 
 
 def dumps(doc) -> str:

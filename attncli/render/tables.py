@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from functools import partial
 
 import numpy as np
 from rich import box
@@ -92,13 +93,7 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
     `attn compute --tiles`) and every selected stage; `width` splits tables wider than it."""
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-
-    def show(title, matrix, rows, columns=None, extra=()):  # rows, columns: labels escaped by `labels`
-        columns = columns or [str(j) for j in range(matrix.shape[1])]
-        for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra, full):
-            console.print(renderable)
-        console.print()
-
+    show = partial(_show, console, precision, width, full)
     console.print(Text("\n".join(header_lines(trace, precision))))
     console.print()
     if explanation is not None:
@@ -118,29 +113,51 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
             show(f"{name} {shape_text(array.shape)}", array.reshape(len(rows), -1), rows)
     exact = exact_scale(trace)
     scale = number(trace.scale, precision) + (f" ({exact})" if exact else "")  # e.g. "0.7071 (1/√2)"
-    present = [stage for stage in stage_table.present(p) if trace.stage(stage.name) is not None]
     for h in range(p.heads):
-        head = f" · head {h}" if p.heads > 1 else ""
-        if "inputs" in stages:
-            for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
-                show(f"{name}{head}", trace.stage(name)[h], rows)
-        for stage in present:
-            if stage.name not in stages:
-                continue
-            matrix = trace.stage(stage.name)[h]
-            extra = ()
-            if stage.sum_column:  # the row sums (1, or less with sinks), and ln Σ e^logit beside them
-                extra = (("sum", matrix.sum(axis=1)),) + ((("lse", trace.lse[h]),) if trace.lse is not None else ())
-            title = stage_table.fill(stage.title, p, stage.name, scale=scale)
-            rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
-            show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra)
-        if trace.gradients is not None:
-            for gradient in grads.GRADIENTS:
-                if gradient.name in stages:
-                    matrix = trace.gradients.heads[gradient.name][h]
-                    columns = keys if gradient.columns == "keys" else [gradient.name] if matrix.ndim == 1 else None
-                    show(gradient.title + head, matrix.reshape(matrix.shape[0], -1),
-                         queries if gradient.rows == "queries" else keys, columns)
+        _head_tables(trace, h, stages, show, queries, keys, scale)
+    _final_tables(trace, stages, show, queries, keys)
+    if "heatmap" in stages:
+        print_heatmaps(trace, console, heads, full, width)
+
+
+def _show(console: Console, precision: int, width: int | None, full: bool, title: str, matrix: np.ndarray,
+          rows: list[str], columns: list[str] | None = None, extra=()) -> None:
+    """One titled matrix (rows, columns: labels escaped by `labels`; columns numbered when None)."""
+    columns = columns or [str(j) for j in range(matrix.shape[1])]
+    for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra, full):
+        console.print(renderable)
+    console.print()
+
+
+def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: list[str], scale: str) -> None:
+    """Head h's inputs, the stage table's stages it has and the backward pass's, as `stages` selects."""
+    p = trace.problem
+    head = f" · head {h}" if p.heads > 1 else ""
+    if "inputs" in stages:
+        for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
+            show(f"{name}{head}", trace.stage(name)[h], rows)
+    for stage in stage_table.present(p):
+        if stage.name not in stages or trace.stage(stage.name) is None:
+            continue
+        matrix = trace.stage(stage.name)[h]
+        extra = ()
+        if stage.sum_column:  # the row sums (1, or less with sinks), and ln Σ e^logit beside them
+            extra = (("sum", matrix.sum(axis=1)),) + ((("lse", trace.lse[h]),) if trace.lse is not None else ())
+        title = stage_table.fill(stage.title, p, stage.name, scale=scale)
+        rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
+        show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra)
+    if trace.gradients is not None:
+        for gradient in grads.GRADIENTS:
+            if gradient.name in stages:
+                matrix = trace.gradients.heads[gradient.name][h]
+                columns = keys if gradient.columns == "keys" else [gradient.name] if matrix.ndim == 1 else None
+                show(gradient.title + head, matrix.reshape(matrix.shape[0], -1),
+                     queries if gradient.rows == "queries" else keys, columns)
+
+
+def _final_tables(trace: Trace, stages, show, queries: list[str], keys: list[str]) -> None:
+    """The heads side by side and the final output (with W_O or several heads), and one gradient per input."""
+    p = trace.problem
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
             show("concat = heads side by side", trace.concat, queries)
@@ -151,8 +168,6 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
         for name, array in trace.gradients.grads.items():
             show(f"grads: d{name} {shape_text(array.shape)}", array.reshape(-1, array.shape[-1]),
                  _input_rows(name, array, queries, keys))
-    if "heatmap" in stages:
-        print_heatmaps(trace, console, heads, full, width)
 
 
 def _input_rows(name: str, array: np.ndarray, queries: list[str], keys: list[str]) -> list[str]:

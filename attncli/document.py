@@ -1,0 +1,99 @@
+"""The JSON document `attn compute` writes, from a trace (attncli/trace.py), and the one rounding
+every view uses. It sits above the stage table and the backward pass's table, whose names are its
+per-head keys; trace.py below them holds only the frozen records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncli import grads
+from attncli.masks import input_keys, rule_lines
+from attncli.stages import names as stage_names  # `stages` is to_dict's argument: the names to write
+from attncli.trace import Problem, Trace
+from attncli.variants import input_keys as variant_keys
+
+EXACT_INTEGERS = 2.0**52  # from here on every float64 is a whole number: rounding changes nothing
+
+
+def round_finite(array: np.ndarray, decimals: int) -> np.ndarray:
+    """The one rounding every view uses (JSON's and CSV's --round, marking's carried values).
+    Finite stays finite: numpy rounds x·10^d, which overflows for a huge x (1e306 with d = 3);
+    values from 2^52 up have no decimals and are kept as they are. A float32 array is rounded in
+    its own precision: widened first, so that 0.7679 is written 0.7679, not 0.7678999900817871
+    (float32's nearest value to it); the result is float64."""
+    array = np.asarray(array)
+    if array.dtype == np.float32:
+        array = array.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = np.round(array, decimals)
+    return np.where(np.abs(array) < EXACT_INTEGERS, result, array)
+
+
+def plain(array: np.ndarray, decimals: int | None = None):
+    """Nested lists for JSON: −∞ becomes None (strict JSON has no Infinity), optionally rounded."""
+    if decimals is not None:
+        array = round_finite(array, decimals)
+    if np.isneginf(array).any():
+        return np.where(np.isneginf(array), None, array).tolist()
+    return array.tolist()
+
+
+def mask_and_bias(problem: Problem) -> dict:
+    """The mask rules and bias as input keys (see masks.input_keys), the bias without the head
+    axis it was broadcast to."""
+    keys = input_keys(problem)
+    if problem.bias is not None:
+        keys["bias"] = problem.bias[0] if problem.bias.shape[0] == 1 else problem.bias
+    return keys
+
+
+def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
+    """The JSON document `attn compute` writes. It is also valid input: the problem's keys are
+    echoed at the top level (the mask normalised to true = may attend), results beside them.
+    `stages`: the names to write ("inputs" for Q, K, V per head); None: all."""
+    stages = ("inputs",) + stage_names() + grads.names() + (grads.GRADS,) if stages is None else stages
+    problem = trace.problem
+    doc: dict = {"attncli": 1}
+    for key in ("title", "description"):
+        if getattr(problem, key) is not None:
+            doc[key] = getattr(problem, key)
+    doc.update({"dtype": problem.dtype, "scale": trace.scale, "d_k": trace.d_k, "d_v": trace.d_v})
+    doc.update({name: plain(array) for name, array in problem.inputs.items()})
+    for key, value in mask_and_bias(problem).items():
+        doc[key] = plain(value) if isinstance(value, np.ndarray) else value
+    doc.update(variant_keys(problem))
+    doc["mask_rule"] = "; ".join(rule_lines(problem))
+    doc["masked_rows"] = problem.masked_rows
+    if problem.rope is not None:  # the input key, and its convention in words
+        doc["rope"] = problem.rope.to_json()
+        doc["rope_rule"] = problem.rope.describe(trace.d_k)
+    per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]
+    per_head += [name for name in stage_names() if name in stages and trace.stage(name) is not None]
+    if problem.dO is not None:
+        doc["dO"] = plain(problem.dO)
+    doc["heads"] = [{name: plain(trace.stage(name)[h], decimals) for name in per_head}
+                    for h in range(problem.heads)]
+    if trace.lse is not None and ("weights" in stages or "output" in stages):
+        for head, lse in zip(doc["heads"], trace.lse):
+            head["lse"] = plain(lse, decimals)
+    if "W_O" in problem.inputs:
+        doc["concat"] = plain(trace.concat, decimals)
+    doc["output"] = plain(trace.final, decimals)
+    if trace.gradients is not None:
+        _gradients(doc, trace.gradients, stages, decimals)
+    doc["query_labels"] = problem.query_labels
+    doc["key_labels"] = problem.key_labels
+    doc["warnings"] = list(trace.warnings)
+    return doc
+
+
+def _gradients(doc: dict, gradients, stages, decimals: int | None) -> None:
+    """The backward pass: its per-head stages beside the forward ones, `grads` at the top level
+    (one per input, in the shape it was given)."""
+    for h, head in enumerate(doc["heads"]):
+        head.update({name: plain(gradients.heads[name][h], decimals) for name in grads.names() if name in stages})
+    if grads.GRADS in stages:
+        doc[grads.GRADS] = {name: plain(array, decimals) for name, array in gradients.grads.items()}
+
+

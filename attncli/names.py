@@ -1,0 +1,12 @@
+"""The names of the stage table's stages and of the backward pass's, without numpy.
+
+The commands read them at start-up: `attn check` makes one `--STAGE` option per stage when its
+module loads (for `--help`), and `attn compute` checks `--stages` in its plan, which runs before
+numpy loads (`blas.one_blas_thread` must come first). The tables themselves (attncli/stages.py,
+attncli/grads.py) import numpy at their top; tests/test_stages.py holds these tuples equal to them,
+so a stage added to the table is added here too, or that test fails.
+"""
+
+STAGES = ("Q_rope", "K_rope", "scores", "scaled", "capped", "masked", "weights", "output")  # stages.names()
+GRADIENTS = ("d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K")  # grads.names()
+GRADS = "grads"  # the top-level JSON key (and --stages word): one gradient per input, in its given shape
