@@ -6,7 +6,7 @@ the vjps.
 The carry is the forward half's (attncli/carry.py): under "exact" every printed number is the exact
 gradient rounded (backward.py's, the tables' numbers), with a note where the printed operands do
 not give the printed result; under "rounded" every number is computed from the numbers printed
-before it (the forward half's printed weights, values, output, q and keys, and dO as printed),
+before it (the forward half's printed weights, values, output, q and keys, and dO as given),
 then rounded, so every printed equation holds. Either way the exact d_q is printed beside the
 narrated one at the end.
 

@@ -6,13 +6,13 @@
 - "rounded" (a pocket calculator): every number is computed from the numbers printed before it,
   then rounded, so every printed equation holds for the printed numbers.
 
-Given numbers (Q, K, V, X, the W and b matrices, a given bias, scale and sink logits, dO) are the
+Given numbers (Q, K, V, X, the W and b matrices, a given bias, scale and sink logits, dO without W_O) are the
 problem's data, not results: both carries print them and compute with them as given (`given`):
 exactly, in their shortest round-trip decimal form (0.125, 2.5, 4.0), when that form has at most
 max(--precision, GIVEN_DECIMALS) decimals and the number is below E_NOTATION_FROM; otherwise
 rounded to --precision like a computed number (e-notation when huge), and a line whose printed
 operands then do not give its result says so (`Writer.unrounded`, exact carry). Numbers the
-calculation derives (projected q, k, v; RoPE's rotated vectors; √d_k; ALiBi's terms) are computed
+calculation derives (projected q, k, v; RoPE's rotated vectors; √d_k; ALiBi's terms; dO W_Oᵀ) are computed
 values, printed and carried like every other result.
 
 "Holds" (`holds`): the printed result equals the printed operands' exact result rounded to the
