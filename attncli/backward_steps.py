@@ -6,7 +6,7 @@ the vjps.
 The carry is the forward half's (attncli/carry.py): under "exact" every printed number is the exact
 gradient rounded (backward.py's, the tables' numbers), with a note where the printed operands do
 not give the printed result; under "rounded" every number is computed from the numbers printed
-before it (the forward half's printed weights, values, output, q and keys, and dO as printed),
+before it (the forward half's printed weights, values, output, q and keys, and dO as given),
 then rounded, so every printed equation holds. Either way the exact d_q is printed beside the
 narrated one at the end.
 
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from attncli.backward import back
-from attncli.carry import Writer, exactly, printed
+from attncli.carry import Writer, exactly, given_pairs, pairs, printed
 from attncli.errors import AttnError
 from attncli.grads import GRADIENTS
 from attncli.hand_backward import Back, Share, values
@@ -116,7 +116,9 @@ def written_backward(trace: Trace, w: Written) -> WrittenBackward:
     names = _names(stages)
     writer = Writer(w.places, w.carry)
     state = Back(trace, w, writer, _exact(trace, w.head, last), [s.name for s in stages], names)
-    state.d = seed = [(float(x), printed(x, w.places)) for x in state.exact(last)]
+    # dO split into heads is given (written as given, carry.given); through W_O it is computed
+    write = pairs if "W_O" in problem.inputs else given_pairs
+    state.d = seed = write(state.exact(last), w.places)
     state.d_name = names[last]
     holders, records = _holders(stages), {}
     for i in range(len(stages) - 1, -1, -1):

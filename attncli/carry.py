@@ -6,6 +6,15 @@
 - "rounded" (a pocket calculator): every number is computed from the numbers printed before it,
   then rounded, so every printed equation holds for the printed numbers.
 
+Given numbers (Q, K, V, X, the W and b matrices, a given bias, scale and sink logits, dO without W_O) are the
+problem's data, not results: both carries print them and compute with them as given (`given`):
+exactly, in their shortest round-trip decimal form (0.125, 2.5, 4.0), when that form has at most
+max(--precision, GIVEN_DECIMALS) decimals and the number is below E_NOTATION_FROM; otherwise
+rounded to --precision like a computed number (e-notation when huge), and a line whose printed
+operands then do not give its result says so (`Writer.unrounded`, exact carry). Numbers the
+calculation derives (projected q, k, v; RoPE's rotated vectors; √d_k; ALiBi's terms; dO W_Oᵀ) are computed
+values, printed and carried like every other result.
+
 "Holds" (`holds`): the printed result equals the printed operands' exact result rounded to the
 printed decimals; at an exact tie either neighbour holds. Lines with a number of E_NOTATION_FROM
 or more are exempt: such numbers are written in e-notation, rounded to significant digits.
@@ -15,6 +24,7 @@ Decimal only, no numpy: the stage table's hand steps (attncli/stage_steps.py) bu
 
 from __future__ import annotations
 
+import math
 from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
 from attncli.choices import CARRIES  # noqa: F401  (read as carry.CARRIES)
 
@@ -26,12 +36,31 @@ PERCENT_PLACES = 1  # "(76.8%)"
 # Numbers this large are written in e-notation; e^x would be one, so the hand calculation
 # subtracts the row's largest score first (it would overflow the dtype soon after anyway).
 E_NOTATION_FROM = 1e15
+# A given number is written exactly when its shortest decimal form has at most this many decimals
+# (or --precision, when that is more); beyond, it is rounded to --precision.
+GIVEN_DECIMALS = 6
 
 
 def printed(x: float, places: int) -> Decimal:
     """x as written with `places` decimals: its exact binary value rounded half-even (as Python's
     `format` rounds), never −0."""
     return round_to(Decimal(float(x)), places)
+
+
+def given(x: float, places: int) -> Decimal:
+    """A given number as written (the module's docstring): its shortest round-trip decimal when that
+    has at most max(places, GIVEN_DECIMALS) decimals and |x| < E_NOTATION_FROM, else `printed`."""
+    x = float(x)
+    if math.isfinite(x) and abs(x) < E_NOTATION_FROM:
+        d = Decimal(repr(x))
+        if max(0, -d.as_tuple().exponent) <= max(places, GIVEN_DECIMALS):
+            return abs(d) if d == 0 else d
+    return printed(x, places)
+
+
+def given_pairs(values, places: int) -> list[tuple[float, Decimal]]:
+    """(true value, as written) for each of the given numbers `values`."""
+    return [(float(x), given(x, places)) for x in values]
 
 
 def round_to(value: Decimal, places: int) -> Decimal:

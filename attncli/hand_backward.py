@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Callable
 
 from attncli import handwriting as hw
-from attncli.carry import Writer, printed, round_to
+from attncli.carry import Writer, given, printed, round_to
 
 Pairs = list  # [(true value, printed Decimal or None for −∞ or a masked key), …]
 
@@ -82,8 +82,8 @@ class Factor(namedtuple("Factor", "true printed divides")):
     # divides: bool
     __slots__ = ()
 
-    def text(self, places: int) -> str:
-        return f"{'/' if self.divides else '×'} {hw.number(self.printed, places)}"
+    def text(self, places: int) -> str:  # √d_k is computed; a given scale is written as given
+        return f"/ {hw.number(self.printed, places)}" if self.divides else f"× {hw.given(self.printed, places)}"
 
     def apply(self, d: Decimal) -> Decimal:
         return d / self.printed if self.divides else d * self.printed
@@ -221,7 +221,7 @@ def _factor(trace, places: int) -> Factor:
     if trace.default_scale:
         root = trace.d_k ** 0.5
         return Factor(root, printed(root, places), True)
-    return Factor(float(trace.scale), printed(trace.scale, places), False)
+    return Factor(float(trace.scale), given(trace.scale, places), False)
 
 
 def _write_scaled_back(back: Back, name: str) -> ScaledBack:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from decimal import ROUND_DOWN, Decimal
 
-from attncli.carry import E_NOTATION_FROM, WIDE
+from attncli.carry import E_NOTATION_FROM, GIVEN_DECIMALS, WIDE, round_to
 
 MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
 MAX_TERMS = 6  # longer dot products and vectors are elided in the middle
@@ -21,10 +21,13 @@ def number(d: Decimal, places: int) -> str:
 
 
 def given(d: Decimal, places: int) -> str:
-    """An operand as a person writes it: 4.0, 0.5, -1.0 (no trailing zeros past the first)."""
-    text = number(d, places)
-    if "e" in text:
-        return text
+    """A number as a person writes it: 4.0, 0.5, 0.125, -1.0 (no trailing zeros past the first).
+    Given inputs arrive exact (carry.given), computed values rounded to `places`: either is written
+    with the decimals it has, never more than max(places, carry.GIVEN_DECIMALS)."""
+    if abs(d) >= E_NOTATION_FROM:
+        return number(d, places)
+    d = round_to(d, max(places, GIVEN_DECIMALS))
+    text = f"{d:f}"
     if "." in text:
         text = text.rstrip("0")
     return text + "0" if text.endswith(".") else text if "." in text else text + ".0"

@@ -8,10 +8,10 @@ import math
 from collections import namedtuple
 from decimal import Decimal
 
-from attncli import handwriting as hw
 import numpy as np
 
-from attncli.carry import E_NOTATION_FROM, PERCENT_PLACES, printed, round_to
+from attncli import handwriting as hw
+from attncli.carry import E_NOTATION_FROM, PERCENT_PLACES, given, printed, round_to
 from attncli.hand_backward import Back, BackStep, dot
 from attncli.handwriting import MAX_KEYS, shown_keys
 from attncli.stage_steps import HandStep, Page, Row, values
@@ -20,7 +20,7 @@ from attncli.stage_steps import HandStep, Page, Row, values
 class Masked(namedtuple("Masked", "name before bias alibi slope pairs")):
     # name: str
     # before: Pairs
-    # bias: list[Decimal | None] | None  # the given bias as printed (None: −∞)
+    # bias: list[Decimal | None] | None  # the given bias as written (carry.given; None: −∞)
     # alibi: list[Decimal] | None  # −slope · |q_pos − k_pos| per key, as printed
     # slope: str | None  # this head's ALiBi slope as written: 6 significant digits
     # pairs: Pairs  # None printed where the key is masked
@@ -31,7 +31,7 @@ def _write_masked(row: Row, name: str) -> Masked:
     p, exact, before = row.trace.problem, row.exact(name), row.x
     row.allowed = [x != -math.inf for x in exact.tolist()]
     bias_exact = None if p.bias is None else row.plane(p.bias)
-    bias = None if bias_exact is None else [None if b == -math.inf else printed(b, row.places) for b in bias_exact]
+    bias = None if bias_exact is None else [None if b == -math.inf else given(b, row.places) for b in bias_exact]
     alibi_exact = alibi = slope = None
     if p.alibi_slopes is not None:
         m, q_pos = float(p.alibi_slopes[row.head]), int(p.q_positions[row.row])
@@ -66,7 +66,7 @@ def _masked_lines(page: Page, r: Masked, step: int) -> list[str]:
             return f"{key} masked → −∞, excluded" + (f" ({why[j]})" if why and why[j] else "")
         if r.bias is None and r.alibi is None:
             return f"{key} {n(r.pairs[j][1])}"
-        terms = " + ".join([n(r.before[j][1])] + ([] if r.bias is None else [n(r.bias[j])]))
+        terms = " + ".join([n(r.before[j][1])] + ([] if r.bias is None else [page.given(r.bias[j])]))
         if r.alibi is None:
             return f"{key} {terms} = {n(r.pairs[j][1])}{page.note((r.name, j))}"
         a = r.alibi[j]
@@ -84,7 +84,7 @@ class Softmax(namedtuple("Softmax", "name before allowed shift reason exps sink 
     # shift: Decimal | None  # subtracted before e^x, as printed
     # reason: str | None  # "overflow" (e^max beyond the dtype), "large" (≥ E_NOTATION_FROM), "underflow"
     # exps: list[Decimal]  # e^(x − shift), 0 where masked
-    # sink: Decimal | None  # the head's sink logit as printed
+    # sink: Decimal | None  # the head's sink logit as written (carry.given)
     # sink_exp: Decimal | None  # e^(sink − shift) as printed
     # total: Decimal
     # percents: list[Decimal]
@@ -135,7 +135,7 @@ def _write_weights(row: Row, name: str) -> Softmax:
     row.allowed = allowed.tolist()
     e = _exact(row, logits_row, allowed)
     live = [j for j, ok in enumerate(row.allowed) if ok]
-    sink = None if e.sink is None else printed(e.sink, row.places)
+    sink = None if e.sink is None else given(e.sink, row.places)
     shift, reason = _shift(row, e, [before[j][1] for j in live] + ([sink] if sink is not None else []))
     less = [] if shift is None else [(e.shift, shift)]
     exps = [Decimal(0) if not ok else w.result(("exps", j), (d if shift is None else d - shift).exp(), e.exps[j],
@@ -165,7 +165,8 @@ def _weights_lines(page: Page, r: Softmax, step: int) -> list[str]:
 def _softmax_lines(page: Page, r: Softmax) -> list[str]:
     n, keys, width, places = page.n, page.keys, page.width, page.places
     if not any(r.allowed) and r.sink is not None:
-        return [f"  every key is masked: the sink takes the whole row (e^{n(r.sink)} of e^{n(r.sink)}), "
+        sink = page.given(r.sink)
+        return [f"  every key is masked: the sink takes the whole row (e^{sink} of e^{sink}), "
                 "so every weight is 0"]
     if not any(r.allowed):
         return [f"  every key is masked: {page.policy}"]
@@ -186,7 +187,7 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
     shown = [j for j in shown_keys(len(keys)) if j is None or r.allowed[j]]
     terms = ["…" if j is None else f"{power(j)} = {n(r.exps[j])}" for j in shown]
     if r.sink is not None:  # one more logit in the sum, whose weight is then dropped
-        sink = f"e^({n(r.sink)} − {n(r.shift)})" if r.shift is not None else f"e^{n(r.sink)}"
+        sink = f"e^({page.given(r.sink)} − {n(r.shift)})" if r.shift is not None else f"e^{page.given(r.sink)}"
         terms.append(f"sink {sink} = {n(r.sink_exp)}")
     line_keys = [("exps", j) for j in range(len(keys))] + [("sink", 0), ("total", 0)]
     lines.append("  " + "   ".join(terms) + f"   sum = {n(r.total)}" + page.note(*line_keys))

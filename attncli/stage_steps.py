@@ -32,7 +32,7 @@ from typing import Callable
 
 from attncli import handwriting as hw
 from attncli import hand_backward
-from attncli.carry import Writer, printed
+from attncli.carry import Writer, given, printed
 from attncli.hand_backward import BackStep, Pairs, elementwise_back, values
 
 class Row:
@@ -168,7 +168,7 @@ class Scaled(namedtuple("Scaled", "name before divisor scale pairs")):
     # name: str
     # before: Pairs
     # divisor: Decimal | None  # √d_k as printed (default scale), or None
-    # scale: Decimal | None  # a given scale as printed, or None
+    # scale: Decimal | None  # a given scale as written (carry.given), or None
     # pairs: Pairs
     __slots__ = ()
 
@@ -181,7 +181,7 @@ def _write_scaled(row: Row, name: str) -> Scaled:
         divisor = printed(root, row.places)
         by, operand = (lambda d: d / divisor), (root, divisor)
     else:
-        scale = printed(trace.scale, row.places)
+        scale = given(trace.scale, row.places)
         by, operand = (lambda d: d * scale), (trace.scale, scale)
     pairs = [(float(exact[j]), None if d is None else row.w.result((name, j), by(d), exact[j], [(t, d), operand]))
              for j, (t, d) in enumerate(row.x)]
@@ -195,8 +195,8 @@ def _scaled_lines(page: Page, r: Scaled, step: int) -> list[str]:
         out = [f"Step {step}: scale by 1/√d_k, d_k = {d_k}, √{d_k} {approx} {n(r.divisor)}"]
         by = f"/ {n(r.divisor)}"
     else:
-        out = [f"Step {step}: scale by {n(r.scale)} (given)"]
-        by = f"× {n(r.scale)}"
+        out = [f"Step {step}: scale by {page.given(r.scale)} (given)"]
+        by = f"× {page.given(r.scale)}"
     return out + page.each(lambda j, key: f"{key} {n(r.before[j][1])} {by} = {n(r.pairs[j][1])}"
                            f"{page.note((r.name, j))}")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from attncli.carry import Writer, exactly, pairs, printed
+from attncli.carry import Writer, exactly, given_pairs, pairs, printed
 from attncli.errors import AttnError
 from attncli.stage_steps import Row, values
 from attncli.stages import Stage, present
@@ -71,9 +71,9 @@ def refuse_unexplained(problem) -> None:
 
 def _project(w: Writer, key: str, x, W, b, exact) -> Projection:
     """One row of x W (+ b) over the given columns of W, with `exact` the trace's values."""
-    xs = pairs(x, w.places)
-    Ws = [pairs(column, w.places) for column in W.T]  # (d, d_in)
-    bs = None if b is None else pairs(b, w.places)
+    xs = given_pairs(x, w.places)  # given: x, W and b are written as given
+    Ws = [given_pairs(column, w.places) for column in W.T]  # (d, d_in)
+    bs = None if b is None else given_pairs(b, w.places)
     result = [w.dot((key, j), xs, Ws[j], None if bs is None else bs[j], exact[j]) for j in range(len(Ws))]
     return Projection(x=values(xs), W=[[c[i][1] for c in Ws] for i in range(len(xs))],
                       b=None if bs is None else values(bs), result=result)
@@ -81,7 +81,8 @@ def _project(w: Writer, key: str, x, W, b, exact) -> Projection:
 
 def _inputs(trace: Trace, w: Writer, h: int, i: int):
     """q, K and V of the row as (true, printed) pairs: projected from X when the problem gives X
-    and W (rounded carry carries the projections as printed), else given; and the projection."""
+    and W (computed values: rounded carry carries the projections as printed, exact carry rounds
+    the exact ones), else as given (carry.given); and the projection."""
     p, places = trace.problem, w.places
     q_true, K_true, V_true = trace.Q[h, i], trace.K[h], trace.V[h]
     projection = keys = None
@@ -99,7 +100,8 @@ def _inputs(trace: Trace, w: Writer, h: int, i: int):
         K = [list(zip(K_true[j].tolist(), keys[j][0])) for j in range(p.lk)]
         V = [list(zip(V_true[j].tolist(), keys[j][1])) for j in range(p.lk)]
     else:
-        q, K, V = pairs(q_true, places), [pairs(k, places) for k in K_true], [pairs(v, places) for v in V_true]
+        write = pairs if projection is not None else given_pairs
+        q, K, V = write(q_true, places), [write(k, places) for k in K_true], [write(v, places) for v in V_true]
     return projection, keys, q, K, V
 
 
@@ -149,8 +151,8 @@ def written_final(trace: Trace, rows: list[Written]) -> WrittenFinal:
             xs = list(zip(trace.concat[i].tolist(), concat))
         else:
             xs = pairs(trace.concat[i], first.places)
-        Ws = [pairs(column, first.places) for column in inputs["W_O"].T]
-        bs = pairs(inputs["b_O"], first.places) if "b_O" in inputs else None
+        Ws = [given_pairs(column, first.places) for column in inputs["W_O"].T]
+        bs = given_pairs(inputs["b_O"], first.places) if "b_O" in inputs else None
         result = [w.dot(("final", j), xs, Ws[j], None if bs is None else bs[j], trace.final[i, j])
                   for j in range(len(Ws))]
         projection = Projection(x=concat, W=[[c[k][1] for c in Ws] for k in range(len(concat))],

@@ -50,5 +50,5 @@ def test_explain_uses_the_explained_rows_bias(run, problem_file):
                             "bias": [[0.25, 0], [0, -0.75]]})
     result = run("compute", problem, "--explain", "--row", "1")
     assert result.exit_code == 0, result.stderr
-    assert "1: 0.7071 + -0.7500 = -0.0429" in result.stdout
-    assert "0.2500" not in result.stdout
+    assert "1: 0.7071 + -0.75 = -0.0429" in result.stdout
+    assert "+ 0.25 =" not in result.stdout  # row 0's bias, as given

@@ -47,7 +47,7 @@ def test_masked_keys_and_bias_are_shown():
     doc = dict(SCOOTER, bias=[0.5, None, 0], key_labels=["mechanic", "scooter", "petrol"])
     lines = "\n".join(explain(attend(build_problem(doc))))
     assert "Step 3: add the bias (masked keys become −∞ and are excluded)" in lines
-    assert "  mechanic: 0.0000 + 0.5000 = 0.5000" in lines
+    assert "  mechanic: 0.0000 + 0.5 = 0.5000" in lines
     assert "  scooter:  masked → −∞, excluded" in lines
     assert "scooter  = e^−∞ / " in lines and "= 0 (masked)" in lines
     assert "(masked keys have weight 0 and add nothing)" in lines
@@ -62,7 +62,7 @@ def test_overflowing_exponentials_subtract_the_row_max():
 
 def test_given_scale_and_fully_masked_row():
     lines = "\n".join(explain(attend(build_problem(dict(SCOOTER, scale=0.5, mask=[False] * 3)))))
-    assert "Step 2: scale by 0.5000 (given)" in lines and "4.0000 × 0.5000 = 2.0000" in lines
+    assert "Step 2: scale by 0.5 (given)" in lines and "4.0000 × 0.5 = 2.0000" in lines
     assert "every key is masked: weights and output 0 (--masked-rows zero, as PyTorch SDPA)" in lines
 
 
@@ -263,17 +263,23 @@ def test_the_issues_precision_2_equations_now_hold(run):
 
 
 def test_rounded_carry_multiplies_the_projected_q_and_k_as_printed(run, problem_file):
-    # exact q = [0.315, 0.925] and k = [0.925, 0.4625] print as [0.3, 0.9] and [0.9, 0.5]; a pocket
-    # calculator from x printed [0.2, 1.4] gets q = [0.2, 0.9] and k = [0.9, 0.4], and uses those.
+    # x and the W are given: they enter the products as given (0.25, 1.35, 0.45, …); the projected
+    # q = [0.315, 0.925] and k = [0.925, 0.4625] are computed, printed [0.3, 0.9] and [0.9, 0.5],
+    # and the scores use those.
     doc = {"X": [[0.25, 1.35]], "W_Q": [[0.45, 1.0], [0.15, 0.5]], "W_K": [[1.0, 0.5], [0.5, 0.25]],
            "W_V": [[1, 0], [0, 1]]}
     out = run("compute", problem_file(doc), "--explain", "--carry", "rounded", "--precision", "1").stdout
-    assert "  q0: (0.2)(0.5) + (1.4)(0.1) = 0.2\n  q1: (0.2)(1.0) + (1.4)(0.5) = 0.9\n" in out
-    assert "Step 2: raw scores, q · k\n  0: (0.2)(0.9) + (0.9)(0.4) = 0.5\n" in out
+    assert "  q0: (0.25)(0.45) + (1.35)(0.15) = 0.3\n  q1: (0.25)(1.0) + (1.35)(0.5) = 0.9\n" in out
+    assert "Step 2: raw scores, q · k\n  0: (0.3)(0.9) + (0.9)(0.5) = 0.7\n" in out
 
 
 def test_a_tiny_negative_is_printed_without_a_minus_sign(run, problem_file):
+    # a given -0.00001 is written as given; the scores it gives round to 0.0000, never -0.0000
     out = run("compute", problem_file({"Q": [-0.00001, 0], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]}),
+              "--explain").stdout
+    assert "  0: (-0.00001)(1.0) + (0.0)(0.0) = 0.0000\n" in out and "= -0.0" not in out and "e^-" not in out
+    # one past 6 decimals is rounded to --precision: 0.0, not -0.0
+    out = run("compute", problem_file({"Q": [-1e-9, 0], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]}),
               "--explain").stdout
     assert "  0: (0.0)(1.0) + (0.0)(0.0) = 0.0000\n" in out and "-0.0" not in out and "e^-" not in out
 
@@ -330,7 +336,7 @@ def test_output_projection_with_b_O_and_heads_without_W_O():
 def test_explaining_a_row_uses_that_rows_bias():
     doc = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "bias": [[0.5, 0], [0, -2]]}
     lines = "\n".join(explain(attend(build_problem(doc)), [1]))
-    assert "  0: 0.0000 + 0.0000 = 0.0000\n  1: 0.7071 + -2.0000 = -1.2929" in lines
+    assert "  0: 0.0000 + 0.0 = 0.0000\n  1: 0.7071 + -2.0 = -1.2929" in lines
 
 
 def test_the_readme_examples_at_precision_2_are_what_attn_prints(run):
@@ -362,7 +368,7 @@ def test_softcap_alibi_and_sinks_are_explained_and_their_equations_hold():
     text = "\n".join(lines)
     assert "Step 3: softcap, 1.5 · tanh(scaled / 1.5) (Gemma 2)" in text
     assert "Step 4: add the bias, add ALiBi, −0.0625·|q_pos − k_pos| (masked keys become −∞" in text
-    assert "sink e^0.5000 = " in text and "the sink's share, " in text
+    assert "sink e^0.5 = " in text and "the sink's share, " in text
     results, kinds = check_equations(lines)
     assert [line for line, ok in results if not ok] == []
     assert kinds["capped"] == 3 and kinds["alibi"] == 6  # three keys, each its term and its sum
@@ -371,7 +377,7 @@ def test_softcap_alibi_and_sinks_are_explained_and_their_equations_hold():
 def test_a_fully_masked_row_with_a_sink_says_the_sink_takes_it():
     trace = attend(build_problem({"Q": [[1.0]], "K": [[1.0], [2.0]], "V": [[1.0], [2.0]], "sinks": 0.5,
                                   "mask": [[False, False]]}))
-    assert "  every key is masked: the sink takes the whole row (e^0.5000 of e^0.5000), so every weight is 0" \
+    assert "  every key is masked: the sink takes the whole row (e^0.5 of e^0.5), so every weight is 0" \
            in explain(trace)
 
 
