@@ -232,10 +232,11 @@ def _check_scores(block: Block, x: np.ndarray) -> None:
 
 def _bias_arrays(problem: Problem) -> int:
     """The (H, Lq, Lk) arrays, in units of the problem's dtype, that `masks.bias` builds for the masked
-    stage: ALiBi's slope · distance in float64, its sum with a given bias, then their copy in float32."""
+    stage: ALiBi alone in the problem's dtype (one array); ALiBi beside a given bias in float64 (its
+    term and the sum); and a float32 run's copy of a given bias (or that sum) in float32."""
     wide = 2 if problem.dtype == "float32" else 1  # a float64 array, in units of a float32 one
-    alibi = problem.alibi_slopes is not None
-    return wide * (alibi + (alibi and problem.bias is not None)) + (problem.dtype == "float32")
+    alibi, given = problem.alibi_slopes is not None, problem.bias is not None
+    return (alibi and not given) + 2 * wide * (alibi and given) + (given and problem.dtype == "float32")
 
 
 def _check_masked(block: Block, x: np.ndarray) -> None:

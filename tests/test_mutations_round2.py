@@ -218,9 +218,6 @@ def test_the_window_names_only_the_keys_beyond_its_inclusive_bounds():
                                                         "window [1, 1]: k_pos 3 > 1 + 1"]
 
 
-@pytest.mark.xfail(strict=True, reason="stages._bias_arrays counts ALiBi's distances as float64 (2 float32 "
-                   "units, plus a float32 copy) but masks.bias builds them in float32 when no bias is given: "
-                   "the guard counts 7 arrays where attend peaks at about 4.1, refusing problems that fit")
 def test_the_memory_count_for_float32_alibi_is_close_to_what_attend_allocates():
     """Found while mutating `_bias_arrays` (dropping its float32-copy term went unnoticed, because
     the count is already high): for float32 with ALiBi alone the count is ~3 arrays above the peak
