@@ -112,17 +112,26 @@ def quote(text: str) -> str:
 
 # Characters that must never reach a terminal raw: C0 controls (line breaks included), DEL, C1
 # controls (U+009B is a one-byte CSI), the other line and paragraph separators, bidi embeddings,
-# overrides and isolates (they reorder what is shown), and lone surrogates (not encodable).
+# overrides and isolates (they reorder what is shown), characters that show nothing (zero-width
+# spaces and joiners, word joiner and invisible operators, the byte-order mark, the soft hyphen,
+# tag characters: `\u200bok.json` must not look like `ok.json`), and lone surrogates (not encodable).
 _UNSAFE = frozenset(
     [chr(c) for c in range(0x20)] + ["\x7f"] + [chr(c) for c in range(0x80, 0xA0)]
     + ["\u2028", "\u2029", "\u200e", "\u200f", "\u061c"]
-    + [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)])
+    + [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)]
+    + [chr(c) for c in range(0x200B, 0x200E)] + [chr(c) for c in range(0x2060, 0x2065)]
+    + ["\ufeff", "\u00ad", "\u180e"] + [chr(c) for c in range(0xE0000, 0xE0080)])
 
 
 def visible(text: str) -> str:
     """User text made safe for a terminal or a text file: every control, separator, bidi or
-    surrogate character becomes a visible `\\uXXXX` escape; everything else is kept."""
-    return "".join(f"\\u{ord(c):04x}" if c in _UNSAFE or "\ud800" <= c <= "\udfff" else c for c in text)
+    surrogate character, and every character that shows nothing, becomes a visible `\\uXXXX`
+    escape (`\\UXXXXXXXX` past U+FFFF); everything else is kept."""
+    return "".join(_escape(c) if c in _UNSAFE or "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def _escape(c: str) -> str:
+    return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
 
 
 def one_line(message: str) -> str:

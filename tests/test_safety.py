@@ -251,3 +251,34 @@ def test_markdown_escapes_a_start_that_would_open_a_list_or_a_rule():
 
     assert [md(t) for t in ("1. Intro", "2) b", "- x", "+ y", "=", ". z", "12 monkeys")] == \
         ["1\\. Intro", "2\\) b", "\\- x", "\\+ y", "\\=", "\\. z", "12 monkeys"]
+
+
+def test_characters_that_show_nothing_are_shown_escaped():
+    # Issue 17, item 11: `\u200bok.json` looked exactly like `ok.json` in the class table.
+    from attncli.errors import visible
+
+    for invisible in ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"):
+        assert visible(f"{invisible}ok") == f"\\u{ord(invisible):04x}ok"
+    assert visible("ok\U000e0041") == "ok\\U000e0041"  # a tag character
+    assert visible("é, 中, ∞") == "é, 中, ∞"  # characters that show are kept
+
+
+def test_class_table_tells_a_zero_width_file_name_from_its_twin(run, tmp_path):
+    problem = _answers_file(tmp_path, "problem.json", SCOOTER)
+    right = {"weights": [[0.0454, 0.7679, 0.1867]]}
+    files = [_answers_file(tmp_path, name, right) for name in ("ok.json", "\u200bok.json")]
+    result = run("check", *files, "--problem", problem, "-f", "table")
+    assert result.exit_code == 0, result.stderr
+    assert "\\u200bok.json" in result.stdout and "\u200b" not in result.stdout
+
+
+@pytest.mark.parametrize("label, escaped", [
+    ("https://evil.example/x", "https\\://evil.example/x"),
+    ("www.evil.example", "www\\.evil.example"),
+    ("me@evil.example", "me\\@evil.example"),
+])
+def test_markdown_labels_never_become_autolinks(label, escaped):
+    trace = attend(build_problem(dict(SCOOTER, key_labels=[label, "b", "c"])))
+    text = markdown(trace, ("weights",), 4, [], None)
+    assert escaped in text
+    assert not re.search(r"(?<!\\)://|www\.|(?<!\\)@", text.replace(escaped, ""))

@@ -76,10 +76,17 @@ _MD_INLINE = re.compile(r"([\\`*_\[\]<>|#~&!$])")  # links, emphasis, code, HTML
 _MD_LINE_START = re.compile(r"^(\s*(?:\d+(?=[.)]))?)([-+=.)])")  # lists, rules, setext headings
 
 
+# What GitHub Markdown turns into a link without brackets: a scheme's "://", "www." and an e-mail's
+# "@"; a backslash before the punctuation keeps the text and stops the autolink.
+_MD_AUTOLINK = re.compile(r"(?<=[A-Za-z])(:)(?=//)|(?<![\w.])(www)(\.)|(@)", re.IGNORECASE)
+
+
 def md(text: str) -> str:
     """Text for Markdown, shown literally: every inline special backslash-escaped (so `|` cannot
-    add a column and `[x](y)` is no link), and a start that would open a list or rule escaped."""
+    add a column and `[x](y)` is no link), a bare URL or e-mail address kept from becoming an
+    autolink, and a start that would open a list or rule escaped."""
     text = _MD_INLINE.sub(r"\\\1", shown(text))
+    text = _MD_AUTOLINK.sub(lambda m: "\\" + m[1] if m[1] else m[2] + "\\" + m[3] if m[2] else "\\@", text)
     return _MD_LINE_START.sub(r"\1\\\2", text)
 
 
