@@ -78,7 +78,8 @@ def counts_only(doc: dict) -> bool:
     are checked without computing attention (`verify_counts`)."""
     doc = schema.check_keys(doc, rule_keys())
     kinds = {name: schema.key(name).kind if schema.key(name) else None for name in doc}
-    return not isinstance(doc.get("heads"), list) and all(
+    heads = doc.get("heads") if isinstance(doc.get("heads"), list) else []
+    return not any(heads) and all(
         kind != schema.RESULT or name == "cost" for name, kind in kinds.items()) and not (
         set(doc) & set(schema.one_head()))
 

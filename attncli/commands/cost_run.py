@@ -52,11 +52,11 @@ def run(read: tuple, size: int, plan: SimpleNamespace, o: SimpleNamespace, trace
 
 
 def document(problem, found: cost.Cost) -> dict:
-    """The JSON document: the problem's keys (it reads back as the problem), `heads` as a number,
-    and `cost`."""
+    """The JSON document: the problem's keys (it reads back as the problem), `heads` as a list of
+    empty per-head objects (no stage is computed), and `cost`."""
     shape = found.shape
     doc = problem_dict(problem, scale_of(problem, shape.d_k), shape.d_k, shape.d_v)
-    doc["heads"] = problem.heads
+    doc["heads"] = [{} for _ in range(problem.heads)]
     doc["cost"] = cost.to_dict(found)
     return check_written(doc, rule_keys())
 

@@ -36,11 +36,12 @@ def intensity_text(x: float | None) -> str:
     return "on chip" if x is None else f"{x:.3g}"
 
 
-def header(problem: Problem, found: Cost) -> list[str]:
-    """The problem's sizes, M and the tiles it implies, and the conventions."""
+def header(problem: Problem, found: Cost, escape=shown) -> list[str]:
+    """The problem's sizes, M and the tiles it implies, and the conventions; the problem's title and
+    description (user text) through `escape`."""
     s, t = found.shape, found.tiling
     lines = ["attn --cost · the forward pass's arithmetic, summed over the heads (no attention computed)"]
-    lines += [shown(text) for text in (problem.title, problem.description) if text]
+    lines += [escape(text) for text in (problem.title, problem.description) if text]
     plural = "s" * (s.heads != 1)
     lines.append(f"{s.heads} head{plural} ({s.kv_heads} kv head{'s' * (s.kv_heads != 1)}) · Lq = {s.lq:,} · "
                  f"Lk = {s.lk:,} · d_k = {s.d_k} · d_v = {s.d_v} · {problem.dtype} ({s.itemsize} bytes)")
@@ -89,11 +90,11 @@ def markdown(problem: Problem, found: Cost) -> str:
     """The view as Markdown: the header as a list, the two tables, the footer."""
     def table(columns, rows) -> list[str]:
         return ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1),
-                *("| " + " | ".join(md(cell) for cell in row) + " |" for row in rows)]
+                *("| " + " | ".join(row) + " |" for row in rows)]  # our own words and numbers
 
-    lines = [f"- {md(line)}" for line in header(problem, found)] + [""]
+    lines = [f"- {line}" for line in header(problem, found, md)] + [""]
     lines += table(STAGE_COLUMNS, stage_rows(found)) + [""] + table(SUMMARY_COLUMNS, summary_rows(found)) + [""]
-    return "\n".join(lines + [f"- {md(line)}" for line in footer(found)]) + "\n"
+    return "\n".join(lines + [f"- {line}" for line in footer(found)]) + "\n"
 
 
 class CostView:
