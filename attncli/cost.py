@@ -30,8 +30,8 @@ from attncli import masks, stages
 from attncli.errors import AttnError, InputError, quote
 from attncli.trace import Problem
 
-# --sram's default: 192 KiB, the shared memory of one streaming multiprocessor (NVIDIA A100: 192 KB
-# of L1/shared per SM; FlashAttention's M).
+# The default on-chip memory: 192 KiB, the L1/shared memory of one NVIDIA A100 streaming
+# multiprocessor (FlashAttention's M).
 DEFAULT_SRAM = 192 * 1024
 MAX_SRAM = 1 << 40
 UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000, "mb": 1000**2, "gb": 1000**3}

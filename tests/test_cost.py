@@ -168,3 +168,22 @@ def test_errors(run, problem_file, args, fragments):
 def test_sram_needs_cost(run, problem_file):
     path = problem_file({"Q": [[1, 0]], "K": [[1, 0]], "V": [[1, 2]]})
     assert_error(run("compute", path, "--sram", "1KiB"), "--sram", "add --cost")
+
+
+def test_an_added_stage_is_refused_by_name_until_it_has_a_count(monkeypatch, run, problem_file):
+    """The stage table's throwaway stage (tests/test_stages.py): --cost refuses it by name (a stage
+    needs its line in cost.COUNTS), and counts it once it has one."""
+    from tests.test_stages import DOUBLED, insert
+
+    insert(monkeypatch, DOUBLED)
+    path = problem_file({"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1, 2], [3, 4]]})
+    assert_error(run("compute", path, "--cost"), "doubled", "no cost count")
+    monkeypatch.setitem(cost.COUNTS, "doubled", cost.COUNTS["scaled"])
+    doc = run.json("compute", path, "--cost")
+    assert list(doc["cost"]["naive"]["stages"]) == ["scores", "scaled", "doubled", "weights", "output"]
+
+
+def test_the_core_names_no_option():
+    with pytest.raises(cost.InputError) as raised:
+        cost.parse_size("big")
+    assert "--" not in str(raised.value) and raised.value.field == "sram"

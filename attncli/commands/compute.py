@@ -33,6 +33,8 @@ def compute(**given) -> None:
 
     attn compute --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1"
 
+    attn compute big.npz --cost --sram 100KiB   (FLOPs and bytes, naive and tiled; no attention computed)
+
     Matrix options take a path (.json .csv .tsv .npy) or inline text ("1,0; 0,1" or "[[1,0],[0,1]]").
 
     Conventions (where libraries differ):
