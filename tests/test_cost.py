@@ -27,9 +27,11 @@ def test_the_products_are_flashattention_2s_forward_count(n, d, heads):
     found = cost.cost(problem(n, d, heads=heads))
     assert found.matmul_flops == heads * 4 * n * n * d
     for algorithm in ("naive", "tiled"):  # without a mask both compute every cell of both products
-        counts = getattr(found, algorithm)
-        assert counts["scores"].flops == heads * 2 * n * n * d
-        assert counts["output"].flops - (counts["output"].flops % (2 * n * n * d)) == heads * 2 * n * n * d
+        assert getattr(found, algorithm)["scores"].flops == heads * 2 * n * n * d
+    assert found.naive["output"].flops == heads * 2 * n * n * d
+    # tiled: P V, and O = alpha·O_old + P V per row and tile, and O / ℓ once
+    t = found.tiling
+    assert found.tiled["output"].flops == heads * (2 * n * n * d + 2 * t.row_steps * d + n * d)
 
 
 @pytest.mark.parametrize("n, d, dtype, sram", [(1024, 64, "float32", 16 << 10), (2048, 64, "float32", 8 << 10),
@@ -74,7 +76,9 @@ def test_causal_tiles_do_about_half_the_work(n):
     ratio = causal.total("tiled").flops / full.total("tiled").flops
     assert 0.5 < ratio < 0.56
     assert causal.tiling.visible_tiles < full.tiling.visible_tiles == full.tiling.tiles
-    assert causal.total("naive").flops >= full.total("naive").flops  # the naive pass computes every cell
+    # the naive pass computes every cell, and the masked stage selects on each (reading a byte a cell)
+    assert causal.total("naive").flops == full.total("naive").flops + n * n
+    assert causal.naive["masked"] == cost.Count(n * n, 4 * n * n + n * n, 4 * n * n)
     assert causal.total("tiled").read < 0.56 * full.total("tiled").read
 
 
@@ -116,7 +120,7 @@ def test_the_table(run, tmp_path):
     for row in ("scores", "scaled", "masked", "weights", "output", "total", "decode 1 token"):
         assert f"\n  {row} " in out
     assert "KV cache: 512 bytes per token per layer" in out
-    assert "weights" not in out.split("per stage")[0].split("mask:")[0]  # no attention stage shown
+    assert "softmax" not in out and "weights V" in out  # no stage's table, only the counts
 
 
 def test_json_reads_back_exactly(run, problem_file, tmp_path):
@@ -187,3 +191,15 @@ def test_the_core_names_no_option():
     with pytest.raises(cost.InputError) as raised:
         cost.parse_size("big")
     assert "--" not in str(raised.value) and raised.value.field == "sram"
+
+
+def test_the_softmax_counts_by_hand():
+    """N = 256, d = 64, float32, M = 16 KiB: B_r = B_c = 16, 16 × 16 tiles. Naive: max, − max, exp,
+    Σ, ÷ on every cell (5·N²) plus scaled (N²). Tiled, per cell rowmax, − m, exp, rowsum (4·N²); per
+    row and tile m, alpha (2), ℓ (2) (5·N·16); per row lse = m + ln ℓ (2·N), written."""
+    n = 256
+    found = cost.cost(problem(n, 64), 16 << 10)
+    assert found.tiling.row_steps == n * 16 and found.tiling.cells == n * n
+    assert found.naive["weights"] == cost.Count(5 * n * n, 4 * n * n, 4 * n * n)
+    assert found.tiled["weights"] == cost.Count(4 * n * n + 5 * n * 16 + 2 * n, 0, 4 * n)
+    assert found.total("naive").flops == 4 * n * n * 64 + n * n + 5 * n * n
