@@ -203,3 +203,14 @@ def test_the_softmax_counts_by_hand():
     assert found.naive["weights"] == cost.Count(5 * n * n, 4 * n * n, 4 * n * n)
     assert found.tiled["weights"] == cost.Count(4 * n * n + 5 * n * 16 + 2 * n, 0, 4 * n)
     assert found.total("naive").flops == 4 * n * n * 64 + n * n + 5 * n * n
+
+
+def test_a_bias_and_a_mask_matrix_are_read_for_the_tiles_computed():
+    """A bias is one number a cell and a given mask one byte, read by the naive pass for every cell
+    and by the tiled one for the tiles it computes (here all: the matrix hides no whole block)."""
+    n = 64
+    found = cost.cost(problem(n, 8, "float64", bias=np.zeros((n, n)), mask=np.ones((n, n), bool)), 1 << 10)
+    assert found.naive["masked"].read == n * n * (8 + 8 + 1)
+    assert found.tiled["masked"].read == n * n * (8 + 1)
+    alibi = cost.cost(problem(n, 8, "float64", heads=2, alibi=True), 1 << 10)
+    assert alibi.tiled["masked"] == cost.Count(2 * 4 * n * n)  # −slope·|q − k| + on chip, nothing read
