@@ -48,17 +48,14 @@ def mask_and_bias(problem: Problem) -> dict:
     return keys
 
 
-def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
-    """The JSON document `attn compute` writes. It is also valid input: the problem's keys are
-    echoed at the top level (the mask normalised to true = may attend), results beside them.
-    `stages`: the names to write ("inputs" for Q, K, V per head); None: all."""
-    stages = ("inputs",) + stage_names() + grads.names() + (grads.GRADS,) if stages is None else stages
-    problem = trace.problem
+def problem_dict(problem: Problem, scale: float, d_k: int, d_v: int) -> dict:
+    """The problem's keys as `attn compute` echoes them (valid input; the mask normalised to
+    true = may attend), before any result: to_dict's start, and --cost's document."""
     doc: dict = {"attncli": 1}
     for key in ("title", "description"):
         if getattr(problem, key) is not None:
             doc[key] = getattr(problem, key)
-    doc.update({"dtype": problem.dtype, "scale": trace.scale, "d_k": trace.d_k, "d_v": trace.d_v})
+    doc.update({"dtype": problem.dtype, "scale": scale, "d_k": d_k, "d_v": d_v})
     doc.update({name: plain(array) for name, array in problem.inputs.items()})
     for key, value in mask_and_bias(problem).items():
         doc[key] = plain(value) if isinstance(value, np.ndarray) else value
@@ -67,11 +64,21 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     doc["masked_rows"] = problem.masked_rows
     if problem.rope is not None:  # the input key, and its convention in words
         doc["rope"] = problem.rope.to_json()
-        doc["rope_rule"] = problem.rope.describe(trace.d_k)
-    per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]
-    per_head += [name for name in stage_names() if name in stages and trace.stage(name) is not None]
+        doc["rope_rule"] = problem.rope.describe(d_k)
     if problem.dO is not None:
         doc["dO"] = plain(problem.dO)
+    return doc
+
+
+def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
+    """The JSON document `attn compute` writes. It is also valid input: the problem's keys are
+    echoed at the top level (the mask normalised to true = may attend), results beside them.
+    `stages`: the names to write ("inputs" for Q, K, V per head); None: all."""
+    stages = ("inputs",) + stage_names() + grads.names() + (grads.GRADS,) if stages is None else stages
+    problem = trace.problem
+    doc = problem_dict(problem, trace.scale, trace.d_k, trace.d_v)
+    per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]
+    per_head += [name for name in stage_names() if name in stages and trace.stage(name) is not None]
     doc["heads"] = [{name: plain(trace.stage(name)[h], decimals) for name in per_head}
                     for h in range(problem.heads)]
     if trace.lse is not None and ("weights" in stages or "output" in stages):

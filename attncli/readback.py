@@ -8,6 +8,9 @@ accepted and ignored (attncli/schema.py names the kinds).
   `tile_size`, `tiles`, `tiled_*`) must equal the recomputation to the decimals it was written
   with (`0.7679` agrees with 0.76789…; a full-precision number agrees within float noise); a
   difference is an error naming the key, pointing at `attn check` for marking answers.
+- `cost` (the kernels' counts) is recomputed for the `cost.sram` it names and must be equal
+  exactly; a document whose only results are echoes and `cost` is checked without computing
+  attention (`verify_counts`).
 - One head's stages at the top level (an answers file's form) are head 0's, for a one-head problem.
 - `explanation` must be a list of lines; it is words about a previous run (which rows, heads,
   precision and carry it used are not in the document), so it is not recomputed.
@@ -19,9 +22,9 @@ import json
 
 import numpy as np
 
-from attncli import schema
-from attncli.attention import attend
-from attncli.document import plain, to_dict
+from attncli import cost, schema
+from attncli.attention import attend, scale_of
+from attncli.document import plain, problem_dict, to_dict
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.grads import GRADS
 from attncli.tiles import attend_tiles, head_dicts, max_difference
@@ -66,9 +69,48 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     if trace.stage("weights") is None and _needs_full(doc):
         trace = attend(trace.problem)
     expected = _expected(trace, _tile_size(doc, trace.problem), say)
+    if "cost" in doc:
+        expected["cost"] = _cost(doc, trace.problem)
+    _check(doc, expected, trace.problem, options)
+
+
+def counts_only(doc: dict) -> bool:
+    """Whether a (key-checked) document's echoes and results are only echoes and `cost`: those
+    are checked without computing attention (`verify_counts`)."""
+    doc = schema.check_keys(doc, rule_keys())
+    kinds = {name: schema.key(name).kind if schema.key(name) else None for name in doc}
+    heads = doc.get("heads") if isinstance(doc.get("heads"), list) else []
+    return not any(heads) and all(
+        kind != schema.RESULT or name == "cost" for name, kind in kinds.items()) and not (
+        set(doc) & set(schema.one_head()))
+
+
+def verify_counts(doc: dict, problem, options: tuple[str, ...] = ()) -> None:
+    """Check a document's echoes and `cost` (no other result: see `counts_only`) against the
+    problem's echo and the counts recomputed, without computing attention."""
+    doc = {key: _listed(value) for key, value in schema.check_keys(doc, rule_keys()).items()}
+    shape = cost.shape_of(problem)
+    expected = problem_dict(problem, scale_of(problem, shape.d_k), shape.d_k, shape.d_v)
+    if "cost" in doc:
+        expected["cost"] = _cost(doc, problem)
+    _check(doc, expected, problem, options)
+
+
+def _cost(doc: dict, problem) -> dict:
+    """The counts for the on-chip memory the document's `cost.sram` names, recomputed exactly."""
+    value = doc["cost"]
+    sram = value.get("sram") if isinstance(value, dict) else None
+    if isinstance(sram, bool) or not isinstance(sram, int) or not 1 <= sram <= cost.MAX_SRAM:
+        raise InputError(f"cost.sram is {shown(sram)}; expected the bytes on chip the counts were made for, a "
+                         "whole number from 1 to 2^40 (as attn compute writes it)", field="cost.sram")
+    return cost.to_dict(cost.cost(problem, sram))
+
+
+def _check(doc: dict, expected: dict, problem, options: tuple[str, ...]) -> None:
+    """Each echo and result of `doc` against `expected`, the document the writer would write."""
     changed = f"; {', '.join(options)} changed the problem these came from" if options else ""
     hint = ANSWERS_HINT + changed
-    rtol = RTOL[trace.problem.dtype]
+    rtol = RTOL[problem.dtype]
     for name, value in doc.items():
         entry = schema.key(name)
         if name == "explanation":
@@ -80,11 +122,11 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
                     _same(written, expected["heads"][h].get(stage, MISSING), f"heads[{h}].{stage}", rtol, hint)
         elif entry is not None and entry.kind == schema.ECHO:
             _echo(entry, value, expected.get(name, MISSING), rtol, changed)
-        elif entry is not None and entry.kind == schema.RESULT:
-            _same(value, expected.get(name, MISSING), name, rtol, hint)
+        elif entry is not None and entry.kind == schema.RESULT:  # counts are whole numbers: exactly
+            _same(value, expected.get(name, MISSING), name, 0.0 if name == "cost" else rtol, hint)
         elif entry is None and name in schema.one_head():  # one head's stage (or tiles) at the top level
-            if trace.problem.heads != 1:
-                raise InputError(f"{name} is given at the top level, but the problem has {trace.problem.heads} "
+            if problem.heads != 1:
+                raise InputError(f"{name} is given at the top level, but the problem has {problem.heads} "
                                  f"heads: results go in heads[i]; to mark answers, use attn check", field=name)
             _same(value, expected["heads"][0].get(name, MISSING), name, rtol, hint)
 

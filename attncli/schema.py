@@ -74,6 +74,7 @@ KEYS: tuple[Key, ...] = (
     Key("tile_size", RESULT, "[BQ, BK]: the tile sizes of the tiled online softmax"),
     Key("tiled_max_difference", RESULT, "the largest |tiled − plain| over every head's output"),
     Key("explanation", RESULT, "the hand calculation's lines"),
+    Key("cost", RESULT, "the kernels' FLOPs and bytes per stage, naive and tiled, for cost.sram bytes on chip"),
 )
 HEAD_KEYS: tuple[Key, ...] = (
     *(Key(name, RESULT, f"this head's {name} (the input split into heads, or projected)")

@@ -32,6 +32,8 @@ def compute(**given) -> None:
 
     attn compute --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1"
 
+    attn compute big.npz --cost --sram 100KiB   (FLOPs and bytes, naive and tiled; no attention computed)
+
     Matrix options take a path (.json .csv .tsv .npy) or inline text ("1,0; 0,1" or "[[1,0],[0,1]]").
     Piped stdin is read beside them; they override its keys.
     Off is one spelling for every option: leave it out ("", none and null are refused).
@@ -79,6 +81,7 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     written: table, json, markdown, latex or csv), `written` (what is built: a view, or npz, npy),
     `suffix`, `tile_sizes`, `stdin` ("-" when the document comes from a pipe) and `output_only`
     (only the output is computed, in blocks). Usage errors are raised here."""
+    _cost_alone(o)
     tile_sizes = opt.tile_sizes(o.tiles)
     shown = _shown(o, tile_sizes is not None)
     if o.carry is not None and not o.explain:
@@ -104,6 +107,27 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     written = suffix[1:] if o.output_file and suffix not in SUFFIX_FORMATS else view
     return SimpleNamespace(shown=shown, format=format, view=view, written=written, suffix=suffix,
                            tile_sizes=tile_sizes, stdin=stdin, output_only=output_only, workers=1)
+
+
+def _cost_alone(o: SimpleNamespace) -> None:
+    """--cost shows the counts alone, as tables, JSON or Markdown: refuse the options it would
+    ignore; --sram sizes its tiles."""
+    if not o.cost:
+        if o.sram is not None:
+            raise InputError("sets the on-chip memory --cost counts with; add --cost", "--sram")
+        return
+    ignored = [flag for flag, given in (
+        ("--stages", o.stages is not None), ("--explain", o.explain), ("--tiles", o.tiles is not None),
+        ("--heatmap", o.heatmap), ("--carry", o.carry is not None), ("--row", bool(o.row)),
+        ("--head", o.head is not None), ("--do", o.do is not None), ("--round", o.round_ is not None),
+        ("--full", o.full)) if given]
+    if ignored:
+        raise InputError(f"shows the counts alone, so {ignored[0]} would be ignored; drop it, or drop --cost",
+                         "--cost")
+    suffix = (o.output_file or "").lower().rsplit(".", 1)[-1] if o.output_file and "." in o.output_file else None
+    if o.format in ("latex", "csv") or suffix in ("npy", "npz", "tex", "csv"):
+        raise InputError("writes tables, JSON or Markdown only: use --format table, json or markdown "
+                         "(--output FILE.json or FILE.md)", "--cost")
 
 
 def _binary_holds(o: SimpleNamespace, shown: tuple[str, ...], suffix: str | None) -> None:

@@ -126,6 +126,13 @@ OPTIONS: tuple[Option, ...] = (
            "and the largest difference from the plain output. Tables or JSON (per head \"tiles\"); with "
            "--explain, one query row through the tiles. Shows only the output stage unless --stages says more.",
            metavar="BQ,BK", panel=LEARNING),
+    Option("cost", "The forward pass's arithmetic instead of the stages: per stage the FLOPs and bytes read and "
+           "written by the naive algorithm (every stage in main memory) and by FlashAttention-2's tiles for an "
+           "on-chip memory of --sram bytes (B_c = ⌈M / 4·d·itemsize⌉ keys, B_r = min(B_c, d) queries; key "
+           "blocks the mask hides are skipped), the KV-cache bytes per decoded token, FLOPs per byte of each. "
+           "Computes no attention. Tables, JSON (\"cost\") or Markdown.", type=bool, panel=LEARNING),
+    Option("sram", "With --cost: the on-chip memory M, in B, KiB, MiB, KB or MB (default 192KiB).",
+           metavar="SIZE", panel=LEARNING),
 )
 
 

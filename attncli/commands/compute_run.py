@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 from attncli import attention, grads, limits
 from attncli.commands import option_text as opt
-from attncli.commands import spec
+from attncli.commands import cost_run, spec
 from attncli.commands.compute_options import OPTIONS, PARTS
 from attncli.commands.edge import flag, warning
 from attncli.errors import AttnError, InputError, one_line
@@ -36,6 +36,11 @@ MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON
 def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     """Compute and show: `o` holds compute's options by name, `plan` what compute.plan decided.
     Read the problem, check what the plan asks of it, compute, render; warnings come last."""
+    if o.cost:  # the counts alone, no attention (compute.plan refused the options it would ignore)
+        size = cost_run.sram(o.sram)
+        problem = read(o, piped=plan.stdin is not None)
+        cost_run.run(problem, size, plan, o, lambda: _attend(problem[0], True, plan.workers))
+        return
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options))
