@@ -86,7 +86,7 @@ def bias(problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndar
         return given
     # In the problem's dtype (float32 runs need no float64 copy); with a given bias, in float64 as it is.
     dtype = np.float64 if given is not None else np.dtype(problem.dtype)
-    distance = _distances(problem.q_positions[rows], problem.k_positions[cols], dtype)  # (b, c)
+    distance = distances(problem.q_positions[rows], problem.k_positions[cols], dtype)  # (b, c)
     slopes = -problem.alibi_slopes.astype(dtype)[:, None, None]  # (H, 1, 1)
     if slopes.shape[0] == 1:
         alibi = np.multiply(distance, slopes[0], out=distance)[None]  # (1, b, c)
@@ -107,7 +107,7 @@ def exact_below(dtype) -> int:
     return 2 ** (np.finfo(dtype).nmant + 1)
 
 
-def _distances(q: np.ndarray, k: np.ndarray, dtype) -> np.ndarray:
+def distances(q: np.ndarray, k: np.ndarray, dtype) -> np.ndarray:
     """(b, c) |q_pos − k_pos| in `dtype`, each the exact whole distance rounded once: positions are
     integers, so the difference is taken in int64 (≤ 2^54) whenever float64 or the dtype could not
     hold it; otherwise in float64 straight into the result (no int64 copy)."""

@@ -137,7 +137,7 @@ def _alibi_sign(block, x):
     if problem.alibi_slopes is None:
         return None
     slopes = problem.alibi_slopes if block.head is None else problem.alibi_slopes[block.head:block.head + 1]
-    distance = np.abs(problem.q_positions[:, None] - problem.k_positions[None, :])  # (Lq, Lk)
+    distance = masks.distances(problem.q_positions[block.rows], problem.k_positions[block.cols], x.dtype)  # (b, c)
     return stages.compute_masked(block, x) + 2 * slopes[:, None, None] * distance  # (1, Lq, Lk); −∞ stays
 
 
