@@ -6,6 +6,7 @@ Errors are `InputError`s that name the file (or option) and what was expected.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import stat
@@ -279,8 +280,25 @@ def gather(file: str | None, matrices: dict[str, str | None],
             continue  # the same count: the file's list, results and all, stays
         if key == "alibi":
             doc.pop("alibi_slopes", None)
+        if key == "rope":
+            value = _rope_over(doc.get("rope"), value)
         doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
     return doc, origin, source
+
+
+def _rope_over(file_rope, given):
+    """The rope object from the --rope options over the file's: each --rope-… option replaces only
+    its own field; --rope alone keeps the file's fields (or turns RoPE on with the defaults). A
+    file's object may be JSON text (as an .npz holds it); anything else it holds is left for
+    rope.read to refuse unless an option replaces it."""
+    if isinstance(file_rope, str) and file_rope.startswith("{"):
+        try:
+            file_rope = json.loads(file_rope)
+        except ValueError:
+            return given
+    if not isinstance(file_rope, dict):
+        return given
+    return {**file_rope, **given} if isinstance(given, dict) else file_rope
 
 
 def _matrix_option(key: str, value: str, origin: dict):

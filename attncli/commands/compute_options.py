@@ -4,7 +4,7 @@ of the input document (attncli/schema.py) over the file's; one without is a view
 
 The documented overrides (README "Input"): a matrix option replaces the file's key (`--mask` its
 whole mask rule, in the loader); `--alibi` and `--alibi-slopes` together make the `alibi` key;
-the `--rope…` options together replace the file's `rope` object; `--invert-mask` changes how the
+each `--rope-…` option replaces its own field of the file's `rope` object; `--invert-mask` changes how the
 mask matrix is read. Light: no numpy (start-up reads this table).
 """
 
@@ -131,8 +131,9 @@ def _alibi(parts: dict) -> tuple:
 
 
 def _rope(parts: dict) -> tuple:
-    """The `rope` key from --rope and the --rope-… options: any of them sets it, and together they
-    replace the file's rope object (true when only --rope is given)."""
+    """The `rope` key from --rope and the --rope-… options: any of them sets it; the loader lays
+    the fields given over the file's rope object (true when only --rope is given: the file's
+    fields or the defaults)."""
     fields = {part: parts[part] for part in ("style", "base", "dims") if parts[part][0] is not None}
     if not parts["on"][0] and not fields:
         return None, {}
