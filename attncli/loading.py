@@ -13,7 +13,8 @@ import stat
 import sys
 from pathlib import Path
 
-from attncli.errors import AttnError, InputError, quote
+from attncli import schema
+from attncli.errors import AttnError, InputError, did_you_mean, quote
 from attncli.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.limits import Cap, check_fits, text_cap
 from attncli.schema import check_keys
@@ -126,35 +127,79 @@ def _held(suffix: str, shape, declared: int, held: int, name: str = "it") -> Non
                          f"holds {held:,} bytes")
 
 
-def _npz_keys(handle) -> list[str]:
+def _result_name(filename: str) -> str:
+    """A results member's JSON path (heads/weights.npy -> heads/weights), refused unless it is one
+    `attn compute -o FILE.npz` writes: heads/<a head's key> or grads/<an input>."""
+    prefix, _, rest = filename.partition("/")
+    known = {"heads": schema.head_names(), "grads": schema.top_names(schema.INPUT)}
+    name = rest.removesuffix(".npy")
+    if prefix not in known or not rest.endswith(".npy") or name not in known[prefix]:
+        choices = known.get(prefix)
+        hint = (did_you_mean(name, choices) or f"; {prefix}/ holds {', '.join(choices)}") if choices else \
+            "; results are under heads/ and grads/, as attn compute -o FILE.npz writes them"
+        raise InputError(f"cannot read .npz: unknown member {quote(filename)}{hint}")
+    return f"{prefix}/{name}"
+
+
+def _npz_keys(handle) -> tuple[list[str], dict]:
     """The keys to read from an .npz, checked from its zip directory and each member's .npy header
     alone (a few hundred bytes decompressed per member): every member is an .npy array, every key
     is known (an unknown one is refused before anything is decompressed), no header declares more
     than its member holds, and the arrays fit in memory together. Members with a `/` in their name
-    are results that --output wrote (heads/weights.npy): skipped, never decompressed."""
+    are results that --output wrote (heads/weights.npy): their names are checked here and their
+    headers returned ({path: (shape, dtype)}), not their data: the reader checks those against the
+    problem before decompressing them (NpzDocument.read_results)."""
     import zipfile
 
     with zipfile.ZipFile(handle) as archive:
-        members = {}
+        members, results = {}, {}
         for info in archive.infolist():
             if "/" in info.filename:
+                results[_result_name(info.filename)] = info
                 continue
             if not info.filename.endswith(".npy"):
                 raise InputError(f"cannot read .npz: it holds {quote(info.filename)}, which is not an .npy "
                                  "array; an .npz archive holds arrays, as numpy.savez writes them")
             members[info.filename[:-4]] = info
         check_keys(dict.fromkeys(members))  # the same unknown-key error as a JSON problem's
-        declared = 0
-        for key, info in members.items():
+        declared, headers = 0, {}
+        for key, info in (members | results).items():
             try:
                 with archive.open(info) as member:
-                    shape, _, size = _npy_header(member, ".npz")
+                    shape, dtype, size = _npy_header(member, ".npz")
                     _held(".npz", shape, size, info.file_size - member.tell(), key)
             except (RuntimeError, NotImplementedError) as error:  # encrypted; unknown compression
                 raise InputError(f"cannot read .npz: {key}: {error}") from None
-            declared += size
+            if key in results:
+                headers[key] = (shape, dtype)
+            else:
+                declared += size
     check_fits({"its arrays": declared})
-    return list(members)
+    return list(members), headers
+
+
+class NpzDocument(dict):
+    """An .npz archive's arrays by key (a document), and the results `attn compute -o FILE.npz`
+    wrote beside them (heads/weights, grads/Q, …) known by their headers alone: `results` maps each
+    one's path to its declared (shape, dtype); `read_results()` decompresses them, once the reader
+    has checked those against the problem (readback.py), so no archive makes it read more."""
+
+    def __init__(self, arrays: dict, path: str, results: dict):
+        super().__init__(arrays)
+        self.path, self.results = path, results
+
+    def read_results(self) -> dict:
+        import zipfile
+        import zlib
+
+        import numpy as np
+
+        try:
+            with np.load(self.path, allow_pickle=False) as archive:
+                return {name: archive[name] for name in self.results}
+        except (zipfile.BadZipFile, EOFError, zlib.error, ValueError, OSError) as error:
+            raise InputError(f"cannot read .npz: the archive is truncated or damaged ({error})", self.path) \
+                from None
 
 
 def _numpy_file(path: str, suffix: str):
@@ -184,10 +229,10 @@ def _numpy_file(path: str, suffix: str):
                 check_fits({"its array": size})
                 handle.seek(0)
                 return np.load(handle, allow_pickle=False)
-            keys = _npz_keys(handle)
+            keys, results = _npz_keys(handle)
             handle.seek(0)
             with np.load(handle, allow_pickle=False) as archive:
-                return {key: archive[key] for key in keys}
+                return {key: archive[key] for key in keys}, results
     except AttnError as error:
         raise error.at(path)
     except FileNotFoundError:
@@ -212,8 +257,9 @@ def load_npy(path: str):
 def load_npz(path: str) -> dict:
     """An .npz archive as a document: arrays by name; 0-d arrays become numbers or strings, and
     1-D string arrays lists (labels)."""
-    doc = {}
-    for name, array in _numpy_file(path, ".npz").items():
+    arrays, results = _numpy_file(path, ".npz")
+    doc = NpzDocument({}, path, results)
+    for name, array in arrays.items():
         if array.dtype.kind == "U":
             doc[name] = array.tolist()
         elif array.ndim == 0:

@@ -59,15 +59,19 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     """Check `doc`'s echoes and results against `trace` (recomputed in full when `trace` is the
     output-only one and the document holds more). `say` renders the warnings' advice as the
     writer did; `options` are the options that changed the file's problem (named in errors)."""
+    members = getattr(doc, "results", None) or {}  # an .npz's heads/… and grads/…, not yet read
+    read_members = getattr(doc, "read_results", None)
     doc = {key: _listed(value) for key, value in schema.check_keys(doc, rule_keys()).items()}  # .npz: arrays
-    if not has_results(doc):
+    if not has_results(doc) and not members:
         return
-    if trace.stage("weights") is None and _needs_full(doc):
+    if trace.stage("weights") is None and (_needs_full(doc) or members):
         trace = attend(trace.problem)
     expected = _expected(trace, _tile_size(doc, trace.problem), say)
     changed = f"; {', '.join(options)} changed the problem these came from" if options else ""
     hint = ANSWERS_HINT + changed
     rtol = RTOL[trace.problem.dtype]
+    if members:
+        _npz_results(members, read_members, expected, rtol, hint)
     for name, value in doc.items():
         entry = schema.key(name)
         if name == "explanation":
@@ -86,6 +90,42 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
                 raise InputError(f"{name} is given at the top level, but the problem has {trace.problem.heads} "
                                  f"heads: results go in heads[i]; to mark answers, use attn check", field=name)
             _same(value, expected["heads"][0].get(name, MISSING), name, rtol, hint)
+
+
+def _npz_results(members: dict, read, expected: dict, rtol: float, hint: str) -> None:
+    """An .npz's results (heads/weights is (H, Lq, Lk), grads/Q Q's shape) checked as JSON's are:
+    first each member's declared shape and dtype against the problem's, from its header alone (so
+    no archive is decompressed beyond the problem's own size), then the numbers."""
+    wanted = {}
+    for path, (shape, dtype) in members.items():
+        prefix, name = path.split("/")
+        if prefix == "heads":
+            per_head = [head.get(name, MISSING) for head in expected["heads"]]
+            value = MISSING if MISSING in per_head else per_head
+        else:
+            value = expected.get(GRADS, {}).get(name, MISSING)
+        if value is MISSING:
+            raise InputError(f"{path} is given, but this problem has no {name}; {hint}", field=path)
+        want = _shape(value)
+        if tuple(shape) != want or dtype.kind not in "fiu":
+            raise InputError(f"{path} is declared {dtype} {tuple(shape)}, but this problem's {name} is "
+                             f"{want}; {hint}", field=path)
+        wanted[path] = value
+    for path, array in read().items():
+        if path.startswith("heads/"):
+            for h, (written, computed) in enumerate(zip(_listed(array), wanted[path])):
+                _same(written, computed, f"{path}[{h}]", rtol, hint)
+        else:
+            _same(_listed(array), wanted[path], path, rtol, hint)
+
+
+def _shape(value) -> tuple[int, ...]:
+    """The shape of nested lists (as the expected document holds its results)."""
+    shape = []
+    while isinstance(value, list):
+        shape.append(len(value))
+        value = value[0] if value else None
+    return tuple(shape)
 
 
 def _expected(trace: Trace, tile_size: tuple[int, int] | None, say) -> dict:

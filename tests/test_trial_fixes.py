@@ -29,3 +29,32 @@ def test_a_rope_option_over_an_npz_keeps_its_rope_fields(run, problem_file, tmp_
     assert run("compute", path, "-o", tmp_path / "r.npz").exit_code == 0
     assert run.json("compute", tmp_path / "r.npz", "--rope-base", "100")["rope"] == \
         {"style": "interleaved", "base": 100.0, "dims": 2}
+
+
+# 2. An .npz's heads/… and grads/… members read back like JSON's results.
+def _npz_with(tmp_path, run, change, *options):
+    first = tmp_path / "out.npz"
+    assert run("compute", SAMPLES / "scooter.json", *options, "-o", first).exit_code == 0
+    arrays = dict(np.load(first))
+    change(arrays)
+    np.savez(tmp_path / "changed.npz", **arrays)
+    return tmp_path / "changed.npz"
+
+
+def test_an_npz_reads_back_its_own_results(run, tmp_path):
+    same = _npz_with(tmp_path, run, lambda a: None, "--do", "ones")
+    assert run("compute", same, "-f", "json").exit_code == 0
+
+
+@pytest.mark.parametrize("change, fragments", [
+    (lambda a: a.update({"heads/foo": np.zeros(2)}), ['unknown member "heads/foo.npy"']),
+    (lambda a: a.update({"extra/weights": np.zeros(2)}), ['unknown member "extra/weights.npy"']),
+    (lambda a: a.update({"heads/Q": a["heads/Q"] + 1}), ["heads/Q[0][0][0] is 1.0 but recomputing gives 0.0",
+                                                          "to mark answers, use attn check"]),
+    (lambda a: a.update({"grads/Q": a["grads/Q"] * 2}), ["grads/Q[0][0] is", "but recomputing gives"]),
+    (lambda a: a.update({"heads/weights": np.zeros((1, 2, 3))}),
+     ["heads/weights is declared float64 (1, 2, 3), but this problem's weights is (1, 1, 3)"]),
+    (lambda a: a.update({"heads/Q_rope": np.zeros((1, 1, 2))}), ["heads/Q_rope is given, but this problem has no Q_rope"]),
+])
+def test_an_npz_refuses_unknown_or_altered_results(run, tmp_path, change, fragments):
+    assert_error(run("compute", _npz_with(tmp_path, run, change, "--do", "ones")), *fragments)
