@@ -34,15 +34,17 @@ class Advice:
 
 class AttnError(Exception):
     """Base class: something about the input or the computation the user must fix.
-    `field`: the input key it is about ("mask", "q_positions", "heads[1].weights"), or None."""
+    `field`: the input key it is about ("mask", "q_positions", "heads[1].weights"), or None;
+    `also`: other keys it is about (K against Q), so that the edge can name where those came from."""
 
     def __init__(self, message: str, source: str | None = None, field: str | None = None,
-                 advice: Advice | None = None):
+                 advice: Advice | None = None, also: tuple[str, ...] = ()):
         super().__init__(message)
         self.message = message
         self.source = source
         self.field = field
         self.advice = advice
+        self.also = also
 
     def text(self, say: Say = keyword, source: bool = True) -> str:
         """The whole message, the advice said with `say`, after the file or option it came from."""

@@ -58,3 +58,15 @@ def test_an_npz_reads_back_its_own_results(run, tmp_path):
 ])
 def test_an_npz_refuses_unknown_or_altered_results(run, tmp_path, change, fragments):
     assert_error(run("compute", _npz_with(tmp_path, run, change, "--do", "ones")), *fragments)
+
+
+# 3. An error about two keys names the option that gave one of them, not the file.
+@pytest.mark.parametrize("options, fragment", [
+    (("--q", "1,2,3"), "--q: K has 2 columns but Q has 3"),
+    (("--k", "1,2;3,4"), "--k: V has 3 rows but K has 2"),
+    (("--v", "1,2;3,4"), "--v: V has 2 rows but K has 3"),
+])
+def test_a_mismatch_names_the_option_that_gave_a_key(run, options, fragment):
+    result = run("compute", SAMPLES / "scooter.json", *options)
+    assert_error(result, fragment)
+    assert "scooter.json" not in result.stderr
