@@ -67,7 +67,8 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     if trace.stage("weights") is None and (_needs_full(doc) or members):
         trace = attend(trace.problem)
     expected = _expected(trace, _tile_size(doc, trace.problem), say)
-    changed = f"; {', '.join(options)} changed the problem these came from" if options else ""
+    changed = f"; {', '.join(options)} changed the problem these came from{_recompute(doc, members)}" \
+        if options else ""
     hint = ANSWERS_HINT + changed
     rtol = RTOL[trace.problem.dtype]
     if members:
@@ -90,6 +91,16 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
                 raise InputError(f"{name} is given at the top level, but the problem has {trace.problem.heads} "
                                  f"heads: results go in heads[i]; to mark answers, use attn check", field=name)
             _same(value, expected["heads"][0].get(name, MISSING), name, rtol, hint)
+
+
+def _recompute(doc: dict, members: dict) -> str:
+    """How to recompute a document with changed settings: without its results (which are the old
+    problem's), e.g. jq 'del(.heads, .output)'."""
+    if members:
+        return " (to recompute it, give it without its heads/ and grads/ members and results)"
+    written = schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
+    drop = [name for name in doc if name in written or (name == "heads" and isinstance(doc[name], list))]
+    return f"; to recompute it with them, drop its results: jq 'del({', '.join('.' + n for n in drop)})' FILE"
 
 
 def _npz_results(members: dict, read, expected: dict, rtol: float, hint: str) -> None:
@@ -198,7 +209,8 @@ def _echo(entry, written, computed, rtol: float, changed: str) -> None:
         raise InputError(f"{entry.name} is given, but {entry.source} give none ({entry.about}); "
                          f"drop {entry.name}{changed}", field=entry.name)
     if not _agree(written, computed, rtol):
-        raise InputError(f"{entry.name} is {shown(written)}, but from {entry.source} it is {shown(computed)}: "
+        written, computed = _differ(written, computed)
+        raise InputError(f"{entry.name} is {written}, but from {entry.source} it is {computed}: "
                          f"{entry.name} is derived; drop it, or fix {entry.source}{changed}", field=entry.name)
 
 
@@ -257,6 +269,20 @@ def _agree(written, computed, rtol: float) -> bool:
     if isinstance(written, list) or isinstance(computed, list):
         return False
     return _disagree([written], [computed], rtol) is None
+
+
+def _differ(written, computed, context: int = 30) -> tuple[str, str]:
+    """Two values as a message shows them; two long strings from the first character where they
+    differ, with some context before it ("…j ≤ i (top-left…" against "…j ≤ i; window…")."""
+    if not (isinstance(written, str) and isinstance(computed, str)) or max(len(written), len(computed)) <= 200:
+        return shown(written), shown(computed)
+    start = next((i for i, (a, b) in enumerate(zip(written, computed)) if a != b), min(len(written), len(computed)))
+    start = max(0, start - context)
+
+    def part(text: str) -> str:
+        cut = text[start:start + 2 * context + 40]
+        return ("…" if start else "") + quote(cut)[1:-1] + ("…" if start + len(cut) < len(text) else "")
+    return f'"{part(written)}"', f'"{part(computed)}"'
 
 
 def shown(value) -> str:

@@ -70,3 +70,21 @@ def test_a_mismatch_names_the_option_that_gave_a_key(run, options, fragment):
     result = run("compute", SAMPLES / "scooter.json", *options)
     assert_error(result, fragment)
     assert "scooter.json" not in result.stderr
+
+
+# 4. Two long rules that differ are shown where they differ, with how to recompute.
+def test_a_changed_mask_rule_shows_where_the_rules_differ(run, problem_file):
+    out = run("compute", SAMPLES / "causal.json", "--alibi", "-f", "json").stdout
+    result = run("compute", problem_file(out, "al_out.json"), "--window", "1,0")
+    assert_error(result, 'mask_rule is "… 1, as PyTorch is_causal=True)", but from',
+                 'it is "… 1, as PyTorch is_causal=True); window [1, 0]: query i may attend',
+                 "--window changed the problem these came from; to recompute it with them, drop its results: "
+                 "jq 'del(.attncli, .d_k, .d_v, .alibi_slopes, .mask_rule, .heads, .output, .warnings)' FILE")
+    dropped = {k: v for k, v in json.loads(out).items()
+               if k not in ("attncli", "d_k", "d_v", "alibi_slopes", "mask_rule", "heads", "output", "warnings")}
+    assert run.json("compute", problem_file(dropped), "--window", "1,0")["window"] == [1, 0]
+
+
+def test_short_echoes_are_shown_whole(run, problem_file):
+    doc = run.json("compute", SAMPLES / "scooter.json")
+    assert_error(run("compute", problem_file(dict(doc, d_k=3))), "d_k is 3, but from")
