@@ -79,10 +79,15 @@ def read_bytes(path: str, cap: Cap | None = None) -> tuple[bytes, str]:
         raise InputError(f"cannot read: {error.strerror or error}", source) from None
 
 
-def decode(data: bytes, source: str) -> str:
-    """UTF-8 text (a BOM is allowed); binary data and other encodings are refused."""
+PROBLEM_EXPECTED = "a JSON object with Q, K and V"
+MATRIX_EXPECTED = "a matrix: rows of numbers (CSV rows, a JSON list of rows, or an .npy)"
+
+
+def decode(data: bytes, source: str, expected: str = PROBLEM_EXPECTED) -> str:
+    """UTF-8 text (a BOM is allowed); binary data and other encodings are refused. Empty (or blank)
+    data is "empty input" from stdin and "empty file" from a file, said with what was `expected`."""
     if not data.strip():
-        raise InputError("empty input; expected a JSON object with Q, K and V", source)
+        raise InputError(f"{'empty input' if source == '<stdin>' else 'empty file'}; expected {expected}", source)
     if b"\x00" in data:
         raise InputError("binary data (a NUL byte); expected UTF-8 text", source)
     try:
@@ -280,7 +285,7 @@ def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None =
         if suffix == ".npy":
             return load_npy(value), None, value
         data, source = read_bytes(value, cap)
-        text = decode(data, source)
+        text = decode(data, source, MATRIX_EXPECTED if kind == "number" else f"a {kind} matrix")
         if suffix == ".json":
             return parse_json(text, source, keep_decimals=True), None, source
         matrix, labels = parse_csv(text, source, kind)

@@ -88,3 +88,20 @@ def test_a_changed_mask_rule_shows_where_the_rules_differ(run, problem_file):
 def test_short_echoes_are_shown_whole(run, problem_file):
     doc = run.json("compute", SAMPLES / "scooter.json")
     assert_error(run("compute", problem_file(dict(doc, d_k=3))), "d_k is 3, but from")
+
+
+# 5. An empty file is "empty file", with what was expected there.
+def test_an_empty_matrix_file_says_a_matrix_was_expected(run, problem_file):
+    empty = problem_file(b"", "empty.csv")
+    assert_error(run("compute", SAMPLES / "scooter.json", "--q", empty),
+                 "empty.csv: empty file; expected a matrix: rows of numbers")
+    assert_error(run("compute", problem_file(b" \n", "blank.json")), "empty file; expected a JSON object with Q")
+    assert_error(run("compute", input=""), "<stdin>: empty input; expected a JSON object")
+
+
+def test_an_empty_answers_file_says_answers_were_expected(run, problem_file):
+    empty = problem_file(b"", "answers.json")
+    assert_error(run("check", empty, "--problem", SAMPLES / "scooter.json"),
+                 "answers.json: empty file: no answers; write at least one of")
+    result = run("check", empty, "--problem", SAMPLES / "scooter.json", "-f", "gradescope")
+    assert "empty file: no answers" in json.loads(result.stdout)["output"]
