@@ -105,3 +105,14 @@ def test_an_empty_answers_file_says_answers_were_expected(run, problem_file):
                  "answers.json: empty file: no answers; write at least one of")
     result = run("check", empty, "--problem", SAMPLES / "scooter.json", "-f", "gradescope")
     assert "empty file: no answers" in json.loads(result.stdout)["output"]
+
+
+# 6. A single file with no answers exits 2 in every format (1 in a class, as a file that differs).
+@pytest.mark.parametrize("content", [b"{}", b""])
+@pytest.mark.parametrize("format", ["table", "json", "gradescope", "csv"])
+def test_a_file_with_no_answers_exits_alike_in_every_format(run, problem_file, content, format):
+    answers = problem_file(content, "answers.json")
+    result = run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", format)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    right = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, "right.json")
+    assert run("check", answers, right, "--problem", SAMPLES / "scooter.json", "-f", format).exit_code == 1

@@ -230,8 +230,10 @@ def _blank(error: str | None) -> bool:
 def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=None,
             grading: Grading = Grading()) -> None:
     as_json = format == "json" or (format == "auto" and not auto_is_table())
-    code = 0  # as diff: 2 trouble (a file that could not be read), 1 some answer differs
-    if any(m is None and not _blank(e) for _, m, e in results):
+    # As diff: 2 trouble (a file that could not be read; a single file with no answers, in every
+    # format), 1 some answer differs (in a class, a file with no answers is one that differs).
+    code = 0
+    if any(m is None and (not _blank(e) or len(results) == 1) for _, m, e in results):
         code = 2
     elif not all(m is not None and all_correct(m) for _, m, _ in results):
         code = EXIT_DIFFER
