@@ -80,7 +80,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     results = _flag_odd_problems(results, problems)
     rule = (shared[3] if shared else {}) | {k: v for k, v in settings.items() if v is not None and k != "key"}
     _report(shared[2] if shared else None, results, format, precision, rule.get("decimals", DECIMALS), tol,
-            Grading(**(grading or {})))
+            Grading(**(grading or {}), required=tuple(rule.get("require") or ())))
 
 
 PROBLEM_KEYS = {"Q", "K", "V", "X", "q", "k", "v"}
@@ -248,7 +248,7 @@ def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=
 def _print_report(trace, results, format: str, precision: int, decimals: int, tol, as_json: bool,
                   grading: Grading) -> None:
     if format == "csv":
-        sys.stdout.write(csv_gradebook(results, grading.points))
+        sys.stdout.write(csv_gradebook(results, grading.points, grading.required))
     elif format == "gradescope":
         doc = gradescope(results[0][1], results[0][2], grading=grading) if len(results) == 1 \
             else gradescope_class(results, grading)
@@ -271,4 +271,5 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
         if len(results) == 1:
             print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
         else:
-            print_class_summary(results, console, grading.points, stage_keys(trace) if trace is not None else None)
+            print_class_summary(results, console, grading.points, stage_keys(trace) if trace is not None else None,
+                                grading.required)
