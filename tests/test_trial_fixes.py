@@ -152,3 +152,31 @@ def test_without_require_an_unmarked_file_is_out_of_the_common_maximum(run, prob
     maxima, _ = _maxima(run, problem_file)
     assert maxima == {"good.json": (5, 5), "good2.json": (5, 5), "all.json": (11, 11), "blank.json": (0, 5),
                       "broken.json": (0, 5)}
+
+
+# 8. --row: a label wins, #N is an index, a shared label is refused with the indices.
+def _explained_rows(run, path, *rows):
+    args = [a for r in rows for a in ("--row", r)]
+    result = run("compute", path, "--explain", *args)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_row_a_label_wins_and_hash_is_an_index(run, problem_file):
+    doc = {"Q": [[1, 0], [0, 1], [1, 1], [2, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]],
+           "query_labels": ["1", "0", "x", "y"]}
+    path = problem_file(doc)
+    by_label = _explained_rows(run, path, "1")
+    assert by_label == _explained_rows(run, path, "#0")  # "1" is the label of row 0
+    assert _explained_rows(run, path, "#1") == _explained_rows(run, path, "0")  # row 1 is labelled "0"
+    assert by_label != _explained_rows(run, path, "#1")
+    assert _explained_rows(run, path, "#3") == _explained_rows(run, path, "y")
+    assert_error(run("compute", path, "--explain", "--row", "#4"), '--row: no query "#4"',
+                 "the queries are 1, 0, x, y (by index #0 to #3)")
+
+
+def test_row_a_label_several_queries_share_is_refused(run, problem_file):
+    doc = {"Q": [[1, 0], [0, 1], [1, 1], [2, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]],
+           "query_labels": ["a", "a", "b", "c"]}
+    assert_error(run("compute", problem_file(doc), "--explain", "--row", "a"),
+                 '--row: "a" labels 2 queries (#0, #1); give the one to explain by index: --row #0 or --row #1')

@@ -106,8 +106,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("carry", "With --explain: exact (default; exact arithmetic, rounded display, a note where printed "
            "numbers do not give the printed result) or rounded (each step from the numbers as printed, as on "
            "a pocket calculator; every printed equation holds).", choices=CARRIES, panel=LEARNING),
-    Option("row", "With --explain: a query row to explain, by label or index (repeatable).", type=list,
-           metavar="LABEL|INDEX", panel=LEARNING),
+    Option("row", "With --explain: a query row to explain (repeatable), by label or by index: #N is always "
+           "index N, a plain N only when no label is N (a label wins); a label several queries share is "
+           "refused, listing their #N.", type=list, metavar="LABEL|#INDEX", panel=LEARNING),
     Option("head", "With --explain or --heatmap: only this head.", type=int, panel=LEARNING),
     Option("heatmap", "Draw the weights as a shaded grid (also: --stages heatmap).", type=bool, panel=LEARNING),
     Option("output_file", "Write to FILE instead of stdout: .json, .md, .tex, .csv (as --format json, markdown, "
