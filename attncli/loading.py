@@ -281,7 +281,8 @@ def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None =
     if suffix == ".npz":
         raise InputError("an .npz archive holds several arrays: give it as the problem FILE, "
                          "or this matrix as .npy", value)
-    if suffix in MATRIX_SUFFIXES or (os.path.isfile(value) and not value.lstrip().startswith("[")):
+    if suffix in MATRIX_SUFFIXES or (os.path.exists(value) and not value.lstrip().startswith("[")):
+        # A path that exists is a file, with or without a suffix: <(printf …) is /dev/fd/63, a pipe.
         if suffix == ".npy":
             return load_npy(value), None, value
         data, source = read_bytes(value, cap)
@@ -358,9 +359,9 @@ def _matrix_option(key: str, value: str, origin: dict):
     name goes into `origin[key]`."""
     word = value.strip()
     if key == "mask" and word.replace("_", "").isalpha() and word.lower() not in ("true", "false") \
-            and not os.path.isfile(value):
+            and not os.path.exists(value):
         return word, None
-    if key == "dO" and word.lower() == "ones" and not os.path.isfile(value):
+    if key == "dO" and word.lower() == "ones" and not os.path.exists(value):
         return word, None  # all ones, in the final output's shape
     matrix, labels, origin[key] = load_matrix(value, origin[key], key if key in ("mask", "bias") else "number")
     return matrix, labels

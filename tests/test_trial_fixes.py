@@ -180,3 +180,30 @@ def test_row_a_label_several_queries_share_is_refused(run, problem_file):
            "query_labels": ["a", "a", "b", "c"]}
     assert_error(run("compute", problem_file(doc), "--explain", "--row", "a"),
                  '--row: "a" labels 2 queries (#0, #1); give the one to explain by index: --row #0 or --row #1')
+
+
+# 9. --bias takes null for −∞ (as --help says); a path that exists is a file, suffix or not.
+def test_bias_null_is_blocked_like_minus_infinity(run):
+    null = run.json("compute", SAMPLES / "scooter.json", "--bias", "null,0,0")
+    assert null["heads"][0]["weights"] == run.json("compute", SAMPLES / "scooter.json", "--bias", "-inf,0,0")[
+        "heads"][0]["weights"]
+    assert null["heads"][0]["weights"][0][0] == 0
+
+
+def _pipe(text: str) -> str:
+    """A path like bash's <(printf …): /dev/fd/N, a pipe holding `text` (no suffix, not a regular file)."""
+    import os
+
+    read, write = os.pipe()
+    os.write(write, text.encode())
+    os.close(write)
+    return f"/dev/fd/{read}"
+
+
+def test_a_pipe_path_without_a_suffix_is_read_as_a_file(run):
+    assert_error(run("compute", SAMPLES / "scooter.json", "--bias", _pipe("0,,0\n")),
+                 "row 1, column 2 is empty; expected a number or -inf")
+    weights = run.json("compute", SAMPLES / "scooter.json", "--bias", _pipe("null,0,0\n"))["heads"][0]["weights"]
+    assert weights[0][0] == 0
+    assert run.json("compute", SAMPLES / "scooter.json", "--q", _pipe("0,4\n"))["output"] == \
+        run.json("compute", SAMPLES / "scooter.json")["output"]
