@@ -101,9 +101,20 @@ class NumericError(AttnError):
 
 
 def did_you_mean(word: str, choices, cutoff: float = 0.6) -> str:
-    """` (did you mean "x"?)` for the closest choice, or ""."""
+    """` (did you mean "x"?)` for the closest choice, or "". A choice that differs from the word only
+    in its digits is another thing, not a typo (float16 is not float64): no suggestion."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    if close and _digits(close[0]) != _digits(word) and _letters(close[0]) == _letters(word):
+        return ""
     return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def _digits(text: str) -> str:
+    return "".join(c for c in text if c.isdigit())
+
+
+def _letters(text: str) -> str:
+    return "".join(c for c in text if not c.isdigit())
 
 
 def quote(text: str) -> str:

@@ -33,7 +33,8 @@ def output_keys() -> tuple[str, ...]:
 
 
 def _rows(n: int, what: str = "row") -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
+    """`1 row`, `4 rows`, `4 queries`."""
+    return f"{n} {what if n == 1 else what[:-1] + 'ies' if what.endswith('y') else what + 's'}"
 
 
 def _as_2d(value, field: str) -> np.ndarray:
@@ -81,9 +82,17 @@ def _labels(value, field: str, length: int, axis: str) -> list[str] | None:
             isinstance(x, str) or (type(x) in (int, float)) for x in value):
         raise InputError(f"{field} is {describe(value)}; expected a list of strings", field=field)
     if len(value) != length:
-        raise InputError(f"{field} has {len(value)} labels but there {'is' if length == 1 else 'are'} "
-                         f"{_rows(length, axis)}", field=field)
+        raise InputError(f"{field} has {_rows(len(value), 'label')} but there {'is' if length == 1 else 'are'} "
+                         f"{_rows(length, axis)}", field=field, also=({"query": "Q", "key": "K"}[axis],))
     return [_unicode(str(x), f"{field}[{i}]") for i, x in enumerate(value)]
+
+
+def _head_keys_at_top(doc: dict) -> None:
+    """A key only a head holds (lse, d_V, …) at the top level: say where it goes (not a near name)."""
+    for key in doc:
+        if isinstance(key, str) and key in schema.head_names() and key not in schema.known():
+            raise InputError(f"{key} is one head's result: it goes in heads[i].{key}, as attn compute writes "
+                             "it; drop it to compute afresh", field=key)
 
 
 def _text(value, field: str) -> str | None:
@@ -98,8 +107,12 @@ def _unicode(text: str, field: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise InputError(f"{field} holds a lone surrogate \\u{ord(text[error.start]):04x} at character "
-                         f"{error.start + 1}; expected text that is valid Unicode", field=field) from None
+        code = ord(text[error.start])
+        # U+DC80 … U+DCFF: a byte that is not UTF-8, as Python reads undecodable arguments and names
+        found = f"the byte 0x{code - 0xDC00:02x}, which is not UTF-8," if 0xDC80 <= code <= 0xDCFF \
+            else f"a lone surrogate \\u{code:04x}"
+        raise InputError(f"{field} holds {found} at character {error.start + 1}; expected text that is valid "
+                         "Unicode (UTF-8)", field=field) from None
     return text
 
 
@@ -260,6 +273,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
     try:
         if not isinstance(doc, dict):
             raise InputError(f"the top level is {describe(doc)}; expected a JSON object with Q, K and V")
+        _head_keys_at_top(doc)
         doc = schema.check_keys(doc, rule_keys())  # rule_keys: a rule added later (tests/test_rules.py)
         has_qkv = [k for k in QKV if doc.get(k) is not None]
         has_proj = [k for k in PROJECTIONS if doc.get(k) is not None]

@@ -206,7 +206,8 @@ def _lines(value) -> None:
 
 def _echo(entry, written, computed, rtol: float, changed: str) -> None:
     if computed is MISSING:
-        raise InputError(f"{entry.name} is given, but {entry.source} give none ({entry.about}); "
+        gives = "give" if "," in entry.source or " and " in entry.source else "gives"
+        raise InputError(f"{entry.name} is given, but {entry.source} {gives} none ({entry.about}); "
                          f"drop {entry.name}{changed}", field=entry.name)
     if not _agree(written, computed, rtol):
         written, computed = _differ(written, computed)

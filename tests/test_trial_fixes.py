@@ -207,3 +207,63 @@ def test_a_pipe_path_without_a_suffix_is_read_as_a_file(run):
     assert weights[0][0] == 0
     assert run.json("compute", SAMPLES / "scooter.json", "--q", _pipe("0,4\n"))["output"] == \
         run.json("compute", SAMPLES / "scooter.json")["output"]
+
+
+# 10. Messages that said the wrong thing.
+def test_messages_plural_labels_and_the_option(run):
+    assert_error(run("compute", SAMPLES / "scooter.json", "--q", "1,0;0,1;1,1;2,2"),
+                 "--q: query_labels has 1 label but there are 4 queries")
+
+
+def test_messages_an_echo_without_its_source(run, problem_file):
+    doc = run.json("compute", SAMPLES / "rope.json")
+    del doc["rope"]
+    assert_error(run("compute", problem_file(doc)), "rope_rule is given, but rope gives none")
+
+
+def test_messages_tiles_and_dtype(run):
+    assert_error(run("compute", SAMPLES / "scooter.json", "--tiles", "0,1"),
+                 '--tiles: got "0,1"; expected two whole numbers BQ,BK of at least 1')
+    result = run("compute", SAMPLES / "scooter.json", "--dtype", "float16")
+    assert_error(result, "'float16' is not one of 'float64', 'float32'")
+    assert "did you mean" not in result.stderr
+    assert 'did you mean "float32"' in run("compute", SAMPLES / "scooter.json", "--dtype", "flaot32").stderr
+
+
+def test_messages_an_npz_array_and_a_head_key_at_the_top(run, problem_file, tmp_path):
+    np.savez(tmp_path / "t.npz", Q=[[1.0]], K=[[1.0]], V=[[1.0]], title=np.array([1.0, 2.0]))
+    assert_error(run("compute", tmp_path / "t.npz"), "title is an array of float64 with shape (2,); expected a string")
+    doc = json.loads((SAMPLES / "scooter.json").read_text(encoding="utf-8")) | {"lse": [1.0]}
+    result = run("compute", problem_file(doc))
+    assert_error(result, "lse is one head's result: it goes in heads[i].lse")
+    assert "title" not in result.stderr
+
+
+def test_messages_csv_one_stage(run):
+    assert_error(run("compute", SAMPLES / "scooter.json", "-f", "csv", "--stages", "weights,output"),
+                 "--format csv writes one stage: give one, such as --stages weights")
+
+
+def test_messages_nan_in_answers_and_the_problems_own_stages(run, problem_file):
+    nan = problem_file('{"weights": [[NaN, 1, 0]]}', "nan.json")
+    result = run("check", nan, "--problem", SAMPLES / "scooter.json")
+    assert_error(result, "NaN is not valid JSON; write −∞ as null (a bias's blocked cells, or an answer's masked ones)")
+    for content in ("{}", ""):
+        result = run("check", problem_file(content, "a.json"), "--problem", SAMPLES / "scooter.json")
+        assert_error(result, "write at least one of scores, scaled, weights, output")
+    result = run("check", problem_file("{}", "a.json"), "--problem", SAMPLES / "rope.json")
+    assert "write at least one of Q_rope, K_rope, scores, scaled, masked, weights, output" in result.stderr
+
+
+def test_messages_a_byte_that_is_not_utf8_in_a_label(run):
+    label = b"a\xff".decode("utf-8", "surrogateescape")
+    assert_error(run("compute", SAMPLES / "scooter.json", "--key-labels", f"{label},b,c"),
+                 "key_labels[0] holds the byte 0xff, which is not UTF-8, at character 2")
+
+
+def test_messages_a_long_double_too_large_names_its_dtype(run, tmp_path):
+    if not np.isfinite(np.longdouble("1e4000")):
+        pytest.skip("no long double beyond float64 here")
+    np.save(tmp_path / "q.npy", np.array([[np.longdouble("1e4000"), 1]], dtype=np.longdouble))
+    assert_error(run("compute", SAMPLES / "scooter.json", "--q", tmp_path / "q.npy"),
+                 "is 1e+4000, too large for float64 (the file's dtype is float128)")

@@ -12,7 +12,7 @@ import numpy as np
 from attncli import attention, grads
 from attncli.answer_files import load_answers, read_answers_file
 from attncli.answer_keys import ASKED, asked_of, sort_keys
-from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers
+from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, problem_stages
 from attncli.commands.edge import auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, one_line
 from attncli.grading import DECIMALS, Rule
@@ -75,7 +75,8 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     origin = {stage: f"--{stage}" for stage in inline}
     # None: the problem's, else the default; `key`: the problem's document (a find-the-slip key's slip)
     settings = {"tol": tol, "decimals": decimals, "require": required, "key": shared[0] if shared else None}
-    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
+    stages = problem_stages(shared[2]) if shared else None  # listed when a file answers none
+    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin, stages)
                for name in names]
     results = _flag_odd_problems(results, problems)
     rule = (shared[3] if shared else {}) | {k: v for k, v in settings.items() if v is not None and k != "key"}
@@ -178,11 +179,13 @@ def _problem(name: str, doc=None):
         raise error.at(source)
 
 
-def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origin: dict[str, str]):
+def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origin: dict[str, str],
+              stages: tuple[str, ...] | None = None):
     """(file, marks or None, error or None). With several files a bad one is reported and skipped,
-    and a file with no answers scores 0. An error about a stage given inline names its option
-    (`--weights`) instead of the file."""
+    and a file with no answers scores 0 (the message lists the problem's `stages`, or its own
+    problem's). An error about a stage given inline names its option (`--weights`) instead of the file."""
     try:
+        trace = None
         doc, trace, read, asked = answers()
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         chosen = asked | {key: value for key, value in settings.items() if value is not None}
@@ -190,7 +193,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         notes = ([f"{read} (--lenient-json)"] if read else []) + sort_keys(doc, before_weights(trace), False).notes()
         return name, marks, "; ".join(notes) or None
     except NoAnswers as error:
-        blank = error.named(name)
+        blank = error.named(name, problem_stages(trace) if trace is not None else stages)
         if not many:
             raise blank.at("") from None  # the message names the file already
         return name, None, blank.message

@@ -36,7 +36,7 @@ def tile_sizes(text: str | None) -> tuple[int, int] | None:
         return None
     parts = [part.strip() for part in text.split(",")]
     if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) < 40 and int(p) >= 1 for p in parts):
-        raise InputError(f"is {quote(text)}; expected two whole numbers BQ,BK of at least 1 (query rows "
+        raise InputError(f"got {quote(text)}; expected two whole numbers BQ,BK of at least 1 (query rows "
                          "and keys per tile), such as 2,2", "--tiles")
     return int(parts[0]), int(parts[1])
 
