@@ -1,9 +1,7 @@
 """What a user trial (a learner, a teacher, a hostile user) found on main: each item of the lane's
 list with the test that failed before its fix."""
 
-import io
 import json
-import zipfile
 
 import numpy as np
 import pytest
