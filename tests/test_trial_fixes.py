@@ -265,3 +265,33 @@ def test_messages_a_long_double_too_large_names_its_dtype(run, tmp_path):
     np.save(tmp_path / "q.npy", np.array([[np.longdouble("1e4000"), 1]], dtype=np.longdouble))
     assert_error(run("compute", SAMPLES / "scooter.json", "--q", tmp_path / "q.npy"),
                  "is 1e+4000, too large for float64 (the file's dtype is float128)")
+
+
+# 11. A narrow terminal splits a table into column ranges; it elides only past MAX_COLUMNS.
+def _render(doc, width, full=False):
+    from rich.console import Console
+
+    from attncli.attention import attend
+    from attncli.problem import build_problem
+    from attncli.render.tables import render
+
+    console = Console(file=__import__("io").StringIO(), width=width, color_system=None)
+    render(attend(build_problem(doc)), console, ("weights",), 4, width, full=full)
+    return console.file.getvalue()
+
+
+def test_a_narrow_terminal_splits_a_small_table_and_shows_every_number():
+    doc = json.loads((SAMPLES / "causal.json").read_text(encoding="utf-8"))
+    text = _render(doc, 40)
+    assert "⋯" not in text and "middle elided" not in text
+    assert "(columns the–" in text and all(len(line.rstrip()) <= 40 for line in text.splitlines())
+    assert "0.4802" in text and "0.5035" in text  # every weight is there
+
+
+def test_a_table_past_max_columns_is_elided_then_split():
+    rng = np.random.default_rng(0)
+    doc = {"Q": rng.normal(size=(2, 3)).tolist(), "K": rng.normal(size=(40, 3)).tolist(),
+           "V": rng.normal(size=(40, 2)).tolist()}
+    text = _render(doc, 60)
+    assert "(2×40, middle elided:" in text and "⋯" in text
+    assert "(columns 0–" in text and "(column lse)" in text and all(len(line.rstrip()) <= 60 for line in text.splitlines())
