@@ -295,3 +295,29 @@ def test_a_table_past_max_columns_is_elided_then_split():
     text = _render(doc, 60)
     assert "(2×40, middle elided:" in text and "⋯" in text
     assert "(columns 0–" in text and "(column lse)" in text and all(len(line.rstrip()) <= 60 for line in text.splitlines())
+
+
+# 12. Cosmetics: line breaks in a description, the submission's name for students, the causal header.
+def test_a_description_may_break_lines_other_controls_stay_escaped(run, problem_file):
+    doc = {"Q": [[1]], "K": [[1]], "V": [[1]], "description": "line one\nline two\u0007bell"}
+    out = run("compute", problem_file(doc), "-f", "table").stdout
+    assert "\nline one\nline two\\u0007bell\n" in out and "\\u000a" not in out
+    latex = run("compute", problem_file(doc), "-f", "latex").stdout
+    assert "% line one\n% line two" in latex
+
+
+def test_gradescope_names_the_submission_by_its_file_name(run, problem_file, tmp_path):
+    answers = problem_file({"weightz": [[1, 2, 3]]}, "answers.json")
+    alone = json.loads(run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", "gradescope").stdout)
+    right = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, "b.json")
+    both = json.loads(run("check", answers, right, "--problem", SAMPLES / "scooter.json", "-f", "gradescope").stdout)
+    for output in (alone["output"], both["files"][0]["results"]["output"]):
+        assert "no answers found in answers.json:" in output and str(tmp_path) not in output
+    assert both["files"][0]["file"] == str(answers)  # the teacher's key: the path as given
+
+
+def test_the_causal_header_says_when_positions_are_given(run):
+    given = run.json("compute", SAMPLES / "causal.json", "--q-positions", "1,2,3,4", "--k-positions", "1,2,3,4")
+    assert given["mask_rule"] == "causal: query i may attend key j when k_pos[j] ≤ q_pos[i] (by the positions given)"
+    default = run.json("compute", SAMPLES / "causal.json")
+    assert "(top-left with the default positions 0 … L − 1, as PyTorch is_causal=True)" in default["mask_rule"]

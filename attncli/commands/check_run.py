@@ -253,7 +253,7 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
     if format == "csv":
         sys.stdout.write(csv_gradebook(results, grading.points, grading.required))
     elif format == "gradescope":
-        doc = gradescope(results[0][1], results[0][2], grading=grading) if len(results) == 1 \
+        doc = gradescope(results[0][1], results[0][2], grading=grading, file=results[0][0]) if len(results) == 1 \
             else gradescope_class(results, grading)
         sys.stdout.write(dumps(doc) + "\n")
     elif as_json:

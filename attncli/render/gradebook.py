@@ -19,6 +19,7 @@ import io
 import math
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import PurePath
 
 import numpy as np
 
@@ -187,11 +188,15 @@ class Grading:
     required: tuple[str, ...] = ()  # --require (or the problem's ask): every file is out of these
 
 
-def gradescope(marks: Marks | None, error: str | None = None, class_max: float = 0, grading: Grading = Grading()) -> dict:
+def gradescope(marks: Marks | None, error: str | None = None, class_max: float = 0, grading: Grading = Grading(),
+               file: str | None = None) -> dict:
     """Gradescope's autograder results.json: the total `score`, and one test per stage with its
     `score`, `max_score`, `status` and a readable `output` (see
     https://gradescope-autograders.readthedocs.io/en/latest/specs/). With `max_score`, every score
-    is scaled so that a full answer scores it."""
+    is scaled so that a full answer scores it. Students read it: the submission's `file` appears in
+    the output by its name (answers.json), never the autograder's directories."""
+    if file and error:
+        error = error.replace(file, PurePath(file).name)
     s = score(marks, class_max, grading.points, grading.required)
     factor = grading.max_score / s.max if grading.max_score is not None and s.max else 1
 
@@ -219,7 +224,7 @@ def gradescope_class(results: list[Result], grading: Grading = Grading()) -> dic
     """Several files: `{"files": [{"file": …, "results": <results.json>}, …]}`; Gradescope itself
     grades one submission at a time, so a single file gives the bare results.json."""
     most = class_max(results, grading.points, grading.required)
-    return {"files": [{"file": file, "results": gradescope(marks, error, most, grading)}
+    return {"files": [{"file": file, "results": gradescope(marks, error, most, grading, file)}
                       for file, marks, error in results]}
 
 
