@@ -42,25 +42,29 @@ EMPTY_FILE = "empty file"
 
 
 class NoAnswers(InputError):
-    """A document with no answer stage at all: never "all correct"."""
+    """A document with no answer stage at all: never "all correct". `stages`: the problem's stages,
+    to list (default: every stage the tool knows)."""
 
-    def __init__(self, name: str | None = None):
+    def __init__(self, name: str | None = None, stages: tuple[str, ...] | None = None):
         where = f" in {name}" if name else ""
-        super().__init__(f"{NO_ANSWERS}{where}: write at least one of {', '.join(names())}")
+        super().__init__(f"{NO_ANSWERS}{where}: write at least one of {', '.join(stages or names())}")
 
-    def named(self, name: str) -> "NoAnswers":
-        """The same, naming the file it is about."""
-        return NoAnswers(name)
+    def named(self, name: str, stages: tuple[str, ...] | None = None) -> "NoAnswers":
+        """The same, naming the file it is about (and the problem's stages, when known)."""
+        return type(self)(name, stages)
+
+
+def problem_stages(trace) -> tuple[str, ...]:
+    """The stages a learner may answer for this problem (no Q_rope without RoPE)."""
+    return tuple(name for name in names() if trace.stage(name) is not None)
 
 
 class EmptyFile(NoAnswers):
     """A 0-byte (or blank) answers file: nothing answered, said plainly."""
 
-    def __init__(self, name: str | None = None):
-        InputError.__init__(self, f"{EMPTY_FILE}: no answers; write at least one of {', '.join(names())}", name)
-
-    def named(self, name: str) -> "EmptyFile":
-        return EmptyFile(name)
+    def __init__(self, name: str | None = None, stages: tuple[str, ...] | None = None):
+        InputError.__init__(self, f"{EMPTY_FILE}: no answers; write at least one of {', '.join(stages or names())}",
+                            name)
 
 
 def _leaf(x, masked: bool, large: bool = True):

@@ -34,15 +34,17 @@ class Advice:
 
 class AttnError(Exception):
     """Base class: something about the input or the computation the user must fix.
-    `field`: the input key it is about ("mask", "q_positions", "heads[1].weights"), or None."""
+    `field`: the input key it is about ("mask", "q_positions", "heads[1].weights"), or None;
+    `also`: other keys it is about (K against Q), so that the edge can name where those came from."""
 
     def __init__(self, message: str, source: str | None = None, field: str | None = None,
-                 advice: Advice | None = None):
+                 advice: Advice | None = None, also: tuple[str, ...] = ()):
         super().__init__(message)
         self.message = message
         self.source = source
         self.field = field
         self.advice = advice
+        self.also = also
 
     def text(self, say: Say = keyword, source: bool = True) -> str:
         """The whole message, the advice said with `say`, after the file or option it came from."""
@@ -99,9 +101,20 @@ class NumericError(AttnError):
 
 
 def did_you_mean(word: str, choices, cutoff: float = 0.6) -> str:
-    """` (did you mean "x"?)` for the closest choice, or ""."""
+    """` (did you mean "x"?)` for the closest choice, or "". A choice that differs from the word only
+    in its digits is another thing, not a typo (float16 is not float64): no suggestion."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    if close and _digits(close[0]) != _digits(word) and _letters(close[0]) == _letters(word):
+        return ""
     return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def _digits(text: str) -> str:
+    return "".join(c for c in text if c.isdigit())
+
+
+def _letters(text: str) -> str:
+    return "".join(c for c in text if not c.isdigit())
 
 
 def quote(text: str) -> str:

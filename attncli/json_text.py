@@ -13,7 +13,7 @@ from attncli.values import Written, excerpt, json_int
 
 
 def _reject_constant(token: str):
-    raise ValueError(f"{token} is not valid JSON; write −∞ as null (bias only) and use finite numbers")
+    raise ValueError(f"{token} is not valid JSON; write −∞ as null (a bias's blocked cells, or an answer's masked ones) and use finite numbers")
 
 
 def _finite_float(token: str, kind=float) -> float:

@@ -6,6 +6,7 @@ Errors are `InputError`s that name the file (or option) and what was expected.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import stat
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.errors import AttnError, InputError, quote
+from attncli import schema
+from attncli.errors import AttnError, InputError, did_you_mean, quote
 from attncli.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.limits import Cap, check_fits, text_cap
 from attncli.schema import check_keys
@@ -81,10 +83,15 @@ def read_bytes(path: str, cap: Cap | None = None) -> tuple[bytes, str]:
         raise InputError(f"cannot read: {error.strerror or error}", source) from None
 
 
-def decode(data: bytes, source: str) -> str:
-    """UTF-8 text (a BOM is allowed); binary data and other encodings are refused."""
+PROBLEM_EXPECTED = "a JSON object with Q, K and V"
+MATRIX_EXPECTED = "a matrix: rows of numbers (CSV rows, a JSON list of rows, or an .npy)"
+
+
+def decode(data: bytes, source: str, expected: str = PROBLEM_EXPECTED) -> str:
+    """UTF-8 text (a BOM is allowed); binary data and other encodings are refused. Empty (or blank)
+    data is "empty input" from stdin and "empty file" from a file, said with what was `expected`."""
     if not data.strip():
-        raise InputError("empty input; expected a JSON object with Q, K and V", source)
+        raise InputError(f"{'empty input' if source == '<stdin>' else 'empty file'}; expected {expected}", source)
     if b"\x00" in data:
         raise InputError("binary data (a NUL byte); expected UTF-8 text", source)
     try:
@@ -127,33 +134,72 @@ def _held(suffix: str, shape, declared: int, held: int, name: str = "it") -> Non
                          f"holds {held:,} bytes")
 
 
-def _npz_keys(handle) -> list[str]:
+def _result_name(filename: str) -> str:
+    """A results member's JSON path (heads/weights.npy -> heads/weights), refused unless it is one
+    `attn compute -o FILE.npz` writes: heads/<a head's key> or grads/<an input>."""
+    prefix, _, rest = filename.partition("/")
+    known = {"heads": schema.head_names(), "grads": schema.top_names(schema.INPUT)}
+    name = rest.removesuffix(".npy")
+    if prefix not in known or not rest.endswith(".npy") or name not in known[prefix]:
+        choices = known.get(prefix)
+        hint = (did_you_mean(name, choices) or f"; {prefix}/ holds {', '.join(choices)}") if choices else \
+            "; results are under heads/ and grads/, as attn compute -o FILE.npz writes them"
+        raise InputError(f"cannot read .npz: unknown member {quote(filename)}{hint}")
+    return f"{prefix}/{name}"
+
+
+def _npz_keys(handle) -> tuple[list[str], dict]:
     """The keys to read from an .npz, checked from its zip directory and each member's .npy header
     alone (a few hundred bytes decompressed per member): every member is an .npy array, every key
     is known (an unknown one is refused before anything is decompressed), no header declares more
     than its member holds, and the arrays fit in memory together. Members with a `/` in their name
-    are results that --output wrote (heads/weights.npy): skipped, never decompressed."""
+    are results that --output wrote (heads/weights.npy): their names are checked here and their
+    headers returned ({path: (shape, dtype)}), not their data: the reader checks those against the
+    problem before decompressing them (NpzDocument.read_results)."""
     with zipfile.ZipFile(handle) as archive:
-        members = {}
+        members, results = {}, {}
         for info in archive.infolist():
             if "/" in info.filename:
+                results[_result_name(info.filename)] = info
                 continue
             if not info.filename.endswith(".npy"):
                 raise InputError(f"cannot read .npz: it holds {quote(info.filename)}, which is not an .npy "
                                  "array; an .npz archive holds arrays, as numpy.savez writes them")
             members[info.filename[:-4]] = info
         check_keys(dict.fromkeys(members))  # the same unknown-key error as a JSON problem's
-        declared = 0
-        for key, info in members.items():
+        declared, headers = 0, {}
+        for key, info in (members | results).items():
             try:
                 with archive.open(info) as member:
-                    shape, _, size = _npy_header(member, ".npz")
+                    shape, dtype, size = _npy_header(member, ".npz")
                     _held(".npz", shape, size, info.file_size - member.tell(), key)
             except (RuntimeError, NotImplementedError) as error:  # encrypted; unknown compression
                 raise InputError(f"cannot read .npz: {key}: {error}") from None
-            declared += size
+            if key in results:
+                headers[key] = (shape, dtype)
+            else:
+                declared += size
     check_fits({"its arrays": declared})
-    return list(members)
+    return list(members), headers
+
+
+class NpzDocument(dict):
+    """An .npz archive's arrays by key (a document), and the results `attn compute -o FILE.npz`
+    wrote beside them (heads/weights, grads/Q, …) known by their headers alone: `results` maps each
+    one's path to its declared (shape, dtype); `read_results()` decompresses them, once the reader
+    has checked those against the problem (readback.py), so no archive makes it read more."""
+
+    def __init__(self, arrays: dict, path: str, results: dict):
+        super().__init__(arrays)
+        self.path, self.results = path, results
+
+    def read_results(self) -> dict:
+        try:
+            with np.load(self.path, allow_pickle=False) as archive:
+                return {name: archive[name] for name in self.results}
+        except (zipfile.BadZipFile, EOFError, zlib.error, ValueError, OSError) as error:
+            raise InputError(f"cannot read .npz: the archive is truncated or damaged ({error})", self.path) \
+                from None
 
 
 def _numpy_file(path: str, suffix: str):
@@ -178,10 +224,10 @@ def _numpy_file(path: str, suffix: str):
                 check_fits({"its array": size})
                 handle.seek(0)
                 return np.load(handle, allow_pickle=False)
-            keys = _npz_keys(handle)
+            keys, results = _npz_keys(handle)
             handle.seek(0)
             with np.load(handle, allow_pickle=False) as archive:
-                return {key: archive[key] for key in keys}
+                return {key: archive[key] for key in keys}, results
     except AttnError as error:
         raise error.at(path)
     except FileNotFoundError:
@@ -206,8 +252,9 @@ def load_npy(path: str):
 def load_npz(path: str) -> dict:
     """An .npz archive as a document: arrays by name; 0-d arrays become numbers or strings, and
     1-D string arrays lists (labels)."""
-    doc = {}
-    for name, array in _numpy_file(path, ".npz").items():
+    arrays, results = _numpy_file(path, ".npz")
+    doc = NpzDocument({}, path, results)
+    for name, array in arrays.items():
         if array.dtype.kind == "U":
             doc[name] = array.tolist()
         elif array.ndim == 0:
@@ -224,11 +271,12 @@ def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None =
     if suffix == ".npz":
         raise InputError("an .npz archive holds several arrays: give it as the problem FILE, "
                          "or this matrix as .npy", value)
-    if suffix in MATRIX_SUFFIXES or (os.path.isfile(value) and not value.lstrip().startswith("[")):
+    if suffix in MATRIX_SUFFIXES or (os.path.exists(value) and not value.lstrip().startswith("[")):
+        # A path that exists is a file, with or without a suffix: <(printf …) is /dev/fd/63, a pipe.
         if suffix == ".npy":
             return load_npy(value), None, value
         data, source = read_bytes(value, cap)
-        text = decode(data, source)
+        text = decode(data, source, MATRIX_EXPECTED if kind == "number" else f"a {kind} matrix")
         if suffix == ".json":
             return parse_json(text, source, keep_decimals=True), None, source
         matrix, labels = parse_csv(text, source, kind)
@@ -284,8 +332,25 @@ def gather(file: str | None, matrices: dict[str, str | None],
             continue  # the same count: the file's list, results and all, stays
         if key == "alibi":
             doc.pop("alibi_slopes", None)
+        if key == "rope":
+            value = _rope_over(doc.get("rope"), value)
         doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
     return doc, origin, source
+
+
+def _rope_over(file_rope, given):
+    """The rope object from the --rope options over the file's: each --rope-… option replaces only
+    its own field; --rope alone keeps the file's fields (or turns RoPE on with the defaults). A
+    file's object may be JSON text (as an .npz holds it); anything else it holds is left for
+    rope.read to refuse unless an option replaces it."""
+    if isinstance(file_rope, str) and file_rope.startswith("{"):
+        try:
+            file_rope = json.loads(file_rope)
+        except ValueError:
+            return given
+    if not isinstance(file_rope, dict):
+        return given
+    return {**file_rope, **given} if isinstance(given, dict) else file_rope
 
 
 def _matrix_option(key: str, value: str, origin: dict):
@@ -294,9 +359,9 @@ def _matrix_option(key: str, value: str, origin: dict):
     name goes into `origin[key]`."""
     word = value.strip()
     if key == "mask" and word.replace("_", "").isalpha() and word.lower() not in ("true", "false") \
-            and not os.path.isfile(value):
+            and not os.path.exists(value):
         return word, None
-    if key == "dO" and word.lower() == "ones" and not os.path.isfile(value):
+    if key == "dO" and word.lower() == "ones" and not os.path.exists(value):
         return word, None  # all ones, in the final output's shape
     matrix, labels, origin[key] = load_matrix(value, origin[key], key if key in ("mask", "bias") else "number")
     return matrix, labels

@@ -35,7 +35,8 @@ def output_keys() -> tuple[str, ...]:
 
 
 def _rows(n: int, what: str = "row") -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
+    """`1 row`, `4 rows`, `4 queries`."""
+    return f"{n} {what if n == 1 else what[:-1] + 'ies' if what.endswith('y') else what + 's'}"
 
 
 def _as_2d(value, field: str) -> np.ndarray:
@@ -83,9 +84,17 @@ def _labels(value, field: str, length: int, axis: str) -> list[str] | None:
             isinstance(x, str) or (type(x) in (int, float)) for x in value):
         raise InputError(f"{field} is {describe(value)}; expected a list of strings", field=field)
     if len(value) != length:
-        raise InputError(f"{field} has {len(value)} labels but there {'is' if length == 1 else 'are'} "
-                         f"{_rows(length, axis)}", field=field)
+        raise InputError(f"{field} has {_rows(len(value), 'label')} but there {'is' if length == 1 else 'are'} "
+                         f"{_rows(length, axis)}", field=field, also=({"query": "Q", "key": "K"}[axis],))
     return [_unicode(str(x), f"{field}[{i}]") for i, x in enumerate(value)]
+
+
+def _head_keys_at_top(doc: dict) -> None:
+    """A key only a head holds (lse, d_V, …) at the top level: say where it goes (not a near name)."""
+    for key in doc:
+        if isinstance(key, str) and key in schema.head_names() and key not in schema.known():
+            raise InputError(f"{key} is one head's result: it goes in heads[i].{key}, as attn compute writes "
+                             "it; drop it to compute afresh", field=key)
 
 
 def _text(value, field: str) -> str | None:
@@ -100,8 +109,12 @@ def _unicode(text: str, field: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise InputError(f"{field} holds a lone surrogate \\u{ord(text[error.start]):04x} at character "
-                         f"{error.start + 1}; expected text that is valid Unicode", field=field) from None
+        code = ord(text[error.start])
+        # U+DC80 … U+DCFF: a byte that is not UTF-8, as Python reads undecodable arguments and names
+        found = f"the byte 0x{code - 0xDC00:02x}, which is not UTF-8," if 0xDC80 <= code <= 0xDCFF \
+            else f"a lone surrogate \\u{code:04x}"
+        raise InputError(f"{field} holds {found} at character {error.start + 1}; expected text that is valid "
+                         "Unicode (UTF-8)", field=field) from None
     return text
 
 
@@ -122,18 +135,21 @@ def _qkv_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
         raise InputError("Q is 2-D but K and V are 3-D (heads split); give Q as 3-D too, "
                          "or K and V as 2-D with `heads`", field="Q")
     if Q.shape[-1] != K.shape[-1]:
-        raise InputError(f"K has {_rows(K.shape[-1], 'column')} but Q has {Q.shape[-1]}: d_k must match", field="K")
+        raise InputError(f"K has {_rows(K.shape[-1], 'column')} but Q has {Q.shape[-1]}: d_k must match", field="K",
+                         also=("Q",))
     if K.shape[-2] != V.shape[-2]:
-        raise InputError(f"V has {_rows(V.shape[-2])} but K has {K.shape[-2]}: every key needs one value", field="V")
+        raise InputError(f"V has {_rows(V.shape[-2])} but K has {K.shape[-2]}: every key needs one value", field="V",
+                         also=("K",))
     if Q.ndim == 3:
         hq, hkv = Q.shape[0], K.shape[0] if K.ndim == 3 else 1
         if K.ndim == 3 and K.shape[0] != V.shape[0]:
-            raise InputError(f"K has {K.shape[0]} heads but V has {V.shape[0]}", field="K")
+            raise InputError(f"K has {K.shape[0]} heads but V has {V.shape[0]}", field="K", also=("V",))
         if heads is not None and heads != hq:
-            raise InputError(f"heads is {heads} but Q has {hq} heads (its first axis)", field="heads")
+            raise InputError(f"heads is {heads} but Q has {hq} heads (its first axis)", field="heads", also=("Q",))
         if hq % hkv:
             raise InputError(f"Q has {hq} heads but K and V have {hkv}: the query head count must be "
-                             "a multiple of the key/value head count (grouped-query attention)", field="Q")
+                             "a multiple of the key/value head count (grouped-query attention)", field="Q",
+                             also=("K", "V"))
         return hq, Q.shape[1], K.shape[-2]
     heads = heads or 1
     for name in QKV:
@@ -151,10 +167,11 @@ def _projection_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
     for w, x, name in (("W_Q", X, "X"), ("W_K", X_kv, kv), ("W_V", X_kv, kv)):
         if inputs[w].shape[0] != x.shape[1]:
             raise InputError(f"{w} has {_rows(inputs[w].shape[0])} but {name} has {x.shape[1]} columns: "
-                             f"{w} must be (d_model × d_out) so that {w[-1]} = {name} {w}", field=w)
+                             f"{w} must be (d_model × d_out) so that {w[-1]} = {name} {w}", field=w,
+                             also=(name,))
     if inputs["W_K"].shape[1] != inputs["W_Q"].shape[1]:
         raise InputError(f"W_K has {_rows(inputs['W_K'].shape[1], 'column')} but W_Q has "
-                         f"{inputs['W_Q'].shape[1]}: d_k must match", field="W_K")
+                         f"{inputs['W_Q'].shape[1]}: d_k must match", field="W_K", also=("W_Q",))
     heads = heads or 1
     for w in ("W_Q", "W_K", "W_V"):
         if inputs[w].shape[1] % heads:
@@ -287,6 +304,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
     try:
         if not isinstance(doc, dict):
             raise InputError(f"the top level is {describe(doc)}; expected a JSON object with Q, K and V")
+        _head_keys_at_top(doc)
         doc = schema.check_keys(doc, rule_keys())  # rule_keys: a rule added later (tests/test_rules.py)
         inputs, heads, lq, lk, has_proj = _inputs(doc)
         if invert_mask and not isinstance(doc.get("mask"), (list, np.ndarray)):
@@ -310,6 +328,9 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
     except InputError as error:
         # Attribute the error to where its field or key came from (a file, or an option such as `--k`;
         # rope.dims to --rope-dims when that option gave it).
+        # A key from the file checked against one from an option (K against --q's Q): the option.
         key, origin = error.key, origin or {}
-        raise error.at(origin.get(error.field) or origin.get(ALIASES.get(key, key), source) if key else source)
+        given = (origin.get(error.field) or origin.get(ALIASES.get(key, key))) if key else None
+        given = given or next((origin[other] for other in error.also if other in origin), None)
+        raise error.at(given or source)
     return problem

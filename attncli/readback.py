@@ -63,15 +63,17 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     """Check `doc`'s echoes and results against `trace` (recomputed in full when `trace` is the
     output-only one and the document holds more). `say` renders the warnings' advice as the
     writer did; `options` are the options that changed the file's problem (named in errors)."""
+    members = getattr(doc, "results", None) or {}  # an .npz's heads/… and grads/…, not yet read
+    read_members = getattr(doc, "read_results", None)
     doc = {key: _listed(value) for key, value in schema.check_keys(doc, rule_keys()).items()}  # .npz: arrays
-    if not has_results(doc):
+    if not has_results(doc) and not members:
         return
-    if trace.stage("weights") is None and _needs_full(doc):
+    if trace.stage("weights") is None and (_needs_full(doc) or members):
         trace = attend(trace.problem)
     expected = _expected(trace, _tile_size(doc, trace.problem), say)
     if "cost" in doc:
         expected["cost"] = _cost(doc, trace.problem)
-    _check(doc, expected, trace.problem, options)
+    _check(doc, expected, trace.problem, options, members, read_members)
 
 
 def counts_only(doc: dict) -> bool:
@@ -106,11 +108,15 @@ def _cost(doc: dict, problem) -> dict:
     return cost.to_dict(cost.cost(problem, sram))
 
 
-def _check(doc: dict, expected: dict, problem, options: tuple[str, ...]) -> None:
-    """Each echo and result of `doc` against `expected`, the document the writer would write."""
-    changed = f"; {', '.join(options)} changed the problem these came from" if options else ""
+def _check(doc: dict, expected: dict, problem, options: tuple[str, ...], members=None, read_members=None) -> None:
+    """Each echo and result of `doc` against `expected`, the document the writer would write;
+    `members`: an .npz's heads/… and grads/… headers, read by `read_members` once checked."""
+    changed = f"; {', '.join(options)} changed the problem these came from{_recompute(doc, members)}" \
+        if options else ""
     hint = ANSWERS_HINT + changed
     rtol = RTOL[problem.dtype]
+    if members:
+        _npz_results(members, read_members, expected, rtol, hint)
     for name, value in doc.items():
         entry = schema.key(name)
         if name == "explanation":
@@ -129,6 +135,52 @@ def _check(doc: dict, expected: dict, problem, options: tuple[str, ...]) -> None
                 raise InputError(f"{name} is given at the top level, but the problem has {problem.heads} "
                                  f"heads: results go in heads[i]; to mark answers, use attn check", field=name)
             _same(value, expected["heads"][0].get(name, MISSING), name, rtol, hint)
+
+
+def _recompute(doc: dict, members: dict) -> str:
+    """How to recompute a document with changed settings: without its results (which are the old
+    problem's), e.g. jq 'del(.heads, .output)'."""
+    if members:
+        return " (to recompute it, give it without its heads/ and grads/ members and results)"
+    written = schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
+    drop = [name for name in doc if name in written or (name == "heads" and isinstance(doc[name], list))]
+    return f"; to recompute it with them, drop its results: jq 'del({', '.join('.' + n for n in drop)})' FILE"
+
+
+def _npz_results(members: dict, read, expected: dict, rtol: float, hint: str) -> None:
+    """An .npz's results (heads/weights is (H, Lq, Lk), grads/Q Q's shape) checked as JSON's are:
+    first each member's declared shape and dtype against the problem's, from its header alone (so
+    no archive is decompressed beyond the problem's own size), then the numbers."""
+    wanted = {}
+    for path, (shape, dtype) in members.items():
+        prefix, name = path.split("/")
+        if prefix == "heads":
+            per_head = [head.get(name, MISSING) for head in expected["heads"]]
+            value = MISSING if MISSING in per_head else per_head
+        else:
+            value = expected.get(GRADS, {}).get(name, MISSING)
+        if value is MISSING:
+            raise InputError(f"{path} is given, but this problem has no {name}; {hint}", field=path)
+        want = _shape(value)
+        if tuple(shape) != want or dtype.kind not in "fiu":
+            raise InputError(f"{path} is declared {dtype} {tuple(shape)}, but this problem's {name} is "
+                             f"{want}; {hint}", field=path)
+        wanted[path] = value
+    for path, array in read().items():
+        if path.startswith("heads/"):
+            for h, (written, computed) in enumerate(zip(_listed(array), wanted[path])):
+                _same(written, computed, f"{path}[{h}]", rtol, hint)
+        else:
+            _same(_listed(array), wanted[path], path, rtol, hint)
+
+
+def _shape(value) -> tuple[int, ...]:
+    """The shape of nested lists (as the expected document holds its results)."""
+    shape = []
+    while isinstance(value, list):
+        shape.append(len(value))
+        value = value[0] if value else None
+    return tuple(shape)
 
 
 def _expected(trace: Trace, tile_size: tuple[int, int] | None, say) -> dict:
@@ -198,10 +250,12 @@ def _lines(value) -> None:
 
 def _echo(entry, written, computed, rtol: float, changed: str) -> None:
     if computed is MISSING:
-        raise InputError(f"{entry.name} is given, but {entry.source} give none ({entry.about}); "
+        gives = "give" if "," in entry.source or " and " in entry.source else "gives"
+        raise InputError(f"{entry.name} is given, but {entry.source} {gives} none ({entry.about}); "
                          f"drop {entry.name}{changed}", field=entry.name)
     if not _agree(written, computed, rtol):
-        raise InputError(f"{entry.name} is {shown(written)}, but from {entry.source} it is {shown(computed)}: "
+        written, computed = _differ(written, computed)
+        raise InputError(f"{entry.name} is {written}, but from {entry.source} it is {computed}: "
                          f"{entry.name} is derived; drop it, or fix {entry.source}{changed}", field=entry.name)
 
 
@@ -260,6 +314,20 @@ def _agree(written, computed, rtol: float) -> bool:
     if isinstance(written, list) or isinstance(computed, list):
         return False
     return _disagree([written], [computed], rtol) is None
+
+
+def _differ(written, computed, context: int = 30) -> tuple[str, str]:
+    """Two values as a message shows them; two long strings from the first character where they
+    differ, with some context before it ("…j ≤ i (top-left…" against "…j ≤ i; window…")."""
+    if not (isinstance(written, str) and isinstance(computed, str)) or max(len(written), len(computed)) <= 200:
+        return shown(written), shown(computed)
+    start = next((i for i, (a, b) in enumerate(zip(written, computed)) if a != b), min(len(written), len(computed)))
+    start = max(0, start - context)
+
+    def part(text: str) -> str:
+        cut = text[start:start + 2 * context + 40]
+        return ("…" if start else "") + quote(cut)[1:-1] + ("…" if start + len(cut) < len(text) else "")
+    return f'"{part(written)}"', f'"{part(computed)}"'
 
 
 def shown(value) -> str:

@@ -104,8 +104,11 @@ class Causal(Rule):
         return problem.k_positions[cols] > (q.min() if q.size else np.inf)
 
     def line(self, problem):
+        default = np.array_equal(problem.q_positions, default_positions(problem.lq)) and \
+            np.array_equal(problem.k_positions, default_positions(problem.lk))
         aligned = ("causal_lower_right: q_positions Lk − Lq … Lk − 1, as PyTorch causal_lower_right"
-                   if self.lower_right else "top-left with the default positions 0 … L − 1, as PyTorch is_causal=True")
+                   if self.lower_right else "top-left with the default positions 0 … L − 1, as PyTorch is_causal=True"
+                   if default else "by the positions given")
         return f"causal: query i may attend key j when k_pos[j] ≤ q_pos[i] ({aligned})"
 
     def condition(self, problem, row):

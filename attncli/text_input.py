@@ -2,7 +2,7 @@
 
 The rules (the README's "Input" section states them for users):
 - A cell is a *value* (a number such as `2`, `-0.5`, `−0.5`, `.5`, `1e-3`; for a mask also true/false;
-  for a bias also -inf or −∞), *empty*, or a *word* (anything else).
+  for a bias also -inf, −∞ or null, as in JSON), *empty*, or a *word* (anything else).
 - CSV row 1 is a header when its first cell is empty and it has more cells (pandas' `to_csv`
   corner: the column names after it may look like numbers, `,0,1`), or when it holds no value
   at all (`token,d0,d1`, `d0,d1`). Otherwise it is data, and every cell outside the label column
@@ -30,7 +30,7 @@ _NON_FINITE = re.compile(r"[+-]?(inf|infinity|nan)", re.IGNORECASE)  # numbers, 
 _COMMA_DECIMAL = re.compile(r"[+-]?\d+,\d+")
 _DECIMAL_PARTS = (re.compile(r"[+-]?\d+"), re.compile(r"\d+"))  # the two sides of a decimal comma: 0 | 5, -0 | 75
 _PERCENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)%")
-WORDS = {"mask": ("true", "false"), "bias": ("-inf", "-∞", "−∞", "−inf")}
+WORDS = {"mask": ("true", "false"), "bias": ("-inf", "-∞", "−∞", "−inf", "null")}  # null: −∞, as JSON's
 EXPECTED = {"number": "a number", "mask": "true/false or 1/0", "bias": "a number or -inf"}
 
 

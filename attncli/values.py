@@ -59,6 +59,8 @@ def describe(value) -> str:
         return f"a list of {len(value)}"
     if isinstance(value, dict):
         return "an object"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):  # a numpy array (an .npz's member)
+        return f"an array of {value.dtype} with shape {tuple(value.shape)}"
     return type(value).__name__
 
 

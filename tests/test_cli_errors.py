@@ -65,8 +65,8 @@ def test_document_errors(run, problem_file, name, doc, fragments):
 
 
 RAW_ERRORS = [
-    ("empty", b"", ["empty input"]),
-    ("blank", b"  \n ", ["empty input"]),
+    ("empty", b"", ["empty file; expected a JSON object with Q, K and V"]),
+    ("blank", b"  \n ", ["empty file; expected a JSON object with Q, K and V"]),
     ("syntax", b'{"Q": [1,\n 2', ["invalid JSON at line 2, column 3"]),
     ("NaN token", b'{"Q": [NaN]}', ["NaN is not valid JSON"]),
     ("Infinity token", b'{"Q": [-Infinity]}', ["-Infinity is not valid JSON"]),

@@ -27,10 +27,10 @@ def test_options_turn_rope_on_and_choose_its_convention(run, problem_file):
     assert "Q_rope" not in run.json("compute", path)["heads"][0]  # no rope, no stage
 
 
-def test_the_options_replace_the_files_rope(run, problem_file):
+def test_each_option_replaces_its_own_field_of_the_files_rope(run, problem_file):
     doc = run.json("compute", problem_file(dict(PROBLEM, rope={"style": "half", "dims": 2})),
                    "--rope-style", "interleaved")
-    assert doc["rope"] == {"style": "interleaved", "base": 10000.0, "dims": 4}
+    assert doc["rope"] == {"style": "interleaved", "base": 10000.0, "dims": 2}
 
 
 def test_the_table_header_and_titles_state_the_convention(run, problem_file):

@@ -112,9 +112,9 @@ def test_a_surrogate_pair_is_one_character_and_fine(run, problem_file):
 
 
 def test_undecodable_label_bytes_on_the_command_line(run):
-    # Python decodes a non-UTF-8 argument byte 0xff to the lone surrogate U+DCFF.
+    # Python decodes a non-UTF-8 argument byte 0xff to the lone surrogate U+DCFF: said as the byte.
     assert_error(run("compute", SAMPLES / "scooter.json", "--query-labels", "a\udcff", "--format", "json"),
-                 "--query-labels: query_labels[0] holds a lone surrogate \\udcff")
+                 "--query-labels: query_labels[0] holds the byte 0xff, which is not UTF-8")
 
 
 # Written numbers with absurd exponents: decimals are capped, marking prints no warning.

@@ -203,7 +203,9 @@ def hostile_property(tmp, doc, file_name):
     from attncli.render.explain import explain
     from attncli.render.tables import render
 
-    shown = doc["query_labels"] + doc["key_labels"] + [doc["title"].strip(), doc["description"].strip()]
+    # A description's line breaks are header lines (each line escaped on its own); other text is one line.
+    description = [line.strip() for line in doc["description"].replace("\r\n", "\n").split("\n")]
+    shown = doc["query_labels"] + doc["key_labels"] + [doc["title"].strip()] + description
     trace = attend(build_problem(doc))
     for explanation in (None, explain(trace)):  # tables and heatmap; the explanation
         console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor",

@@ -192,7 +192,8 @@ def test_one_bad_submission_still_gets_a_gradescope_results_json(run, tmp_path):
     blank, broken = tmp_path / "blank.json", tmp_path / "broken.json"
     blank.write_text("{}")
     broken.write_text('{"weights": [0.0454, 0.7679,]}')
-    for path, code, reason in [(blank, 1, "no answers found"), (broken, 2, "invalid JSON"),
+    # A single file with no answers exits 2 in every format, as in table and JSON (trial item 6).
+    for path, code, reason in [(blank, 2, "no answers found"), (broken, 2, "invalid JSON"),
                                (tmp_path / "absent.json", 2, "no such file")]:
         result = run("check", path, "--problem", tmp_path / "problem.json", "--format", "gradescope")
         assert result.exit_code == code, result.stderr

@@ -14,7 +14,7 @@ def test_an_empty_file_says_so_and_counts_as_a_blank(run, problem_file):
     alone = run("check", empty, SCOOTER)
     assert alone.exit_code == 2 and alone.stderr == (
         f"error: {empty}: empty file: no answers; write at least one of "
-        "Q_rope, K_rope, scores, scaled, capped, masked, weights, output\n")
+        "scores, scaled, weights, output\n")
     result = run("check", empty, good, "--problem", SCOOTER, "--format", "csv")
     assert result.exit_code == 1  # a blank in a class, as "no answers found"
     assert result.stdout.splitlines()[1].startswith(f"{empty},0,5,0.0,,,,,,\"empty file: no answers")

@@ -181,12 +181,14 @@ def test_an_unknown_member_is_refused_without_decompressing_it(run, tmp_path):
     assert_error(run("compute", path), 'p.npz: unknown key "evil"')
 
 
-def test_results_written_by_output_are_skipped_undecompressed(run, tmp_path):
+def test_results_written_by_output_are_checked_by_their_headers_before_decompressing(run, tmp_path, monkeypatch):
     path = npz(tmp_path / "p.npz", **SCOOTER)
-    with_member(path, "heads/weights.npy", bytes(1 << 20))
-    corrupt(path, "heads/weights.npy")
-    assert run.json("compute", path)["heads"][0]["weights"] == run.json("compute", SAMPLES / "scooter.json")[
-        "heads"][0]["weights"]
+    buffer = io.BytesIO()
+    np.save(buffer, np.zeros((1, 3000, 3000)))  # 72 MB of zeros: a few kB deflated
+    with_member(path, "heads/weights.npy", buffer.getvalue())
+    monkeypatch.setattr(loading.NpzDocument, "read_results", lambda self: pytest.fail("decompressed"))
+    assert_error(run("compute", path), "heads/weights is declared float64 (1, 3000, 3000), but this "
+                 "problem's weights is (1, 1, 3)")
 
 
 def test_a_header_declaring_more_than_the_member_holds(run, tmp_path):

@@ -121,7 +121,7 @@ def _scooter_json(run, *options) -> dict:
     (lambda d: d.update(d_v=5), "d_v is 5, but from V (or W_V) and heads it is 2"),
     (lambda d: d.update(mask_rule="causal"), 'mask_rule is "causal", but from mask, causal, window, key_mask, q_positions and k_positions it is "none"'),
     (lambda d: d.update(attncli=2), "attncli is 2, but from this version of attn it is 1"),
-    (lambda d: d.update(rope_rule="x"), "rope_rule is given, but rope give none"),
+    (lambda d: d.update(rope_rule="x"), "rope_rule is given, but rope gives none"),
     (lambda d: d["heads"][0]["weights"][0].__setitem__(1, 0.5), "heads[0].weights[0][1] is 0.5 but recomputing"),
     (lambda d: d["heads"][0]["Q"][0].__setitem__(0, 9), "heads[0].Q[0][0] is 9 but recomputing gives 0.0"),
     (lambda d: d["heads"][0]["lse"].__setitem__(0, 1), "heads[0].lse[0] is 1 but recomputing"),

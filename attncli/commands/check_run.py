@@ -12,7 +12,7 @@ import numpy as np
 from attncli import attention, grads
 from attncli.answer_files import load_answers, read_answers_file
 from attncli.answer_keys import ASKED, asked_of, sort_keys
-from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers
+from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, problem_stages
 from attncli.commands.edge import auto_is_table, message
 from attncli.errors import AttnError, InputError, ReaderGone, one_line
 from attncli.grading import DECIMALS, Rule
@@ -75,12 +75,13 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     origin = {stage: f"--{stage}" for stage in inline}
     # None: the problem's, else the default; `key`: the problem's document (a find-the-slip key's slip)
     settings = {"tol": tol, "decimals": decimals, "require": required, "key": shared[0] if shared else None}
-    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin)
+    stages = problem_stages(shared[2]) if shared else None  # listed when a file answers none
+    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin, stages)
                for name in names]
     results = _flag_odd_problems(results, problems)
     rule = (shared[3] if shared else {}) | {k: v for k, v in settings.items() if v is not None and k != "key"}
     _report(shared[2] if shared else None, results, format, precision, rule.get("decimals", DECIMALS), tol,
-            Grading(**(grading or {})))
+            Grading(**(grading or {}), required=tuple(rule.get("require") or ())))
 
 
 PROBLEM_KEYS = {"Q", "K", "V", "X", "q", "k", "v"}
@@ -178,11 +179,13 @@ def _problem(name: str, doc=None):
         raise error.at(source)
 
 
-def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origin: dict[str, str]):
+def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origin: dict[str, str],
+              stages: tuple[str, ...] | None = None):
     """(file, marks or None, error or None). With several files a bad one is reported and skipped,
-    and a file with no answers scores 0. An error about a stage given inline names its option
-    (`--weights`) instead of the file."""
+    and a file with no answers scores 0 (the message lists the problem's `stages`, or its own
+    problem's). An error about a stage given inline names its option (`--weights`) instead of the file."""
     try:
+        trace = None
         doc, trace, read, asked = answers()
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         chosen = asked | {key: value for key, value in settings.items() if value is not None}
@@ -190,7 +193,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         notes = ([f"{read} (--lenient-json)"] if read else []) + sort_keys(doc, before_weights(trace), False).notes()
         return name, marks, "; ".join(notes) or None
     except NoAnswers as error:
-        blank = error.named(name)
+        blank = error.named(name, problem_stages(trace) if trace is not None else stages)
         if not many:
             raise blank.at("") from None  # the message names the file already
         return name, None, blank.message
@@ -230,8 +233,10 @@ def _blank(error: str | None) -> bool:
 def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=None,
             grading: Grading = Grading()) -> None:
     as_json = format == "json" or (format == "auto" and not auto_is_table())
-    code = 0  # as diff: 2 trouble (a file that could not be read), 1 some answer differs
-    if any(m is None and not _blank(e) for _, m, e in results):
+    # As diff: 2 trouble (a file that could not be read; a single file with no answers, in every
+    # format), 1 some answer differs (in a class, a file with no answers is one that differs).
+    code = 0
+    if any(m is None and (not _blank(e) or len(results) == 1) for _, m, e in results):
         code = 2
     elif not all(m is not None and all_correct(m) for _, m, _ in results):
         code = EXIT_DIFFER
@@ -246,9 +251,9 @@ def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=
 def _print_report(trace, results, format: str, precision: int, decimals: int, tol, as_json: bool,
                   grading: Grading) -> None:
     if format == "csv":
-        sys.stdout.write(csv_gradebook(results, grading.points))
+        sys.stdout.write(csv_gradebook(results, grading.points, grading.required))
     elif format == "gradescope":
-        doc = gradescope(results[0][1], results[0][2], grading=grading) if len(results) == 1 \
+        doc = gradescope(results[0][1], results[0][2], grading=grading, file=results[0][0]) if len(results) == 1 \
             else gradescope_class(results, grading)
         sys.stdout.write(dumps(doc) + "\n")
     elif as_json:
@@ -269,4 +274,5 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
         if len(results) == 1:
             print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
         else:
-            print_class_summary(results, console, grading.points, stage_keys(trace) if trace is not None else None)
+            print_class_summary(results, console, grading.points, stage_keys(trace) if trace is not None else None,
+                                grading.required)

@@ -95,7 +95,7 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
                          "or json (--output FILE.json)", "--tiles")
     if format == "csv" and (len(shown) != 1 or shown[0] in ("inputs", "heatmap") + names.GRADIENTS + (names.GRADS,)):
         others = ", ".join(name for name in names.STAGES if name != "weights")
-        raise typer.BadParameter(f"--format csv writes one stage: add --stages weights (or {others})",
+        raise typer.BadParameter(f"--format csv writes one stage: give one, such as --stages weights (or {others})",
                                  param_hint="--stages")
     _binary_holds(o, shown, suffix)
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.

@@ -4,7 +4,7 @@ of the input document (attncli/schema.py) over the file's; one without is a view
 
 The documented overrides (README "Input"): a matrix option replaces the file's key (`--mask` its
 whole mask rule, in the loader); `--alibi` and `--alibi-slopes` together make the `alibi` key;
-the `--rope…` options together replace the file's `rope` object; `--invert-mask` changes how the
+each `--rope-…` option replaces its own field of the file's `rope` object; `--invert-mask` changes how the
 mask matrix is read. Light: no numpy (start-up reads this table).
 """
 
@@ -112,8 +112,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("carry", "With --explain: exact (default; exact arithmetic, rounded display, a note where printed "
            "numbers do not give the printed result) or rounded (each step from the numbers as printed, as on "
            "a pocket calculator; every printed equation holds).", choices=CARRIES, panel=LEARNING),
-    Option("row", "With --explain: a query row to explain, by label or index (repeatable).", type=list,
-           metavar="LABEL|INDEX", panel=LEARNING),
+    Option("row", "With --explain: a query row to explain (repeatable), by label or by index: #N is always "
+           "index N, a plain N only when no label is N (a label wins); a label several queries share is "
+           "refused, listing their #N.", type=list, metavar="LABEL|#INDEX", panel=LEARNING),
     Option("head", "With --explain or --heatmap: only this head.", type=int, panel=LEARNING),
     Option("heatmap", "Draw the weights as a shaded grid (also: --stages heatmap).", type=bool, panel=LEARNING),
     Option("output_file", "Write to FILE instead of stdout: .json, .md, .tex, .csv (as --format json, markdown, "
@@ -144,8 +145,9 @@ def _alibi(parts: dict) -> tuple:
 
 
 def _rope(parts: dict) -> tuple:
-    """The `rope` key from --rope and the --rope-… options: any of them sets it, and together they
-    replace the file's rope object (true when only --rope is given)."""
+    """The `rope` key from --rope and the --rope-… options: any of them sets it; the loader lays
+    the fields given over the file's rope object (true when only --rope is given: the file's
+    fields or the defaults)."""
     fields = {part: parts[part] for part in ("style", "base", "dims") if parts[part][0] is not None}
     if not parts["on"][0] and not fields:
         return None, {}

@@ -36,7 +36,7 @@ def tile_sizes(text: str | None) -> tuple[int, int] | None:
         return None
     parts = [part.strip() for part in text.split(",")]
     if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) < 40 and int(p) >= 1 for p in parts):
-        raise InputError(f"is {quote(text)}; expected two whole numbers BQ,BK of at least 1 (query rows "
+        raise InputError(f"got {quote(text)}; expected two whole numbers BQ,BK of at least 1 (query rows "
                          "and keys per tile), such as 2,2", "--tiles")
     return int(parts[0]), int(parts[1])
 
@@ -91,18 +91,26 @@ def alibi(paper: bool, slopes: str | None):
 
 
 def rows(chosen: list[str] | None, query_labels: list[str] | None, lq: int) -> list[int] | None:
-    """--row values (labels first, then indices) to row indices."""
+    """--row values to row indices: a label wins (`1` is the query labelled "1" when there is one);
+    `#N` is always index N, and a plain N the index when no label is N. A label that names several
+    queries is refused, listing their indices as `#N`."""
     if not chosen:
         return None
     rows = []
     for value in chosen:
-        if query_labels and value in query_labels:
-            rows.append(query_labels.index(value))
-        elif value.isascii() and value.isdigit() and len(value) < 19 and int(value) < lq:
+        number = value[1:] if value.startswith("#") else value
+        found = [i for i, label in enumerate(query_labels or []) if label == value]
+        if len(found) > 1:
+            raise InputError(f"{quote(value)} labels {len(found)} queries ({', '.join(f'#{i}' for i in found)}); "
+                             f"give the one to explain by index: --row {' or --row '.join(f'#{i}' for i in found)}",
+                             "--row")
+        if found:
+            rows.append(found[0])
+        elif number.isascii() and number.isdigit() and len(number) < 19 and int(number) < lq:
             # ASCII only: str.isdigit accepts "²" and "٣", which int() refuses or reads as 3.
-            rows.append(int(value))
+            rows.append(int(number))
         else:
-            names = ", ".join(query_labels) if query_labels else f"0 to {lq - 1}"
+            names = ", ".join(query_labels) + f" (by index #0 to #{lq - 1})" if query_labels else f"0 to {lq - 1}"
             hint = did_you_mean(value, query_labels, 0.5) if query_labels else ""
             raise InputError(f"no query {quote(value)}{hint}; the queries are {names}", "--row")
     return rows

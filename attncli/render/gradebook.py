@@ -5,8 +5,11 @@ per-stage tallies, a CSV gradebook and Gradescope's autograder `results.json`. N
 A class result is a list of `(file name, marks or None, error message or None)`, where marks are
 `{stage path: StageMark}` (`weights`, `heads[1].weights`, `output`). A file's score is the cells
 that earn the mark (correct or carried) out of the cells marked in it: the stages it answers plus
-the stages `--require` adds as missing. A file that could not be marked (unreadable, or no answers
-at all) scores 0 out of the class's maximum (every stage marked in any file) and keeps its note.
+the stages `--require` adds as missing. With required stages (`--require`, or the problem's
+`ask`), every file is out of those alone: stages answered beyond them are marked and shown, but
+not scored. A file that could not be marked (unreadable, or no answers at all) scores 0 out of
+the required stages' cells, or without them the class's common maximum (the one most marked files
+have; the larger on a tie), and keeps its note.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import io
 import math
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import PurePath
 
 import numpy as np
 
@@ -65,9 +69,22 @@ def stage_points(name: str, cells: int, points: Points | None) -> float:
     return points.get(name, points.get(name.rpartition(".")[2], cells))
 
 
-def class_max(results: list[Result], points: Points | None = None) -> float:
-    """What a file that could not be marked is out of: every stage marked in any file."""
+def class_max(results: list[Result], points: Points | None = None, required: tuple[str, ...] = ()) -> float:
+    """What a file that could not be marked is out of: the required stages' worth; without them,
+    the maximum most marked files have (the larger on a tie), else every stage marked in any file."""
+    if required:
+        return whole(sum(stage_points(name, size, points) for name, size in stage_sizes(results).items()
+                         if is_required(name, required)))
+    maxima = Counter(score(marks, 0, points).max for _, marks, _ in results if marks is not None)
+    if maxima:
+        return max(maxima, key=lambda m: (maxima[m], m))
     return whole(sum(stage_points(name, size, points) for name, size in stage_sizes(results).items()))
+
+
+def is_required(name: str, required: tuple[str, ...]) -> bool:
+    """Whether a stage path (`heads[1].weights`, `output`) is one of the required stages; nothing
+    required: every stage counts."""
+    return not required or name.rpartition(".")[2] in required
 
 
 def stage_sizes(results: list[Result]) -> dict[str, int]:
@@ -79,10 +96,13 @@ def stage_sizes(results: list[Result]) -> dict[str, int]:
     return {name: sizes[name] for name in sorted(sizes, key=stage_order)}
 
 
-def score(marks: Marks | None, class_max: float, points: Points | None = None) -> Score:
-    """Cells right of cells marked; with `points`, each stage's points times its share of cells right."""
+def score(marks: Marks | None, class_max: float, points: Points | None = None,
+          required: tuple[str, ...] = ()) -> Score:
+    """Cells right of cells marked (of the required stages', when some are); with `points`, each
+    stage's points times its share of cells right."""
     if marks is None:
         return Score(0, class_max)
+    marks = {name: mark for name, mark in marks.items() if is_required(name, required)}
     if not points:
         return Score(sum(m.right for m in marks.values()), sum(int(m.cells.size) for m in marks.values()))
     worth = {name: stage_points(name, int(m.cells.size), points) for name, m in marks.items()}
@@ -133,17 +153,17 @@ def safe_cell(value):
     return csv_text(value) if isinstance(value, str) else value
 
 
-def csv_gradebook(results: list[Result], points: Points | None = None) -> str:
+def csv_gradebook(results: list[Result], points: Points | None = None, required: tuple[str, ...] = ()) -> str:
     """One row per file: file, score, max, percent, per stage `<stage> right` and `<stage> max`
     (empty when the file has no such stage), the diagnoses (`stage: id`, `; `-separated), note."""
     sizes = stage_sizes(results)
-    most = class_max(results, points)
+    most = class_max(results, points, required)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["file", "score", "max", "percent"]
                     + [f"{name} {part}" for name in sizes for part in ("right", "max")] + ["diagnoses", "note"])
     for file, marks, error in results:
-        s = score(marks, most, points)
+        s = score(marks, most, points, required)
         stages = []
         for name in sizes:
             mark = (marks or {}).get(name)
@@ -166,14 +186,19 @@ class Grading:
     points: Points | None = None
     max_score: float | None = None
     visibility: str = "visible"
+    required: tuple[str, ...] = ()  # --require (or the problem's ask): every file is out of these
 
 
-def gradescope(marks: Marks | None, error: str | None = None, class_max: float = 0, grading: Grading = Grading()) -> dict:
+def gradescope(marks: Marks | None, error: str | None = None, class_max: float = 0, grading: Grading = Grading(),
+               file: str | None = None) -> dict:
     """Gradescope's autograder results.json: the total `score`, and one test per stage with its
     `score`, `max_score`, `status` and a readable `output` (see
     https://gradescope-autograders.readthedocs.io/en/latest/specs/). With `max_score`, every score
-    is scaled so that a full answer scores it."""
-    s = score(marks, class_max, grading.points)
+    is scaled so that a full answer scores it. Students read it: the submission's `file` appears in
+    the output by its name (answers.json), never the autograder's directories."""
+    if file and error:
+        error = error.replace(file, PurePath(file).name)
+    s = score(marks, class_max, grading.points, grading.required)
     factor = grading.max_score / s.max if grading.max_score is not None and s.max else 1
 
     def scaled(x: float) -> float:
@@ -186,9 +211,11 @@ def gradescope(marks: Marks | None, error: str | None = None, class_max: float =
     for name, mark in sorted(marks.items(), key=lambda item: stage_order(item[0])):
         worth = stage_points(name, int(mark.cells.size), grading.points)
         got = mark.right if not grading.points else whole(worth * mark.right / mark.cells.size)
-        tests.append({"name": name, "score": scaled(got), "max_score": scaled(worth),
+        extra = not is_required(name, grading.required)  # answered beyond what is required: feedback only
+        tests.append({"name": name, "score": 0 if extra else scaled(got), "max_score": 0 if extra else scaled(worth),
                       "status": "passed" if mark.right == mark.cells.size else "failed",
-                      "output": stage_output(mark), "visibility": shown})
+                      "output": ("not required, not scored: " if extra else "") + stage_output(mark),
+                      "visibility": shown})
     note = f"\n{error}" if error else ""  # a marked file's note: its metadata, keys set aside
     return {"score": scaled(s.right), "output": f"{s.right:g}/{s.max:g} {'points' if grading.points else 'cells right'} "
             f"({s.percent:g}%){note}", "visibility": shown, "tests": tests}
@@ -197,8 +224,8 @@ def gradescope(marks: Marks | None, error: str | None = None, class_max: float =
 def gradescope_class(results: list[Result], grading: Grading = Grading()) -> dict:
     """Several files: `{"files": [{"file": …, "results": <results.json>}, …]}`; Gradescope itself
     grades one submission at a time, so a single file gives the bare results.json."""
-    most = class_max(results, grading.points)
-    return {"files": [{"file": file, "results": gradescope(marks, error, most, grading)}
+    most = class_max(results, grading.points, grading.required)
+    return {"files": [{"file": file, "results": gradescope(marks, error, most, grading, file)}
                       for file, marks, error in results]}
 
 

@@ -57,7 +57,7 @@ def answered(marks, stages: list[str]) -> str:
 
 
 def _students(results: list[Result], console: Console, points: Points | None = None,
-              stages: list[str] | None = None) -> list[Table]:
+              stages: list[str] | None = None, required: tuple[str, ...] = ()) -> list[Table]:
     sizes = stage_sizes(results)
     names = list(sizes)
     stages = stages or names
@@ -69,7 +69,7 @@ def _students(results: list[Result], console: Console, points: Points | None = N
         cells = [[count] + row for count, row in zip(counted, cells)]
     widths = [max([len(line) for line in _header(n).splitlines()] + [len(row[i]) for row in cells])
               for i, n in enumerate(names)]
-    scores = [score(m, class_max(results, points), points) for _, m, _ in results]
+    scores = [score(m, class_max(results, points, required), points, required) for _, m, _ in results]
     score_width = max(len(f"{s.right:g}/{s.max:g}") for s in scores) + len("100.0%") + 2 * BORDER
     # File names are shown whole when the console has room (through a pipe it is unlimited);
     # on a narrow one they fold at FILE_WIDTH rather than push the scores off.
@@ -121,10 +121,10 @@ def _diagnoses(results: list[Result]) -> Table | None:
 
 
 def print_class_summary(results: list[Result], console: Console, points: Points | None = None,
-                        stages: list[str] | None = None) -> None:
+                        stages: list[str] | None = None, required: tuple[str, ...] = ()) -> None:
     """The three tables, files that could not be marked with their note, and a closing line.
     `stages`: every stage key of the problem (else those marked in any file), for "answered k/n"."""
-    for table in _students(results, console, points, stages):
+    for table in _students(results, console, points, stages, required):
         console.print(table)
     console.print(_stages(results))
     table = _diagnoses(results)
@@ -141,7 +141,7 @@ def print_class_summary(results: list[Result], console: Console, points: Points 
             line.append(f": {shown(note)}", style="dim")
             console.print(line)
     marked = [m for _, m, _ in results if m is not None]
-    scores = [score(m, class_max(results, points), points) for _, m, _ in results]
+    scores = [score(m, class_max(results, points, required), points, required) for _, m, _ in results]
     mean = sum(s.percent for s in scores) / len(scores) if scores else 0.0
     console.print(f"{sum(all_correct(m) for m in marked)}/{len(results)} files all correct"
                   + (f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else "")

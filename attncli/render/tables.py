@@ -43,10 +43,11 @@ def column_chunks(widths: list[int], label_width: int, available: int) -> list[l
 
 def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list[str], precision: int,
                   width: int | None, extra: tuple[tuple[str, np.ndarray], ...] = (), full: bool = False):
-    """Yield a title and a table. A big matrix is elided as numpy prints arrays (first and last
-    rows and columns around ⋮ and ⋯, the true shape in the title) unless `full`; with `full`, a
-    table wider than `width` is split into column ranges. `extra`: (name, one value per row)
-    columns after the matrix's (sum, lse). Only the cells shown are formatted."""
+    """Yield a title and a table. A big matrix (more than 2·EDGE_ROWS rows or MAX_COLUMNS columns)
+    is elided as numpy prints arrays (first and last rows and columns around ⋮ and ⋯, the true
+    shape in the title) unless `full`; a table wider than `width` is then split into column ranges,
+    never elided further (a 4×4 table on 40 columns shows every number). `extra`: (name, one value
+    per row) columns after the matrix's (sum, lse). Only the cells shown are formatted."""
     n_rows, n_cols = matrix.shape
     row_ids = list(range(n_rows)) if full else kept(n_rows, 2 * EDGE_ROWS)
     labels = ["⋮" if i is None else rows[i] for i in row_ids]
@@ -66,15 +67,12 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
     keep = n_cols if full else min(n_cols, MAX_COLUMNS)
     col_ids = kept(n_cols, keep)
     names, cells, widths = layout(col_ids)
-    while not full and width is not None and keep > 2 and label_width + 4 + sum(w + 3 for w in widths) > width:
-        keep -= 2  # drop columns from the middle until the table fits the terminal
-        col_ids = kept(n_cols, keep)
-        names, cells, widths = layout(col_ids)
     if None in row_ids or None in col_ids:
         title += f" ({n_rows}×{n_cols}, middle elided: --full shows all)"
-    chunks = column_chunks(widths, label_width, width) if full and width is not None else [list(range(len(names)))]
+    chunks = column_chunks(widths, label_width, width) if width is not None else [list(range(len(names)))]
     for chunk in chunks:
-        suffix = "" if len(chunks) == 1 else f" (columns {names[chunk[0]]}–{names[chunk[-1]]})"
+        suffix = "" if len(chunks) == 1 else f" (column {names[chunk[0]]})" if len(chunk) == 1 else \
+            f" (columns {names[chunk[0]]}–{names[chunk[-1]]})"
         table = Table(box=box.ROUNDED, header_style="bold")
         table.add_column("", style="bold", no_wrap=True)
         for j in chunk:  # Text everywhere: a label is never markup

@@ -87,7 +87,9 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
     """The problem in a few lines: shapes, scale and every convention that libraries disagree on."""
     p = trace.problem
     lines = ["attn · softmax(Q Kᵀ · scale + bias) V"]
-    lines += [shown(text) for text in (p.title, p.description) if text]
+    lines += [shown(p.title)] if p.title else []
+    # A description may have line breaks (each its own header line); other controls stay escaped.
+    lines += [shown(line) for line in p.description.replace("\r\n", "\n").split("\n")] if p.description else []
     given = " · ".join(f"{name} {shape_text(a.shape)}" for name, a in p.inputs.items())
     lines.append(f"{given} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
                  f"d_v = {trace.d_v} · {p.dtype}")
