@@ -203,7 +203,8 @@ def test_a_pipe_path_without_a_suffix_is_read_as_a_file(run):
                  "row 1, column 2 is empty; expected a number or -inf")
     weights = run.json("compute", SAMPLES / "scooter.json", "--bias", _pipe("null,0,0\n"))["heads"][0]["weights"]
     assert weights[0][0] == 0
-    assert run.json("compute", SAMPLES / "scooter.json", "--q", _pipe("0,4.0\n"))["output"] == \  # not "0,4": two whole numbers are an ambiguous decimal comma (issue 17)
+    # Not "0,4": a row of two whole numbers is an ambiguous decimal comma (issue 17, item 2).
+    assert run.json("compute", SAMPLES / "scooter.json", "--q", _pipe("0,4.0\n"))["output"] == \
         run.json("compute", SAMPLES / "scooter.json")["output"]
 
 
