@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from attncli import grads
 from attncli.errors import InputError, did_you_mean, quote
+from attncli.names import ASKABLE
 from attncli.problem import ALIASES, INPUT_KEYS, output_keys
 from attncli.rules import rule_keys
 from attncli.stages import names
@@ -107,27 +108,29 @@ def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorte
     return out
 
 
-ASK_OTHERS = ("tiles", "slip")  # what an exercise may ask beside the stages and gradients
-
-
 def asked_of(doc) -> dict:
-    """The problem's `"ask"` (stages every answer must have: check's require) and `"decimals"`."""
+    """The problem's `"ask"` (answer keys every answer must have: check's require; stages, gradients,
+    tiles, slip), `"decimals"`, and its `"tile_size"` (the tiles a required `tiles` counts)."""
     out = {}
     if not isinstance(doc, dict):
         return out
     if "ask" in doc:
         ask = doc["ask"]
-        words = names() + grads.names() + ASK_OTHERS
-        if not isinstance(ask, list) or not all(isinstance(s, str) and s in words for s in ask):
-            raise InputError(f"ask is {describe(ask)}; expected a list of stage names ({', '.join(words)})",
+        if not isinstance(ask, list) or not all(isinstance(s, str) and s in ASKABLE for s in ask):
+            raise InputError(f"ask is {describe(ask)}; expected a list of stage names ({', '.join(ASKABLE)})",
                              field="ask")
-        # Required as --require requires: the forward stages. Gradients, tiles and a slip are marked
-        # when answered (an exercise of those kinds asks for nothing else, so a blank file scores 0).
-        out["require"] = tuple(s for s in ask if s in names())
+        out["require"] = tuple(ask)  # as --require: a missing one counts its cells as missing
     if "decimals" in doc:
         places = doc["decimals"]
         if isinstance(places, bool) or not isinstance(places, int) or not 0 <= places <= MAX_DECIMALS:
             raise InputError(f"decimals is {describe(places)}; expected a whole number from 0 to {MAX_DECIMALS}",
                              field="decimals")
         out["decimals"] = int(places)
+    size = doc.get("tile_size")
+    if size is not None:
+        if not (isinstance(size, list) and len(size) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in size)):
+            raise InputError(f"tile_size is {describe(size)}; expected [BQ, BK], two whole numbers of at least 1",
+                             field="tile_size")
+        out["tile_size"] = tuple(size)
     return out

@@ -23,3 +23,56 @@ def test_points_and_max_score_are_bounded(run, problem_file):
     scope = json.loads(run("check", good, "-p", SCOOTER, "--max-score", "1e6", "--points", "weights=1e6",
                            "-f", "gradescope").stdout)
     assert scope["score"] == 1e6
+
+
+# 2. a problem's ask (and --require, --points) covers every answer key check marks
+def _exercise(run, tmp_path, *args):
+    doc = json.loads(run("exercise", *args, "--answers").stdout)
+    path = tmp_path / "key.json"
+    path.write_text(json.dumps(doc))
+    return doc, path
+
+
+def _csv_row(run, answers, key, *options):
+    result = run("check", answers, "-p", key, "-f", "csv", *options)
+    header, row = result.stdout.splitlines()[:2]
+    return result.exit_code, dict(zip(header.split(","), row.split(",")))
+
+
+def test_an_asked_tile_not_given_is_missing(run, tmp_path, problem_file):
+    doc, key = _exercise(run, tmp_path, "--seed", "3", "--kind", "tiles")
+    assert doc["ask"] == ["tiles"] and len(doc["heads"][0]["tiles"]) == 2
+    first = problem_file({"tiles": doc["heads"][0]["tiles"][:1]}, "first.json")
+    code, row = _csv_row(run, first, key)
+    assert code == 1 and (row["score"], row["max"]) == ("5", "10")
+    weights = problem_file({"weights": doc["heads"][0]["weights"]}, "weights.json")
+    code, row = _csv_row(run, weights, key)
+    assert code == 1 and (row["score"], row["max"]) == ("3", "13")
+    code, row = _csv_row(run, weights, key, "--points", "tiles=2")  # each tile table is worth 2
+    assert code == 1 and (row["score"], row["max"]) == ("3", "7")
+    assert _csv_row(run, weights, key, "--require", "weights")[0] == 0
+
+
+def test_asked_gradients_not_given_are_missing(run, tmp_path, problem_file):
+    doc, key = _exercise(run, tmp_path, "--seed", "5", "--kind", "backward")
+    assert len(doc["ask"]) == 11 and "d_V" in doc["ask"]
+    forward = problem_file({s: doc["heads"][0][s] for s in ("scores", "scaled", "weights", "output")}, "fwd.json")
+    code, row = _csv_row(run, forward, key)
+    assert code == 1 and row["d_V max"] == "6" and row["d_V right"] == "0" and row["score"] == "11"
+    code, row = _csv_row(run, forward, key, "--require", "d_V", "--points", "d_V=2")
+    assert code == 1 and (row["score"], row["max"]) == ("11", "13")
+
+
+def test_an_asked_slip_not_given_is_missing(run, tmp_path, problem_file):
+    doc, key = _exercise(run, tmp_path, "--seed", "5", "--find-the-slip")
+    assert doc["ask"] == ["slip"]
+    scores = problem_file({"scores": doc["heads"][0]["scores"]}, "scores.json")
+    code, row = _csv_row(run, scores, key)
+    assert code == 1 and (row["slip right"], row["slip max"], row["score"], row["max"]) == ("0", "2", "3", "5")
+    assert _csv_row(run, scores, key, "--points", "slip=4")[1]["max"] == "7"
+    plain = problem_file({"weights": [0.05, 0.77, 0.19]}, "plain.json")
+    refused = run("check", plain, "-p", SCOOTER, "--require", "slip")
+    assert refused.exit_code == 2 and "plants no slip" in refused.stderr
+    refused = run("check", plain, "-p", SCOOTER, "--require", "d_Q")
+    assert refused.exit_code == 2 and "no dO" in refused.stderr
+    assert run("check", plain, "-p", SCOOTER, "--require", "tilez").exit_code == 2

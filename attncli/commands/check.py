@@ -28,8 +28,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("decimals", "Least decimals a value needs: with fewer it is correct only when exact (4, 0.5), "
            "otherwise imprecise (not correct). Default: the problem's \"decimals\", else 2.",
            type=int, low=0, high=17),
-    Option("require", "Stages every answer must have, comma-separated (e.g. weights,output); a missing one "
-           "counts its cells as missing (? in the table), not right. Default: the problem's \"ask\".",
+    Option("require", "Stages every answer must have, comma-separated (e.g. weights,output; also gradients as "
+           "d_V, tiles: every tile of the problem's tile_size, slip); a missing one counts its cells as missing "
+           "(? in the table), not right. Default: the problem's \"ask\".",
            metavar="STAGES"),
     Option("tol", "Accept cells within this absolute tolerance, instead of at the decimals written.",
            type=float, low=0.0),
@@ -39,7 +40,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("precision", "Decimals for expected values.", type=int, low=0, high=17, default=4),
     Option("points", f"Points per stage for the gradebook, Gradescope and the class summary (e.g. "
            "scores=1,masked=3,weights=2): a stage's N points are shared by its cells; a stage not named is worth "
-           "one point per cell; N above 0, at most {MOST:,.0f}.", metavar="STAGE=N,…"),
+           f"one point per cell; N above 0, at most {MOST:,.0f}.", metavar="STAGE=N,…"),
     Option("max_score", "Gradescope: scale every score so that a full answer scores this (above 0, at most "
            f"{MOST:,.0f}).", flags=("--max-score",), type=float, low=0.0),
     Option("visibility", "Gradescope: when students see the results.", default="visible",
@@ -90,8 +91,8 @@ def _stages(text: str | None) -> tuple[str, ...] | None:
         return None
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     for stage in stages:
-        if stage not in names.STAGES:
-            hint = did_you_mean(stage, names.STAGES) or f"; stages are {', '.join(names.STAGES)}"
+        if stage not in names.ASKABLE:
+            hint = did_you_mean(stage, names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages
 
@@ -116,8 +117,8 @@ def _points(text: str | None) -> dict[str, float] | None:
         named = STAGE_PATH.match(stage)
         if not equals or not named:
             raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", "--points")
-        if named.group(1) not in names.STAGES:
-            hint = did_you_mean(named.group(1), names.STAGES) or f"; stages are {', '.join(names.STAGES)}"
+        if named.group(1) not in names.ASKABLE:
+            hint = did_you_mean(named.group(1), names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--points")
         try:
             value = float(number)
