@@ -76,3 +76,15 @@ def test_an_asked_slip_not_given_is_missing(run, tmp_path, problem_file):
     refused = run("check", plain, "-p", SCOOTER, "--require", "d_Q")
     assert refused.exit_code == 2 and "no dO" in refused.stderr
     assert run("check", plain, "-p", SCOOTER, "--require", "tilez").exit_code == 2
+
+
+# 3. a CSV answers file with a stage block twice is refused, naming the stage and both rows
+def test_a_csv_stage_block_given_twice_is_refused(run, problem_file):
+    twice = problem_file("weights\n0.05,0.77,0.19\noutput\n0.28,1.35\nweights\n0.1,0.8,0.1\n", "twice.csv")
+    result = run("check", twice, "-p", SCOOTER)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "weights is given twice, at rows 1 and 5; keep one block" in result.stderr
+    heads = problem_file("heads[0].weights\n0.05,0.77,0.19\nheads[00].weights\n0.1,0.8,0.1\n", "heads.csv")
+    assert "heads[0].weights is given twice, at rows 1 and 3" in run("check", heads, "-p", SCOOTER).stderr
+    once = problem_file("weights\n0.05,0.77,0.19\noutput\n0.28,1.35\n", "once.csv")
+    assert run("check", once, "-p", SCOOTER).exit_code == 0
