@@ -88,3 +88,22 @@ def test_a_csv_stage_block_given_twice_is_refused(run, problem_file):
     assert "heads[0].weights is given twice, at rows 1 and 3" in run("check", heads, "-p", SCOOTER).stderr
     once = problem_file("weights\n0.05,0.77,0.19\noutput\n0.28,1.35\n", "once.csv")
     assert run("check", once, "-p", SCOOTER).exit_code == 0
+
+
+# 4. --points naming a head the problem does not have, or a stage twice, is refused
+TWO_HEADS = {"Q": [[1, 0, 0, 1]], "K": [[1, 0, 0, 1], [0, 1, 1, 0]], "V": [[1, 0], [0, 1]], "heads": 2}
+
+
+def test_points_name_heads_the_problem_has_and_each_stage_once(run, problem_file):
+    good = problem_file(GOOD, "a.json")
+    for points, fragment in (("heads[1].weights=2", "the problem has one head; name the stage alone (weights=…)"),
+                             ("heads[0].weights=2", "the problem has one head"),
+                             ("weights=1,weights=2", '"weights" is given twice (weights=1 and weights=2)')):
+        result = run("check", good, "-p", SCOOTER, "--points", points)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--points" in result.stderr, points
+        assert fragment in result.stderr, (points, result.stderr)
+    two = problem_file(TWO_HEADS, "two.json")
+    answers = problem_file({"heads": [{"weights": [0.5, 0.5]}, {"weights": [0.5, 0.5]}]}, "b.json")
+    result = run("check", answers, "-p", two, "--points", "heads[2].weights=2")
+    assert result.exit_code == 2 and "the problem has 2 heads, numbered from 0" in result.stderr
+    assert run("check", answers, "-p", two, "--points", "heads[1].weights=2", "-f", "csv").exit_code in (0, 1)

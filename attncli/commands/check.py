@@ -126,5 +126,8 @@ def _points(text: str | None) -> dict[str, float] | None:
             value = math.nan
         if not 0 < value <= MOST:  # also refuses nan and inf
             raise InputError(f"{quote(item)}: the points must be a number above 0, at most {MOST:,.0f}", "--points")
+        if stage in points:
+            raise InputError(f"{quote(stage)} is given twice ({stage}={points[stage]:g} and {item}); keep one",
+                             "--points")
         points[stage] = value
     return points or None
