@@ -22,6 +22,7 @@ from attncli.errors import InputError, did_you_mean, quote
 from attncli.names import ASKABLE
 from attncli.problem import ALIASES, INPUT_KEYS, output_keys
 from attncli.rules import rule_keys
+from attncli.schema import refuse_problem_set
 from attncli.stages import names
 from attncli.values import describe
 
@@ -98,6 +99,7 @@ def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorte
     out = Sorted(doc)
     if not isinstance(doc, dict):
         return out
+    refuse_problem_set(doc, "attn check answers.json -p -")
     top = ("heads",) + INPUT_KEYS + output_keys() + rule_keys()  # rule_keys: a mask rule registered later
     out.doc = _sort(doc, top, "", "", before_weights, strict, out)
     heads = out.doc.get("heads")

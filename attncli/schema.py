@@ -117,13 +117,19 @@ def known() -> tuple[str, ...]:
     return top_names() + one_head()
 
 
+def refuse_problem_set(doc, command: str = "attn compute") -> None:
+    """A problem set (`attn exercise --count N`: {"problems": [...]}) is refused, saying how to pick one."""
+    if isinstance(doc, dict) and isinstance(doc.get("problems"), list):
+        raise InputError(f"a problem set of {len(doc['problems'])} problems (from attn exercise): pick one, "
+                         f"e.g. jq '.problems[0]' set.json | {command} (problems count from 0)")
+
+
 def check_keys(doc: dict, extra: tuple[str, ...] = ()) -> dict:
     """The document with aliases resolved; an unknown key is refused, suggesting the closest.
     `extra`: keys the registries know beyond the table (a mask rule added later)."""
     names = known() + tuple(k for k in extra if k not in known())
-    if isinstance(doc.get("problems"), list) and "problems" not in names:  # `attn exercise --count N`
-        raise InputError(f"a problem set of {len(doc['problems'])} problems (from attn exercise): pick one, "
-                         "e.g. jq '.problems[0]' set.json | attn compute (problems count from 0)")
+    if "problems" not in names:
+        refuse_problem_set(doc)
     out = {}
     for name, value in doc.items():
         resolved = ALIASES.get(name, name)

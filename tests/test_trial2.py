@@ -123,3 +123,16 @@ def test_a_warning_on_stderr_is_in_the_json_too(run, tmp_path):
     assert again.exit_code == 0 and json.loads(again.stdout)["warnings"] == warnings
     causal = run("compute", "--q", "1,0", "--k", "1,0;0,1", "--v", "1;2", "--mask", "causal", "-f", "json")
     assert "mask causal is top-left" in json.loads(causal.stdout)["warnings"][0] and "top-left" in causal.stderr
+
+
+# 6. attn check given a problem set says so, as compute does
+def test_check_given_a_problem_set_says_how_to_pick_one(run, problem_file):
+    problems = json.loads(run("exercise", "--count", "3", "--answers").stdout)
+    assert len(problems["problems"]) == 3
+    path = problem_file(problems, "set.json")
+    for args in ((path,), (path, "--weights", "1,2"), (problem_file(GOOD, "a.json"), path),
+                 (problem_file(GOOD, "b.json"), "-p", path)):
+        result = run("check", *args)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, args
+        assert "a problem set of 3 problems (from attn exercise): pick one, e.g. jq '.problems[0]'" in result.stderr
+    assert "a problem set of 3 problems" in run("compute", path).stderr
