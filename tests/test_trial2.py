@@ -136,3 +136,17 @@ def test_check_given_a_problem_set_says_how_to_pick_one(run, problem_file):
         assert result.exit_code == 2 and result.stderr.count("\n") == 1, args
         assert "a problem set of 3 problems (from attn exercise): pick one, e.g. jq '.problems[0]'" in result.stderr
     assert "a problem set of 3 problems" in run("compute", path).stderr
+
+
+# 7. a label column or header row of decimal-comma numbers (TSV, quoted CSV) is refused
+def test_decimal_commas_are_never_taken_as_labels_or_a_header(run, problem_file):
+    for text, name, fragment in (("2,5\t3\n1,5\t4\n", "a.tsv", '"2,5", read as the row\'s label'),
+                                 ("0,5\t1,25\n2\t3\n", "b.tsv", '"0,5", read as a header'),
+                                 ('"0,5","1,25"\n2,3\n', "c.csv", '"0,5", read as a header')):
+        result = run("compute", "--q", problem_file(text, name), "--k", "1,1", "--v", "1", "-f", "json")
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, text
+        assert fragment in result.stderr and "write decimals with a point" in result.stderr, result.stderr
+    labels = problem_file("a\t1.5\nb\t2.5\n", "labels.tsv")
+    assert run("compute", "--q", labels, "--k", "1", "--v", "1", "-f", "json").exit_code == 0
+    header = problem_file("d0\td1\n0.5\t1.25\n", "header.tsv")
+    assert run("compute", "--q", header, "--k", "1,1", "--v", "1", "-f", "json").exit_code == 0
