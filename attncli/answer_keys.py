@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 
 from attncli import grads
 from attncli.errors import InputError, did_you_mean, quote
-from attncli.names import ASKABLE
 from attncli.problem import ALIASES, INPUT_KEYS, output_keys
 from attncli.rules import rule_keys
-from attncli.schema import refuse_problem_set
+from attncli.schema import asked, refuse_problem_set
 from attncli.stages import names
 from attncli.values import describe
 
@@ -31,7 +30,6 @@ METADATA = ("name", "student", "student_name", "student_id", "sid", "id", "email
 WEIGHTS_ALIASES = ("attention_weights", "attn_weights", "attention_probs", "attn_probs", "probs",
                    "probabilities", "softmax", "attention")
 ASKED = ("ask", "decimals")  # a problem's own marking settings (`attn exercise` writes them): not answers
-MAX_DECIMALS = 17  # as check's decimals
 HEAD_EXTRAS = ("Q", "K", "V", "lse", "tiles", "tiled_output", "tiled_lse")  # written per head by `attn compute`
 
 
@@ -113,21 +111,9 @@ def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorte
 def asked_of(doc) -> dict:
     """The problem's `"ask"` (answer keys every answer must have: check's require; stages, gradients,
     tiles, slip), `"decimals"`, and its `"tile_size"` (the tiles a required `tiles` counts)."""
-    out = {}
     if not isinstance(doc, dict):
-        return out
-    if "ask" in doc:
-        ask = doc["ask"]
-        if not isinstance(ask, list) or not all(isinstance(s, str) and s in ASKABLE for s in ask):
-            raise InputError(f"ask is {describe(ask)}; expected a list of stage names ({', '.join(ASKABLE)})",
-                             field="ask")
-        out["require"] = tuple(ask)  # as --require: a missing one counts its cells as missing
-    if "decimals" in doc:
-        places = doc["decimals"]
-        if isinstance(places, bool) or not isinstance(places, int) or not 0 <= places <= MAX_DECIMALS:
-            raise InputError(f"decimals is {describe(places)}; expected a whole number from 0 to {MAX_DECIMALS}",
-                             field="decimals")
-        out["decimals"] = int(places)
+        return {}
+    out = asked(doc)  # as `attn compute` checks them when it reads the problem
     size = doc.get("tile_size")
     if size is not None:
         if not (isinstance(size, list) and len(size) == 2

@@ -36,7 +36,6 @@ from attncli.names import ASKABLE
 from attncli.problem import INPUT_KEYS, build_problem
 from attncli.render.gradebook import marks_dict
 from attncli.render.notebook import MarksView, TraceView
-from attncli.stages import names
 from attncli.trace import Trace
 from attncli.values import Written, describe
 

@@ -150,3 +150,18 @@ def test_decimal_commas_are_never_taken_as_labels_or_a_header(run, problem_file)
     assert run("compute", "--q", labels, "--k", "1", "--v", "1", "-f", "json").exit_code == 0
     header = problem_file("d0\td1\n0.5\t1.25\n", "header.tsv")
     assert run("compute", "--q", header, "--k", "1,1", "--v", "1", "-f", "json").exit_code == 0
+
+
+# 8. attn compute refuses a bad ask or decimals, with attn check's words
+def test_compute_refuses_a_bad_ask_or_decimals_as_check_does(run, problem_file):
+    problem = {"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]]}
+    answers = problem_file({"weights": [[0.73, 0.27]]}, "a.json")
+    for setting, fragment in ((("ask", ["wieghts"]), 'ask names an unknown stage "wieghts" (did you mean "weights"?)'),
+                              (("ask", "weights"), "ask is"), (("decimals", -1), "decimals is the number -1"),
+                              (("decimals", True), "decimals is true"), (("decimals", 2.5), "decimals is")):
+        path = problem_file(problem | dict([setting]), "p.json")
+        computed, checked = run("compute", path, "-f", "json"), run("check", answers, "-p", path)
+        assert computed.exit_code == checked.exit_code == 2, setting
+        assert fragment in computed.stderr and computed.stderr == checked.stderr, (computed.stderr, checked.stderr)
+    fine = problem_file(problem | {"ask": ["weights", "d_V", "tiles"], "decimals": 3}, "fine.json")
+    assert run("compute", fine, "-f", "json").exit_code == 0
