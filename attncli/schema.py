@@ -134,7 +134,7 @@ def asked(doc: dict) -> dict:
         for word in ask:
             if word not in ASKABLE:
                 hint = did_you_mean(word, ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
-                raise InputError(f"ask names an unknown stage {quote(word)}{hint}", field="ask")
+                raise InputError(f"ask is {describe(ask)}, naming an unknown stage {quote(word)}{hint}", field="ask")
         out["require"] = tuple(ask)  # as --require: a missing one counts its cells as missing
     if "decimals" in doc:
         places = doc["decimals"]

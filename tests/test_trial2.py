@@ -156,7 +156,7 @@ def test_decimal_commas_are_never_taken_as_labels_or_a_header(run, problem_file)
 def test_compute_refuses_a_bad_ask_or_decimals_as_check_does(run, problem_file):
     problem = {"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]]}
     answers = problem_file({"weights": [[0.73, 0.27]]}, "a.json")
-    for setting, fragment in ((("ask", ["wieghts"]), 'ask names an unknown stage "wieghts" (did you mean "weights"?)'),
+    for setting, fragment in ((("ask", ["wieghts"]), 'naming an unknown stage "wieghts" (did you mean "weights"?)'),
                               (("ask", "weights"), "ask is"), (("decimals", -1), "decimals is the number -1"),
                               (("decimals", True), "decimals is true"), (("decimals", 2.5), "decimals is")):
         path = problem_file(problem | dict([setting]), "p.json")
