@@ -21,6 +21,7 @@ from attncli import grads
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.problem import ALIASES, INPUT_KEYS, output_keys
 from attncli.rules import rule_keys
+from attncli.schema import asked, refuse_problem_set
 from attncli.stages import names
 from attncli.values import describe
 
@@ -29,7 +30,6 @@ METADATA = ("name", "student", "student_name", "student_id", "sid", "id", "email
 WEIGHTS_ALIASES = ("attention_weights", "attn_weights", "attention_probs", "attn_probs", "probs",
                    "probabilities", "softmax", "attention")
 ASKED = ("ask", "decimals")  # a problem's own marking settings (`attn exercise` writes them): not answers
-MAX_DECIMALS = 17  # as check's decimals
 HEAD_EXTRAS = ("Q", "K", "V", "lse", "tiles", "tiled_output", "tiled_lse")  # written per head by `attn compute`
 
 
@@ -97,6 +97,7 @@ def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorte
     out = Sorted(doc)
     if not isinstance(doc, dict):
         return out
+    refuse_problem_set(doc, "attn check answers.json -p -")
     top = ("heads",) + INPUT_KEYS + output_keys() + rule_keys()  # rule_keys: a mask rule registered later
     out.doc = _sort(doc, top, "", "", before_weights, strict, out)
     heads = out.doc.get("heads")
@@ -107,27 +108,17 @@ def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorte
     return out
 
 
-ASK_OTHERS = ("tiles", "slip")  # what an exercise may ask beside the stages and gradients
-
-
 def asked_of(doc) -> dict:
-    """The problem's `"ask"` (stages every answer must have: check's require) and `"decimals"`."""
-    out = {}
+    """The problem's `"ask"` (answer keys every answer must have: check's require; stages, gradients,
+    tiles, slip), `"decimals"`, and its `"tile_size"` (the tiles a required `tiles` counts)."""
     if not isinstance(doc, dict):
-        return out
-    if "ask" in doc:
-        ask = doc["ask"]
-        words = names() + grads.names() + ASK_OTHERS
-        if not isinstance(ask, list) or not all(isinstance(s, str) and s in words for s in ask):
-            raise InputError(f"ask is {describe(ask)}; expected a list of stage names ({', '.join(words)})",
-                             field="ask")
-        # Required as --require requires: the forward stages. Gradients, tiles and a slip are marked
-        # when answered (an exercise of those kinds asks for nothing else, so a blank file scores 0).
-        out["require"] = tuple(s for s in ask if s in names())
-    if "decimals" in doc:
-        places = doc["decimals"]
-        if isinstance(places, bool) or not isinstance(places, int) or not 0 <= places <= MAX_DECIMALS:
-            raise InputError(f"decimals is {describe(places)}; expected a whole number from 0 to {MAX_DECIMALS}",
-                             field="decimals")
-        out["decimals"] = int(places)
+        return {}
+    out = asked(doc)  # as `attn compute` checks them when it reads the problem
+    size = doc.get("tile_size")
+    if size is not None:
+        if not (isinstance(size, list) and len(size) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in size)):
+            raise InputError(f"tile_size is {describe(size)}; expected [BQ, BK], two whole numbers of at least 1",
+                             field="tile_size")
+        out["tile_size"] = tuple(size)
     return out

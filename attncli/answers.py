@@ -249,7 +249,7 @@ def parse_answers_csv(text: str, source: str) -> dict:
     except csv.Error as error:
         raise InputError(f"not valid CSV: {error}", source) from None
     doc: dict = {}
-    current, blocks = None, []
+    current, blocks, seen = None, [], {}  # seen: each block's name → the row naming it
     for r, row in enumerate(rows, start=1):
         cells = [c.strip() for c in row]
         if not any(cells):
@@ -264,7 +264,11 @@ def parse_answers_csv(text: str, source: str) -> dict:
             if stage not in names() + grads.names():
                 hint = did_you_mean(stage, names()) or f"; stages are {', '.join(names())}"
                 raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
-            current = []
+            name = stage if head is None else f"heads[{int(head)}].{stage}"
+            if name in seen:
+                raise InputError(f"row {r}: {name} is given twice, at rows {seen[name]} and {r}; keep one block",
+                                 source)
+            seen[name], current = r, []
             if head is None:
                 doc[stage] = current
             elif int(head) >= MAX_HEADS:

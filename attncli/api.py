@@ -32,10 +32,10 @@ from attncli.errors import AttnError, InputError, did_you_mean, quote
 from attncli.limits import answers_cap
 from attncli.grading import DECIMALS, StageMark
 from attncli.marking import all_correct, mark_document
+from attncli.names import ASKABLE
 from attncli.problem import INPUT_KEYS, build_problem
 from attncli.render.gradebook import marks_dict
 from attncli.render.notebook import MarksView, TraceView
-from attncli.stages import names
 from attncli.trace import Trace
 from attncli.values import Written, describe
 
@@ -76,7 +76,7 @@ def check(answers, problem, *, decimals: int | None = None, require=None, tol: f
     else:
         raise InputError(f"answers is {describe(answers)}; expected a dict of stages or the path of an answers file",
                          field="answers")
-    return Marks(trace, mark_document(trace, doc, tol, decimals, require))  # stages and --tiles' tiles
+    return Marks(trace, mark_document(trace, doc, tol, decimals, require, tile_size=asked.get("tile_size")))  # stages and --tiles' tiles
 
 
 MAX_DECIMALS = 17  # as --decimals: a double has no more
@@ -95,8 +95,8 @@ def _settings(decimals, require, tol) -> tuple[int, tuple[str, ...], float | Non
         raise InputError(f"require is {describe(require)}; expected stage names, as (\"weights\", \"output\") "
                          "or \"weights,output\"", field="require")
     for stage in stages:
-        if stage not in names():
-            hint = did_you_mean(stage, names()) or f"; stages are {', '.join(names())}"
+        if stage not in ASKABLE:
+            hint = did_you_mean(stage, ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
             raise InputError(f"require names an unknown stage {quote(stage)}{hint}", field="require")
     return int(decimals), tuple(stages), None if tol is None else float(tol)
 

@@ -142,3 +142,14 @@ def marked_gradient(trace, head: int, name: str) -> np.ndarray:
     """A gradient stage of one head as it is marked: 2-D, D as a column (Lq × 1)."""
     value = trace.gradients.heads[name][head]
     return value[:, None] if value.ndim == 1 else value
+
+
+MISSING_NOTE = "missing: a required stage, not answered"
+
+
+def missing(expected: np.ndarray, rows: tuple[str, ...] | None = None,
+            columns: tuple[str, ...] | None = None) -> StageMark:
+    """A required stage (or tile, or slip) the learner did not answer: every cell missing."""
+    blank = Answer(values=np.full(expected.shape, np.nan), decimals=np.full(expected.shape, -1))
+    return StageMark(given=blank, cells=np.full(expected.shape, "missing"), expected=expected, diagnosis=(),
+                     notes=(MISSING_NOTE,), rows=rows, columns=columns)

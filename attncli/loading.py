@@ -266,7 +266,16 @@ def load_npz(path: str) -> dict:
 
 def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None = None):
     """A matrix option's value: a path (.json, .csv, .tsv, .npy; text within `cap`) or inline text.
-    Returns (matrix, row labels or None, source name)."""
+    Returns (matrix, row labels or None, source name). `-` reads the matrix's text from stdin.
+    """
+    if value.strip() == "-":
+        data, source = read_bytes("-", cap)
+        if not data.strip():
+            raise InputError("is -, but stdin is empty; expected the matrix's rows", option)
+        text = decode(data, source)
+        if text.lstrip().startswith("["):
+            return parse_json(text, "<stdin>", keep_decimals=True), None, "<stdin>"
+        return (*parse_csv(text, "<stdin>", kind), "<stdin>")
     suffix = Path(value).suffix.lower()
     if suffix == ".npz":
         raise InputError("an .npz archive holds several arrays: give it as the problem FILE, "

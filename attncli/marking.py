@@ -22,17 +22,17 @@ import numpy as np
 
 from attncli.answer_keys import sort_keys
 from attncli.answers import NoAnswers, read_answers
-from attncli.errors import quote
+from attncli.errors import InputError, quote
 from attncli.document import round_finite
-from attncli.grading import DECIMALS, Answer, Rule, StageMark, grade, mark_cells
+from attncli.grading import DECIMALS, Answer, Rule, StageMark, grade, mark_cells, missing
 from attncli.marking_backward import mark_gradients
 from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, made_at,
                               plural, present, rounded_scales, rounding_text, roundings, span)
+from attncli.names import GRADIENTS
 from attncli.tile_marks import mark_tiles
 from attncli.trace import Trace
 
 FINEST_ROUNDING = 10  # the most decimals tried for a rounded-and-carried intermediate stage
-MISSING_NOTE = "missing: a required stage, not answered"
 
 
 @dataclass(frozen=True)
@@ -141,13 +141,6 @@ def mark_stage(trace: Trace, head: int, stage: str, answer: Answer, basis: _Basi
                      notes=answer.notes + notes + tuple(diagnosis_notes))
 
 
-def missing(expected: np.ndarray) -> StageMark:
-    """A required stage the learner did not answer: every cell missing."""
-    blank = Answer(values=np.full(expected.shape, np.nan), decimals=np.full(expected.shape, -1))
-    return StageMark(given=blank, cells=np.full(expected.shape, "missing"), expected=expected, diagnosis=(),
-                     notes=(MISSING_NOTE,))
-
-
 def mark_head(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule = Rule(),
               require: tuple[str, ...] = ()) -> dict[str, StageMark]:
     """Mark the given stages of one head in order, carrying the learner's own values forward."""
@@ -225,12 +218,15 @@ def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | Non
     p = trace.problem
     several = p.heads > 1 or "W_O" in p.inputs
     per_head = tuple(s for s in require if s != "output") if several else tuple(require)
+    if trace.gradients is None and set(require) & set(GRADIENTS):
+        raise InputError(f"{', '.join(s for s in require if s in GRADIENTS)} required, but the problem has no "
+                         "dO (no backward pass)", field="require")
     marks, outputs = {}, []
     for h, given in enumerate(answers):
         prefix = f"heads[{h}]." if several else ""
         head_marks = mark_head(trace, h, given, rule, per_head)
         if trace.gradients is not None:
-            head_marks.update(mark_gradients(trace, h, given, rule, head_marks))
+            head_marks.update(mark_gradients(trace, h, given, rule, head_marks, per_head))
         marks.update({prefix + stage: m for stage, m in head_marks.items()})
         outputs.append(head_marks.get("output") if "output" in given else None)
     if several and final is not None:
@@ -270,12 +266,14 @@ def before_weights(trace: Trace) -> str:
 
 
 def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = DECIMALS,
-                  require: tuple[str, ...] = (), strict: bool = True) -> dict[str, StageMark]:
+                  require: tuple[str, ...] = (), strict: bool = True,
+                  tile_size: tuple[int, int] | None = None) -> dict[str, StageMark]:
     """An answers document's stages (`mark_all`) and tile tables (`attncli.tile_marks`); raises
-    NoAnswers when it answers neither. Metadata keys are set aside and aliases read as their
+    NoAnswers when it answers neither. `tile_size`: the problem's, for tiles required and not
+    answered (else the answers' own). Metadata keys are set aside and aliases read as their
     stage (`attncli.answer_keys`); an unknown key is refused when `strict`, else set aside."""
     keys = sort_keys(doc, before_weights(trace), strict)
-    marks = _mark_sorted(trace, keys.doc, tol, decimals, require)
+    marks = _mark_sorted(trace, keys.doc, tol, decimals, require, tile_size)
     for path, key in keys.aliases.items():
         name = path if path in marks else path.rpartition(".")[2]
         if name in marks:
@@ -284,12 +282,13 @@ def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = D
     return marks
 
 
-def _mark_sorted(trace: Trace, doc, tol: float | None, decimals: int, require: tuple[str, ...]):
+def _mark_sorted(trace: Trace, doc, tol: float | None, decimals: int, require: tuple[str, ...],
+                 tile_size: tuple[int, int] | None = None):
     try:
         marks = mark_all(trace, *read_answers(doc, trace), tol, decimals, require)
     except NoAnswers:
         marks = {}
-    marks |= mark_tiles(trace, doc, Rule(decimals, tol))
+    marks |= mark_tiles(trace, doc, Rule(decimals, tol), "tiles" in require, tile_size)
     if not marks:
         raise NoAnswers()
     return marks

@@ -17,7 +17,7 @@ import numpy as np
 
 from attncli.backward import through_rope, through_softcap
 from attncli.grads import GRADIENTS
-from attncli.grading import Answer, Rule, StageMark, grade, mark_cells, marked_gradient as expected
+from attncli.grading import Answer, Rule, StageMark, grade, mark_cells, marked_gradient as expected, missing
 from attncli.trace import Trace
 
 # Which stages (the learner's, where given) each gradient is computed from.
@@ -73,9 +73,9 @@ def _diagnose(trace: Trace, head: int, name: str, answer: Answer, cells: np.ndar
 
 
 def mark_gradients(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule,
-                   forward: dict[str, StageMark]) -> dict[str, StageMark]:
-    """The given gradient stages of one head, in the backward pass's order. `answers` holds the
-    learner's stages of this head (forward ones too), `forward` their marks."""
+                   forward: dict[str, StageMark], require: tuple[str, ...] = ()) -> dict[str, StageMark]:
+    """The given (or required: all missing) gradient stages of one head, in the backward pass's
+    order. `answers` holds the learner's stages of this head (forward ones too), `forward` their marks."""
     own = {"weights": trace.weights[head], "output": trace.output[head]}
     own |= {g.name: expected(trace, head, g.name) for g in GRADIENTS}
     sound = {}  # stage → every cell right without carrying: following from it is the method
@@ -87,6 +87,8 @@ def mark_gradients(trace: Trace, head: int, answers: dict[str, Answer], rule: Ru
     for gradient in GRADIENTS:
         name = gradient.name
         if name not in answers:
+            if name in require:
+                marks[name] = missing(expected(trace, head, name))
             continue
         answer = answers[name]
         used = [stage for stage in FROM[name] if stage in sound]

@@ -306,6 +306,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
             raise InputError(f"the top level is {describe(doc)}; expected a JSON object with Q, K and V")
         _head_keys_at_top(doc)
         doc = schema.check_keys(doc, rule_keys())  # rule_keys: a rule added later (tests/test_rules.py)
+        schema.asked(doc)  # an exercise's ask and decimals, refused as attn check refuses them
         inputs, heads, lq, lk, has_proj = _inputs(doc)
         if invert_mask and not isinstance(doc.get("mask"), (list, np.ndarray)):
             found = "there is no mask" if doc.get("mask") is None else f"the mask is {describe(doc['mask'])}"

@@ -26,6 +26,8 @@ from collections import namedtuple
 
 from attncli import grads, stages
 from attncli.errors import InputError, did_you_mean, quote
+from attncli.names import ASKABLE
+from attncli.values import describe
 
 INPUT, SETTING, LABEL, ECHO, RESULT = "input", "setting", "label", "echo", "result"
 # name, kind, what it is; for an echo, `source` names the keys it is derived from
@@ -117,13 +119,45 @@ def known() -> tuple[str, ...]:
     return top_names() + one_head()
 
 
+MAX_DECIMALS = 17  # as check's --decimals: a double holds no more
+
+
+def asked(doc: dict) -> dict:
+    """An exercise's `"ask"` and `"decimals"`, checked (by `attn compute` reading a problem and by
+    `attn check`, with the same words): {"require": (answer keys…), "decimals": N} as given."""
+    out = {}
+    if "ask" in doc:
+        ask = doc["ask"]
+        if not isinstance(ask, list) or not all(isinstance(s, str) for s in ask):
+            raise InputError(f"ask is {describe(ask)}; expected a list of stage names ({', '.join(ASKABLE)})",
+                             field="ask")
+        for word in ask:
+            if word not in ASKABLE:
+                hint = did_you_mean(word, ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
+                raise InputError(f"ask is {describe(ask)}, naming an unknown stage {quote(word)}{hint}", field="ask")
+        out["require"] = tuple(ask)  # as --require: a missing one counts its cells as missing
+    if "decimals" in doc:
+        places = doc["decimals"]
+        if isinstance(places, bool) or not isinstance(places, int) or not 0 <= places <= MAX_DECIMALS:
+            raise InputError(f"decimals is {describe(places)}; expected a whole number from 0 to {MAX_DECIMALS}",
+                             field="decimals")
+        out["decimals"] = int(places)
+    return out
+
+
+def refuse_problem_set(doc, command: str = "attn compute") -> None:
+    """A problem set (`attn exercise --count N`: {"problems": [...]}) is refused, saying how to pick one."""
+    if isinstance(doc, dict) and isinstance(doc.get("problems"), list):
+        raise InputError(f"a problem set of {len(doc['problems'])} problems (from attn exercise): pick one, "
+                         f"e.g. jq '.problems[0]' set.json | {command} (problems count from 0)")
+
+
 def check_keys(doc: dict, extra: tuple[str, ...] = ()) -> dict:
     """The document with aliases resolved; an unknown key is refused, suggesting the closest.
     `extra`: keys the registries know beyond the table (a mask rule added later)."""
     names = known() + tuple(k for k in extra if k not in known())
-    if isinstance(doc.get("problems"), list) and "problems" not in names:  # `attn exercise --count N`
-        raise InputError(f"a problem set of {len(doc['problems'])} problems (from attn exercise): pick one, "
-                         "e.g. jq '.problems[0]' set.json | attn compute (problems count from 0)")
+    if "problems" not in names:
+        refuse_problem_set(doc)
     out = {}
     for name, value in doc.items():
         resolved = ALIASES.get(name, name)

@@ -18,7 +18,7 @@ import numpy as np
 
 from attncli.answers import NoAnswers
 from attncli.errors import InputError
-from attncli.grading import Answer, StageMark
+from attncli.grading import Answer, StageMark, missing
 from attncli.marking import mark_document as mark_stages
 from attncli.mistakes import MISTAKES, made_at, span, step
 from attncli.document import round_finite
@@ -129,10 +129,18 @@ def mark_slip(trace: Trace, given: dict, key: dict) -> StageMark:
 def mark_document(trace: Trace, doc, key=None, **settings) -> dict[str, StageMark]:
     """`attncli.marking.mark_document`, plus the slip when the answers name one: `key` is the
     problem's document (None: `doc` holds its own problem)."""
-    if not (isinstance(doc, dict) and doc.get(SLIP) is not None):
-        return mark_stages(trace, doc, **settings)
-    answer = planted(doc)
     expected = planted(doc if key is None else key)
+    if not (isinstance(doc, dict) and doc.get(SLIP) is not None):
+        if SLIP not in settings.get("require", ()):
+            return mark_stages(trace, doc, **settings)
+        if expected is None:
+            raise InputError("slip is required, but the problem plants no slip", field=SLIP)
+        try:
+            marks = mark_stages(trace, doc, **settings)
+        except NoAnswers:
+            raise NoAnswers() from None  # a blank file: no answers at all
+        return marks | {SLIP: missing(np.ones((1, 2)), (SLIP,), FIELDS)}
+    answer = planted(doc)
     if expected is None:
         raise InputError("slip is given, but the problem plants no slip (it is not a find-the-slip exercise)",
                          field=SLIP)

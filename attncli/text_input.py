@@ -151,9 +151,23 @@ def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[
                        for column, cell in enumerate(cells[labelled:], start=1 + labelled)])
     if labelled and width == 1:
         raise InputError("only labels, no numbers; expected one matrix", source)
+    if header:  # after the cells: a cell that is no number says so first
+        _refuse_comma_words(records[0][0], records[0][1], "read as a header", source)
+    for number, cells in data if labelled else ():
+        _refuse_comma_words(number, cells[:1], "read as the row's label", source)
     if not header and not labelled and kind != "mask":
         _refuse_decimal_commas(data, delimiter, '"' in text, source)
     return matrix, (labels if labelled else None)
+
+
+def _refuse_comma_words(number: int, cells: list[str], read_as: str, source: str) -> None:
+    """A header or label cell that is a decimal written with a comma (2,5 in a TSV, "0,5" quoted):
+    refused, or its row or column would silently be lost."""
+    for column, cell in enumerate(cells, start=1):
+        if _COMMA_DECIMAL.fullmatch(_ascii(cell)):
+            point = _ascii(cell).replace(",", ".")
+            raise InputError(f"row {number}, column {column}: {excerpt(cell.strip(), quoted=True)}, {read_as}, is a "
+                             f"decimal written with a comma; write decimals with a point ({point})", source)
 
 
 def _refuse_decimal_commas(data: list[tuple[int, list[str]]], delimiter: str, quoted: bool, source: str) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from attncli.answers import read_written
 from attncli.errors import InputError, quote
-from attncli.grading import Answer, Rule, StageMark, grade
+from attncli.grading import Answer, Rule, StageMark, grade, missing
 from attncli.tiles import attend_tiles, start, step
 from attncli.values import as_array, decimals_of, describe
 
@@ -90,20 +90,26 @@ def _prefix(heads: int, h: int) -> str:
     return f"heads[{h}]." if heads > 1 else ""
 
 
-def mark_tiles(trace, doc: dict, rule: Rule = Rule()) -> dict[str, StageMark]:
+def mark_tiles(trace, doc: dict, rule: Rule = Rule(), required: bool = False,
+               size: tuple[int, int] | None = None) -> dict[str, StageMark]:
     """Every tile the learner gave, keyed `tiles[q 0–2, k 2–4]` (`heads[1].tiles[…]` with
-    several heads), in the order the tiles are computed. {} when the answers hold no tiles."""
+    several heads), in the order the tiles are computed. {} when the answers hold no tiles.
+    `required`: every tile of every head is marked, one not given as missing, tiled by `size`
+    (the problem's tile_size; else the answers')."""
     p = trace.problem
     listed = given_tiles(doc, p.heads)
-    if listed is None:
+    if listed is None and not required:
         return {}
-    bq, bk = tile_size(doc, listed)
+    listed = listed or [None] * p.heads
+    if required and size is None and doc.get("tile_size") is None and not any(listed):
+        raise InputError("tiles are required, but the problem gives no tile_size to tile by", field="tiles")
+    bq, bk = size if required and size is not None else tile_size(doc, listed)
     tiled = attend_tiles(p, bq, bk)
     marks = {}
     for h, tiles in enumerate(listed):
-        if tiles:
-            marks.update(_mark_head(tiled, trace, h, _by_block(tiles, tiled, _prefix(p.heads, h)), rule,
-                                    _prefix(p.heads, h)))
+        if tiles or required:
+            marks.update(_mark_head(tiled, trace, h, _by_block(tiles or [], tiled, _prefix(p.heads, h)), rule,
+                                    _prefix(p.heads, h), required))
     return marks
 
 
@@ -144,7 +150,8 @@ def _answer(value, field: str, shape: tuple[int, ...]) -> Answer:
     return Answer(values=values, decimals=decimals)
 
 
-def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str) -> dict[str, StageMark]:
+def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str,
+               required: bool = False) -> dict[str, StageMark]:
     p = trace.problem
     V = tiled.V[h]  # (Lk, d_v)
     d_v = V.shape[1]
@@ -159,10 +166,13 @@ def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str) -> di
         S = np.full((b, cols.stop - cols.start), -np.inf) if tile.skipped else tile.S[h]
         m, alpha, _, l, O = step(S, V[cols], exact.m, exact.l, exact.O)
         answer = given.get((tile.q_block, tile.k_block))
+        name = f"{prefix}tiles[q {tile.q_block[0]}–{tile.q_block[1]}, k {tile.k_block[0]}–{tile.k_block[1]}]"
         if answer is None:  # not given: followed through at its exact values
+            if required:
+                whole = np.hstack([m[:, None], alpha[:, None], l[:, None], O])
+                marks[name] = missing(whole, _row_labels(p, rows), ("m", "alpha", "l", *(f"O_{j}" for j in range(d_v))))
             exact = learner = _Running(m, l, O, learner.sound)
             continue
-        name = f"{prefix}tiles[q {tile.q_block[0]}–{tile.q_block[1]}, k {tile.k_block[0]}–{tile.k_block[1]}]"
         fields = [f for f in FIELDS if answer.get(f) is not None]
         if not fields:
             raise InputError(f"{name} gives none of m, alpha, l, O", field=name)

@@ -1,6 +1,7 @@
 """Help text and hints found by trying the CLI: nothing cut off, no placeholders on flags,
 paragraphs wrapped as paragraphs, and hints that point somewhere real."""
 
+import json
 import re
 
 import pytest
@@ -76,7 +77,8 @@ def test_causal_with_fewer_queries_than_keys_hints_at_lower_right(run):
     assert result.exit_code == 0
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
     assert len(warnings) == 1 and "causal_lower_right" in warnings[0] and "(2) than keys (3)" in warnings[0]
-    assert '"warnings": []' in result.stdout  # advice about the command line, not a result
+    # every warning goes to both stderr and the JSON (issue 17, trial 2 item 5)
+    assert json.loads(result.stdout)["warnings"] == [warnings[0].removeprefix("warning: ")]
 
 
 @pytest.mark.parametrize("mask, lq", [("causal", 3), ("causal_lower_right", 2), ("1,0,0;1,1,0", 2)])

@@ -11,6 +11,7 @@ from attncli.commands.spec import Option
 from attncli.errors import InputError, did_you_mean, quote
 
 ANSWERS = "Answers given inline"
+MOST = 1e6  # the most --points a stage and --max-score may be: a sum of them stays a finite number
 
 
 def _answer(stage: str) -> Option:
@@ -27,8 +28,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("decimals", "Least decimals a value needs: with fewer it is correct only when exact (4, 0.5), "
            "otherwise imprecise (not correct). Default: the problem's \"decimals\", else 2.",
            type=int, low=0, high=17),
-    Option("require", "Stages every answer must have, comma-separated (e.g. weights,output); a missing one "
-           "counts its cells as missing (? in the table), not right. Default: the problem's \"ask\".",
+    Option("require", "Stages every answer must have, comma-separated (e.g. weights,output; also gradients as "
+           "d_V, tiles: every tile of the problem's tile_size, slip); a missing one counts its cells as missing "
+           "(? in the table), not right. Default: the problem's \"ask\".",
            metavar="STAGES"),
     Option("tol", "Accept cells within this absolute tolerance, instead of at the decimals written.",
            type=float, low=0.0),
@@ -36,11 +38,11 @@ OPTIONS: tuple[Option, ...] = (
            "results.json.", flags=("--format", "-f"), default="auto",
            choices=formats("CheckFormat", "auto", "table", "json", "csv", "gradescope")),
     Option("precision", "Decimals for expected values.", type=int, low=0, high=17, default=4),
-    Option("points", "Points per stage for the gradebook, Gradescope and the class summary (e.g. "
+    Option("points", f"Points per stage for the gradebook, Gradescope and the class summary (e.g. "
            "scores=1,masked=3,weights=2): a stage's N points are shared by its cells; a stage not named is worth "
-           "one point per cell.", metavar="STAGE=N,…"),
-    Option("max_score", "Gradescope: scale every score so that a full answer scores this.", flags=("--max-score",),
-           type=float, low=0.0),
+           f"one point per cell; N above 0, at most {MOST:,.0f}.", metavar="STAGE=N,…"),
+    Option("max_score", "Gradescope: scale every score so that a full answer scores this (above 0, at most "
+           f"{MOST:,.0f}).", flags=("--max-score",), type=float, low=0.0),
     Option("visibility", "Gradescope: when students see the results.", default="visible",
            choices=("visible", "hidden", "after_due_date", "after_published")),  # Gradescope's words
     Option("lenient_json", "Read answers files with trailing commas, a missing comma between numbers on a "
@@ -79,7 +81,7 @@ def check(**given) -> None:
     # check runs, so that `attn --version` and `attn --help` never import numpy.
     from attncli.commands.check_run import run
 
-    grading = {"points": _points(o.points), "max_score": o.max_score, "visibility": o.visibility}
+    grading = {"points": _points(o.points), "max_score": _max_score(o.max_score), "visibility": o.visibility}
     run(o.files, o.problem, answers, o.format, o.precision, o.decimals, o.tol, required, grading, o.lenient_json)
 
 
@@ -89,10 +91,17 @@ def _stages(text: str | None) -> tuple[str, ...] | None:
         return None
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     for stage in stages:
-        if stage not in names.STAGES:
-            hint = did_you_mean(stage, names.STAGES) or f"; stages are {', '.join(names.STAGES)}"
+        if stage not in names.ASKABLE:
+            hint = did_you_mean(stage, names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages
+
+
+def _max_score(value: float | None) -> float | None:
+    """--max-score, checked: a number above 0, at most MOST (0 would score every file 0)."""
+    if value is not None and not 0 < value <= MOST:  # also refuses nan and inf
+        raise InputError(f"{value:g} is not a number above 0, at most {MOST:,.0f}", "--max-score")
+    return value
 
 
 STAGE_PATH = re.compile(r"^(?:heads\[\d+\]\.)?(\w+)$")
@@ -108,14 +117,17 @@ def _points(text: str | None) -> dict[str, float] | None:
         named = STAGE_PATH.match(stage)
         if not equals or not named:
             raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", "--points")
-        if named.group(1) not in names.STAGES:
-            hint = did_you_mean(named.group(1), names.STAGES) or f"; stages are {', '.join(names.STAGES)}"
+        if named.group(1) not in names.ASKABLE:
+            hint = did_you_mean(named.group(1), names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--points")
         try:
             value = float(number)
         except ValueError:
             value = math.nan
-        if not math.isfinite(value) or value <= 0:
-            raise InputError(f"{quote(item)}: the points must be a number above 0", "--points")
+        if not 0 < value <= MOST:  # also refuses nan and inf
+            raise InputError(f"{quote(item)}: the points must be a number above 0, at most {MOST:,.0f}", "--points")
+        if stage in points:
+            raise InputError(f"{quote(stage)} is given twice ({stage}={points[stage]:g} and {item}); keep one",
+                             "--points")
         points[stage] = value
     return points or None

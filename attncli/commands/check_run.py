@@ -4,6 +4,7 @@ when check runs. Start-up: the tables load rich, which takes longer than numpy; 
 only when a table is printed, so the JSON, CSV and Gradescope reports never load it."""
 
 import hashlib
+import re
 import sys
 from collections import Counter
 
@@ -14,7 +15,7 @@ from attncli.answer_files import load_answers, read_answers_file
 from attncli.answer_keys import ASKED, asked_of, sort_keys
 from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, problem_stages
 from attncli.commands.edge import auto_is_table, message
-from attncli.errors import AttnError, InputError, ReaderGone, one_line
+from attncli.errors import AttnError, InputError, ReaderGone, one_line, quote
 from attncli.grading import DECIMALS, Rule
 from attncli.limits import answers_cap
 from attncli.loading import OneMatrixError, load_matrix
@@ -49,6 +50,8 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     if not files and not inline:
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
     shared = None if each_own else _problem(problem)
+    if shared and grading:
+        _points_fit(grading.get("points"), shared[2].problem)
     cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
     given = {stage: load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
              for stage, value in inline.items()}  # read once, laid over every answers file
@@ -85,6 +88,20 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
 
 
 PROBLEM_KEYS = {"Q", "K", "V", "X", "q", "k", "v"}
+HEAD_PATH = re.compile(r"^heads\[(\d+)\]\.")
+
+
+def _points_fit(points: dict | None, problem) -> None:
+    """--points' `heads[h].stage` paths name heads the problem has (a one-head problem's stages are
+    named alone)."""
+    several = problem.heads > 1 or "W_O" in problem.inputs
+    for path in points or {}:
+        head = HEAD_PATH.match(path)
+        if head and not several:
+            raise InputError(f"{quote(path)}: the problem has one head; name the stage alone "
+                             f"({path[head.end():]}=…)", "--points")
+        if head and int(head.group(1)) >= problem.heads:
+            raise InputError(f"{quote(path)}: the problem has {problem.heads} heads, numbered from 0", "--points")
 
 
 def _holds(name: str) -> tuple[bool, bool]:

@@ -35,9 +35,9 @@ def compute(**given) -> None:
     attn compute big.npz --cost --sram 100KiB   (FLOPs and bytes, naive and tiled; no attention computed)
 
     Matrix options take a path (.json .csv .tsv .npy) or inline text ("1,0; 0,1" or "[[1,0],[0,1]]").
-    Piped stdin is read beside them; they override its keys.
-    Off is one spelling for every option: leave it out ("", none and null are refused).
-    Piped stdin is read beside them; they override its keys.
+    Piped stdin is read beside them; they override its keys. A matrix option of - reads that
+    matrix from stdin, as from a .csv file (or JSON rows): printf '1,0,0\\n' | attn compute --q -
+    --k "1,0,0" --v 1; stdin is then that matrix, not the document.
     Off is one spelling for every option: leave it out ("", none and null are refused).
 
     Conventions (where libraries differ):
@@ -75,6 +75,24 @@ def matrices(o: SimpleNamespace) -> dict[str, str | None]:
     return {option.key: getattr(o, option.name) for option in OPTIONS if option.matrix}
 
 
+def _stdin_matrix(o: SimpleNamespace, stdin_is_terminal: bool) -> str | None:
+    """The one matrix option given as `-` (read from stdin), checked, or None."""
+    dashed = [key for key, value in matrices(o).items() if value is not None and value.strip() == "-"]
+    if not dashed:
+        return None
+    flags = [next(opt.flags[0] for opt in OPTIONS if opt.matrix and opt.key == key) for key in dashed]
+    if len(dashed) > 1:
+        raise InputError(f"is -, and so is {', '.join(flags[1:])}: stdin holds one matrix; give the others as "
+                         "files or inline text", flags[0])
+    if o.file == "-":
+        raise InputError("is -, and so is FILE: stdin holds either the problem or this matrix; save one to a file",
+                         flags[0])
+    if stdin_is_terminal:
+        raise InputError(f"is - (read from stdin), but stdin is a terminal: pipe the matrix in, e.g. "
+                         f"printf '1,0\\n' | attn compute {flags[0]} - …", flags[0])
+    return dashed[0]
+
+
 def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     """What compute will do, decided from its options alone (before any input is read): `shown`
     (the --stages words), `format` (--output's suffix decides it), `view` (what is printed or
@@ -86,7 +104,9 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     shown = _shown(o, tile_sizes is not None)
     if o.carry is not None and not o.explain:
         raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
-    stdin = "-" if o.file is None and not stdin_is_terminal else None  # read when piped and no file is named
+    from_stdin = _stdin_matrix(o, stdin_is_terminal)
+    # the document is read from stdin when piped and no file is named, unless a matrix is (`--q -`)
+    stdin = "-" if o.file is None and not stdin_is_terminal and not from_stdin else None
     inputs = [o.file, stdin, *matrices(o).values()]  # files --output must not overwrite (dO's too)
     suffix = o.output_file and _output_suffix(o.output_file, inputs)
     format = _file_format(o.format, o.output_file, suffix)

@@ -10,6 +10,7 @@ its run time: the blocked path's thread pool loads logging, the explanation the 
 """
 
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 from attncli import attention, grads, limits
@@ -43,9 +44,9 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
         return
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
-    trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options))
+    trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options), warnings)
     render(trace, tiled, shown, plan, o)
-    for notice in warnings + list(trace.warnings):
+    for notice in trace.warnings:  # the command line's and the computation's, as in the JSON
         sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
 
 
@@ -80,14 +81,17 @@ def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str
     return shown, warnings
 
 
-def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool, read_back: tuple):
+def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool, read_back: tuple,
+              warnings: list = ()):
     """(trace, tile trace or None): the one library call (the full trace, or the output alone in
     blocks), after the memory guard; the document's own results are checked against it (`read_back`:
-    source, document, the options that changed it)."""
+    source, document, the options that changed it). `warnings` (check's) lead the trace's own, so
+    that every view (stderr, the JSON's "warnings") says them all."""
     source, doc, options = read_back
     try:
         _guard(problem, plan.written, shown, full, plan.output_only, plan.tile_sizes)
         trace = _attend(problem, plan.output_only, plan.workers)
+        trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
         verify(doc, trace, flag, options)  # echoes and results the document holds, read back
         tiled = None if plan.tile_sizes is None else attend_tiles(problem, *plan.tile_sizes)
     except AttnError as error:

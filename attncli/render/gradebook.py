@@ -63,10 +63,12 @@ def stage_order(name: str) -> tuple[float, int]:
 
 
 def stage_points(name: str, cells: int, points: Points | None) -> float:
-    """A stage's worth: its cells, or its points from --points (by path, else by stage name)."""
+    """A stage's worth: its cells, or its points from --points (by path, else by stage name; each
+    tile table by `tiles`)."""
     if not points:
         return cells
-    return points.get(name, points.get(name.rpartition(".")[2], cells))
+    head, dot, stage = name.partition("[q ")[0].rpartition(".")
+    return points.get(name, points.get(head + dot + stage, points.get(stage, cells)))
 
 
 def class_max(results: list[Result], points: Points | None = None, required: tuple[str, ...] = ()) -> float:
