@@ -45,11 +45,13 @@ def test_an_asked_tile_not_given_is_missing(run, tmp_path, problem_file):
     first = problem_file({"tiles": doc["heads"][0]["tiles"][:1]}, "first.json")
     code, row = _csv_row(run, first, key)
     assert code == 1 and (row["score"], row["max"]) == ("5", "10")
+    # Stages answered beyond what is asked are marked and shown but not scored (README "A teacher's
+    # workflow"): a file of weights alone is 0 of the two tiles' 10 cells.
     weights = problem_file({"weights": doc["heads"][0]["weights"]}, "weights.json")
     code, row = _csv_row(run, weights, key)
-    assert code == 1 and (row["score"], row["max"]) == ("3", "13")
+    assert code == 1 and (row["score"], row["max"]) == ("0", "10") and row["weights right"] == "3"
     code, row = _csv_row(run, weights, key, "--points", "tiles=2")  # each tile table is worth 2
-    assert code == 1 and (row["score"], row["max"]) == ("3", "7")
+    assert code == 1 and (row["score"], row["max"]) == ("0", "4")
     assert _csv_row(run, weights, key, "--require", "weights")[0] == 0
 
 
@@ -59,8 +61,9 @@ def test_asked_gradients_not_given_are_missing(run, tmp_path, problem_file):
     forward = problem_file({s: doc["heads"][0][s] for s in ("scores", "scaled", "weights", "output")}, "fwd.json")
     code, row = _csv_row(run, forward, key)
     assert code == 1 and row["d_V max"] == "6" and row["d_V right"] == "0" and row["score"] == "11"
+    # --require replaces the problem's ask: only d_V is scored (2 points), the forward stages are shown
     code, row = _csv_row(run, forward, key, "--require", "d_V", "--points", "d_V=2")
-    assert code == 1 and (row["score"], row["max"]) == ("11", "13")
+    assert code == 1 and (row["score"], row["max"]) == ("0", "2") and row["weights right"] == "3"
 
 
 def test_an_asked_slip_not_given_is_missing(run, tmp_path, problem_file):
@@ -68,8 +71,10 @@ def test_an_asked_slip_not_given_is_missing(run, tmp_path, problem_file):
     assert doc["ask"] == ["slip"]
     scores = problem_file({"scores": doc["heads"][0]["scores"]}, "scores.json")
     code, row = _csv_row(run, scores, key)
-    assert code == 1 and (row["slip right"], row["slip max"], row["score"], row["max"]) == ("0", "2", "3", "5")
-    assert _csv_row(run, scores, key, "--points", "slip=4")[1]["max"] == "7"
+    # Only what is asked is scored: the slip's two cells; the scores are marked and shown.
+    assert code == 1 and (row["slip right"], row["slip max"], row["score"], row["max"]) == ("0", "2", "0", "2")
+    assert row["scores right"] == "3"
+    assert _csv_row(run, scores, key, "--points", "slip=4")[1]["max"] == "4"
     plain = problem_file({"weights": [0.05, 0.77, 0.19]}, "plain.json")
     refused = run("check", plain, "-p", SCOOTER, "--require", "slip")
     assert refused.exit_code == 2 and "plants no slip" in refused.stderr

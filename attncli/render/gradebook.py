@@ -86,7 +86,7 @@ def class_max(results: list[Result], points: Points | None = None, required: tup
 def is_required(name: str, required: tuple[str, ...]) -> bool:
     """Whether a stage path (`heads[1].weights`, `output`) is one of the required stages; nothing
     required: every stage counts."""
-    return not required or name.rpartition(".")[2] in required
+    return not required or name.partition("[q ")[0].rpartition(".")[2] in required  # a tile table is `tiles`
 
 
 def stage_sizes(results: list[Result]) -> dict[str, int]:
