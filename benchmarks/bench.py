@@ -47,7 +47,7 @@ def cpu_timed(name: str, cmd: list[str], env=None) -> float:
 def alternate(commands: dict[str, list[str]], runs: int, env=None) -> dict[str, float]:
     """Median wall time of each command, run in turns so that machine noise hits all alike."""
     times = {name: [] for name in commands}
-    for name, cmd in commands.items():  # warm the file cache (and write attncli's bytecode) once
+    for cmd in commands.values():  # warm the file cache (and write attncli's bytecode) once
         timed(cmd, env)
     CPU.clear()
     for _ in range(runs):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attncli.commands.learn_run import command_line
-from attncli.exercise import KINDS, SELF, ExerciseError, Options, build, make_exercise, problem_set
+from attncli.exercise import KINDS, SELF, ExerciseError, Options, build, make_exercise
 from tests.conftest import assert_error
 
 COMMAND = ("attn exercise --seed 5 --kind plain --queries 2 --keys 3 --dim 2 --value-dim 2 --heads 1")
