@@ -135,7 +135,7 @@ def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
             raise InputError(f"unknown key {quote(key)}{where}{hint}")
 
 
-def _same_problem(doc: dict, trace: Trace) -> None:
+def same_problem(doc: dict, trace: Trace) -> None:
     """Answers that carry their own problem (Q, K, V or X, W_Q, … beside them) must carry this
     one: answers to another exercise are not marked against it."""
     inputs = trace.problem.inputs
@@ -157,7 +157,7 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     if not isinstance(doc, dict):
         raise InputError(f"the top level is {describe(doc)}; expected a JSON object of answers")
     _check_keys(doc, ("heads",) + INPUT_KEYS + output_keys(), "")
-    _same_problem(doc, trace)
+    same_problem(doc, trace)
     shapes = {stage.name: trace.stage(stage.name).shape[1:] for stage in present_stages(p)}  # (Lq, ·)
     what = {stage.name: f"{stage.rows} × {stage.columns}" for stage in present_stages(p)}
     stages = present(trace)
