@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from attncli.answer_files import npz_heads
 from attncli.answer_keys import sort_keys
 from attncli.answers import NoAnswers, read_answers, same_problem
 from attncli.errors import InputError, quote
@@ -276,6 +277,7 @@ def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = D
     NoAnswers when it answers neither. `tile_size`: the problem's, for tiles required and not
     answered (else the answers' own). Metadata keys are set aside and aliases read as their
     stage (`attncli.answer_keys`); an unknown key is refused when `strict`, else set aside."""
+    doc = npz_heads(doc, trace)  # an .npz's heads/<stage> members: per-head answers, as JSON's heads
     keys = sort_keys(doc, before_weights(trace), strict)
     if isinstance(keys.doc, dict):  # a file's own echoes must be its problem's, as attn compute checks them
         same_problem(keys.doc, trace)  # its top-level Q, K, V first: the plainest message

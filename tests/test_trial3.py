@@ -37,3 +37,45 @@ def test_tampered_compute_echoes_are_refused(run, problem_file):
     rows = result.stdout.splitlines()
     assert result.exit_code == 2 and rows[1].split(",")[1:3] == ["11", "11"]
     assert rows[2].split(",")[1:3] == ["0", "11"] and "d_k is 3" in rows[2]
+
+
+# 2. an .npz's heads/<stage> members are the per-head answers, marked as the JSON's heads are
+def _npz(run, tmp_path, name, change=None, only=None):
+    path = tmp_path / "c.npz"
+    if not path.exists():
+        assert run("compute", SCOOTER, "-o", path).exit_code == 0
+    with np.load(path) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    if change:
+        arrays = change(arrays)
+    if only:
+        arrays = {key: arrays[key] for key in only}
+    out = tmp_path / name
+    np.savez(out, **arrays)
+    return out
+
+
+def test_npz_heads_members_are_marked(run, tmp_path):
+    good = _npz(run, tmp_path, "good.npz")
+    result = run("check", good, "-p", SCOOTER, "-f", "csv")
+    assert result.exit_code == 0 and result.stdout.splitlines()[1].split(",")[1:3] == ["11", "11"]
+    half = _npz(run, tmp_path, "half.npz", lambda a: a | {"heads/weights": np.full_like(a["heads/weights"], 0.5)})
+    result = run("check", half, "-p", SCOOTER, "-f", "csv")
+    assert result.exit_code == 1 and result.stdout.splitlines()[1].split(",")[1:3] == ["8", "11"]
+    nan = _npz(run, tmp_path, "nan.npz", lambda a: a | {"heads/weights": np.full_like(a["heads/weights"], np.nan)})
+    result = run("check", nan, "-p", SCOOTER)
+    assert result.exit_code == 2 and "heads[0].weights[0][0] is nan" in result.stderr
+    only = _npz(run, tmp_path, "only.npz", only=("heads/weights",))
+    result = run("check", only, "-p", SCOOTER, "-f", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["stages"]["weights"]["right"] == 3
+    tampered = _npz(run, tmp_path, "k.npz", lambda a: a | {"heads/K": a["heads/K"] + 1})
+    result = run("check", tampered, "-p", SCOOTER)
+    assert result.exit_code == 2 and "heads[0].K" in result.stderr
+
+
+def test_npz_heads_member_headers_are_checked_before_reading(run, tmp_path):
+    two = _npz(run, tmp_path, "two.npz", lambda a: a | {"heads/weights": np.zeros((2, 1, 3))})
+    result = run("check", two, "-p", SCOOTER)
+    assert result.exit_code == 2 and "heads/weights is declared float64 (2, 1, 3)" in result.stderr
+    big = _npz(run, tmp_path, "big.npz", lambda a: a | {"heads/weights": np.zeros((1, 1, 500))})
+    assert "heads/weights is declared" in run("check", big, "-p", SCOOTER).stderr
