@@ -21,6 +21,7 @@ import re
 import numpy as np
 
 from attncli import grads
+from attncli.answer_keys import METADATA, alias_of
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.grading import Answer, marked_gradient
 from attncli.mistakes import present
@@ -255,13 +256,19 @@ def parse_answers_csv(text: str, source: str) -> dict:
         if not any(cells):
             continue
         alone = not any(cells[1:])
+        if cells[0].lower() in METADATA and current != []:  # `name,Ada`: set aside as JSON's metadata is
+            # (a block's first row may be a header whose corner is pandas' index name: `id,0,1,2`)
+            doc[cells[0]] = ",".join(cells[1:]).strip(",")
+            current = None
+            continue
         named = STAGE_LINE.match(cells[0]) if alone else None
         if alone and not named and not NUMBER_START.match(cells[0]):
             hint = did_you_mean(cells[0].lower(), names()) or f"; stages are {', '.join(names())}"
             raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
         if named:
             head, stage = named.groups()
-            if stage not in names() + grads.names():
+            alias = alias_of(stage, "masked") if stage not in names() + grads.names() else stage
+            if alias is None:  # an alias (`attention_weights`) is kept as written: sort_keys reads it, with a note
                 hint = did_you_mean(stage, names()) or f"; stages are {', '.join(names())}"
                 raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
             name = stage if head is None else f"heads[{int(head)}].{stage}"
@@ -282,7 +289,7 @@ def parse_answers_csv(text: str, source: str) -> dict:
             raise InputError(f"row {r}: numbers before any stage name; expected a line naming the stage "
                              "(e.g. weights) above its rows", source)
         if not current:
-            blocks.append((current, blocked(stage)))
+            blocks.append((current, blocked(alias)))
         current.append((r, cells))
     for block, masked in blocks:
         block[:] = _unlabelled(block, source, masked)

@@ -79,3 +79,24 @@ def test_npz_heads_member_headers_are_checked_before_reading(run, tmp_path):
     assert result.exit_code == 2 and "heads/weights is declared float64 (2, 1, 3)" in result.stderr
     big = _npz(run, tmp_path, "big.npz", lambda a: a | {"heads/weights": np.zeros((1, 1, 500))})
     assert "heads/weights is declared" in run("check", big, "-p", SCOOTER).stderr
+
+
+# 3. CSV answers sort their keys as JSON's do: aliases read with a note, metadata set aside
+def test_csv_blocks_read_aliases_and_metadata_as_json_does(run, problem_file):
+    weights = "0.0454,0.7679,0.1867\n"
+    alias = problem_file("attention_weights\n" + weights, "alias.csv")
+    doc = json.loads(run("check", alias, "-p", SCOOTER, "-f", "json").stdout)
+    assert doc["all_correct"] and doc["stages"]["weights"]["notes"] == ['read "attention_weights" as weights']
+    meta = problem_file("name,Ada\nweights\n" + weights + "student_id,12345\n", "meta.csv")
+    result = run("check", meta, "-p", SCOOTER)
+    assert result.exit_code == 0, result.stderr
+    row = run("check", meta, meta, "-p", SCOOTER, "-f", "csv").stdout.splitlines()[1]
+    assert row.endswith(",name: Ada; student_id: 12345")
+    other_case = problem_file("weights\n" + weights + "Output\n0.2775,1.3491\n", "case.csv")
+    doc = json.loads(run("check", other_case, "-p", SCOOTER, "-f", "json").stdout)
+    assert doc["all_correct"] and doc["stages"]["output"]["notes"] == ['read "Output" as output']
+    both = problem_file("Weights\n" + weights + "weights\n" + weights, "both.csv")
+    assert "keep one" in run("check", both, "-p", SCOOTER).stderr
+    # a block's first row is still a header, even when its corner is a metadata word (pandas' index name)
+    header = problem_file("heads[0].probs\nid,mechanic,scooter,petrol\nit," + weights, "header.csv")
+    assert run("check", header, "-p", SCOOTER).exit_code == 0
