@@ -28,7 +28,7 @@ from attncli.mistakes import present
 from attncli.problem import ALIASES, INPUT_KEYS, PROJECTIONS, QKV, output_keys
 from attncli.stages import blocked, get, names
 from attncli.stages import present as present_stages
-from attncli.text_input import is_value, is_word
+from attncli.text_input import comma_decimal, is_value, is_word
 from attncli.trace import Trace
 from attncli.values import Written, as_array, decimals_of, describe
 
@@ -289,11 +289,30 @@ def parse_answers_csv(text: str, source: str) -> dict:
             raise InputError(f"row {r}: numbers before any stage name; expected a line naming the stage "
                              "(e.g. weights) above its rows", source)
         if not current:
-            blocks.append((current, blocked(alias)))
+            blocks.append((current, blocked(alias), name))
         current.append((r, cells))
-    for block, masked in blocks:
+    for block, masked, name in blocks:
+        _refuse_comma_decimals(block, source, masked, name)
         block[:] = _unlabelled(block, source, masked)
     return doc
+
+
+def _refuse_comma_decimals(block: list, source: str, masked: bool, name: str) -> None:
+    """A cell written with a decimal comma ("0,7311", quoted so the comma is not a separator) is
+    refused as `attncli.text_input` refuses it in a matrix, naming its cell: taken for a header or
+    a row label, it would shift every cell after it."""
+    for k, (r, cells) in enumerate(block):
+        for c, cell in enumerate(cells):
+            point = comma_decimal(cell)
+            if point is None:
+                continue
+            # its place in the stage: after a header row and a label column that hold no decimal comma
+            header = k > 0 and not any(comma_decimal(x) for x in block[0][1]) and \
+                not any(is_value(x, "bias") for x in block[0][1][1:])
+            first = block[1 if header else 0][1]
+            labelled = c > 0 and is_word(first[0], "bias") and comma_decimal(first[0]) is None
+            raise InputError(f"row {r}, column {c + 1}: {name}[{k - header}][{c - labelled}] is {quote(cell)}, a decimal "
+                             f"written with a comma; write decimals with a point ({point})", source)
 
 
 def _unlabelled(block: list, source: str, masked: bool) -> list:
