@@ -68,6 +68,8 @@ def test_npz_heads_members_are_marked(run, tmp_path):
     only = _npz(run, tmp_path, "only.npz", only=("heads/weights",))
     result = run("check", only, "-p", SCOOTER, "-f", "json")
     assert result.exit_code == 0 and json.loads(result.stdout)["stages"]["weights"]["right"] == 3
+    for files in ((only, SCOOTER), (SCOOTER, only)):  # told from the problem by its heads/ members
+        assert run("check", *files, "-f", "csv").stdout.splitlines()[1].split(",")[1:3] == ["3", "3"], files
     tampered = _npz(run, tmp_path, "k.npz", lambda a: a | {"heads/K": a["heads/K"] + 1})
     result = run("check", tampered, "-p", SCOOTER)
     assert result.exit_code == 2 and "heads[0].K" in result.stderr

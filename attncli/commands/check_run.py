@@ -115,7 +115,8 @@ def _holds(name: str) -> tuple[bool, bool]:
         return False, False
     heads = doc.get("heads") if isinstance(doc.get("heads"), list) else []
     stages = set(stage_names() + grads.names()) | {"tiles"}
-    answers = bool(doc.keys() & stages) or any(isinstance(h, dict) and h.keys() & stages for h in heads)
+    members = {path.partition("/")[2] for path in getattr(doc, "results", None) or {} if path.startswith("heads/")}
+    answers = bool((doc.keys() | members) & stages) or any(isinstance(h, dict) and h.keys() & stages for h in heads)
     return bool(doc.keys() & PROBLEM_KEYS), answers
 
 
