@@ -8,13 +8,17 @@ line. It is tried only when the strict reading fails, and says what it forgave."
 
 from __future__ import annotations
 
+import math
 import re
 import zipfile
 from pathlib import Path
 
+import numpy as np
+
 from attncli.answers import EmptyFile, bare_infinity_as_null, parse_answers_csv
 from attncli.errors import InputError
 from attncli.limits import Cap, size_text
+from attncli.stages import names
 from attncli.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
 
 STRING = r'("(?:[^"\\]|\\.)*")'
@@ -51,6 +55,35 @@ def _npz_within(name: str, cap: Cap | None) -> None:
         return  # read_document names what is wrong with it
     if declared > cap.bytes:
         raise InputError(f"its arrays unpack to {size_text(declared)}; {cap.why}", name)
+
+
+def npz_heads(doc, trace):
+    """An .npz answers archive's `heads/<key>` members (as `attn compute -o FILE.npz` writes them,
+    heads first) as the document's per-head answers, `heads[h][key]`, so an .npz marks as its JSON
+    does; other documents are returned as they are. Each member's header (read by
+    `attncli.loading`, which has checked the member names) is checked against the problem before
+    anything is decompressed: a head per problem head, no more numbers than its largest array."""
+    members = getattr(doc, "results", None)
+    wanted = {path: header for path, header in (members or {}).items() if path.startswith("heads/")}
+    if not wanted:
+        return doc
+    heads = trace.problem.heads
+    largest = max([trace.stage(name).size for name in names() if trace.stage(name) is not None]
+                  + [array.size for array in trace.problem.inputs.values()])
+    for path, (shape, dtype) in wanted.items():
+        if len(shape) < 2 or shape[0] != heads or dtype.kind not in "fiu" or math.prod(shape) > largest:
+            raise InputError(f"{path} is declared {dtype} {tuple(shape)}, but this problem has {heads} "
+                             f"head{'s' if heads != 1 else ''} and at most {largest:,} numbers per stage: "
+                             "heads/ members hold every head's answer, heads first (as attn compute -o FILE.npz "
+                             "writes them)", field=path)
+    arrays = {path: array for path, array in doc.read_results().items() if path in wanted}
+    # as nested lists, as JSON's (NaN stays a number, marked wrong): a head's stage and the top-level
+    # output, compared when both are given, are then compared as values
+    out = {key: value.tolist() if isinstance(value, np.ndarray) and key in names() else value
+           for key, value in doc.items()}
+    out["heads"] = [{path.split("/", 1)[1]: array[h].tolist() for path, array in arrays.items()}
+                    for h in range(heads)]
+    return out
 
 
 def read_answers_file(path, cap: Cap | None = None, csv: bool = True, lenient: bool = False):

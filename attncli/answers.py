@@ -21,13 +21,14 @@ import re
 import numpy as np
 
 from attncli import grads
+from attncli.answer_keys import METADATA, alias_of
 from attncli.errors import InputError, did_you_mean, quote
 from attncli.grading import Answer, marked_gradient
 from attncli.mistakes import present
 from attncli.problem import ALIASES, INPUT_KEYS, PROJECTIONS, QKV, output_keys
 from attncli.stages import blocked, get, names
 from attncli.stages import present as present_stages
-from attncli.text_input import is_value, is_word
+from attncli.text_input import comma_decimal, is_value, is_word
 from attncli.trace import Trace
 from attncli.values import Written, as_array, decimals_of, describe
 
@@ -135,7 +136,7 @@ def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
             raise InputError(f"unknown key {quote(key)}{where}{hint}")
 
 
-def _same_problem(doc: dict, trace: Trace) -> None:
+def same_problem(doc: dict, trace: Trace) -> None:
     """Answers that carry their own problem (Q, K, V or X, W_Q, … beside them) must carry this
     one: answers to another exercise are not marked against it."""
     inputs = trace.problem.inputs
@@ -157,7 +158,7 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     if not isinstance(doc, dict):
         raise InputError(f"the top level is {describe(doc)}; expected a JSON object of answers")
     _check_keys(doc, ("heads",) + INPUT_KEYS + output_keys(), "")
-    _same_problem(doc, trace)
+    same_problem(doc, trace)
     shapes = {stage.name: trace.stage(stage.name).shape[1:] for stage in present_stages(p)}  # (Lq, ·)
     what = {stage.name: f"{stage.rows} × {stage.columns}" for stage in present_stages(p)}
     stages = present(trace)
@@ -255,13 +256,19 @@ def parse_answers_csv(text: str, source: str) -> dict:
         if not any(cells):
             continue
         alone = not any(cells[1:])
+        if cells[0].lower() in METADATA and current != []:  # `name,Ada`: set aside as JSON's metadata is
+            # (a block's first row may be a header whose corner is pandas' index name: `id,0,1,2`)
+            doc[cells[0]] = ",".join(cells[1:]).strip(",")
+            current = None
+            continue
         named = STAGE_LINE.match(cells[0]) if alone else None
         if alone and not named and not NUMBER_START.match(cells[0]):
             hint = did_you_mean(cells[0].lower(), names()) or f"; stages are {', '.join(names())}"
             raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
         if named:
             head, stage = named.groups()
-            if stage not in names() + grads.names():
+            alias = alias_of(stage, "masked") if stage not in names() + grads.names() else stage
+            if alias is None:  # an alias (`attention_weights`) is kept as written: sort_keys reads it, with a note
                 hint = did_you_mean(stage, names()) or f"; stages are {', '.join(names())}"
                 raise InputError(f"row {r}: unknown stage {quote(cells[0])}{hint}", source)
             name = stage if head is None else f"heads[{int(head)}].{stage}"
@@ -282,11 +289,30 @@ def parse_answers_csv(text: str, source: str) -> dict:
             raise InputError(f"row {r}: numbers before any stage name; expected a line naming the stage "
                              "(e.g. weights) above its rows", source)
         if not current:
-            blocks.append((current, blocked(stage)))
+            blocks.append((current, blocked(alias), name))
         current.append((r, cells))
-    for block, masked in blocks:
+    for block, masked, name in blocks:
+        _refuse_comma_decimals(block, source, masked, name)
         block[:] = _unlabelled(block, source, masked)
     return doc
+
+
+def _refuse_comma_decimals(block: list, source: str, masked: bool, name: str) -> None:
+    """A cell written with a decimal comma ("0,7311", quoted so the comma is not a separator) is
+    refused as `attncli.text_input` refuses it in a matrix, naming its cell: taken for a header or
+    a row label, it would shift every cell after it."""
+    for k, (r, cells) in enumerate(block):
+        for c, cell in enumerate(cells):
+            point = comma_decimal(cell)
+            if point is None:
+                continue
+            # its place in the stage: after a header row and a label column that hold no decimal comma
+            header = k > 0 and not any(comma_decimal(x) for x in block[0][1]) and \
+                not any(is_value(x, "bias") for x in block[0][1][1:])
+            first = block[1 if header else 0][1]
+            labelled = c > 0 and is_word(first[0], "bias") and comma_decimal(first[0]) is None
+            raise InputError(f"row {r}, column {c + 1}: {name}[{k - header}][{c - labelled}] is {quote(cell)}, a decimal "
+                             f"written with a comma; write decimals with a point ({point})", source)
 
 
 def _unlabelled(block: list, source: str, masked: bool) -> list:

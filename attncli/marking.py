@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from attncli.answer_files import npz_heads
 from attncli.answer_keys import sort_keys
-from attncli.answers import NoAnswers, read_answers
+from attncli.answers import NoAnswers, read_answers, same_problem
 from attncli.errors import InputError, quote
 from attncli.document import round_finite
 from attncli.grading import DECIMALS, Answer, Rule, StageMark, grade, mark_cells, missing
@@ -29,6 +30,7 @@ from attncli.marking_backward import mark_gradients
 from attncli.mistakes import (FINAL_MISTAKES, MISTAKES, ROUNDED_EARLY, TRANSPOSED, TRANSPOSED_TEXT, chain, made_at,
                               plural, present, rounded_scales, rounding_text, roundings, span)
 from attncli.names import GRADIENTS
+from attncli.readback import verify_echoes
 from attncli.tile_marks import mark_tiles
 from attncli.trace import Trace
 
@@ -265,6 +267,9 @@ def before_weights(trace: Trace) -> str:
     return stages[stages.index("weights") - 1] if "weights" in stages and stages.index("weights") else "scaled"
 
 
+ECHO_HINT = "a file's own Q, K and V must be its problem's; answers to another problem are not marked against this one"
+
+
 def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = DECIMALS,
                   require: tuple[str, ...] = (), strict: bool = True,
                   tile_size: tuple[int, int] | None = None) -> dict[str, StageMark]:
@@ -272,7 +277,11 @@ def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = D
     NoAnswers when it answers neither. `tile_size`: the problem's, for tiles required and not
     answered (else the answers' own). Metadata keys are set aside and aliases read as their
     stage (`attncli.answer_keys`); an unknown key is refused when `strict`, else set aside."""
+    doc = npz_heads(doc, trace)  # an .npz's heads/<stage> members: per-head answers, as JSON's heads
     keys = sort_keys(doc, before_weights(trace), strict)
+    if isinstance(keys.doc, dict):  # a file's own echoes must be its problem's, as attn compute checks them
+        same_problem(keys.doc, trace)  # its top-level Q, K, V first: the plainest message
+        verify_echoes(keys.doc, trace, ECHO_HINT)
     marks = _mark_sorted(trace, keys.doc, tol, decimals, require, tile_size)
     for path, key in keys.aliases.items():
         name = path if path in marks else path.rpartition(".")[2]

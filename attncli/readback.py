@@ -76,6 +76,27 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     _check(doc, expected, trace.problem, options, members, read_members)
 
 
+HEAD_INPUTS = ("Q", "K", "V")  # each head's inputs, as `attn compute` writes them per head
+
+
+def verify_echoes(doc: dict, trace: Trace, hint: str) -> None:
+    """Only a document's echoes (`d_k`, `mask_rule`, `attncli`, …) and its heads' Q, K and V,
+    against `trace`'s problem, as `verify` checks them; its results are left alone (`attn check`
+    marks them). `hint` ends a result's error."""
+    expected = to_dict(trace)
+    rtol = RTOL[trace.problem.dtype]
+    for name in schema.top_names(schema.ECHO):
+        if name in doc:
+            _echo(schema.key(name), _listed(doc[name]), expected.get(name, MISSING), rtol, "")
+    heads = doc.get("heads")
+    for h, head in enumerate(heads if isinstance(heads, list) else []):
+        if not isinstance(head, dict) or h >= len(expected["heads"]):
+            continue  # the answers' reader names a head too many or not an object
+        for name in HEAD_INPUTS:
+            if head.get(name) is not None:
+                _same(_listed(head[name]), expected["heads"][h].get(name, MISSING), f"heads[{h}].{name}", rtol, hint)
+
+
 def counts_only(doc: dict) -> bool:
     """Whether a (key-checked) document's echoes and results are only echoes and `cost`: those
     are checked without computing attention (`verify_counts`)."""

@@ -44,6 +44,12 @@ def is_number(cell: str) -> bool:
     return bool(_NUMBER.fullmatch(cell) or _NON_FINITE.fullmatch(cell))
 
 
+def comma_decimal(cell: str) -> str | None:
+    """A cell that is a decimal written with a comma ("0,5"), with a point instead ("0.5"); else None."""
+    text = _ascii(cell.strip())
+    return text.replace(",", ".") if _COMMA_DECIMAL.fullmatch(text) else None
+
+
 def is_value(cell: str, kind: str) -> bool:
     return is_number(cell) or cell.strip().lower() in WORDS.get(kind, ())
 

@@ -126,7 +126,8 @@ def test_csv_answers_in_a_class_with_heads_and_blocked_cells(run, problem_file):
     ("wieghts\n0.1,0.2,0.3\n", ['alice.csv: row 1: unknown stage "wieghts" (did you mean "weights"?)']),
     ("weights\n0.1,x,0.3\n", ['weights[0][1] is the string "x"; expected a number']),
     # a line meant as a stage name is one, not a row of the stage above ("weights[1] has 1 entry")
-    ("weights\n0.1,0.2,0.3\nOutput\n1,2\n", ['alice.csv: row 3: unknown stage "Output" (did you mean "output"?)']),
+    # ("Output" is read as output with a note, as JSON reads it: tests/test_trial3.py)
+    ("weights\n0.1,0.2,0.3\nouptut\n1,2\n", ['alice.csv: row 3: unknown stage "ouptut" (did you mean "output"?)']),
     ("weights\n0.1,0.2,0.3\n[bold]x\x1b[2J\n1,2\n", ['row 3: unknown stage "[bold]x\\u001b[2J"; stages are']),
     ("heads[1024].weights\n0.1,0.2,0.3\n", ['row 1: "heads[1024].weights" names head 1024']),
 ])

@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 
 from attncli import attention, grads
-from attncli.answer_files import load_answers, read_answers_file
+from attncli.answer_files import load_answers, npz_heads, read_answers_file
 from attncli.answer_keys import ASKED, asked_of, sort_keys
 from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, problem_stages
 from attncli.commands.edge import auto_is_table, message
@@ -115,7 +115,8 @@ def _holds(name: str) -> tuple[bool, bool]:
         return False, False
     heads = doc.get("heads") if isinstance(doc.get("heads"), list) else []
     stages = set(stage_names() + grads.names()) | {"tiles"}
-    answers = bool(doc.keys() & stages) or any(isinstance(h, dict) and h.keys() & stages for h in heads)
+    members = {path.partition("/")[2] for path in getattr(doc, "results", None) or {} if path.startswith("heads/")}
+    answers = bool((doc.keys() | members) & stages) or any(isinstance(h, dict) and h.keys() & stages for h in heads)
     return bool(doc.keys() & PROBLEM_KEYS), answers
 
 
@@ -204,6 +205,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
     try:
         trace = None
         doc, trace, read, asked = answers()
+        doc = npz_heads(doc, trace)  # before the overlay, which keeps a plain dict
         doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         chosen = asked | {key: value for key, value in settings.items() if value is not None}
         marks = mark_document(trace, doc, strict=not many, **chosen)  # in a class an unknown key is a note
