@@ -1,0 +1,111 @@
+"""Tests added by the third mutation round (marking, input, --cost, options, safe text): each one
+fails under a plausible mistake in recent code that the rest of the suite let through, and passes on
+the real code. The mutation each test guards is named in its docstring."""
+
+import json
+
+import numpy as np
+import pytest
+
+from attncli import cost
+from attncli.errors import visible
+from attncli.grading import Answer, StageMark
+from attncli.problem import build_problem
+from attncli.render.gradebook import class_max, stage_points
+from conftest import SAMPLES
+
+SCOOTER = SAMPLES / "scooter.json"
+QKV = ("--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1,0;0,1")
+
+
+def _mark(shape) -> StageMark:
+    cells = np.full(shape, "correct")
+    given = Answer(values=np.zeros(shape), decimals=np.full(shape, 4))
+    return StageMark(given=given, cells=cells, expected=np.zeros(shape), diagnosis=(), notes=())
+
+
+def test_invisible_operators_up_to_u2064_are_escaped():
+    """Mutation: the word joiner's range stops at U+2063, so U+2064 (invisible plus) shows nothing."""
+    for c in ("\u2061", "\u2062", "\u2063", "\u2064"):
+        assert visible(f"{c}ok.json") == f"\\u{ord(c):04x}ok.json"
+
+
+def test_markdown_autolink_escape_ignores_case():
+    """Mutation: the autolink pattern loses re.IGNORECASE: `WWW.evil.example` and `HTTPS://…` are
+    autolinked by GitHub's Markdown all the same."""
+    from attncli.attention import attend
+    from attncli.render.export import markdown
+
+    doc = json.loads(SCOOTER.read_text())
+    trace = attend(build_problem(dict(doc, key_labels=["WWW.evil.example", "b", "c"])))
+    text = markdown(trace, ("weights",), 4, [], None)
+    assert "WWW\\.evil.example" in text and "WWW.evil" not in text
+
+
+def test_the_key_tile_is_the_ceiling_of_sram_over_4_d_itemsize():
+    """Mutation: B_c = M // (4·d·itemsize), the floor: 196609 bytes over 4·64·4 is 192.001, so 193."""
+    problem = build_problem({"Q": np.zeros((1024, 64)), "K": np.zeros((1024, 64)), "V": np.zeros((1024, 64)),
+                             "dtype": "float32"})
+    assert cost.cost(problem, 196609).tiling.block_cols == 193
+    assert cost.cost(problem, 196608).tiling.block_cols == 192
+
+
+def test_a_stage_tables_points_by_head_path_beat_the_stage_name():
+    """Mutation: stage_points tries the stage name before `heads[h].stage` for a tile table's path."""
+    name = "heads[1].tiles[q 0-1, k 0-1]"
+    assert stage_points(name, 4, {"heads[1].tiles": 5.0, "tiles": 2.0}) == 5.0
+    assert stage_points(name, 4, {"tiles": 2.0}) == 2.0
+    assert stage_points(name, 4, {"weights": 2.0}) == 4
+
+
+def test_class_max_on_a_tie_takes_the_larger_maximum():
+    """Mutation: class_max breaks a tie between maxima toward the smaller one."""
+    small = {"weights": _mark((1, 3))}
+    large = {"weights": _mark((1, 3)), "output": _mark((1, 2))}
+    results = [("a.json", small, None), ("b.json", large, None), ("c.json", None, "unreadable")]
+    assert class_max(results) == 5
+    assert class_max(results[::-1]) == 5
+
+
+@pytest.mark.parametrize("word", ["null", "NULL", " none ", "None"])
+def test_a_whole_off_word_is_refused_whatever_its_case_and_spaces(run, word):
+    """Mutations: OFF_WORDS without "null"; the word compared unstripped (" none ")."""
+    result = run("compute", *QKV, "--softcap", word)
+    assert result.exit_code == 2
+    assert "which gives no value" in result.stderr
+
+
+def test_blank_piped_stdin_beside_matrix_options_gives_nothing(run):
+    """Mutation: read_piped tests `not data` rather than `not data.strip()`: whitespace on stdin
+    is then parsed as a JSON document and refused."""
+    result = run("compute", *QKV, "-f", "json", input="  \n\t\n")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["Q"] == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_mask_option_replaces_the_files_causal_too(run, problem_file):
+    """Mutation: gather forgets to drop the file's `causal` when --mask replaces its mask rule."""
+    path = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "causal": True})
+    result = run("compute", path, "--mask", "1,1;1,1", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert "causal" not in doc or not doc["causal"]
+    assert doc["heads"][0]["weights"][0][1] > 0  # the first query sees the second key
+
+
+def test_npy_with_heatmap_in_stages_names_heatmap_alone(run, problem_file, tmp_path):
+    """Mutation: _binary_holds counts `heatmap` in --stages as a stage an .npy drops, naming
+    --stages beside --heatmap."""
+    path = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]})
+    result = run("compute", path, "--stages", "output,heatmap", "-o", tmp_path / "x.npy")
+    assert result.exit_code == 2
+    assert "--heatmap would be lost" in result.stderr and "--stages" not in result.stderr
+
+
+def test_a_large_negative_must_be_at_most_minus_1e9(run, problem_file):
+    """Mutation: LARGE_NEGATIVE = -1e8: -5e8 in a blocked cell is a (wrong) number, not −∞."""
+    causal = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "mask": "causal", "scale": 1})
+    result = run("check", causal, "--masked", "1, -5e8; 0, 1", "--format", "json")
+    masked = json.loads(result.stdout)["stages"]["masked"]
+    assert masked["cells"] == [["correct", "wrong"], ["correct", "correct"]]
+    assert masked["notes"] == []
