@@ -109,3 +109,52 @@ def test_a_large_negative_must_be_at_most_minus_1e9(run, problem_file):
     masked = json.loads(result.stdout)["stages"]["masked"]
     assert masked["cells"] == [["correct", "wrong"], ["correct", "correct"]]
     assert masked["notes"] == []
+
+
+def _stage(run, *args, name):
+    result = run("check", *args, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)["stages"][name]
+
+
+PLAIN = {"Q": [[1, 2], [3, 4]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]}  # scores = Q, scale 1/√2
+
+
+def test_a_mistake_that_contradicts_an_imprecise_cell_is_not_named(run, problem_file):
+    """Mutation: _diagnose checks the mistake only against correct and carried cells, not the
+    imprecise ones. 0.7 is 0.7071 at one decimal (imprecise); no_scale would have written 1 there, so
+    it is not what the learner did, though it gives the three wrong cells."""
+    path = problem_file(PLAIN)
+    scaled = _stage(run, path, "--scaled", "0.7,2;3,4", name="scaled")
+    assert scaled["cells"] == [["imprecise", "wrong"], ["wrong", "wrong"]]
+    assert scaled["diagnosis"] == []
+
+
+def test_a_mistake_explaining_half_the_wrong_cells_is_not_named(run, problem_file):
+    """Mutation: _diagnose names a mistake that explains exactly half the wrong cells (2·best <
+    total instead of ≤): here transposing explains one of two."""
+    path = problem_file(PLAIN)
+    scores = _stage(run, path, "--scores", "1,3;99,4", name="scores")
+    assert scores["cells"] == [["correct", "wrong"], ["wrong", "correct"]]
+    assert scores["diagnosis"] == []
+
+
+def test_a_large_negative_in_a_transposed_answer_is_read_where_the_problem_blocks(run, problem_file):
+    """Mutation: _as_blocked does not turn the blocked cells round for an answer written keys ×
+    queries, so its -1e9 are never read as −∞."""
+    path = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]],
+                         "mask": "causal", "scale": 1})
+    masked = _stage(run, path, "--masked", "1,0;-1e9,1;-1e9,-1e9", name="masked")
+    assert "read -1e+09 as −∞ (a large negative stands for a blocked position)" in masked["notes"]
+    assert "transposed" in masked["diagnosis"]
+
+
+@pytest.mark.parametrize("key, value", [("decimals", 4), ("ask", ["weights"])])
+def test_an_answers_files_own_ask_and_decimals_are_set_aside(run, problem_file, key, value):
+    """Mutation: ASKED loses "decimals" (or "ask"): an answers file that is a filled-in exercise,
+    with its marking settings, is then refused for an unknown key."""
+    answers = problem_file({"weights": [[0.0454, 0.7679, 0.1867]], key: value}, "answers.json")
+    result = run("check", answers, "-p", SCOOTER, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["right"] == 3
+    assert "unknown" not in result.stderr + result.stdout
