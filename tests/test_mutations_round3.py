@@ -158,3 +158,29 @@ def test_an_answers_files_own_ask_and_decimals_are_set_aside(run, problem_file, 
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["right"] == 3
     assert "unknown" not in result.stderr + result.stdout
+
+
+def test_round_0_is_refused_beside_an_npy_file(run, tmp_path):
+    """Mutation: _binary_holds tests `--round` by truth, so --round 0 (a value, not off) slips by
+    and the .npy silently drops it."""
+    result = run("compute", *QKV, "--round", "0", "-o", tmp_path / "x.npy")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --round: ") and "would be lost" in result.stderr
+    assert not (tmp_path / "x.npy").exists()
+
+
+def test_an_off_word_for_window_names_window(run):
+    """Mutation: --window's reader is built with another option's flag, so its refusal names that one."""
+    result = run("compute", *QKV, "--window", "null")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --window: ") and "drop --window" in result.stderr
+
+
+def test_one_sink_for_every_head(run):
+    """Mutation: --sinks read as a list (like --window), so one logit is a list of one that two heads
+    do not match, instead of one sink for all."""
+    result = run("compute", "--q", "1,0,0,1;0,1,1,0", "--k", "1,0,0,1;0,1,1,0", "--v", "1,0,0,1;0,1,1,0",
+                 "--heads", "2", "--sinks", "0.5", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    total = sum(json.loads(result.stdout)["heads"][1]["weights"][0])
+    assert total < 1
