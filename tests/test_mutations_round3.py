@@ -184,3 +184,19 @@ def test_one_sink_for_every_head(run):
     assert result.exit_code == 0, result.stderr
     total = sum(json.loads(result.stdout)["heads"][1]["weights"][0])
     assert total < 1
+
+
+def test_rounded_and_carried_from_a_wrong_stage_is_carried_not_correct(run, problem_file):
+    """Mutation: _followings gives the rounded-and-carried following the status "correct" whatever
+    the learner's basis, so weights reached from their own wrong scores (scaled rounded to 2
+    decimals on the way) are counted correct rather than carried."""
+    path = problem_file(PLAIN)
+    s = np.round(np.array([[1, 2], [3, 5]]) / np.sqrt(2), 2)  # the learner's scores[1][1] = 5 is wrong
+    e = np.exp(s - s.max(1, keepdims=True))
+    w = e / e.sum(1, keepdims=True)
+    text = ";".join(",".join(f"{x:.6f}" for x in row) for row in w)
+    result = run("check", path, "--scores", "1,2;3,5", "--weights", text, "--format", "json")
+    stages = json.loads(result.stdout)["stages"]
+    assert stages["scores"]["cells"] == [["correct", "correct"], ["correct", "wrong"]]
+    assert stages["weights"]["cells"] == [["carried", "carried"], ["carried", "carried"]]
+    assert stages["weights"]["notes"] == ["rounded scaled carried (2 decimals)"]
