@@ -200,3 +200,32 @@ def test_rounded_and_carried_from_a_wrong_stage_is_carried_not_correct(run, prob
     assert stages["scores"]["cells"] == [["correct", "correct"], ["correct", "wrong"]]
     assert stages["weights"]["cells"] == [["carried", "carried"], ["carried", "carried"]]
     assert stages["weights"]["notes"] == ["rounded scaled carried (2 decimals)"]
+
+
+@pytest.mark.parametrize("cell, point", [("-0,5", "-0.5"), ("+1,25", "+1.25"), ("\u22120,75", "-0.75")])
+def test_a_signed_decimal_comma_label_is_refused(cell, point):
+    """Mutations: text_input's comma-decimal pattern loses its sign ([+-]?), or reads the cell
+    without turning U+2212 into `-`: a signed 0,5 as a TSV row's first cell is then taken for a
+    row label."""
+    from attncli.errors import InputError
+    from attncli.text_input import comma_decimal, parse_csv
+
+    assert comma_decimal(cell) == point
+    with pytest.raises(InputError, match="decimal written with a comma"):
+        parse_csv(f"{cell}\t1\n2\t3\n", "x.tsv", "number")
+
+
+def test_a_matrix_from_stdin_may_start_with_spaces_before_its_json(run):
+    """Mutation: `--q -` tells JSON from CSV by the text's first character, not its first
+    non-blank one."""
+    result = run("compute", "--q", "-", "--k", "1,0;0,1", "--v", "1,0;0,1", "-f", "json",
+                 input="  \n [[1, 0], [0, 1]]\n")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["Q"] == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_a_dash_with_spaces_reads_the_matrix_from_stdin(run):
+    """Mutation: load_matrix compares the value itself with "-", so `--q " -"` is read as inline text."""
+    result = run("compute", "--q", " - ", "--k", "1,0;0,1", "--v", "1,0;0,1", "-f", "json", input="[[1, 0], [0, 1]]")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["Q"] == [[1.0, 0.0], [0.0, 1.0]]
