@@ -229,3 +229,23 @@ def test_a_dash_with_spaces_reads_the_matrix_from_stdin(run):
     result = run("compute", "--q", " - ", "--k", "1,0;0,1", "--v", "1,0;0,1", "-f", "json", input="[[1, 0], [0, 1]]")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["Q"] == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_points_by_a_head_path_with_a_two_digit_head(run, problem_file):
+    """Mutation: --points' STAGE_PATH takes one digit for the head (heads[\\d]), refusing heads[10]."""
+    cube = [[[1.0, 0.5]]] * 11  # 11 heads, one query and one key each
+    problem = problem_file({"Q": cube, "K": cube, "V": cube})
+    key = run("compute", problem, "-f", "json")
+    answers = problem_file(key.stdout, "answers.json")
+    result = run("check", answers, "-p", problem, "--points", "heads[10].weights=2,weights=3", "-f", "csv")
+    assert "is not STAGE=N" not in result.stderr
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("key", ["Name", "STUDENT_ID", "Comment"])
+def test_metadata_keys_are_read_whatever_their_case(run, problem_file, key):
+    """Mutation: answer_keys compares a key with METADATA as written, so `Name` is an unknown key."""
+    answers = problem_file({"weights": [[0.0454, 0.7679, 0.1867]], key: "Ada"}, "answers.json")
+    result = run("check", answers, "-p", SCOOTER, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["right"] == 3
