@@ -249,3 +249,21 @@ def test_metadata_keys_are_read_whatever_their_case(run, problem_file, key):
     result = run("check", answers, "-p", SCOOTER, "--format", "json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["right"] == 3
+
+
+@pytest.mark.parametrize("text, escaped", [
+    ("awww.example", "awww.example"),  # www inside a word is no autolink: left as written
+    ("a.www.b", "a.www.b"),
+    ("x &amp; y", "x \\&amp; y"),  # an entity would show as "&"
+    ("&lt;b&gt;", "\\&lt;b\\&gt;"),
+    ("  - x", "  \\- x"),  # indented, still a list item
+    ("  1. x", "  1\\. x"),
+    (" + y", " \\+ y"),
+])
+def test_markdown_text_is_escaped_exactly(text, escaped):
+    """Mutations: the www autolink escape loses its (?<![\\w.]) guard (escaping inside words);
+    `&` is dropped from the inline specials (entities render); the line-start escape forgets
+    leading spaces (an indented `- x` is still a list)."""
+    from attncli.render.export import md
+
+    assert md(text) == escaped
