@@ -1,6 +1,7 @@
 import functools
 import json
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,14 @@ def checker(default: dict):
         assert result.exit_code in (0, 1), result.stderr
         return result.exit_code, json.loads(result.stdout)
     return check
+
+
+def peak_bytes(function, *args) -> int:
+    """The most memory numpy held at once (tracemalloc) while `function(*args)` ran: the memory
+    guard's tests compare it with the count of score-sized arrays."""
+    tracemalloc.start()
+    try:
+        function(*args)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

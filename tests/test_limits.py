@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import tracemalloc
 import zipfile
 
 import numpy as np
@@ -19,7 +18,7 @@ from attncli import limits, loading, stages
 from attncli.attention import attend
 from attncli.problem import build_problem
 from attncli.render.json import document
-from tests.conftest import ROOT, SAMPLES, SCOOTER, assert_error
+from tests.conftest import ROOT, SAMPLES, SCOOTER, assert_error, peak_bytes
 
 TEXT_LIMIT = ("ATTN_MAX_INPUT", ".npy or .npz")
 
@@ -434,12 +433,7 @@ def test_the_count_of_score_sized_arrays_is_at_least_what_attend_allocates(dtype
     for chosen in itertools.product([False, True], repeat=len(options)):
         problem = build_problem(base | {k: v for (k, v), on in zip(options.items(), chosen) if on})
         count = limits.score_arrays(problem) + (limits.score_arrays(problem, backward=True) if chosen[-1] else 0)
-        tracemalloc.start()
-        try:
-            attend(problem)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peak = peak_bytes(attend, problem)
         assert peak / one <= count + 0.2, (problem, peak / one, count)
 
 

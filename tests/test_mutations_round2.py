@@ -3,7 +3,6 @@ plausible mistake in the new code that the rest of the suite let through, and pa
 code. The mutation each test guards is named in its docstring."""
 
 import json
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from attncli import backward, limits, stages, vjps
 from attncli.attention import attend
 from attncli.problem import build_problem
+from tests.conftest import peak_bytes
 
 
 def test_weights_vjp_is_zero_on_a_row_whose_every_key_is_masked_under_uniform():
@@ -64,12 +64,7 @@ def test_the_backward_count_holds_the_backward_pass_alone(dtype):
                   {"mask": "causal", "softcap": 2.0, "rope": {"style": "half"}, "sinks": [0.5, -1.0]}):
         problem = build_problem(base | extra)
         trace = attend(problem)
-        tracemalloc.start()
-        try:
-            backward.backward(trace)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peak = peak_bytes(backward.backward, trace)
         assert peak / one <= limits.score_arrays(problem, backward=True) + 0.2, (extra, peak / one)
 
 
@@ -230,10 +225,5 @@ def test_the_memory_count_for_float32_alibi_is_close_to_what_attend_allocates():
                              "V": rng.normal(size=(n, heads * d)), "heads": heads, "dtype": "float32",
                              "alibi": True})
     one = heads * n * n * 4
-    tracemalloc.start()
-    try:
-        attend(problem)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = peak_bytes(attend, problem)
     assert limits.score_arrays(problem) - peak / one < 1, (limits.score_arrays(problem), peak / one)

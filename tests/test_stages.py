@@ -25,6 +25,7 @@ from attncli.render.explain import explain
 from attncli.stage_steps import elementwise
 from attncli.tiles import attend_tiles
 from tests.conftest import SCOOTER, assert_error
+from tests.test_backward import finite_differences
 from tests.test_explain import NOTE, NUM, check_equations
 from tests.test_explain_backward import assert_carried
 
@@ -300,28 +301,13 @@ def _problem(masked: bool, variants: bool = False) -> dict:
     return doc
 
 
-def _finite_differences(doc: dict, name: str, h: float = 1e-6) -> np.ndarray:
-    """Central differences of sum(final output ∘ dO) by every element of input `name` (float64)."""
-    def loss(value):
-        return float((attend(build_problem({**doc, name: value, "dO": None})).final * doc["dO"]).sum())
-
-    x = np.array(doc[name], dtype=np.float64)
-    grad = np.zeros_like(x)
-    for index in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[index] += h
-        down[index] -= h
-        grad[index] = (loss(up) - loss(down)) / (2 * h)
-    return grad
-
-
 @pytest.mark.parametrize("masked, variants", [(False, False), (True, False), (True, True)])
 def test_an_added_stage_with_its_vjp_gets_the_gradients_of_finite_differences(doubled_with_vjp, masked, variants):
     doc = _problem(masked, variants)
     grads = attend(build_problem(doc)).gradients.grads
     assert set(grads) == {"Q", "K", "V"} | ({"sinks"} if variants else set())
     for name in grads:
-        np.testing.assert_allclose(grads[name], _finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
+        np.testing.assert_allclose(grads[name], finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
 
 
 @pytest.mark.parametrize("masked", [False, True])
@@ -356,7 +342,7 @@ def test_a_stage_after_the_softmax_gets_its_gradients_and_the_fused_paths_refuse
     trace = attend(build_problem(doc))
     np.testing.assert_allclose(trace.output, trace.stage("halved") @ trace.V)
     for name, grad in trace.gradients.grads.items():
-        np.testing.assert_allclose(grad, _finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
+        np.testing.assert_allclose(grad, finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
     problem = build_problem({**doc, "dO": None})
     for path in (lambda: attend_output(problem), lambda: attend_tiles(problem, 2, 2)):
         with pytest.raises(AttnError, match="halved"):
@@ -435,7 +421,7 @@ def test_a_stage_with_its_compute_vjp_and_hand_step_runs_every_path(monkeypatch,
     grads = attend(build_problem(doc)).gradients.grads
     assert set(grads) == {"Q", "K", "V", "sinks"}
     for name in grads:  # the backward pass ran doubled's vjp: the gradients of finite differences
-        np.testing.assert_allclose(grads[name], _finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
+        np.testing.assert_allclose(grads[name], finite_differences(doc, name), rtol=1e-6, atol=1e-8, err_msg=name)
 
 
 def _the_full_trace_computes_it(trace) -> None:
