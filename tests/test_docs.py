@@ -75,7 +75,7 @@ def blocks(path: Path) -> list[Block]:
         before = next((line.strip() for line in reversed(lines[:i]) if line.strip()), "")
         end = next((j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(mark[0] * len(mark))
                     and not lines[j].strip().strip(mark[0])), len(lines))
-        text = [line[indent:] if line[:indent].isspace() else line.lstrip() for line in lines[i + 1:end]]
+        text = [line[indent:] if not line[:indent].strip() else line.lstrip() for line in lines[i + 1:end]]
         writes = FILE.fullmatch(before)
         found.append(Block(path, i + 1, language, text, before == NEEDS_MODELS, writes and writes.group(1)))
         i = end + 1
