@@ -318,3 +318,69 @@ def test_the_harness_runs_in_the_terminal_environment(tmp_path, monkeypatch):
     assert piped[0].startswith("attn · softmax") and any(line.startswith("│ it │") for line in piped)
     assert run("COLUMNS=50 attn compute samples/scooter.json --stages weights") != lines  # narrower
     assert "COLUMNS" not in os.environ or os.environ["COLUMNS"] != "100"  # set for the command only
+
+
+# ---- the reference cannot drift from the code --------------------------------------------------
+
+REFERENCE = ROOT / "docs" / "reference"
+
+
+def reference_text() -> str:
+    return "".join(path.read_text(encoding="utf-8") for path in sorted(REFERENCE.glob("*.md")))
+
+
+def test_every_key_of_the_document_is_in_the_reference():
+    """Every key attncli/schema.py knows (top level, per head, the stages of both passes and the
+    aliases) is written as `key` in some docs/reference/*.md page."""
+    from attncli import schema
+
+    names = set(schema.top_names()) | set(schema.head_names()) | set(schema.one_head()) | set(schema.ALIASES)
+    text = reference_text()
+    assert sorted(name for name in names if f"`{name}`" not in text) == []
+
+
+def test_every_input_key_is_on_the_input_page_or_the_model_keys_page():
+    from attncli import schema
+
+    text = "".join((REFERENCE / name).read_text(encoding="utf-8") for name in ("input.md", "masks-and-variants.md")
+                   ) + "".join(p.read_text(encoding="utf-8") for p in REFERENCE.glob("model-keys.md"))
+    inputs = schema.top_names(schema.INPUT, schema.SETTING, schema.LABEL)
+    assert sorted(name for name in inputs if f"`{name}`" not in text) == []
+
+
+def test_every_option_of_every_command_is_on_the_options_page():
+    from attncli.commands import reference
+
+    text = (REFERENCE / "options.md").read_text(encoding="utf-8")
+    assert reference.written(text) == text, "run python -m attncli.commands.reference"
+    flags = {flag for table in reference.TABLES.values() for option in table for flag in option.flags}
+    assert sorted(flag for flag in flags if f"`{flag}`" not in text) == []
+
+
+EXIT_ROW = re.compile(r"^\| \*\*(\d+)\*\* \| .* \| `(attn [^`]*)` \|$", re.M)
+
+
+def test_every_exit_code_is_on_its_page_with_an_example_that_gives_it(tmp_path, monkeypatch):
+    """docs/reference/exit-codes.md has a row per exit code, `| **N** | meaning | `attn …` |`; each
+    example, run, ends with that code, and the codes are the CLI's own constants."""
+    from attncli import cli
+    from attncli.commands import check_run
+
+    rows = EXIT_ROW.findall((REFERENCE / "exit-codes.md").read_text(encoding="utf-8"))
+    assert sorted({int(code) for code, _ in rows}) == sorted({0, check_run.EXIT_DIFFER, cli.EXIT_TROUBLE})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "samples").symlink_to(ROOT / "samples")
+    for code, example in rows:
+        env, pipeline, _ = split(example)
+        assert len(pipeline) == 1, example
+        result = CliRunner().invoke(app, pipeline[0], env={**TERMINAL, **env})
+        assert result.exit_code == int(code), (example, result.output)
+
+
+def test_the_key_table_on_the_output_page_is_made_from_the_schema():
+    spec = importlib.util.spec_from_file_location("make_reference", ROOT / "docs" / "make_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.PAGE.read_text(encoding="utf-8")
+    assert module.written(text) == text, "run python docs/make_reference.py"
+    assert module.table().count("\n| `") == len(module.rows())
