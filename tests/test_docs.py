@@ -8,7 +8,8 @@ trailing spaces per line and trailing blank lines). The rules, so a doc can say 
 would type:
 
 - `NAME=value attn …` sets environment variables for that command; `attn … | attn …` pipes one
-  command into the next; `attn … < FILE` reads FILE on stdin; a line ending ` \\` goes on.
+  command into the next; `attn … < FILE` reads FILE on stdin, `> FILE` writes stdout to FILE;
+  a word with `*` is the files it matches, sorted; a line ending ` \\` goes on.
 - Every command runs with COLUMNS=100, NO_COLOR=1 and TERM=dumb, on a terminal: stdin and the
   last command's stdout are terminals (so `--format auto` shows tables), stdout piped into a
   next command is not. What it prints is stdout and stderr as they came, as a terminal shows
@@ -23,6 +24,7 @@ would type:
 """
 
 import contextlib
+import glob
 import importlib.util
 import os
 import re
@@ -128,19 +130,22 @@ class _Terminal(CliRunner):
             yield streams
 
 
-def split(text: str) -> tuple[dict, list[list[str]], str | None]:
-    """`A=1 attn x | attn y < FILE` -> ({"A": "1"}, [["x"], ["y"]], "FILE")."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars="|<")
+def split(text: str) -> tuple[dict, list[list[str]], str | None, str | None]:
+    """`A=1 attn x | attn y < IN > OUT` -> ({"A": "1"}, [["x"], ["y"]], "IN", "OUT")."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars="|<>")
     lexer.whitespace_split = True
     words = list(lexer)
     env = {}
     while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
         name, value = words.pop(0).split("=", 1)
         env[name] = value
-    stdin = None
+    stdin = stdout = None
     if "<" in words:
         at = words.index("<")
         stdin, words = words[at + 1], words[:at] + words[at + 2:]
+    if ">" in words:
+        at = words.index(">")
+        stdout, words = words[at + 1], words[:at] + words[at + 2:]
     pipeline, segment = [], []
     for word in words + ["|"]:
         if word == "|":
@@ -151,22 +156,29 @@ def split(text: str) -> tuple[dict, list[list[str]], str | None]:
     for segment in pipeline:
         if not segment or segment[0] != "attn":
             raise AssertionError(f"not an attn command (use ```sh for other commands): {text}")
-    return env, [segment[1:] for segment in pipeline], stdin
+    return env, [segment[1:] for segment in pipeline], stdin, stdout
+
+
+def expanded(args: list[str]) -> list[str]:
+    """Words with `*` that match files are the files, sorted, as a shell expands them."""
+    return [name for arg in args for name in (sorted(glob.glob(arg)) if "*" in arg and glob.glob(arg) else [arg])]
 
 
 def run(text: str) -> list[str]:
     """What `text` shows on a terminal, in the current folder."""
-    env, pipeline, stdin = split(text)
+    env, pipeline, stdin, stdout = split(text)
     data = Path(stdin).read_text(encoding="utf-8") if stdin else None
     shown = []
     for number, args in enumerate(pipeline):
         last = number == len(pipeline) - 1
-        runner = _Terminal(stdin_tty=number == 0 and stdin is None, stdout_tty=last)
-        result = runner.invoke(app, args, input=data, env={**TERMINAL, **env}, prog_name="attn")
+        runner = _Terminal(stdin_tty=number == 0 and stdin is None, stdout_tty=last and stdout is None)
+        result = runner.invoke(app, expanded(args), input=data, env={**TERMINAL, **env}, prog_name="attn")
         if result.exception and not isinstance(result.exception, SystemExit):
             raise result.exception
-        shown.append(result.output if last else result.stderr)  # stdout and stderr as they came
+        shown.append(result.output if last and stdout is None else result.stderr)  # as they came
         data = result.stdout
+    if stdout:
+        Path(stdout).write_text(data, encoding="utf-8")
     return "".join(shown).splitlines()
 
 
@@ -224,8 +236,8 @@ def test_a_wrong_number_fails_and_an_elision_stands_for_lines(tmp_path, monkeypa
 
 
 def test_commands_split_into_env_pipes_and_stdin():
-    assert split("COLUMNS=60 attn compute a.json --q '1, 2' | attn check x.json < in.json") == (
-        {"COLUMNS": "60"}, [["compute", "a.json", "--q", "1, 2"], ["check", "x.json"]], "in.json")
+    assert split("COLUMNS=60 attn compute a.json --q '1, 2' | attn check x.json < in.json > out.json") == (
+        {"COLUMNS": "60"}, [["compute", "a.json", "--q", "1, 2"], ["check", "x.json"]], "in.json", "out.json")
     with pytest.raises(AssertionError, match="not an attn command"):
         split("jq . out.json")
 
@@ -371,7 +383,7 @@ def test_every_exit_code_is_on_its_page_with_an_example_that_gives_it(tmp_path, 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "samples").symlink_to(ROOT / "samples")
     for code, example in rows:
-        env, pipeline, _ = split(example)
+        env, pipeline, _, _ = split(example)
         assert len(pipeline) == 1, example
         result = CliRunner().invoke(app, pipeline[0], env={**TERMINAL, **env})
         assert result.exit_code == int(code), (example, result.output)
