@@ -235,6 +235,19 @@ def test_a_wrong_number_fails_and_an_elision_stands_for_lines(tmp_path, monkeypa
     assert not matches(["a"], ["a", "b"])
 
 
+def test_a_block_that_needs_the_models_runs_only_when_they_import(tmp_path, monkeypatch):
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- needs: models -->\n\n```console\n$ attn example scooter\nnot this\n```\n", encoding="utf-8")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(sys.modules[__name__], "models", lambda: False)
+    assert session(doc, folder) == []  # skipped
+    (folder / "samples").unlink()
+    monkeypatch.setattr(sys.modules[__name__], "models", lambda: True)
+    assert len(session(doc, folder)) == 1  # run, and its output is not "not this"
+
+
 def test_commands_split_into_env_pipes_and_stdin():
     assert split("COLUMNS=60 attn compute a.json --q '1, 2' | attn check x.json < in.json > out.json") == (
         {"COLUMNS": "60"}, [["compute", "a.json", "--q", "1, 2"], ["check", "x.json"]], "in.json", "out.json")

@@ -1,5 +1,5 @@
 """Options are declared once (commands/spec.py): each command's table makes its --help, the
-settings its options give the document, and the README's option lists."""
+settings its options give the document, and the option lists of docs/reference/options.md."""
 
 import re
 
