@@ -248,6 +248,20 @@ def test_a_block_that_needs_the_models_runs_only_when_they_import(tmp_path, monk
     assert len(session(doc, folder)) == 1  # run, and its output is not "not this"
 
 
+def test_refreshing_rewrites_a_stale_output_and_names_a_stale_elided_one(tmp_path, monkeypatch):
+    doc = tmp_path / "doc.md"
+    doc.write_text("```console\n$ attn compute --q 1 --k 1 --v 7 \\\n    --stages output\nstale\n"
+                   "$ attn example scooter\n…\nnot there\n```\n", encoding="utf-8")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "samples").symlink_to(ROOT / "samples")
+    monkeypatch.chdir(folder)
+    text, stale = refreshed(doc, folder)
+    assert "stale" not in text and "│ 0 │ 7.0000 │" in text and "--stages output\nattn · softmax" in text
+    assert text.endswith("$ attn example scooter\n…\nnot there\n```\n")
+    assert stale == ["doc.md:5: $ attn example scooter"]
+
+
 def test_commands_split_into_env_pipes_and_stdin():
     assert split("COLUMNS=60 attn compute a.json --q '1, 2' | attn check x.json < in.json > out.json") == (
         {"COLUMNS": "60"}, [["compute", "a.json", "--q", "1, 2"], ["check", "x.json"]], "in.json", "out.json")
@@ -409,3 +423,64 @@ def test_the_key_table_on_the_output_page_is_made_from_the_schema():
     text = module.PAGE.read_text(encoding="utf-8")
     assert module.written(text) == text, "run python docs/make_reference.py"
     assert module.table().count("\n| `") == len(module.rows())
+
+
+# ---- refreshing the examples -------------------------------------------------------------------
+
+def refreshed(path: Path, folder: Path) -> tuple[str, list[str]]:
+    """`path`'s text with each console command's shown output replaced by what it prints, except
+    where the shown output elides lines (`…`): those are kept, and listed when they no longer
+    match. Run in `folder` (with samples/ in it), in order, as the test runs them."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    stale = []
+    for command, actual in reversed(session_commands(path, folder)):  # from the end: line numbers hold
+        last = command.line  # the `$ ` line, from 1; a command may go on over lines ending in \\
+        while lines[last - 1].rstrip().endswith("\\"):
+            last += 1
+        if ELIDED in command.expected:
+            if not matches(cleaned(command.expected), actual):
+                stale.append(f"{shown(path)}:{command.line}: $ {command.text}")
+            continue
+        lines[last:last + len(command.expected)] = actual
+    return "\n".join(lines), stale
+
+
+def session_commands(path: Path, folder: Path) -> list[tuple[Command, list[str]]]:
+    """Every console command of `path` with what it prints, run in order in `folder`."""
+    found = []
+    for block in blocks(path):
+        if block.writes:
+            target = folder / block.writes
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("\n".join(block.text) + "\n", encoding="utf-8")
+        elif block.language == "console" and (models() or not block.needs_models):
+            found += [(command, cleaned(run(command.text))) for command in commands(block)]
+    return found
+
+
+def main(names: list[str]) -> int:
+    """python tests/test_docs.py FILE…: rewrite the files' console outputs with what attn prints
+    (outputs that elide lines with `…` are kept, and named when they no longer match)."""
+    import tempfile
+
+    status = 0
+    for name in names:
+        path = Path(name).resolve()
+        with tempfile.TemporaryDirectory() as folder:
+            (Path(folder) / "samples").symlink_to(ROOT / "samples")
+            here = os.getcwd()
+            os.chdir(folder)
+            try:
+                text, stale = refreshed(path, Path(folder))
+            finally:
+                os.chdir(here)
+        path.write_text(text, encoding="utf-8")
+        for line in stale:
+            print(f"{line}: its elided output no longer matches; edit it by hand")
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main(sys.argv[1:]))
