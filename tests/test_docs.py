@@ -21,6 +21,9 @@ would type:
 - A block right after the line `<!-- needs: models -->` runs only when torch and transformers
   import (it is skipped otherwise).
 - Blocks in ```sh, ```text and any other language are not run.
+
+`python tests/test_docs.py FILE…` rewrites the files' console outputs with what attn prints now
+(an output that elides lines with `…` is kept, and named when it no longer matches).
 """
 
 import contextlib
