@@ -32,7 +32,7 @@ def reference(q, k, v, scale):
 
 @pytest.mark.parametrize("seed", range(60))
 def test_error_is_within_the_stated_bound(seed):
-    """|weight error| ≤ 2κε and |output error| ≤ 2κε Σ_j|v_j| (README, Guarantees)."""
+    """|weight error| ≤ 2κε and |output error| ≤ 2κε Σ_j|v_j| (docs/explanations/numerics.md)."""
     rng = np.random.default_rng(seed)
     lq, lk, d, dv = rng.integers(1, 7, 4)
     magnitude = [0.1, 1.0, 10.0, 100.0][seed % 4]

@@ -93,15 +93,13 @@ def test_import_attncli_is_light_and_the_api_loads_no_cli():
         attncli.nothing
 
 
-def test_the_readme_python_example_runs():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("### Python API")
-    section = readme[start:readme.index("\n### ", start + 1)]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+def test_the_python_api_page_examples_run():
+    page = (ROOT / "docs" / "reference" / "python.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     assert len(blocks) == 2  # attend and check, then view
     namespace = {}
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), namespace)
+        exec(compile(block, "docs/reference/python.md", "exec"), namespace)
     assert "weights = softmax(scaled) over keys" in render(namespace["view"](namespace["trace"]))
 
 

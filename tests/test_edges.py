@@ -150,7 +150,8 @@ def test_every_auto_format_help_says_the_one_rule():
     helps = _format_helps()
     assert sorted(helps) == ["check", "compute", "posenc"]
     assert all(help.startswith(edge.AUTO_HELP) for help in helps.values())
-    assert "tables on a terminal, JSON when stdout is piped" in (ROOT / "README.md").read_text(encoding="utf-8")
+    output_page = ROOT / "docs" / "reference" / "output.md"
+    assert "tables on a terminal, JSON when stdout is piped" in output_page.read_text(encoding="utf-8")
 
 
 class _Terminal:
@@ -184,9 +185,10 @@ def test_auto_format_keeps_a_text_only_view_as_text_through_a_pipe(run):
 def test_the_jax_claim_is_said_exactly():
     exact = ("matches JAX (`jax.nn.dot_product_attention`) exactly when a boolean\nmask blocks the row. "
              "JAX returns NaN for a row blocked by a −∞ bias alone")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert exact in readme and "only the mask-blocked keys" in readme
-    sources = [p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")] + [readme]
+    conventions = (ROOT / "docs" / "explanations" / "conventions.md").read_text(encoding="utf-8")
+    assert exact in conventions and "only the mask-blocked keys" in conventions
+    docs = [p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]]
+    sources = [p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")] + docs
     assert not [s for s in sources if "as JAX)" in s or "(mean of V, as JAX)" in s]
 
 

@@ -89,7 +89,7 @@ def test_rows_heads_and_long_rows_are_chosen_and_elided(run):
 
 # --- every printed equation holds (rounded carry) or says why (exact carry) -----------------------
 #
-# "Holds" (the README's rule): the printed result equals the exact result of the printed operands,
+# "Holds" (the rule in docs/reference/explain.md): the printed result equals the exact result of the printed operands,
 # rounded to as many decimals as the result is printed with; at an exact tie either neighbour.
 # The checker below parses each equation shape the explanation prints and recomputes it here with
 # 80-digit decimals, independently of attncli.steps.
@@ -339,16 +339,21 @@ def test_explaining_a_row_uses_that_rows_bias():
     assert "  0: 0.0000 + 0.0 = 0.0000\n  1: 0.7071 + -2.0 = -1.2929" in lines
 
 
-def test_the_readme_examples_at_precision_2_are_what_attn_prints(run):
-    readme = (SAMPLES.parent / "README.md").read_text(encoding="utf-8")
-    exact = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2").stdout.splitlines()
-    rounded = run("compute", SAMPLES / "scooter.json", "--explain", "--precision", "2", "--carry", "rounded").stdout
-    block = readme.split("$ attn compute samples/scooter.json --explain --precision 2 ", 1)[1].split("```")[0]
-    shown_exact, shown_rounded = block.split("$ attn compute")[0], block.split("$ attn compute")[1]
-    for line in shown_exact.splitlines()[1:]:
-        assert line == "…" or line in exact, line
-    for line in shown_rounded.splitlines()[1:]:
-        assert line == "…" or line in rounded.splitlines(), line
+def test_the_explain_pages_examples_at_precision_2_are_what_attn_prints(run):
+    """docs/reference/explain.md shows both carries at --precision 2 in a console block, which
+    tests/test_docs.py runs and compares line for line (on a 100-column terminal); here, that the
+    block is there and that its lines are the view's through a pipe too, where no line folds."""
+    from test_docs import blocks, commands
+
+    page = SAMPLES.parent / "docs" / "reference" / "explain.md"
+    shown = {c.text.split("#")[0].strip(): c.expected for b in blocks(page) if b.language == "console"
+             for c in commands(b)}
+    for carry in ("exact", "rounded"):
+        command = "attn compute samples/scooter.json --explain --precision 2" + " --carry rounded" * (carry == "rounded")
+        printed = run(*command.split()[1:]).stdout
+        joined = " ".join(printed.split())  # the terminal's folds undone
+        for line in shown[command]:
+            assert line == "…" or " ".join(line.split()) in joined, line
 
 
 @settings(max_examples=40, deadline=None)

@@ -1,5 +1,5 @@
 """`--explain` writes the problem's given numbers as given, in both carries: a pocket-calculator
-carry rounds the results of steps, never the data the user typed (the README's "Given numbers are
+carry rounds the results of steps, never the data the user typed (docs/reference/explain.md's "Given numbers are
 written as given"; carry.given)."""
 
 import re
@@ -153,8 +153,8 @@ def test_a_given_number_past_six_decimals_is_rounded_and_said_so(run):
     assert "  0: (1.0)(0.12) + (1.0)(0.12) = 0.25  (0.123… unrounded)\n" in noted
 
 
-def test_the_readme_states_the_rule_and_its_example_is_what_attn_prints(run):
-    readme = (SAMPLES.parent / "README.md").read_text(encoding="utf-8")
+def test_the_explain_page_states_the_rule_and_its_example_is_what_attn_prints(run):
+    readme = (SAMPLES.parent / "docs" / "reference" / "explain.md").read_text(encoding="utf-8")
     assert "max(`--precision`, 6) decimals" in readme
     block = readme.split('$ attn compute --q "1,0" --k "2.5,0; 3.5,0" --v "1;2" --scale 1 --explain --precision 0\n',
                          1)[1].split("```")[0]

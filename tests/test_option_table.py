@@ -1,5 +1,5 @@
 """Options are declared once (commands/spec.py): each command's table makes its --help, the
-settings its options give the document, and the README's option lists."""
+settings its options give the document, and the option lists of docs/reference/options.md."""
 
 import re
 
@@ -113,9 +113,9 @@ def test_reference_escapes_pipes_and_names_keys():
     assert "| `--mask` | `mask` | a \\| b |" in text and "| `--full` | — | all |" in text
 
 
-def test_the_readme_lists_exactly_the_tables_options():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert reference.written(text) == text, "the README's option lists differ from the tables: run " \
+def test_the_options_page_lists_exactly_the_tables_options():
+    text = (ROOT / "docs" / "reference" / "options.md").read_text(encoding="utf-8")
+    assert reference.written(text) == text, "the options page's lists differ from the tables: run " \
                                             "python -m attncli.commands.reference"
     for command, _ in TABLES:
         assert reference.block(command) in text
@@ -137,8 +137,8 @@ FLAG = r"(?<![\w-])--[A-Za-z][\w-]*"
 NOT_FLAGS = {"--STAGE", "--d_Q", "--follow-symlinks", "--rope-"}
 
 
-def test_the_readme_names_only_flags_that_exist():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_readme_and_docs_name_only_flags_that_exist():
+    text = "".join(p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
     flags = {flag for _, table in TABLES for option in table for flag in option.flags}
     flags |= {"--help", "--version", "--install-completion", "--show-completion"}
     assert set(re.findall(FLAG, text)) - flags - NOT_FLAGS == set()

@@ -177,8 +177,9 @@ def test_the_window_and_masked_rows_words_are_said_from_one_place():
     assert f"{rule_words.window_condition('L', 'R')} ({rule_words.WINDOW_ENDS})" in compute[""]
     assert rule_words.sliding_window() in _helps("exercise")["kind"]
     assert set(rule_words.MASKED_ROWS_WORDS) == set(MASKED_ROWS)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Masks are rules of positions"):readme.index("### Rotary positions")]
+    page = (ROOT / "docs" / "reference" / "masks-and-variants.md").read_text(encoding="utf-8")
+    section = page[page.index("## Masks are rules of positions"):page.index("## Rotary positions")]
+    readme = (ROOT / "docs" / "explanations" / "conventions.md").read_text(encoding="utf-8")
     assert f"`{rule_words.window_condition()}`, {rule_words.WINDOW_ENDS}" in section
     assert rule_words.sliding_window().replace("sliding_window = W", "`sliding_window = W`") in section
     for policy in ("zero", "uniform"):

@@ -1,7 +1,8 @@
-"""The README's option lists, written from the commands' option tables (commands/spec.py), so the
-README and `--help` cannot disagree. tests/test_option_table.py fails when they differ; then run
+"""The option reference's lists (docs/reference/options.md), written from the commands' option
+tables (commands/spec.py), so the docs and `--help` cannot disagree. tests/test_option_table.py
+fails when they differ; then run
 
-    python -m attncli.commands.reference            # rewrites README.md's option lists
+    python -m attncli.commands.reference            # rewrites docs/reference/options.md's lists
 
 Each list stands between `<!-- options: COMMAND -->` and `<!-- end options: COMMAND -->`.
 """
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from attncli.commands import check, compute_options, learn, spec
 
-README = Path(__file__).resolve().parent.parent.parent / "README.md"
+OPTIONS_DOC = Path(__file__).resolve().parent.parent.parent / "docs" / "reference" / "options.md"
 TABLES = {"compute": compute_options.OPTIONS, "check": check.OPTIONS, "exercise": learn.EXERCISE,
           "example": learn.EXAMPLE, "posenc": learn.POSENC}
 
@@ -21,25 +22,25 @@ def markers(command: str) -> tuple[str, str]:
 
 
 def block(command: str) -> str:
-    """One command's list, with its markers: what the README holds between them."""
+    """One command's list, with its markers: what the options page holds between them."""
     start, end = markers(command)
     return start + spec.reference(TABLES[command]) + end
 
 
 def written(text: str) -> str:
-    """`text` (the README) with every command's list rewritten from its table; a missing marker is
+    """`text` (the options page) with every command's list rewritten from its table; a missing marker is
     an error naming it."""
     for command in TABLES:
         start, end = markers(command)
         if start not in text or end not in text:
-            raise ValueError(f"README has no {start.strip()} … {end.strip()} block")
+            raise ValueError(f"the options page has no {start.strip()} … {end.strip()} block")
         before, rest = text.split(start, 1)
         text = before + block(command) + rest.split(end, 1)[1]
     return text
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[1]) if len(argv) > 1 else README
+    path = Path(argv[1]) if len(argv) > 1 else OPTIONS_DOC
     text = path.read_text(encoding="utf-8")
     new = written(text)
     if new != text:

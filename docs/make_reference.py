@@ -1,0 +1,68 @@
+"""Writes the document's key table in docs/reference/output.md from attncli/schema.py and the
+stage tables (attncli/stages.py, attncli/grads.py), so the reference cannot drift from the code.
+tests/test_docs.py fails when the table is stale; then run
+
+    python docs/make_reference.py
+
+The table stands between `<!-- keys: document -->` and `<!-- end keys: document -->`.
+"""
+
+import sys
+from pathlib import Path
+
+from attncli import grads, schema, stages
+
+PAGE = Path(__file__).resolve().parent / "reference" / "output.md"
+START, END = "<!-- keys: document -->\n", "<!-- end keys: document -->\n"
+WORDS = {"$q": "Q", "$kᵀ": "Kᵀ", "$previous": "the stage before", "$scale": "scale", "$cap": "c",
+         "$bias": " + bias", "$sink": " (and the head's sink)"}
+
+
+def plain(template: str) -> str:
+    for name, word in WORDS.items():
+        template = template.replace(name, word)
+    return template
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    """(key, where, kind, what it is) for every key of the document."""
+    found = []
+    for key in schema.KEYS:
+        about = key.about + (f" (from {key.source})" if key.kind == schema.ECHO else "")
+        found.append((key.name, "top level", key.kind, about))
+    found += [(alias, "top level", "alias", f"the same as {name}") for alias, name in schema.ALIASES.items()]
+    found += [(key.name, "heads[h]", key.kind, key.about) for key in schema.HEAD_KEYS]
+    found += [(stage.name, "heads[h]", "result (stage)", plain(stage.title)) for stage in stages.STAGES]
+    found += [(gradient.name, "heads[h]", "result (gradient)", plain(gradient.title))
+              for gradient in grads.GRADIENTS]
+    return found
+
+
+def table() -> str:
+    lines = ["| key | where | kind | what it is |", "|---|---|---|---|"]
+    lines += [f"| `{name}` | {where} | {kind} | {cell(about)} |" for name, where, kind, about in rows()]
+    return START + "\n".join(lines) + "\n" + END
+
+
+def written(text: str) -> str:
+    if START not in text or END not in text:
+        raise ValueError(f"{PAGE.name} has no {START.strip()} … {END.strip()} block")
+    before, rest = text.split(START, 1)
+    return before + table() + rest.split(END, 1)[1]
+
+
+def main() -> int:
+    text = PAGE.read_text(encoding="utf-8")
+    new = written(text)
+    if new != text:
+        PAGE.write_text(new, encoding="utf-8")
+        print(f"rewrote the key table in {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
