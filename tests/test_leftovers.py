@@ -2,6 +2,7 @@
 values, find-the-slip marked by the Python API as by `attn check`, and LaTeX exports that
 pdflatex can compile whatever the labels."""
 
+import json
 import re
 from decimal import Decimal
 
@@ -91,3 +92,35 @@ def test_rounded_carry_of_the_textbook_example_matches_exact_arithmetic_at_4_dec
     out = run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision",
               str(precision)).stdout
     assert f"/ √2 = {4 / 2 ** 0.5:.{precision}f}" in out
+
+
+# --- (b) an inline "0,7311": two numbers, or a decimal comma? -----------------------------------------
+
+COMMA_HINT = ('"0,7311" reads as two numbers, 0 and 7311: did you mean 0.7311? Write decimals with a point, '
+              "and use spaces (or ';' between rows) between numbers")
+
+
+def test_a_decimal_comma_where_another_shape_is_expected_is_named_in_the_error(run):
+    result = run("check", SAMPLES / "scooter.json", "--weights", "0,7311")
+    assert result.exit_code == 2 and result.stderr == (
+        "error: --weights: weights has shape (1 × 2); expected (1 × 3): queries × keys (" + COMMA_HINT + ")\n")
+
+
+def test_a_decimal_comma_that_fits_the_shape_is_read_as_two_numbers_with_a_note(run, problem_file):
+    path = problem_file({"Q": [0, 4], "K": [[1, 0], [0, 1]], "V": [[1], [2]]})
+    result = run("check", path, "--weights", "0,7311", "-f", "json")
+    marks = json.loads(result.stdout)["stages"]["weights"]
+    assert result.exit_code == 1 and marks["cells"] == [["imprecise", "wrong"]] and COMMA_HINT in marks["notes"]
+    for plain in ("0.0180, 0.9820", "0 7311", "[0, 7311]", "0, 7311", "0; 7311"):
+        result = run("check", path, "--weights", plain, "-f", "json")
+        assert "did you mean" not in result.stdout + result.stderr, plain
+
+
+def test_only_a_single_comma_between_digits_is_marked():
+    from attncli.text_input import parse_inline
+
+    assert parse_inline("0,7311", "--weights").comma == "0.7311"
+    assert parse_inline(" −1,5 ", "--weights").comma == "-1.5"
+    for text in ("0, 7311", "0,7311,2", "0.5,1", "1,0;0,1", "1"):
+        assert getattr(parse_inline(text, "--weights"), "comma", None) is None, text
+    assert getattr(parse_inline("1,0", "--mask", "mask"), "comma", None) is None
