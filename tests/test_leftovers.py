@@ -124,3 +124,37 @@ def test_only_a_single_comma_between_digits_is_marked():
     for text in ("0, 7311", "0,7311,2", "0.5,1", "1,0;0,1", "1"):
         assert getattr(parse_inline(text, "--weights"), "comma", None) is None, text
     assert getattr(parse_inline("1,0", "--mask", "mask"), "comma", None) is None
+
+
+# --- (c) find-the-slip marked by the Python API as by attn check ---------------------------------------
+
+@pytest.mark.parametrize("named", ["the key's", "another stage", "the stage only"])
+def test_the_api_marks_a_find_the_slip_answer_as_attn_check_does(run, tmp_path, named):
+    from attncli import api, slip
+
+    key_path = tmp_path / "key.json"
+    key_path.write_text(run("exercise", "--seed", "3", "--find-the-slip", "--answers").stdout, encoding="utf-8")
+    key = json.loads(key_path.read_text(encoding="utf-8"))
+    planted = key["slip"]
+    other = next(m for m in slip.MISTAKES if slip.MISTAKES[m].stage != planted["stage"])
+    answer = {"slip": {"the key's": planted, "another stage": {"stage": slip.MISTAKES[other].stage, "mistake": other},
+                       "the stage only": {"stage": planted["stage"], "mistake": other}}[named]}
+    answers = tmp_path / "a.json"
+    answers.write_text(json.dumps(answer), encoding="utf-8")
+    cli = json.loads(run("check", answers, key_path, "-f", "json").stdout)
+    for problem in (key_path, str(key_path), key):  # a path or the key's document
+        marks = api.check(answer, problem)
+        assert marks.to_dict() == cli and list(marks) == ["slip"]
+    assert cli["stages"]["slip"]["cells"] == {"the key's": [["correct", "correct"]],
+                                              "another stage": [["wrong", "wrong"]],
+                                              "the stage only": [["correct", "wrong"]]}[named]
+
+
+def test_the_api_refuses_a_slip_against_a_problem_that_plants_none():
+    from attncli import api
+    from attncli.errors import InputError
+
+    answer = {"slip": {"stage": "scaled", "mistake": "no_scale"}}
+    for problem in (SCOOTER, attend(build_problem(SCOOTER))):
+        with pytest.raises(InputError, match="plants no slip"):
+            api.check(answer, problem)
