@@ -28,7 +28,7 @@ from attncli.mistakes import present
 from attncli.problem import ALIASES, INPUT_KEYS, PROJECTIONS, QKV, output_keys
 from attncli.stages import blocked, get, names
 from attncli.stages import present as present_stages
-from attncli.text_input import comma_decimal, is_value, is_word
+from attncli.text_input import comma_decimal, comma_hint, is_value, is_word
 from attncli.trace import Trace
 from attncli.values import Written, as_array, decimals_of, describe
 
@@ -116,6 +116,8 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
         values = values.reshape(1, -1)
     decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
     values, notes = _as_blocked(values, blocked_cells if masked else None)
+    comma = comma_hint(value)  # an inline "0,7311": two numbers, or a decimal comma?
+    notes += (comma,) if comma and values.shape in (shape, shape[::-1]) else ()
     if values.shape == shape:
         return Answer(values=values, decimals=decimals, notes=notes)
     if values.shape == shape[::-1]:
@@ -125,7 +127,7 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
     stage = get(field.rsplit(".", 1)[-1])
     summed = stage is not None and stage.sum_column and values.shape == (shape[0], shape[1] + 1) and \
         np.allclose(values[:, -1], values[:, :-1].sum(axis=1), atol=0.05)
-    hint = " (leave out the table's sum column)" if summed else ""
+    hint = " (leave out the table's sum column)" if summed else f" ({comma})" if comma else ""
     raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}", field=field)
 
 

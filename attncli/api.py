@@ -31,11 +31,12 @@ from attncli.attention import attend as _attend
 from attncli.errors import AttnError, InputError, did_you_mean, quote
 from attncli.limits import answers_cap
 from attncli.grading import DECIMALS, StageMark
-from attncli.marking import all_correct, mark_document
+from attncli.marking import all_correct
 from attncli.names import ASKABLE
 from attncli.problem import INPUT_KEYS, build_problem
 from attncli.render.gradebook import marks_dict
 from attncli.render.notebook import MarksView, TraceView
+from attncli.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
 from attncli.trace import Trace
 from attncli.values import Written, describe
 
@@ -64,8 +65,10 @@ def check(answers, problem, *, decimals: int | None = None, require=None, tol: f
     ("weights", "output") or "weights,output") and `tol` (--tol, a finite number ≥ 0); `decimals`
     and `require` left out are the problem document's `"decimals"` and `"ask"` (else 2 and none). What counts
     as written in a dict: see `_plain` (ints 0 decimals, typed floats their own, computed floats
-    and arrays unknown, checked at 4). A wrong argument is an `InputError` naming it."""
-    trace, asked = _trace(problem)
+    and arrays unknown, checked at 4). A find-the-slip answer (`"slip": {"stage", "mistake"}`)
+    is marked against the slip `problem` plants, as `attn check` marks it (a Trace plants none).
+    A wrong argument is an `InputError` naming it."""
+    trace, asked, key = _trace(problem)
     decimals = asked.get("decimals", DECIMALS) if decimals is None else decimals
     require = asked.get("require", ()) if require is None else require
     decimals, require, tol = _settings(decimals, require, tol)
@@ -76,7 +79,8 @@ def check(answers, problem, *, decimals: int | None = None, require=None, tol: f
     else:
         raise InputError(f"answers is {describe(answers)}; expected a dict of stages or the path of an answers file",
                          field="answers")
-    return Marks(trace, mark_document(trace, doc, tol, decimals, require, tile_size=asked.get("tile_size")))  # stages and --tiles' tiles
+    return Marks(trace, mark_document(trace, doc, key=key, tol=tol, decimals=decimals, require=require,
+                                      tile_size=asked.get("tile_size")))  # stages, --tiles' tiles, the slip
 
 
 MAX_DECIMALS = 17  # as --decimals: a double has no more
@@ -106,20 +110,21 @@ def _inputs(doc):
     return sort_keys({k: v for k, v in doc.items() if k not in ASKED} if isinstance(doc, dict) else doc).doc
 
 
-def _trace(problem) -> tuple[Trace, dict]:
-    """A Trace, an input document (dict) or a problem file's path, as a trace; and the document's
-    own marking settings (`ask`, `decimals`)."""
+def _trace(problem) -> tuple[Trace, dict, dict]:
+    """A Trace, an input document (dict) or a problem file's path, as a trace; the document's
+    own marking settings (`ask`, `decimals`); and the document, whose `slip` is a find-the-slip
+    exercise's key ({} for a Trace)."""
     if isinstance(problem, Trace):
-        return problem, {}
+        return problem, {}, {}
     if isinstance(problem, (str, PathLike)):
         doc, source = load_answers(problem, csv=False), str(problem)
         try:
-            return _attend(build_problem(_inputs(doc), source=source)), asked_of(doc)
+            return _attend(build_problem(_inputs(doc), source=source)), asked_of(doc), doc
         except AttnError as error:
             raise error.at(source)
     if isinstance(problem, Mapping):
         return _attend(build_problem(_inputs({key: _plain(value) for key, value in problem.items()}))), \
-            asked_of(problem)
+            asked_of(problem), dict(problem)
     raise InputError(f"problem is {describe(problem)}; expected a Trace (from attend), an input dict or the path "
                      "of a problem file", field="problem")
 

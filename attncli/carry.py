@@ -3,8 +3,17 @@
 - "exact" (the textbook's convention): every number is the exact value rounded for display. A
   line whose printed operands do not give its printed result records the operands that were
   rounded (`Writer.unrounded`), so the explanation can say why.
-- "rounded" (a pocket calculator): every number is computed from the numbers printed before it,
-  then rounded, so every printed equation holds for the printed numbers.
+- "rounded" (a learner carrying --precision decimals on a calculator): a step that combines
+  numbers (a dot product, a sum, a quotient, a weighted sum) re-types them as printed, then its
+  result is rounded. A key's logit is different: from its dot product to its exponential it
+  passes through steps that each apply one operation to it (÷ √d_k or × scale, the softcap,
+  + bias, e^x), and like a calculator's display it stays unrounded along that chain (`Held`,
+  `Writer.onward`), each link printed rounded; a line whose printed operand would give another
+  result says so, `(2.82842… unrounded)`. The formula's constant √d_k is used unrounded too, as
+  the calculator's √ key gives it, written `√2` (`root`). So the textbook's digits come out at 4
+  decimals: 4.0000 / √2 = 2.8284, e^2.8284 = 16.9188 (e^2.82842…), sum 22.0321, weights 0.0454,
+  0.7679, 0.1867, output [0.2775, 1.3491]; re-typing 1.4142 and 2.8284 would give 2.8285,
+  16.9201 and 22.0333, or 16.9184 and 22.0316.
 
 Given numbers (Q, K, V, X, the W and b matrices, a given bias, scale and sink logits, dO without W_O) are the
 problem's data, not results: both carries print them and compute with them as given (`given`):
@@ -58,6 +67,16 @@ def given(x: float, places: int) -> Decimal:
     return printed(x, places)
 
 
+def root(d_k: int, places: int, carry: str) -> tuple[float, Decimal, str | None]:
+    """√d_k as the scale step divides by it: (true value, the number divided by, how a line writes
+    it; None: as a number). Exact carry and a whole root (√4 = 2): the printed root. Rounded carry:
+    √d_k unrounded (60 digits), written `√d_k`: a constant of the formula, not a carried result."""
+    true = math.sqrt(d_k)
+    if carry == "rounded" and math.isqrt(d_k) ** 2 != d_k:
+        return true, Decimal(d_k).sqrt(WORK), f"√{d_k}"
+    return true, printed(true, places), None
+
+
 def given_pairs(values, places: int) -> list[tuple[float, Decimal]]:
     """(true value, as written) for each of the given numbers `values`."""
     return [(float(x), given(x, places)) for x in values]
@@ -80,6 +99,20 @@ def pairs(values, places: int) -> list[tuple[float, Decimal]]:
     return [(float(x), printed(x, places)) for x in values]
 
 
+class Held(Decimal):
+    """A result as rounded carry prints it (a Decimal of the printed value) that remembers the
+    unrounded value it was rounded from, as a calculator's display still holds it: `unrounded`.
+    Arithmetic on it gives plain Decimals of the printed value (a re-typed number)."""
+
+    unrounded: Decimal
+
+
+def held(shown: Decimal, value: Decimal) -> Held:
+    out = Held(shown)
+    out.unrounded = value
+    return out
+
+
 class Writer:
     """Prints one result at a time: exact carry rounds the exact value, rounded carry rounds the
     value of the printed operands; both record a line whose operands do not give its result in
@@ -90,17 +123,31 @@ class Writer:
         self.places, self.carry = places, carry
         self.unrounded: dict[tuple[str, int], tuple[float, ...]] = {}
 
-    def result(self, key, value: Decimal, exact: float, operands=(), places: int | None = None) -> Decimal:
+    def result(self, key, value: Decimal, exact: float, operands=(), places: int | None = None,
+               written: Decimal | None = None) -> Decimal:
         """`value`: the printed operands' exact result; `exact`: the true value; `operands`:
-        (true value, printed) pairs, named in the note when they were rounded."""
+        (true value, printed) pairs, named in the note when they were rounded. Rounded carry: a
+        `Held` result; `written`, when `value` started from an operand as the display held it
+        (`onward`), is the printed operands' result, and a line it does not give notes that
+        operand's unrounded value."""
         places = self.places if places is None else places
-        shown = round_to(value, places) if self.carry == "rounded" else printed(exact, places)
+        rounded = self.carry == "rounded"
+        shown = round_to(value, places) if rounded else printed(exact, places)
+        check = written if rounded and written is not None else value
         huge = max([abs(shown)] + [abs(d) for _, d in operands]) >= E_NOTATION_FROM  # e-notation: exempt
-        if not huge and not holds(shown, value, places):
-            rounded = tuple(float(x) for x, d in operands if Decimal(repr(float(x))) != d)
+        if not huge and not holds(shown, check, places):
+            if check is written and rounded:
+                noted = tuple(float(d.unrounded) for _, d in operands if isinstance(d, Held) and d.unrounded != d)
+            else:
+                noted = tuple(float(x) for x, d in operands if Decimal(repr(float(x))) != d)
             self.unrounded[key] = self.unrounded.get(key, ()) + tuple(
-                x for x in rounded if x not in self.unrounded.get(key, ()))
-        return shown
+                x for x in noted if x not in self.unrounded.get(key, ()))
+        return held(shown, value) if rounded else shown
+
+    def onward(self, d: Decimal | None) -> Decimal | None:
+        """The number a logit's next one-operation step starts from: under rounded carry the
+        unrounded value the display still holds (`Held`), else `d` as printed."""
+        return getattr(d, "unrounded", d)
 
     def dot(self, key, xs, ws, bias, exact: float) -> Decimal:
         """Σ x_i w_i (+ b): xs, ws and bias are (true, printed) pairs."""

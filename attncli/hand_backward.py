@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Callable
 
 from attncli import handwriting as hw
-from attncli.carry import Writer, given, printed, round_to
+from attncli.carry import Writer, given, root, round_to
 
 Pairs = list  # [(true value, printed Decimal or None for −∞ or a masked key), …]
 
@@ -74,16 +74,20 @@ class Share(namedtuple("Share", "name what by factors vector results notes")):
     __slots__ = ()
 
 
-class Factor(namedtuple("Factor", "true printed divides")):
+class Factor(namedtuple("Factor", "true printed divides symbol", defaults=(None,))):
     """The scale as a hand calculation applies it: divide by √d_k (the default) or multiply by the
-    given scale; `true` the exact number, `printed` as written."""
+    given scale; `true` the exact number, `printed` the one used (carry.root: √d_k unrounded under
+    rounded carry, written as `symbol`, "√2")."""
     # true: float
     # printed: Decimal
     # divides: bool
+    # symbol: str | None = None
     __slots__ = ()
 
     def text(self, places: int) -> str:  # √d_k is computed; a given scale is written as given
-        return f"/ {hw.number(self.printed, places)}" if self.divides else f"× {hw.given(self.printed, places)}"
+        if self.divides:
+            return f"/ {self.symbol or hw.number(self.printed, places)}"
+        return f"× {hw.given(self.printed, places)}"
 
     def apply(self, d: Decimal) -> Decimal:
         return d / self.printed if self.divides else d * self.printed
@@ -217,15 +221,15 @@ class ScaledBack(namedtuple("ScaledBack", "name factor d_name d_previous d pairs
     __slots__ = ()
 
 
-def _factor(trace, places: int) -> Factor:
+def _factor(trace, places: int, carry: str) -> Factor:
     if trace.default_scale:
-        root = trace.d_k ** 0.5
-        return Factor(root, printed(root, places), True)
+        true, used, symbol = root(trace.d_k, places, carry)
+        return Factor(true, used, True, symbol)
     return Factor(float(trace.scale), given(trace.scale, places), False)
 
 
 def _write_scaled_back(back: Back, name: str) -> ScaledBack:
-    factor, d_name, d = _factor(back.trace, back.places), back.d_name, back.d
+    factor, d_name, d = _factor(back.trace, back.places, back.w.carry), back.d_name, back.d
     if "factor" in back.takes:  # scale · Σ_j d_j k_j: the scores apply it once, to their sums
         back.offers["factor"] = factor
         return ScaledBack(name, factor, d_name, d_name, values(d), None)

@@ -46,8 +46,9 @@ def _write_masked(row: Row, name: str) -> Masked:
         else:
             terms = [(t, d)] + ([] if bias is None else [(bias_exact[j], bias[j])])
             terms += [] if alibi is None else [(alibi_exact[j], alibi[j])]
-            pairs.append((float(exact[j]), row.w.result((name, j), sum((d for _, d in terms), Decimal(0)),
-                                                        exact[j], terms)))
+            rest = sum((d for _, d in terms[1:]), Decimal(0))  # the bias and ALiBi: given, or computed
+            pairs.append((float(exact[j]), row.w.result((name, j), row.w.onward(d) + rest, exact[j], terms,
+                                                        written=d + rest)))
     return Masked(name, before, bias, alibi, slope, pairs)
 
 
@@ -137,9 +138,10 @@ def _write_weights(row: Row, name: str) -> Softmax:
     live = [j for j, ok in enumerate(row.allowed) if ok]
     sink = None if e.sink is None else given(e.sink, row.places)
     shift, reason = _shift(row, e, [before[j][1] for j in live] + ([sink] if sink is not None else []))
+    shift = None if shift is None else Decimal(shift)  # re-typed: a logit's display holds only its own
     less = [] if shift is None else [(e.shift, shift)]
-    exps = [Decimal(0) if not ok else w.result(("exps", j), (d if shift is None else d - shift).exp(), e.exps[j],
-                                               [(logits_row[j], d)] + less)
+    exps = [Decimal(0) if not ok else w.result(("exps", j), (w.onward(d) - (shift or 0)).exp(), e.exps[j],
+                                               [(logits_row[j], d)] + less, written=(d - (shift or 0)).exp())
             for j, (ok, (_, d)) in enumerate(zip(row.allowed, before))]
     sink_exp = None if sink is None else w.result(("sink", 0), (sink if shift is None else sink - shift).exp(),
                                                   e.sink_exp, [(e.sink, sink)] + less)

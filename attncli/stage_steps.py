@@ -32,7 +32,7 @@ from typing import Callable
 
 from attncli import handwriting as hw
 from attncli import hand_backward
-from attncli.carry import Writer, given, printed
+from attncli.carry import Writer, given, printed, root
 from attncli.hand_backward import BackStep, Pairs, elementwise_back, values
 
 class Row:
@@ -129,7 +129,8 @@ def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal],
     (hand_backward.elementwise_back); without it the backward narration refuses the stage."""
     def write(row: Row, name: str) -> Each:
         exact, before = row.exact(name), row.x
-        pairs = [(float(exact[j]), None if d is None else row.w.result((name, j), apply(d), exact[j], [(t, d)]))
+        pairs = [(float(exact[j]), None if d is None else row.w.result((name, j), apply(row.w.onward(d)), exact[j],
+                                                                       [(t, d)], written=apply(d)))
                  for j, (t, d) in enumerate(before)]
         return Each(name, before, pairs)
 
@@ -164,36 +165,39 @@ def _scores_lines(page: Page, r: Scores, step: int) -> list[str]:
                            f"{page.note((r.name, j))}")
 
 
-class Scaled(namedtuple("Scaled", "name before divisor scale pairs")):
+class Scaled(namedtuple("Scaled", "name before divisor scale pairs symbol", defaults=(None,))):
     # name: str
     # before: Pairs
     # divisor: Decimal | None  # √d_k as printed (default scale), or None
     # scale: Decimal | None  # a given scale as written (carry.given), or None
     # pairs: Pairs
+    # symbol: str | None = None  # "√2": rounded carry divides by √d_k unrounded (carry.root)
     __slots__ = ()
 
 
 def _write_scaled(row: Row, name: str) -> Scaled:
     trace, exact = row.trace, row.exact(name)
-    divisor = scale = None
+    divisor = scale = symbol = None
     if trace.default_scale:
-        root = math.sqrt(trace.d_k)
-        divisor = printed(root, row.places)
-        by, operand = (lambda d: d / divisor), (root, divisor)
+        true, used, symbol = root(trace.d_k, row.places, row.w.carry)
+        divisor = printed(true, row.places)
+        by, operand = (lambda d: d / used), (true, used)
     else:
         scale = given(trace.scale, row.places)
         by, operand = (lambda d: d * scale), (trace.scale, scale)
-    pairs = [(float(exact[j]), None if d is None else row.w.result((name, j), by(d), exact[j], [(t, d), operand]))
+    pairs = [(float(exact[j]), None if d is None else row.w.result((name, j), by(row.w.onward(d)), exact[j],
+                                                                   [(t, d), operand], written=by(d)))
              for j, (t, d) in enumerate(row.x)]
-    return Scaled(name, row.x, divisor, scale, pairs)
+    return Scaled(name, row.x, divisor, scale, pairs, symbol)
 
 
 def _scaled_lines(page: Page, r: Scaled, step: int) -> list[str]:
     n, d_k = page.n, page.trace.d_k
     if r.divisor is not None:
         approx = "=" if math.isqrt(d_k) ** 2 == d_k else "≈"
-        out = [f"Step {step}: scale by 1/√d_k, d_k = {d_k}, √{d_k} {approx} {n(r.divisor)}"]
-        by = f"/ {n(r.divisor)}"
+        unrounded = " (used unrounded, as a calculator's √ key gives it)" if r.symbol else ""
+        out = [f"Step {step}: scale by 1/√d_k, d_k = {d_k}, √{d_k} {approx} {n(r.divisor)}{unrounded}"]
+        by = f"/ {r.symbol or n(r.divisor)}"
     else:
         out = [f"Step {step}: scale by {page.given(r.scale)} (given)"]
         by = f"× {page.given(r.scale)}"

@@ -189,11 +189,30 @@ def _refuse_decimal_commas(data: list[tuple[int, list[str]]], delimiter: str, qu
                          "row (d0,d1) or quote the cells (\"0\",\"5\")", source)
 
 
+class Inline(list):
+    """An inline row that may be one decimal written with a comma: `"0,7311"` reads as two
+    numbers, 0 and 7311, and `comma` keeps the text with a point ("0.7311") so that a reader
+    that expects another shape (or a learner's answer) can say "did you mean 0.7311?"."""
+
+    comma: str | None = None
+
+
+def comma_hint(value) -> str | None:
+    """`did you mean 0.7311? …` for an inline value that looks like a decimal comma, else None."""
+    point = getattr(value, "comma", None)
+    if point is None:
+        return None
+    whole, digits = point.split(".")
+    return (f'"{whole},{digits}" reads as two numbers, {whole} and {digits}: did you mean {point}? Write decimals '
+            f'with a point, and use spaces (or \';\' between rows) between numbers')
+
+
 def parse_inline(text: str, source: str, kind: str = "number"):
     """JSON (`"[[1,0],[0,1]]"`), or `"1,0; 0,1; .5,.5"`: rows split by `;`, newlines or both
     (leading and trailing ones ignored; an empty row between two is an error), entries by commas,
     or by spaces in a row without commas. An empty entry (`0,,4`, `1,2,`) is an error. One row
-    gives a 1-D list."""
+    gives a 1-D list; one comma between digits and nothing else (`"0,7311"`) an `Inline` that
+    says it may be a decimal comma."""
     if text.lstrip().startswith(("[", "{")):
         return parse_json(text, source, keep_decimals=True)
     text = re.sub(r";[ \t\r]*\n", ";", text).replace("\n", ";").strip(" \t\r;")  # `;` ending a line
@@ -211,4 +230,8 @@ def parse_inline(text: str, source: str, kind: str = "number"):
             _other_separator(cell, where, source, "separate the entries of a row with commas")
             values.append(cell_value(cell, where, source, kind))
         matrix.append(values)
+    if len(matrix) == 1 and kind != "mask" and _COMMA_DECIMAL.fullmatch(_ascii(text)):
+        row = Inline(matrix[0])
+        row.comma = comma_decimal(text)
+        return row
     return matrix[0] if len(matrix) == 1 else matrix

@@ -26,7 +26,7 @@ from attncli.stage_steps import elementwise
 from attncli.tiles import attend_tiles
 from tests.conftest import SCOOTER, assert_error
 from tests.test_backward import finite_differences
-from tests.test_explain import NOTE, NUM, check_equations
+from tests.test_explain import NOTE, NUM, assert_rounded_carry, check_equations
 from tests.test_explain_backward import assert_carried
 
 CAUSAL = {"Q": [[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
@@ -187,7 +187,7 @@ def test_an_added_stage_is_explained_and_every_equation_holds(doubled_by_hand, d
     visible = trace.stage(stages.previous(trace.problem, "weights"))[0, 0] != -np.inf
     assert _exponents(lines) == [NOTE.sub("", line).rsplit(" = ", 1)[1] for line, ok in zip(doubled_lines, visible) if ok]
     if carry == "rounded":
-        assert [line for line, ok in results if not ok] == [] and "unrounded" not in text
+        assert_rounded_carry(lines, results)
     else:
         assert [line for line, ok in results if not ok and "unrounded" not in line] == []
         # The softmax reads the doubled numbers (masked: doubled with −∞), as the trace does, and
@@ -250,7 +250,8 @@ def test_a_stage_between_scores_and_scaled_gets_the_scale_per_key(monkeypatch, c
     trace = attend(build_problem(_problem(True)))
     lines = explain(trace, [2], heads=[1], carry=carry)
     kinds = assert_carried(lines, carry)
-    assert "Step B3′: through the scale, d_doubled = d_scores / 1.4142" in lines
+    by = "√2" if carry == "rounded" else "1.4142"  # rounded carry divides by √d_k itself
+    assert f"Step B3′: through the scale, d_doubled = d_scores / {by}" in lines
     # The raw scores' gradient is not the tables' d_scores (the scaled scores'): it is named apart.
     assert "Step B3′′: through doubled, d_raw_scores = d_doubled × ∂doubled/∂scores" in lines
     assert "Step B4: d_q = Σ_j d_raw_scores_j k_j" in lines and kinds["slope"] == 2 * trace.problem.lk
@@ -483,8 +484,10 @@ def _explain_writes_it_in_both_carries(run, problem_file, path, trace) -> None:
         step = next(line for line in lines if line.startswith("Step") and "double, scaled × 2" in line)
         results, kinds = check_equations(lines)
         assert kinds["scale"] >= 2 * 3 * lk, kinds  # every doubled key, of every row of both heads, was checked
-        broken = [line for line, ok in results if not ok and (carry == "rounded" or "unrounded" not in line)]
+        broken = [line for line, ok in results if not ok and "unrounded" not in line]
         assert broken == [], (carry, broken)
+        if carry == "rounded":
+            assert_rounded_carry(lines, results)
         if carry == "exact":  # the row printed is the trace's: doubled is 2 × scaled to the last digit shown
             start = lines.index(step)
             scaled, doubled = trace.scaled[0, 0], trace.doubled[0, 0]

@@ -110,8 +110,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("explain", "Show the hand calculation, step by step, instead of the tables.", type=bool,
            panel=LEARNING),
     Option("carry", "With --explain: exact (default; exact arithmetic, rounded display, a note where printed "
-           "numbers do not give the printed result) or rounded (each step from the numbers as printed, as on "
-           "a pocket calculator; every printed equation holds).", choices=CARRIES, panel=LEARNING),
+           "numbers do not give the printed result) or rounded (a learner carrying --precision decimals on a "
+           "calculator: each step re-types the numbers printed before it, except a key's logit, unrounded on "
+           "the display from its dot product to e^x; √d_k is not rounded; a line whose printed operand gives "
+           "another result says so).", choices=CARRIES, panel=LEARNING),
     Option("row", "With --explain: a query row to explain (repeatable), by label or by index: #N is always "
            "index N, a plain N only when no label is N (a label wins); a label several queries share is "
            "refused, listing their #N.", type=list, metavar="LABEL|#INDEX", panel=LEARNING),

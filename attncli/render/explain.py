@@ -139,8 +139,9 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
     refuse_unexplained(p)  # before a line is written
     lines = []
     if carry == "rounded":
-        lines.append("Rounded carry: every step uses the numbers as printed before it, "
-                     f"{precision} decimals, as on a pocket calculator.")
+        lines.append(f"Rounded carry: {precision} decimals, as a learner with a calculator: each step re-types the "
+                     "numbers printed before it, except a key's logit, which stays on the display unrounded from its "
+                     "dot product to e^x (÷ √d_k, softcap, + bias); √d_k itself is not rounded.")
     if rows is None:
         rows = list(range(p.lq)) if p.lq <= 3 else [0]
         if p.lq > 3:

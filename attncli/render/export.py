@@ -124,9 +124,52 @@ _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#
         "[": "{[}", "]": "{]}", "*": "{*}", "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
 
 
-def tex(text: str) -> str:
-    """Text for LaTeX, shown literally, on one line."""
-    return "".join(_TEX.get(c, c) for c in shown(text))
+# pdflatex reads UTF-8 but typesets only the characters its fonts have (ASCII, accented Latin
+# letters): any other one, a full-width or CJK label say, stops it with "Unicode character … not
+# set up for use with LaTeX". So the symbols attncli writes become math, full-width ASCII forms
+# (ｃａｔ, U+FF01-FF5E) their ASCII letters, and every other character `\attnchar{HEX}`, its code
+# point: pdflatex shows [U+732B] (the definition ATTNCHAR prepends when it is used); a document
+# for xelatex or lualatex that defines `\newcommand{\attnchar}[1]{\symbol{"#1}}` first shows
+# the character itself.
+_TEX_SYMBOLS = {"−": "-", "∞": r"\infty", "·": r"\cdot", "×": r"\times", "÷": r"\div", "±": r"\pm", "≤": r"\le",
+                "≥": r"\ge", "≈": r"\approx", "≠": r"\ne", "≪": r"\ll", "√": r"\surd", "Σ": r"\Sigma",
+                "∂": r"\partial", "∘": r"\circ", "→": r"\to", "ℓ": r"\ell", "ᵀ": r"^{\top}", "²": "^{2}",
+                "¹": "^{1}", "⁻": "^{-}", "′": "'", "″": "''", "‖": r"\|", "⌈": r"\lceil", "⌉": r"\rceil",
+                "⋮": r"\vdots", "⋯": r"\cdots", "θ": r"\theta", "Θ": r"\Theta", "α": r"\alpha", "π": r"\pi"}
+# LaTeX's UTF-8 input sets – — … ‘ ’ “ ” itself; the ideographic space (U+3000) is a space.
+_TEX_RAW = "–—…‘’“”"
+ATTNCHAR = r"\providecommand{\attnchar}[1]{\texttt{[U+#1]}}% a character pdflatex cannot set"
+
+
+def tex_unicode(text: str) -> str:
+    """Escaped LaTeX text with every character beyond ASCII and Latin-1 written so that pdflatex
+    sets it (see `_TEX_SYMBOLS`); Latin-1 letters (é, ß) stay, as LaTeX's UTF-8 input reads them."""
+    out = []
+    for c in text:
+        if c < "\x80" or ("\xc0" <= c <= "\xff" and c not in "×÷") or c in _TEX_RAW:
+            out.append(c)
+        elif c in _TEX_SYMBOLS:
+            out.append(r"\ensuremath{" + _TEX_SYMBOLS[c] + "}")
+        elif c == "\u3000":
+            out.append(" ")
+        elif "\uff01" <= c <= "\uff5e":  # full-width ASCII: the letter it is
+            ascii = chr(ord(c) - 0xFEE0)
+            out.append(_TEX.get(ascii, ascii))
+        else:
+            out.append(r"\attnchar{" + f"{ord(c):04X}" + "}")
+    return "".join(out)
+
+
+def tex(text: str, symbols: bool = True) -> str:
+    """Text for LaTeX, shown literally, on one line; with `symbols`, every character pdflatex
+    cannot set made one it can (`tex_unicode`)."""
+    escaped = "".join(_TEX.get(c, c) for c in shown(text))
+    return tex_unicode(escaped) if symbols else escaped
+
+
+def with_attnchar(text: str) -> str:
+    """A LaTeX fragment, with ATTNCHAR's fallback first when it writes a character as \attnchar."""
+    return f"{ATTNCHAR}\n{text}" if r"\attnchar{" in text else text
 
 
 def tex_lines(lines: list[str]) -> str:
@@ -153,13 +196,14 @@ def latex_table(title: str, formula: str, m: np.ndarray, rows, columns, precisio
 
 def latex(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
     """The header as comments, then one `latex_table` per stage and head."""
-    parts = ["\n".join("% " + tex(line) for line in header)]  # the header as comments, every line
+    # The header as comments, every line (as written: TeX skips a comment before reading its characters)
+    parts = ["\n".join("% " + tex(line, symbols=False) for line in header)]
     written = formulas(trace)
     for name, heading, m, rows, columns in _matrices(trace, stages):
         parts.append(latex_table(heading, written[name][1] if name in written else name, m, rows, columns, precision))
     if explanation:
         parts.append(tex_lines(explanation))
-    return "\n\n".join(parts) + "\n"
+    return with_attnchar("\n\n".join(parts) + "\n")
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads such a cell as a formula

@@ -7,17 +7,24 @@ that the numbers read on light and dark themes alike. Big grids are elided like 
 
 from __future__ import annotations
 
+import numpy as np
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.render.text import EDGE_ROWS, MAX_COLUMNS, kept, labels
+from attncli.render.text import EDGE_ROWS, MAX_COLUMNS, RANGES, kept, labels
 from attncli.trace import Trace
 
 SHADES = " ░▒▓█"  # weight 0 … 1 in five steps
 LEGEND = "shade: ' ' < 0.125 ≤ '░' < 0.375 ≤ '▒' < 0.625 ≤ '▓' < 0.875 ≤ '█'"
 MIN_CELL = 8  # "▓▓▓ 0.77"
+# A key the mask hides: a mark where the number would be, not a shade, so that it differs from a
+# small visible weight (0.08 shades as blank) without colour too; in colour, red on the
+# terminal's own background (the weights' cells all have a grey one).
+MASKED = "×"
+MASKED_STYLE = "color(160)"
+MASKED_LEGEND = "×: masked (the mask hides this key: weight 0, left out of the softmax)"
 
 
 def shade(weight: float) -> str:
@@ -37,38 +44,74 @@ def _pad(text: str, width: int, right: bool = True) -> str:
     return space + text if right else text + space
 
 
+def _columns(lk: int, columns: list[str], side: int, width: int | None, full: bool) -> tuple[list, int]:
+    """(the keys shown, None for the elided middle; the cell width). All of them with `full`, or
+    on a terminal (`width`) when they fit in RANGES ranges; else at most MAX_COLUMNS."""
+    def cell(ids) -> int:
+        return max(MIN_CELL, *(cell_len(columns[j]) for j in ids if j is not None))
+
+    every = list(range(lk))
+    if full or lk <= MAX_COLUMNS:
+        return every, cell(every)
+    if width is not None and len(_ranges(every, cell(every), side, width)) <= RANGES:
+        return every, cell(every)
+    col_ids = kept(lk, MAX_COLUMNS)
+    return col_ids, cell(col_ids)
+
+
+def _ranges(col_ids: list, cell: int, side: int, width: int | None) -> list[list]:
+    """The shown keys in runs that fit `width` beside the query labels (one run without a width)."""
+    per = len(col_ids) if width is None else max(1, (width - side) // (cell + 1))
+    return [col_ids[start:start + per] for start in range(0, len(col_ids), per)]
+
+
 def heatmap(trace: Trace, head: int, width: int | None = None, full: bool = False) -> Text:
-    """One head's weights, each cell `▓▓▓ 0.77`, headed by key labels. Unless `full`, at most
-    2·EDGE_ROWS rows and MAX_COLUMNS columns (fewer when `width` is narrow) around ⋮ and ⋯."""
+    """One head's weights, each cell `▓▓▓ 0.77` (`×` where the mask hides the key), headed
+    by key labels. Unless `full`, at most 2·EDGE_ROWS rows and MAX_COLUMNS columns around ⋮ and
+    ⋯; on a terminal narrower than the grid (`width`), its keys are split into ranges, each titled
+    with its first and last key, and every key is shown when they fit in RANGES ranges."""
     p = trace.problem
     rows, columns = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
     row_ids = list(range(p.lq)) if full else kept(p.lq, 2 * EDGE_ROWS)
     side = max(cell_len("⋮" if i is None else rows[i]) for i in row_ids)
-    keep = p.lk if full else min(p.lk, MAX_COLUMNS)
-    while True:
-        col_ids = kept(p.lk, keep)
-        cell = max(MIN_CELL, *(cell_len(columns[j]) for j in col_ids if j is not None))
-        if full or width is None or keep <= 2 or side + len(col_ids) * (cell + 1) <= width:
-            break
-        keep -= 2  # drop keys from the middle until the grid fits
+    col_ids, cell = _columns(p.lk, columns, side, width, full)
+    ranges = _ranges(col_ids, cell, side, width)
+    hidden = masked_cells(trace, head)
     title = "heatmap of weights" + (f" · head {head}" if p.heads > 1 else "")
     if None in row_ids or None in col_ids:
         title += f" ({p.lq}×{p.lk}, middle elided: --full shows all)"
     text = Text()
     text.append(title + "\n", style="bold")
-    header = "".join(" " + _pad("⋯" if j is None else columns[j], cell) for j in col_ids)
-    text.append(" " * side + header + "\n")
-    for i in row_ids:
-        text.append(_pad("⋮" if i is None else rows[i], side, right=False))
-        for j in col_ids:
-            text.append(" ")
-            if i is None or j is None:
-                text.append(("⋮" if i is None else "⋯").rjust(cell))
-                continue
-            w = trace.weights[head, i, j]
-            text.append(f"{shade(w) * 3} {w:.2f}".rjust(cell), style=cell_style(w))
-        text.append("\n")
+    for n, ids in enumerate(ranges):
+        name = lambda j: "⋯" if j is None else columns[j]  # noqa: E731
+        if len(ranges) > 1:  # on a line of its own: the title may fill a narrow terminal already
+            text.append(("\n" if n else "") + (f"(column {name(ids[0])})" if len(ids) == 1 else
+                                                 f"(columns {name(ids[0])}–{name(ids[-1])})") + "\n")
+        text.append(" " * side + "".join(" " + _pad(name(j), cell) for j in ids) + "\n")
+        for i in row_ids:
+            text.append(_pad("⋮" if i is None else rows[i], side, right=False))
+            for j in ids:
+                text.append(" ")
+                if i is None or j is None:
+                    text.append(("⋮" if i is None else "⋯").rjust(cell))
+                elif hidden is not None and hidden[i, j]:
+                    text.append(MASKED.rjust(cell), style=MASKED_STYLE)
+                else:
+                    w = trace.weights[head, i, j]
+                    text.append(f"{shade(w) * 3} {w:.2f}".rjust(cell), style=cell_style(w))
+            text.append("\n")
     return text
+
+
+def masked_cells(trace: Trace, head: int) -> np.ndarray | None:
+    """(Lq, Lk): the cells whose key the mask (or a −∞ bias) hides, weight 0; None without any.
+    A row whose every key is masked and that `masked_rows: "uniform"` spreads evenly shows its
+    weights: they are what the output used."""
+    masked = trace.masked
+    if masked is None:
+        return None
+    hidden = np.isneginf(masked[head]) & (trace.weights[head] == 0)
+    return hidden if hidden.any() else None
 
 
 def print_heatmaps(trace: Trace, console: Console, heads: list[int] | None = None, full: bool = False,
@@ -87,4 +130,6 @@ def print_heatmaps(trace: Trace, console: Console, heads: list[int] | None = Non
         layout.add_row(*chunk)
         console.print(layout)
     console.print(Text(LEGEND))
+    if any(masked_cells(trace, h) is not None for h in heads):
+        console.print(Text(MASKED_LEGEND))
     console.print()

@@ -20,7 +20,7 @@ from rich.text import Text
 from attncli import grads, stages as stage_table
 from attncli.render.explain import fold
 from attncli.render.heatmap import print_heatmaps
-from attncli.render.text import (EDGE_ROWS, MAX_COLUMNS, exact_scale, header_lines, kept, labels, number, rich_text,
+from attncli.render.text import (EDGE_ROWS, MAX_COLUMNS, RANGES, exact_scale, header_lines, kept, labels, number, rich_text,
                                  shape_text, shown)
 from attncli.render.tiles import tile_parts
 from attncli.trace import Trace
@@ -43,11 +43,13 @@ def column_chunks(widths: list[int], label_width: int, available: int) -> list[l
 
 def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list[str], precision: int,
                   width: int | None, extra: tuple[tuple[str, np.ndarray], ...] = (), full: bool = False):
-    """Yield a title and a table. A big matrix (more than 2·EDGE_ROWS rows or MAX_COLUMNS columns)
-    is elided as numpy prints arrays (first and last rows and columns around ⋮ and ⋯, the true
-    shape in the title) unless `full`; a table wider than `width` is then split into column ranges,
-    never elided further (a 4×4 table on 40 columns shows every number). `extra`: (name, one value
-    per row) columns after the matrix's (sum, lse). Only the cells shown are formatted."""
+    """Yield a title and a table. A table wider than `width` (a terminal's) is split into column
+    ranges. A big matrix (more than 2·EDGE_ROWS rows or MAX_COLUMNS columns) is elided as numpy
+    prints arrays (first and last rows and columns around ⋮ and ⋯, the true shape in the title,
+    and how to see the rest) unless `full`, or unless on a terminal every column fits in RANGES
+    ranges: then all are shown, split. Elided columns are then split too, never elided further (a
+    4×4 table on 40 columns shows every number). `extra`: (name, one value per row) columns after
+    the matrix's (sum, lse). Only the cells shown are formatted."""
     n_rows, n_cols = matrix.shape
     row_ids = list(range(n_rows)) if full else kept(n_rows, 2 * EDGE_ROWS)
     labels = ["⋮" if i is None else rows[i] for i in row_ids]
@@ -64,9 +66,14 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
                 row.append("⋮" if i is None else number(values[i], precision))
         return names, cells, [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(names)]
 
-    keep = n_cols if full else min(n_cols, MAX_COLUMNS)
-    col_ids = kept(n_cols, keep)
+    col_ids = list(range(n_cols)) if full else kept(n_cols, MAX_COLUMNS)
     names, cells, widths = layout(col_ids)
+    # A column takes at least 4 characters (a digit and its border): past RANGES · width / 4
+    # columns no terminal holds them all in RANGES ranges, and they are not formatted to find out.
+    if None in col_ids and width is not None and n_cols <= RANGES * width // 4:
+        every = layout(list(range(n_cols)))
+        if len(column_chunks(every[2], label_width, width)) <= RANGES:
+            col_ids, (names, cells, widths) = list(range(n_cols)), every
     if None in row_ids or None in col_ids:
         title += f" ({n_rows}×{n_cols}, middle elided: --full shows all)"
     chunks = column_chunks(widths, label_width, width) if width is not None else [list(range(len(names)))]

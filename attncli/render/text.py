@@ -19,6 +19,9 @@ from attncli.variants import variant_lines
 MINUS_INF = "−∞"  # U+2212, one spelling in every text view (CSV writes -inf, JSON null)
 EDGE_ROWS = 5  # a table taller than 2·EDGE_ROWS shows its first and last EDGE_ROWS rows
 MAX_COLUMNS = 16  # without --full, at most this many columns, first and last halves
+# On a terminal, a table or heatmap whose every column fits in this many column ranges is split
+# into them instead of elided (past MAX_COLUMNS too); only a wider one is elided, then split.
+RANGES = 3
 
 
 def kept(n: int, keep: int) -> list[int | None]:

@@ -15,7 +15,7 @@ from attncli.exercise import Exercise
 from attncli.grading import marked_gradient
 from attncli.marking import present
 from attncli.mistakes import MISTAKES
-from attncli.render.export import formulas, md, tex
+from attncli.render.export import formulas, md, tex, tex_unicode, with_attnchar
 from attncli.render.text import labels, number
 from attncli.masks import has_rules, positions_line, rule_lines
 from attncli.stages import get
@@ -190,7 +190,7 @@ def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
             parts.append(_text(f"slip: {_slip(exercise)}"))
         if key:
             parts.append(r"reproduce with: \texttt{" + tex(exercise.command) + "}")
-    return "\n\n".join(parts) + "\n"
+    return with_attnchar("\n\n".join(parts) + "\n")
 
 
 def _slip(exercise: Exercise) -> str:
@@ -203,10 +203,10 @@ MATH = {"θ\\_i": r"$\theta_i$", "θ": r"$\theta$", "ᵀ": r"$^\top$", "√": r"
 
 def _text(text: str) -> str:
     """Our titles and notes in LaTeX: special characters escaped, the few symbols they use in math."""
-    text = tex(text)
+    text = tex(text, symbols=False)
     for symbol, math in MATH.items():
         text = text.replace(symbol, math)
-    return text
+    return tex_unicode(text)  # what MATH leaves
 
 
 def _tex_table(title: str, cells: list[list[str]], rows: list[str], columns: list[str], ruled: bool) -> str:
