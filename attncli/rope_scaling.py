@@ -109,7 +109,9 @@ class Scaling:
             m = self["max_position_embeddings"]
             if length <= m:
                 return f"length {length} ≤ max_position_embeddings {m}: base stays {_short(base)}"
-            return f"length {length} > max_position_embeddings {m}: base {_short(base)} → {_dynamic_base(self, base, dims, length):.6g}"
+            factor, grown = self["factor"], _dynamic_base(self, base, dims, length)
+            return (f"length {length} > max_position_embeddings {m}: base' = {_short(base)} · ({_short(factor)} · "
+                    f"{length}/{m} − {_short(factor - 1)})^({dims}/{dims - 2}) = {grown:.6g}")
         if self.rope_type == "longrope":
             long = bool(length) and length > self.original()
             return (f"length {length} {'>' if long else '≤'} original_max_position_embeddings {self.original()}: "
@@ -127,9 +129,15 @@ def _short(value) -> str:
 
 # --- the rope types, as transformers computes them ------------------------------------------------
 
+def _powers(base, dims: int) -> np.ndarray:
+    """(dims/2,) base^(2i/dims), each by the C library's pow as torch computes it (numpy's array
+    power may differ in the last bit, which far positions turn into 1e-12 in cos and sin)."""
+    return np.array([math.pow(base, e) for e in np.arange(0, dims, 2, dtype=np.float64) / dims], dtype=np.float64)
+
+
 def _inv_freq(base, dims: int) -> np.ndarray:
     """1 / base^(2i/dims), as transformers' `1.0 / (base ** (arange(0, dim, 2) / dim))`."""
-    return 1.0 / base ** (np.arange(0, dims, 2, dtype=np.float64) / dims)
+    return 1.0 / _powers(base, dims)
 
 
 def _linear(s: Scaling, base, dims: int, length):
@@ -150,9 +158,9 @@ def _llama3(s: Scaling, base, dims: int, length):
     inv_freq = _inv_freq(base, dims)
     factor, low, high, old = s["factor"], s["low_freq_factor"], s["high_freq_factor"], s.original()
     low_wavelen, high_wavelen = old / low, old / high
-    wavelen = 2 * math.pi / inv_freq
+    wavelen = (1 / inv_freq) * (2 * math.pi)  # torch takes number / tensor as 1/tensor · number
     scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)  # long wavelengths: / factor
-    smooth = (old / wavelen - low) / (high - low)
+    smooth = ((1 / wavelen) * old - low) / (high - low)
     smoothed = (1 - smooth) * scaled / factor + smooth * scaled
     medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
     return np.where(medium, smoothed, scaled), 1.0
@@ -192,7 +200,7 @@ def _yarn(s: Scaling, base, dims: int, length):
     if low == high:
         high += 0.001  # as transformers: no division by zero
     ramp = np.clip((np.arange(dims // 2, dtype=np.float64) - low) / (high - low), 0, 1)
-    pos_freqs = base ** (np.arange(0, dims, 2, dtype=np.float64) / dims)
+    pos_freqs = _powers(base, dims)
     extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (_yarn_factor(s) * pos_freqs)
     extrapolation_factor = 1 - ramp
     theta = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
@@ -206,7 +214,7 @@ def _longrope(s: Scaling, base, dims: int, length):
         factor = s["max_position_embeddings"] / original if factor is None else factor
         attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
     ext = s["long_factor"] if length and length > original else s["short_factor"]
-    return 1.0 / (np.array(ext, dtype=np.float64) * base ** (np.arange(0, dims, 2, dtype=np.float64) / dims)), attention
+    return 1.0 / (np.array(ext, dtype=np.float64) * _powers(base, dims)), attention
 
 
 @dataclass(frozen=True)
