@@ -276,3 +276,14 @@ def test_numbers_the_type_cannot_compute_are_refused():
 def test_an_error_reaches_the_command_line_as_one_line(run, problem_file):
     result = run("compute", problem_file(scaled({"rope_type": "lineer", "factor": 2})))
     assert_error(result, 'rope.scaling.rope_type is the string "lineer" (did you mean "linear"?)')
+
+
+def test_the_docs_example_prints_what_the_docs_say(run):
+    """docs/reference/model-keys.md's `## rope.scaling` console block, as the docs harness runs it."""
+    text = (Path(__file__).parent.parent / "docs" / "reference" / "model-keys.md").read_text(encoding="utf-8")
+    section = text.split("## rope.scaling", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0]
+    command, expected = block.split("\n", 1)
+    result = run(*command.removeprefix("$ attn ").split(), env={"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"})
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == expected
