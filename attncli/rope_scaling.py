@@ -89,6 +89,11 @@ class Scaling:
         standardize_rope_params sets it for llama3, yarn and longrope)."""
         return self.get("original_max_position_embeddings") or self["max_position_embeddings"]
 
+    def trained(self) -> int:
+        """dynamic's M: max_position_embeddings (the config's, which transformers reads), or
+        original_max_position_embeddings when only that is given."""
+        return self.get("max_position_embeddings") or self["original_max_position_embeddings"]
+
     def compute(self, base: float, dims: int, length: int | None = None) -> tuple[np.ndarray, float]:
         """(dims/2,) θ'_i and the attention factor for a sequence of `length` positions (None: as
         transformers at start-up, without a length)."""
@@ -106,7 +111,7 @@ class Scaling:
     def applied(self, base: float, dims: int, length: int) -> str:
         """What the scaling did for this sequence length, in a few words (the explanation's)."""
         if self.rope_type == "dynamic":
-            m = self["max_position_embeddings"]
+            m = self.trained()
             if length <= m:
                 return f"length {length} ≤ max_position_embeddings {m}: base stays {_short(base)}"
             factor, grown = self["factor"], _dynamic_base(self, base, dims, length)
@@ -145,7 +150,7 @@ def _linear(s: Scaling, base, dims: int, length):
 
 
 def _dynamic_base(s: Scaling, base, dims: int, length) -> float:
-    m, factor = s["max_position_embeddings"], s["factor"]
+    m, factor = s.trained(), s["factor"]
     seq = m if length is None else max(length, m)
     return base * ((factor * seq / m) - (factor - 1)) ** np.float64(dims / (dims - 2))
 
@@ -229,7 +234,7 @@ class RopeType:
 _ORIGINAL = ("original_max_position_embeddings",)
 TYPES = {
     "linear": RopeType(("factor",), (), _linear, "θ'_i = θ_i / factor"),
-    "dynamic": RopeType(("factor", "max_position_embeddings"), (), _dynamic,
+    "dynamic": RopeType(("factor", "max_position_embeddings"), _ORIGINAL, _dynamic,
                         "θ'_i = base'^(−2i/dims), base' = base · (factor · L/max_position_embeddings − factor + 1)"
                         "^(dims/(dims − 2)) once the length L (largest position + 1) passes max_position_embeddings",
                         by_length=True),
@@ -258,7 +263,7 @@ def read(value, base: float, dims: int, field: str = FIELD) -> Scaling | None:
         raise InputError(f"{field} is {describe(value)}; expected an object with rope_type ({_types()}) and "
                          "its parameters", field=field)
     rope_type = value.get("rope_type")
-    if rope_type not in TYPES:
+    if not isinstance(rope_type, str) or rope_type not in TYPES:
         raise InputError(_type_message(rope_type, field), field=f"{field}.rope_type")
     kind = TYPES[rope_type]
     params = []
@@ -336,8 +341,15 @@ def _complete(s: Scaling, kind: RopeType, dims: int, field: str) -> None:
             continue  # transformers' standardize_rope_params takes max_position_embeddings for it
         if name == "factor" and s.rope_type == "yarn" and "max_position_embeddings" in given:
             continue  # transformers: max_position_embeddings / original_max_position_embeddings
+        if name == "max_position_embeddings" and "original_max_position_embeddings" in given:
+            continue  # dynamic: the pre-training length by its other name
         if name not in given:
             raise InputError(f"{field}: {s.rope_type} needs {name} ({_WHAT[name]})", field=f"{field}.{name}")
+    if s.rope_type == "dynamic" and len({given.get(k) for k in ("max_position_embeddings", *_ORIGINAL)} - {None}) > 1:
+        raise InputError(f"{field}: dynamic has max_position_embeddings {given['max_position_embeddings']} and "
+                         f"original_max_position_embeddings {given['original_max_position_embeddings']}; expected "
+                         "one length past which the base grows (transformers reads max_position_embeddings)",
+                         field=f"{field}.original_max_position_embeddings")
     if s.rope_type == "longrope" and not {"factor", "attention_factor", "max_position_embeddings"} & set(given):
         raise InputError(f"{field}: longrope needs factor, attention_factor or max_position_embeddings (transformers "
                          "takes factor = max_position_embeddings / original_max_position_embeddings)",

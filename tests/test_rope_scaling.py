@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from attncli.attention import attend
 from attncli.blocks import attend_output
@@ -110,6 +111,29 @@ def test_the_length_is_the_largest_position_of_queries_and_keys_together():
     base = 10000 * (2 * 21 / 8 - 1) ** (4 / 2)  # base grows with the far key
     np.testing.assert_allclose(attend(far_key).Q_rope, rotate(far_key.inputs["Q"][None], np.array([0, 1]),
                                                               Rope("half", base, 4)), rtol=0, atol=1e-15)
+
+
+def test_dynamic_takes_the_pre_training_length_by_either_name():
+    by_config = {"rope_type": "dynamic", "factor": 2, "max_position_embeddings": 4}
+    by_rope = {"rope_type": "dynamic", "factor": 2, "original_max_position_embeddings": 4}
+    np.testing.assert_array_equal(attend(build_problem(scaled(by_config))).Q_rope,
+                                  attend(build_problem(scaled(by_rope))).Q_rope)
+    build_problem(scaled({**by_config, "original_max_position_embeddings": 4}))  # the same length twice
+    with pytest.raises(InputError, match="dynamic has max_position_embeddings 4 and original_max_position_embeddings 8"):
+        build_problem(scaled({**by_config, "original_max_position_embeddings": 8}))
+
+
+@settings(max_examples=25, deadline=None)
+@given(q=st.lists(st.floats(-3, 3, allow_nan=False), min_size=8, max_size=8), shift=st.integers(-40, 40),
+       scaling=st.sampled_from([{"rope_type": "linear", "factor": 3}, YARN,
+                                {"rope_type": "llama3", "factor": 4, "low_freq_factor": 1, "high_freq_factor": 2,
+                                 "original_max_position_embeddings": 8}]))
+def test_scaled_scores_still_depend_only_on_relative_positions(q, shift, scaling):
+    """For the types whose θ' does not depend on the length, a shift of every position changes no score."""
+    doc = {"Q": [q[:4], q[4:]], "K": [q[4:], q[:4]], "V": [[1], [2]], "rope": {"scaling": scaling}}
+    base = attend(build_problem({**doc, "q_positions": [0, 3], "k_positions": [1, 2]}))
+    moved = attend(build_problem({**doc, "q_positions": [shift, 3 + shift], "k_positions": [1 + shift, 2 + shift]}))
+    np.testing.assert_allclose(moved.scores, base.scores, rtol=0, atol=1e-11)
 
 
 @pytest.mark.parametrize("far, factors", [(3, [1, 1.5]), (4, [2, 8])])
@@ -235,6 +259,10 @@ def test_check_marks_scaled_rotations(run, tmp_path):
      ["yarn needs original_max_position_embeddings", "give that as max_position_embeddings"]),
     ({"rope_type": "dynamic", "factor": 2}, "rope.scaling.max_position_embeddings",
      ["dynamic needs max_position_embeddings"]),
+    ({"rope_type": "dynamic", "factor": 2, "max_position_embeddings": 8, "low_freq_factor": 1},
+     "rope.scaling.low_freq_factor",
+     ['dynamic has no parameter "low_freq_factor"; it takes factor, max_position_embeddings, '
+      "original_max_position_embeddings"]),
     ({"rope_type": "linear", "factor": 2, "original_max_position_embeddings": 8},
      "rope.scaling.original_max_position_embeddings",
      ['linear has no parameter "original_max_position_embeddings"; it takes factor']),
@@ -255,6 +283,7 @@ def test_check_marks_scaled_rotations(run, tmp_path):
     ({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4,
       "original_max_position_embeddings": 8}, "rope.scaling.high_freq_factor", ["not above low_freq_factor 4"]),
     ("yarn", "rope.scaling", ["rope.scaling is the string", "an object with rope_type"]),
+    ({"rope_type": ["yarn"]}, "rope.scaling.rope_type", ["rope.scaling.rope_type is a list of 1; expected one of"]),
 ])
 def test_errors_name_the_field_the_type_and_the_parameter(scaling, field, fragments):
     with pytest.raises(InputError) as error:
