@@ -316,3 +316,22 @@ def test_the_docs_example_prints_what_the_docs_say(run):
     result = run(*command.removeprefix("$ attn ").split(), env={"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"})
     assert result.exit_code == 0, result.stderr
     assert result.stdout == expected
+
+
+def test_a_rope_type_added_to_the_table_reaches_every_path(monkeypatch, run, problem_file):
+    """rope_scaling.TYPES is the one table: a throwaway type is read, computed, described, explained
+    and written back with nothing else changed."""
+    from attncli import rope_scaling
+
+    halved = rope_scaling.RopeType(("factor",), (), lambda s, base, dims, length: (
+        rope_scaling._inv_freq(base, dims) / 2, s["factor"]), "θ'_i = θ_i / 2")
+    monkeypatch.setitem(rope_scaling.TYPES, "halved", halved)
+    doc = scaled({"rope_type": "halved", "factor": 3})
+    trace = attend(build_problem(doc))
+    halfway = rotate(trace.Q, np.array([2.5, 3.0]), Rope("half", 10000.0, 4))  # θ_i / 2: half the angle
+    np.testing.assert_allclose(trace.Q_rope, 3 * halfway, rtol=0, atol=1e-14)
+    lines = explain(trace, [0])
+    assert lines[3].startswith("  θ' = [0.5000, 0.0050]   halved: θ'_i = θ_i / 2") and lines[4].startswith("  af = 3.0")
+    written = run.json("compute", problem_file(doc))
+    assert written["rope"]["scaling"] == {"rope_type": "halved", "factor": 3.0}
+    assert "scaled by halved (factor 3): θ'_i = θ_i / 2; attention factor 3 multiplies cos and sin" in written["rope_rule"]
