@@ -14,7 +14,7 @@ would type:
   last command's stdout are terminals (so `--format auto` shows tables), stdout piped into a
   next command is not. What it prints is stdout and stderr as they came, as a terminal shows
   them (a piped command's stderr first).
-- Commands run in a fresh folder per document, with `samples/` there, so `-o out.json` writes
+- Commands run in a fresh folder per document, with `samples/` and `docs/` there, so `-o out.json` writes
   into it and a later block may read it. A fenced block right after a line
   `<!-- file: PATH -->` is not run: its text is written to PATH in that folder first.
 - A line that is `…` alone stands for one or more lines not shown.
@@ -196,6 +196,7 @@ def models() -> bool:
 def session(path: Path, folder: Path) -> list[str]:
     """Run every console block of `path` in `folder`; the differences found, in words."""
     (folder / "samples").symlink_to(ROOT / "samples")
+    (folder / "docs").symlink_to(ROOT / "docs")  # example inputs kept beside the page that shows them
     failures = []
     for block in blocks(path):
         if block.writes:
