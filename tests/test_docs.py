@@ -193,10 +193,17 @@ def models() -> bool:
     return all(importlib.util.find_spec(name) for name in ("torch", "transformers"))
 
 
+def beside(folder: Path) -> None:
+    """What a document's commands find in their folder: samples/, and docs/ for example inputs
+    kept beside the page that shows them."""
+    for name in ("samples", "docs"):
+        if not (folder / name).exists():
+            (folder / name).symlink_to(ROOT / name)
+
+
 def session(path: Path, folder: Path) -> list[str]:
     """Run every console block of `path` in `folder`; the differences found, in words."""
-    (folder / "samples").symlink_to(ROOT / "samples")
-    (folder / "docs").symlink_to(ROOT / "docs")  # example inputs kept beside the page that shows them
+    beside(folder)
     failures = []
     for block in blocks(path):
         if block.writes:
@@ -471,7 +478,7 @@ def main(names: list[str]) -> int:
     for name in names:
         path = Path(name).resolve()
         with tempfile.TemporaryDirectory() as folder:
-            (Path(folder) / "samples").symlink_to(ROOT / "samples")
+            beside(Path(folder))
             here = os.getcwd()
             os.chdir(folder)
             try:
