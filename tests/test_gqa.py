@@ -196,6 +196,24 @@ def test_json_writes_kv_heads_and_reads_it_back(run, problem_file, tmp_path):
     assert_error(run("compute", problem_file(written, "bad.json")), "W_K has 6 columns but kv_heads · d_k = 1 · 3 = 3")
 
 
+def test_npz_writes_kv_heads_and_reads_it_back(run, problem_file, tmp_path):
+    out = tmp_path / "out.npz"
+    assert run("compute", problem_file(LAYER), "-o", out).exit_code == 0
+    with np.load(out) as z:
+        assert int(z["kv_heads"]) == 2 and z["grads/W_K"].shape == (8, 6) and z["heads/d_K"].shape == (4, 5, 3)
+    again = run.json("compute", out)
+    assert again["kv_heads"] == 2
+    np.testing.assert_array_equal(again["output"], attend(build_problem(LAYER)).final)
+
+
+def test_backward_and_tile_explanations_run_per_query_head(run, problem_file):
+    path = problem_file(LAYER)
+    out = run("compute", path, "--explain", "--head", "2", "--row", "0").stdout
+    assert "Head 2 (K, V of kv head 1), query 0" in out and "Backward pass" in out
+    tiles = run("compute", path, "--tiles", "2,2", "--explain", "--head", "2").stdout
+    assert "query 0, head 2 · K, V of kv head 1 through the tiles" in tiles
+
+
 def test_3d_documents_write_kv_heads_and_check_it():
     doc = {"Q": np.ones((4, 1, 2)).tolist(), "K": np.ones((2, 3, 2)).tolist(), "V": np.ones((2, 3, 1)).tolist()}
     written = to_dict(attend(build_problem(doc)))
@@ -268,3 +286,19 @@ def test_grouped_w_o_and_do_take_every_query_heads_output():
         build_problem(dict(doc, W_O=np.ones((4, 3)).tolist()))
     with pytest.raises(InputError, match=r"dO has shape \(2 × 4\); expected \(2 × 8\)"):
         build_problem(dict(PROJ, heads=4, kv_heads=2, dO=np.ones((2, 4)).tolist()))
+
+
+# ---- the reference page ------------------------------------------------------------------------
+
+def test_the_kv_heads_sections_examples_print_what_they_show(run):
+    """docs/reference/model-keys.md's `## kv_heads` console blocks: each command's exact output."""
+    page = (Path(__file__).parent.parent / "docs" / "reference" / "model-keys.md").read_text()
+    section = page.split("## kv_heads", 1)[1].split("\n## ", 1)[0]
+    blocks = [block.split("```", 1)[0] for block in section.split("```console\n")[1:]]
+    assert len(blocks) == 2
+    for block in blocks:
+        command, _, shown = block.partition("\n")
+        assert command.startswith("$ attn ")
+        result = run(*command.removeprefix("$ attn ").split(), env={"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"})
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.rstrip("\n") == shown.rstrip("\n")
