@@ -8,7 +8,7 @@ K and V hold `kv_heads` heads: 3-D (kv_heads, L, d), or 2-D with kv_heads · d c
 W_V likewise, `"kv_heads": N`). Every path works on them repeated to one per query head
 (`repeat`); the backward pass adds each query group's gradients back onto its kv head (`fold`).
 The words (`title`, `header_line`) say which kv head a query head reads, in every view.
-Numpy and the error types only.
+Numpy, the error types and `values.describe` only.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attncli import cost, groups
 from attncli.attention import attend
@@ -120,6 +122,37 @@ def test_kv_heads_equals_repeating_w_ks_columns_by_hand(case):
         np.testing.assert_allclose(mine, theirs, rtol=1e-13, atol=1e-13, err_msg=name)  # sums in another order
     for name, mine in grouped.gradients.heads.items():  # per query head: what it sends its kv head
         np.testing.assert_allclose(mine, by_hand.gradients.heads[name], rtol=1e-13, atol=1e-13, err_msg=name)
+
+
+@st.composite
+def layers(draw):
+    """A small random layer with projections: kv_heads of heads, maybe X_kv, biases, a mask."""
+    kv, group, d_k, d_v = (draw(st.integers(1, 3)) for _ in range(4))
+    heads, d_model, lq = kv * group, draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    lk = draw(st.integers(1, 4)) if draw(st.booleans()) else lq
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    doc = {"X": rng.normal(size=(lq, d_model)), "W_Q": rng.normal(size=(d_model, heads * d_k)),
+           "W_K": rng.normal(size=(d_model, kv * d_k)), "W_V": rng.normal(size=(d_model, kv * d_v)),
+           "b_K": rng.normal(size=kv * d_k), "b_V": rng.normal(size=kv * d_v), "heads": heads, "kv_heads": kv,
+           "dO": "ones", "dtype": draw(st.sampled_from(["float64", "float32"]))}
+    if lk != lq:
+        doc["X_kv"] = rng.normal(size=(lk, d_model))
+    if draw(st.booleans()):
+        doc["causal"] = True
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in doc.items()}
+
+
+@settings(max_examples=40, deadline=None)
+@given(layers())
+def test_any_grouping_is_the_repeated_layer(doc):
+    grouped, by_hand = attend(build_problem(doc)), attend(build_problem(repeated(doc)))
+    tol = SAME if doc["dtype"] == "float64" else dict(rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(grouped.weights, by_hand.weights, **tol)
+    np.testing.assert_allclose(grouped.final, by_hand.final, **tol)
+    assert grouped.gradients.grads["W_K"].shape == np.shape(doc["W_K"])
+    assert grouped.gradients.grads["b_V"].shape == np.shape(doc["b_V"])
+    total = np.sum(by_hand.gradients.grads["W_K"]), np.sum(grouped.gradients.grads["W_K"])  # sums per group
+    np.testing.assert_allclose(*total, rtol=1e-4 if doc["dtype"] == "float32" else 1e-12, atol=1e-5)
 
 
 def test_3d_k_gradients_sum_over_each_query_group():
