@@ -335,3 +335,19 @@ def test_the_kv_heads_sections_examples_print_what_they_show(run):
         result = run(*command.removeprefix("$ attn ").split(), env={"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"})
         assert result.exit_code == 0, result.stderr
         assert result.stdout.rstrip("\n") == shown.rstrip("\n")
+
+
+def test_check_names_a_kv_head_taken_by_tiling(run, tmp_path, problem_file):
+    """Query head 1 of 4 over 2 kv heads reads kv head 0; tiling K and V gives it kv head 1."""
+    trace = attend(build_problem(small()))
+    tiled = [(h % 2) * 2 for h in range(4)]  # a query head that reads kv head h mod 2: 0, 2, 0, 2
+    learner = attend(build_problem({"Q": trace.Q.tolist(), "K": trace.K[tiled].tolist(), "V": trace.V[tiled].tolist(),
+                                    "causal": True, "scale": trace.scale}))
+    answers = {"heads": [{"scores": trace.scores[h].tolist(), "output": trace.output[h].tolist()} for h in range(4)]}
+    answers["heads"][1] = {"scores": learner.scores[1].tolist(), "output": learner.output[1].tolist()}
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    result = run("check", tmp_path / "answers.json", problem_file(small()), "--format", "json")
+    marks = json.loads(result.stdout)["stages"]
+    assert marks["heads[1].scores"]["diagnosis"] == ["kv_head_tiled"]
+    assert marks["heads[1].output"]["diagnosis"] == ["kv_head_tiled"]
+    assert marks["heads[0].scores"]["diagnosis"] == [] and marks["heads[0].scores"]["wrong"] == 0
