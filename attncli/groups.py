@@ -69,6 +69,15 @@ def title(problem, h: int) -> str:
     return f"head {h}" + (f" · {reads(problem, h)}" if grouped(problem) else "")
 
 
+def group_text(problem, h: int) -> str:
+    """` of every query head of kv head 1 (heads 2–3)`: whose shares a kv head's gradient adds up
+    with grouped-query attention; "" without."""
+    if not grouped(problem):
+        return ""
+    g, size = kv_head(problem, h), problem.heads // count(problem)
+    return f" of every query head of kv head {g} (heads {g * size}–{g * size + size - 1})"
+
+
 def header_line(problem) -> str | None:
     """The grouping in words for the header, None without it."""
     if not grouped(problem):

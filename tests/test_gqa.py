@@ -243,6 +243,7 @@ def test_backward_and_tile_explanations_run_per_query_head(run, problem_file):
     path = problem_file(LAYER)
     out = run("compute", path, "--explain", "--head", "2", "--row", "0").stdout
     assert "Head 2 (K, V of kv head 1), query 0" in out and "Backward pass" in out
+    assert "d_V and d_K add up every query's share of every query head of kv head 1 (heads 2–3)" in out
     tiles = run("compute", path, "--tiles", "2,2", "--explain", "--head", "2").stdout
     assert "query 0, head 2 · K, V of kv head 1 through the tiles" in tiles
 
