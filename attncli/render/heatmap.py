@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from attncli.groups import title as head_title
 from attncli.render.text import EDGE_ROWS, MAX_COLUMNS, RANGES, kept, labels
 from attncli.trace import Trace
 
@@ -77,7 +78,7 @@ def heatmap(trace: Trace, head: int, width: int | None = None, full: bool = Fals
     col_ids, cell = _columns(p.lk, columns, side, width, full)
     ranges = _ranges(col_ids, cell, side, width)
     hidden = masked_cells(trace, head)
-    title = "heatmap of weights" + (f" · head {head}" if p.heads > 1 else "")
+    title = "heatmap of weights" + (f" · {head_title(p, head)}" if p.heads > 1 else "")
     if None in row_ids or None in col_ids:
         title += f" ({p.lq}×{p.lk}, middle elided: --full shows all)"
     text = Text()
