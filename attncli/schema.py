@@ -65,6 +65,8 @@ KEYS: tuple[Key, ...] = (
     Key("masked_rows", SETTING, "zero, uniform or error: rows whose every key is masked"),
     Key("rope", INPUT, "rotary positions on Q and K: true or {style, base, dims, scaling}"),
     Key("rope_rule", ECHO, "the RoPE convention in words", "rope"),
+    Key("q_norm", INPUT, "QK-norm of Q before RoPE: {type, weight, bias, eps, over, weight_offset}"),
+    Key("k_norm", INPUT, "QK-norm of K before RoPE: {type, weight, bias, eps, over, weight_offset}"),
     Key("dO", INPUT, "the gradient of a loss by the final output, or \"ones\""),
     Key("heads", INPUT, "the number of query heads; written as the list of per-head results"),
     Key("concat", RESULT, "the heads' outputs side by side (with W_O)"),
