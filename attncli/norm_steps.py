@@ -199,7 +199,7 @@ def _q_back_lines(page: Page, r: NormedBack, steps) -> list[str]:
     lines = [f"Step {steps.primed()}: back through q_norm, d_q_j = {formula}",
              f"  d_q_normed = {page.vector(r.d)}",
              f"  g = {page.vector(r.g)}   S = {n(r.total)}" + ("" if rms else f"   Σ g / n = {n(r.mean_g)}")]
-    return lines + [f"  d_q = {page.vector(values(r.pairs))}"]
+    return lines
 
 
 def _write_k_back(back: Back, name: str) -> None:

@@ -88,6 +88,8 @@ HEAD_KEYS: tuple[Key, ...] = (
     Key("tiled_output", RESULT, "tiled: the output computed tile by tile"),
     Key("tiled_lse", RESULT, "tiled: the lse computed tile by tile"),
 )
+# The gradients in "grads" beside the inputs': QK-norm's parameters (attncli/qk_norm.py, as its vjp names them).
+PARAMETER_GRADS = tuple(f"{norm}.{part}" for norm in ("q_norm", "k_norm") for part in ("weight", "bias"))
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 VERSION = 1  # the value of "attncli"
 

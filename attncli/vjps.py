@@ -30,8 +30,8 @@ def normed(which: str):
         if block.head is not None and norm.over == "all" and block.problem.heads > 1:
             raise AttnError(f'{norm.name} over "all" normalises a row of every head together: the gradient of '
                             f"one head's {which} needs every head's, so it is not computed for one head alone "
-                            f"(marking d_{which} of one head, or --explain with dO); use over \"head\" or the "
-                            "full backward pass", field=norm.name)
+                            f"(marking one head's d_{which}, or the backward hand calculation of one row); the "
+                            "full backward pass computes it", field=norm.name)
         d_x, found = qk_norm.vjp(norm, getattr(block, which), d)
         return {which: d_x, **found}  # (H, b or c, d_k), the parameters' gradients
     return vjp
