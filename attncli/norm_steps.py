@@ -129,9 +129,10 @@ def _sum(terms: list[str]) -> str:
 
 def _vector_lines(page: Page, r: Normed, v: Normalised, key: str, x: str, indent: str) -> list[str]:
     n, g = page.n, page.given
-    shown = lambda d: f"({g(d)})" if d < 0 else g(d)  # noqa: E731
+    shown = lambda d: f"({g(d)})" if d < 0 else g(d)  # noqa: E731  (a given or projected number)
+    mean = "" if v.mean is None else f"({n(v.mean)})" if v.mean < 0 else n(v.mean)  # computed
     count = len(v.every)
-    terms = [f"{shown(d)}²" if v.mean is None else f"({g(d)} − {shown(v.mean)})²" for _, d in v.every]
+    terms = [f"{shown(d)}²" if v.mean is None else f"({g(d)} − {mean})²" for _, d in v.every]
     lines = []
     if v.mean is not None:
         lines.append(f"{indent}mean({x}) = ({_sum([shown(d) for _, d in v.every])}) / {count} = "
@@ -141,7 +142,7 @@ def _vector_lines(page: Page, r: Normed, v: Normalised, key: str, x: str, indent
         lines.append(f"{indent}mean({x}²) = ({_sum(terms)}) / {count} = {n(v.var)}{page.note((f'{key}.var', 0))}")
     lines.append(f"{indent}r = 1/√({n(v.var)} + {r.norm.eps:g}) = {n(v.r)}{page.note((f'{key}.r', 0))}")
     for j, (_, d) in enumerate(v.before):
-        centred = g(d) if v.mean is None else f"({g(d)} − {shown(v.mean)})"
+        centred = g(d) if v.mean is None else f"({g(d)} − {mean})"
         bias = "" if v.bias is None else f" + {g(v.bias[j])}"
         lines.append(f"{indent}dim {j}: {centred} × {n(v.r)} × {g(v.weight[j])}{bias} = {n(v.after[j][1])}"
                      f"{page.note((key, j))}")
