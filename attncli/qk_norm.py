@@ -157,8 +157,9 @@ def _word(value, field: str, choices: tuple[str, ...], expected: str) -> str:
 def _vector(value, field: str, length: int, over: str, what: str) -> np.ndarray:
     array = as_array(value, field, max_dims=1)
     if array.ndim != 1 or array.shape[0] != length:
-        found = f"{array.shape[0]} entries" if array.ndim == 1 else f"{array.ndim} dimensions"
-        raise InputError(f'{field} has {found}, but over "{over}" it has {length}: one per number of {what}',
+        n = array.shape[0]
+        found = f"{n} entr{'y' if n == 1 else 'ies'}" if array.ndim == 1 else f"{array.ndim} dimensions"
+        raise InputError(f'{field} has {found}; over "{over}" it needs {length}: one per number of {what}',
                          field=field)
     return array.astype(np.float64)
 
