@@ -399,6 +399,13 @@ def test_explain_goes_back_through_the_norm_to_the_tables_d_Q(kind, carry):
         lines = explain(trace, [i], heads=[h], carry=carry)
         assert any(line.startswith("Step B4′: back through q_norm, d_q_j = ") for line in lines)
         assert any("with k_norm this d_k is by k_normed" in line for line in lines)
+        if carry == "rounded" and kind == "rms":  # each dim's line holds for its printed numbers
+            rx = rf"dim \d+: ({NUM}) × \(?({NUM})\)? − \(?({NUM})\)? × {NUM}³ × \(?({NUM})\)? / (\d+) = ({NUM})$"
+            found = [re.search(rx, line) for line in lines if line.startswith("  dim") and "³" in line]
+            assert len(found) == 3 and all(found)
+            for m in found:
+                r, g, x, total, n, shown = (Decimal(m[k]) for k in range(1, 7))
+                assert abs(r * g - x * r ** 3 * total / n - shown) <= Decimal("0.00005"), m[0]
         if carry == "exact":
             d_q = [line for line in lines if line.startswith("  d_q = ")][-1]
             assert d_q == "  d_q = [" + ", ".join(f"{x:.4f}" for x in trace.gradients.heads["d_Q"][h, i]) + "]"
