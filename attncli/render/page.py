@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 
-from attncli import grads, stages as stage_table
+from attncli import grads
 from attncli.errors import InputError
 from attncli.render.page_assets import CSS, JS
 from attncli.render.page_derive import derivations
@@ -28,11 +28,12 @@ from attncli.render.text import header_lines, kept, labels, number, shown
 from attncli.render.tiles import tile_parts
 from attncli.trace import Trace
 
-KEEP = 64  # a table shows at most this many rows and columns (the first and last 32) unless --full
-# The most value cells one page holds. Measured in headless Chromium here: 300,000 cells (a
-# 512 × 512 problem's weights and scores with --full) load in about 1.6 s; past this a page
-# takes seconds to open and tens of megabytes.
-MAX_CELLS = 300_000
+KEEP = 32  # a table shows at most this many rows and columns (the first and last 16) unless --full
+# The most value cells one page holds. Measured in headless Chromium on this machine (2 cores,
+# load average 8): 9,000 cells (a 512 × 512 problem, every stage, elided) are interactive in
+# 0.6 s, 40,000 (a 100 × 100 problem with --full) in 2.1 s, 262,000 (512 × 512 weights, --full)
+# in 19 s and 24 MB. Past this a page would take more than about 1.5 s to open.
+MAX_CELLS = 30_000
 KEY_ROWS = ("K", "V", "K_rope", "d_K", "d_V")  # tables whose rows are keys, not queries
 
 
@@ -112,9 +113,10 @@ class Tables:
                     out.append("<td>⋯</td>")
                     continue
                 mark = "x" if blocked is not None and blocked[i, j] else levels[i, j]
+                mark = f' class="{mark}"' if mark else ""
                 focus = ' tabindex="0"' if focusable else ""
                 focusable = False
-                out.append(f'<td class="{mark}"{common} data-row="{first_row + i}" data-col="{j}"{focus}>'
+                out.append(f'<td{mark}{common} data-row="{first_row + i}" data-col="{j}"{focus}>'
                            f"{number(matrix[i, j], self.precision)}</td>")
             for extra_name, values in extra:
                 out.append(f'<td data-stage="{_e(extra_name)}" data-head="{h}" data-row="{first_row + i}" '
@@ -163,7 +165,7 @@ def _levels(matrix: np.ndarray, name: str) -> np.ndarray:
     most = 1.0 if name == "weights" else float(np.abs(finite).max(initial=0.0)) or 1.0
     level = np.clip(np.rint(np.abs(finite) / most * 9), 0, 9).astype(int)
     words = np.where(finite < 0, np.char.add("n", level.astype(str)), np.char.add("p", level.astype(str)))
-    return np.where(level == 0, "p0", words)
+    return np.where(level == 0, "", words)
 
 
 def collect(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None) -> tuple[Tables, list[str]]:
@@ -174,8 +176,10 @@ def collect(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=
     shown_stages = tuple(stages) + (("weights",) if "heatmap" in stages and "weights" not in stages else ())
     each_table(trace, shown_stages, tables.show, precision)
     if tables.cells > MAX_CELLS:
-        raise InputError(f"would hold {tables.cells:,} numbers; a page holds at most {MAX_CELLS:,} (about 1.5 s "
-                         "to open): drop --full (tables then show their first and last 32 rows and columns), "
+        fit = MAX_CELLS * trace.problem.lq // tables.cells
+        raise InputError(f"would hold {tables.cells:,} numbers; a page holds at most {MAX_CELLS:,} (more takes "
+                         f"seconds to open), which with --full and these stages is {fit:,} of its "
+                         f"{trace.problem.lq:,} queries: drop --full (tables then show their first and last 16 rows and columns), "
                          "or choose fewer stages (--stages weights)", "--output")
     return tables, notes
 
@@ -192,7 +196,8 @@ def sections(trace: Trace, tables: Tables, tabs: bool = True) -> str:
                 for key, name in present]
         out.append("</nav>")
     for key, name in present:
-        out.append(f'<section id="part-{key}" role="tabpanel" aria-labelledby="tab-{key}">')
+        out.append(f'<section id="part-{key}" role="tabpanel" aria-labelledby="tab-{key}">' if tabs else
+                   f"<section><h2>{name}</h2>")
         for section, part in tables.parts:
             if section == key:
                 out.append(part if isinstance(part, str) else f'<pre class="note">{_e(chr(10).join(part))}</pre>')

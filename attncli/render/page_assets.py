@@ -19,7 +19,7 @@ body.attn{margin:0;padding:0 1rem 2rem}
 .attn pre{font:13px/1.4 ui-monospace,"DejaVu Sans Mono",Menlo,Consolas,monospace;white-space:pre-wrap;margin:.3rem 0}
 .attn .header{background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:.5rem .7rem}
 .attn .note{color:var(--muted)}
-.attn table{border-collapse:collapse;margin:.3rem 0 1rem;font:13px ui-monospace,"DejaVu Sans Mono",Menlo,monospace}
+.attn table{content-visibility:auto;contain-intrinsic-size:auto 20rem;border-collapse:collapse;margin:.3rem 0 1rem;font:13px ui-monospace,"DejaVu Sans Mono",Menlo,monospace}
 .attn th,.attn td{border:1px solid var(--line);padding:2px 6px;text-align:right;white-space:nowrap}
 .attn thead th,.attn tbody th{background:var(--panel);font-weight:600}
 .attn td[data-row]{cursor:pointer}
@@ -92,8 +92,8 @@ JS = r"""
     marked = [];
     var add = function (el, cls) { if (el) { el.classList.add(cls); marked.push([el, cls]); } };
     add(c.parentNode, "hr");
-    var table = c.closest("table"), col = c.getAttribute("data-col");
-    table.querySelectorAll('[data-col="' + col + '"]').forEach(function (el) { if (el !== c) add(el, "hc"); });
+    var n = Array.prototype.indexOf.call(c.parentNode.children, c), rows = c.closest("table").rows;
+    for (var r = 0; r < rows.length; r++) if (rows[r].cells[n] && rows[r].cells[n] !== c) add(rows[r].cells[n], "hc");
   }
   function el(tag, cls, text) {
     var e = document.createElement(tag);
