@@ -26,6 +26,7 @@ from attncli.render.page_derive import derivations
 from attncli.render.tables import each_table
 from attncli.render.text import header_lines, kept, labels, number, shown
 from attncli.render.tiles import tile_parts
+from attncli.stages import names as stage_names
 from attncli.trace import Trace
 
 KEEP = 32  # a table shows at most this many rows and columns (the first and last 16) unless --full
@@ -35,6 +36,7 @@ KEEP = 32  # a table shows at most this many rows and columns (the first and las
 # in 19 s and 24 MB. Past this a page would take more than about 1.5 s to open.
 MAX_CELLS = 30_000
 KEY_ROWS = ("K", "V", "K_rope", "d_K", "d_V")  # tables whose rows are keys, not queries
+_MASKED_ON = stage_names()[stage_names().index("masked"):]  # the stages (and gradients) a mask has hidden keys in
 
 
 def script_json(value) -> str:
@@ -85,8 +87,9 @@ class Tables:
         key_columns = columns is not None and matrix.shape[1] == self.trace.problem.lk and columns != [name]
         if not key_rows and n_rows == self.trace.problem.lq and head is not None:
             self.rows.update(first_row + i for i in row_ids if i is not None)
+        after = name in grads.names() or name in _MASKED_ON
         blocked = self.blocked[head] if (self.blocked is not None and head is not None and key_columns
-                                         and not key_rows and tile is None) else None
+                                         and not key_rows and tile is None and after) else None
         levels = _levels(matrix, name)
         h = "" if head is None else str(head)
         common = f' data-stage="{_e(name)}" data-head="{h}"' + ("" if tile is None else f' data-tile="{tile}"')
