@@ -202,3 +202,32 @@ def test_the_notebook_shows_the_pages_tables_without_script():
     assert "<script" not in html and 'data-stage="weights"' in html and ">0.7679<" in html
     tables, _ = page_module.collect(trace, ("inputs", "scores", "scaled", "weights", "output"))
     assert all(part in html for _, part in tables.parts)
+
+
+def test_a_learners_marks_page(run, tmp_path):
+    path = tmp_path / "report.html"
+    result = run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.70, 0.2", "-o", path)
+    assert result.exit_code == 1 and result.stdout == ""
+    text = path.read_text(encoding="utf-8")
+    assert text == run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.70, 0.2", "--format", "html").stdout
+    cells = {a["data-col"]: (a, t) for a, t in parsed(text).cells if a.get("data-stage") == "weights"}
+    assert [cells[c][0]["class"] for c in "012"] == ["mk-correct", "mk-wrong", "mk-imprecise"]
+    assert cells["1"][1] == "0.70 ✗" and cells["1"][0]["data-mark"].startswith("wrong: yours 0.70, expected 0.7679")
+    assert "  scooter  = 16.9188 / 22.0321 = 0.7679 (76.8%)" in data_block(text)["rows"]["0"]["lines"]
+    assert "score: 1/3 right\n" in text
+
+
+def test_a_class_page_has_the_summary_and_a_section_per_file(run, tmp_path, problem_file):
+    good = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, name="good.json")
+    odd = problem_file({"weights": [[0.2, 0.5, 0.3]]}, name="<i>odd&.json")
+    path = tmp_path / "class.html"
+    result = run("check", good, odd, "--problem", SAMPLES / "scooter.json", "-o", path)
+    assert result.exit_code == 1, result.stderr
+    text = path.read_text(encoding="utf-8")
+    assert ">class summary<" in text and ">cells per stage<" in text and "<i>" not in text
+    tabs = [t for t, a in parsed(text).tags if t == "button"]
+    assert len(tabs) == 3 and "&lt;i&gt;odd&amp;.json" in text
+    assert_error(run("check", good, "--problem", SAMPLES / "scooter.json", "-o", tmp_path / "m.json"),
+                 "writes a file only as the marks page (.html)")
+    assert_error(run("check", good, "--problem", SAMPLES / "scooter.json", "-f", "csv", "-o", path),
+                 "is written as html, but --format is csv")

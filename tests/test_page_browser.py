@@ -221,6 +221,19 @@ def test_every_samples_page_opens_cleanly(opened, pages):
         assert (page.errors, page.requests, page.dialogs) == ([], [], []), sample.name
 
 
+def test_a_marked_cell_shows_yours_the_expected_and_the_diagnosis(opened, tmp_path):
+    path = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["check", str(SAMPLES / "scooter.json"), "--scores", "0, 4, 2",
+                                      "--weights", "0.0159, 0.8668, 0.1173", "-o", str(path)])
+    assert result.exit_code == 1, result.stderr
+    page = opened(path)
+    page.tab.click('td[data-stage="weights"][data-row="0"][data-col="1"]')
+    text = page.derivation()
+    assert "wrong: yours 0.8668, expected 0.7679" in text and "16.9188" in text
+    assert "no_scale: forgot to divide the scores by √d_k" in text
+    assert len(text.splitlines()) > 5 and page.errors == [] and page.requests == []
+
+
 @pytest.mark.slow
 def test_a_512_page_is_interactive_in_under_two_seconds(browser, tmp_path):
     import json

@@ -92,23 +92,23 @@ class Tables:
                                          and not key_rows and tile is None and after) else None
         levels = _levels(matrix, name)
         h = "" if head is None else str(head)
-        common = f' data-stage="{_e(name)}" data-head="{h}"' + ("" if tile is None else f' data-tile="{tile}"')
-        out = [f'<h2>{_e(title)}</h2>\n<table data-title="{_e(title)}"><thead><tr><th></th>']
+        common = f' data-stage="{escape(name)}" data-head="{h}"' + ("" if tile is None else f' data-tile="{tile}"')
+        out = [f'<h2>{escape(title)}</h2>\n<table data-title="{escape(title)}"><thead><tr><th></th>']
         for j in col_ids:
             if j is None:
                 out.append("<th>⋯</th>")
                 continue
-            text = _e(columns[j]) if columns is not None else str(j)
+            text = escape(columns[j]) if columns is not None else str(j)
             key = f' data-key="{text}"' if key_columns else ""
             out.append(f'<th data-col="{j}"{key}>{text}</th>')
-        out += [f'<th data-col="{_e(extra_name)}">{_e(extra_name)}</th>' for extra_name, _ in extra]
+        out += [f'<th data-col="{escape(extra_name)}">{escape(extra_name)}</th>' for extra_name, _ in extra]
         out.append("</tr></thead><tbody>\n")
         focusable = True
         for i in row_ids:
             if i is None:
                 out.append('<tr><th>⋮</th>' + "<td>⋮</td>" * (len(col_ids) + len(extra)) + "</tr>\n")
                 continue
-            text = _e(rows[i])
+            text = escape(rows[i])
             who = "data-key" if key_rows else "data-query" if n_rows == len(self.queries) or tile is not None else ""
             out.append(f'<tr><th data-row="{first_row + i}"' + (f' {who}="{text}"' if who else "") + f">{text}</th>")
             for j in col_ids:
@@ -122,8 +122,8 @@ class Tables:
                 out.append(f'<td{mark}{common} data-row="{first_row + i}" data-col="{j}"{focus}>'
                            f"{number(matrix[i, j], self.precision)}</td>")
             for extra_name, values in extra:
-                out.append(f'<td data-stage="{_e(extra_name)}" data-head="{h}" data-row="{first_row + i}" '
-                           f'data-col="{_e(extra_name)}">{number(values[i], self.precision)}</td>')
+                out.append(f'<td data-stage="{escape(extra_name)}" data-head="{h}" data-row="{first_row + i}" '
+                           f'data-col="{escape(extra_name)}">{number(values[i], self.precision)}</td>')
             out.append("</tr>\n")
         out.append("</tbody></table>\n")
         return "".join(out)
@@ -155,10 +155,15 @@ class Tables:
         return lines
 
 
-def _e(text: str) -> str:
+def escape(text: str) -> str:
     """User text as HTML text or an attribute value: escaped by `shown` (controls made visible),
     then `html.escape` (& < > " ')."""
     return html.escape(shown(str(text)), quote=True)
+
+
+def escape_lines(lines: list[str]) -> str:
+    """Lines of user text (or text holding it) for a <pre>: each escaped, joined by line breaks."""
+    return "\n".join(escape(line) for line in lines)
 
 
 def _levels(matrix: np.ndarray, name: str) -> np.ndarray:
@@ -187,33 +192,46 @@ def collect(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=
     return tables, notes
 
 
-def sections(trace: Trace, tables: Tables, tabs: bool = True) -> str:
-    """The tables grouped: the inputs, one section per head (a tab each), every head's tables."""
+def sections(trace: Trace, tables: Tables) -> list[tuple[str, str]]:
+    """The tables grouped, as (name, html): the inputs, one section per head, every head's tables."""
     p = trace.problem
     order = [("inputs", "inputs")] + [(h, f"head {h}") for h in range(p.heads)] + [("all", "every head")]
-    present = [(key, name) for key, name in order if any(section == key for section, _ in tables.parts)]
+    found = []
+    for key, name in order:
+        parts = [part if isinstance(part, str) else f'<pre class="note">{escape_lines(part)}</pre>'
+                 for section, part in tables.parts if section == key]
+        if parts:
+            found.append((name, "".join(parts)))
+    return found
+
+
+def tabbed(parts: list[tuple[str, str]], tabs: bool = True) -> str:
+    """Sections of (name, html): with `tabs`, a tab each (the script shows one at a time; print and
+    a page without script show them all), else each under its name."""
     out = []
-    if tabs and present:
-        out.append('<nav role="tablist" aria-label="heads">')
-        out += [f'<button role="tab" id="tab-{key}" aria-controls="part-{key}" type="button">{name}</button>'
-                for key, name in present]
+    if tabs and parts:
+        out.append('<nav role="tablist" aria-label="sections">')
+        out += [f'<button role="tab" id="tab-{_id(name)}" aria-controls="part-{_id(name)}" type="button">'
+                f"{escape(name)}</button>" for name, _ in parts]
         out.append("</nav>")
-    for key, name in present:
-        out.append(f'<section id="part-{key}" role="tabpanel" aria-labelledby="tab-{key}">' if tabs else
-                   f"<section><h2>{name}</h2>")
-        for section, part in tables.parts:
-            if section == key:
-                out.append(part if isinstance(part, str) else f'<pre class="note">{_e(chr(10).join(part))}</pre>')
-        out.append("</section>")
+    for name, html_ in parts:
+        out.append(f'<section id="part-{_id(name)}" role="tabpanel" aria-labelledby="tab-{_id(name)}">' if tabs
+                   else f"<section><h2>{escape(name)}</h2>")
+        out += [html_, "</section>"]
     return "\n".join(out)
+
+
+def _id(name: str) -> str:
+    """A section's id from its name (ours, never user text): "head 1" -> "1", "every head" -> "all"."""
+    return {"every head": "all"}.get(name, name.removeprefix("head ").replace(" ", "-"))
 
 
 def notebook(trace: Trace, stages, precision: int = 4) -> str:
     """The page's tables for Jupyter: the header, the style and every section, no script."""
     tables, _ = collect(trace, stages, precision)
-    header = "\n".join(_e(line) for line in header_lines(trace, precision))
+    header = escape_lines(header_lines(trace, precision))
     return (f'<div class="attn"><style>{CSS}</style><pre class="header">{header}</pre>'
-            f"{sections(trace, tables, tabs=False)}</div>")
+            f"{tabbed(sections(trace, tables), tabs=False)}</div>")
 
 
 def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None, source: str | None = None,
@@ -227,24 +245,31 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
             "command": "attn compute " + (source if source and source != "-" else "FILE"),
             "given": ["Q", "K", "V"] + list(p.inputs), "keyRows": [n for n in KEY_ROWS if n not in ("K", "V")]}
     title = p.title or (source if source and source != "-" else "attention")
-    header = "\n".join(_e(line) for line in header_lines(trace, precision))
+    header = escape_lines(header_lines(trace, precision))
     missing = found["missing"]
-    note = (f'<p class="note">Rows {missing[0]}–{missing[-1]} are not explained on this page (a hand calculation '
-            "of this size takes about a second a row): clicking one of their numbers names the command that "
-            "explains it.</p>") if missing else ""
-    body = [f'<h1>{_e(title)}</h1>', f'<pre class="header">{header}</pre>',
-            '<p class="note">Click a number, or move with the arrow keys and press Enter, to see how it was '
-            "calculated. Hatched cells are masked.</p>", note]
-    body += [f'<pre class="note">{_e(line)}</pre>' for line in notes]
+    body = [(f'<p class="note">Rows {missing[0]}–{missing[-1]} are not explained on this page (a hand '
+             "calculation of this size takes about a second a row): clicking one of their numbers names the "
+             "command that explains it.</p>") if missing else ""]
+    body += [f'<pre class="note">{escape(line)}</pre>' for line in notes]
     if explanation:
-        body.append(f'<h2>explanation</h2><pre>{_e(chr(10).join(explanation))}</pre>')
-    body.append(sections(trace, tables))
-    body.append('<aside id="derivation" aria-live="polite"><p class="note">Click a number to see its '
-                "derivation.</p></aside>")
+        body.append(f'<h2>explanation</h2><pre>{escape_lines(explanation)}</pre>')
+    body.append(tabbed(sections(trace, tables)))
+    intro = ("Click a number, or move with the arrow keys and press Enter, to see how it was calculated. "
+             "Hatched cells are masked.")
+    return document(title, header, body, script_json(data), intro)
+
+
+def document(title: str, header: str, body: list[str], data: str, intro: str) -> str:
+    """The page around its body: the policy, the style, the title (user text: escaped here), the
+    header (escaped lines), the derivation panel, the data block (script_json) and the script."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f'<meta http-equiv="Content-Security-Policy" content="{policy()}">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{_e(title)}</title>\n<style>{CSS}</style></head>\n"
-            f'<body class="attn">\n' + "\n".join(body) +
-            f'\n<script type="application/json" id="attn-data">{script_json(data)}</script>\n'
+            f"<title>{escape(title)}</title>\n<style>{CSS}</style></head>\n"
+            f'<body class="attn">\n<h1>{escape(title)}</h1>\n'
+            + (f'<pre class="header">{header}</pre>\n' if header else "")
+            + f'<p class="note">{escape(intro)}</p>\n' + "\n".join(body)
+            + '\n<aside id="derivation" aria-live="polite"><p class="note">Click a number to see its '
+            "derivation.</p></aside>"
+            f'\n<script type="application/json" id="attn-data">{data}</script>\n'
             f"<script>{JS}</script>\n</body></html>\n")
