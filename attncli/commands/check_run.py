@@ -36,7 +36,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         decimals: int | None, tol: float | None, required: tuple[str, ...] | None, grading: dict | None = None,
         lenient: bool = False, output: str | None = None) -> None:
     """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2). `output`:
-    --output's file (the marks page), checked before any file is read."""
+    --report's file (the marks page), checked before any file is read."""
     files = list(files or [])
     if output is not None:
         format = _page_target(output, format, files + [problem, *answers.values()])
@@ -97,12 +97,12 @@ def _page_target(path: str, format: str, inputs: list) -> str:
     try:
         suffix = check_target(path, inputs)
     except OutputError as error:
-        raise error.at("--output")
+        raise error.at("--report")
     if suffix != ".html":
         raise InputError(f"{quote(path)}: attn check writes a file only as the marks page (.html); JSON, CSV and "
-                         "Gradescope's results go to stdout (attn check … --format json > marks.json)", "--output")
+                         "Gradescope's results go to stdout (attn check … --format json > marks.json)", "--report")
     if format not in ("auto", "html"):
-        raise InputError(f"{quote(path)} is written as html, but --format is {format}; drop --format", "--output")
+        raise InputError(f"{quote(path)} is written as html, but --format is {format}; drop --format", "--report")
     return "html"
 
 
@@ -290,7 +290,7 @@ def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=
 
 
 def _page(trace, results, precision: int, rule: Rule, grading: Grading, output: str | None) -> None:
-    """The marks page (render/page_marks.py), to --output's file or stdout."""
+    """The marks page (render/page_marks.py), to --report's file or stdout."""
     # Imported here, for start-up (see above): only the page needs it.
     from attncli.render.files import Interrupted, write_output
     from attncli.render.page_marks import marks_page
@@ -302,7 +302,7 @@ def _page(trace, results, precision: int, rule: Rule, grading: Grading, output: 
     try:
         write_output(trace, output, ".html", lambda: text)
     except OutputError as error:
-        raise error.at("--output")
+        raise error.at("--report")
     except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
         stop.die()
 
