@@ -123,8 +123,11 @@ JS = r"""
     box.appendChild(pre);
   }
   function bars(box, line) {
-    var terms = [], re = /\((-?[0-9.]+(?:e[-+]?[0-9]+)?)\)\((-?[0-9.]+(?:e[-+]?[0-9]+)?)\)/g, m;
-    while ((m = re.exec(line)) !== null) terms.push([m[1], m[2], parseFloat(m[1]) * parseFloat(m[2])]);
+    var terms = [], found = line.match(/\(-?[0-9.]+(?:e[-+]?[0-9]+)?\)\(-?[0-9.]+(?:e[-+]?[0-9]+)?\)/g) || [];
+    found.forEach(function (f) {
+      var m = f.match(/^\((.*)\)\((.*)\)$/);
+      terms.push([m[1], m[2], parseFloat(m[1]) * parseFloat(m[2])]);
+    });
     if (terms.length < 2) return;
     var most = Math.max.apply(null, terms.map(function (t) { return Math.abs(t[2]); })) || 1;
     var table = el("table");
