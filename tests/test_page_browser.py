@@ -125,6 +125,20 @@ def test_a_score_shows_its_products_and_the_keyboard_moves_between_cells(opened,
     assert highlighted >= 1  # the key column, header included
 
 
+def test_a_long_rows_score_has_a_bar_for_every_product(opened, tmp_path):
+    import json
+
+    source, path = tmp_path / "long.json", tmp_path / "long.html"
+    q, k = [[0.5] * 9 + [2.0]], [[1.0] * 10, [-1.0] * 10]
+    source.write_text(json.dumps({"Q": q, "K": k, "V": [[1.0], [2.0]]}))
+    assert CliRunner().invoke(app, ["compute", str(source), "-o", str(path)]).exit_code == 0
+    page = opened(path)
+    page.tab.click('td[data-stage="scores"][data-row="0"][data-col="1"]')
+    assert "(10 terms) = -6.5000" in page.derivation()  # the hand calculation elides the middle …
+    rows = page.tab.eval_on_selector_all("#derivation table tr", "rows => rows.map(r => r.innerText)")
+    assert len(rows) == 11 and rows[-1].split("\t")[:4] == ["10", "2.0000", "-1.0000", "-2"]  # … the bars do not
+
+
 def test_tabs_go_through_the_heads(opened, pages):
     page = opened(pages(SAMPLES / "multihead.json", "--do", "ones"))
     tabs = page.tab.eval_on_selector_all("[role=tab]", "tabs => tabs.map(t => t.id)")

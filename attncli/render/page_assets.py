@@ -122,12 +122,26 @@ JS = r"""
     });
     box.appendChild(pre);
   }
-  function bars(box, line) {
+  function vector(stage, h, row) {  // a row of an input table on this page, as printed; null when elided
+    var cells = document.querySelectorAll('td[data-stage="' + stage + '"][data-head="' + h + '"][data-row="' + row + '"]');
+    if (!cells.length || cells[0].parentNode.querySelector("td:not([data-row])")) return null;
+    return Array.prototype.map.call(cells, function (c) { return c.textContent; });
+  }
+  function products(c) {  // every product q_d k_d of a score, from the Q and K tables (RoPE: rotated)
+    var h = c.getAttribute("data-head"), rope = document.querySelector('td[data-stage="Q_rope"]') !== null;
+    var q = vector(rope ? "Q_rope" : "Q", h, c.getAttribute("data-row"));
+    var k = vector(rope ? "K_rope" : "K", h, c.getAttribute("data-col"));
+    if (!q || !k || q.length !== k.length) return null;
+    return q.map(function (x, d) { return [x, k[d], parseFloat(x) * parseFloat(k[d])]; });
+  }
+  function bars(box, line, c) {
     var terms = [], found = line.match(/\(-?[0-9.]+(?:e[-+]?[0-9]+)?\)\(-?[0-9.]+(?:e[-+]?[0-9]+)?\)/g) || [];
     found.forEach(function (f) {
       var m = f.match(/^\((.*)\)\((.*)\)$/);
       terms.push([m[1], m[2], parseFloat(m[1]) * parseFloat(m[2])]);
     });
+    var elided = line.split("=")[0].indexOf("…") >= 0, every = elided ? products(c) : null;
+    if (every) terms = every;
     if (terms.length < 2) return;
     var most = Math.max.apply(null, terms.map(function (t) { return Math.abs(t[2]); })) || 1;
     var table = el("table");
@@ -141,7 +155,8 @@ JS = r"""
       var td = el("td"); td.appendChild(bar); tr.appendChild(td);
       table.appendChild(tr);
     });
-    box.appendChild(el("p", "note", "the products behind this score" + (line.indexOf("…") >= 0 ? " (the terms the hand calculation prints; it elides the middle of long rows)" : "")));
+    box.appendChild(el("p", "note", "the products behind this score" + (every ? ", every dimension (from the tables above)" :
+      elided ? " (the terms the hand calculation prints; it elides the middle of long rows)" : "")));
     box.appendChild(table);
   }
   function command(i, h) {
@@ -190,7 +205,7 @@ JS = r"""
       lines(box, list, hit);
       if (stage === "scores" || stage === "d_weights") {
         var line = list.filter(hit)[0];
-        if (line) bars(box, line);
+        if (line) bars(box, line, c);
       }
       if (h !== "") {
         var all = el("details"), whole = row.heads[h].span;
