@@ -178,14 +178,22 @@ JS = r"""
       return box;
     }
     if (data.given.indexOf(stage) >= 0) { box.appendChild(el("p", "", "an input: given, not computed")); return box; }
+    if (stage.indexOf("grads/") === 0) {
+      box.appendChild(el("p", "", "the gradient of the loss by the input " + stage.slice(6) + ": every head's and " +
+        "every query's share added up (the backward pass's d_Q, d_K and d_V steps of each row, in the head tabs)"));
+      return box;
+    }
     if (data.why) { box.appendChild(el("p", "note", data.why)); return box; }
     if (data.keyRows.indexOf(stage) >= 0) {  // d_K, d_V, K_rope: a key's row; every query adds its share
       box.appendChild(el("p", "note", "each query's line for key " + rowName + ":"));
+      var said = false;
       Object.keys(data.rows).forEach(function (q) {
         var r = data.rows[q], s = r.heads[h] && r.heads[h].steps[stage];
         if (!s) return;
         var found = r.lines.slice(s[0], s[1]).filter(function (l) { return starts(l, rowName); });
-        if (found.length) lines(box, [r.lines[s[0]]].concat(found), function (l) { return starts(l, rowName); });
+        var first = said ? [] : [r.lines[s[0]]];  // the step's title, once
+        said = true;
+        if (found.length) lines(box, first.concat([r.lines[r.heads[h].span[0]]], found), function (l) { return starts(l, rowName); });
       });
       return box;
     }
