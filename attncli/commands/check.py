@@ -36,7 +36,11 @@ OPTIONS: tuple[Option, ...] = (
            type=float, low=0.0),
     Option("format", f"{AUTO_HELP}. csv: a gradebook, one row per file. gradescope: Gradescope's autograder "
            "results.json.", flags=("--format", "-f"), default="auto",
-           choices=formats("CheckFormat", "auto", "table", "json", "csv", "gradescope")),
+           choices=formats("CheckFormat", "auto", "table", "json", "csv", "html", "gradescope")),
+    Option("report", "Write the marks as a page to FILE.html (as --format html; docs/explorer.md): each cell "
+           "coloured by its mark, a click shows yours, the expected value and the diagnosis; a class: the "
+           "summary and a section per file. (--output is the learner's output stage.)", flags=("--report", "-o"),
+           metavar="FILE.html"),
     Option("precision", "Decimals for expected values.", type=int, low=0, high=17, default=4),
     Option("points", f"Points per stage for the gradebook, Gradescope and the class summary (e.g. "
            "scores=1,masked=3,weights=2): a stage's N points are shared by its cells; a stage not named is worth "
@@ -82,7 +86,8 @@ def check(**given) -> None:
     from attncli.commands.check_run import run
 
     grading = {"points": _points(o.points), "max_score": _max_score(o.max_score), "visibility": o.visibility}
-    run(o.files, o.problem, answers, o.format, o.precision, o.decimals, o.tol, required, grading, o.lenient_json)
+    run(o.files, o.problem, answers, o.format, o.precision, o.decimals, o.tol, required, grading, o.lenient_json,
+        o.report)
 
 
 def _stages(text: str | None) -> tuple[str, ...] | None:

@@ -22,7 +22,9 @@ from attncli.loading import OneMatrixError, load_matrix
 from attncli.marking import all_correct, before_weights, stage_keys
 from attncli.problem import build_problem
 from attncli.render.gradebook import Grading, csv_gradebook, gradescope, gradescope_class, marks_dict
+from attncli.render import out
 from attncli.render.json import dumps
+from attncli.render.target import OutputError, check_target
 from attncli.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
 from attncli.stages import blocked
 from attncli.stages import names as stage_names
@@ -32,9 +34,12 @@ EXIT_DIFFER = 1
 
 def run(files: list[str] | None, problem: str | None, answers: dict[str, str | None], format: str, precision: int,
         decimals: int | None, tol: float | None, required: tuple[str, ...] | None, grading: dict | None = None,
-        lenient: bool = False) -> None:
-    """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2)."""
+        lenient: bool = False, output: str | None = None) -> None:
+    """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2). `output`:
+    --report's file (the marks page), checked before any file is read."""
     files = list(files or [])
+    if output is not None:
+        format = _page_target(output, format, files + [problem, *answers.values()])
     inline = {stage: value for stage, value in answers.items() if value is not None}  # --scores … --output
     each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
     if problem is None and len(files) == 2 and not inline and "-" not in files:
@@ -84,7 +89,21 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     results = _flag_odd_problems(results, problems)
     rule = (shared[3] if shared else {}) | {k: v for k, v in settings.items() if v is not None and k != "key"}
     _report(shared[2] if shared else None, results, format, precision, rule.get("decimals", DECIMALS), tol,
-            Grading(**(grading or {}), required=tuple(rule.get("require") or ())))
+            Grading(**(grading or {}), required=tuple(rule.get("require") or ())), output)
+
+
+def _page_target(path: str, format: str, inputs: list) -> str:
+    """--output FILE: an .html file that can be written and is no input; the format is html."""
+    try:
+        suffix = check_target(path, inputs)
+    except OutputError as error:
+        raise error.at("--report")
+    if suffix != ".html":
+        raise InputError(f"{quote(path)}: attn check writes a file only as the marks page (.html); JSON, CSV and "
+                         "Gradescope's results go to stdout (attn check … --format json > marks.json)", "--report")
+    if format not in ("auto", "html"):
+        raise InputError(f"{quote(path)} is written as html, but --format is {format}; drop --format", "--report")
+    return "html"
 
 
 PROBLEM_KEYS = {"Q", "K", "V", "X", "q", "k", "v"}
@@ -250,7 +269,7 @@ def _blank(error: str | None) -> bool:
 
 
 def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=None,
-            grading: Grading = Grading()) -> None:
+            grading: Grading = Grading(), output: str | None = None) -> None:
     as_json = format == "json" or (format == "auto" and not auto_is_table())
     # As diff: 2 trouble (a file that could not be read; a single file with no answers, in every
     # format), 1 some answer differs (in a class, a file with no answers is one that differs).
@@ -259,12 +278,33 @@ def _report(trace, results, format: str, precision: int, decimals: int = 2, tol=
         code = 2
     elif not all(m is not None and all_correct(m) for _, m, _ in results):
         code = EXIT_DIFFER
+    if format == "html":
+        _page(trace, results, precision, Rule(decimals, tol), grading, output)
+        sys.exit(code)
     try:
         _print_report(trace, results, format, precision, decimals, tol, as_json, grading)
         sys.stdout.flush()
     except BrokenPipeError:
         raise ReaderGone(code) from None  # the reader left; the verdict is still the exit status
     sys.exit(code)
+
+
+def _page(trace, results, precision: int, rule: Rule, grading: Grading, output: str | None) -> None:
+    """The marks page (render/page_marks.py), to --report's file or stdout."""
+    # Imported here, for start-up (see above): only the page needs it.
+    from attncli.render.files import Interrupted, write_output
+    from attncli.render.page_marks import marks_page
+
+    text = marks_page(trace, results, precision, rule, grading.points, grading.required)
+    if output is None:
+        out.write_all(text)
+        return
+    try:
+        write_output(trace, output, ".html", lambda: text)
+    except OutputError as error:
+        raise error.at("--report")
+    except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
+        stop.die()
 
 
 def _print_report(trace, results, format: str, precision: int, decimals: int, tol, as_json: bool,

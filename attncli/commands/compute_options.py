@@ -101,8 +101,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("key_labels", "Key labels, comma-separated.", key="key_labels", read=opt.labels),
     Option("dtype", "Arithmetic: float64 (default) or float32.", key="dtype", choices=DTYPES),
     Option("format", f"{AUTO_HELP} (text with --explain or --heatmap). markdown/latex: write-up tables; csv: "
-           "one stage.", flags=("--format", "-f"), panel=OUTPUT, default="auto",
-           choices=formats("Format", "auto", "table", "json", "markdown", "latex", "csv")),
+           "one stage; html: the explorer page (docs/explorer.md).", flags=("--format", "-f"), panel=OUTPUT,
+           default="auto", choices=formats("Format", "auto", "table", "json", "markdown", "latex", "csv", "html")),
     Option("stages", f"Comma-separated stages to show: {', '.join(views())}.", panel=OUTPUT),
     Option("precision", "Decimals in tables.", type=int, low=0, high=17, default=4, panel=OUTPUT),
     Option("round_", "Round JSON numbers to N decimals (default: full precision).", flags=("--round",),
@@ -119,8 +119,8 @@ OPTIONS: tuple[Option, ...] = (
            "refused, listing their #N.", type=list, metavar="LABEL|#INDEX", panel=LEARNING),
     Option("head", "With --explain or --heatmap: only this head.", type=int, panel=LEARNING),
     Option("heatmap", "Draw the weights as a shaded grid (also: --stages heatmap).", type=bool, panel=LEARNING),
-    Option("output_file", "Write to FILE instead of stdout: .json, .md, .tex, .csv (as --format json, markdown, "
-           "latex, csv), .npy (the final output) or .npz (every stage); atomically.",
+    Option("output_file", "Write to FILE instead of stdout: .json, .md, .tex, .csv, .html (as --format json, "
+           "markdown, latex, csv, html), .npy (the final output) or .npz (every stage); atomically.",
            flags=("--output", "-o"), panel=OUTPUT),
     Option("full", "Print every row and column of big tables (default: elide the middle).", type=bool,
            panel=OUTPUT),

@@ -107,8 +107,8 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
     explanation = _explain(o, trace, tiled, rows, heads_shown) if o.explain else None
     view = plan.view
     if o.output_file:
-        _write_file(o.output_file, plan.suffix, trace,
-                    lambda: _text(view, trace, shown, o.precision, o.round_, explanation, tiled))
+        text = _text(view, trace, shown, o.precision, o.round_, explanation, tiled, o)  # refusals before the file
+        _write_file(o.output_file, plan.suffix, trace, lambda: text)
     elif view == "table":
         # Imported here, for start-up (see above): the tables need rich, which takes longer to load
         # than numpy; the JSON and text views never import it.
@@ -116,7 +116,7 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
 
         print_tables(trace, shown, o.precision, explanation, heads_shown, o.full, tiled)
     else:
-        out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled))
+        out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled, o))
 
 
 def read(o: SimpleNamespace, piped: bool = False):
@@ -222,10 +222,16 @@ def _write_file(path: str, suffix: str, trace, text) -> None:
         stop.die()
 
 
-def _text(view: str, trace, shown, precision: int, round_: int | None, explanation, tiled=None) -> str:
-    """The document of a text format: JSON, CSV (one stage), Markdown or LaTeX."""
+def _text(view: str, trace, shown, precision: int, round_: int | None, explanation, tiled=None,
+          o: SimpleNamespace | None = None) -> str:
+    """The document of a text format: JSON, CSV (one stage), Markdown, LaTeX or the HTML page."""
     if view == "json":
         return document(trace, shown, round_, explanation, tiled, say=flag)
+    if view == "html":
+        # Imported here, for start-up (see above): only --format html needs the page.
+        from attncli.render.page import page
+
+        return page(trace, shown, precision, o is not None and o.full, tiled, o and o.file, explanation)
     # Imported here, for start-up (see above): only the text exports need these.
     from attncli.render import export
     from attncli.render.text import header_lines

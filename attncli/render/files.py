@@ -46,7 +46,7 @@ from attncli.stages import names
 from attncli.trace import Trace
 from attncli.variants import input_keys as variant_keys
 
-TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|md|tex|csv|npy|npz)")
+TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|md|tex|csv|html|npy|npz)")
 # Every catchable signal whose default ends the process: SIGINT already raises KeyboardInterrupt,
 # which cleans up; SIGPIPE is ignored by Python, SIGXFSZ by the write (EFBIG instead).
 CLEAN_UP_ON = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",

@@ -31,10 +31,10 @@ def _written(value: float, decimals: int, precision: int) -> str:
     return number(value, decimals if decimals >= 0 else precision)
 
 
-def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width: int | None):
-    """Yield a title and a table of the given values marked (expected beside); a table wider than
-    `width` (a terminal's; None: a pipe, as wide as it needs) is split into column ranges, each
-    cell shown whole."""
+def mark_labels(trace: Trace, name: str, mark: StageMark) -> tuple[list[str], list[str]]:
+    """(row labels, column labels) of a marked stage's table, escaped by `labels`/`shown`: queries
+    or keys, keys or numbered columns, or a tile's own labels. The page (render/page_marks.py)
+    reads the same."""
     p = trace.problem
     gradient = grads.get(name.rsplit(".", 1)[-1])
     if gradient is not None:  # the backward pass: rows are queries or keys; D's one column is D
@@ -47,9 +47,18 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
         by_key = stage is not None and stage.columns == "keys"
         columns = labels(p.key_labels, p.lk) if by_key else [str(j) for j in range(mark.expected.shape[1])]
         keyed = stage is not None and stage.rows == "keys"  # K_rope: one row per key
-    rows = [rich_text(row) for row in labels(p.key_labels if keyed else p.query_labels, p.lk if keyed else p.lq)]
-    columns = list(mark.columns) if mark.columns is not None else columns  # a tile's own labels
-    rows = [rich_text(row) for row in mark.rows] if mark.rows is not None else rows
+    rows = labels(p.key_labels if keyed else p.query_labels, p.lk if keyed else p.lq)
+    columns = [shown(c) for c in mark.columns] if mark.columns is not None else columns  # a tile's own labels
+    rows = [shown(row) for row in mark.rows] if mark.rows is not None else rows
+    return rows, columns
+
+
+def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width: int | None):
+    """Yield a title and a table of the given values marked (expected beside); a table wider than
+    `width` (a terminal's; None: a pipe, as wide as it needs) is split into column ranges, each
+    cell shown whole."""
+    rows, columns = mark_labels(trace, name, mark)
+    rows = [rich_text(row) for row in rows]
     cells = []
     for i in range(len(rows)):
         cells.append([])

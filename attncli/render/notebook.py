@@ -14,6 +14,7 @@ from rich.text import Text
 
 from attncli.grading import Rule
 from attncli.render.marks import print_marks
+from attncli.render.page import notebook
 from attncli.render.tables import render
 from attncli.stages import names
 from attncli.trace import Trace
@@ -59,6 +60,10 @@ class TraceView(_View):
 
     def print(self, console: Console) -> None:
         render(self.trace, console, ("inputs",) + names(), self.precision, console.width)
+
+    def _repr_html_(self) -> str:
+        """The explorer page's tables (render/page.py, one code path), without its script."""
+        return notebook(self.trace, ("inputs",) + names(), self.precision)
 
     def __repr__(self) -> str:
         return f"<TraceView of {self.trace.problem.heads} head(s), {self.trace.problem.lq} queries>"

@@ -96,8 +96,6 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
            tiled=None) -> None:
     """Print the header, then the explanation if there is one, else the tiles (`tiled`, from
     `attn compute --tiles`) and every selected stage; `width` splits tables wider than it."""
-    p = trace.problem
-    queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
     show = partial(_show, console, precision, width, full)
     console.print(Text("\n".join(header_lines(trace, precision))))
     console.print()
@@ -112,21 +110,31 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
                 console.print()
             else:
                 show(*part)
+    each_table(trace, stages, show, precision)
+    if "heatmap" in stages:
+        print_heatmaps(trace, console, heads, full, width)
+
+
+def each_table(trace: Trace, stages, show, precision: int = 4) -> None:
+    """Call `show(title, matrix, rows, columns, extra, what=(name, head))` for every table the
+    tables view prints, in its order (the projected inputs, each head's, the final ones); `what`
+    names the table (a stage, gradient or input name; "concat", "final", "grads/NAME") and its
+    head (None for tables of every head). The page (render/page.py) draws the same tables."""
+    p = trace.problem
+    queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
     if "inputs" in stages and p.projected:
         for name, array in p.inputs.items():
             rows = {"X": queries, "X_kv": keys}.get(name) or [str(i) for i in range(array.shape[0])]
-            show(f"{name} {shape_text(array.shape)}", array.reshape(len(rows), -1), rows)
+            show(f"{name} {shape_text(array.shape)}", array.reshape(len(rows), -1), rows, what=(name, None))
     exact = exact_scale(trace)
     scale = number(trace.scale, precision) + (f" ({exact})" if exact else "")  # e.g. "0.7071 (1/√2)"
     for h in range(p.heads):
         _head_tables(trace, h, stages, show, queries, keys, scale)
     _final_tables(trace, stages, show, queries, keys)
-    if "heatmap" in stages:
-        print_heatmaps(trace, console, heads, full, width)
 
 
 def _show(console: Console, precision: int, width: int | None, full: bool, title: str, matrix: np.ndarray,
-          rows: list[str], columns: list[str] | None = None, extra=()) -> None:
+          rows: list[str], columns: list[str] | None = None, extra=(), what=None) -> None:
     """One titled matrix (rows, columns: labels escaped by `labels`; columns numbered when None)."""
     columns = columns or [str(j) for j in range(matrix.shape[1])]
     for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra, full):
@@ -140,7 +148,7 @@ def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: l
     head = f" · {groups.title(p, h)}" if p.heads > 1 else ""
     if "inputs" in stages:
         for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
-            show(f"{name}{head}", trace.stage(name)[h], rows)
+            show(f"{name}{head}", trace.stage(name)[h], rows, what=(name, h))
     for stage in stage_table.present(p):
         if stage.name not in stages or trace.stage(stage.name) is None:
             continue
@@ -150,14 +158,14 @@ def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: l
             extra = (("sum", matrix.sum(axis=1)),) + ((("lse", trace.lse[h]),) if trace.lse is not None else ())
         title = stage_table.fill(stage.title, p, stage.name, scale=scale)
         rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
-        show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra)
+        show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra, what=(stage.name, h))
     if trace.gradients is not None:
         for gradient in grads.GRADIENTS:
             if gradient.name in stages:
                 matrix = trace.gradients.heads[gradient.name][h]
                 columns = keys if gradient.columns == "keys" else [gradient.name] if matrix.ndim == 1 else None
                 show(gradient.title + head, matrix.reshape(matrix.shape[0], -1),
-                     queries if gradient.rows == "queries" else keys, columns)
+                     queries if gradient.rows == "queries" else keys, columns, what=(gradient.name, h))
 
 
 def _final_tables(trace: Trace, stages, show, queries: list[str], keys: list[str]) -> None:
@@ -165,14 +173,14 @@ def _final_tables(trace: Trace, stages, show, queries: list[str], keys: list[str
     p = trace.problem
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
-            show("concat = heads side by side", trace.concat, queries)
+            show("concat = heads side by side", trace.concat, queries, what=("concat", None))
         bias = " + b_O" if "b_O" in p.inputs else ""
         title = f"output = concat W_O{bias}" if "W_O" in p.inputs else "output = heads side by side"
-        show(title + " (final)", trace.final, queries)
+        show(title + " (final)", trace.final, queries, what=("final", None))
     if trace.gradients is not None and grads.GRADS in stages:
         for name, array in trace.gradients.grads.items():
             show(f"grads: d{name} {shape_text(array.shape)}", array.reshape(-1, array.shape[-1]),
-                 _input_rows(name, array, queries, keys))
+                 _input_rows(name, array, queries, keys), what=(f"{grads.GRADS}/{name}", None))
 
 
 def _input_rows(name: str, array: np.ndarray, queries: list[str], keys: list[str]) -> list[str]:

@@ -1,0 +1,275 @@
+"""The explorer page: `attn compute FILE --format html` (or `-o page.html`), one self-contained
+HTML file with every table the terminal view shows, heat-coloured, one tab per head; clicking a
+number (or Enter on it) shows its hand calculation, the lines `--explain` prints for its row.
+
+Views never compute: the tables are `render.tables.each_table`'s (the terminal's), the header is
+`header_lines`, the derivations `render.page_derive` (the `--explain` code). Every number is stored
+once, as the text of its table cell; the derivations are the explanation's lines, in a JSON block
+the script reads. User text (labels, title, description, file name) reaches the page only through
+`html.escape` (text) and `script_json` (the JSON block); the Content-Security-Policy allows only
+this page's own style and script, by hash.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+
+import numpy as np
+
+from attncli import grads
+from attncli.errors import InputError
+from attncli.render.page_assets import CSS, JS
+from attncli.render.page_derive import derivations
+from attncli.render.tables import each_table
+from attncli.render.text import header_lines, kept, labels, number, shown
+from attncli.render.tiles import tile_parts
+from attncli.stages import names as stage_names
+from attncli.trace import Trace
+
+KEEP = 32  # a table shows at most this many rows and columns (the first and last 16) unless --full
+# The most value cells one page holds. Measured in headless Chromium on this machine (2 cores,
+# load average 8): 9,000 cells (a 512 × 512 problem, every stage, elided) are interactive in
+# 0.6 s, 40,000 (a 100 × 100 problem with --full) in 2.1 s, 262,000 (512 × 512 weights, --full)
+# in 19 s and 24 MB. Past this a page would take more than about 1.5 s to open.
+MAX_CELLS = 30_000
+KEY_ROWS = ("K", "V", "K_rope", "d_K", "d_V")  # tables whose rows are keys, not queries
+_MASKED_ON = stage_names()[stage_names().index("masked"):]  # the stages (and gradients) a mask has hidden keys in
+
+
+def script_json(value) -> str:
+    """JSON safe inside a <script> element: <, > and & as \\u escapes, so no text in it can
+    close the element or open a comment."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def policy() -> str:
+    """The Content-Security-Policy: nothing loads; only this page's style and script run."""
+    return (f"default-src 'none'; style-src {_hash(CSS)}; script-src {_hash(JS)}; img-src 'none'; "
+            "base-uri 'none'; form-action 'none'")
+
+
+class Tables:
+    """The page's tables, collected from `each_table` (the terminal's tables, in its order) and
+    `tile_parts`: (section, html) pairs, section "inputs", a head number, or "all"."""
+
+    def __init__(self, trace: Trace, precision: int, full: bool):
+        self.trace, self.precision, self.full = trace, precision, full
+        p = trace.problem
+        self.queries, self.keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
+        masked = trace.stage("masked")
+        self.blocked = None if masked is None else np.isneginf(masked)  # (H, Lq, Lk)
+        self.parts: list[tuple[object, str]] = []
+        self.rows: set[int] = set()  # the query rows some table shows
+        self.cells = 0
+
+    def show(self, title: str, matrix: np.ndarray, rows: list[str], columns: list[str] | None = None,
+             extra=(), what=(None, None)) -> None:
+        name, head = what
+        section = head if head is not None else "inputs" if name in self.trace.problem.inputs else "all"
+        self.parts.append((section, self.table(title, matrix, rows, columns, extra, name or "", head)))
+
+    def table(self, title: str, matrix: np.ndarray, rows: list[str], columns: list[str] | None, extra,
+              name: str, head: int | None, tile: int | None = None, first_row: int = 0) -> str:
+        """One titled table: a header row of keys (or column numbers), a row per query (or key)."""
+        n_rows, n_cols = matrix.shape
+        keep = max(n_rows, n_cols) if self.full else KEEP
+        row_ids, col_ids = kept(n_rows, keep), kept(n_cols, keep)
+        self.cells += sum(i is not None for i in row_ids) * (sum(j is not None for j in col_ids) + len(extra))
+        key_rows = name in KEY_ROWS or (name.startswith(grads.GRADS + "/") and name[6:] in ("K", "V", "X_kv"))
+        key_columns = columns is not None and matrix.shape[1] == self.trace.problem.lk and columns != [name]
+        if not key_rows and n_rows == self.trace.problem.lq and head is not None:
+            self.rows.update(first_row + i for i in row_ids if i is not None)
+        after = name in grads.names() or name in _MASKED_ON
+        blocked = self.blocked[head] if (self.blocked is not None and head is not None and key_columns
+                                         and not key_rows and tile is None and after) else None
+        levels = _levels(matrix, name)
+        h = "" if head is None else str(head)
+        common = f' data-stage="{escape(name)}" data-head="{h}"' + ("" if tile is None else f' data-tile="{tile}"')
+        out = [f'<h2>{escape(title)}</h2>\n<table data-title="{escape(title)}"><thead><tr><th></th>']
+        for j in col_ids:
+            if j is None:
+                out.append("<th>⋯</th>")
+                continue
+            text = escape(columns[j]) if columns is not None else str(j)
+            key = f' data-key="{text}"' if key_columns else ""
+            out.append(f'<th data-col="{j}"{key}>{text}</th>')
+        out += [f'<th data-col="{escape(extra_name)}">{escape(extra_name)}</th>' for extra_name, _ in extra]
+        out.append("</tr></thead><tbody>\n")
+        focusable = True
+        for i in row_ids:
+            if i is None:
+                out.append('<tr><th>⋮</th>' + "<td>⋮</td>" * (len(col_ids) + len(extra)) + "</tr>\n")
+                continue
+            text = escape(rows[i])
+            who = "data-key" if key_rows else "data-query" if n_rows == len(self.queries) or tile is not None else ""
+            out.append(f'<tr><th data-row="{first_row + i}"' + (f' {who}="{text}"' if who else "") + f">{text}</th>")
+            for j in col_ids:
+                if j is None:
+                    out.append("<td>⋯</td>")
+                    continue
+                mark = "x" if blocked is not None and blocked[i, j] else levels[i, j]
+                mark = f' class="{mark}"' if mark else ""
+                focus = ' tabindex="0"' if focusable else ""
+                focusable = False
+                out.append(f'<td{mark}{common} data-row="{first_row + i}" data-col="{j}"{focus}>'
+                           f"{number(matrix[i, j], self.precision)}</td>")
+            for extra_name, values in extra:
+                out.append(f'<td data-stage="{escape(extra_name)}" data-head="{h}" data-row="{first_row + i}" '
+                           f'data-col="{escape(extra_name)}">{number(values[i], self.precision)}</td>')
+            out.append("</tr>\n")
+        out.append("</tbody></table>\n")
+        return "".join(out)
+
+    def tiles(self, tiled, heads: list[int]) -> list[str]:
+        """The tile tables, per head (in each head's section), and the tile view's lines of text."""
+        notes = []
+        for h in heads:
+            blocks = iter([t for t in tiled.tiles if not t.skipped for _ in range(3)])
+            count = 0
+            for part in tile_parts(tiled, self.trace, self.precision, [h]):
+                if isinstance(part, str):
+                    if h == heads[0] or not part.startswith(("tiled online", "max |")):
+                        (notes if not part.startswith("tile ") else self._text(h)).append(part)
+                    continue
+                title, matrix, names, columns, extra = part
+                tile = next(blocks, None)
+                count += 1
+                first = 0 if tile is None or title.startswith("output") else tile.q_block[0]
+                number_ = None if tile is None or title.startswith("output") else tiled.tiles.index(tile) + 1
+                keys = None if columns is None else columns
+                self.parts.append((h, self.table(title, matrix, names, keys, extra, "tiles", h,
+                                                 tile=number_ if number_ else 0, first_row=first)))
+        return notes
+
+    def _text(self, h):
+        lines: list[str] = []
+        self.parts.append((h, lines))
+        return lines
+
+
+def escape(text: str) -> str:
+    """User text as HTML text or an attribute value: escaped by `shown` (controls made visible),
+    then `html.escape` (& < > " ')."""
+    return html.escape(shown(str(text)), quote=True)
+
+
+def escape_lines(lines: list[str]) -> str:
+    """Lines of user text (or text holding it) for a <pre>: each escaped, joined by line breaks."""
+    return "\n".join(escape(line) for line in lines)
+
+
+def _levels(matrix: np.ndarray, name: str) -> np.ndarray:
+    """Each cell's heat class: weights by their value (0 to 1), other tables by their share of the
+    table's largest finite magnitude; negative values in the second colour."""
+    finite = np.where(np.isfinite(matrix), matrix, 0.0).astype(np.float64)
+    most = 1.0 if name == "weights" else float(np.abs(finite).max(initial=0.0)) or 1.0
+    level = np.clip(np.rint(np.abs(finite) / most * 9), 0, 9).astype(int)
+    words = np.where(finite < 0, np.char.add("n", level.astype(str)), np.char.add("p", level.astype(str)))
+    return np.where(level == 0, "", words)
+
+
+def collect(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None) -> tuple[Tables, list[str]]:
+    """The page's tables (and the tile view's notes), refused past MAX_CELLS before any text is
+    joined; the same tables a notebook shows."""
+    tables = Tables(trace, precision, full)
+    notes = tables.tiles(tiled, list(range(trace.problem.heads))) if tiled is not None else []
+    shown_stages = tuple(stages) + (("weights",) if "heatmap" in stages and "weights" not in stages else ())
+    each_table(trace, shown_stages, tables.show, precision)
+    if tables.cells > MAX_CELLS:
+        fit = MAX_CELLS * trace.problem.lq // tables.cells
+        raise InputError(f"would hold {tables.cells:,} numbers; a page holds at most {MAX_CELLS:,} (more takes "
+                         f"seconds to open), which with --full and these stages is {fit:,} of its "
+                         f"{trace.problem.lq:,} queries: drop --full (tables then show their first and last 16 rows and columns), "
+                         "or choose fewer stages (--stages weights)", "--output")
+    return tables, notes
+
+
+def sections(trace: Trace, tables: Tables) -> list[tuple[str, str]]:
+    """The tables grouped, as (name, html): the inputs, one section per head, every head's tables."""
+    p = trace.problem
+    order = [("inputs", "inputs")] + [(h, f"head {h}") for h in range(p.heads)] + [("all", "every head")]
+    found = []
+    for key, name in order:
+        parts = [part if isinstance(part, str) else f'<pre class="note">{escape_lines(part)}</pre>'
+                 for section, part in tables.parts if section == key]
+        if parts:
+            found.append((name, "".join(parts)))
+    return found
+
+
+def tabbed(parts: list[tuple[str, str]], tabs: bool = True) -> str:
+    """Sections of (name, html): with `tabs`, a tab each (the script shows one at a time; print and
+    a page without script show them all), else each under its name."""
+    out = []
+    if tabs and parts:
+        out.append('<nav role="tablist" aria-label="sections">')
+        out += [f'<button role="tab" id="tab-{_id(name)}" aria-controls="part-{_id(name)}" type="button">'
+                f"{escape(name)}</button>" for name, _ in parts]
+        out.append("</nav>")
+    for name, html_ in parts:
+        out.append(f'<section id="part-{_id(name)}" role="tabpanel" aria-labelledby="tab-{_id(name)}">' if tabs
+                   else f"<section><h2>{escape(name)}</h2>")
+        out += [html_, "</section>"]
+    return "\n".join(out)
+
+
+def _id(name: str) -> str:
+    """A section's id from its name (ours, never user text): "head 1" -> "1", "every head" -> "all"."""
+    return {"every head": "all"}.get(name, name.removeprefix("head ").replace(" ", "-"))
+
+
+def notebook(trace: Trace, stages, precision: int = 4) -> str:
+    """The page's tables for Jupyter: the header, the style and every section, no script."""
+    tables, _ = collect(trace, stages, precision)
+    header = escape_lines(header_lines(trace, precision))
+    return (f'<div class="attn"><style>{CSS}</style><pre class="header">{header}</pre>'
+            f"{tabbed(sections(trace, tables), tabs=False)}</div>")
+
+
+def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None, source: str | None = None,
+         explanation: list[str] | None = None) -> str:
+    """The whole page as text (see the module docstring). `source`: the problem's file name, for
+    the page title and the commands a derivation names."""
+    p = trace.problem
+    tables, notes = collect(trace, stages, precision, full, tiled)
+    found = derivations(trace, sorted(tables.rows), precision, tiled)
+    data = {"rows": found["rows"], "tiles": found["tiles"], "why": found.get("why"), "heads": p.heads,
+            "command": "attn compute " + (source if source and source != "-" else "FILE"),
+            "given": ["Q", "K", "V"] + list(p.inputs), "keyRows": [n for n in KEY_ROWS if n not in ("K", "V")]}
+    title = p.title or (source if source and source != "-" else "attention")
+    header = escape_lines(header_lines(trace, precision))
+    missing = found["missing"]
+    body = [(f'<p class="note">Rows {missing[0]}–{missing[-1]} are not explained on this page (a hand '
+             "calculation of this size takes about a second a row): clicking one of their numbers names the "
+             "command that explains it.</p>") if missing else ""]
+    body += [f'<pre class="note">{escape(line)}</pre>' for line in notes]
+    if explanation:
+        body.append(f'<h2>explanation</h2><pre>{escape_lines(explanation)}</pre>')
+    body.append(tabbed(sections(trace, tables)))
+    intro = ("Click a number, or move with the arrow keys and press Enter, to see how it was calculated. "
+             "Hatched cells are masked.")
+    return document(title, header, body, script_json(data), intro)
+
+
+def document(title: str, header: str, body: list[str], data: str, intro: str) -> str:
+    """The page around its body: the policy, the style, the title (user text: escaped here), the
+    header (escaped lines), the derivation panel, the data block (script_json) and the script."""
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            f'<meta http-equiv="Content-Security-Policy" content="{policy()}">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{escape(title)}</title>\n<style>{CSS}</style></head>\n"
+            f'<body class="attn">\n<h1>{escape(title)}</h1>\n'
+            + (f'<pre class="header">{header}</pre>\n' if header else "")
+            + f'<p class="note">{escape(intro)}</p>\n' + "\n".join(body)
+            + '\n<aside id="derivation" aria-live="polite"><p class="note">Click a number to see its '
+            "derivation.</p></aside>"
+            f'\n<script type="application/json" id="attn-data">{data}</script>\n'
+            f"<script>{JS}</script>\n</body></html>\n")

@@ -1,0 +1,124 @@
+"""`attn check … --format html` (or `-o report.html`): the marks as an explorer page. One learner:
+each stage's table of the values given, each cell coloured by its mark (correct, carried,
+imprecise, wrong, missing); clicking one shows the mark, the learner's value, the expected value,
+the stage's diagnoses and the expected value's hand calculation (render/page_derive.py). A class:
+the summary tables, then one section (a tab) per file.
+
+Views never compute: the marks, scores, tallies and diagnoses are `attn check`'s own
+(render/gradebook.py); the labels are render/marks.py's. User text (file names, labels, notes)
+is escaped as on the compute page.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from attncli.grading import STATUSES, SYMBOLS, Rule
+from attncli.marking import all_correct, unanswered
+from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_sizes, tallies
+from attncli.render.marks import LEGEND, MEANING, mark_labels
+from attncli.render.page import document, escape, escape_lines, script_json, tabbed
+from attncli.render.page_derive import derivations
+from attncli.render.text import header_lines, number
+from attncli.trace import Trace
+
+HEAD = re.compile(r"^heads\[(\d+)\]\.")
+
+
+def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str]:
+    """(text, what a click shows) of one marked cell."""
+    verdict = mark.cells[i, j]
+    value, decimals = mark.given.values[i, j], mark.given.decimals[i, j]
+    given = "—" if math.isnan(value) else number(value, decimals if decimals >= 0 else precision)
+    expected = number(mark.expected[i, j], precision)
+    said = f"{MEANING[verdict]}: yours {given}, expected {expected}"
+    return f"{given} {SYMBOLS[verdict]}", said + "".join(f"\n{note}" for note in mark.notes)
+
+
+def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
+    """One marked stage as a table: cells `mk-STATUS`, pinned as the compute page's are."""
+    rows, columns = mark_labels(trace, name, mark)
+    head = HEAD.match(name)
+    h, stage = (head[1] if head else "0"), name.rsplit(".", 1)[-1]
+    out = [f"<h2>{escape(name)}</h2>\n<p class=\"note\">{escape(counts(mark))}</p>\n"
+           f'<table data-title="{escape(name)}"><thead><tr><th></th>']
+    out += [f'<th data-col="{j}">{escape(c)}</th>' for j, c in enumerate(columns)]
+    out.append("</tr></thead><tbody>\n")
+    for i, label in enumerate(rows):
+        out.append(f'<tr><th data-row="{i}">{escape(label)}</th>')
+        for j in range(len(columns)):
+            text, said = _cell(mark, i, j, precision)
+            out.append(f'<td class="mk-{mark.cells[i, j]}" data-stage="{escape(stage)}" data-head="{h}" '
+                       f'data-row="{i}" data-col="{j}" data-mark="{escape_lines(said.split(chr(10)))}"{" tabindex=0" if i == j == 0 else ""}>'
+                       f"{escape(text)}</td>")
+        out.append("</tr>\n")
+    return "".join(out) + "</tbody></table>\n"
+
+
+def learner(trace: Trace | None, marks: dict, precision: int, rule: Rule) -> str:
+    """One file's marks: every answered stage's table, then the summary lines `attn check` prints.
+    Without the trace (a class whose files each hold their own problem) the lines alone."""
+    out = [f'<p class="note">{escape(LEGEND)}</p>']
+    out += [stage_table(trace, name, mark, precision) for name, mark in marks.items()
+            if trace is not None and mark.count("missing") < mark.cells.size]
+    lines = [f"{name}: {counts(mark)}" + "".join(f"\n  {note}" for note in mark.notes) for name, mark in marks.items()]
+    skipped = unanswered(trace, marks) if trace is not None else []
+    lines += [f"not answered: {', '.join(skipped)}"] if skipped else []
+    right, cells = sum(m.right for m in marks.values()), sum(m.cells.size for m in marks.values())
+    lines += [f"score: {right}/{cells} right", rule.text(),
+              "all correct" if all_correct(marks) else "some answers are not right"]
+    out.append(f"<pre>{escape_lines(chr(10).join(lines).split(chr(10)))}</pre>")
+    return "\n".join(out)
+
+
+def _rows_table(title: str, header: list[str], rows: list[list[str]]) -> str:
+    out = [f"<h2>{escape(title)}</h2><table><thead><tr>"] + [f"<th>{escape(h)}</th>" for h in header]
+    out.append("</tr></thead><tbody>")
+    for row in rows:
+        out.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>")
+    return "".join(out) + "</tbody></table>"
+
+
+def summary(results: list, points=None, required: tuple[str, ...] = ()) -> str:
+    """The class summary: a row per file (score, per stage right/cells), cells per stage by mark,
+    and the diagnoses, most common first."""
+    names = list(stage_sizes(results))
+    most = class_max(results, points, required)
+    students = []
+    for file, marks, error in results:
+        s = score(marks, most, points, required)
+        cells = ["–" if (marks or {}).get(n) is None else f"{marks[n].right}/{marks[n].cells.size}" for n in names]
+        students.append([file, f"{s.right:g}/{s.max:g}", f"{s.percent:g}%", *cells, error or ""])
+    out = [_rows_table("class summary", ["file", "score", "%", *names, "note"], students)]
+    out.append(_rows_table("cells per stage", ["stage", *STATUSES],
+                           [[name, *(c[s] for s in STATUSES)] for name, c in tallies(results).items()]))
+    found = diagnoses(results)
+    if found:
+        out.append(_rows_table("diagnoses, most common first", ["stage", "diagnosis", "files", "meaning"],
+                               [list(row) for row in found]))
+    return "\n".join(out)
+
+
+def marks_page(trace: Trace | None, results: list, precision: int, rule: Rule, points=None,
+               required: tuple[str, ...] = ()) -> str:
+    """The report as one page: a learner's marks, or a class's summary and a section per file.
+    `trace` (None when each file held its own problem) gives the header and the derivations."""
+    parts, title = [], "attn check"
+    if len(results) == 1:
+        file, marks, error = results[0]
+        title = f"attn check: {file}"
+        parts.append(("marks", learner(trace, marks, precision, rule) if marks is not None
+                      else f'<p>{escape(error or "")}</p>'))
+    else:
+        parts.append(("summary", summary(results, points, required)))
+        for n, (file, marks, error) in enumerate(results):
+            body = f"<h2>{escape(file)}</h2>" + (learner(trace, marks, precision, rule) if marks is not None
+                                                  else f'<p>{escape(error or "")}</p>')
+            parts.append((f"file {n + 1}", body))
+    found = derivations(trace, list(range(trace.problem.lq)), precision) if trace is not None else {"rows": {}}
+    data = {"rows": found["rows"], "tiles": {}, "why": found.get("why"), "heads": trace.problem.heads if trace else 1,
+            "command": "attn compute PROBLEM", "given": [], "keyRows": ["K_rope", "d_K", "d_V"]}
+    header = escape_lines(header_lines(trace, precision)) if trace is not None else ""
+    return document(title, header, [tabbed(parts)], script_json(data),
+                    "Click a number to see its mark, the expected value and how it is calculated.")

@@ -1,0 +1,266 @@
+"""The explorer page in a real browser: Debian's Chromium, headless, driven by playwright (never
+`playwright install`: the browser is /usr/bin/chromium). Skipped without it, except in CI (the CI
+variable set), where a missing browser fails: .ci/run installs it.
+
+One browser for the module; small pages. Each page is opened from file://, and every request it
+makes other than its own file is recorded (there must be none)."""
+
+import os
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attncli.cli import app
+from conftest import SAMPLES
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+HOSTILE = '<img src=x onerror="document.title=\'PWNED\'">'
+
+
+def _playwright():
+    """playwright's sync API and the browser, or a skip (a failure under CI) saying what is missing."""
+    missing = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing, sync_playwright = "the playwright package (pip install -e '.[test]')", None
+    if missing is None and not CHROMIUM.exists():
+        missing = f"{CHROMIUM} (apt-get install -y chromium chromium-driver)"
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and the browser tests need {missing}")
+        pytest.skip(f"no {missing}")
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = _playwright()
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """Write a sample's page once: pages("scooter.json", "--do", "ones") -> its path."""
+    folder, made = tmp_path_factory.mktemp("pages"), {}
+
+    def write(source, *args, name=None):
+        key = (str(source), args)
+        if key not in made:
+            path = folder / (name or f"{Path(str(source)).stem}{len(made)}.html")
+            result = CliRunner().invoke(app, ["compute", str(source), *args, "-o", str(path)])
+            assert result.exit_code == 0, result.stderr
+            made[key] = path
+        return made[key]
+    return write
+
+
+class Opened:
+    """A page opened in a fresh tab, with what it asked for over the network and said on its console."""
+
+    def __init__(self, browser, path: Path, scheme: str = "light"):
+        self.tab = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+        self.requests, self.errors, self.dialogs = [], [], []
+        self.tab.on("request", lambda r: r.url != self.own and self.requests.append(r.url))
+        self.tab.on("console", lambda m: m.type in ("error", "warning") and self.errors.append(m.text))
+        self.tab.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.tab.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.go(path)
+
+    def go(self, path: Path) -> None:
+        """Open `path` in this tab, and wait for its script to have run."""
+        self.own = path.resolve().as_uri()
+        self.tab.goto(self.own)
+        self.tab.wait_for_function("document.body.classList.contains('js')", timeout=10_000)
+
+    def derivation(self) -> str:
+        return self.tab.inner_text("#derivation")
+
+    def close(self):
+        self.tab.close()
+
+
+@pytest.fixture
+def opened(browser):
+    tabs = []
+
+    def open_(path, scheme="light"):
+        tabs.append(Opened(browser, path, scheme))
+        return tabs[-1]
+    yield open_
+    for tab in tabs:
+        tab.close()
+
+
+def test_clicking_a_weight_shows_its_softmax(opened, pages):
+    page = opened(pages(SAMPLES / "scooter.json"))
+    key = page.tab.get_attribute('thead th[data-key="scooter"]', "data-col")
+    page.tab.click(f'td[data-stage="weights"][data-row="0"][data-col="{key}"]')
+    text = page.derivation()
+    assert "16.9188" in text and "22.0321" in text and "0.7679" in text
+    assert page.tab.inner_text("#derivation .cur").strip() == "scooter  = 16.9188 / 22.0321 = 0.7679 (76.8%)"
+    assert page.requests == [] and page.errors == []
+
+
+def test_a_score_shows_its_products_and_the_keyboard_moves_between_cells(opened, pages):
+    page = opened(pages(SAMPLES / "scooter.json"))
+    page.tab.focus('td[data-stage="scores"][data-row="0"][data-col="0"]')
+    assert page.tab.eval_on_selector('td[data-stage="scores"][data-col="0"]', "c => c.parentNode.classList.contains('hr')")
+    page.tab.keyboard.press("ArrowRight")
+    assert page.tab.evaluate("document.activeElement.dataset.col") == "1"
+    page.tab.keyboard.press("Enter")
+    assert "scooter:  (0.0)(0.0) + (4.0)(1.0) = 4.0000" in page.derivation()
+    assert page.tab.eval_on_selector_all("#derivation .bar", "bars => bars.length") == 2
+    highlighted = page.tab.eval_on_selector_all('table[data-title^="scores"] .hc', "cells => cells.length")
+    assert highlighted >= 1  # the key column, header included
+
+
+def test_a_long_rows_score_has_a_bar_for_every_product(opened, tmp_path):
+    import json
+
+    source, path = tmp_path / "long.json", tmp_path / "long.html"
+    q, k = [[0.5] * 9 + [2.0]], [[1.0] * 10, [-1.0] * 10]
+    source.write_text(json.dumps({"Q": q, "K": k, "V": [[1.0], [2.0]]}))
+    assert CliRunner().invoke(app, ["compute", str(source), "-o", str(path)]).exit_code == 0
+    page = opened(path)
+    page.tab.click('td[data-stage="scores"][data-row="0"][data-col="1"]')
+    assert "(10 terms) = -6.5000" in page.derivation()  # the hand calculation elides the middle …
+    rows = page.tab.eval_on_selector_all("#derivation table tr", "rows => rows.map(r => r.innerText)")
+    assert len(rows) == 11 and rows[-1].split("\t")[:4] == ["10", "2.0000", "-1.0000", "-2"]  # … the bars do not
+
+
+def test_tabs_go_through_the_heads(opened, pages):
+    page = opened(pages(SAMPLES / "multihead.json", "--do", "ones"))
+    tabs = page.tab.eval_on_selector_all("[role=tab]", "tabs => tabs.map(t => t.id)")
+    assert tabs[:3] == ["tab-inputs", "tab-0", "tab-1"] and tabs[-1] == "tab-all"
+    for tab in tabs:
+        page.tab.click(f"#{tab}")
+        shown = page.tab.eval_on_selector_all("[role=tabpanel]", "ps => ps.filter(p => !p.hidden).map(p => p.id)")
+        assert shown == [tab.replace("tab-", "part-")]
+    page.tab.click("#tab-1")
+    page.tab.click('td[data-stage="weights"][data-head="1"][data-row="0"][data-col="2"]')
+    assert "tea  = 16.9188 / 29.3742 = 0.5760 (57.6%)" in page.derivation()
+    page.tab.focus("#tab-1")
+    page.tab.keyboard.press("ArrowRight")
+    assert page.tab.evaluate("document.activeElement.id") == "tab-all"
+    page.tab.click('td[data-stage="final"][data-row="0"][data-col="0"]')
+    assert "output0:" in page.derivation()
+    assert page.requests == [] and page.errors == []
+
+
+def _pixels(png: bytes) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGB(A) bytes) of an 8-bit, non-interlaced PNG (Chromium's screenshots)."""
+    width, height, depth, colour = struct.unpack(">IIBB", png[16:26])
+    assert depth == 8 and colour in (2, 6)
+    size, chunks, at = (3 if colour == 2 else 4), b"", 8
+    while at < len(png):
+        length, kind = struct.unpack(">I4s", png[at:at + 8])
+        chunks += png[at + 8:at + 8 + length] if kind == b"IDAT" else b""
+        at += 12 + length
+    raw, rows, previous = zlib.decompress(chunks), [], bytearray(width * size)
+    stride = width * size + 1
+    for y in range(height):
+        kind, line = raw[y * stride], bytearray(raw[y * stride + 1:(y + 1) * stride])
+        for x in range(len(line)):
+            a = line[x - size] if x >= size else 0
+            b, c = previous[x], previous[x - size] if x >= size else 0
+            line[x] = (line[x] + (0, a, b, (a + b) // 2, _paeth(a, b, c))[kind]) & 255
+        rows.append(bytes(line))
+        previous = line
+    return width, height, [bytes(r[i:i + 3]) for r in rows for i in range(0, len(r), size)]
+
+
+def _paeth(a: int, b: int, c: int) -> int:
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    return a if pa <= pb and pa <= pc else b if pb <= pc else c
+
+
+def test_light_and_dark_are_both_drawn(opened, pages):
+    shots, strips = {}, {}
+    for scheme in ("light", "dark"):
+        page = opened(pages(SAMPLES / "scooter.json"), scheme)
+        shots[scheme] = page.tab.screenshot()
+        # Decoding in Python takes a while: a strip across the title and the header is enough.
+        strips[scheme] = _pixels(page.tab.screenshot(clip={"x": 0, "y": 0, "width": 1280, "height": 60}))
+    assert [struct.unpack(">II", shot[16:24]) for shot in shots.values()] == [(1280, 900)] * 2
+    assert all(len(shot) > 20_000 for shot in shots.values())  # a blank 1280 × 900 PNG is a few KB
+    (w1, h1, light), (w2, h2, dark) = strips["light"], strips["dark"]
+    assert (w1, h1) == (w2, h2) == (1280, 60)
+    corner = 3 * w1 + 3
+    assert min(light[corner]) > 230 and max(dark[corner]) < 60  # the background follows the scheme
+    assert len(set(light)) > 20 and len(set(dark)) > 20  # text, tables, heat colours: not a blank page
+    assert sum(a != b for a, b in zip(light, dark)) > len(light) // 2
+
+
+def test_a_hostile_label_runs_nothing(opened, problem_file_module):
+    page = opened(problem_file_module)
+    assert page.tab.title() == HOSTILE and page.dialogs == [] and page.requests == []
+    assert page.tab.eval_on_selector_all("img", "imgs => imgs.length") == 0
+    page.tab.click('td[data-stage="weights"][data-row="0"][data-col="0"]')
+    assert HOSTILE in page.derivation() and page.tab.title() == HOSTILE and page.errors == []
+
+
+@pytest.fixture
+def problem_file_module(tmp_path):
+    import json
+
+    source = tmp_path / "hostile.json"
+    source.write_text(json.dumps({"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "title": HOSTILE,
+                                  "query_labels": ["</script><script>alert(1)</script>"],
+                                  "key_labels": [HOSTILE, "<b onmouseover=alert(1)>x</b>"]}))
+    path = tmp_path / "hostile.html"
+    result = CliRunner().invoke(app, ["compute", str(source), "-o", str(path)])
+    assert result.exit_code == 0, result.stderr
+    return path
+
+
+def test_every_samples_page_opens_cleanly(opened, pages):
+    samples = sorted(SAMPLES.glob("*.json"))
+    page = opened(pages(samples[0]))
+    for sample in samples:  # one tab: each page in turn
+        page.go(pages(sample))
+        page.tab.click("td[data-row]")
+        assert page.derivation().strip(), sample.name
+        assert (page.errors, page.requests, page.dialogs) == ([], [], []), sample.name
+
+
+def test_a_marked_cell_shows_yours_the_expected_and_the_diagnosis(opened, tmp_path):
+    path = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["check", str(SAMPLES / "scooter.json"), "--scores", "0, 4, 2",
+                                      "--weights", "0.0159, 0.8668, 0.1173", "-o", str(path)])
+    assert result.exit_code == 1, result.stderr
+    page = opened(path)
+    page.tab.click('td[data-stage="weights"][data-row="0"][data-col="1"]')
+    text = page.derivation()
+    assert "wrong: yours 0.8668, expected 0.7679" in text and "16.9188" in text
+    assert "no_scale: forgot to divide the scores by √d_k" in text
+    assert len(text.splitlines()) > 5 and page.errors == [] and page.requests == []
+
+
+@pytest.mark.slow
+def test_a_512_page_is_interactive_in_under_two_seconds(browser, tmp_path):
+    import json
+
+    rng = np.random.default_rng(0)
+    doc = {name: rng.normal(size=(512, 64)).round(3).tolist() for name in ("Q", "K", "V")} | {"mask": "causal"}
+    (tmp_path / "big.json").write_text(json.dumps(doc))
+    path = tmp_path / "big.html"
+    assert CliRunner().invoke(app, ["compute", str(tmp_path / "big.json"), "-o", str(path)]).exit_code == 0
+    start = time.monotonic()
+    page = Opened(browser, path)
+    page.tab.click('td[data-stage="weights"][data-row="0"][data-col="0"]')
+    page.tab.wait_for_function("document.getElementById('derivation').textContent.indexOf('softmax') >= 0")
+    took = time.monotonic() - start
+    page.close()
+    assert took < 2.0, f"{took:.2f} s"
