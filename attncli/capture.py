@@ -21,7 +21,9 @@ the two things the eager path keeps in float32 whatever the dtype: the softmax a
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import sys
 
 import numpy as np
 import torch
@@ -35,13 +37,16 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.
 def load(name: str, dtype: str | None):
     """(model, tokenizer or None): from a save_pretrained directory or the local cache, eager attention."""
     local = os.path.isdir(name)
+    transformers.logging.set_verbosity_error()  # its notes on deprecations are not the user's
+    if not sys.stderr.isatty():  # the loading bar is for a terminal
+        transformers.utils.logging.disable_progress_bar()
     try:
         config = transformers.AutoConfig.from_pretrained(name, local_files_only=True)
     except (OSError, ValueError) as error:
-        where = "has no config.json a transformers model can be built from" if local else \
-            "is neither a directory nor a model in the local Hugging Face cache (attn capture never downloads; " \
-            "fetch it first, e.g. with huggingface-cli download)"
-        raise CaptureError(f"MODEL {name!r} {where} ({str(error).splitlines()[0]})", field="MODEL")
+        where = f"has no config.json a transformers model can be built from ({str(error).splitlines()[0]})" \
+            if local else "is neither a directory nor a model in the local Hugging Face cache (attn capture " \
+            "never downloads: fetch it first, e.g. with hf download)"
+        raise CaptureError(f"MODEL {name} {where}", field="MODEL")
     names = getattr(config, "architectures", None) or []
     cls = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
     if cls is None:
@@ -145,8 +150,10 @@ def run(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: 
                 return hooks.inputs[-1], None, result.attentions[layer], hooks.outputs[-1]
             first = model(input_ids=ids_t[:, :-1], attention_mask=mask_t[:, :-1], use_cache=True)
             before = hooks.inputs[-1]
-            result = model(input_ids=ids_t[:, -1:], attention_mask=mask_t, past_key_values=first.past_key_values,
-                           use_cache=True, output_attentions=True)
+            cached = getattr(first, "cache", None) or first.past_key_values
+            named = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+            result = model(input_ids=ids_t[:, -1:], attention_mask=mask_t, use_cache=True, output_attentions=True,
+                           **{named: cached})
             x = hooks.inputs[-1]
             return x, torch.cat([before, x], dim=1), result.attentions[layer], hooks.outputs[-1]
     finally:
