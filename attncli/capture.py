@@ -54,6 +54,8 @@ def load(name: str, dtype: str | None):
     kwargs = {"attn_implementation": "eager", "local_files_only": True}
     if dtype is not None:
         kwargs["dtype"] = DTYPES[dtype]
+    if dtype == "float64":  # mixture-of-experts layers' grouped matmul has no float64 kernel
+        kwargs["experts_implementation"] = "eager"
     try:
         model = cls.from_pretrained(name, **kwargs)
     except (OSError, ValueError) as error:
@@ -85,7 +87,11 @@ def exact_float64(model):
     def softmax64(x, dim=None, _stacklevel=3, dtype=None):
         return softmax(x, dim=dim, dtype=torch.float64 if x.dtype == torch.float64 else dtype)
 
-    patched = [_exact_rotary(m) for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    rotary = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    patched = [_exact_rotary(m) for m in rotary if any(n.endswith("inv_freq") for n, _ in m.named_buffers())]
+    tables = {m: m.embed_positions for m in rotary if hasattr(m, "embed_positions")}  # GPT-J: a sin/cos table
+    for module, table in tables.items():
+        module.embed_positions = _exact_table(*table.shape).to(table.dtype)
     torch.nn.functional.softmax = softmax64
     try:
         yield
@@ -93,17 +99,30 @@ def exact_float64(model):
         torch.nn.functional.softmax = softmax
         for module in patched:
             del module.forward
+        for module, table in tables.items():
+            module.embed_positions = table
+
+
+def _exact_table(positions: int, dims: int):
+    """GPT-J's [sin | cos] table (positions × dims) in float64."""
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, dims, 2, dtype=torch.float64) / dims)
+    angles = torch.arange(positions, dtype=torch.float64)[:, None] * inv_freq
+    return torch.cat((torch.sin(angles), torch.cos(angles)), dim=1)
 
 
 def _exact_rotary(module):
-    """Replace a rotary embedding's forward by the same computation in float64."""
-    def forward(x, position_ids, layer_type=None):
+    """Wrap a rotary embedding's forward: the same cos and sin, computed in float64 (the layout of the
+    original's output kept: [θ, θ] as Llama's, or θ once as gpt-oss's)."""
+    original = module.forward
+
+    def forward(x, position_ids, *args, **kwargs):
+        cos, _ = original(x, position_ids, *args, **kwargs)
+        layer_type = (args or (None,))[0] if "layer_type" not in kwargs else kwargs["layer_type"]
         prefix = f"{layer_type}_" if layer_type else ""
         inv_freq = getattr(module, f"{prefix}inv_freq").to(torch.float64)
         scaling = getattr(module, f"{prefix}attention_scaling", 1.0)
-        exact = _exact_inv_freq(module, layer_type, inv_freq)
-        freqs = position_ids[..., None].to(torch.float64) * exact
-        emb = torch.cat((freqs, freqs), dim=-1)
+        freqs = position_ids[..., None].to(torch.float64) * _exact_inv_freq(module, layer_type, inv_freq)
+        emb = freqs if cos.shape[-1] == freqs.shape[-1] else torch.cat((freqs, freqs), dim=-1)
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
     module.forward = forward
