@@ -4,7 +4,6 @@ attention weights and o_proj output: a whole sequence, a left-padded batch row, 
 
 Each model is built once per module (`models`); the whole file runs in a few seconds."""
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

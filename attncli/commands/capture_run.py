@@ -1,7 +1,6 @@
 """`attn capture`'s run: options to token ids, the model loaded and run (attncli/capture.py), the
 document written as JSON."""
 
-import json
 import os
 import sys
 from types import SimpleNamespace
