@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from attncli import stages
+from attncli import groups, stages
 from attncli.arrays import cannot_overflow, check_finite, merge_heads, split_heads
 from attncli.backward import backward
 from attncli.errors import Advice, InputError, Notice, quote
@@ -40,13 +40,11 @@ def head_inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             qkv.append(projected)
     else:
         qkv = [given[name] for name in "QKV"]
-    # 2-D matrices are split into `heads`; beside a 3-D Q, a 2-D K or V is one shared kv head.
-    heads = problem.heads if qkv[0].ndim == 2 else 1
-    Q, K, V = (np.ascontiguousarray(m if m.ndim == 3 else split_heads(m, heads)) for m in qkv)
-    group = Q.shape[0] // K.shape[0]  # grouped-query attention: query head h uses kv head h // group
-    if group > 1:
-        K, V = np.repeat(K, group, axis=0), np.repeat(V, group, axis=0)
-    return Q, K, V
+    # 2-D matrices are split: Q into `heads`, K and V into the kv heads (beside a 3-D Q, a 2-D K or
+    # V is one shared kv head); grouped-query attention: query head h uses kv head h // group.
+    Q, K, V = (np.ascontiguousarray(m if m.ndim == 3 else split_heads(m, n))
+               for m, n in zip(qkv, (problem.heads,) + (groups.count(problem),) * 2))
+    return Q, groups.repeat(K, Q.shape[0]), groups.repeat(V, Q.shape[0])
 
 
 def _label(labels: list[str] | None, i: int) -> str:

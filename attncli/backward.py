@@ -42,7 +42,7 @@ from typing import Mapping
 
 import numpy as np
 
-from attncli import stages
+from attncli import groups, stages
 from attncli.arrays import check_finite, merge_heads, split_heads
 from attncli.errors import AttnError
 from attncli.grads import GRADIENTS, get
@@ -64,15 +64,12 @@ class Gradients:
             object.__setattr__(self, name, MappingProxyType({k: frozen(v) for k, v in getattr(self, name).items()}))
 
 
-def final_shape(inputs: Mapping[str, np.ndarray], heads: int, lq: int) -> tuple[int, int]:
+def final_shape(inputs: Mapping[str, np.ndarray], heads: int, lq: int, kv_heads: int) -> tuple[int, int]:
     """The shape of the final output, which dO must have: (Lq, d_out) with W_O, else the heads'
     outputs side by side (Lq, H·d_v)."""
     if "W_O" in inputs:
         return lq, inputs["W_O"].shape[1]
-    if "X" in inputs:
-        return lq, inputs["W_V"].shape[1]
-    Q, V = inputs["Q"], inputs["V"]
-    return lq, V.shape[1] if Q.ndim == V.ndim == 2 else heads * V.shape[-1]
+    return lq, groups.value_width(inputs, heads, kv_heads)
 
 
 def refuse_unknown(problem) -> None:
@@ -179,29 +176,28 @@ def to_inputs(trace: Trace, d: np.ndarray, head: int | None = None) -> tuple[np.
 through_softcap, through_rope = to_d_scores, to_inputs
 
 
-def _as_given(d: np.ndarray, given: np.ndarray, query_3d: bool) -> np.ndarray:
-    """A per-query-head gradient (H, L, w) in the shape its input was given: 3-D with its own
-    head count (kv heads summed over their query group), 2-D heads side by side, or 2-D beside a
-    3-D Q (one kv head shared by every query head)."""
-    heads = d.shape[0]
-    kv_heads = given.shape[0] if given.ndim == 3 else (1 if query_3d else heads)
-    summed = d.reshape(kv_heads, heads // kv_heads, *d.shape[1:]).sum(axis=1)  # (H_kv, L, w)
+def _as_given(d: np.ndarray, given: np.ndarray, query_3d: bool, heads: int) -> np.ndarray:
+    """A per-query-head gradient (H, L, w) in the shape its input was given, with its `heads`
+    (kv heads summed over their query group): 3-D, 2-D heads side by side, or 2-D beside a 3-D Q
+    (one kv head shared by every query head)."""
+    summed = groups.fold(d, heads)  # (heads, L, w)
     if given.ndim == 3:
         return summed
     return summed[0] if query_3d else merge_heads(summed)
 
 
 def _input_grads(problem, d_Q, d_K, d_V, dtype) -> dict[str, np.ndarray]:
-    given = problem.inputs
+    given, kv_heads = problem.inputs, groups.count(problem)
     if not problem.projected:
         query_3d = given["Q"].ndim == 3
-        return {name: _as_given(d, given[name], query_3d) for name, d in (("Q", d_Q), ("K", d_K), ("V", d_V))}
+        return {name: _as_given(d, given[name], query_3d, n)
+                for name, d, n in (("Q", d_Q, problem.heads), ("K", d_K, kv_heads), ("V", d_V, kv_heads))}
     X = given["X"].astype(dtype)
     X_kv = given["X_kv"].astype(dtype) if "X_kv" in given else X
     grads = {}
     d_in = {"X": np.zeros_like(X), "X_kv": np.zeros_like(X_kv)}
     for name, d, x, source in (("Q", d_Q, X, "X"), ("K", d_K, X_kv, "X_kv"), ("V", d_V, X_kv, "X_kv")):
-        d_projected = merge_heads(d)  # (L, d_out): Q = X W_Q + b_Q, split into heads
+        d_projected = merge_heads(groups.fold(d, problem.heads if name == "Q" else kv_heads))  # (L, d_out)
         W = given[f"W_{name}"].astype(dtype)
         grads[f"W_{name}"] = x.T @ d_projected  # (d_model, d_out)
         if f"b_{name}" in given:

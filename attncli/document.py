@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli import grads
+from attncli import grads, groups
 from attncli.masks import input_keys, rule_lines
 from attncli.stages import names as stage_names  # `stages` is to_dict's argument: the names to write
 from attncli.trace import Problem, Trace
@@ -57,6 +57,8 @@ def problem_dict(problem: Problem, scale: float, d_k: int, d_v: int) -> dict:
             doc[key] = getattr(problem, key)
     doc.update({"dtype": problem.dtype, "scale": scale, "d_k": d_k, "d_v": d_v})
     doc.update({name: plain(array) for name, array in problem.inputs.items()})
+    if groups.grouped(problem):  # `heads` (the list of per-head results) gives the query heads
+        doc["kv_heads"] = groups.count(problem)
     for key, value in mask_and_bias(problem).items():
         doc[key] = plain(value) if isinstance(value, np.ndarray) else value
     doc.update(variant_keys(problem))

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from attncli import schema
+from attncli import groups, schema
 from attncli.backward import final_shape
 from attncli.errors import InputError
 from attncli.json_text import written_decimals
@@ -126,17 +126,17 @@ def _choice(value, field: str, choices: tuple[str, ...], default: str) -> str:
     return value
 
 
-def _qkv_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
-    """Check Q, K, V against each other; return (query heads, Lq, Lk)."""
+def _qkv_shapes(inputs: dict, heads: int | None, kv_heads: int | None = None) -> tuple[int, int, int]:
+    """Check Q, K, V against each other (and `kv_heads`: attncli/groups.py); return (query heads, Lq, Lk)."""
     Q, K, V = inputs["Q"], inputs["K"], inputs["V"]
     if K.ndim != V.ndim:
         raise InputError(f"K is {K.ndim}-D but V is {V.ndim}-D; give both with heads split (3-D) or neither", field="K")
     if Q.ndim == 2 and K.ndim == 3:
         raise InputError("Q is 2-D but K and V are 3-D (heads split); give Q as 3-D too, "
                          "or K and V as 2-D with `heads`", field="Q")
-    if Q.shape[-1] != K.shape[-1]:
-        raise InputError(f"K has {_rows(K.shape[-1], 'column')} but Q has {Q.shape[-1]}: d_k must match", field="K",
-                         also=("Q",))
+    if Q.shape[-1] != K.shape[-1] and not (Q.ndim == 2 and kv_heads is not None):
+        raise InputError(f"K has {_rows(K.shape[-1], 'column')} but Q has {Q.shape[-1]}: d_k must match"
+                         + groups.hint("K", Q, K), field="K", also=("Q",))
     if K.shape[-2] != V.shape[-2]:
         raise InputError(f"V has {_rows(V.shape[-2])} but K has {K.shape[-2]}: every key needs one value", field="V",
                          also=("K",))
@@ -150,17 +150,21 @@ def _qkv_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
             raise InputError(f"Q has {hq} heads but K and V have {hkv}: the query head count must be "
                              "a multiple of the key/value head count (grouped-query attention)", field="Q",
                              also=("K", "V"))
+        groups.check_split(hq, kv_heads, K)
         return hq, Q.shape[1], K.shape[-2]
     heads = heads or 1
-    for name in QKV:
+    if kv_heads is not None:
+        groups.check_columns(inputs, QKV, heads, kv_heads)
+    for name in QKV if kv_heads is None else ():
         if inputs[name].shape[1] % heads:
             raise InputError(f"heads = {heads} does not divide the {inputs[name].shape[1]} columns of {name}",
                              field="heads")
     return heads, Q.shape[0], K.shape[0]
 
 
-def _projection_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
-    """Check X, X_kv and W_Q/W_K/W_V (d_in × d_out, Q = X W_Q) and their biases."""
+def _projection_shapes(inputs: dict, heads: int | None, kv_heads: int | None = None) -> tuple[int, int, int]:
+    """Check X, X_kv and W_Q/W_K/W_V (d_in × d_out, Q = X W_Q) and their biases; with `kv_heads`,
+    W_K and W_V have kv_heads · d columns (attncli/groups.py)."""
     X = inputs["X"]
     X_kv = inputs.get("X_kv", X)
     kv = "X_kv" if "X_kv" in inputs else "X"
@@ -169,11 +173,15 @@ def _projection_shapes(inputs: dict, heads: int | None) -> tuple[int, int, int]:
             raise InputError(f"{w} has {_rows(inputs[w].shape[0])} but {name} has {x.shape[1]} columns: "
                              f"{w} must be (d_model × d_out) so that {w[-1]} = {name} {w}", field=w,
                              also=(name,))
-    if inputs["W_K"].shape[1] != inputs["W_Q"].shape[1]:
-        raise InputError(f"W_K has {_rows(inputs['W_K'].shape[1], 'column')} but W_Q has "
-                         f"{inputs['W_Q'].shape[1]}: d_k must match", field="W_K", also=("W_Q",))
     heads = heads or 1
-    for w in ("W_Q", "W_K", "W_V"):
+    if kv_heads is not None:
+        groups.check_columns(inputs, ("W_Q", "W_K", "W_V"), heads, kv_heads)
+    elif inputs["W_K"].shape[1] != inputs["W_Q"].shape[1]:
+        raise InputError(f"W_K has {_rows(inputs['W_K'].shape[1], 'column')} but W_Q has "
+                         f"{inputs['W_Q'].shape[1]}: d_k must match"
+                         + groups.hint("W_K", inputs["W_Q"], inputs["W_K"]),
+                         field="W_K", also=("W_Q",))
+    for w in ("W_Q", "W_K", "W_V") if kv_heads is None else ():
         if inputs[w].shape[1] % heads:
             raise InputError(f"heads = {heads} does not divide the {inputs[w].shape[1]} columns of {w}", field="heads")
     return heads, X.shape[0], X_kv.shape[0]
@@ -194,9 +202,9 @@ def _grid(value, field: str, kind: str, heads: int, lq: int, lk: int) -> np.ndar
     return array
 
 
-def _d_output(value, inputs: dict, heads: int, lq: int) -> np.ndarray:
+def _d_output(value, inputs: dict, heads: int, lq: int, kv_heads: int) -> np.ndarray:
     """dO: the shape of the final output, or "ones" for all ones (the gradient of its sum)."""
-    shape = final_shape(inputs, heads, lq)
+    shape = final_shape(inputs, heads, lq, kv_heads)
     if isinstance(value, str):
         if value.strip().lower() != "ones":
             raise InputError(f"dO is {describe(value)}; expected a matrix ({shape[0]} × {shape[1]}), "
@@ -263,9 +271,9 @@ def _short(values: list[float]) -> str:
     return "[" + ", ".join(f"{x:.6g}" for x in values[:8]) + (", …" if len(values) > 8 else "") + "]"
 
 
-def _inputs(doc: dict) -> tuple[dict, int, int, int, bool]:
+def _inputs(doc: dict) -> tuple[dict, int, int, int, bool, int]:
     """The matrices (Q, K, V, or X with W_Q, W_K, W_V; X_kv, W_O and the biases) checked against
-    each other: (inputs, query heads, Lq, Lk, whether they are projections)."""
+    each other: (inputs, query heads, Lq, Lk, whether they are projections, kv heads)."""
     has_qkv = [k for k in QKV if doc.get(k) is not None]
     has_proj = [k for k in PROJECTIONS if doc.get(k) is not None]
     if has_qkv and has_proj:
@@ -279,19 +287,20 @@ def _inputs(doc: dict) -> tuple[dict, int, int, int, bool]:
     inputs = {}
     for key in needed + tuple(k for k in ("X_kv", "W_O") if doc.get(k) is not None):
         inputs[key] = _as_heads_matrix(doc[key], key) if key in QKV else _as_2d(doc[key], key)
-    heads, lq, lk = (_projection_shapes if has_proj else _qkv_shapes)(inputs, heads)
+    kv_heads = groups.read_count(doc.get("kv_heads"))
+    heads, lq, lk = (_projection_shapes if has_proj else _qkv_shapes)(inputs, heads, kv_heads)
+    kv_heads = groups.given(inputs, heads, kv_heads)
     for b, w in (("b_Q", "W_Q"), ("b_K", "W_K"), ("b_V", "W_V"), ("b_O", "W_O")):
         if doc.get(b) is not None:
             if w not in inputs:
                 raise InputError(f"{b} is given without {w}", field=b)
             inputs[b] = _as_vector(doc[b], b, inputs[w].shape[1], w)
     if "W_O" in inputs:
-        d_v = inputs["W_V"].shape[1] if has_proj else inputs["V"].shape[-1] * (
-            heads if inputs["Q"].ndim == 3 else 1)
+        d_v = groups.value_width(inputs, heads, kv_heads)
         if inputs["W_O"].shape[0] != d_v:
             raise InputError(f"W_O has {_rows(inputs['W_O'].shape[0])} but the heads' outputs side by "
                              f"side have {d_v} columns: W_O must be (heads·d_v × d_out)", field="W_O")
-    return inputs, heads, lq, lk, bool(has_proj)
+    return inputs, heads, lq, lk, bool(has_proj), kv_heads
 
 
 def build_problem(doc, origin: dict[str, str] | None = None, source: str | None = None,
@@ -307,7 +316,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         _head_keys_at_top(doc)
         doc = schema.check_keys(doc, rule_keys())  # rule_keys: a rule added later (tests/test_rules.py)
         schema.asked(doc)  # an exercise's ask and decimals, refused as attn check refuses them
-        inputs, heads, lq, lk, has_proj = _inputs(doc)
+        inputs, heads, lq, lk, has_proj, kv_heads = _inputs(doc)
         if invert_mask and not isinstance(doc.get("mask"), (list, np.ndarray)):
             found = "there is no mask" if doc.get("mask") is None else f"the mask is {describe(doc['mask'])}"
             raise InputError(f"invert_mask is on but {found}: only a true/false mask matrix can be "
@@ -315,12 +324,12 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         rules = read_rules(doc, Reading(_grid, heads, lq, lk, invert_mask))
         bias = None if doc.get("bias") is None else _grid(doc["bias"], "bias", "bias", heads, lq, lk)
         scale = _scale(doc.get("scale"), _d_k(inputs, heads, has_proj))
-        dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq)
+        dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq, kv_heads)
         rope = None if doc.get("rope") is None else read_rope(doc["rope"], _d_k(inputs, heads, has_proj))
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
-            inputs=inputs, heads=heads, lq=lq, lk=lk, **rules, bias=bias, **_variants(doc, heads),
+            inputs=inputs, heads=heads, lq=lq, lk=lk, kv_heads=kv_heads, **rules, bias=bias, **_variants(doc, heads),
             scale=scale, rope=rope, dO=dO,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),

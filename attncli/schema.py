@@ -67,6 +67,8 @@ KEYS: tuple[Key, ...] = (
     Key("rope_rule", ECHO, "the RoPE convention in words", "rope"),
     Key("dO", INPUT, "the gradient of a loss by the final output, or \"ones\""),
     Key("heads", INPUT, "the number of query heads; written as the list of per-head results"),
+    Key("kv_heads", INPUT, "the number of key/value heads (grouped-query attention): query head h reads kv head "
+        "h // (heads / kv_heads); written when fewer than heads"),
     Key("concat", RESULT, "the heads' outputs side by side (with W_O)"),
     Key("output", RESULT, "the final output"),
     Key(grads.GRADS, RESULT, "one gradient per input, in the shape it was given"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from attncli import groups
 from attncli.carry import Writer, exactly, given_pairs, pairs, printed
 from attncli.errors import AttnError
 from attncli.stage_steps import Row, values
@@ -89,10 +90,12 @@ def _inputs(trace: Trace, w: Writer, h: int, i: int):
     if p.projected:
         inputs = p.inputs
         x_kv = inputs.get("X_kv", inputs["X"])
-        cq, cv = slice(h * trace.d_k, (h + 1) * trace.d_k), slice(h * trace.d_v, (h + 1) * trace.d_v)
+        g = groups.kv_head(p, h)  # K and V: the columns of its kv head (grouped-query attention)
+        cq, ck = slice(h * trace.d_k, (h + 1) * trace.d_k), slice(g * trace.d_k, (g + 1) * trace.d_k)
+        cv = slice(g * trace.d_v, (g + 1) * trace.d_v)
         bias_of = lambda name, cols: inputs[name][cols] if name in inputs else None  # noqa: E731
         projection = _project(w, "q", inputs["X"][i], inputs["W_Q"][:, cq], bias_of("b_Q", cq), q_true)
-        keys = [(_project(w, "k", x_kv[j], inputs["W_K"][:, cq], bias_of("b_K", cq), K_true[j]).result,
+        keys = [(_project(w, "k", x_kv[j], inputs["W_K"][:, ck], bias_of("b_K", ck), K_true[j]).result,
                  _project(w, "v", x_kv[j], inputs["W_V"][:, cv], bias_of("b_V", cv), V_true[j]).result)
                 for j in range(p.lk)]
     if projection is not None and w.carry == "rounded":

@@ -49,6 +49,7 @@ class Problem:
     heads: int  # query heads; 2-D Q/K/V (or projections) are split into this many
     lq: int
     lk: int
+    kv_heads: int | None = None  # K and V's heads (grouped-query attention, attncli/groups.py); None: from the inputs
     # The mask rules (attncli/rules.py: Causal, Window, KeyMask, Matrix), ANDed; attncli/masks.py
     # evaluates them. Positions are (L,) int64, 0 … L − 1 by default.
     rules: tuple[Rule, ...] = ()
@@ -116,7 +117,7 @@ class Trace:
     problem: Problem
     scale: float
     Q: np.ndarray  # (H, Lq, d_k)
-    K: np.ndarray  # (H, Lk, d_k), kv heads repeated for grouped-query attention
+    K: np.ndarray  # (H, Lk, d_k), kv heads repeated for grouped-query attention (groups.repeat)
     V: np.ndarray  # (H, Lk, d_v)
     # Q_rope (H, Lq, d_k), K_rope (H, Lk, d_k) with rope; scores, scaled, masked, weights (H, Lq, Lk);
     # output (H, Lq, d_v)

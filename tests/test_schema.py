@@ -99,7 +99,7 @@ def test_the_schema_lists_each_key_once_with_a_kind():
                for key in schema.KEYS + schema.HEAD_KEYS)
     assert all(key.source for key in schema.KEYS if key.kind == schema.ECHO)
     assert set(INPUT_KEYS) == {"Q", "K", "V", "X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O",
-                               "heads", "mask", "bias", "scale", "query_labels", "key_labels", "title",
+                               "heads", "kv_heads", "mask", "bias", "scale", "query_labels", "key_labels", "title",
                                "description", "masked_rows", "dtype", "rope", "dO", "causal", "window", "key_mask",
                                "q_positions", "k_positions", "alibi", "softcap", "sinks",
                                "ask", "decimals", "worked", "slip"}  # an exercise's words (issue 16)

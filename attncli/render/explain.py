@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from attncli import visibility
+from attncli import groups, visibility
 from attncli.handwriting import MAX_KEYS, comparison, dot, given, note, number, shown_keys, vector
 from attncli.masks import has_rules
 from attncli.render.explain_backward import backward_lines
@@ -31,7 +31,8 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     width = max(len(keys[j]) for j in shown_keys(p.lk) if j is not None) + 1
     page = Page(trace, w, keys, width, query, lambda name: fields(p, name), _rules(trace, w, query, keys),
                 has_rules(p), masked_rows_words(p.masked_rows, f"--masked-rows {p.masked_rows}"))
-    head = f"Head {w.head}, query" if p.heads > 1 else "Query"
+    reads = groups.reads(p, w.head)
+    head = f"Head {w.head}{f' ({reads})' if reads else ''}, query" if p.heads > 1 else "Query"
     if w.projection is None:
         lines, step = [f"{head} {query} (row {w.row}): q = {vector(w.q, places, given)}"], 1
     else:
@@ -82,7 +83,7 @@ def _projection_lines(trace: Trace, w: Written, keys: list[str], width: int) -> 
     lines = [f"Step 1: project, q = x W_Q{plus_b} ({columns} of W_Q for this head)"]
     lines += _product_lines(proj, "q", w.unrounded, "q", places)
     source = "x_kv" if "X_kv" in p.inputs else "x"
-    lines.append(f"  k = {source} W_K and v = {source} W_V the same way, for every key:")
+    lines.append(f"  k = {source} W_K and v = {source} W_V the same way{_kv_columns(trace, w.head)}, for every key:")
     for j in shown_keys(p.lk):
         if j is None:
             lines.append(f"  … {p.lk - MAX_KEYS + 1} more keys …")
@@ -90,6 +91,15 @@ def _projection_lines(trace: Trace, w: Written, keys: list[str], width: int) -> 
         k, v = w.keys[j]
         lines.append(f"  {keys[j] + ':':<{width}} k = {vector(k, places)}   v = {vector(v, places)}")
     return lines
+
+
+def _kv_columns(trace: Trace, h: int) -> str:
+    """Grouped-query attention: the columns of W_K and W_V that query head h's kv head owns."""
+    if not groups.grouped(trace.problem):
+        return ""
+    g = groups.kv_head(trace.problem, h)
+    span = lambda d: f"{g * d}" + (f"–{g * d + d - 1}" if d > 1 else "")  # noqa: E731
+    return f" (kv head {g}: columns {span(trace.d_k)} of W_K, {span(trace.d_v)} of W_V)"
 
 
 def final_lines(trace: Trace, f: WrittenFinal, places: int, carry: str) -> list[str]:

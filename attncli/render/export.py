@@ -16,6 +16,7 @@ from attncli.document import round_finite
 from attncli.grads import GRADIENTS, title
 from attncli.render.text import labels, number, shown
 from attncli.stages import fill, get, present
+from attncli.groups import title as head_title
 from attncli.trace import Trace
 
 def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
@@ -43,7 +44,7 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
     out = []
     for h in range(p.heads):
-        head = f" (head {h})" if p.heads > 1 else ""
+        head = f" ({head_title(p, h)})" if p.heads > 1 else ""
         if "inputs" in stages:
             for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
                 m = trace.stage(name)[h]

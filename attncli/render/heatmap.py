@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.render.text import EDGE_ROWS, MAX_COLUMNS, kept, labels
+from attncli.groups import title as head_title
 from attncli.trace import Trace
 
 SHADES = " ░▒▓█"  # weight 0 … 1 in five steps
@@ -51,7 +52,7 @@ def heatmap(trace: Trace, head: int, width: int | None = None, full: bool = Fals
         if full or width is None or keep <= 2 or side + len(col_ids) * (cell + 1) <= width:
             break
         keep -= 2  # drop keys from the middle until the grid fits
-    title = "heatmap of weights" + (f" · head {head}" if p.heads > 1 else "")
+    title = "heatmap of weights" + (f" · {head_title(p, head)}" if p.heads > 1 else "")
     if None in row_ids or None in col_ids:
         title += f" ({p.lq}×{p.lk}, middle elided: --full shows all)"
     text = Text()

@@ -17,7 +17,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from attncli import grads, stages as stage_table
+from attncli import grads, groups, stages as stage_table
 from attncli.render.explain import fold
 from attncli.render.heatmap import print_heatmaps
 from attncli.render.text import (EDGE_ROWS, MAX_COLUMNS, exact_scale, header_lines, kept, labels, number, rich_text,
@@ -130,7 +130,7 @@ def _show(console: Console, precision: int, width: int | None, full: bool, title
 def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: list[str], scale: str) -> None:
     """Head h's inputs, the stage table's stages it has and the backward pass's, as `stages` selects."""
     p = trace.problem
-    head = f" · head {h}" if p.heads > 1 else ""
+    head = f" · {groups.title(p, h)}" if p.heads > 1 else ""
     if "inputs" in stages:
         for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
             show(f"{name}{head}", trace.stage(name)[h], rows)

@@ -13,6 +13,7 @@ import math
 from attncli.errors import visible
 from attncli.masks import positions_line, rule_lines
 from attncli.rule_words import masked_rows_words
+from attncli.groups import header_line as groups_line
 from attncli.trace import Trace
 from attncli.variants import variant_lines
 
@@ -93,6 +94,7 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
     given = " · ".join(f"{name} {shape_text(a.shape)}" for name, a in p.inputs.items())
     lines.append(f"{given} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
                  f"d_v = {trace.d_v} · {p.dtype}")
+    lines += [groups_line(p)] if groups_line(p) else []
     lines.append(f"scale = {scale_text(trace, precision)}")
     lines += [f"mask: {rule}" for rule in rule_lines(p)]
     if positions_line(p):

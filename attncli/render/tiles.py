@@ -15,6 +15,7 @@ from attncli.handwriting import number as written
 from attncli.render.text import MINUS_INF, labels, number
 from attncli.rule_words import MASKED_ROWS_WORDS
 from attncli.tiles import Tiles, max_difference, sink_logits, start
+from attncli.groups import title as head_title
 from attncli.trace import Trace
 
 
@@ -35,7 +36,7 @@ def tile_parts(tiled: Tiles, trace: Trace, precision: int, heads: list[int] | No
     yield (f"tiled online softmax (FlashAttention-2 forward): tiles of {tiled.bq} queries × {tiled.bk} keys; "
            f"per row, before the first tile {begin}; blocks are [start, end), end exclusive")
     for h in heads if heads is not None else range(p.heads):
-        head = f" · head {h}" if p.heads > 1 else ""
+        head = f" · {head_title(p, h)}" if p.heads > 1 else ""
         for n, tile in enumerate(tiled.tiles, 1):
             rows = slice(*tile.q_block)
             where = (f"tile {n}: queries {block_text(tile.q_block, queries)} [{tile.q_block[0]}, {tile.q_block[1]})"
@@ -80,7 +81,7 @@ def _explain_row(tiled: Tiles, trace: Trace, h: int, row: int, places: int) -> l
     r = lambda x: round_to(x, places)  # noqa: E731  round half even, as printed (any magnitude)
     n = lambda x: MINUS_INF if x is None else written(x, places)  # noqa: E731  e-notation when huge
     vec = lambda xs: "[" + ", ".join(n(x) for x in xs) + "]"  # noqa: E731
-    head = f", head {h}" if p.heads > 1 else ""
+    head = f", {head_title(p, h)}" if p.heads > 1 else ""
     m0, l0, _ = start(p, 1, 1, tiled.V.shape[2], float, head=h)  # before the first tile; the sink, if any
     m = None if m0[0, 0] == -np.inf else r(_d(m0[0, 0]))  # None = −∞
     l = r(_d(l0[0, 0]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli import grads
+from attncli import grads, groups
 from attncli.attention import merge_heads
 from attncli.exercise import Exercise
 from attncli.grading import marked_gradient
@@ -59,7 +59,7 @@ def _stage_grids(trace: Trace, exercise: Exercise) -> list[tuple[str, np.ndarray
     for h in range(p.heads):
         for name in present(trace):
             m = exercise.worked.stages[name] if exercise.worked is not None else trace.stage(name)[h]
-            title = f"{name} (head {h})" if multi else name
+            title = f"{name} ({groups.title(p, h)})" if multi else name
             stage = get(name)
             out.append((f"{title} = {formula[name]}", m, keys if stage.rows == "keys" else queries,
                         keys if stage.columns == "keys" else columns(m)))
@@ -76,7 +76,7 @@ def _gradient_grids(trace: Trace) -> list[tuple[str, np.ndarray, list[str], list
     for h in range(p.heads):
         for g in grads.GRADIENTS:
             m = marked_gradient(trace, h, g.name)
-            title = f"{g.title} (head {h})" if p.heads > 1 else g.title
+            title = f"{g.title} ({groups.title(p, h)})" if p.heads > 1 else g.title
             columns = keys if g.columns == "keys" else [g.name] if g.name == "D" else [str(j) for j in range(m.shape[1])]
             out.append((title, m, keys if g.rows == "keys" else queries, columns))
     return out
