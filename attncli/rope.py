@@ -8,6 +8,12 @@ Pairs: `half` (Hugging Face Llama/GPT-NeoX `rotate_half`, the default) pairs dim
 i + dims/2; `interleaved` (GPT-J `rotate_every_two`, Meta's original code, flash-attn
 interleaved=True) pairs 2i with 2i+1. Dims from `dims` to d_k − 1 are not rotated (partial rotary,
 GPT-NeoX `rotary_pct`). Every message starts with the field it is about (`rope.dims is 3; …`).
+
+`scaling` (attncli/rope_scaling.py: transformers' linear, dynamic, llama3, yarn, longrope) changes
+θ_i to θ'_i, for dynamic and longrope by the sequence length (the largest position + 1), and may
+give an attention factor that multiplies cos and sin:
+
+    (a, b) → (a · af cos − b · af sin, b · af cos + a · af sin),   angle = position · θ'_i
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.choices import ROPE_STYLES as STYLES
+from attncli import rope_scaling
 from attncli.errors import InputError, Notice, did_you_mean, quote
+from attncli.rope_scaling import Scaling
 from attncli.values import HugeInt, describe
 
-FIELDS = ("style", "base", "dims")
+FIELDS = ("style", "base", "dims", "scaling")
 # Angles are float64: position · θ_i carries a rounding error up to about |position · θ_0| · 2^−52
 # (θ_i's own rounding, then the product's; θ_0 = 1 is the largest). A notice past this many radians,
 # that is past |position| ≈ 4.5 · 10^9.
@@ -37,10 +45,25 @@ class Rope:
     style: str = "half"
     base: float = BASE
     dims: int = 0  # the rotated leading dims of each head (even, 2 … d_k)
+    scaling: Scaling | None = None  # transformers' rope_parameters (attncli/rope_scaling.py); None: none
 
     def theta(self) -> np.ndarray:
-        """(dims/2,) θ_i = 1 / base^(2i/dims), float64."""
+        """(dims/2,) θ_i = 1 / base^(2i/dims), float64: before any scaling."""
         return 1.0 / self.base ** (np.arange(0, self.dims, 2, dtype=np.float64) / self.dims)
+
+    def frequencies(self, length: int | None = None) -> np.ndarray:
+        """(dims/2,) θ'_i: θ_i after the scaling, for a sequence of `length` positions (dynamic and
+        longrope need it); θ_i without scaling."""
+        if self.scaling is None:
+            return self.theta()
+        if length is None and self.scaling.by_length:
+            raise ValueError(f"{self.scaling.rope_type} RoPE scaling needs the sequence length")
+        return self.scaling.compute(self.base, self.dims, length)[0]
+
+    @property
+    def attention_factor(self) -> float:
+        """What multiplies cos and sin (yarn, longrope); 1 otherwise."""
+        return 1.0 if self.scaling is None else self.scaling.compute(self.base, self.dims)[1]
 
     def pairs(self) -> list[tuple[int, int]]:
         """The dims rotated together, pair i first: (i, i + dims/2) or (2i, 2i+1)."""
@@ -52,11 +75,13 @@ class Rope:
     def describe(self, d_k: int) -> str:
         """The convention in words, for the table header and JSON's `rope_rule`."""
         part = "every dim" if self.dims == d_k else f"the first {self.dims} of {d_k} dims (partial rotary)"
-        return (f"{self.style} ({LIBRARIES[self.style]}); θ_i = {_number(self.base)}^(−2i/{self.dims}); "
-                f"angle = position · θ_i; rotates {part} of each head's Q and K")
+        scaled, prime = ("", "") if self.scaling is None else (f"; {self.scaling.words(self.base, self.dims)}", "'")
+        return (f"{self.style} ({LIBRARIES[self.style]}); θ_i = {_number(self.base)}^(−2i/{self.dims}){scaled}; "
+                f"angle = position · θ{prime}_i; rotates {part} of each head's Q and K")
 
     def to_json(self) -> dict:
-        return {"style": self.style, "base": self.base, "dims": self.dims}
+        scaling = {} if self.scaling is None else {"scaling": self.scaling.to_json()}
+        return {"style": self.style, "base": self.base, "dims": self.dims} | scaling
 
 
 def _number(x: float) -> str:
@@ -64,7 +89,7 @@ def _number(x: float) -> str:
 
 
 def read(value, d_k: int, field: str = "rope") -> Rope | None:
-    """`rope`: true/false, or {"style", "base", "dims"} (each optional); dims defaults to d_k. In
+    """`rope`: true/false, or {"style", "base", "dims", "scaling"} (each optional); dims defaults to d_k. In
     an .npz (whose arrays hold no objects) the object is written as its JSON text."""
     if value is None or value is False:
         return None
@@ -77,7 +102,7 @@ def read(value, d_k: int, field: str = "rope") -> Rope | None:
         value = {}
     if not isinstance(value, dict):
         raise InputError(f"{field} is {describe(value)}; expected true or an object with "
-                         f"style, base and dims (each optional)", field=field)
+                         f"style, base, dims and scaling (each optional)", field=field)
     for key in value:
         if key not in FIELDS:
             hint = did_you_mean(str(key), FIELDS, 0.4)
@@ -109,17 +134,25 @@ def read(value, d_k: int, field: str = "rope") -> Rope | None:
         i = int(np.flatnonzero(~np.isfinite(theta))[0])
         raise InputError(f"{field}.base is {describe(base)}: θ_{i} = base^(−{2 * i}/{rope.dims}) is beyond float64; "
                          "expected a base of at least 1 (10000 in most models)", field=f"{field}.base")
-    return rope
+    scaling = rope_scaling.read(value.get("scaling"), rope.base, rope.dims, f"{field}.scaling")
+    return rope if scaling is None else Rope(style, float(base), int(dims), scaling)
 
 
-def angles(rope: Rope, positions: np.ndarray) -> np.ndarray:
-    """(L, dims/2) float64: position · θ_i. An angle beyond float64 is an error naming rope.base."""
+def length(problem) -> int:
+    """The sequence length RoPE scaling reads: the largest position + 1, queries' and keys' together
+    (transformers: max(position_ids) + 1 of one forward call)."""
+    return max(int(p.max(initial=-1)) for p in (problem.q_positions, problem.k_positions)) + 1
+
+
+def angles(rope: Rope, positions: np.ndarray, length: int | None = None) -> np.ndarray:
+    """(L, dims/2) float64: position · θ'_i. An angle beyond float64 is an error naming rope.base."""
+    theta = rope.frequencies(length)
     with np.errstate(over="ignore"):
-        angle = positions.astype(np.float64)[:, None] * rope.theta()[None, :]
+        angle = positions.astype(np.float64)[:, None] * theta[None, :]
     if not np.isfinite(angle).all():
         row, i = (int(x) for x in np.argwhere(~np.isfinite(angle))[0])
         raise InputError(f"rope.base is {_number(rope.base)}: at position {int(positions[row]):,} the angle "
-                         f"position · θ_{i} (θ_{i} = {rope.theta()[i]:.3g}) is beyond float64; expected a base of "
+                         f"position · θ_{i} (θ_{i} = {theta[i]:.3g}) is beyond float64; expected a base of "
                          "at least 1 (10000 in most models)", field="rope.base")
     return angle
 
@@ -130,7 +163,7 @@ def angle_notes(problem) -> list[Notice]:
         return []
     farthest = max(abs(int(p)) for positions in (problem.q_positions, problem.k_positions)
                    for p in (positions.min(initial=0), positions.max(initial=0)))
-    error = farthest * problem.rope.theta()[0] * 2.0 ** -52
+    error = farthest * float(np.abs(problem.rope.frequencies(length(problem))).max()) * 2.0 ** -52
     if error <= ANGLE_TOLERANCE:
         return []
     return [Notice(f"RoPE angles position · θ_i are float64, and at position {farthest:,} they may be off by up "
@@ -138,10 +171,14 @@ def angle_notes(problem) -> list[Notice]:
                    "is only that precise")]
 
 
-def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope) -> np.ndarray:
-    """x (H, L, d_k) rotated by `positions` (L,) on its first rope.dims dims; a new array."""
-    angle = angles(rope, positions)  # (L, dims/2)
-    cos, sin = np.cos(angle).astype(x.dtype), np.sin(angle).astype(x.dtype)  # (L, dims/2)
+def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope, length: int | None = None) -> np.ndarray:
+    """x (H, L, d_k) rotated by `positions` (L,) on its first rope.dims dims, cos and sin times the
+    attention factor; a new array. `length`: the sequence length scaling reads (rope.length)."""
+    angle = angles(rope, positions, length)  # (L, dims/2)
+    cos, sin = np.cos(angle), np.sin(angle)  # (L, dims/2)
+    if rope.scaling is not None:  # as transformers: cos and sin times the attention factor
+        cos, sin = cos * rope.attention_factor, sin * rope.attention_factor
+    cos, sin = cos.astype(x.dtype), sin.astype(x.dtype)
     first, second = zip(*rope.pairs())
     a, b = x[..., list(first)], x[..., list(second)]  # (H, L, dims/2) each
     out = x.copy()

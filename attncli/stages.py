@@ -57,7 +57,7 @@ import numpy as np
 from attncli import masks, rope_steps, softmax_steps, stage_steps, vjps
 from attncli.arrays import check_finite
 from attncli.errors import AttnError
-from attncli.rope import rotate
+from attncli.rope import length, rotate
 from attncli.softmax import log_sum_exp, softmax  # noqa: F401 (log_sum_exp: tests read it as stages.log_sum_exp)
 from attncli.trace import Problem
 from attncli.variants import number
@@ -147,11 +147,13 @@ def _rope(problem: Problem) -> bool:
 
 
 def compute_q_rope(block: Block, x) -> np.ndarray:
-    return rotate(block.Q, block.problem.q_positions[block.rows], block.problem.rope)  # (H, b, d_k)
+    p = block.problem
+    return rotate(block.Q, p.q_positions[block.rows], p.rope, length(p))  # (H, b, d_k)
 
 
 def compute_k_rope(block: Block, x) -> np.ndarray:
-    return rotate(block.K, block.problem.k_positions[block.cols], block.problem.rope)  # (H, c, d_k)
+    p = block.problem
+    return rotate(block.K, p.k_positions[block.cols], p.rope, length(p))  # (H, c, d_k)
 
 
 def compute_scores(block: Block, x) -> np.ndarray:

@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.rope import rotate
+from attncli.rope import length, rotate
 from attncli.softmax import row_policy
 
 PREVIOUS = "x"  # the key of the gradient of the stage before
 
 
 def q_rope(block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-    """Q_rope = Q rotated by q_positions: d Q = d Q_rope rotated back (a rotation's inverse is its transpose)."""
-    return {"Q": rotate(d, -block.problem.q_positions[block.rows], block.problem.rope)}  # (H, b, d_k)
+    """Q_rope = Q rotated by q_positions: d Q = d Q_rope rotated back (a rotation's inverse is its transpose;
+    with RoPE scaling, times the attention factor, as cos and sin are)."""
+    p = block.problem
+    return {"Q": rotate(d, -p.q_positions[block.rows], p.rope, length(p))}  # (H, b, d_k)
 
 
 def k_rope(block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
     """K_rope = K rotated by k_positions: d K = d K_rope rotated back."""
-    return {"K": rotate(d, -block.problem.k_positions[block.cols], block.problem.rope)}  # (H, c, d_k)
+    p = block.problem
+    return {"K": rotate(d, -p.k_positions[block.cols], p.rope, length(p))}  # (H, c, d_k)
 
 
 def scores(block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
