@@ -247,6 +247,25 @@ def _naive_rope(length):
     return count
 
 
+def _norm_flops(problem, which: str) -> int:
+    """QK-norm's FLOPs per number: x², Σ, × r, × w (RMSNorm); LayerNorm adds − mean, its Σ and + b."""
+    return 4 if getattr(problem, which).type == "rms" else 7
+
+
+def _naive_norm(length, which):
+    def count(problem, shape):
+        size = getattr(shape, length) * shape.d_k * shape.itemsize
+        return Count(_norm_flops(problem, which) * getattr(shape, length) * shape.d_k, size, size)
+    return count
+
+
+def _tiled_norm(length, which):
+    def count(problem, shape, tiles):
+        rows = shape.lq if length == "lq" else tiles.key_loads  # K_j is normalised each time it is loaded
+        return Count(_norm_flops(problem, which) * rows * shape.d_k)
+    return count
+
+
 def _naive_cells(flops_per_cell: int):
     def count(problem, shape):
         cells = shape.lq * shape.lk
@@ -306,6 +325,8 @@ def _tiled_output(problem, shape, tiles):
 
 # stage name -> (naive count, tiled count): one line per stage of the stage table (attncli/stages.py).
 COUNTS = {
+    "Q_normed": (_naive_norm("lq", "q_norm"), _tiled_norm("lq", "q_norm")),
+    "K_normed": (_naive_norm("lk", "k_norm"), _tiled_norm("lk", "k_norm")),
     "Q_rope": (_naive_rope("lq"), _tiled_rope("lq")),  # (a, b) → (a cos − b sin, …): 3 a number
     "K_rope": (_naive_rope("lk"), _tiled_rope("lk")),
     "scores": (_naive_scores, _tiled_scores),

@@ -67,6 +67,9 @@ def problem_dict(problem: Problem, scale: float, d_k: int, d_v: int) -> dict:
     if problem.rope is not None:  # the input key, and its convention in words
         doc["rope"] = problem.rope.to_json()
         doc["rope_rule"] = problem.rope.describe(d_k)
+    for norm in (problem.q_norm, problem.k_norm):  # QK-norm, as input keys
+        if norm is not None:
+            doc[norm.name] = norm.to_json()
     if problem.dO is not None:
         doc["dO"] = plain(problem.dO)
     return doc

@@ -138,7 +138,7 @@ def _result_name(filename: str) -> str:
     """A results member's JSON path (heads/weights.npy -> heads/weights), refused unless it is one
     `attn compute -o FILE.npz` writes: heads/<a head's key> or grads/<an input>."""
     prefix, _, rest = filename.partition("/")
-    known = {"heads": schema.head_names(), "grads": schema.top_names(schema.INPUT)}
+    known = {"heads": schema.head_names(), "grads": schema.top_names(schema.INPUT) + schema.PARAMETER_GRADS}
     name = rest.removesuffix(".npy")
     if prefix not in known or not rest.endswith(".npy") or name not in known[prefix]:
         choices = known.get(prefix)

@@ -13,6 +13,7 @@ from attncli import groups, schema
 from attncli.backward import final_shape
 from attncli.errors import InputError
 from attncli.json_text import written_decimals
+from attncli.qk_norm import kv_heads, read as read_norm
 from attncli.rope import read as read_rope
 from attncli.rules import Reading, read as read_rules, rule_keys
 from attncli.trace import Problem
@@ -303,6 +304,13 @@ def _inputs(doc: dict) -> tuple[dict, int, int, int, bool, int]:
     return inputs, heads, lq, lk, bool(has_proj), kv_heads
 
 
+def _norms(doc: dict, inputs: dict, heads: int, d_k: int) -> dict:
+    """The Problem's q_norm and k_norm (attncli/qk_norm.py): over "all", a row of Q holds the query
+    heads, a row of K its kv heads."""
+    return {"q_norm": read_norm(doc.get("q_norm"), "q_norm", d_k, heads),
+            "k_norm": read_norm(doc.get("k_norm"), "k_norm", d_k, kv_heads(inputs, d_k))}
+
+
 def build_problem(doc, origin: dict[str, str] | None = None, source: str | None = None,
                   invert_mask: bool = False) -> Problem:
     """Validate a document's keys, types and shapes.
@@ -326,11 +334,12 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         scale = _scale(doc.get("scale"), _d_k(inputs, heads, has_proj))
         dO = None if doc.get("dO") is None else _d_output(doc["dO"], inputs, heads, lq, kv_heads)
         rope = None if doc.get("rope") is None else read_rope(doc["rope"], _d_k(inputs, heads, has_proj))
+        norms = _norms(doc, inputs, heads, _d_k(inputs, heads, has_proj))
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
             inputs=inputs, heads=heads, lq=lq, lk=lk, kv_heads=kv_heads, **rules, bias=bias, **_variants(doc, heads),
-            scale=scale, rope=rope, dO=dO,
+            scale=scale, rope=rope, **norms, dO=dO,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),
             query_labels=query_labels, key_labels=key_labels,

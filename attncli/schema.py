@@ -65,6 +65,8 @@ KEYS: tuple[Key, ...] = (
     Key("masked_rows", SETTING, "zero, uniform or error: rows whose every key is masked"),
     Key("rope", INPUT, "rotary positions on Q and K: true or {style, base, dims, scaling}"),
     Key("rope_rule", ECHO, "the RoPE convention in words", "rope"),
+    Key("q_norm", INPUT, "QK-norm of Q before RoPE: {type, weight, bias, eps, over, weight_offset}"),
+    Key("k_norm", INPUT, "QK-norm of K before RoPE: {type, weight, bias, eps, over, weight_offset}"),
     Key("dO", INPUT, "the gradient of a loss by the final output, or \"ones\""),
     Key("heads", INPUT, "the number of query heads; written as the list of per-head results"),
     Key("kv_heads", INPUT, "the number of key/value heads (grouped-query attention): query head h reads kv head "
@@ -93,6 +95,8 @@ HEAD_KEYS: tuple[Key, ...] = (
     Key("tiled_output", RESULT, "tiled: the output computed tile by tile"),
     Key("tiled_lse", RESULT, "tiled: the lse computed tile by tile"),
 )
+# The gradients in "grads" beside the inputs': QK-norm's parameters (attncli/qk_norm.py, as its vjp names them).
+PARAMETER_GRADS = tuple(f"{norm}.{part}" for norm in ("q_norm", "k_norm") for part in ("weight", "bias"))
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
 VERSION = 1  # the value of "attncli"
 

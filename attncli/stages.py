@@ -9,7 +9,9 @@ is one entry here plus its compute function.
 A compute function works on a `Block`: a slice of query rows, all heads (or one head, in marking),
 a slice of keys; it takes the stage before it (`x`, None for the first) and returns this stage:
 
-    Q_rope  = Q rotated by q_positions                (H, b, d_k)   only with rope (attncli/rope.py)
+    Q_normed = q_norm(Q): RMSNorm or LayerNorm        (H, b, d_k)   only with q_norm (attncli/qk_norm.py)
+    K_normed = k_norm(K)                              (H, c, d_k)   only with k_norm
+    Q_rope  = Q (Q_normed) rotated by q_positions     (H, b, d_k)   only with rope (attncli/rope.py)
     K_rope  = K rotated by k_positions                (H, c, d_k)   only with rope
     scores  = Q Kᵀ (Q_rope K_ropeᵀ with rope)         (H, b, c)
     scaled  = scores · scale                          (H, b, c)
@@ -29,6 +31,8 @@ Q_rope's and K_rope's values stand in), a problem parameter ("sinks"), and any n
 ("D"); a stage without one is refused by the backward pass. Its `vjp_title` is what it adds to a
 gradient's title (grads.title):
 
+    Q_normed d Q = the norm's vjp per row (attncli/qk_norm.py); d q_norm.weight, d q_norm.bias
+    K_normed d K the same, by k_norm
     Q_rope   d Q = d Q_rope rotated back (by −angle: a rotation's inverse is its transpose)
     K_rope   d K = d K_rope rotated back
     scores   d Q = d scores K,  d K = d scoresᵀ Q                (Q_rope, K_rope with rope)
@@ -54,7 +58,7 @@ from typing import Callable
 
 import numpy as np
 
-from attncli import masks, rope_steps, softmax_steps, stage_steps, vjps
+from attncli import masks, norm_steps, qk_norm, rope_steps, softmax_steps, stage_steps, vjps
 from attncli.arrays import check_finite
 from attncli.errors import AttnError
 from attncli.rope import length, rotate
@@ -144,6 +148,23 @@ def _into(block: Block, x: np.ndarray) -> np.ndarray | None:
 
 def _rope(problem: Problem) -> bool:
     return problem.rope is not None
+
+
+def _normed(which: str) -> Callable[[Problem], bool]:
+    return lambda problem: getattr(problem, qk_norm.NAMES[which]) is not None
+
+
+def normed(which: str) -> Callable[[Block, np.ndarray | None], np.ndarray]:
+    """Q_normed or K_normed: the block's Q or K normalised (attncli/qk_norm.py). One head's block
+    (marking) over "all" reads its rows' every head from the problem's projection."""
+    def compute(block: Block, x) -> np.ndarray:
+        problem = block.problem
+        norm = getattr(problem, qk_norm.NAMES[which])
+        whole = None
+        if block.head is not None and norm.over == "all":
+            whole = qk_norm.whole_rows(problem, which)[block.rows if which == "Q" else block.cols]
+        return qk_norm.apply(norm, getattr(block, which), whole, problem.heads, block.head)  # (H, b or c, d_k)
+    return compute
 
 
 def compute_q_rope(block: Block, x) -> np.ndarray:
@@ -257,14 +278,22 @@ def _check_masked(block: Block, x: np.ndarray) -> None:
 ROPE_ABSENT = "this problem has no rope (rotary positions)"
 ROTATED_BACK = ", rotated back (RoPE⁻¹)"
 STAGES: tuple[Stage, ...] = (
-    Stage("Q_rope", "Q_rope = Q rotated by q_positions (RoPE)", "Q rotated by q_positions (RoPE)",
-          r"\operatorname{RoPE}(Q, \text{q\_positions})", compute_q_rope, applies=_rope,
+    Stage("Q_normed", "Q_normed = $qnorm", "$qnorm", r"\operatorname{norm}(Q)", normed("Q"), applies=_normed("Q"),
+          vjp=vjps.normed("Q"), vjp_title=", back through q_norm",
+          check=_finite("Q_normed = q_norm(Q)", ("head", "query", "dim")), columns="dims",
+          absent="this problem has no q_norm", replaces="Q", hand=norm_steps.Q_NORMED),
+    Stage("K_normed", "K_normed = $knorm", "$knorm", r"\operatorname{norm}(K)", normed("K"), applies=_normed("K"),
+          vjp=vjps.normed("K"), vjp_title=", back through k_norm",
+          check=_finite("K_normed = k_norm(K)", ("head", "key", "dim")), columns="dims",
+          absent="this problem has no k_norm", rows="keys", replaces="K", hand=norm_steps.K_NORMED),
+    Stage("Q_rope", "Q_rope = $qin rotated by q_positions (RoPE)", "$qin rotated by q_positions (RoPE)",
+          r"\operatorname{RoPE}($qintex, \text{q\_positions})", compute_q_rope, applies=_rope,
           vjp=vjps.q_rope, vjp_title=ROTATED_BACK,
           check=_finite("Q_rope = Q rotated", ("head", "query", "dim")), columns="dims", absent=ROPE_ABSENT,
           replaces="Q",
           hand=rope_steps.Q_ROPE),
-    Stage("K_rope", "K_rope = K rotated by k_positions (RoPE)", "K rotated by k_positions (RoPE)",
-          r"\operatorname{RoPE}(K, \text{k\_positions})", compute_k_rope, applies=_rope,
+    Stage("K_rope", "K_rope = $kin rotated by k_positions (RoPE)", "$kin rotated by k_positions (RoPE)",
+          r"\operatorname{RoPE}($kintex, \text{k\_positions})", compute_k_rope, applies=_rope,
           vjp=vjps.k_rope, vjp_title=ROTATED_BACK,
           check=_finite("K_rope = K rotated", ("head", "key", "dim")), columns="dims", absent=ROPE_ABSENT,
           rows="keys", replaces="K",
@@ -366,11 +395,16 @@ def fields(problem: Problem, name: str, **given) -> dict[str, str]:
     rope = _rope(problem)
     alibi = problem.alibi_slopes is not None
     sink = problem.sinks is not None
-    return {"bias": " + bias" * (problem.bias is not None) + " + ALiBi" * alibi,
+    qin, kin = ("Q_normed" if problem.q_norm else "Q"), ("K_normed" if problem.k_norm else "K")
+    texts = {"Q": "Q", "K": "K", "Q_normed": r"Q_{\text{normed}}", "K_normed": r"K_{\text{normed}}"}
+    norms = {"qnorm": problem.q_norm.title("Q") if problem.q_norm else "",
+             "knorm": problem.k_norm.title("K") if problem.k_norm else "",
+             "qin": qin, "kin": kin, "qintex": texts[qin], "kintex": texts[kin]}
+    return {**norms,"bias": " + bias" * (problem.bias is not None) + " + ALiBi" * alibi,
             "bias_tex": r" + \text{bias}" * (problem.bias is not None) + r" + \text{ALiBi}" * alibi,
             "previous": previous(problem, name) or "",
-            "q": "Q_rope" if rope else "Q", "k": "K_rope" if rope else "K",
-            "qtex": r"Q_{\text{rope}}" if rope else "Q", "ktex": r"K_{\text{rope}}" if rope else "K",
+            "q": "Q_rope" if rope else qin, "k": "K_rope" if rope else kin,
+            "qtex": r"Q_{\text{rope}}" if rope else texts[qin], "ktex": r"K_{\text{rope}}" if rope else texts[kin],
             "cap": number(problem.softcap) if problem.softcap is not None else "",
             "sink": " and the head's sink logit (then dropped: rows sum to less than 1)" * sink,
             "sink_tex": r",\ \text{sink}" * sink, **given}

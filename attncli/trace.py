@@ -15,6 +15,7 @@ import numpy as np
 from attncli import names
 from attncli.choices import MASKED_ROWS  # noqa: F401  (the policies, read as trace.MASKED_ROWS)
 from attncli.masks import MASK_WORDS
+from attncli.qk_norm import Norm
 from attncli.rope import Rope
 from attncli.rules import Causal, KeyMask, Matrix, Rule, Window, find
 
@@ -57,6 +58,9 @@ class Problem:
     k_positions: np.ndarray | None = None  # (Lk,)
     bias: np.ndarray | None = None  # (1 or H, Lq, Lk), -inf allowed
     rope: Rope | None = None  # rotary positions on Q and K (attncli/rope.py); None: none
+    # QK-norm on the projected Q and K, before RoPE (attncli/qk_norm.py): the Q_normed and K_normed stages
+    q_norm: Norm | None = None
+    k_norm: Norm | None = None
     # The logit variants (attncli/variants.py reads them); per query head, read-only.
     alibi_slopes: np.ndarray | None = None  # (H,): masks.bias adds −slope_h · |q_pos − k_pos|
     alibi_rule: str | None = None  # "paper" (alibi: true) or "given" (a list of slopes)

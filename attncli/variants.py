@@ -131,6 +131,7 @@ def variant_lines(problem) -> list[str]:
                   if problem.alibi_rule == "paper" else "given slopes")
         lines.append(f"ALiBi: −slope · |q_pos − k_pos| added to the logits of each head, with any bias; "
                      f"{source}: {_numbers(problem.alibi_slopes)}")
+    lines += [norm.describe() for norm in (problem.q_norm, problem.k_norm) if norm is not None]  # QK-norm
     if problem.sinks is not None:
         lines.append(f"sinks: one extra logit per head in each row's softmax, then dropped (gpt-oss): rows sum "
                      f"to less than 1; a row with every key masked has weights 0; sinks {_numbers(problem.sinks)}")

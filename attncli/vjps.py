@@ -13,10 +13,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli import qk_norm
+from attncli.errors import AttnError
 from attncli.rope import length, rotate
 from attncli.softmax import row_policy
 
 PREVIOUS = "x"  # the key of the gradient of the stage before
+
+
+def normed(which: str):
+    """Q_normed or K_normed = norm(Q or K) per row: d Q (d K) = the norm's vjp (attncli/qk_norm.py),
+    and the gradients of its weight (and bias) as `q_norm.weight`, …. Over "all" a row's every
+    head takes part: one head's block (marking) cannot have it, and is refused."""
+    def vjp(block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+        norm = getattr(block.problem, qk_norm.NAMES[which])
+        if block.head is not None and norm.over == "all" and block.problem.heads > 1:
+            raise AttnError(f'{norm.name} over "all" normalises a row of every head together: the gradient of '
+                            f"one head's {which} needs every head's, so it is not computed for one head alone "
+                            f"(marking one head's d_{which}, or the backward hand calculation of one row); the "
+                            "full backward pass computes it", field=norm.name)
+        d_x, found = qk_norm.vjp(norm, getattr(block, which), d)
+        return {which: d_x, **found}  # (H, b or c, d_k), the parameters' gradients
+    return vjp
 
 
 def q_rope(block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:

@@ -82,6 +82,9 @@ def npz_arrays(trace: Trace) -> dict:
         arrays["window"] = np.array([np.nan if b is None else b for b in p.window])
     if p.rope is not None:  # an array holds no object: the rope object as JSON text (rope.read takes it)
         arrays["rope"] = np.array(json.dumps(p.rope.to_json()))
+    for norm in (p.q_norm, p.k_norm):  # QK-norm, as JSON text too (qk_norm.read takes it)
+        if norm is not None:
+            arrays[norm.name] = np.array(json.dumps(norm.to_json()))
     arrays["scale"] = np.array(trace.scale)
     arrays["masked_rows"] = np.array(p.masked_rows)
     arrays["dtype"] = np.array(p.dtype)
