@@ -15,7 +15,8 @@ The one module of attncli that imports torch and transformers (the `models` extr
 
 `--dtype float64` runs the model in float64 and, for an exact comparison, also computes in float64
 the two things the eager path keeps in float32 whatever the dtype: the softmax and the RoPE angles
-(`exact_float64`). GPT-J computes Q Kᵀ in float32 as well; its reference says float32.
+(`exact_float64`). GPT-J computes Q Kᵀ in float32 as well, Gemma 3 its QK-norm: their reference says
+float32 (capture_families.FLOAT32_INSIDE).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import numpy as np
 import torch
 import transformers
 
-from attncli.capture_families import BIDIRECTIONAL, FLOAT32_SCORES, CaptureError, array, attention, read_layer
+from attncli.capture_families import (BIDIRECTIONAL, FLOAT32_INSIDE, CaptureError, array, attention, layers,
+                                      norm_modules, read_layer, weight_offset)
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -92,15 +94,30 @@ def exact_float64(model):
     tables = {m: m.embed_positions for m in rotary if hasattr(m, "embed_positions")}  # GPT-J: a sin/cos table
     for module, table in tables.items():
         module.embed_positions = _exact_table(*table.shape).to(table.dtype)
+    config = getattr(model.config, "text_config", None) or model.config
+    norms = [n for i in range(len(layers(model))) for n in norm_modules(attention(model, i)[0])
+             if n is not None and type(n).__name__.endswith("RMSNorm")]
+    for norm in norms:
+        _exact_rms(norm, weight_offset(config))
     torch.nn.functional.softmax = softmax64
     try:
         yield
     finally:
         torch.nn.functional.softmax = softmax
-        for module in patched:
+        for module in patched + norms:
             del module.forward
         for module, table in tables.items():
             module.embed_positions = table
+
+
+def _exact_rms(norm, offset: int):
+    """A q_norm/k_norm RMSNorm in float64 (transformers' RMSNorms compute in float32)."""
+    eps = next(getattr(norm, n) for n in ("variance_epsilon", "eps", "epsilon") if hasattr(norm, n))
+
+    def forward(x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (norm.weight + offset)
+
+    norm.forward = forward
 
 
 def _exact_table(positions: int, dims: int):
@@ -204,7 +221,7 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
     if labels is not None:
         doc["key_labels"] = labels[length - lk:]
         doc["query_labels"] = labels[-1:] if decode else labels
-    float32 = dtype != torch.float64 or config.model_type in FLOAT32_SCORES
+    float32 = dtype != torch.float64 or config.model_type in FLOAT32_INSIDE
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}

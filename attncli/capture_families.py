@@ -29,7 +29,8 @@ OUTPUT_NAMES = ("o_proj", "dense", "out_proj", "c_proj")
 ALIBI_TYPES = ("bloom",)
 NO_ROPE = ("gpt2", "bert", "bloom")
 BIDIRECTIONAL = ("bert",)  # encoders: every query sees every key
-FLOAT32_SCORES = ("gptj",)  # the eager path computes Q Kᵀ and the softmax in float32 whatever the dtype
+# Families that compute part of attention in float32 whatever the model's dtype: GPT-J its Q Kᵀ.
+FLOAT32_INSIDE = ("gptj",)
 
 
 class CaptureError(InputError):
@@ -173,6 +174,8 @@ def rope(module, config, layer: int, d: int) -> dict | None:
                                "write yet (rope.scaling is missing)", field="rope.scaling")
         value["scaling"] = {k: v for k, v in params.items()
                             if k not in ("rope_theta", "partial_rotary_factor") and v is not None}
+        if kind in ("dynamic", "longrope"):  # transformers reads the config's (the pre-training length)
+            value["scaling"].setdefault("max_position_embeddings", config.max_position_embeddings)
     return value
 
 
@@ -195,18 +198,28 @@ def _norm(norm, over: str, weight_offset: int) -> dict:
     return value
 
 
-def qk_norms(module, config, heads: int, d: int) -> dict:
-    """`q_norm`/`k_norm` (Qwen3, Gemma 3: per head; OLMo 2: over the whole projection; Phi: q_layernorm)."""
+def norm_modules(module) -> tuple:
+    """The attention module's (q_norm, k_norm) modules, or (None, None)."""
     pairs = [(getattr(module, q, None), getattr(module, k, None))
              for q, k in (("q_norm", "k_norm"), ("q_layernorm", "k_layernorm"))]
-    q_norm, k_norm = next(((q, k) for q, k in pairs if q is not None), (None, None))
+    return next(((q, k) for q, k in pairs if q is not None), (None, None))
+
+
+def weight_offset(config) -> int:
+    """1 for the Gemma family's norms, which multiply by (1 + weight)."""
+    return 1 if config.model_type.startswith("gemma") else 0
+
+
+def qk_norms(module, config, heads: int, d: int) -> dict:
+    """`q_norm`/`k_norm` (Qwen3, Gemma 3: per head; OLMo 2: over the whole projection; Phi: q_layernorm)."""
+    q_norm, k_norm = norm_modules(module)
     if q_norm is None:
         return {}
     if schema.key("q_norm") is None:
         raise CaptureError(f"{type(module).__name__} normalizes Q and K before RoPE (QK-norm), which this "
                            "attncli cannot write yet (the q_norm and k_norm keys are missing)", field="q_norm")
     over = "head" if q_norm.weight.shape[-1] == d else "all"
-    offset = 1 if config.model_type.startswith("gemma") else 0
+    offset = weight_offset(config)
     return {"q_norm": _norm(q_norm, over, offset), "k_norm": _norm(k_norm, over, offset)}
 
 

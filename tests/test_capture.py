@@ -60,7 +60,7 @@ NEEDS_QK_NORM = {
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(SMALL, num_attention_heads=2, num_key_value_heads=1,
                                                               head_dim=8, sliding_window=3)),
 }
-# GPT-J computes Q Kᵀ in float32 whatever the dtype (its eager path casts), and its sin/cos table too.
+# GPT-J computes Q Kᵀ in float32 whatever the dtype (its eager path casts).
 TOLERANCE = {"gptj": 1e-6}
 IDS = [[3, 1, 4, 1, 5, 9, 2], [6, 5, 3, 5]]  # the second row is left-padded to the first's length
 
@@ -179,18 +179,34 @@ def test_qk_norm_families_agree_or_say_what_is_missing(tmp_path, family):
         assert_agrees(capture(model, ids, mask, 0, index, decode), family)
 
 
-def test_rope_scaling_is_written_or_named_as_missing(tmp_path):
-    settings = dict(FAMILIES["llama"][2], rope_parameters={"rope_type": "linear", "factor": 2.0,
-                                                           "rope_theta": 10000.0})
+SCALINGS = {  # head_dim 4 in the tiny Llama: 2 rotated pairs
+    "linear": {"factor": 2.0},
+    "dynamic": {"factor": 2.0},
+    "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8},
+    "yarn": {"factor": 4.0, "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0},
+    "longrope": {"short_factor": [1.0, 1.5], "long_factor": [2.0, 3.0], "original_max_position_embeddings": 4,
+                 "factor": 4.0},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SCALINGS))
+def test_rope_scaling_agrees_or_is_named_as_missing(tmp_path, kind):
+    """Each RoPE scaling type (llama3's bands, yarn's attention factor, longrope's long factors: the
+    sequence is longer than original_max_position_embeddings) with a decode step; transformers computes
+    the scaled frequencies in float32, so the agreement is float32's."""
+    parameters = {"rope_type": kind, "rope_theta": 10000.0, **SCALINGS[kind]}
+    settings = dict(FAMILIES["llama"][2], rope_parameters=parameters)
     model = load(build("llama", tmp_path, {"llama": ("LlamaConfig", "LlamaForCausalLM", settings)}), "float64")[0]
-    ids, mask = pad_left(IDS[:1], 0)
+    ids, mask = pad_left(IDS, 0)
     from attncli import rope
     if "scaling" not in rope.FIELDS:
-        with pytest.raises(CaptureError, match="RoPE scaling 'linear'.*rope.scaling is missing"):
+        with pytest.raises(CaptureError, match=f"RoPE scaling '{kind}'.*rope.scaling is missing"):
             capture(model, ids, mask, 0)
         return
-    found = agreement(capture(model, ids, mask, 0))
-    assert found.agrees and found.difference < 1e-6, found.line()
+    for index, decode in ((0, False), (1, True)):
+        doc = capture(model, ids, mask, 0, index, decode)
+        assert doc["rope"]["scaling"]["rope_type"] == kind
+        assert agreement(doc).difference < 1e-6, agreement(doc).line()
 
 
 def test_a_layer_past_the_last_is_refused(models):
