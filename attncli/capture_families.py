@@ -64,7 +64,8 @@ def attention(model, layer: int):
     """(attention module, its output projection) of layer `layer`."""
     stack = layers(model)
     if not 0 <= layer < len(stack):
-        raise CaptureError(f"layer is {layer}; expected 0 to {len(stack) - 1} ({len(stack)} layers)", field="layer")
+        count = f"{len(stack)} layer{'s' * (len(stack) != 1)}"
+        raise CaptureError(f"layer is {layer}; expected 0 to {len(stack) - 1} ({count})", field="layer")
     block = stack[layer]
     module = next((getattr(block, name) for name in ATTENTION_NAMES if hasattr(block, name)), None)
     if module is None:

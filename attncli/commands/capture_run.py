@@ -11,6 +11,9 @@ from attncli.render.json import dumps
 from attncli.render import out
 
 
+FLAGS = {"layer": "--layer", "decode": "--decode"}
+
+
 def ids_rows(text: str) -> list[list[int]]:
     """`3,1,4; 1,5`: one list of ids per sequence."""
     rows = []
@@ -58,7 +61,10 @@ def run(o: SimpleNamespace) -> None:
     else:
         labels = ["pad"] * (len(ids[0]) - len(labels)) + labels
     name = os.path.basename(os.path.normpath(o.model)) if os.path.isdir(o.model) else o.model
-    doc = capture(model, ids, mask, o.layer, o.batch_index, o.decode, labels, name)
+    try:
+        doc = capture(model, ids, mask, o.layer, o.batch_index, o.decode, labels, name)
+    except CaptureError as error:  # the core's field, named by its option
+        raise error.at(FLAGS.get(error.field, o.model))
     text = dumps(doc) + "\n"
     if o.output_file is None:
         out.write_all(text)
