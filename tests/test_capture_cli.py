@@ -84,11 +84,12 @@ def test_a_document_that_differs_from_its_model_exits_1(run, captured, tmp_path)
 
 def test_decode_and_batch_index_from_the_command_line(run, tiny, tmp_path):
     path = tmp_path / "step.json"
-    result = run("capture", tiny, "--ids", "3,1,4,1,5; 9,2", "--batch-index", "1", "--decode", "--dtype",
+    result = run("capture", tiny, "--ids", "3,1,4,1,5; 9,3", "--batch-index", "1", "--decode", "--dtype",
                  "float64", "-o", path)
     assert result.exit_code == 0, result.stderr
     doc = json.loads(path.read_text())
-    assert doc["query_labels"] == ["2"] and doc["key_labels"] == ["pad", "pad", "pad", "9", "2"]
+    # the tokenizer's words; an id it does not know (9) as itself
+    assert doc["query_labels"] == ["cat"] and doc["key_labels"] == ["pad", "pad", "pad", "9", "cat"]
     assert doc["q_positions"] == [4] and doc["key_mask"] == [False] * 3 + [True] * 2
     assert doc.get("kv_heads") in (None, 2)
     computed = run("compute", path, "--format", "json")

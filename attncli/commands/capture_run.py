@@ -56,8 +56,10 @@ def run(o: SimpleNamespace) -> None:
                            f"sequence{'s' * (len(rows) != 1)} (from 0)", "--batch-index")
     pad = getattr(config, "pad_token_id", None) or 0
     ids, mask = pad_left(rows, pad)
-    if labels is None:
-        labels = [str(i) if m else "pad" for i, m in zip(ids[o.batch_index], mask[o.batch_index])]
+    if labels is None:  # the tokens when MODEL has a tokenizer, else the ids
+        words = tokenizer.convert_ids_to_tokens(ids[o.batch_index]) if tokenizer is not None else ids[o.batch_index]
+        labels = [("pad" if not m else str(i) if w is None else str(w))
+                  for i, w, m in zip(ids[o.batch_index], words, mask[o.batch_index])]
     else:
         labels = ["pad"] * (len(ids[0]) - len(labels)) + labels
     name = os.path.basename(os.path.normpath(o.model)) if os.path.isdir(o.model) else o.model
@@ -71,5 +73,5 @@ def run(o: SimpleNamespace) -> None:
     else:
         with open(o.output_file, "w", encoding="utf-8") as file:
             file.write(text)
-        sys.stderr.write(f"wrote {o.output_file}: layer {o.layer} of {name}, {len(doc['X'])} queries; "
-                         f"attn compute {o.output_file}\n")
+        queries = f"{len(doc['X'])} quer{'y' if len(doc['X']) == 1 else 'ies'}"
+        sys.stderr.write(f"wrote {o.output_file}: layer {o.layer} of {name}, {queries}; attn compute {o.output_file}\n")
