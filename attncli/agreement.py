@@ -63,7 +63,7 @@ def read(doc: dict) -> tuple[dict[str, np.ndarray], str, str, int | None] | None
         return None
     if not isinstance(reference, dict) or not set(STAGES) & set(reference):
         raise InputError(f"reference is {describe(reference)}; expected {{\"weights\": [...], \"output\": [...], "
-                         "\"dtype\": ...}} as attn capture writes it", field="reference")
+                         "\"dtype\": ...} as attn capture writes it", field="reference")
     unknown = sorted(set(reference) - set(STAGES) - {"dtype"})
     if unknown:
         raise InputError(f"reference has an unknown key {unknown[0]!r}; expected weights, output and dtype",

@@ -2,7 +2,12 @@
 network), captured in float64, recomputed by attncli and compared with the model's own eager
 attention weights and o_proj output: a whole sequence, a left-padded batch row, and a decode step.
 
-Each model is built once per module (`models`); the whole file runs in a few seconds."""
+Each model is built once per module (`models`): the fast suite's part takes about 15 s of CPU (half of
+it importing torch and building the models); layer 1 and three RoPE scaling types run in the slow
+profile (`-m slow`), as CI runs it."""
+
+import copy
+import json
 
 import pytest
 
@@ -99,7 +104,7 @@ def assert_agrees(doc, family):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-@pytest.mark.parametrize("layer", [0, 1])
+@pytest.mark.parametrize("layer", [0, pytest.param(1, marks=pytest.mark.slow)])  # layer 1: in CI's slow run
 def test_a_whole_sequence_agrees_with_the_model(models, family, layer):
     ids, mask = pad_left(IDS[:1], 0)
     doc = capture(models[family], ids, mask, layer, name=family)
@@ -123,6 +128,16 @@ def test_a_decode_step_agrees_with_the_model(models, family):
     assert len(doc["X"]) == 1 and doc["q_positions"] == [6]
     assert doc["k_positions"] == list(range(7 - len(doc["X_kv"]), 7))
     assert_agrees(doc, family)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_model_in_float32_agrees_too(models, family):
+    """Without the float64 run's exact softmax, RoPE and norms (capture.exact_float64): the model's own
+    float32 path, so that a patch that changed what the model computes cannot hide a misread layer."""
+    model = copy.deepcopy(models[family]).to(torch.float32)
+    ids, mask = pad_left(IDS, 0)
+    found = agreement(capture(model, ids, mask, 0, batch_index=1))
+    assert found.agrees and found.dtype == "float32", found.line()
 
 
 def test_each_family_writes_its_variants(models):
@@ -177,6 +192,8 @@ def test_qk_norm_families_agree_or_say_what_is_missing(tmp_path, family):
         return
     for index, decode in ((0, False), (1, False), (1, True)):
         assert_agrees(capture(model, ids, mask, 0, index, decode), family)
+    found = agreement(capture(model.to(torch.float32), ids, mask, 0, 1))  # the model's own float32 norms
+    assert found.agrees and found.dtype == "float32", found.line()
 
 
 SCALINGS = {  # head_dim 4 in the tiny Llama: 2 rotated pairs
@@ -189,7 +206,8 @@ SCALINGS = {  # head_dim 4 in the tiny Llama: 2 rotated pairs
 }
 
 
-@pytest.mark.parametrize("kind", sorted(SCALINGS))
+@pytest.mark.parametrize("kind", [kind if kind in ("yarn", "longrope") else pytest.param(kind, marks=pytest.mark.slow)
+                                  for kind in sorted(SCALINGS)])  # the others in CI's slow run
 def test_rope_scaling_agrees_or_is_named_as_missing(tmp_path, kind):
     """Each RoPE scaling type (llama3's bands, yarn's attention factor, longrope's long factors: the
     sequence is longer than original_max_position_embeddings) with a decode step; transformers computes
@@ -213,3 +231,28 @@ def test_a_layer_past_the_last_is_refused(models):
     ids, mask = pad_left(IDS[:1], 0)
     with pytest.raises(CaptureError, match="layer is 2; expected 0 to 1 \\(2 layers\\)"):
         capture(models["llama"], ids, mask, 2)
+
+
+def test_every_stage_of_a_captured_layer_is_shown_explained_and_checked(tmp_path, run):
+    """Qwen3's layer (QK-norm, RoPE, GQA off): every stage in the JSON, --explain of one row, the JSON
+    marked by attn check as all right, and the tiles agreeing."""
+    if schema.key("q_norm") is None:
+        pytest.skip("the q_norm and k_norm keys are not in this attncli")
+    model = load(build("qwen3", tmp_path, NEEDS_QK_NORM), "float64")[0]
+    ids, mask = pad_left(IDS[:1], 0)
+    problem = tmp_path / "layer.json"
+    problem.write_text(json.dumps(capture(model, ids, mask, 0, name="qwen3")))
+    computed = run("compute", problem, "--format", "json")
+    assert computed.exit_code == 0, computed.stderr
+    heads = json.loads(computed.stdout)["heads"]
+    assert {"Q_normed", "K_normed", "Q_rope", "K_rope", "scores", "weights", "output"} <= set(heads[0])
+    answers = tmp_path / "answers.json"
+    answers.write_text(computed.stdout)
+    checked = run("check", problem, answers, "--format", "json")
+    assert checked.exit_code == 0, checked.stdout[-400:] + checked.stderr
+    explained = run("compute", problem, "--explain", "--row", "3", "--head", "1", "--stages", "weights",
+                    "--format", "table")
+    assert explained.exit_code == 0 and "q_norm" in explained.stdout.lower()
+    assert explained.stdout.strip().splitlines()[-1].startswith("agrees with qwen3 layer 0 to ")
+    tiled = run("compute", problem, "--tiles", "2,4", "--format", "json")
+    assert tiled.exit_code == 0 and json.loads(tiled.stdout)["tiled_max_difference"] < 1e-12
