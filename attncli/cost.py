@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from attncli import masks, stages
+from attncli import groups, masks, stages
 from attncli.errors import AttnError, InputError, quote
 from attncli.trace import Problem
 
@@ -155,14 +155,13 @@ def parse_size(text: str) -> int:
 def shape_of(problem: Problem) -> Shape:
     """The per-head widths and head counts from the inputs' shapes (as attention.head_inputs splits
     them), without projecting anything."""
-    inputs, heads = problem.inputs, problem.heads
+    inputs, heads, kv_heads = problem.inputs, problem.heads, groups.count(problem)  # `kv_heads`, or K's
     if problem.projected:
-        d_k, d_v, kv_heads = inputs["W_Q"].shape[1] // heads, inputs["W_V"].shape[1] // heads, heads
+        d_k, d_v = inputs["W_Q"].shape[1] // heads, inputs["W_V"].shape[1] // kv_heads
     elif inputs["Q"].ndim == 3:  # heads split; a 2-D K, V beside it is one shared kv head
-        K, V = inputs["K"], inputs["V"]
-        d_k, d_v, kv_heads = K.shape[-1], V.shape[-1], K.shape[0] if K.ndim == 3 else 1
+        d_k, d_v = inputs["K"].shape[-1], inputs["V"].shape[-1]
     else:
-        d_k, d_v, kv_heads = inputs["Q"].shape[1] // heads, inputs["V"].shape[1] // heads, heads
+        d_k, d_v = inputs["Q"].shape[1] // heads, inputs["V"].shape[1] // kv_heads
     itemsize = 8 if problem.dtype == "float64" else 4
     dims = 0 if problem.rope is None else problem.rope.dims or d_k
     return Shape(heads, kv_heads, problem.lq, problem.lk, d_k, d_v, itemsize, dims)

@@ -211,6 +211,7 @@ def _matrices(o: Options, rng: random.Random, doc: dict) -> dict:
         doc["Q"] = [matrix(lq, o.dim, QK_VALUES) for _ in range(o.heads)]
         doc["K"] = [distinct(lambda: (lambda k: (k, k))(matrix(lk, o.dim, QK_VALUES))) for _ in range(groups)]
         doc["V"] = [matrix(lk, o.value_dim or o.dim, V_VALUES) for _ in range(groups)]
+        doc["kv_heads"] = groups  # optional beside 3-D K and V; said, and checked against them
         return {}
     if o.kind not in PROJECTED:
         doc["Q"] = matrix(lq, width, QK_VALUES)

@@ -8,7 +8,7 @@ K and V hold `kv_heads` heads: 3-D (kv_heads, L, d), or 2-D with kv_heads · d c
 W_V likewise, `"kv_heads": N`). Every path works on them repeated to one per query head
 (`repeat`); the backward pass adds each query group's gradients back onto its kv head (`fold`).
 The words (`title`, `header_line`) say which kv head a query head reads, in every view.
-Numpy and the error types only.
+Numpy, the error types and `values.describe` only.
 """
 
 from __future__ import annotations
@@ -67,6 +67,15 @@ def reads(problem, h: int) -> str | None:
 def title(problem, h: int) -> str:
     """`head 3`, and with grouped-query attention `head 3 · K, V of kv head 1`."""
     return f"head {h}" + (f" · {reads(problem, h)}" if grouped(problem) else "")
+
+
+def group_text(problem, h: int) -> str:
+    """` of every query head of kv head 1 (heads 2–3)`: whose shares a kv head's gradient adds up
+    with grouped-query attention; "" without."""
+    if not grouped(problem):
+        return ""
+    g, size = kv_head(problem, h), problem.heads // count(problem)
+    return f" of every query head of kv head {g} (heads {g * size}–{g * size + size - 1})"
 
 
 def header_line(problem) -> str | None:

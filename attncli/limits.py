@@ -19,6 +19,7 @@ except ImportError:
 from attncli import stages
 from attncli.errors import AttnError, InputError, quote
 from attncli.grads import GRADIENTS, GRADS
+from attncli.groups import count, value_width
 
 # Parsing costs many times its text (peak RSS over file size): 4-5× for JSON of full-precision
 # numbers in long rows, 9× for short numbers, 37× for JSON with one number per row, 135× for a CSV
@@ -178,10 +179,9 @@ def _widths(problem) -> tuple[int, int, int]:
     """(H·d_k, H·d_v, d_out): the widths of a query's Q across heads, of its per-head outputs side
     by side, and of its final output."""
     inputs, heads = problem.inputs, problem.heads
-    q, v = (inputs["W_Q"], inputs["W_V"]) if problem.projected else (inputs["Q"], inputs["V"])
-    per_head = q.ndim == 3  # 3-D Q: the last axis is one head's; 2-D: all heads' side by side
-    hd_k = q.shape[-1] * (heads if per_head else 1)
-    hd_v = v.shape[-1] * (heads if per_head else 1)
+    q = inputs["W_Q"] if problem.projected else inputs["Q"]
+    hd_k = q.shape[-1] * (heads if q.ndim == 3 else 1)  # 3-D Q: the last axis is one head's
+    hd_v = value_width(inputs, heads, count(problem))  # each query head's output, kv heads repeated
     return hd_k, hd_v, inputs["W_O"].shape[1] if "W_O" in inputs else hd_v
 
 

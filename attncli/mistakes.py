@@ -13,7 +13,8 @@ from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from attncli import masks, stages
+from attncli import groups, masks, stages
+from attncli.attention import head_inputs
 from attncli.rope import STYLES
 from attncli.document import round_finite
 from attncli.rule_words import sliding_window, window_rule
@@ -43,6 +44,21 @@ def _other_pairing(rotate_which: str) -> Callable:
         other = replace(rope, style=STYLES[1 - STYLES.index(rope.style)])
         wrong = replace(block, problem=replace(block.problem, rope=other))
         return stages.get(rotate_which).compute(wrong, x)
+    return compute
+
+
+def _kv_tiled(which: str) -> Callable:
+    """`scores` (or `output`) of query head h from K (or V) of kv head h mod kv_heads, as tiling K and
+    V (jnp.tile, Tensor.repeat) gives, where repeat_kv's is h // (heads / kv_heads). None where the
+    two agree, and with RoPE (its K_rope stands between)."""
+    def compute(block, x):
+        problem, h = block.problem, block.head
+        n = groups.count(problem)
+        if h is None or stages.inputs(problem) or h % n == groups.kv_head(problem, h):
+            return None
+        _, K, V = head_inputs(problem)  # one per query head; query head (h mod n) · group reads kv head h mod n
+        other = slice((h % n) * (problem.heads // n), (h % n) * (problem.heads // n) + 1)
+        return stages.get(which).compute(replace(block, K=K[other], V=V[other]), x)
     return compute
 
 
@@ -192,6 +208,10 @@ MISTAKES = {
                                   also=MappingProxyType({"K_rope": _other_pairing("K_rope")})),
     "rope_skipped": Mistake("Q_rope", "did not rotate Q and K by their positions (RoPE left out)",
                             lambda block, x: block.Q, also=MappingProxyType({"K_rope": lambda block, x: block.K})),
+    "kv_head_tiled": Mistake("scores", "paired query head h with kv head h mod kv_heads (K and V tiled) instead of "
+                                       "kv head h // (heads / kv_heads): repeat_kv gives each kv head a run of "
+                                       "neighbouring query heads", _kv_tiled("scores"),
+                             also=MappingProxyType({"output": _kv_tiled("output")})),
     "values_transposed": Mistake("output", "multiplied the weights by Vᵀ instead of V",
                                  lambda block, x: x @ _T(block.V)
                                  if x.shape[-1] == block.V.shape[-1] == block.V.shape[-2] else None),

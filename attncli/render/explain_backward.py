@@ -6,6 +6,7 @@ the row's d_q and its shares of the key-side inputs' gradients."""
 from __future__ import annotations
 
 from attncli.backward_steps import WrittenBackward, written_backward
+from attncli.groups import group_text
 from attncli.hand_backward import Share, Steps
 from attncli.handwriting import comparison, given, shown_keys, vector
 from attncli.render.text import labels
@@ -28,15 +29,15 @@ def backward_lines(trace: Trace, w: Written) -> list[str]:
         lines += stage.hand.backward.lines(page, b.stages[stage.name], steps)
     lines.append(f"  d_{b.query} = {vector(b.d_q, b.places)}")
     lines.append(comparison(b.d_q, b.exact_d_q, b.places))
-    return lines + _share_lines(page, b, steps)
+    return lines + _share_lines(page, b, steps, group_text(p, w.head))
 
 
-def _share_lines(page: Page, b: WrittenBackward, steps: Steps) -> list[str]:
+def _share_lines(page: Page, b: WrittenBackward, steps: Steps, group: str = "") -> list[str]:
     """This row's share of each key-side input's gradient, key by key."""
     whats = " and ".join(f"d_{s.name} ({s.what})" for s in b.shares)
     sums = " and ".join(f"d_{s.name.upper()}" for s in b.shares)
     notes = "".join(note for s in b.shares for note in s.notes)
-    header = f"Step {steps.number()}: this row's share of {whats}; {sums} add up every query's share{notes}"
+    header = f"Step {steps.number()}: this row's share of {whats}; {sums} add up every query's share{group}{notes}"
 
     def share(s: Share, j: int) -> str:
         return (f"d_{s.name} += {page.n(s.factors[j])} × {page.vector(s.vector, given)}{s.by} = "

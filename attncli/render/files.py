@@ -39,6 +39,7 @@ import numpy as np
 
 from attncli.document import mask_and_bias
 from attncli.errors import quote
+from attncli.groups import count, grouped
 from attncli.render import out
 from attncli.render.target import TEXT_SUFFIXES, OutputError, reason
 from attncli.stages import names
@@ -90,6 +91,8 @@ def npz_arrays(trace: Trace) -> dict:
     arrays["dtype"] = np.array(p.dtype)
     if p.heads > 1 and not any(a.ndim == 3 for a in p.inputs.values()):
         arrays["heads"] = np.array(p.heads)
+    if grouped(p):  # grouped-query attention: W_K and W_V (2-D K and V) hold kv_heads · d columns
+        arrays["kv_heads"] = np.array(count(p))
     for key in ("query_labels", "key_labels", "title", "description"):
         if getattr(p, key) is not None:
             arrays[key] = np.array(getattr(p, key))
