@@ -89,6 +89,11 @@ class Scaling:
         standardize_rope_params sets it for llama3, yarn and longrope)."""
         return self.get("original_max_position_embeddings") or self["max_position_embeddings"]
 
+    def trained(self) -> int:
+        """dynamic's M: max_position_embeddings (the config's, which transformers reads), or
+        original_max_position_embeddings when only that is given."""
+        return self.get("max_position_embeddings") or self["original_max_position_embeddings"]
+
     def compute(self, base: float, dims: int, length: int | None = None) -> tuple[np.ndarray, float]:
         """(dims/2,) θ'_i and the attention factor for a sequence of `length` positions (None: as
         transformers at start-up, without a length)."""
@@ -106,10 +111,12 @@ class Scaling:
     def applied(self, base: float, dims: int, length: int) -> str:
         """What the scaling did for this sequence length, in a few words (the explanation's)."""
         if self.rope_type == "dynamic":
-            m = self["max_position_embeddings"]
+            m = self.trained()
             if length <= m:
                 return f"length {length} ≤ max_position_embeddings {m}: base stays {_short(base)}"
-            return f"length {length} > max_position_embeddings {m}: base {_short(base)} → {_dynamic_base(self, base, dims, length):.6g}"
+            factor, grown = self["factor"], _dynamic_base(self, base, dims, length)
+            return (f"length {length} > max_position_embeddings {m}: base' = {_short(base)} · ({_short(factor)} · "
+                    f"{length}/{m} − {_short(factor - 1)})^({dims}/{dims - 2}) = {grown:.6g}")
         if self.rope_type == "longrope":
             long = bool(length) and length > self.original()
             return (f"length {length} {'>' if long else '≤'} original_max_position_embeddings {self.original()}: "
@@ -127,9 +134,15 @@ def _short(value) -> str:
 
 # --- the rope types, as transformers computes them ------------------------------------------------
 
+def _powers(base, dims: int) -> np.ndarray:
+    """(dims/2,) base^(2i/dims), each by the C library's pow as torch computes it (numpy's array
+    power may differ in the last bit, which far positions turn into 1e-12 in cos and sin)."""
+    return np.array([math.pow(base, e) for e in np.arange(0, dims, 2, dtype=np.float64) / dims], dtype=np.float64)
+
+
 def _inv_freq(base, dims: int) -> np.ndarray:
     """1 / base^(2i/dims), as transformers' `1.0 / (base ** (arange(0, dim, 2) / dim))`."""
-    return 1.0 / base ** (np.arange(0, dims, 2, dtype=np.float64) / dims)
+    return 1.0 / _powers(base, dims)
 
 
 def _linear(s: Scaling, base, dims: int, length):
@@ -137,7 +150,7 @@ def _linear(s: Scaling, base, dims: int, length):
 
 
 def _dynamic_base(s: Scaling, base, dims: int, length) -> float:
-    m, factor = s["max_position_embeddings"], s["factor"]
+    m, factor = s.trained(), s["factor"]
     seq = m if length is None else max(length, m)
     return base * ((factor * seq / m) - (factor - 1)) ** np.float64(dims / (dims - 2))
 
@@ -150,9 +163,9 @@ def _llama3(s: Scaling, base, dims: int, length):
     inv_freq = _inv_freq(base, dims)
     factor, low, high, old = s["factor"], s["low_freq_factor"], s["high_freq_factor"], s.original()
     low_wavelen, high_wavelen = old / low, old / high
-    wavelen = 2 * math.pi / inv_freq
+    wavelen = (1 / inv_freq) * (2 * math.pi)  # torch takes number / tensor as 1/tensor · number
     scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)  # long wavelengths: / factor
-    smooth = (old / wavelen - low) / (high - low)
+    smooth = ((1 / wavelen) * old - low) / (high - low)
     smoothed = (1 - smooth) * scaled / factor + smooth * scaled
     medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
     return np.where(medium, smoothed, scaled), 1.0
@@ -192,7 +205,7 @@ def _yarn(s: Scaling, base, dims: int, length):
     if low == high:
         high += 0.001  # as transformers: no division by zero
     ramp = np.clip((np.arange(dims // 2, dtype=np.float64) - low) / (high - low), 0, 1)
-    pos_freqs = base ** (np.arange(0, dims, 2, dtype=np.float64) / dims)
+    pos_freqs = _powers(base, dims)
     extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (_yarn_factor(s) * pos_freqs)
     extrapolation_factor = 1 - ramp
     theta = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
@@ -206,7 +219,7 @@ def _longrope(s: Scaling, base, dims: int, length):
         factor = s["max_position_embeddings"] / original if factor is None else factor
         attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
     ext = s["long_factor"] if length and length > original else s["short_factor"]
-    return 1.0 / (np.array(ext, dtype=np.float64) * base ** (np.arange(0, dims, 2, dtype=np.float64) / dims)), attention
+    return 1.0 / (np.array(ext, dtype=np.float64) * _powers(base, dims)), attention
 
 
 @dataclass(frozen=True)
@@ -221,7 +234,7 @@ class RopeType:
 _ORIGINAL = ("original_max_position_embeddings",)
 TYPES = {
     "linear": RopeType(("factor",), (), _linear, "θ'_i = θ_i / factor"),
-    "dynamic": RopeType(("factor", "max_position_embeddings"), (), _dynamic,
+    "dynamic": RopeType(("factor", "max_position_embeddings"), _ORIGINAL, _dynamic,
                         "θ'_i = base'^(−2i/dims), base' = base · (factor · L/max_position_embeddings − factor + 1)"
                         "^(dims/(dims − 2)) once the length L (largest position + 1) passes max_position_embeddings",
                         by_length=True),
@@ -250,7 +263,7 @@ def read(value, base: float, dims: int, field: str = FIELD) -> Scaling | None:
         raise InputError(f"{field} is {describe(value)}; expected an object with rope_type ({_types()}) and "
                          "its parameters", field=field)
     rope_type = value.get("rope_type")
-    if rope_type not in TYPES:
+    if not isinstance(rope_type, str) or rope_type not in TYPES:
         raise InputError(_type_message(rope_type, field), field=f"{field}.rope_type")
     kind = TYPES[rope_type]
     params = []
@@ -328,8 +341,15 @@ def _complete(s: Scaling, kind: RopeType, dims: int, field: str) -> None:
             continue  # transformers' standardize_rope_params takes max_position_embeddings for it
         if name == "factor" and s.rope_type == "yarn" and "max_position_embeddings" in given:
             continue  # transformers: max_position_embeddings / original_max_position_embeddings
+        if name == "max_position_embeddings" and "original_max_position_embeddings" in given:
+            continue  # dynamic: the pre-training length by its other name
         if name not in given:
             raise InputError(f"{field}: {s.rope_type} needs {name} ({_WHAT[name]})", field=f"{field}.{name}")
+    if s.rope_type == "dynamic" and len({given.get(k) for k in ("max_position_embeddings", *_ORIGINAL)} - {None}) > 1:
+        raise InputError(f"{field}: dynamic has max_position_embeddings {given['max_position_embeddings']} and "
+                         f"original_max_position_embeddings {given['original_max_position_embeddings']}; expected "
+                         "one length past which the base grows (transformers reads max_position_embeddings)",
+                         field=f"{field}.original_max_position_embeddings")
     if s.rope_type == "longrope" and not {"factor", "attention_factor", "max_position_embeddings"} & set(given):
         raise InputError(f"{field}: longrope needs factor, attention_factor or max_position_embeddings (transformers "
                          "takes factor = max_position_embeddings / original_max_position_embeddings)",
