@@ -167,9 +167,9 @@ def _k_lines(page: Page, r: Normed, step: int) -> list[str]:
 
 # --- the backward halves ----------------------------------------------------------------------------
 
-class NormedBack(namedtuple("NormedBack", "name d g mean_g total pairs")):
+class NormedBack(namedtuple("NormedBack", "name d g mean_g total xs r n pairs")):
     """d q through the norm for one row: `d` d q_normed as printed, `g` = w ∘ d, `mean_g` Σ g / n
-    (layer), `total` S, `pairs` d q."""
+    (layer), `total` S, `xs` q (rms) or x̂ (layer), `r` and `n` the forward half's, `pairs` d q."""
     __slots__ = ()
 
 
@@ -178,18 +178,33 @@ def _write_q_back(back: Back, name: str) -> NormedBack:
     norm = back.trace.problem.q_norm
     before = back.found[name]  # this row's d q_normed, (true, printed) pairs
     exact = back.exact(back.holders.get("Q", "Q"))  # (d_k,) d q
-    n = len(v.every)
-    xs = [d if v.mean is None else (d - v.mean) * v.r for _, d in v.before]  # x (rms) or x̂ (layer)
-    g = [w.result((f"d_{name.lower()}.g", j), d * v.weight[j], t * float(v.weight[j]), [(t, d)])
+    true = [t for t, _ in v.every]
+    n = len(true)
+    mean_true = math.fsum(true) / n if v.mean is not None else 0.0
+    spread = math.fsum((t - mean_true) ** 2 for t in true) / n
+    r_true = 1 / math.sqrt(spread + norm.eps)
+    key = f"d_{name.lower()}"
+    if v.mean is None:  # rms: the sums read q itself
+        xs = list(v.before)
+    else:  # layer: x̂ = (q − mean) × r, written in the carry
+        xs = [((t - mean_true) * r_true, w.result((f"{key}.x", j), (d - v.mean) * v.r, (t - mean_true) * r_true,
+                                                  [(t, d), (mean_true, v.mean), (r_true, v.r)]))
+              for j, (t, d) in enumerate(v.before)]
+    g = [(t * float(v.weight[j]), w.result((f"{key}.g", j), d * v.weight[j], t * float(v.weight[j]), [(t, d)]))
          for j, (t, d) in enumerate(before)]
-    total = sum((a * b for a, b in zip(g, xs)), Decimal(0))
-    mean_g = sum(g, Decimal(0)) / n if norm.type == "layer" else None
+    total_true = math.fsum(a[0] * b[0] for a, b in zip(g, xs))
+    total = w.result((f"{key}.S", 0), sum((a[1] * b[1] for a, b in zip(g, xs)), Decimal(0)), total_true, g + xs)
+    mean_g = None
+    if v.mean is not None:
+        mean_g = w.result((f"{key}.mean", 0), sum((d for _, d in g), Decimal(0)) / n, math.fsum(t for t, _ in g) / n, g)
     out = []
-    for j, x in enumerate(xs):
-        value = v.r * g[j] - x * v.r ** 3 * total / n if mean_g is None else v.r * (g[j] - mean_g - x * total / n)
-        out.append((float(exact[j]), w.result(("d_q", j), value, exact[j], [before[j], (float(v.r), v.r)])))
+    for j, (_, x) in enumerate(xs):
+        gj = g[j][1]
+        value = v.r * gj - x * v.r ** 3 * total / n if mean_g is None else v.r * (gj - mean_g - x * total / n)
+        operands = [before[j], (r_true, v.r), g[j], xs[j], (total_true, total)]
+        out.append((float(exact[j]), w.result(("d_q", j), value, exact[j], operands)))
     back.give("Q", out)
-    return NormedBack(name, values(before), g, mean_g, total, out)
+    return NormedBack(name, values(before), values(g), mean_g, total, values(xs), v.r, n, out)
 
 
 def _q_back_lines(page: Page, r: NormedBack, steps) -> list[str]:
@@ -199,7 +214,13 @@ def _q_back_lines(page: Page, r: NormedBack, steps) -> list[str]:
                "r × (g_j − Σ g / n − x̂_j × S / n), g = weight ∘ d_q_normed, x̂ = (q − mean) × r, S = Σ g_i x̂_i")
     lines = [f"Step {steps.primed()}: back through q_norm, d_q_j = {formula}",
              f"  d_q_normed = {page.vector(r.d)}",
+             *([] if rms else [f"  x̂ = {page.vector(r.xs)}"]),
              f"  g = {page.vector(r.g)}   S = {n(r.total)}" + ("" if rms else f"   Σ g / n = {n(r.mean_g)}")]
+    o = lambda x: f"({n(x)})" if x < 0 else n(x)  # noqa: E731  (a negative operand after a sign)
+    for j, x in enumerate(r.xs):
+        terms = (f"{n(r.r)} × {o(r.g[j])} − {o(x)} × {n(r.r)}³ × {o(r.total)} / {r.n}" if rms else
+                 f"{n(r.r)} × ({n(r.g[j])} − {o(r.mean_g)} − {o(x)} × {o(r.total)} / {r.n})")
+        lines.append(f"  dim {j}: {terms} = {n(r.pairs[j][1])}{page.note(('d_q', j))}")
     return lines
 
 

@@ -157,8 +157,9 @@ def _word(value, field: str, choices: tuple[str, ...], expected: str) -> str:
 def _vector(value, field: str, length: int, over: str, what: str) -> np.ndarray:
     array = as_array(value, field, max_dims=1)
     if array.ndim != 1 or array.shape[0] != length:
-        found = f"{array.shape[0]} entries" if array.ndim == 1 else f"{array.ndim} dimensions"
-        raise InputError(f'{field} has {found}, but over "{over}" it has {length}: one per number of {what}',
+        n = array.shape[0]
+        found = f"{n} entr{'y' if n == 1 else 'ies'}" if array.ndim == 1 else f"{array.ndim} dimensions"
+        raise InputError(f'{field} has {found}; over "{over}" it needs {length}: one per number of {what}',
                          field=field)
     return array.astype(np.float64)
 
@@ -257,6 +258,35 @@ def _parameter(norm: Norm, per_head: np.ndarray, heads: int) -> np.ndarray:
     if norm.over == "head":
         return per_head.sum(axis=0)
     return per_head.reshape(norm.heads, heads // norm.heads, -1).sum(axis=1).reshape(-1)
+
+
+def applies(which: str):
+    """Whether a problem has the stage normalising `which` ("Q" or "K"): its q_norm or k_norm."""
+    return lambda problem: getattr(problem, NAMES[which]) is not None
+
+
+def compute(which: str):
+    """The compute function of Q_normed or K_normed (attncli/stages.py): the block's Q or K
+    normalised. One head's block (marking) over "all" reads its rows' every head from the
+    problem's projection (`whole_rows`)."""
+    def normed(block, x) -> np.ndarray:
+        problem = block.problem
+        norm = getattr(problem, NAMES[which])
+        whole = None
+        if block.head is not None and norm.over == "all":
+            whole = whole_rows(problem, which)[block.rows if which == "Q" else block.cols]
+        return apply(norm, getattr(block, which), whole, problem.heads, block.head)  # (H, b or c, d_k)
+    return normed
+
+
+def fields(problem) -> dict[str, str]:
+    """The stage table's template fields for the norms: $qnorm and $knorm (the stages' formulas),
+    $qin and $kin (what RoPE and the scores read: Q_normed or Q), and $qintex, $kintex in LaTeX."""
+    qin, kin = ("Q_normed" if problem.q_norm else "Q"), ("K_normed" if problem.k_norm else "K")
+    tex = {"Q": "Q", "K": "K", "Q_normed": r"Q_{\text{normed}}", "K_normed": r"K_{\text{normed}}"}
+    return {"qnorm": problem.q_norm.title("Q") if problem.q_norm else "",
+            "knorm": problem.k_norm.title("K") if problem.k_norm else "",
+            "qin": qin, "kin": kin, "qintex": tex[qin], "kintex": tex[kin]}
 
 
 def whole_rows(problem, which: str) -> np.ndarray:

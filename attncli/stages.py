@@ -150,23 +150,6 @@ def _rope(problem: Problem) -> bool:
     return problem.rope is not None
 
 
-def _normed(which: str) -> Callable[[Problem], bool]:
-    return lambda problem: getattr(problem, qk_norm.NAMES[which]) is not None
-
-
-def normed(which: str) -> Callable[[Block, np.ndarray | None], np.ndarray]:
-    """Q_normed or K_normed: the block's Q or K normalised (attncli/qk_norm.py). One head's block
-    (marking) over "all" reads its rows' every head from the problem's projection."""
-    def compute(block: Block, x) -> np.ndarray:
-        problem = block.problem
-        norm = getattr(problem, qk_norm.NAMES[which])
-        whole = None
-        if block.head is not None and norm.over == "all":
-            whole = qk_norm.whole_rows(problem, which)[block.rows if which == "Q" else block.cols]
-        return qk_norm.apply(norm, getattr(block, which), whole, problem.heads, block.head)  # (H, b or c, d_k)
-    return compute
-
-
 def compute_q_rope(block: Block, x) -> np.ndarray:
     p = block.problem
     return rotate(block.Q, p.q_positions[block.rows], p.rope, length(p))  # (H, b, d_k)
@@ -278,11 +261,13 @@ def _check_masked(block: Block, x: np.ndarray) -> None:
 ROPE_ABSENT = "this problem has no rope (rotary positions)"
 ROTATED_BACK = ", rotated back (RoPE⁻¹)"
 STAGES: tuple[Stage, ...] = (
-    Stage("Q_normed", "Q_normed = $qnorm", "$qnorm", r"\operatorname{norm}(Q)", normed("Q"), applies=_normed("Q"),
+    Stage("Q_normed", "Q_normed = $qnorm", "$qnorm", r"\operatorname{norm}(Q)", qk_norm.compute("Q"),
+          applies=qk_norm.applies("Q"),
           vjp=vjps.normed("Q"), vjp_title=", back through q_norm",
           check=_finite("Q_normed = q_norm(Q)", ("head", "query", "dim")), columns="dims",
           absent="this problem has no q_norm", replaces="Q", hand=norm_steps.Q_NORMED),
-    Stage("K_normed", "K_normed = $knorm", "$knorm", r"\operatorname{norm}(K)", normed("K"), applies=_normed("K"),
+    Stage("K_normed", "K_normed = $knorm", "$knorm", r"\operatorname{norm}(K)", qk_norm.compute("K"),
+          applies=qk_norm.applies("K"),
           vjp=vjps.normed("K"), vjp_title=", back through k_norm",
           check=_finite("K_normed = k_norm(K)", ("head", "key", "dim")), columns="dims",
           absent="this problem has no k_norm", rows="keys", replaces="K", hand=norm_steps.K_NORMED),
@@ -395,16 +380,13 @@ def fields(problem: Problem, name: str, **given) -> dict[str, str]:
     rope = _rope(problem)
     alibi = problem.alibi_slopes is not None
     sink = problem.sinks is not None
-    qin, kin = ("Q_normed" if problem.q_norm else "Q"), ("K_normed" if problem.k_norm else "K")
-    texts = {"Q": "Q", "K": "K", "Q_normed": r"Q_{\text{normed}}", "K_normed": r"K_{\text{normed}}"}
-    norms = {"qnorm": problem.q_norm.title("Q") if problem.q_norm else "",
-             "knorm": problem.k_norm.title("K") if problem.k_norm else "",
-             "qin": qin, "kin": kin, "qintex": texts[qin], "kintex": texts[kin]}
+    norms = qk_norm.fields(problem)  # $qnorm, $knorm, and $qin, $kin: what RoPE and the scores read
     return {**norms,"bias": " + bias" * (problem.bias is not None) + " + ALiBi" * alibi,
             "bias_tex": r" + \text{bias}" * (problem.bias is not None) + r" + \text{ALiBi}" * alibi,
             "previous": previous(problem, name) or "",
-            "q": "Q_rope" if rope else qin, "k": "K_rope" if rope else kin,
-            "qtex": r"Q_{\text{rope}}" if rope else texts[qin], "ktex": r"K_{\text{rope}}" if rope else texts[kin],
+            "q": "Q_rope" if rope else norms["qin"], "k": "K_rope" if rope else norms["kin"],
+            "qtex": r"Q_{\text{rope}}" if rope else norms["qintex"],
+            "ktex": r"K_{\text{rope}}" if rope else norms["kintex"],
             "cap": number(problem.softcap) if problem.softcap is not None else "",
             "sink": " and the head's sink logit (then dropped: rows sum to less than 1)" * sink,
             "sink_tex": r",\ \text{sink}" * sink, **given}
