@@ -62,7 +62,7 @@ def load(name: str, dtype: str | None):
         model = cls.from_pretrained(name, **kwargs)
     except (OSError, ValueError) as error:
         raise CaptureError(f"MODEL {name!r} could not be loaded: {str(error).splitlines()[0]}", field="MODEL")
-    model.train(False)  # inference: no dropout (as model.eval())
+    model.train(False)  # inference mode: no dropout
     return model, _tokenizer(name)
 
 

@@ -74,3 +74,13 @@ def test_compute_names_the_difference_and_exits_1(run, tmp_path):
     as_json = run("compute", path, "--format", "json")
     assert as_json.exit_code == 1 and json.loads(as_json.stdout)["agreement"]["first"]["column"] == 0
     assert np.isclose(json.loads(as_json.stdout)["agreement"]["difference"], 0.01)
+
+
+def test_with_output_the_line_goes_to_stderr_and_the_file_holds_the_key(run, tmp_path):
+    doc, _ = captured("float32", 2e-7)
+    path, written = tmp_path / "p.json", tmp_path / "out.json"
+    path.write_text(json.dumps(doc))
+    result = run("compute", path, "--output", written)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert result.stderr == "agrees with m layer 3 to 2e-07 (the model computes in float32)\n"
+    assert json.loads(written.read_text())["agreement"]["agrees"] is True

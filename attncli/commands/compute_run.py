@@ -134,12 +134,10 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
         from attncli.render.tables import print_tables
 
         print_tables(trace, shown, o.precision, explanation, heads_shown, o.full, tiled)
-        if agreed is not None:
-            out.write_all(agreed.line() + "\n")
-        return
-    out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled, extra))
-    if agreed is not None:
-        sys.stderr.write(agreed.line() + "\n")
+    else:
+        out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled, extra))
+    if agreed is not None:  # after the tables; on stderr beside a document (stdout stays the document)
+        out.write_all(agreed.line() + "\n", sys.stdout if view == "table" and not o.output_file else sys.stderr)
 
 
 def read(o: SimpleNamespace, piped: bool = False):
