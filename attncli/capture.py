@@ -225,7 +225,7 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
-    return {key: value.tolist() if isinstance(value, np.ndarray) else value for key, value in _listed(doc).items()}
+    return _listed(doc)
 
 
 def _word(dtype) -> str:

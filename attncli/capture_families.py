@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli import rope as rope_module
-from attncli import schema
 from attncli.errors import InputError
 
 # Where each family keeps its layers (a path of attributes from the loaded model), tried in order.
@@ -29,6 +27,10 @@ OUTPUT_NAMES = ("o_proj", "dense", "out_proj", "c_proj")
 ALIBI_TYPES = ("bloom",)
 NO_ROPE = ("gpt2", "bert", "bloom")
 BIDIRECTIONAL = ("bert",)  # encoders: every query sees every key
+# The model types the tests capture (tests/test_capture.py); another is read by the same module names,
+# with a warning: the agreement line says whether it was read right.
+TESTED = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "gemma3_text", "phi", "phi3", "gpt_neox",
+          "gptj", "gpt2", "bert", "bloom", "gpt_oss", "olmo2")
 # Families that compute part of attention in float32 whatever the model's dtype: GPT-J its Q Kᵀ.
 FLOAT32_INSIDE = ("gptj",)
 
@@ -79,7 +81,7 @@ def attention(model, layer: int):
     return module, out
 
 
-def _linear(module, prefix: str, doc: dict, key: str) -> None:
+def _linear(module, doc: dict, key: str) -> None:
     """W_key (in, out) and b_key from a torch Linear (weight (out, in))."""
     doc[f"W_{key}"] = array(module.weight).T
     if getattr(module, "bias", None) is not None:
@@ -96,12 +98,12 @@ def _per_head_fused(weight: np.ndarray, bias, heads: int, d: int, doc: dict) -> 
             doc[f"b_{key}"] = b[:, i].reshape(-1)
 
 
-def projections(module, out, config, heads: int, kv_heads: int, d: int) -> dict:
+def projections(module, out, heads: int, kv_heads: int, d: int) -> dict:
     """W_Q, W_K, W_V, W_O and their biases, in attncli's `x W` convention."""
     doc: dict = {}
     if hasattr(module, "q_proj"):
         for key, name in zip("QKV", ("q_proj", "k_proj", "v_proj")):
-            _linear(getattr(module, name), name, doc, key)
+            _linear(getattr(module, name), doc, key)
     elif hasattr(module, "qkv_proj"):  # Phi-3: rows [q (H·d); k (N·d); v (N·d)]
         w = array(module.qkv_proj.weight)
         b = None if module.qkv_proj.bias is None else array(module.qkv_proj.bias)
@@ -120,14 +122,14 @@ def projections(module, out, config, heads: int, kv_heads: int, d: int) -> dict:
             doc[f"W_{key}"], doc[f"b_{key}"] = part, bias
     elif hasattr(module, "query"):  # BERT
         for key, name in zip("QKV", ("query", "key", "value")):
-            _linear(getattr(module, name), name, doc, key)
+            _linear(getattr(module, name), doc, key)
     else:
         raise CaptureError(f"{type(module).__name__} has none of q_proj, qkv_proj, query_key_value, c_attn, "
                            "query: attn capture does not know its projections")
     if type(out).__name__ == "Conv1D":  # GPT-2's c_proj is already (in, out)
         doc["W_O"], doc["b_O"] = array(out.weight), array(out.bias)
     else:
-        _linear(out, "o_proj", doc, "O")
+        _linear(out, doc, "O")
     return doc
 
 
@@ -169,10 +171,7 @@ def rope(module, config, layer: int, d: int) -> dict | None:
     factor = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)) or 1.0
     value = {"style": "half", "base": float(params.get("rope_theta", 10000.0)), "dims": int(d * factor)}
     kind = params.get("rope_type", "default")
-    if kind != "default":
-        if "scaling" not in rope_module.FIELDS:
-            raise CaptureError(f"{type(module).__name__} uses RoPE scaling {kind!r}, which this attncli cannot "
-                               "write yet (rope.scaling is missing)", field="rope.scaling")
+    if kind != "default":  # with transformers' rope_parameters names (attncli/rope_scaling.py)
         value["scaling"] = {k: v for k, v in params.items()
                             if k not in ("rope_theta", "partial_rotary_factor") and v is not None}
         if kind in ("dynamic", "longrope"):  # transformers reads the config's (the pre-training length)
@@ -216,28 +215,9 @@ def qk_norms(module, config, heads: int, d: int) -> dict:
     q_norm, k_norm = norm_modules(module)
     if q_norm is None:
         return {}
-    if schema.key("q_norm") is None:
-        raise CaptureError(f"{type(module).__name__} normalizes Q and K before RoPE (QK-norm), which this "
-                           "attncli cannot write yet (the q_norm and k_norm keys are missing)", field="q_norm")
     over = "head" if q_norm.weight.shape[-1] == d else "all"
     offset = weight_offset(config)
     return {"q_norm": _norm(q_norm, over, offset), "k_norm": _norm(k_norm, over, offset)}
-
-
-def gqa(doc: dict, heads: int, kv_heads: int, d: int) -> dict:
-    """Grouped kv heads: `kv_heads` when attncli reads it; otherwise W_K, W_V (and biases) repeated
-    per group, as transformers' repeat_kv does (query head h reads kv head h // (H / N))."""
-    if kv_heads == heads:
-        return doc
-    if schema.key("kv_heads") is not None:
-        return doc | {"kv_heads": kv_heads}
-    group = heads // kv_heads
-    for key in ("W_K", "W_V", "b_K", "b_V"):
-        if key in doc:
-            value = doc[key]
-            split = value.reshape(*value.shape[:-1], kv_heads, 1, -1)
-            doc[key] = np.repeat(split, group, axis=-2).reshape(*value.shape[:-1], heads * split.shape[-1])
-    return doc
 
 
 def read_layer(model, layer: int) -> dict:
@@ -245,8 +225,9 @@ def read_layer(model, layer: int) -> dict:
     config = getattr(model.config, "text_config", None) or model.config
     module, out = attention(model, layer)
     heads, kv_heads, d = head_counts(module, config)
-    doc = projections(module, out, config, heads, kv_heads, d)
-    doc = gqa(doc, heads, kv_heads, d)
+    doc = projections(module, out, heads, kv_heads, d)
+    if kv_heads != heads:  # grouped: query head h reads kv head h // (heads / kv_heads), as repeat_kv
+        doc["kv_heads"] = kv_heads
     doc |= {"heads": heads, "scale": scale(module, d)}
     doc |= qk_norms(module, config, heads, d)
     found = rope(module, config, layer, d)

@@ -138,3 +138,13 @@ def test_no_other_command_loads_torch(args):
             "from attncli.cli import main; main()")
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_an_untested_family_is_captured_with_a_warning_after_it(run, tiny, tmp_path, monkeypatch):
+    from attncli.commands import capture_run
+
+    monkeypatch.setattr(capture_run, "TESTED", ("gpt2",))
+    result = run("capture", tiny, "--ids", "3,1", "-o", tmp_path / "x.json")
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[-1] == ("warning: attn capture is not tested on llama models (it is on gpt2); "
+                                              "attn compute's agreement line says whether it read the layer right")

@@ -6,7 +6,7 @@ import sys
 from types import SimpleNamespace
 
 from attncli.capture import capture, load, pad_left
-from attncli.capture_families import CaptureError
+from attncli.capture_families import TESTED, CaptureError
 from attncli.render.json import dumps
 from attncli.render import out
 
@@ -75,3 +75,6 @@ def run(o: SimpleNamespace) -> None:
             file.write(text)
         queries = f"{len(doc['X'])} quer{'y' if len(doc['X']) == 1 else 'ies'}"
         sys.stderr.write(f"wrote {o.output_file}: layer {o.layer} of {name}, {queries}; attn compute {o.output_file}\n")
+    if config.model_type not in TESTED:  # after success: an error is the only line on stderr
+        sys.stderr.write(f"warning: attn capture is not tested on {config.model_type} models (it is on "
+                         f"{', '.join(TESTED)}); attn compute's agreement line says whether it read the layer right\n")
