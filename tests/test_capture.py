@@ -52,6 +52,10 @@ FAMILIES = {
                   max_position_embeddings=64, pad_token_id=0)),
     "bloom": ("BloomConfig", "BloomForCausalLM",  # ALiBi with 4 heads, fused per-head qkv
               dict(vocab_size=64, hidden_size=16, n_head=4, n_layer=2, pad_token_id=0)),
+    "bloom6": ("BloomConfig", "BloomForCausalLM",  # ALiBi with 6 heads: 4 slopes, then every other of 8
+               dict(vocab_size=64, hidden_size=24, n_head=6, n_layer=2, pad_token_id=0)),
+    "phi_qk": ("PhiConfig", "PhiForCausalLM",  # Phi's qk_layernorm: a LayerNorm per head, with bias
+               dict(SMALL, num_attention_heads=2, qk_layernorm=True)),
     "gpt_oss": ("GptOssConfig", "GptOssForCausalLM",  # sinks, GQA, sliding layers (default RoPE here)
                 dict(SMALL, num_attention_heads=4, num_key_value_heads=2, head_dim=4, sliding_window=3,
                      num_local_experts=2, num_experts_per_tok=1,
@@ -74,10 +78,10 @@ def build(family: str, path, spec=FAMILIES) -> str:
     torch.manual_seed(0)
     config = getattr(transformers, config_name)(**settings)
     model = getattr(transformers, model_name)(config)
-    if family == "gpt_oss":  # its sinks start at zero: give them values that matter
-        with torch.no_grad():
-            for layer in model.model.layers:
-                layer.self_attn.sinks.normal_()
+    with torch.no_grad():  # sinks and QK-norms start at 0 or 1: give them values that matter
+        for name, parameter in model.named_parameters():
+            if any(part in name for part in ("sinks", "q_norm", "k_norm", "q_layernorm", "k_layernorm")):
+                parameter.normal_()
     directory = path / family
     model.save_pretrained(directory)
     return str(directory)
