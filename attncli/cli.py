@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import ClickException
 
 from attncli import __version__
-from attncli.commands import check, compute, learn
+from attncli.commands import capture, check, compute, learn
 from attncli.commands.edge import message
 from attncli.errors import AttnError, ReaderGone, did_you_mean, one_line
 
@@ -148,6 +148,7 @@ app.command(cls=AttnCommand, help=prose(check.check.__doc__))(check.check)
 app.command(cls=AttnCommand, help=prose(learn.exercise.__doc__))(learn.exercise)
 app.command(cls=AttnCommand)(learn.example)
 app.command(cls=AttnCommand)(learn.posenc)
+app.command(cls=AttnCommand)(capture.capture)
 
 
 def main() -> None:

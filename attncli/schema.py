@@ -81,6 +81,11 @@ KEYS: tuple[Key, ...] = (
     Key("tiled_max_difference", RESULT, "the largest |tiled − plain| over every head's output"),
     Key("explanation", RESULT, "the hand calculation's lines"),
     Key("cost", RESULT, "the kernels' FLOPs and bytes per stage, naive and tiled, for cost.sram bytes on chip"),
+    # attn capture's keys (attncli/capture.py): where the layer came from, and the model's own results,
+    # which attncli/agreement.py compares with the recomputation (never required equal: see "agreement").
+    Key("model", LABEL, "the model a captured layer came from: {name, class, layer}"),
+    Key("reference", LABEL, "the model's own results: {weights (per head), output (after o_proj), dtype}"),
+    Key("agreement", RESULT, "how the recomputation agrees with reference: {agrees, difference, first, line}"),
 )
 HEAD_KEYS: tuple[Key, ...] = (
     *(Key(name, RESULT, f"this head's {name} (the input split into heads, or projected)")

@@ -6,12 +6,12 @@ import re
 import pytest
 
 from attncli import schema
-from attncli.commands import check, compute, compute_options, learn, reference, spec
+from attncli.commands import capture, check, compute, compute_options, learn, reference, spec
 from attncli.commands.spec import Option
 from tests.conftest import ROOT
 
 TABLES = [("compute", compute_options.OPTIONS), ("check", check.OPTIONS), ("exercise", learn.EXERCISE),
-          ("example", learn.EXAMPLE), ("posenc", learn.POSENC)]
+          ("example", learn.EXAMPLE), ("posenc", learn.POSENC), ("capture", capture.CAPTURE)]
 
 
 def help_flags(run, command: str) -> tuple[set[str], set[str]]:

@@ -102,6 +102,7 @@ def test_the_schema_lists_each_key_once_with_a_kind():
                                "heads", "kv_heads", "mask", "bias", "scale", "query_labels", "key_labels", "title",
                                "description", "masked_rows", "dtype", "rope", "dO", "causal", "window", "key_mask",
                                "q_positions", "k_positions", "alibi", "softcap", "sinks", "q_norm", "k_norm",
+                               "model", "reference",  # attn capture's (issue 18)
                                "ask", "decimals", "worked", "slip"}  # an exercise's words (issue 16)
 
 

@@ -15,7 +15,7 @@ from tests.conftest import ROOT, SAMPLES
 
 RUN = "import sys; sys.argv[0] = 'attn'; from attncli.cli import main; main()"
 LOADED = ("import atexit, sys; atexit.register(lambda: sys.stderr.write(repr(sorted("
-          "{m.split('.')[0] for m in sys.modules} & {'numpy', 'rich'})) + '\\n')); ")
+          "{m.split('.')[0] for m in sys.modules} & {'numpy', 'rich', 'torch', 'transformers'})) + '\\n')); ")
 
 
 def loaded(*args: str) -> str:

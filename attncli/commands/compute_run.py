@@ -13,7 +13,7 @@ import sys
 from dataclasses import replace
 from types import SimpleNamespace
 
-from attncli import attention, grads, limits
+from attncli import agreement, attention, grads, limits
 from attncli.commands import option_text as opt
 from attncli.commands import cost_run, spec
 from attncli.commands.compute_options import OPTIONS, PARTS
@@ -45,9 +45,24 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options), warnings)
-    render(trace, tiled, shown, plan, o)
+    agreed = _agreement(doc, trace, source)
+    render(trace, tiled, shown, plan, o, agreed)
     for notice in trace.warnings:  # the command line's and the computation's, as in the JSON
         sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
+    if agreed is not None and not agreed.agrees:
+        sys.exit(1)  # as diff: 0 the same, 1 different (the model and attncli), 2 trouble
+
+
+def _agreement(doc, trace, source):
+    """A captured layer's reference (attncli/agreement.py) against the trace; its `agreement`, when the
+    document holds one (attn compute's JSON read back), must say the same."""
+    try:
+        agreed = agreement.compare(doc, trace)
+        if isinstance(doc, dict) and "agreement" in doc:
+            agreement.check_written(doc["agreement"], agreed)
+    except AttnError as error:
+        raise error.at(source) if source else error
+    return agreed
 
 
 def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str, ...], list[str]]:
@@ -92,22 +107,26 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
         _guard(problem, plan.written, shown, full, plan.output_only, plan.tile_sizes)
         trace = _attend(problem, plan.output_only, plan.workers)
         trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
-        verify(doc, trace, flag, options)  # echoes and results the document holds, read back
+        # echoes and results the document holds, read back (a captured layer's agreement: _agreement)
+        verify({k: v for k, v in doc.items() if k != "agreement"} if "agreement" in doc else doc, trace, flag, options)
         tiled = None if plan.tile_sizes is None else attend_tiles(problem, *plan.tile_sizes)
     except AttnError as error:
         raise error.at(source) if source else error
     return trace, tiled
 
 
-def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: SimpleNamespace) -> None:
-    """Show the trace through the planned view: tables, a text document on stdout, or --output's file."""
+def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: SimpleNamespace, agreed=None) -> None:
+    """Show the trace through the planned view: tables, a text document on stdout, or --output's file.
+    `agreed` (a captured layer's agreement with its model): its line after the tables (on stderr beside
+    a document, which holds it as the key "agreement" when JSON)."""
     problem = trace.problem
     rows = opt.rows(o.row, problem.query_labels, problem.lq)
     heads_shown = None if o.head is None else [opt.head(o.head, problem.heads)]
     explanation = _explain(o, trace, tiled, rows, heads_shown) if o.explain else None
     view = plan.view
+    extra = None if agreed is None else agreed.keys
     if o.output_file:
-        text = _text(view, trace, shown, o.precision, o.round_, explanation, tiled, o)  # refusals before the file
+        text = _text(view, trace, shown, o.precision, o.round_, explanation, tiled, o, extra)  # refusals before the file
         _write_file(o.output_file, plan.suffix, trace, lambda: text)
     elif view == "table":
         # Imported here, for start-up (see above): the tables need rich, which takes longer to load
@@ -116,7 +135,9 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
 
         print_tables(trace, shown, o.precision, explanation, heads_shown, o.full, tiled)
     else:
-        out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled, o))
+        out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled, o, extra))
+    if agreed is not None:  # after the tables; on stderr beside a document (stdout stays the document)
+        out.write_all(agreed.line() + "\n", sys.stdout if view == "table" and not o.output_file else sys.stderr)
 
 
 def read(o: SimpleNamespace, piped: bool = False):
@@ -223,10 +244,11 @@ def _write_file(path: str, suffix: str, trace, text) -> None:
 
 
 def _text(view: str, trace, shown, precision: int, round_: int | None, explanation, tiled=None,
-          o: SimpleNamespace | None = None) -> str:
-    """The document of a text format: JSON, CSV (one stage), Markdown, LaTeX or the HTML page."""
+          o: SimpleNamespace | None = None, extra=None) -> str:
+    """The document of a text format: JSON, CSV (one stage), Markdown, LaTeX or the HTML page;
+    `extra`: keys beside the trace's in JSON (a captured layer's agreement)."""
     if view == "json":
-        return document(trace, shown, round_, explanation, tiled, say=flag)
+        return document(trace, shown, round_, explanation, tiled, say=flag, extra=extra)
     if view == "html":
         # Imported here, for start-up (see above): only --format html needs the page.
         from attncli.render.page import page

@@ -10,11 +10,11 @@ Each list stands between `<!-- options: COMMAND -->` and `<!-- end options: COMM
 import sys
 from pathlib import Path
 
-from attncli.commands import check, compute_options, learn, spec
+from attncli.commands import capture, check, compute_options, learn, spec
 
 OPTIONS_DOC = Path(__file__).resolve().parent.parent.parent / "docs" / "reference" / "options.md"
 TABLES = {"compute": compute_options.OPTIONS, "check": check.OPTIONS, "exercise": learn.EXERCISE,
-          "example": learn.EXAMPLE, "posenc": learn.POSENC}
+          "example": learn.EXAMPLE, "posenc": learn.POSENC, "capture": capture.CAPTURE}
 
 
 def markers(command: str) -> tuple[str, str]:

@@ -28,7 +28,7 @@ _UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u206
 
 
 def document(trace: Trace, stages, decimals: int | None = None, explanation: list[str] | None = None,
-             tiled=None, say=None) -> str:
+             tiled=None, say=None, extra: dict | None = None) -> str:
     """The text `attn compute` writes: one line of strict JSON, every key in attncli/schema.py.
     `say` says the warnings' advice (`attncli.errors.Say`; default: as keywords). With `tiled`
     (attncli.tiles.Tiles): --tiles's keys (`readback.add_tiles`)."""
@@ -39,4 +39,5 @@ def document(trace: Trace, stages, decimals: int | None = None, explanation: lis
         add_tiles(doc, tiled, trace.stage("output"), decimals)
     if explanation is not None:
         doc["explanation"] = explanation
+    doc.update(extra or {})  # keys the command adds beside the trace's (attn capture's model, reference, agreement)
     return dumps(check_written(doc, rule_keys())) + "\n"

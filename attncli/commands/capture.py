@@ -1,0 +1,55 @@
+"""`attn capture MODEL`: one attention layer of a Hugging Face model as an attncli document, with
+the model's own attention weights and output beside it (the `models` extra: torch, transformers,
+safetensors). Its options are here; capture_run.py (which loads torch) does the work."""
+
+from attncli.commands import spec
+from attncli.commands.spec import Option
+from attncli.errors import AttnError
+
+EXTRA = "attn capture needs the models extra: pip install 'attncli[models]'"
+EXTRA_MODULES = ("torch", "transformers", "safetensors", "tokenizers")
+DTYPES = ("float32", "float64", "bfloat16", "float16")
+
+CAPTURE: tuple[Option, ...] = (
+    Option("model", "A directory written by save_pretrained (config and weights), or a model id already in "
+           "the local Hugging Face cache (nothing is downloaded).", argument=True, default=None),
+    Option("ids", "Token ids, comma-separated (3,1,4,1,5); several sequences separated by ; are a batch, "
+           "left-padded as generate() pads them (pick one with --batch-index).", metavar="IDS"),
+    Option("text", "Text to tokenize with the tokenizer saved in MODEL's directory (labels are then the tokens).",
+           metavar="TEXT"),
+    Option("layer", "The layer to capture, from 0.", type=int, low=0, default=0),
+    Option("batch_index", "Which sequence of the batch the document holds, from 0.", type=int, low=0, default=0),
+    Option("decode", "The last token as a decode step against the cache of the others: one query, "
+           "q_positions and k_positions.", type=bool),
+    Option("dtype", "The model's dtype (default: as saved). float64 also runs the eager path's float32 "
+           "softmax and RoPE angles in float64, for an exact comparison.", choices=DTYPES),
+    Option("output_file", "Write the document to this .json file (default: stdout).", flags=("--output", "-o"),
+           metavar="FILE"),
+)
+
+
+class MissingExtra(AttnError):
+    """torch or transformers is not installed."""
+
+
+@spec.command(CAPTURE)
+def capture(**given) -> None:
+    """Capture one attention layer of a Hugging Face model as an attncli document.
+
+    attn capture ./tiny-llama --ids 3,1,4,1,5 -o layer0.json && attn compute layer0.json
+
+    The document is ordinary attncli input: X (the layer's input after its input norm), W_Q, W_K,
+    W_V, W_O and biases (as x W), heads, scale, rope, window, softcap, sinks, ALiBi, the mask
+    (causal by index, key_mask from the attention mask), masked_rows uniform (the library's eager
+    path), and the model's own results under "reference": attn compute prints whether it agrees.
+    """
+    o = spec.given(CAPTURE, given)
+    try:
+        # Imported here, for start-up: capture_run loads torch and transformers (seconds), which no
+        # other command needs, and which are an optional extra.
+        from attncli.commands.capture_run import run
+    except ImportError as error:
+        if (error.name or "").split(".")[0] in EXTRA_MODULES:
+            raise MissingExtra(EXTRA)
+        raise
+    run(o)

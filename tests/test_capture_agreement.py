@@ -1,0 +1,86 @@
+"""attncli/agreement.py without torch: a document's `reference` against the recomputation, at the
+reference's precision, and the line `attn compute` prints."""
+
+import json
+
+import numpy as np
+import pytest
+
+from attncli.agreement import TOLERANCE, compare
+from attncli.attention import attend
+from attncli.errors import InputError
+from attncli.problem import build_problem
+from tests.conftest import SCOOTER
+
+
+def captured(dtype="float64", shift=0.0, where=("weights", 0, 0, 1)):
+    """The scooter problem with its own results as the reference, one cell moved by `shift`."""
+    trace = attend(build_problem(SCOOTER))
+    reference = {"weights": trace.stage("weights").tolist(), "output": trace.final.tolist(), "dtype": dtype}
+    stage, *index = where
+    cell = reference[stage]
+    for i in index[:-1]:
+        cell = cell[i]
+    cell[index[-1]] += shift
+    return dict(SCOOTER, reference=reference, model={"name": "m", "class": "C", "layer": 3}), trace
+
+
+@pytest.mark.parametrize("dtype", sorted(TOLERANCE))
+def test_a_difference_just_past_the_precision_is_named(dtype):
+    tolerance = TOLERANCE[dtype] * 2  # the output's largest |value| is 1.35: the bound is tolerance · 1.35
+    doc, trace = captured(dtype, tolerance * 1.2, ("output", 0, 1))
+    found = compare(doc, trace)
+    assert not found.agrees and found.first == {"stage": "output", "row": 0, "column": 1,
+                                                "attncli": trace.final[0, 1], "model": trace.final[0, 1] + tolerance * 1.2}
+    doc, trace = captured(dtype, TOLERANCE[dtype] * 0.9, ("weights", 0, 0, 2))
+    assert compare(doc, trace).agrees
+
+
+def test_the_lines():
+    doc, trace = captured("float32", 3e-7)
+    assert compare(doc, trace).line() == "agrees with m layer 3 to 3e-07 (the model computes in float32)"
+    doc, trace = captured("float64", 0.25, ("weights", 0, 0, 1))
+    assert compare(doc, trace).line() == ("differs from m layer 3: weights, head 0, row 0, column 1: attncli 0.767918, "
+                                          "the model 1.01792 (largest difference 2e-01; the model ran in float64)")
+    del doc["model"]
+    assert compare(doc, trace).line().startswith("differs from the model: weights")
+
+
+def test_no_reference_no_agreement():
+    assert compare(SCOOTER, attend(build_problem(SCOOTER))) is None
+
+
+@pytest.mark.parametrize("reference, message", [
+    ([1, 2], "reference is a list of 2; expected {\"weights\": [...], \"output\": [...], \"dtype\": ...} as attn capture"),
+    ({"weights": [[[1]]], "logits": [1]}, "reference has an unknown key 'logits'; expected weights, output and dtype"),
+    ({"output": [[1, 2]], "dtype": "float8"}, "reference.dtype is the string \"float8\"; expected one of float64, float32"),
+    ({"output": [[1, 2, 3]]}, "reference.output has shape (1, 3), but attncli's output has (1, 2): the document's "
+                              "problem is not the model's"),
+])
+def test_a_malformed_reference_is_refused(reference, message):
+    doc = dict(SCOOTER, reference=reference)
+    with pytest.raises(InputError) as error:
+        compare(doc, attend(build_problem(doc)))
+    assert str(error.value).startswith(message), str(error.value)
+
+
+def test_compute_names_the_difference_and_exits_1(run, tmp_path):
+    doc, _ = captured("float64", 0.01, ("weights", 0, 0, 0))
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    table = run("compute", path, "--stages", "weights", "--format", "table")
+    assert table.exit_code == 1 and table.stdout.strip().splitlines()[-1].startswith(
+        "differs from m layer 3: weights, head 0, row 0, column 0: attncli 0.0453884, the model 0.0553884")
+    as_json = run("compute", path, "--format", "json")
+    assert as_json.exit_code == 1 and json.loads(as_json.stdout)["agreement"]["first"]["column"] == 0
+    assert np.isclose(json.loads(as_json.stdout)["agreement"]["difference"], 0.01)
+
+
+def test_with_output_the_line_goes_to_stderr_and_the_file_holds_the_key(run, tmp_path):
+    doc, _ = captured("float32", 2e-7)
+    path, written = tmp_path / "p.json", tmp_path / "out.json"
+    path.write_text(json.dumps(doc))
+    result = run("compute", path, "--output", written)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert result.stderr == "agrees with m layer 3 to 2e-07 (the model computes in float32)\n"
+    assert json.loads(written.read_text())["agreement"]["agrees"] is True

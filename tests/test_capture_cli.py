@@ -1,0 +1,150 @@
+"""`attn capture` on the command line: a tiny Llama saved to a directory, captured, and computed; the
+agreement line and its exit code (as diff: 0 agrees, 1 differs); the JSON's "agreement" read back;
+the errors (no model, no tokenizer, the models extra missing); --text with a tokenizer built offline."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny Llama (GQA: 4 heads over 2 kv heads) with a WordLevel tokenizer, saved once."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    directory = tmp_path_factory.mktemp("models") / "tiny-llama"
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, num_attention_heads=4, num_key_value_heads=2,
+                                      num_hidden_layers=1, intermediate_size=32, max_position_embeddings=64,
+                                      pad_token_id=0)
+    transformers.LlamaForCausalLM(config).save_pretrained(directory)
+    words = ["<pad>", "<unk>", "the", "cat", "sat", "on", "mat"]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>",
+                                         unk_token="<unk>").save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def captured(tiny, tmp_path_factory):
+    """The tiny model's layer 0 on 'the cat sat on the mat', in float64, as a file."""
+    from typer.testing import CliRunner
+
+    from attncli.cli import app
+
+    path = tmp_path_factory.mktemp("docs") / "layer0.json"
+    result = CliRunner().invoke(app, ["capture", str(tiny), "--text", "the cat sat on the mat", "--dtype",
+                                      "float64", "-o", str(path)])
+    assert result.exit_code == 0, result.stderr
+    return path
+
+
+def test_capture_then_compute_prints_the_agreement_line(run, captured):
+    doc = json.loads(captured.read_text())
+    assert doc["model"] == {"name": "tiny-llama", "class": "LlamaForCausalLM", "layer": 0}
+    assert doc["query_labels"] == ["the", "cat", "sat", "on", "the", "mat"]
+    result = run("compute", captured, "--stages", "weights", "--format", "table")
+    assert result.exit_code == 0, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("agrees with tiny-llama layer 0 to ") and last.endswith("(the model ran in float64)")
+
+
+def test_the_json_holds_the_agreement_and_reads_back(run, captured):
+    result = run("compute", captured, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["agreement"]["agrees"] is True and doc["agreement"]["first"] is None
+    assert doc["model"]["layer"] == 0 and "weights" in doc["reference"]
+    assert result.stderr.startswith("agrees with tiny-llama layer 0")  # stdout stays one document
+    again = run("compute", "-", "--format", "json", input=result.stdout)
+    assert again.exit_code == 0, again.stderr
+    doc["agreement"]["agrees"] = False
+    wrong = run("compute", "-", "--format", "json", input=json.dumps(doc))
+    assert wrong.exit_code == 2 and "agreement is " in wrong.stderr and "recomputation says: agrees" in wrong.stderr
+
+
+def test_a_document_that_differs_from_its_model_exits_1(run, captured, tmp_path):
+    doc = json.loads(captured.read_text())
+    doc["reference"]["output"][3][5] += 1e-3
+    path = tmp_path / "changed.json"
+    path.write_text(json.dumps(doc))
+    result = run("compute", path, "--stages", "output", "--format", "table")
+    assert result.exit_code == 1
+    assert result.stdout.strip().splitlines()[-1].startswith(
+        "differs from tiny-llama layer 0: output, row 3, column 5: attncli ")
+
+
+def test_decode_and_batch_index_from_the_command_line(run, tiny, tmp_path):
+    path = tmp_path / "step.json"
+    result = run("capture", tiny, "--ids", "3,1,4,1,5; 9,3", "--batch-index", "1", "--decode", "--dtype",
+                 "float64", "-o", path)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(path.read_text())
+    # the tokenizer's words; an id it does not know (9) as itself
+    assert doc["query_labels"] == ["cat"] and doc["key_labels"] == ["pad", "pad", "pad", "9", "cat"]
+    assert doc["q_positions"] == [4] and doc["key_mask"] == [False] * 3 + [True] * 2
+    assert doc.get("kv_heads") in (None, 2)
+    computed = run("compute", path, "--format", "json")
+    assert computed.exit_code == 0 and json.loads(computed.stdout)["agreement"]["agrees"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("/nowhere/model", "--ids", "1"), "error: MODEL /nowhere/model is neither a directory nor a model in the local "
+                                       "Hugging Face cache (attn capture never downloads"),
+    (("{tiny}",), "error: --ids: give the tokens: --ids 3,1,4,1,5 or --text"),
+    (("{tiny}", "--ids", "1,x"), "error: --ids: is '1,x'; expected whole numbers ≥ 0 separated by commas"),
+    (("{tiny}", "--ids", "1,64"), "error: --ids: has id 64, but the model's vocabulary has 64 ids (0 to 63)"),
+    (("{tiny}", "--ids", "1,2", "--layer", "3"), "error: --layer: layer is 3; expected 0 to 0 (1 layer)"),
+    (("{tiny}", "--ids", "1,2", "--batch-index", "1"), "error: --batch-index: is 1, but there is 1 sequence"),
+    (("{tiny}", "--ids", "1", "--decode"), "error: --decode: decode needs at least 2 tokens"),
+    (("{tiny}", "--ids", "1", "-o", "x.npz"), "error: --output: is 'x.npz'; attn capture writes JSON"),
+])
+def test_errors_are_one_line(run, tiny, args, message):
+    result = run("capture", *(str(a).format(tiny=tiny) for a in args))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_text_without_a_tokenizer_is_refused(run, tiny, tmp_path):
+    model = transformers.LlamaForCausalLM.from_pretrained(tiny)
+    model.save_pretrained(tmp_path / "bare")
+    result = run("capture", tmp_path / "bare", "--text", "the cat")
+    assert result.exit_code == 2 and "--text: needs a tokenizer saved in" in result.stderr
+
+
+def test_without_the_models_extra_capture_says_how_to_install_it(tiny):
+    """torch made unimportable: one error line naming the extra, exit 2."""
+    code = ("import sys; sys.modules['torch'] = None; sys.argv[0] = 'attn'; "
+            "from attncli.cli import main; main()")
+    done = subprocess.run([sys.executable, "-c", code, "capture", str(tiny), "--ids", "1"], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 2
+    assert done.stderr == "error: attn capture needs the models extra: pip install 'attncli[models]'\n"
+
+
+@pytest.mark.parametrize("args", [("--version",), ("capture", "--help"),
+                                  ("compute", str(ROOT / "samples" / "scooter.json"), "--format", "json")])
+def test_no_other_command_loads_torch(args):
+    code = ("import atexit, sys; atexit.register(lambda: sys.stderr.write(repr(sorted({m.split('.')[0] for m in "
+            "sys.modules} & {'torch', 'transformers', 'safetensors'})) + '\\n')); sys.argv[0] = 'attn'; "
+            "from attncli.cli import main; main()")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_an_untested_family_is_captured_with_a_warning_after_it(run, tiny, tmp_path, monkeypatch):
+    from attncli.commands import capture_run
+
+    monkeypatch.setattr(capture_run, "TESTED", ("gpt2",))
+    result = run("capture", tiny, "--ids", "3,1", "-o", tmp_path / "x.json")
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[-1] == ("warning: attn capture is not tested on llama models (it is on gpt2); "
+                                              "attn compute's agreement line says whether it read the layer right")
