@@ -40,7 +40,7 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     if o.cost:  # the counts alone, no attention (compute.plan refused the options it would ignore)
         size = cost_run.sram(o.sram)
         problem = read(o, piped=plan.stdin is not None)
-        cost_run.run(problem, size, plan, o, lambda: _attend(problem[0], True, plan.workers))
+        cost_run.run(problem, size, plan, o, lambda: _attend(problem[0], True, plan.threads))
         return
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
@@ -90,7 +90,7 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
     source, doc, options = read_back
     try:
         _guard(problem, plan.written, shown, full, plan.output_only, plan.tile_sizes)
-        trace = _attend(problem, plan.output_only, plan.workers)
+        trace = _attend(problem, plan.output_only, plan.threads)
         trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
         verify(doc, trace, flag, options)  # echoes and results the document holds, read back
         tiled = None if plan.tile_sizes is None else attend_tiles(problem, *plan.tile_sizes)
@@ -265,14 +265,15 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
         raise
 
 
-def _attend(problem, output_only: bool, workers: int):
-    """The full trace, or only the output in blocks; a progress bar when it takes a while."""
+def _attend(problem, output_only: bool, threads: int | None):
+    """The full trace, or only the output in blocks on `threads` workers (None: every core); a
+    progress bar when it takes a while."""
     with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
         if output_only:
             # Imported here, for start-up (see above): only the output-only path computes in blocks.
             from attncli.blocks import attend_output
 
-            return attend_output(problem, workers=workers, progress=done)
+            return attend_output(problem, threads=threads, progress=done)
         return attention.attend(problem, progress=done)
 
 
