@@ -78,9 +78,12 @@ print(json.dumps({"first": times[0], "warm": times[1],
 '''
 
 
-def child(kind: str, n: int, dtype: str, threads: int, rules: dict) -> dict:
+def child(kind: str, n: int, dtype: str, threads: int, rules: dict, unset: tuple = ()) -> dict:
+    """One case in a fresh process; `unset`: environment variables it runs without."""
     spec = {"kind": kind, "n": n, "dtype": dtype, "threads": threads, "rules": rules}
-    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True, cwd=ROOT)
+    env = {key: value for key, value in os.environ.items() if key not in unset}
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True, cwd=ROOT,
+                          env=env)
     if done.returncode:
         raise SystemExit(f"{kind} {n}² {dtype} failed: {done.stderr.strip()[-400:]}")
     return json.loads(done.stdout)
@@ -90,8 +93,13 @@ def cases(quick: bool, threads: int) -> dict[str, dict]:
     """Each row: its kind, size, dtype, rules, and what its ratio is taken against."""
     big, mid = (4096, 2048) if quick else (32768, 16384)
     t = threads
+    own = {}  # this environment chooses OpenBLAS's kernels: the same row with OpenBLAS's own choice too
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        own = {f"output only, OpenBLAS's own kernels (without OPENBLAS_CORETYPE), {big}², float32": dict(
+            kind="attn", n=big, dtype="float32", threads=t, rules={}, against="torch", unset=("OPENBLAS_CORETYPE",))}
     return {
         f"output only, {big}², float32": dict(kind="attn", n=big, dtype="float32", threads=t, rules={}, against="torch"),
+        **own,
         f"torch fused SDPA, {big}², float32": dict(kind="torch", n=big, dtype="float32", threads=t, rules={}),
         f"output only, {mid}², float64": dict(kind="attn", n=mid, dtype="float64", threads=t, rules={}, against="torch"),
         f"torch fused SDPA, {mid}², float64": dict(kind="torch", n=mid, dtype="float64", threads=t, rules={}),
@@ -130,8 +138,10 @@ def machine() -> str:
         torch_version = torch.__version__
     except ImportError:
         torch_version = "not installed"
+    kernels = os.environ.get("OPENBLAS_CORETYPE")
     return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; python "
-            f"{platform.python_version()}, numpy {np.__version__}, torch {torch_version}")
+            f"{platform.python_version()}, numpy {np.__version__}, torch {torch_version}; "
+            + (f"OPENBLAS_CORETYPE={kernels}" if kernels else "OpenBLAS's own kernels"))
 
 
 def reference(name: str, case: dict, names: list[str]) -> str | None:
@@ -141,6 +151,7 @@ def reference(name: str, case: dict, names: list[str]) -> str | None:
         return None
     prefix = "torch fused SDPA" if against == "torch" else "no mask"
     return next(other for other in names if _label(other) == prefix and _size(other) == _size(name))
+
 
 
 def _label(name: str) -> str:

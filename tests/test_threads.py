@@ -112,30 +112,15 @@ def test_workers_default_to_every_core():
     assert threads.workers(3) == 3
 
 
-@pytest.mark.parametrize("vendor, flags, expected", [
-    ("AuthenticAMD", "fpu avx2 avx512f avx512dq avx512cd avx512bw avx512vl", True),
-    ("AuthenticAMD", "fpu avx2", False),  # no AVX-512: OpenBLAS's own choice stays
-    ("GenuineIntel", "fpu avx2 avx512f avx512dq avx512cd avx512bw avx512vl", False),  # OpenBLAS knows Intel's
-])
-def test_openblas_avx512_kernels_only_on_amd_with_avx512(tmp_path, vendor, flags, expected):
-    info = tmp_path / "cpuinfo"
-    info.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: {flags}\n\nprocessor\t: 1\n"
-                    "vendor_id\t: AuthenticAMD\nflags\t\t: avx512f avx512dq avx512cd avx512bw avx512vl\n")
-    assert threads._amd_with_avx512(str(info)) is expected
-    assert threads._amd_with_avx512(str(tmp_path / "missing")) is False
-
-
 def test_before_numpy_sets_blas_up_and_keeps_the_users_choices():
     code = ("import os; from attncli.threads import before_numpy; before_numpy(); "
-            "print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['MKL_NUM_THREADS'], "
-            "os.environ.get('OPENBLAS_CORETYPE', '-'))")
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")} | {
-        "MKL_NUM_THREADS": "3", "OPENBLAS_CORETYPE": "Haswell"}
+            "print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'], os.environ['MKL_NUM_THREADS'])")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")} | {"MKL_NUM_THREADS": "3"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
-    assert done.stdout.split() == ["1", "3", "Haswell"]
+    assert done.stdout.split() == ["1", "1", "3"]
     late = subprocess.run([sys.executable, "-c", "import numpy; " + code], capture_output=True, text=True,
-                          env=env | {"OPENBLAS_NUM_THREADS": "2"}, cwd=ROOT)
-    assert late.stdout.split() == ["2", "3", "Haswell"]  # numpy already loaded: nothing changes
+                          env=env | {"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"}, cwd=ROOT)
+    assert late.stdout.split() == ["2", "2", "3"]  # numpy already loaded: nothing changes
 
 
 def test_threads_option_gives_the_same_file(run, tmp_path, problem_file):
