@@ -256,7 +256,7 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
         limits.check_fits(total(), available)
     except limits.ResourceError as error:
         ways = [way for way, works in (
-            ("--stages output (computed in blocks of about 16 MiB)",  # never with dO: the backward pass needs every stage
+            ("--stages output (computed in blocks of at most 64 MiB a thread)",  # never with dO: the backward pass needs every stage
              not output_only and problem.dO is None and fits(output_only=True, shown=("output",))),
             ("--output grads.npz (every stage and gradient, no text)" if problem.dO is not None
              else "--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
