@@ -39,7 +39,9 @@ from attncli.trace import Problem, Trace
 
 BLOCK_BYTES = 64 << 20  # at most one block's scores, per thread: many rows keep BLAS's products fast
 MIN_BLOCKS = 8  # a long problem is cut into at least this many blocks, to share among the threads
-CHUNK_BYTES = 512 << 10  # the rows the stages after Q Kᵀ and e^x run on at a time: a core's L2 cache
+MASKED_ROWS = 256  # at most this many rows per block under mask rules: less of a causal diagonal is wasted
+MIN_ROWS = 64  # a block narrowed for a band of keys keeps at least this many rows
+CHUNK_BYTES = 2 << 20  # the rows the stages after Q Kᵀ and e^x run on at a time: about a core's L2 cache
 
 
 def block_rows(heads: int, lq: int, lk: int, itemsize: int, budget: int = BLOCK_BYTES) -> int:
@@ -47,6 +49,24 @@ def block_rows(heads: int, lq: int, lk: int, itemsize: int, budget: int = BLOCK_
     It depends on the problem alone, never on the threads, so that every thread count computes
     the same blocks."""
     return max(1, min(budget // (heads * lk * itemsize), -(-lq // MIN_BLOCKS)))
+
+
+def narrowed(problem: Problem, step: int) -> int:
+    """Fewer rows per block under mask rules, whose blocks multiply keys some of their rows may not
+    see: at most MASKED_ROWS (a causal block of r rows wastes r²/2 products on its diagonal), and
+    when the rules leave each query a narrow band of keys (a window), a quarter of the band (at
+    least MIN_ROWS): a block of r rows multiplies about band + r keys, so at most a fifth of them
+    are hidden. The band is measured on the block in the middle of the queries; like the rest, it
+    depends on the problem alone."""
+    if not masks.has_rules(problem):
+        return step
+    step = min(step, MASKED_ROWS)
+    if step <= MIN_ROWS:
+        return step
+    middle = slice(problem.lq // 2, min(problem.lq // 2 + step, problem.lq))
+    first, stop = masks.key_span(problem, middle)
+    band = stop - first - (middle.stop - middle.start)
+    return step if band >= 4 * step else max(MIN_ROWS, band // 4)
 
 
 def attend_output(problem: Problem, block: int | None = None, threads: int | None = None, progress=None) -> Trace:
@@ -103,7 +123,7 @@ class _Blocks:
         return cls(problem, Q, K, V, V1=np.concatenate([V, np.ones(V.shape[:2] + (1,), V.dtype)], axis=-1),
                    scale=scale, rotated=rotated,
                    logits=[stage for stage in stages.logits(problem) if stage.replaces is None],
-                   safe=cannot_overflow(Q, K, scale), step=min(block or block_rows(heads, lq, K.shape[1], Q.dtype.itemsize), lq),
+                   safe=cannot_overflow(Q, K, scale), step=min(block or narrowed(problem, block_rows(heads, lq, K.shape[1], Q.dtype.itemsize)), lq),
                    sink=None if problem.sinks is None else problem.sinks.astype(Q.dtype)[:, None, None],
                    output=np.empty((heads, lq, V.shape[2]), Q.dtype), dead=np.zeros((heads, lq), bool),
                    lse=np.full((heads, lq), -np.inf, Q.dtype))

@@ -55,5 +55,7 @@ def test_a_chosen_openblas_kernel_adds_the_row_with_openblas_own_choice(monkeypa
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
     cases = output_only.cases(quick=True, threads=2)
     own = [name for name, case in cases.items() if case.get("unset") == ("OPENBLAS_CORETYPE",)]
-    assert own == ["output only, OpenBLAS's own kernels (without OPENBLAS_CORETYPE), 4096², float32"]
+    assert own == ["output only, OpenBLAS's own kernels (without OPENBLAS_CORETYPE), 4096², float32",
+                   "output only, OpenBLAS's own kernels (without OPENBLAS_CORETYPE), 2048², float64"]
     assert output_only.reference(own[0], cases[own[0]], list(cases)) == "torch fused SDPA, 4096², float32"
+    assert output_only.reference(own[1], cases[own[1]], list(cases)) == "torch fused SDPA, 2048², float64"
