@@ -24,39 +24,37 @@ SETTERS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads
 
 
 @lru_cache(maxsize=1)
-def _openblas() -> tuple | None:
-    """(set, get) for the OpenBLAS this process has loaded, or None: found among the libraries in
-    /proc/self/maps (Linux), where numpy loaded it."""
+def _openblas() -> tuple[tuple, ...]:
+    """(set, get) for each OpenBLAS this process has loaded (numpy's, and scipy's when it is
+    loaded too): found among the libraries in /proc/self/maps (Linux); () elsewhere."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
     except OSError:
-        return None
+        return ()
+    found = []
     for path in sorted(paths):
         try:
             library = ctypes.CDLL(path)
         except OSError:
             continue
-        for set_name, get_name in SETTERS:
-            if hasattr(library, set_name) and hasattr(library, get_name):
-                return getattr(library, set_name), getattr(library, get_name)
-    return None
+        found += [(getattr(library, set_name), getattr(library, get_name)) for set_name, get_name in SETTERS
+                  if hasattr(library, set_name) and hasattr(library, get_name)][:1]
+    return tuple(found)
 
 
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
-    """OpenBLAS on one thread per call while the block runs, then as it was."""
+    """OpenBLAS on one thread per call while the blocks run, then as it was."""
     found = _openblas()
-    if found is None:
-        yield
-        return
-    set_threads, get_threads = found
-    before = get_threads()
-    set_threads(1)
+    before = [get_threads() for _, get_threads in found]
+    for set_threads, _ in found:
+        set_threads(1)
     try:
         yield
     finally:
-        set_threads(before)
+        for (set_threads, _), count in zip(found, before):
+            set_threads(count)
 
 
 def run(task: Callable, items: Iterable, threads: int, scratch: Callable[[], dict]) -> Iterator:

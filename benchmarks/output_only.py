@@ -8,7 +8,8 @@
 Every case runs in a fresh process (peak RSS is per process), in rotating order, `rounds` times;
 each row reports the median of the rounds and the spread of its ratio (lowest–highest over the
 rounds: each round's ratio is taken between runs of the same round). "Warm" is a second run in
-the same process. The floor is the matrix products alone (Q Kᵀ and · V, over the keys each block
+the same process, and its CPU time (every thread's) is beside it: steadier than wall time on a
+busy machine, but PyTorch's OpenMP threads spin while they wait, which counts as CPU. The floor is the matrix products alone (Q Kᵀ and · V, over the keys each block
 really multiplies), with the same BLAS, blocks and threads, in a process of its own: how close the
 row runs to what the products cost on this machine. A full run records benchmarks/results.json;
 `--write-docs` writes its table into docs/performance.md between the markers, and
@@ -69,12 +70,13 @@ else:
             list(pool.run(products, range(0, n, step), threads, lambda: np.empty(step * n, dtype)))
         else:
             blocks.attend_output(problem, threads=threads)
-times = []
+times, cpu = [], []
 for _ in range(2):
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     run()
     times.append(time.perf_counter() - start)
-print(json.dumps({"first": times[0], "warm": times[1],
+    cpu.append(time.process_time() - start_cpu)
+print(json.dumps({"first": times[0], "warm": times[1], "warm_cpu": cpu[1],
                   "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
 '''
 
@@ -190,7 +192,8 @@ def rows(results: dict) -> list[list[str]]:
             target = f"≤ {goal}×: {'met' if statistics.median(each) <= goal else 'not met'}"
         if case["kind"] == "attn":
             target = (target + ", " if target else "") + f"RSS < 1 GiB: {'met' if rss < 1 else 'not met'}"
-        out.append([name, f"{warm:.2f} s", f"{first:.2f} s", f"{rss:.2f} GiB", floor, ratio, target])
+        cpu = statistics.median(r.get("warm_cpu", float("nan")) for r in mine)
+        out.append([name, f"{warm:.2f} s (CPU {cpu:.2f} s)", f"{first:.2f} s", f"{rss:.2f} GiB", floor, ratio, target])
     return out
 
 

@@ -22,7 +22,7 @@ def test_the_docs_table_is_the_recorded_one():
 
 
 def run(warm, first=None, rss=0.2):
-    return {"warm": warm, "first": first or warm, "rss_gib": rss}
+    return {"warm": warm, "first": first or warm, "warm_cpu": 2 * warm, "rss_gib": rss}
 
 
 def test_each_ratio_is_taken_within_its_round_with_its_spread_and_floor(monkeypatch):
@@ -39,7 +39,7 @@ def test_each_ratio_is_taken_within_its_round_with_its_spread_and_floor(monkeypa
             results["runs"][name + " floor"] = [run(0.5)] * 3
     rows = {row[0]: row for row in output_only.rows(results)}
     assert rows["output only, 4096², float32"][1:] == [  # ratios 0.5, 1.0, 1.2 in rounds 1-3
-        "1.20 s", "1.20 s", "0.20 GiB", "0.50 s (2.40× of it)", "1.00× torch (0.50–1.20)",
+        "1.20 s (CPU 2.40 s)", "1.20 s", "0.20 GiB", "0.50 s (2.40× of it)", "1.00× torch (0.50–1.20)",
         "≤ 0.9×: not met, RSS < 1 GiB: met"]
     assert rows["causal, 2048², float32"][5:] == ["0.50× no mask (0.50–0.60)", "≤ 0.55×: met, RSS < 1 GiB: met"]
     assert rows["window 511,0, 2048², float32"][5] == "0.05× no mask (0.05–0.20)"

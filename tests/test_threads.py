@@ -95,9 +95,9 @@ def test_one_thread_runs_in_the_caller():
 
 def test_blas_runs_one_thread_while_the_pool_runs_and_is_put_back():
     found = pool._openblas()
-    if found is None:
+    if not found:
         pytest.skip("numpy here is not linked with OpenBLAS")
-    set_threads, get_threads = found
+    set_threads, get_threads = found[0]
     set_threads(2)
     try:
         with pool.one_blas_thread():
