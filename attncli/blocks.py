@@ -1,12 +1,18 @@
 """The output alone, without keeping the (Lq × Lk) stages: queries are processed in blocks, so
-peak memory is O(block × Lk) per head instead of O(Lq × Lk), and blocks can run on several
-threads (numpy releases the GIL in matrix products and ufuncs). Mask rules are asked per block
+peak memory is O(block × Lk) per head instead of O(Lq × Lk), and blocks run on `threads` workers
+(attncli/pool.py: numpy releases the GIL in matrix products and ufuncs; BLAS runs one thread in
+each, and each worker has its scores buffer of its own, made once). Every block is computed the
+same way whichever worker takes it, with the same rows, keys and order of reduction, so the
+output is the same bit for bit with any number of threads (tests/test_threads.py). Mask rules are asked per block
 (attncli/masks.py): only the keys some row of the block may see are multiplied (causal skips the
 upper triangle, a window everything outside its band), and the mask is applied only on the
 columns where some row may be hidden; overflow is still checked on every key, as the full trace does.
 
 Each block goes through the stage table's own compute functions and overflow checks for the
-stages before the softmax (attncli/stages.py: scores, scaled, masked), in place (`Block.reuse`).
+stages before the softmax (attncli/stages.py: scores, scaled, masked), in place (`Block.reuse`):
+the first (Q Kᵀ) as one matrix product for the whole block (many rows keep BLAS fast), the others
+and e^x on runs of rows small enough to stay in a core's L2 cache (`CHUNK_BYTES`), so each
+element comes from main memory twice (after Q Kᵀ, and for · V) rather than once per stage.
 The softmax and `output = weights V` are fused here for speed: e^(x − row max), then one product
 with V and a column of ones, so the weights never exist as their own array. So it accepts and
 refuses the same inputs as `attention.attend`, with the same overflow rules (scores, scaled,
@@ -20,34 +26,58 @@ division; the results agree with `attend` to rounding (the tests hold them to 1e
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from attncli import masks, stages
+from attncli import masks, pool, stages
 from attncli.arrays import cannot_overflow, check_finite
 from attncli.attention import head_inputs, masked_rows_warnings, project_output, scale_of
 from attncli.softmax import row_policy
+from attncli.threads import workers
 from attncli.trace import Problem, Trace
 
-BLOCK_BYTES = 16 << 20  # one block's scores: large enough for BLAS, small enough for the cache
+BLOCK_BYTES = 64 << 20  # at most one block's scores, per thread: many rows keep BLAS's products fast
+MIN_BLOCKS = 8  # a long problem is cut into at least this many blocks, to share among the threads
+MASKED_ROWS = 256  # at most this many rows per block under mask rules: less of a causal diagonal is wasted
+MIN_ROWS = 64  # a block narrowed for a band of keys keeps at least this many rows
+CHUNK_BYTES = 2 << 20  # the rows the stages after Q Kᵀ and e^x run on at a time: about a core's L2 cache
 
 
-def block_rows(heads: int, lk: int, itemsize: int, budget: int = BLOCK_BYTES) -> int:
-    return max(1, budget // (heads * lk * itemsize))
+def block_rows(heads: int, lq: int, lk: int, itemsize: int, budget: int = BLOCK_BYTES) -> int:
+    """Queries per block: as many as `budget` bytes of scores hold, and at most an eighth of them.
+    It depends on the problem alone, never on the threads, so that every thread count computes
+    the same blocks."""
+    return max(1, min(budget // (heads * lk * itemsize), -(-lq // MIN_BLOCKS)))
 
 
-def attend_output(problem: Problem, block: int | None = None, workers: int = 1, progress=None) -> Trace:
+def narrowed(problem: Problem, step: int) -> int:
+    """Fewer rows per block under mask rules, whose blocks multiply keys some of their rows may not
+    see: at most MASKED_ROWS (a causal block of r rows wastes r²/2 products on its diagonal), and
+    when the rules leave each query a narrow band of keys (a window), a quarter of the band (at
+    least MIN_ROWS): a block of r rows multiplies about band + r keys, so at most a fifth of them
+    are hidden. The band is measured on the block in the middle of the queries; like the rest, it
+    depends on the problem alone."""
+    if not masks.has_rules(problem):
+        return step
+    step = min(step, MASKED_ROWS)
+    if step <= MIN_ROWS:
+        return step
+    middle = slice(problem.lq // 2, min(problem.lq // 2 + step, problem.lq))
+    first, stop = masks.key_span(problem, middle)
+    band = stop - first - (middle.stop - middle.start)
+    return step if band >= 4 * step else max(MIN_ROWS, band // 4)
+
+
+def attend_output(problem: Problem, block: int | None = None, threads: int | None = None, progress=None) -> Trace:
     """A Trace with the per-head and final outputs only (`stages` holds only "output").
-    `workers` threads process blocks; give more than one only when BLAS runs one thread each.
-    `progress(rows_done)` is called as blocks finish."""
+    `threads` workers process blocks (None: every core; 1: the calling thread alone); BLAS runs
+    one thread in each. `progress(rows_done)` is called as blocks finish, in order."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         run = _Blocks.prepare(problem, block)
-        with ThreadPoolExecutor(workers) as pool:
-            for stop in pool.map(run.in_thread, range(0, problem.lq, run.step)):
-                if progress:
-                    progress(stop)
+        for stop in pool.run(run.in_thread, range(0, problem.lq, run.step), workers(threads), run.scratch):
+            if progress:
+                progress(stop)
         warnings = masked_rows_warnings(problem, run.dead)  # before the output check, as in `attend`
         check_finite(run.output, "output = weights V", ("head", "query", "column"))
         concat, final = project_output(problem, run.output)  # (Lq, H·d_v), (Lq, d_out)
@@ -93,16 +123,25 @@ class _Blocks:
         return cls(problem, Q, K, V, V1=np.concatenate([V, np.ones(V.shape[:2] + (1,), V.dtype)], axis=-1),
                    scale=scale, rotated=rotated,
                    logits=[stage for stage in stages.logits(problem) if stage.replaces is None],
-                   safe=cannot_overflow(Q, K, scale), step=block or block_rows(heads, K.shape[1], Q.dtype.itemsize),
+                   safe=cannot_overflow(Q, K, scale), step=min(block or narrowed(problem, block_rows(heads, lq, K.shape[1], Q.dtype.itemsize)), lq),
                    sink=None if problem.sinks is None else problem.sinks.astype(Q.dtype)[:, None, None],
                    output=np.empty((heads, lq, V.shape[2]), Q.dtype), dead=np.zeros((heads, lq), bool),
                    lse=np.full((heads, lq), -np.inf, Q.dtype))
 
-    def in_thread(self, start: int) -> int:
-        with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # per thread: errstate is not inherited
-            return self.one_block(start)
+    def scratch(self) -> dict[str, np.ndarray]:
+        """One worker's buffers, made once and reused for every block it takes: the block's
+        scores (then logits, then e^x; flat, viewed as (H, b, c) for each block's key span), its
+        products with V and the ones column, and its row maxima."""
+        heads, width = self.Q.shape[0], self.V1.shape[2]
+        return {"scores": np.empty(heads * self.step * self.K.shape[1], self.Q.dtype),
+                "both": np.empty(heads * self.step * width, self.Q.dtype),
+                "row_max": np.empty(heads * self.step, self.Q.dtype)}
 
-    def one_block(self, start: int) -> int:
+    def in_thread(self, start: int, buffers: dict[str, np.ndarray]) -> int:
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # per thread: errstate is not inherited
+            return self.one_block(start, buffers)
+
+    def one_block(self, start: int, buffers: dict[str, np.ndarray]) -> int:
         """The output of queries start … start + step, through the stage table's functions for the
         stages before the softmax (in place), then the fused softmax and · V. Returns where it stops."""
         p, rows = self.problem, slice(start, min(start + self.step, self.problem.lq))
@@ -112,27 +151,41 @@ class _Blocks:
         first, stop = masks.key_span(p, rows)  # keys outside it are hidden from every row
         if first == stop:  # every key is masked for every row of the block
             return self.dead_block(rows)
-        keys = slice(first, stop)
+        keys, shape = slice(first, stop), (self.Q.shape[0], rows.stop - rows.start, stop - first)  # (H, b, c)
         block = stages.Block(p, self.Q[:, rows], self.K[:, keys], self.V[:, keys], self.scale, rows=rows, cols=keys,
-                             reuse=True, bounded=True)
-        x = None
-        for stage in self.logits:  # scores, scaled, masked: the stage table's functions, in place
-            x = stage.compute(block, x)  # (H, b, c)
-            if stage.check is not None:
-                stage.check(block, x)
-        self.output[:, rows] = self.weighted(x, rows, keys)
+                             reuse=True, bounded=True, out=_view(buffers["scores"], shape))
+        row_max = _view(buffers["row_max"], shape[:2] + (1,))  # (H, b, 1)
+        x = self.logits[0].compute(block, None)  # Q Kᵀ: one matrix product for the whole block
+        _check(self.logits[0], block, x)
+        chunk = max(1, CHUNK_BYTES // (shape[0] * shape[2] * x.itemsize))  # rows that fit a core's L2 cache
+        for at in range(0, shape[1], chunk):
+            part = slice(at, min(at + chunk, shape[1]))
+            self.numerators(replace(block, Q=block.Q[:, part], out=None,
+                                    rows=slice(rows.start + part.start, rows.start + part.stop)),
+                            x[:, part], row_max[:, part])
+        self.output[:, rows] = self.weighted(x, row_max, rows, keys, _view(buffers["both"], shape[:2] + (self.V1.shape[2],)))
         return rows.stop
 
-    def weighted(self, x: np.ndarray, rows: slice, keys: slice) -> np.ndarray:
-        """softmax(x) V for a block's logits x (H, b, c), without the weights as their own array:
-        e^(x − shift) in place, then one product with V and its ones column. Fills the block's lse
-        and dead rows."""
+    def numerators(self, block: stages.Block, x: np.ndarray, row_max: np.ndarray) -> None:
+        """For a run of the block's rows, in place in x (H, rows, c): the stages after Q Kᵀ (scaled,
+        capped, masked: the stage table's functions), then e^(x − shift), the softmax's numerators;
+        each row's max goes to row_max (H, rows, 1)."""
+        for stage in self.logits[1:]:
+            found = stage.compute(block, x)
+            if found is not x:  # a stage that did not work in place
+                x[...] = found
+            _check(stage, block, x)
+        np.max(x, axis=-1, keepdims=True, out=row_max)
+        x -= row_policy(row_max, self.sink, self.problem.masked_rows, self.problem.lk)[0]  # ≤ 0: e^x ≤ 1
+        np.exp(x, out=x)  # unnormalised weights; the largest is 1, so no row sum underflows
+
+    def weighted(self, x: np.ndarray, row_max: np.ndarray, rows: slice, keys: slice, both: np.ndarray) -> np.ndarray:
+        """softmax V for a block whose numerators e^(x − shift) are in x (H, b, c), without the
+        weights as their own array: one product with V and its ones column (into `both`, (H, b,
+        d_v + 1)). Fills the block's lse and dead rows."""
         # (H, b, 1) each: the row max (or the sink, or 0 for a row whose every key is masked: gone)
-        shift, gone, fill = row_policy(x.max(axis=-1, keepdims=True), self.sink, self.problem.masked_rows,
-                                       self.problem.lk)
-        x -= shift  # ≤ 0: e^x ≤ 1 never overflows, and the largest is 1, so no row sum underflows
-        np.exp(x, out=x)  # unnormalised weights
-        both = x @ self.V1[:, keys]  # (H, b, d_v + 1): the weighted values, and the row sums from V's ones column
+        shift, gone, fill = row_policy(row_max, self.sink, self.problem.masked_rows, self.problem.lk)
+        np.matmul(x, self.V1[:, keys], out=both)  # the weighted values, and the row sums from V's ones column
         out, sums = both[..., :-1], both[..., -1:]
         if self.sink is not None:
             sums += np.exp(self.sink - shift)  # the sink's share of each row, dropped from the weights
@@ -161,3 +214,13 @@ class _Blocks:
         self.output[:, rows] = self.filled(fill) if fill else 0.0
         self.lse[:, rows] = -np.inf if self.sink is None else shift[..., 0]  # only the sink is left: lse = sink
         return rows.stop
+
+
+def _view(buffer: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The first elements of a flat scratch buffer as a contiguous array of `shape`."""
+    return buffer[:int(np.prod(shape))].reshape(shape)
+
+
+def _check(stage: stages.Stage, block: stages.Block, x: np.ndarray) -> None:
+    if stage.check is not None:
+        stage.check(block, x)

@@ -2,7 +2,7 @@
 
 The commands read them at start-up: `attn check` makes one `--STAGE` option per stage when its
 module loads (for `--help`), and `attn compute` checks `--stages` in its plan, which runs before
-numpy loads (`blas.one_blas_thread` must come first). The tables themselves (attncli/stages.py,
+numpy loads (`threads.before_numpy` must come first). The tables themselves (attncli/stages.py,
 attncli/grads.py) import numpy at their top; tests/test_stages.py holds these tuples equal to them,
 so a stage added to the table is added here too, or that test fails.
 """

@@ -78,7 +78,8 @@ class Block:
     heads). `reuse`: a compute function may write its result into its input (the output-only path
     keeps no stage, so it saves the copies). `bounded`: Q Kᵀ · scale is known not to overflow.
     `found`: where a stage leaves what it finds on the way for the caller (None: nothing wanted):
-    the weights stage's "lse" (ln Σ e^logits per row, from the softmax's own sums) and "dead"."""
+    the weights stage's "lse" (ln Σ e^logits per row, from the softmax's own sums) and "dead".
+    `out`: where the scores stage writes Q Kᵀ (the output-only path's scratch, made once per thread)."""
 
     problem: Problem
     Q: np.ndarray
@@ -91,6 +92,7 @@ class Block:
     reuse: bool = False
     bounded: bool = False
     found: dict | None = None
+    out: np.ndarray | None = None
 
     @property
     def offset(self) -> tuple[int, int, int]:
@@ -161,7 +163,7 @@ def compute_k_rope(block: Block, x) -> np.ndarray:
 
 
 def compute_scores(block: Block, x) -> np.ndarray:
-    return block.Q @ block.K.transpose(0, 2, 1)  # (H, b, c)
+    return np.matmul(block.Q, block.K.transpose(0, 2, 1), out=block.out)  # (H, b, c)
 
 
 def compute_scaled(block: Block, x: np.ndarray) -> np.ndarray:

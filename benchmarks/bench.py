@@ -1,7 +1,9 @@
 """attncli's performance, as ratios against references measured in the same run.
 
-    python benchmarks/bench.py            # everything (torch rows when torch is importable)
-    python benchmarks/bench.py startup    # one section: startup, trace, blocked, masks, tables
+    python benchmarks/bench.py                # the output-only table against torch (benchmarks/output_only.py)
+    python benchmarks/bench.py --quick        # the same at small sizes, one round: a smoke run
+    python benchmarks/bench.py --write-docs   # docs/performance.md's table from benchmarks/results.json
+    python benchmarks/bench.py startup        # another section: startup, trace, tables (or all)
 
 Machines here are shared and noisy, so every figure is a ratio to a reference timed alternately
 in the same run (median of N runs), never an absolute target. Peak RSS comes from running each
@@ -10,6 +12,7 @@ case in a fresh process and reading ru_maxrss.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -121,10 +124,6 @@ def startup(runs: int = 20) -> None:
 CHILD = r'''
 import json, os, resource, sys, time
 spec = json.loads(sys.argv[1])
-workers = 1
-if spec["kind"] == "blocked" and "OPENBLAS_NUM_THREADS" not in os.environ:
-    from attncli.blas import one_blas_thread  # as `attn compute --stages output` does
-    workers = one_blas_thread()
 import numpy as np
 kind, h, lq, lk, d, dtype = spec["kind"], spec["heads"], spec["lq"], spec["lk"], spec["d"], spec["dtype"]
 rng = np.random.default_rng(0)
@@ -144,12 +143,11 @@ elif kind == "numpy":  # plain numpy, no stages kept: the floor for the full tra
         return (e / e.sum(-1, keepdims=True)) @ v
 else:
     from attncli.attention import attend
-    from attncli.blocks import attend_output
     from attncli.problem import build_problem
     problem = build_problem({"Q": q, "K": k, "V": v, "dtype": dtype} | spec.get("rules", {}))
 
     def run():
-        return attend_output(problem, workers=workers).output if kind == "blocked" else attend(problem).output
+        return attend(problem).output
 times = []
 for _ in range(spec.get("repeat", 1)):  # the first run also pays for fresh memory; later ones reuse it
     start = time.perf_counter()
@@ -196,59 +194,6 @@ def trace(runs: int = 7) -> None:
                   f"{ratio:.2f}× {reference} | {goal} | {met} |")
 
 
-def blocked() -> None:
-    print("\n### Output only, blocked over queries: one head, d = 64 (a fresh process each; first and warm run)\n")
-    print("| case | first run (s) | warm (s) | peak RSS | target | met (first / warm) |\n|---|---|---|---|---|---|")
-    for dtype, n in (("float64", 16384), ("float32", 32768)):
-        kinds = ["blocked"] + (["torch"] if have_torch() else [])
-        res = {kind: child(kind, heads=1, lq=n, lk=n, d=64, dtype=dtype, repeat=2) for kind in kinds}
-        for kind, r in res.items():
-            if "error" in r:
-                print(f"| {kind} {dtype} {n} | – | – | – | {r['error']} | |")
-                continue
-            target, met = "", ""
-            if kind == "blocked" and dtype == "float32":
-                target = "RSS < 1 GiB, time ≤ torch"
-                torch = res.get("torch", {})
-                met = " / ".join("yes" if r["rss_gib"] < 1 and (not torch or "error" in torch or r[key] <= torch[key])
-                                 else "no" for key in ("seconds", "warm"))
-            print(f"| {kind} {dtype} {n}×{n} | {r['seconds']:.2f} | {r['warm']:.2f} | {r['rss_gib']:.2f} GiB | "
-                  f"{target} | {met} |")
-
-
-# The mask rules of the output-only path, each against no mask in the same run.
-MASKS = {"no mask": {}, "causal": {"mask": "causal"}, "window 511,0": {"window": [511, 0]},
-         "key padding (last quarter)": "key_mask"}
-
-
-def masks(runs: int = 3, n: int = 16384) -> None:
-    print(f"\n### Output only with mask rules: one head, {n} × {n}, d = 64, float32 "
-          f"(median of {runs} rotating runs, a fresh process each; warm = second run in it)\n")
-    print("| case | first run (s) | warm (s) | warm ÷ no mask | peak RSS | target | met |\n|---|---|---|---|---|---|---|")
-    cases = {name: {"key_mask": [True] * (n - n // 4) + [False] * (n // 4)} if rules == "key_mask" else rules
-             for name, rules in MASKS.items()}
-    targets = {"causal": 0.7, "window 511,0": 0.15}
-    names = list(cases)
-    results = {name: [] for name in names}
-    for i in range(runs):
-        for name in names[i % len(names):] + names[:i % len(names)]:
-            results[name].append(child("blocked", heads=1, lq=n, lk=n, d=64, dtype="float32", repeat=2,
-                                       rules=cases[name]))
-    failed = [r["error"] for rs in results.values() for r in rs if "error" in r]
-    if failed:
-        print(f"| failed | {failed[0]} | | | | | |")
-        return
-    first = {name: statistics.median(r["seconds"] for r in rs) for name, rs in results.items()}
-    warm = {name: statistics.median(r["warm"] for r in rs) for name, rs in results.items()}
-    rss = {name: max(r["rss_gib"] for r in rs) for name, rs in results.items()}
-    for name in names:
-        ratio = warm[name] / warm["no mask"]
-        goal = f"≤ {targets[name]}×, RSS < 1 GiB" if name in targets else "RSS < 1 GiB"
-        met = rss[name] < 1 and (name not in targets or ratio <= targets[name])
-        print(f"| {name} | {first[name]:.2f} | {warm[name]:.2f} | {ratio:.2f}× | {rss[name]:.2f} GiB | {goal} | "
-              f"{'yes' if met else 'no'} |")
-
-
 def tables(runs: int = 3) -> None:
     print("\n### Rendering every stage of a 512 × 512 problem as tables (elided), vs computing it\n")
     print("| case | seconds | target | met |\n|---|---|---|---|")
@@ -268,11 +213,36 @@ def tables(runs: int = 3) -> None:
     row("attn compute 512×512 --format json (for scale)", f"{t['json']:.2f}")
 
 
-SECTIONS = {"startup": startup, "trace": trace, "blocked": blocked, "masks": masks, "tables": tables}
+SECTIONS = {"startup": startup, "trace": trace, "tables": tables}
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="attncli's benchmarks, as ratios measured in one run")
+    parser.add_argument("sections", nargs="*", metavar="SECTION",
+                        help=f"other sections instead of the output-only table: {', '.join(SECTIONS)} or all")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one round, nothing recorded")
+    parser.add_argument("--rounds", type=int, help="rounds of the output-only table (default 3)")
+    parser.add_argument("--threads", type=int, help="threads for attn and torch (default every core)")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="write benchmarks/results.json's table into docs/performance.md, measuring nothing")
+    args = parser.parse_args()
+    unknown = set(args.sections) - set(SECTIONS) - {"all"}
+    if unknown:
+        parser.error(f"unknown section {sorted(unknown)[0]}; expected {', '.join(SECTIONS)} or all")
+    return args
+
 
 if __name__ == "__main__":
     os.chdir(ROOT)
-    chosen = sys.argv[1:] or list(SECTIONS)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import output_only
+
+    args = arguments()
+    if args.write_docs:
+        output_only.write_docs()
+        sys.exit(0)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; torch: {'yes' if have_torch() else 'no'}")
-    for name in chosen:
+    if not args.sections:
+        output_only.main(args.quick, args.rounds, args.threads)
+    for name in SECTIONS if "all" in args.sections else args.sections:
         SECTIONS[name]()

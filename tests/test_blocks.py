@@ -38,10 +38,10 @@ def random_problem(seed, heads=2, kv_heads=2, lq=37, lk=23, d=8, mask=True, bias
     {"sinks": [0.5, -1.0]}, {"sinks": 1000.0, "masked_rows": "uniform"}, {"sinks": -3.0, "bias": True},
     {"alibi": True, "softcap": 1.5, "sinks": 0.25, "bias": True, "w_o": True},
 ])
-@pytest.mark.parametrize("block, workers", [(1, 1), (5, 2), (None, 1), (64, 3)])
-def test_blocked_equals_full(options, block, workers):
+@pytest.mark.parametrize("block, threads", [(1, 1), (5, 2), (None, 1), (64, 3)])
+def test_blocked_equals_full(options, block, threads):
     problem = random_problem(0, **options)
-    full, blocked = attend(problem), attend_output(problem, block=block, workers=workers)
+    full, blocked = attend(problem), attend_output(problem, block=block, threads=threads)
     np.testing.assert_allclose(blocked.final, full.final, rtol=0, atol=1e-12)
     np.testing.assert_allclose(blocked.output, full.output, rtol=0, atol=1e-12)
     assert blocked.warnings == full.warnings and blocked.fully_masked == full.fully_masked

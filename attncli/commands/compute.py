@@ -7,14 +7,14 @@ from types import SimpleNamespace
 
 import typer
 
-from attncli import names  # the stage table's names without numpy, which loads after one_blas_thread
-from attncli.blas import one_blas_thread
+from attncli import names  # the stage table's names without numpy, which loads after threads.before_numpy
 from attncli.commands import option_text as opt
 from attncli.commands import spec
 from attncli.commands.compute_options import OPTIONS, views
 from attncli.commands.edge import auto_is_table
 from attncli.errors import InputError, quote
 from attncli.render.target import OutputError, check_target
+from attncli.threads import before_numpy
 
 # The choice options' Enums (Typer's choices), made from the core's tuples by the table.
 Format, MaskedRows, Carry, RopeStyle, DType = (spec.find(OPTIONS, name).enum for name in (
@@ -56,7 +56,7 @@ def compute(**given) -> None:
     o = parse(given)
     chosen = plan(o, stdin_is_terminal=sys.stdin.isatty())
     if chosen.output_only:
-        chosen.workers = one_blas_thread()  # before numpy loads
+        before_numpy()  # BLAS on one thread in each of the blocks' workers, set before numpy loads
     # The one import kept inside a function, for start-up: numpy, the core and the views load when
     # compute runs, so that `attn --version` and `attn --help` never import numpy.
     from attncli.commands.compute_run import run
@@ -97,8 +97,9 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     """What compute will do, decided from its options alone (before any input is read): `shown`
     (the --stages words), `format` (--output's suffix decides it), `view` (what is printed or
     written: table, json, markdown, latex or csv), `written` (what is built: a view, or npz, npy),
-    `suffix`, `tile_sizes`, `stdin` ("-" when the document comes from a pipe) and `output_only`
-    (only the output is computed, in blocks). Usage errors are raised here."""
+    `suffix`, `tile_sizes`, `stdin` ("-" when the document comes from a pipe), `output_only`
+    (only the output is computed, in blocks) and `threads` (its workers; None: every core).
+    Usage errors are raised here."""
     _cost_alone(o)
     tile_sizes = opt.tile_sizes(o.tiles)
     shown = _shown(o, tile_sizes is not None)
@@ -121,12 +122,15 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
     output_only = (not o.explain or tile_sizes is not None) and "heatmap" not in shown and (
         suffix == ".npy" or (suffix != ".npz" and set(shown) == {"output"}))
+    if o.threads is not None and not output_only and not o.cost:
+        raise InputError("sets the threads that compute the output alone, in blocks; add --stages output "
+                         "(or --output FILE.npy), or drop --threads", "--threads")
     need_input(o.file, matrices(o), stdin_is_terminal)
     view = _view(format, o.output_file and suffix, o.explain or "heatmap" in shown)
     # what is built: json, npz, npy, or a text view
     written = suffix[1:] if o.output_file and suffix not in SUFFIX_FORMATS else view
     return SimpleNamespace(shown=shown, format=format, view=view, written=written, suffix=suffix,
-                           tile_sizes=tile_sizes, stdin=stdin, output_only=output_only, workers=1)
+                           tile_sizes=tile_sizes, stdin=stdin, output_only=output_only, threads=o.threads)
 
 
 def _cost_alone(o: SimpleNamespace) -> None:

@@ -124,6 +124,9 @@ OPTIONS: tuple[Option, ...] = (
            flags=("--output", "-o"), panel=OUTPUT),
     Option("full", "Print every row and column of big tables (default: elide the middle).", type=bool,
            panel=OUTPUT),
+    Option("threads", "Threads that compute the output alone (--stages output, --output FILE.npy), in blocks of "
+           "queries, BLAS on one thread in each: default every core; 1 for reproducible timing. The output is "
+           "the same bit for bit with any number.", type=int, low=1, metavar="N", panel=OUTPUT),
     Option("tiles", "FlashAttention-2's tiled online softmax with BQ query rows and BK keys per tile: each tile's "
            "S, running max m, alpha = e^(m_old − m), running sum l and unnormalised O, then O / l, lse = m + ln l "
            "and the largest difference from the plain output. Tables or JSON (per head \"tiles\"); with "

@@ -40,7 +40,7 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     if o.cost:  # the counts alone, no attention (compute.plan refused the options it would ignore)
         size = cost_run.sram(o.sram)
         problem = read(o, piped=plan.stdin is not None)
-        cost_run.run(problem, size, plan, o, lambda: _attend(problem[0], True, plan.workers))
+        cost_run.run(problem, size, plan, o, lambda: _attend(problem[0], True, plan.threads))
         return
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
@@ -105,7 +105,7 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
     source, doc, options = read_back
     try:
         _guard(problem, plan.written, shown, full, plan.output_only, plan.tile_sizes)
-        trace = _attend(problem, plan.output_only, plan.workers)
+        trace = _attend(problem, plan.output_only, plan.threads)
         trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
         # echoes and results the document holds, read back (a captured layer's agreement: _agreement)
         verify({k: v for k, v in doc.items() if k != "agreement"} if "agreement" in doc else doc, trace, flag, options)
@@ -284,7 +284,7 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
         limits.check_fits(total(), available)
     except limits.ResourceError as error:
         ways = [way for way, works in (
-            ("--stages output (computed in blocks of about 16 MiB)",  # never with dO: the backward pass needs every stage
+            ("--stages output (computed in blocks of at most 64 MiB a thread)",  # never with dO: the backward pass needs every stage
              not output_only and problem.dO is None and fits(output_only=True, shown=("output",))),
             ("--output grads.npz (every stage and gradient, no text)" if problem.dO is not None
              else "--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
@@ -293,14 +293,15 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
         raise
 
 
-def _attend(problem, output_only: bool, workers: int):
-    """The full trace, or only the output in blocks; a progress bar when it takes a while."""
+def _attend(problem, output_only: bool, threads: int | None):
+    """The full trace, or only the output in blocks on `threads` workers (None: every core); a
+    progress bar when it takes a while."""
     with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
         if output_only:
             # Imported here, for start-up (see above): only the output-only path computes in blocks.
             from attncli.blocks import attend_output
 
-            return attend_output(problem, workers=workers, progress=done)
+            return attend_output(problem, threads=threads, progress=done)
         return attention.attend(problem, progress=done)
 
 

@@ -1,0 +1,239 @@
+"""The output-only path against PyTorch's fused SDPA, with the floor beside each row.
+
+    python benchmarks/bench.py                 # full sizes, 3 rounds: prints the table, records it
+    python benchmarks/bench.py --quick         # small sizes, 1 round: a smoke run (not recorded)
+    python benchmarks/bench.py --rounds 5      # more rounds
+    python benchmarks/bench.py --write-docs    # docs/performance.md's table from the recorded results
+
+Every case runs in a fresh process (peak RSS is per process), in rotating order, `rounds` times;
+each row reports the median of the rounds and the spread of its ratio (lowest–highest over the
+rounds: each round's ratio is taken between runs of the same round). "Warm" is a second run in
+the same process, and its CPU time (every thread's) is beside it: steadier than wall time on a
+busy machine, but PyTorch's OpenMP threads spin while they wait, which counts as CPU. The floor is the matrix products alone (Q Kᵀ and · V, over the keys each block
+really multiplies), with the same BLAS, blocks and threads, in a process of its own: how close the
+row runs to what the products cost on this machine. A full run records benchmarks/results.json;
+`--write-docs` writes its table into docs/performance.md between the markers, and
+tests/test_bench_docs.py fails when the two differ.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results.json"
+DOCS = ROOT / "docs" / "performance.md"
+MARKERS = ("<!-- bench: output only -->\n", "<!-- end bench: output only -->\n")
+
+CHILD = r'''
+import json, resource, sys, time
+spec = json.loads(sys.argv[1])
+if spec["kind"] != "torch":
+    from attncli.threads import before_numpy
+    before_numpy()  # as `attn compute --stages output` does: one BLAS thread per worker, its kernels
+import numpy as np
+n, d, dtype, threads = spec["n"], 64, spec["dtype"], spec["threads"]
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((1, n, d)).astype(dtype) for _ in range(3))
+if spec["kind"] == "torch":
+    import torch
+    torch.set_num_threads(threads)
+    tq, tk, tv = (torch.from_numpy(x)[None] for x in (q, k, v))
+
+    def run():
+        with torch.no_grad():
+            torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)
+else:
+    from attncli import blocks, masks, pool
+    from attncli.problem import build_problem
+    problem = build_problem({"Q": q, "K": k, "V": v, "dtype": dtype} | spec["rules"])
+    step = blocks.block_rows(1, n, n, np.dtype(dtype).itemsize)
+    v1 = np.concatenate([v, np.ones((1, n, 1), dtype)], axis=-1)
+
+    def products(start, scratch):  # the floor: Q Kᵀ and · V over the keys the block multiplies
+        rows = slice(start, min(start + step, n))
+        first, stop = masks.key_span(problem, rows)
+        scores = scratch[:(rows.stop - start) * (stop - first)].reshape(1, rows.stop - start, stop - first)
+        np.matmul(q[:, rows], k[:, first:stop].transpose(0, 2, 1), out=scores)
+        return scores @ v1[:, first:stop]
+
+    def run():
+        if spec["kind"] == "floor":
+            list(pool.run(products, range(0, n, step), threads, lambda: np.empty(step * n, dtype)))
+        else:
+            blocks.attend_output(problem, threads=threads)
+times, cpu = [], []
+for _ in range(2):
+    start, start_cpu = time.perf_counter(), time.process_time()
+    run()
+    times.append(time.perf_counter() - start)
+    cpu.append(time.process_time() - start_cpu)
+print(json.dumps({"first": times[0], "warm": times[1], "warm_cpu": cpu[1],
+                  "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+'''
+
+
+def child(kind: str, n: int, dtype: str, threads: int, rules: dict, unset: tuple = ()) -> dict:
+    """One case in a fresh process; `unset`: environment variables it runs without."""
+    spec = {"kind": kind, "n": n, "dtype": dtype, "threads": threads, "rules": rules}
+    env = {key: value for key, value in os.environ.items() if key not in unset}
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True, cwd=ROOT,
+                          env=env)
+    if done.returncode:
+        raise SystemExit(f"{kind} {n}² {dtype} failed: {done.stderr.strip()[-400:]}")
+    return json.loads(done.stdout)
+
+
+def cases(quick: bool, threads: int) -> dict[str, dict]:
+    """Each row: its kind, size, dtype, rules, and what its ratio is taken against."""
+    big, mid = (4096, 2048) if quick else (32768, 16384)
+    t = threads
+    own = {}  # this environment chooses OpenBLAS's kernels: the same rows with OpenBLAS's own choice too
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        own = {f"output only, OpenBLAS's own kernels (without OPENBLAS_CORETYPE), {n}², {dtype}": dict(
+            kind="attn", n=n, dtype=dtype, threads=t, rules={}, against="torch", unset=("OPENBLAS_CORETYPE",))
+            for n, dtype in ((big, "float32"), (mid, "float64"))}
+    table = {
+        f"output only, {big}², float32": dict(kind="attn", n=big, dtype="float32", threads=t, rules={}, against="torch"),
+        f"torch fused SDPA, {big}², float32": dict(kind="torch", n=big, dtype="float32", threads=t, rules={}),
+        f"output only, {mid}², float64": dict(kind="attn", n=mid, dtype="float64", threads=t, rules={}, against="torch"),
+        f"torch fused SDPA, {mid}², float64": dict(kind="torch", n=mid, dtype="float64", threads=t, rules={}),
+        **own,
+        f"no mask, {mid}², float32": dict(kind="attn", n=mid, dtype="float32", threads=t, rules={}),
+        f"causal, {mid}², float32": dict(kind="attn", n=mid, dtype="float32", threads=t, rules={"mask": "causal"},
+                                         against="no mask"),
+        f"window 511,0, {mid}², float32": dict(kind="attn", n=mid, dtype="float32", threads=t,
+                                               rules={"window": [511, 0]}, against="no mask"),
+    }
+    if importlib.util.find_spec("torch") is None:  # no torch rows, and nothing to take their ratio against
+        table = {name: {key: value for key, value in case.items() if case.get("against") != "torch" or key != "against"}
+                 for name, case in table.items() if case["kind"] != "torch"}
+    return table
+
+
+TARGETS = {"torch": {"float32": 0.9, "float64": 0.9}, "causal": 0.55, "window 511,0": 0.1}
+
+
+def measure(quick: bool, rounds: int, threads: int) -> dict:
+    """Every case (and its floor) `rounds` times, in rotating order; the results as recorded."""
+    table = cases(quick, threads)
+    names = list(table)
+    runs = {name: [] for name in names} | {name + " floor": [] for name in names if table[name]["kind"] == "attn"}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            case = {key: value for key, value in table[name].items() if key != "against"}
+            runs[name].append(child(**case))
+            if case["kind"] == "attn":
+                runs[name + " floor"].append(child(**(case | {"kind": "floor"})))
+            print(f"  round {r + 1}: {name}: {runs[name][-1]['warm']:.2f} s", file=sys.stderr)
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rounds": rounds, "threads": threads,
+            "machine": machine(), "cases": table, "runs": runs}
+
+
+def machine() -> str:
+    import numpy as np
+
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = "not installed"
+    kernels = os.environ.get("OPENBLAS_CORETYPE")
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; python "
+            f"{platform.python_version()}, numpy {np.__version__}, torch {torch_version}; "
+            + (f"OPENBLAS_CORETYPE={kernels}" if kernels else "OpenBLAS's own kernels"))
+
+
+def reference(name: str, case: dict, names: list[str]) -> str | None:
+    """The row a case's ratio is taken against: torch's row of the same size and dtype, or no mask's."""
+    against = case.get("against")
+    if against is None:
+        return None
+    prefix = "torch fused SDPA" if against == "torch" else "no mask"
+    return next(other for other in names if _label(other) == prefix and _size(other) == _size(name))
+
+
+
+def _label(name: str) -> str:
+    return name.rsplit(", ", 2)[0]  # "window 511,0, 2048², float32" -> "window 511,0"
+
+
+def _size(name: str) -> list[str]:
+    return name.rsplit(", ", 2)[1:]
+
+
+def rows(results: dict) -> list[list[str]]:
+    """The table's rows from recorded results: case, warm and first run, peak RSS, floor, ratio and its spread, target."""
+    table, runs, out = results["cases"], results["runs"], []
+    for name, case in table.items():
+        mine = runs[name]
+        warm = statistics.median(r["warm"] for r in mine)
+        first = statistics.median(r["first"] for r in mine)
+        rss = max(r["rss_gib"] for r in mine)
+        floor = ""
+        if name + " floor" in runs:
+            seconds = statistics.median(r["warm"] for r in runs[name + " floor"])
+            floor = f"{seconds:.2f} s ({warm / seconds:.2f}× of it)"
+        ratio, target = "", ""
+        other = reference(name, case, list(table))
+        if other is not None:
+            each = [a["warm"] / b["warm"] for a, b in zip(mine, runs[other])]
+            word = "torch" if case["against"] == "torch" else "no mask"
+            ratio = f"{statistics.median(each):.2f}× {word} ({min(each):.2f}–{max(each):.2f})"
+            goal = TARGETS["torch"][case["dtype"]] if case["against"] == "torch" else TARGETS[_label(name)]
+            target = f"≤ {goal}×: {'met' if statistics.median(each) <= goal else 'not met'}"
+        if case["kind"] == "attn":
+            target = (target + ", " if target else "") + f"RSS < 1 GiB: {'met' if rss < 1 else 'not met'}"
+        cpu = statistics.median(r.get("warm_cpu", float("nan")) for r in mine)
+        out.append([name, f"{warm:.2f} s (CPU {cpu:.2f} s)", f"{first:.2f} s", f"{rss:.2f} GiB", floor, ratio, target])
+    return out
+
+
+def markdown(results: dict) -> str:
+    head = ["case", "warm", "first run", "peak RSS", "floor: the products alone", "ratio (spread)", "target"]
+    lines = [f"Measured {results['date']} ({results['machine']}; {results['threads']} threads, median of "
+             f"{results['rounds']} rounds, a fresh process per case):", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
+    return "\n".join(lines) + "\n"
+
+
+def docs_block(results: dict) -> str:
+    return MARKERS[0] + markdown(results) + MARKERS[1]
+
+
+def written(text: str, results: dict) -> str:
+    """`text` (docs/performance.md) with the table between the markers rewritten from `results`."""
+    start, end = MARKERS
+    if start not in text or end not in text:
+        raise ValueError(f"{DOCS.name} has no {start.strip()} … {end.strip()} block")
+    before, rest = text.split(start, 1)
+    return before + docs_block(results) + rest.split(end, 1)[1]
+
+
+def write_docs() -> None:
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    text = DOCS.read_text(encoding="utf-8")
+    new = written(text, results)
+    if new != text:
+        DOCS.write_text(new, encoding="utf-8")
+        print(f"rewrote the table in {DOCS.relative_to(ROOT)}")
+
+
+def main(quick: bool, rounds: int | None, threads: int | None) -> None:
+    from attncli.threads import cores
+
+    results = measure(quick, rounds or (1 if quick else 3), threads or cores())
+    print(markdown(results))
+    if not quick:
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        print(f"recorded in {RESULTS.relative_to(ROOT)}; python benchmarks/bench.py --write-docs puts it in "
+              f"{DOCS.relative_to(ROOT)}")

@@ -1,0 +1,61 @@
+"""docs/performance.md's benchmark table is the one benchmarks/results.json records: written by
+`python benchmarks/bench.py --write-docs`, never by hand."""
+
+import importlib.util
+import json
+
+import pytest
+
+from tests.conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("output_only", ROOT / "benchmarks" / "output_only.py")
+output_only = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(output_only)
+
+
+def test_the_docs_table_is_the_recorded_one():
+    results = json.loads(output_only.RESULTS.read_text(encoding="utf-8"))
+    text = output_only.DOCS.read_text(encoding="utf-8")
+    assert output_only.written(text, results) == text, \
+        "docs/performance.md's table differs from benchmarks/results.json: run python benchmarks/bench.py --write-docs"
+    assert text.count(output_only.MARKERS[0]) == text.count(output_only.MARKERS[1]) == 1
+
+
+def run(warm, first=None, rss=0.2):
+    return {"warm": warm, "first": first or warm, "warm_cpu": 2 * warm, "rss_gib": rss}
+
+
+def test_each_ratio_is_taken_within_its_round_with_its_spread_and_floor(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)  # no second float32 row with OpenBLAS's own kernels
+    results = {"date": "today", "machine": "here", "rounds": 3, "threads": 2,
+               "cases": output_only.cases(quick=True, threads=2), "runs": {}}
+    warm = {"output only, 4096², float32": [1.0, 2.0, 1.2], "torch fused SDPA, 4096², float32": [2.0, 2.0, 1.0],
+            "output only, 2048², float64": [1.0] * 3, "torch fused SDPA, 2048², float64": [1.0] * 3,
+            "no mask, 2048², float32": [1.0, 2.0, 1.0], "causal, 2048², float32": [0.5, 1.0, 0.6],
+            "window 511,0, 2048², float32": [0.05, 0.1, 0.2]}
+    for name, seconds in warm.items():
+        results["runs"][name] = [run(s) for s in seconds]
+        if results["cases"][name]["kind"] == "attn":
+            results["runs"][name + " floor"] = [run(0.5)] * 3
+    rows = {row[0]: row for row in output_only.rows(results)}
+    assert rows["output only, 4096², float32"][1:] == [  # ratios 0.5, 1.0, 1.2 in rounds 1-3
+        "1.20 s (CPU 2.40 s)", "1.20 s", "0.20 GiB", "0.50 s (2.40× of it)", "1.00× torch (0.50–1.20)",
+        "≤ 0.9×: not met, RSS < 1 GiB: met"]
+    assert rows["causal, 2048², float32"][5:] == ["0.50× no mask (0.50–0.60)", "≤ 0.55×: met, RSS < 1 GiB: met"]
+    assert rows["window 511,0, 2048², float32"][5] == "0.05× no mask (0.05–0.20)"
+    assert rows["torch fused SDPA, 2048², float64"][4:] == ["", "", ""]
+    block = output_only.docs_block(results)
+    assert output_only.written(f"before\n{output_only.MARKERS[0]}old\n{output_only.MARKERS[1]}after\n", results) == \
+        f"before\n{block}after\n"
+    with pytest.raises(ValueError, match="no <!-- bench: output only -->"):
+        output_only.written("no markers", results)
+
+
+def test_a_chosen_openblas_kernel_adds_the_row_with_openblas_own_choice(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    cases = output_only.cases(quick=True, threads=2)
+    own = [name for name, case in cases.items() if case.get("unset") == ("OPENBLAS_CORETYPE",)]
+    assert own == ["output only, OpenBLAS's own kernels (without OPENBLAS_CORETYPE), 4096², float32",
+                   "output only, OpenBLAS's own kernels (without OPENBLAS_CORETYPE), 2048², float64"]
+    assert output_only.reference(own[0], cases[own[0]], list(cases)) == "torch fused SDPA, 4096², float32"
+    assert output_only.reference(own[1], cases[own[1]], list(cases)) == "torch fused SDPA, 2048², float64"
