@@ -6,7 +6,6 @@ Errors are `InputError`s that name the file (or option) and what was expected.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
@@ -23,6 +22,7 @@ from attncli.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.limits import Cap, check_fits, text_cap
 from attncli.schema import check_keys
 from attncli.text_input import parse_csv, parse_inline  # noqa: F401  (re-exported)
+from attncli.values import object_text
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
 ONE_MATRIX_SUFFIXES = (".npy", ".csv", ".tsv")  # files that hold one matrix, never a whole problem
@@ -352,11 +352,7 @@ def _rope_over(file_rope, given):
     its own field; --rope alone keeps the file's fields (or turns RoPE on with the defaults). A
     file's object may be JSON text (as an .npz holds it); anything else it holds is left for
     rope.read to refuse unless an option replaces it."""
-    if isinstance(file_rope, str) and file_rope.startswith("{"):
-        try:
-            file_rope = json.loads(file_rope)
-        except ValueError:
-            return given
+    file_rope = object_text(file_rope)
     if not isinstance(file_rope, dict):
         return given
     return {**file_rope, **given} if isinstance(given, dict) else file_rope

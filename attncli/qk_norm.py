@@ -21,14 +21,13 @@ the sum over its group, as for K itself (attncli/backward.py).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from attncli.errors import AttnError, InputError, did_you_mean, quote
-from attncli.values import HugeInt, as_array, describe
+from attncli.values import HugeInt, as_array, describe, object_text
 
 TYPES = ("rms", "layer")
 OVERS = ("head", "all")
@@ -108,11 +107,7 @@ def read(value, name: str, d_k: int, heads: int) -> Norm | None:
     heads for q_norm, kv heads for k_norm). In an .npz the object is its JSON text."""
     if value is None:
         return None
-    if isinstance(value, str) and value.startswith("{"):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            pass  # refused below as a string
+    value = object_text(value)  # an .npz holds it as JSON text; other text is refused below
     if not isinstance(value, dict):
         raise InputError(f'{name} is {describe(value)}; expected an object {{"type": "rms" or "layer", "weight": '
                          '[...], "eps": x, "over": "head" or "all"}', field=name)

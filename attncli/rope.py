@@ -18,7 +18,6 @@ give an attention factor that multiplies cos and sin:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
@@ -28,7 +27,7 @@ from attncli.choices import ROPE_STYLES as STYLES
 from attncli import rope_scaling
 from attncli.errors import InputError, Notice, did_you_mean, quote
 from attncli.rope_scaling import Scaling
-from attncli.values import HugeInt, describe
+from attncli.values import HugeInt, describe, object_text
 
 FIELDS = ("style", "base", "dims", "scaling")
 # Angles are float64: position · θ_i carries a rounding error up to about |position · θ_0| · 2^−52
@@ -93,11 +92,7 @@ def read(value, d_k: int, field: str = "rope") -> Rope | None:
     an .npz (whose arrays hold no objects) the object is written as its JSON text."""
     if value is None or value is False:
         return None
-    if isinstance(value, str) and value.startswith("{"):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            pass  # refused below as a string
+    value = object_text(value)  # an .npz holds it as JSON text; other text is refused below
     if value is True:
         value = {}
     if not isinstance(value, dict):

@@ -5,6 +5,7 @@ Every error names the field and the offending element, e.g. `Q[1] has 1 entry, Q
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -233,3 +234,15 @@ def decimals_of(value, shape: tuple[int, ...]) -> np.ndarray:
             flat.append(getattr(v, "decimals", 0 if type(v) is int else -1))
     walk(value)
     return np.array(flat, dtype=int).reshape(shape) if len(flat) == int(np.prod(shape)) else np.full(shape, -1)
+
+
+def object_text(value):
+    """An object key (rope, q_norm, …) as an .npz holds it, whose arrays hold no objects: its JSON
+    text, read back to the object. Anything else (text that is not a JSON object included) is
+    returned as it is, for the key's reader to refuse."""
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            pass
+    return value
