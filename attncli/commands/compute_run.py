@@ -253,7 +253,8 @@ def _text(view: str, trace, shown, precision: int, round_: int | None, explanati
         # Imported here, for start-up (see above): only --format html needs the page.
         from attncli.render.page import page
 
-        return page(trace, shown, precision, o is not None and o.full, tiled, o and o.file, explanation)
+        return page(trace, shown, precision, o is not None and o.full, tiled, o and o.file, explanation,
+                    (o is not None and o.carry) or "exact")
     # Imported here, for start-up (see above): only the text exports need these.
     from attncli.render import export
     from attncli.render.text import header_lines
