@@ -1,0 +1,55 @@
+"""What a trial of merged main as its users would use it found (issues 18-20): the page's
+derivations follow --carry as --explain does; a NaN or Infinity in a document names the key it
+stands in."""
+
+import json
+import re
+
+import pytest
+
+from conftest import SAMPLES, assert_error
+
+
+def data_block(text: str) -> dict:
+    return json.loads(re.search(r'<script type="application/json" id="attn-data">(.*?)</script>', text, re.S)[1])
+
+
+def test_the_page_derives_with_the_carry_explain_uses(run, tmp_path):
+    """`--explain --carry rounded -o page.html`: a click shows the rounded carry's lines (0.05 ×
+    [2.0, 0.0] = [0.10, 0.00]), the same as the explanation printed above the tables, not the
+    exact carry's (0.09)."""
+    page = tmp_path / "page.html"
+    result = run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2",
+                 "-o", page)
+    assert result.exit_code == 0, result.stderr
+    explained = run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2",
+                    "--format", "table").stdout
+    lines = data_block(page.read_text())["rows"]["0"]["lines"]
+    assert "  0.05 × [2.0, 0.0] = [0.10, 0.00]" in lines
+    assert all(line in explained for line in lines if line.strip())
+
+
+def test_the_page_without_explain_derives_exactly(run, tmp_path):
+    page = tmp_path / "page.html"
+    assert run("compute", SAMPLES / "scooter.json", "--precision", "2", "-o", page).exit_code == 0
+    lines = data_block(page.read_text())["rows"]["0"]["lines"]
+    assert any(line.startswith("  0.05 × [2.0, 0.0] = [0.09, 0.00]") for line in lines)
+
+
+@pytest.mark.parametrize("text, where, token", [
+    ('{"Q": [[0, 4]], "K": [[1, 0]], "V": [[1]], "kv_heads": NaN}', "kv_heads", "NaN"),
+    ('{"Q": [[0, 4]], "K": [[1, 0]], "V": [[1]], "rope": {"scaling": {"rope_type": "linear", "factor": Infinity}}}',
+     "rope.scaling.factor", "Infinity"),
+    ('{"Q": [[0, 4]], "K": [[1, 0], [0, -Infinity]], "V": [[1], [2]]}', "K[1][1]", "-Infinity"),
+    ('{"Q": [[0, 4]], "K": [[1, 0]], "V": [[1]], "q_norm": {"type": "rms", "weight": [1, 1], "eps": 1e999}}',
+     "q_norm.eps", "1e999"),
+])
+def test_a_nan_or_infinity_names_its_key(run, problem_file, text, where, token):
+    result = run("compute", problem_file(text), "--stages", "weights")
+    assert_error(result, "p.json: ", f"invalid JSON at {where}: ", token)
+
+
+def test_a_nan_in_an_answer_file_names_its_stage(run, problem_file):
+    answers = problem_file('{"weights": [[0.05, NaN, 0.19]]}', "answers.json")
+    result = run("check", answers, SAMPLES / "scooter.json")
+    assert_error(result, "answers.json: invalid JSON at weights[0][1]: NaN is not valid JSON")
