@@ -70,3 +70,14 @@ def test_the_teachers_class_exits_as_its_guide_says(run, tmp_path, monkeypatch):
     said = re.search(r"Expecting property name enclosed in double quotes\n```\n\nThe exit code is (\d)", guide)
     assert said and result.exit_code == int(said[1]) == 2, (said, result.exit_code)
     assert "answers/bob.json" in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+def test_the_docs_name_only_sections_the_readme_has():
+    """The README is a front door now: a page under docs/ that sends the reader to a README
+    section by name ("the README's "Guarantees"") names one that is still there."""
+    root = SAMPLES.parent
+    headings = {line.lstrip("#").strip() for line in (root / "README.md").read_text(encoding="utf-8").splitlines()
+                if line.startswith("#")}
+    named = [(path.name, name) for path in sorted((root / "docs").rglob("*.md"))
+             for name in re.findall(r"README(?:'s|’s)? \"([^\"]+)\"", path.read_text(encoding="utf-8"))]
+    assert [(page, name) for page, name in named if name not in headings] == []
