@@ -98,3 +98,13 @@ def test_the_memory_guard_counts_each_threads_block(run, problem_file, monkeypat
     assert_error(result, "this problem would need", "8 threads' blocks (1 × 8 × 4096 each) 2.0 MiB", "--threads 1")
     assert not out.exists()
     assert run("compute", path, "--output", out, "--threads", "1").exit_code == 0
+
+
+def test_the_command_a_page_names_for_a_row_carries_as_the_page_does(run, tmp_path):
+    """A row past the page's budget names the command that explains it: with the page's
+    precision and carry, so that its lines are the ones the page would have shown."""
+    page = tmp_path / "page.html"
+    run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2", "-o", page)
+    assert data_block(page.read_text())["command"].endswith("scooter.json --precision 2 --carry rounded")
+    run("compute", SAMPLES / "scooter.json", "-o", page)
+    assert data_block(page.read_text())["command"].endswith("scooter.json")
