@@ -27,6 +27,39 @@ def _written_float(token: str) -> Written:
     return _finite_float(token, Written.parse)
 
 
+class _Bad(str):
+    """A token the strict reading refuses (NaN, Infinity, a number past float64), kept in place
+    by `_where` to find the key it stands in."""
+
+
+def _bad_float(token: str):
+    value = float(token)
+    return value if math.isfinite(value) else _Bad(token)
+
+
+def _path(value, at: str = ""):
+    """Where the first `_Bad` token lies in a parsed value: `kv_heads`, `rope.scaling.factor`,
+    `K[1][0]`; None when there is none."""
+    if isinstance(value, _Bad):
+        return at
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = _path(child, f"{at}.{key}" if isinstance(key, str) and at else
+                      key if isinstance(key, str) else f"{at}[{key}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _where(text: str) -> str:
+    """ at KEY: where the refused token of a text is, when a lenient reading finds it."""
+    try:
+        found = _path(json.loads(text, parse_constant=_Bad, parse_float=_bad_float))
+    except (ValueError, RecursionError):
+        return ""
+    return f" at {found}" if found else ""
+
+
 def _unique_keys(pairs: list) -> dict:
     """An object whose keys are all different: JSON would otherwise keep the last silently."""
     obj = {}
@@ -63,7 +96,7 @@ def parse_json(text: str, source: str, keep_decimals: bool = False):
         raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
                          + _json_hint(text, error.pos), source) from None
     except ValueError as error:  # raised by the hooks above
-        raise InputError(f"invalid JSON: {error}", source) from None
+        raise InputError(f"invalid JSON{_where(text)}: {error}", source) from None
     except RecursionError:
         raise InputError("invalid JSON: nested too deeply; matrices have at most 3 dimensions",
                          source) from None

@@ -25,7 +25,16 @@ def run(warm, first=None, rss=0.2):
     return {"warm": warm, "first": first or warm, "warm_cpu": 2 * warm, "rss_gib": rss}
 
 
+def torch_installed(monkeypatch):
+    """cases() as with the models extra installed: its torch rows are there (the README's test
+    command installs only the test extra, and these tests need no torch to run)."""
+    real = output_only.importlib.util.find_spec
+    monkeypatch.setattr(output_only.importlib.util, "find_spec",
+                        lambda name, *rest: object() if name == "torch" else real(name, *rest))
+
+
 def test_each_ratio_is_taken_within_its_round_with_its_spread_and_floor(monkeypatch):
+    torch_installed(monkeypatch)
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)  # no second float32 row with OpenBLAS's own kernels
     results = {"date": "today", "machine": "here", "rounds": 3, "threads": 2,
                "cases": output_only.cases(quick=True, threads=2), "runs": {}}
@@ -52,6 +61,7 @@ def test_each_ratio_is_taken_within_its_round_with_its_spread_and_floor(monkeypa
 
 
 def test_a_chosen_openblas_kernel_adds_the_row_with_openblas_own_choice(monkeypatch):
+    torch_installed(monkeypatch)
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
     cases = output_only.cases(quick=True, threads=2)
     own = [name for name, case in cases.items() if case.get("unset") == ("OPENBLAS_CORETYPE",)]

@@ -104,7 +104,7 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
     that every view (stderr, the JSON's "warnings") says them all."""
     source, doc, options = read_back
     try:
-        _guard(problem, plan.written, shown, full, plan.output_only, plan.tile_sizes)
+        _guard(problem, plan.written, shown, full, plan.output_only, plan.tile_sizes, plan.threads)
         trace = _attend(problem, plan.output_only, plan.threads)
         trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
         # echoes and results the document holds, read back (a captured layer's agreement: _agreement)
@@ -253,7 +253,8 @@ def _text(view: str, trace, shown, precision: int, round_: int | None, explanati
         # Imported here, for start-up (see above): only --format html needs the page.
         from attncli.render.page import page
 
-        return page(trace, shown, precision, o is not None and o.full, tiled, o and o.file, explanation)
+        return page(trace, shown, precision, o is not None and o.full, tiled, o and o.file, explanation,
+                    (o is not None and o.carry) or "exact")
     # Imported here, for start-up (see above): only the text exports need these.
     from attncli.render import export
     from attncli.render.text import header_lines
@@ -264,17 +265,21 @@ def _text(view: str, trace, shown, precision: int, round_: int | None, explanati
     return write(trace, shown, precision, header_lines(trace, precision), explanation)
 
 
-def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=None) -> None:
+def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=None, threads=None) -> None:
     """Refuse, before computing, a problem whose stages and view would not fit in memory, naming
-    the ways out that would fit: only the output (in blocks), a binary file, single precision."""
+    the ways out that would fit: only the output (in blocks), a binary file, single precision,
+    one thread (each of the output-only path's threads holds a block of its own)."""
     available = limits.available_bytes()
     itemsize = 8 if problem.dtype == "float64" else 4
     plan = {"view": view, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
 
-    def total(**change) -> dict[str, int]:
-        found = limits.needs(problem, **plan | change)
+    def total(threads=threads, **change) -> dict[str, int]:
+        now = plan | change
+        found = limits.needs(problem, **now)
+        if now["output_only"]:
+            found |= _scratch(problem, now["itemsize"], threads)
         if tile_sizes is not None:  # the tile trace comes on top of the trace
-            found |= limits.tile_bytes(problem, *tile_sizes, (plan | change)["itemsize"], (plan | change)["view"])
+            found |= limits.tile_bytes(problem, *tile_sizes, now["itemsize"], now["view"])
         return found
 
     def fits(**change) -> bool:
@@ -288,9 +293,24 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
              not output_only and problem.dO is None and fits(output_only=True, shown=("output",))),
             ("--output grads.npz (every stage and gradient, no text)" if problem.dO is not None
              else "--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
-            ("--dtype float32", itemsize == 8 and fits(itemsize=4))) if works]
+            ("--dtype float32", itemsize == 8 and fits(itemsize=4)),
+            ("--threads 1", output_only and threads != 1 and fits(threads=1))) if works]
         error.message += "; use " + " or ".join(ways) if ways else "; make the problem smaller"
         raise
+
+
+def _scratch(problem, itemsize: int, threads: int | None) -> dict[str, int]:
+    """The output-only path's blocks of scores (blocks.py's `scratch`), one per thread, for the
+    guard: at most as many threads work as there are blocks (masks may narrow a block: an upper
+    bound)."""
+    # Imported here, for start-up (see above): only the output-only path needs the blocks.
+    from attncli.blocks import block_rows
+    from attncli.threads import workers
+
+    heads, lq, lk = problem.heads, problem.lq, problem.lk
+    step = min(block_rows(heads, lq, lk, itemsize), lq)
+    count = min(workers(threads), -(-lq // step))
+    return {f"{count} threads' blocks ({heads} × {step} × {lk} each)": count * heads * step * lk * itemsize}
 
 
 def _attend(problem, output_only: bool, threads: int | None):

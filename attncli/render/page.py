@@ -235,14 +235,15 @@ def notebook(trace: Trace, stages, precision: int = 4) -> str:
 
 
 def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None, source: str | None = None,
-         explanation: list[str] | None = None) -> str:
+         explanation: list[str] | None = None, carry: str = "exact") -> str:
     """The whole page as text (see the module docstring). `source`: the problem's file name, for
-    the page title and the commands a derivation names."""
+    the page title and the commands a derivation names; `carry`: --explain's --carry."""
     p = trace.problem
     tables, notes = collect(trace, stages, precision, full, tiled)
-    found = derivations(trace, sorted(tables.rows), precision, tiled)
+    found = derivations(trace, sorted(tables.rows), precision, tiled, carry)
     data = {"rows": found["rows"], "tiles": found["tiles"], "why": found.get("why"), "heads": p.heads,
-            "command": "attn compute " + (source if source and source != "-" else "FILE"),
+            "command": "attn compute " + (source if source and source != "-" else "FILE")
+            + (f" --precision {precision}" if precision != 4 else "") + (" --carry rounded" if carry == "rounded" else ""),
             "given": ["Q", "K", "V"] + list(p.inputs), "keyRows": [n for n in KEY_ROWS if n not in ("K", "V")]}
     title = p.title or (source if source and source != "-" else "attention")
     header = escape_lines(header_lines(trace, precision))

@@ -31,10 +31,11 @@ def row_cost(trace: Trace) -> int:
     return max(1, p.heads * p.lk * (trace.d_k + trace.d_v + width))
 
 
-def derivations(trace: Trace, rows: list[int], precision: int, tiled=None) -> dict:
+def derivations(trace: Trace, rows: list[int], precision: int, tiled=None, carry: str = "exact") -> dict:
     """{"rows": {N: {"lines", "heads": {h: {"span", "steps": {name: [start, end)}}}, "final"}},
     "tiles": {"h:N": lines}, "missing": the rows past the budget}: the explanation of each row in
-    `rows` (in order) while the budget lasts. A problem the hand calculation cannot explain (a
+    `rows` (in order) while the budget lasts, carrying numbers as `--carry` says (the page of
+    `--explain --carry rounded` must not disagree with its explanation). A problem the hand calculation cannot explain (a
     stage without a hand step) has none: {"rows": {}, "why": the reason}."""
     found: dict = {"rows": {}, "tiles": {}, "missing": []}
     spent, cost = 0, row_cost(trace)
@@ -49,7 +50,7 @@ def derivations(trace: Trace, rows: list[int], precision: int, tiled=None) -> di
             continue
         spent += cost
         try:
-            lines = explain(trace, [i], None, precision, "exact")
+            lines = explain(trace, [i], None, precision, carry)
         except AttnError as error:
             return found | {"rows": {}, "missing": [], "why": error.message}
         found["rows"][str(i)] = {"lines": lines} | cut(trace, lines)
