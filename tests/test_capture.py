@@ -160,6 +160,14 @@ def test_each_family_writes_its_variants(models):
     assert "kv_heads" not in docs["qwen2"] and "kv_heads" not in docs["gpt2"]
 
 
+def test_the_reference_of_a_float64_run_says_float32_where_the_model_computes_in_float32(models):
+    """Mutation round 4: the reference's dtype is the model's (float64) even for GPT-J, whose eager
+    path computes Q Kᵀ in float32 (FLOAT32_INSIDE): the agreement would hold it to 1e-9."""
+    ids, mask = pad_left(IDS[:1], 0)
+    assert capture(models["gptj"], ids, mask, 0)["reference"]["dtype"] == "float32"
+    assert capture(models["llama"], ids, mask, 0)["reference"]["dtype"] == "float64"
+
+
 def test_float32_agrees_to_float32_rounding(models, tmp_path):
     """The model in float32 (its own dtype): agreement within 1e-5 of each stage's scale, and the line says so."""
     directory = build("llama", tmp_path)
