@@ -191,6 +191,18 @@ def test_a_wrong_weight_is_named_with_its_head_row_and_key(models):
     assert agreement(doc).first["stage"] == "output"
 
 
+def test_phi3s_sliding_window_from_its_config_is_captured(tmp_path):
+    """Mutation round 4 found it: Phi-3 (as Mistral) keeps its sliding window in the config alone
+    (Phi-3-mini: 2047 keys) and masks by it; the capture read it for Mistral only."""
+    spec = {"phi3": ("Phi3Config", "Phi3ForCausalLM", dict(SMALL, num_attention_heads=4, num_key_value_heads=2,
+                                                            sliding_window=3))}
+    model = load(build("phi3", tmp_path, spec), "float64")[0]
+    ids, mask = pad_left(IDS, 0)
+    doc = capture(model, ids, mask, 0)
+    assert doc["window"] == [2, 0]
+    assert_agrees(doc, "phi3")
+
+
 @pytest.mark.parametrize("family", sorted(NEEDS_QK_NORM))
 def test_qk_norm_families_agree(tmp_path, family):
     if family == "gemma3" and not hasattr(transformers, "Gemma3TextConfig"):

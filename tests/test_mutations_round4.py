@@ -6,6 +6,7 @@ real code. The mutation each test guards is named in its docstring."""
 
 import json
 import math
+import os
 import re
 
 import numpy as np
@@ -131,6 +132,24 @@ def test_a_window_narrows_blocks_to_a_quarter_of_its_band():
     """Mutation: a half of the window's band rather than a quarter (at least MIN_ROWS)."""
     assert blocks.narrowed(_long(4000, window=[799, 0]), 1000) == 799 // 4
     assert blocks.narrowed(_long(4000, window=[99, 0]), 1000) == blocks.MIN_ROWS
+
+
+def test_a_block_at_most_min_rows_is_never_widened():
+    """Mutation: `narrowed` drops its early return for steps of at most MIN_ROWS: a narrow window's
+    `max(MIN_ROWS, band // 4)` then turns the 60 rows asked for into 64."""
+    assert blocks.narrowed(_long(4000, window=[99, 0]), 60) == 60
+
+
+def test_before_numpy_leaves_the_environment_alone_once_numpy_is_loaded(monkeypatch):
+    """Mutation: `before_numpy` drops its `numpy in sys.modules` return: with numpy loaded (BLAS
+    has read its thread count already) it still writes the variables, which then reach every
+    child process."""
+    from attncli import threads
+
+    for variable in threads.BLAS_THREADS:
+        monkeypatch.delenv(variable, raising=False)
+    threads.before_numpy()  # numpy is loaded in the test process
+    assert [v for v in threads.BLAS_THREADS if v in os.environ] == []
 
 
 # --- agreement.py ----------------------------------------------------------------------------------
