@@ -33,6 +33,8 @@ TESTED = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "gemma3_text
           "gptj", "gpt2", "bert", "bloom", "gpt_oss", "olmo2")
 # Families that compute part of attention in float32 whatever the model's dtype: GPT-J its Q Kᵀ.
 FLOAT32_INSIDE = ("gptj",)
+# Families whose attention module has no sliding_window of its own: the mask takes the config's (Phi-3-mini: 2047).
+CONFIG_WINDOW = ("mistral", "phi3")
 
 
 class CaptureError(InputError):
@@ -182,7 +184,7 @@ def rope(module, config, layer: int, d: int) -> dict | None:
 def window(module, config) -> list[int] | None:
     """A sliding window of W keys (HF: key > query − W, itself included) as attncli's [W − 1, 0]."""
     size = getattr(module, "sliding_window", None) if hasattr(module, "sliding_window") else \
-        getattr(config, "sliding_window", None) if config.model_type in ("mistral",) else None
+        getattr(config, "sliding_window", None) if config.model_type in CONFIG_WINDOW else None
     return None if not size else [int(size) - 1, 0]
 
 

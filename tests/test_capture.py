@@ -160,6 +160,14 @@ def test_each_family_writes_its_variants(models):
     assert "kv_heads" not in docs["qwen2"] and "kv_heads" not in docs["gpt2"]
 
 
+def test_the_reference_of_a_float64_run_says_float32_where_the_model_computes_in_float32(models):
+    """Mutation round 4: the reference's dtype is the model's (float64) even for GPT-J, whose eager
+    path computes Q Kᵀ in float32 (FLOAT32_INSIDE): the agreement would hold it to 1e-9."""
+    ids, mask = pad_left(IDS[:1], 0)
+    assert capture(models["gptj"], ids, mask, 0)["reference"]["dtype"] == "float32"
+    assert capture(models["llama"], ids, mask, 0)["reference"]["dtype"] == "float64"
+
+
 def test_float32_agrees_to_float32_rounding(models, tmp_path):
     """The model in float32 (its own dtype): agreement within 1e-5 of each stage's scale, and the line says so."""
     directory = build("llama", tmp_path)
@@ -181,6 +189,18 @@ def test_a_wrong_weight_is_named_with_its_head_row_and_key(models):
     doc = capture(models["llama"], ids, mask, 0, name="tiny")
     doc["W_O"][0][3] += 0.01  # the output alone differs
     assert agreement(doc).first["stage"] == "output"
+
+
+def test_phi3s_sliding_window_from_its_config_is_captured(tmp_path):
+    """Mutation round 4 found it: Phi-3 (as Mistral) keeps its sliding window in the config alone
+    (Phi-3-mini: 2047 keys) and masks by it; the capture read it for Mistral only."""
+    spec = {"phi3": ("Phi3Config", "Phi3ForCausalLM", dict(SMALL, num_attention_heads=4, num_key_value_heads=2,
+                                                            sliding_window=3))}
+    model = load(build("phi3", tmp_path, spec), "float64")[0]
+    ids, mask = pad_left(IDS, 0)
+    doc = capture(model, ids, mask, 0)
+    assert doc["window"] == [2, 0]
+    assert_agrees(doc, "phi3")
 
 
 @pytest.mark.parametrize("family", sorted(NEEDS_QK_NORM))
