@@ -227,6 +227,8 @@ def test_a_class_page_has_the_summary_and_a_section_per_file(run, tmp_path, prob
     assert ">class summary<" in text and ">cells per stage<" in text and "<i>" not in text
     tabs = [t for t, a in parsed(text).tags if t == "button"]
     assert len(tabs) == 3 and "&lt;i&gt;odd&amp;.json" in text
+    # each student's tab shows their file's name (escaped); its id stays ours
+    assert '>good.json</button>' in text and '>&lt;i&gt;odd&amp;.json</button>' in text and 'id="tab-file-2"' in text
     assert_error(run("check", good, "--problem", SAMPLES / "scooter.json", "-o", tmp_path / "m.json"),
                  "writes a file only as the marks page (.html)")
     assert_error(run("check", good, "--problem", SAMPLES / "scooter.json", "-f", "csv", "-o", path),

@@ -205,18 +205,20 @@ def sections(trace: Trace, tables: Tables) -> list[tuple[str, str]]:
     return found
 
 
-def tabbed(parts: list[tuple[str, str]], tabs: bool = True) -> str:
-    """Sections of (name, html): with `tabs`, a tab each (the script shows one at a time; print and
-    a page without script show them all), else each under its name."""
+def tabbed(parts: list[tuple], tabs: bool = True) -> str:
+    """Sections of (name, html) or (name, html, label): with `tabs`, a tab each (the script shows
+    one at a time; print and a page without script show them all), else each under its label. The
+    name makes the ids (ours, never user text); the label (default: the name) is the text shown,
+    escaped, so it may be a file's name."""
     out = []
     if tabs and parts:
         out.append('<nav role="tablist" aria-label="sections">')
         out += [f'<button role="tab" id="tab-{_id(name)}" aria-controls="part-{_id(name)}" type="button">'
-                f"{escape(name)}</button>" for name, _ in parts]
+                f"{escape(label[0] if label else name)}</button>" for name, _, *label in parts]
         out.append("</nav>")
-    for name, html_ in parts:
+    for name, html_, *label in parts:
         out.append(f'<section id="part-{_id(name)}" role="tabpanel" aria-labelledby="tab-{_id(name)}">' if tabs
-                   else f"<section><h2>{escape(name)}</h2>")
+                   else f"<section><h2>{escape(label[0] if label else name)}</h2>")
         out += [html_, "</section>"]
     return "\n".join(out)
 

@@ -12,6 +12,7 @@ is escaped as on the compute page.
 from __future__ import annotations
 
 import math
+import os
 import re
 
 from attncli.grading import STATUSES, SYMBOLS, Rule
@@ -115,7 +116,7 @@ def marks_page(trace: Trace | None, results: list, precision: int, rule: Rule, p
         for n, (file, marks, error) in enumerate(results):
             body = f"<h2>{escape(file)}</h2>" + (learner(trace, marks, precision, rule) if marks is not None
                                                   else f'<p>{escape(error or "")}</p>')
-            parts.append((f"file {n + 1}", body))
+            parts.append((f"file {n + 1}", body, os.path.basename(file) or file))  # the tab: the file's name
     found = derivations(trace, list(range(trace.problem.lq)), precision) if trace is not None else {"rows": {}}
     data = {"rows": found["rows"], "tiles": {}, "why": found.get("why"), "heads": trace.problem.heads if trace else 1,
             "command": "attn compute PROBLEM", "given": [], "keyRows": ["K_rope", "d_K", "d_V"]}
