@@ -200,6 +200,10 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
             decode: bool = False, labels: list[str] | None = None, name: str = "model") -> dict:
     """The attncli document of one layer for one sequence of the batch (`batch_index`)."""
     config = getattr(model.config, "text_config", None) or model.config
+    if decode and config.model_type in BIDIRECTIONAL:
+        raise CaptureError(f"decode is a step of a causal model's generation, but {config.model_type} is an encoder "
+                           "(every query sees every key, no cache): capture the whole sequence, without decode",
+                           field="decode")
     if decode and len(ids[0]) < 2:
         raise CaptureError("decode needs at least 2 tokens: the last is the decode step, the others the cache",
                            field="decode")
@@ -221,7 +225,9 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
     if labels is not None:
         doc["key_labels"] = labels[length - lk:]
         doc["query_labels"] = labels[-1:] if decode else labels
-    float32 = dtype != torch.float64 or config.model_type in FLOAT32_INSIDE
+    # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
+    # only the default ones): such a layer's float64 reference is float32's.
+    float32 = dtype != torch.float64 or config.model_type in FLOAT32_INSIDE or "scaling" in doc.get("rope", {})
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
