@@ -33,7 +33,7 @@ class Agreement(NamedTuple):
     difference: float  # the largest |attncli − model| over every stage compared
     first: dict | None  # the first cell that differs: stage, head, row, column, attncli, model
     given: dict = {}  # the document's own model and reference, written back beside the agreement
-    uncompared: tuple[str, ...] = ()  # reference stages the recomputation left out (--stages output)
+    uncompared: tuple[str, ...] = ()  # reference stages the recomputation left out (the output alone)
 
     @property
     def agrees(self) -> bool:
@@ -41,8 +41,7 @@ class Agreement(NamedTuple):
 
     def line(self) -> str:
         where = self.model if self.layer is None else f"{self.model} layer {self.layer}"
-        words = WORDS[self.dtype] + "".join(f"; {name} not compared: --stages output computes the output alone"
-                                            for name in self.uncompared)
+        words = WORDS[self.dtype]
         if self.agrees:
             return f"agrees with {where} to {self.difference:.0e} ({words})"
         cell = self.first
@@ -52,7 +51,9 @@ class Agreement(NamedTuple):
                 f"(largest difference {self.difference:.0e}; {words})")
 
     def to_json(self) -> dict:
-        return {"agrees": self.agrees, "difference": self.difference, "first": self.first, "line": self.line()}
+        compared = [name for name in self.given.get("reference", {}) if name in STAGES and name not in self.uncompared]
+        return {"agrees": self.agrees, "difference": self.difference, "first": self.first, "line": self.line(),
+                "compared": compared}
 
     @property
     def keys(self) -> dict:
@@ -92,7 +93,7 @@ def compare(doc: dict, trace) -> Agreement | None:
     largest, first, uncompared = 0.0, None, []
     for name, theirs in stages.items():
         mine = ours[name]
-        if mine is None:  # --stages output computes the output alone: compare that, and say so
+        if mine is None:  # the output-only path computes no weights: compare the output, and say so in JSON
             uncompared.append(name)
             continue
         if mine.shape != theirs.shape:

@@ -1,5 +1,5 @@
 """Found by an engineer's trial of captured layers (no torch): the agreement line tells two differing
-numbers apart, says when --stages output left the weights uncompared, and the output-only path never
+numbers apart, its JSON says which stages were compared (--stages output computes no weights), and the output-only path never
 starts more workers (each with its own scratch buffers) than it has blocks."""
 
 import numpy as np
@@ -27,14 +27,13 @@ def test_a_difference_below_six_digits_is_shown_with_the_digits_that_tell_it():
     assert mine != theirs and f"attncli {mine}, the model {theirs} " in line
 
 
-def test_the_output_alone_says_the_weights_were_not_compared():
+def test_the_json_says_the_output_alone_was_compared():
     doc, _ = reference_doc()
     doc["reference"]["weights"][0][0][0] += 0.5  # a weight the output-only path never sees
     problem = build_problem(doc)
     found = compare(doc, attend_output(problem, threads=1))
-    assert found.agrees
-    assert found.line().endswith("(the model ran in float64; weights not compared: --stages output computes "
-                                 "the output alone)")
+    assert found.agrees and found.to_json()["compared"] == ["output"]
+    assert compare(doc, attend(problem)).to_json()["compared"] == ["weights", "output"]
     assert not compare(doc, attend(problem)).agrees
 
 
