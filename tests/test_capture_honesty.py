@@ -52,3 +52,22 @@ def test_decode_on_an_encoder_is_refused(tmp_path):
         with pytest.raises(CaptureError, match="decode is a step of a causal model's generation, but bert is an "
                                                "encoder"):
             capture(model, ids, mask, batch_index=len(rows) - 1, decode=True)
+
+
+@pytest.mark.parametrize("kind, parameters, edge", [
+    ("longrope", LONGROPE, dict(original_max_position_embeddings=4)),
+    ("dynamic", {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}, dict(max_position_embeddings=4))])
+def test_decode_past_a_length_that_changes_the_scaling_is_refused(tmp_path, kind, parameters, edge):
+    """The model rotates the cached keys at one length's frequencies and the step's query at the next
+    one's: refused with the reason, where before the agreement line named a cell that differed. A
+    decode step that stays on one side agrees, as does the whole sequence."""
+    settings = dict(SMALL, num_key_value_heads=2, rope_parameters=parameters) | edge
+    config_class, model_class = (transformers.Phi3Config, transformers.Phi3ForCausalLM) if kind == "longrope" else \
+        (transformers.LlamaConfig, transformers.LlamaForCausalLM)
+    model = saved(tmp_path, config_class(**settings), model_class)
+    ids, mask = pad_left([[3, 1, 4, 1, 5, 9]], 0)
+    with pytest.raises(CaptureError, match=f"decode with {kind} RoPE past "):
+        capture(model, [ids[0][:5]], [mask[0][:5]], decode=True)
+    for doc in (capture(model, [ids[0][:4]], [mask[0][:4]], decode=True), capture(model, ids, mask)):
+        found = compare(doc, attend(build_problem(doc)))
+        assert found.agrees, found.line()
