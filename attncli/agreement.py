@@ -33,6 +33,7 @@ class Agreement(NamedTuple):
     difference: float  # the largest |attncli − model| over every stage compared
     first: dict | None  # the first cell that differs: stage, head, row, column, attncli, model
     given: dict = {}  # the document's own model and reference, written back beside the agreement
+    uncompared: tuple[str, ...] = ()  # reference stages the recomputation left out (the output alone)
 
     @property
     def agrees(self) -> bool:
@@ -40,15 +41,19 @@ class Agreement(NamedTuple):
 
     def line(self) -> str:
         where = self.model if self.layer is None else f"{self.model} layer {self.layer}"
+        words = WORDS[self.dtype]
         if self.agrees:
-            return f"agrees with {where} to {self.difference:.0e} ({WORDS[self.dtype]})"
+            return f"agrees with {where} to {self.difference:.0e} ({words})"
         cell = self.first
         at = ", ".join(f"{name} {cell[name]}" for name in ("head", "row", "column") if cell.get(name) is not None)
-        return (f"differs from {where}: {cell['stage']}, {at}: attncli {cell['attncli']:.6g}, the model "
-                f"{cell['model']:.6g} (largest difference {self.difference:.0e}; {WORDS[self.dtype]})")
+        mine, theirs = _apart(cell["attncli"], cell["model"])
+        return (f"differs from {where}: {cell['stage']}, {at}: attncli {mine}, the model {theirs} "
+                f"(largest difference {self.difference:.0e}; {words})")
 
     def to_json(self) -> dict:
-        return {"agrees": self.agrees, "difference": self.difference, "first": self.first, "line": self.line()}
+        compared = [name for name in self.given.get("reference", {}) if name in STAGES and name not in self.uncompared]
+        return {"agrees": self.agrees, "difference": self.difference, "first": self.first, "line": self.line(),
+                "compared": compared}
 
     @property
     def keys(self) -> dict:
@@ -85,10 +90,11 @@ def compare(doc: dict, trace) -> Agreement | None:
         return None
     stages, dtype, model, layer = found
     ours = {"weights": trace.stage("weights"), "output": trace.final}
-    largest, first = 0.0, None
+    largest, first, uncompared = 0.0, None, []
     for name, theirs in stages.items():
         mine = ours[name]
-        if mine is None:  # --stages output computes the output alone: compare that
+        if mine is None:  # the output-only path computes no weights: compare the output, and say so in JSON
+            uncompared.append(name)
             continue
         if mine.shape != theirs.shape:
             raise InputError(f"reference.{name} has shape {theirs.shape}, but attncli's {name} has {mine.shape}: "
@@ -99,7 +105,16 @@ def compare(doc: dict, trace) -> Agreement | None:
         if first is None and len(bad):
             first = _cell(name, tuple(int(i) for i in bad[0]), mine, theirs)
     given = {key: doc[key] for key in ("model", "reference") if key in doc}
-    return Agreement(model, layer, dtype, largest, first, given)
+    return Agreement(model, layer, dtype, largest, first, given, tuple(uncompared))
+
+
+def _apart(mine: float, theirs: float) -> tuple[str, str]:
+    """Two differing numbers with the fewest significant digits (6 at least) that tell them apart."""
+    for digits in (6, 9, 12, 17):
+        shown = f"{mine:.{digits}g}", f"{theirs:.{digits}g}"
+        if shown[0] != shown[1]:
+            break
+    return shown
 
 
 def _cell(stage: str, index: tuple[int, ...], mine: np.ndarray, theirs: np.ndarray) -> dict:

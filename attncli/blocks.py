@@ -75,7 +75,8 @@ def attend_output(problem: Problem, block: int | None = None, threads: int | Non
     one thread in each. `progress(rows_done)` is called as blocks finish, in order."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         run = _Blocks.prepare(problem, block)
-        for stop in pool.run(run.in_thread, range(0, problem.lq, run.step), workers(threads), run.scratch):
+        starts = range(0, problem.lq, run.step)  # no more workers than blocks: each has its own scratch
+        for stop in pool.run(run.in_thread, starts, min(workers(threads), len(starts)), run.scratch):
             if progress:
                 progress(stop)
         warnings = masked_rows_warnings(problem, run.dead)  # before the output check, as in `attend`

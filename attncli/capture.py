@@ -200,9 +200,16 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
             decode: bool = False, labels: list[str] | None = None, name: str = "model") -> dict:
     """The attncli document of one layer for one sequence of the batch (`batch_index`)."""
     config = getattr(model.config, "text_config", None) or model.config
+    if decode and config.model_type in BIDIRECTIONAL:
+        raise CaptureError(f"decode is a step of a causal model's generation, but {config.model_type} is an encoder "
+                           "(every query sees every key, no cache): capture the whole sequence, without decode",
+                           field="decode")
     if decode and len(ids[0]) < 2:
         raise CaptureError("decode needs at least 2 tokens: the last is the decode step, the others the cache",
                            field="decode")
+    read = read_layer(model, layer)
+    if decode:
+        _one_scaling(read.get("rope", {}).get("scaling"), len(ids[0]))
     dtype = next(model.parameters()).dtype
     exact = exact_float64(model) if dtype == torch.float64 else contextlib.nullcontext()
     with exact:
@@ -216,16 +223,39 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
         doc["X_kv"] = array(x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
         doc["q_positions"] = [length - 1]
         doc["k_positions"] = list(range(length - lk, length))
-    doc |= read_layer(model, layer)
+    doc |= read
     doc |= _masks(config, mask[batch_index][length - lk:], lk)
     if labels is not None:
         doc["key_labels"] = labels[length - lk:]
         doc["query_labels"] = labels[-1:] if decode else labels
-    float32 = dtype != torch.float64 or config.model_type in FLOAT32_INSIDE
+    # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
+    # only the default ones): such a layer's float64 reference is float32's.
+    float32 = dtype != torch.float64 or config.model_type in FLOAT32_INSIDE or "scaling" in doc.get("rope", {})
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
     return _listed(doc)
+
+
+def _one_scaling(scaling: dict | None, length: int) -> None:
+    """A decode step whose RoPE scaling changes with the length (dynamic's base, longrope's factors)
+    between the cache's call (length − 1 positions) and the step's (length): the model rotated the
+    cached keys and the new query differently, which one document's one scaling cannot say."""
+    kind = (scaling or {}).get("rope_type")
+    if kind == "longrope":
+        edge, name = scaling.get("original_max_position_embeddings") or scaling["max_position_embeddings"], \
+            "original_max_position_embeddings"
+        changes = length - 1 <= edge < length
+    elif kind == "dynamic":
+        edge, name = scaling["max_position_embeddings"], "max_position_embeddings"
+        changes = length > edge
+    else:
+        return
+    if changes:
+        raise CaptureError(f"decode with {kind} RoPE past {name} {edge}: the model rotated the cache's "
+                           f"{length - 1} keys and the step's query with different frequencies, which one "
+                           "rope.scaling cannot hold; capture the whole sequence, or decode at a length where "
+                           "they agree", field="decode")
 
 
 def _word(dtype) -> str:

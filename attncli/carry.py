@@ -37,6 +37,9 @@ import math
 from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
 from attncli.choices import CARRIES  # noqa: F401  (read as carry.CARRIES)
 
+MAX_TERMS = 6  # longer dot products and vectors are elided in the middle (handwriting writes them)
+SHOWN_HEAD = 3  # an elided dot product prints its first 3 terms, then …, then its last
+
 # Exact results of the printed operands: 60 digits decide every tie and near-tie of numbers with
 # at most 17 decimals; quantizing e^709 to 17 decimals needs ~330 digits, hence WIDE.
 WORK = Context(prec=60)
@@ -152,7 +155,10 @@ class Writer:
     def dot(self, key, xs, ws, bias, exact: float) -> Decimal:
         """Σ x_i w_i (+ b): xs, ws and bias are (true, printed) pairs."""
         value = sum((a[1] * b[1] for a, b in zip(xs, ws)), bias[1] if bias is not None else Decimal(0))
-        return self.result(key, value, exact, [*xs, *ws] + ([bias] if bias is not None else []))
+        # a note names only the operands the line prints (a long one elides its middle, as handwriting.dot)
+        shown = [*range(SHOWN_HEAD), len(xs) - 1] if len(xs) > MAX_TERMS else range(len(xs))
+        operands = [xs[i] for i in shown] + [ws[i] for i in shown]
+        return self.result(key, value, exact, operands + ([bias] if bias is not None else []))
 
 
 def exactly(function):

@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 from decimal import ROUND_DOWN, Decimal
 
-from attncli.carry import E_NOTATION_FROM, GIVEN_DECIMALS, WIDE, round_to
+from attncli.carry import E_NOTATION_FROM, GIVEN_DECIMALS, MAX_TERMS, SHOWN_HEAD, WIDE, round_to
 
 MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
-MAX_TERMS = 6  # longer dot products and vectors are elided in the middle
 
 
 def number(d: Decimal, places: int) -> str:
@@ -44,7 +43,7 @@ def dot(xs, ws, places: int, bias=None) -> str:
     """(x0)(w0) + (x1)(w1) + … (+ b): the left side of a dot product's line."""
     terms = [f"({given(a, places)})({given(b, places)})" for a, b in zip(xs, ws)]
     if len(terms) > MAX_TERMS:
-        text = " + ".join(terms[:3] + ["…"] + terms[-1:]) + f" ({len(terms)} terms)"
+        text = " + ".join(terms[:SHOWN_HEAD] + ["…"] + terms[-1:]) + f" ({len(terms)} terms)"
     else:
         text = " + ".join(terms)
     return text if bias is None else f"{text} + {given(bias, places)}"
