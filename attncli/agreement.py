@@ -2,6 +2,7 @@
 attention output after o_proj, written by `attn capture`) against attncli's recomputation.
 
     agrees with MODEL layer N to 3e-07 (the model computes in float32)
+    agrees with MODEL layer N to 3e-07 in the output (weights not computed here, so not compared; …)
     differs from MODEL layer N: weights, head 1, row 2, key 0: attncli 0.25, the model 0.31 (…)
 
 A cell agrees when |attncli − model| ≤ tolerance · max(1, largest |model| of that stage); the
@@ -43,6 +44,10 @@ class Agreement(NamedTuple):
         where = self.model if self.layer is None else f"{self.model} layer {self.layer}"
         words = WORDS[self.dtype]
         if self.agrees:
+            if self.uncompared:  # the output alone was computed: say what the agreement is of
+                left = " and ".join(self.uncompared)
+                return (f"agrees with {where} to {self.difference:.0e} in the output ({left} not computed here, "
+                        f"so not compared; {words})")
             return f"agrees with {where} to {self.difference:.0e} ({words})"
         cell = self.first
         at = ", ".join(f"{name} {cell[name]}" for name in ("head", "row", "column") if cell.get(name) is not None)

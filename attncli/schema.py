@@ -85,7 +85,7 @@ KEYS: tuple[Key, ...] = (
     # which attncli/agreement.py compares with the recomputation (never required equal: see "agreement").
     Key("model", LABEL, "the model a captured layer came from: {name, class, layer}"),
     Key("reference", LABEL, "the model's own results: {weights (per head), output (after o_proj), dtype}"),
-    Key("agreement", RESULT, "how the recomputation agrees with reference: {agrees, difference, first, line}"),
+    Key("agreement", RESULT, "how the recomputation agrees with reference: {agrees, difference, first, line, compared}"),
 )
 HEAD_KEYS: tuple[Key, ...] = (
     *(Key(name, RESULT, f"this head's {name} (the input split into heads, or projected)")

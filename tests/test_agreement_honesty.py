@@ -33,6 +33,9 @@ def test_the_json_says_the_output_alone_was_compared():
     problem = build_problem(doc)
     found = compare(doc, attend_output(problem, threads=1))
     assert found.agrees and found.to_json()["compared"] == ["output"]
+    assert found.line().endswith(" in the output (weights not computed here, so not "
+                                 "compared; the model ran in float64)")  # the line says so too
+    assert "in the output" not in compare(reference_doc()[0], attend(problem)).line()
     assert compare(doc, attend(problem)).to_json()["compared"] == ["weights", "output"]
     assert not compare(doc, attend(problem)).agrees
 
