@@ -54,9 +54,11 @@ def block_rows(heads: int, lq: int, lk: int, itemsize: int, budget: int = BLOCK_
 def narrowed(problem: Problem, step: int) -> int:
     """Fewer rows per block under mask rules, whose blocks multiply keys some of their rows may not
     see: at most MASKED_ROWS (a causal block of r rows wastes r²/2 products on its diagonal), and
-    when the rules leave each query a narrow band of keys (a window), a quarter of the band (at
-    least MIN_ROWS): a block of r rows multiplies about band + r keys, so at most a fifth of them
-    are hidden. The band is measured on the block in the middle of the queries; like the rest, it
+    when the rules leave each query a narrow band of keys (a window), half the band (at least
+    MIN_ROWS): a block of r rows multiplies about band + r keys, so about a third of them are
+    hidden, and fewer, smaller blocks cost more in Python and BLAS calls than they save (measured
+    at 16384², --window 511,0, two threads: blocks of 256 rows 0.085× of no mask, of 127 rows
+    0.11×; docs/performance.md). The band is measured on the block in the middle of the queries; like the rest, it
     depends on the problem alone."""
     if not masks.has_rules(problem):
         return step
@@ -66,7 +68,7 @@ def narrowed(problem: Problem, step: int) -> int:
     middle = slice(problem.lq // 2, min(problem.lq // 2 + step, problem.lq))
     first, stop = masks.key_span(problem, middle)
     band = stop - first - (middle.stop - middle.start)
-    return step if band >= 4 * step else max(MIN_ROWS, band // 4)
+    return step if band >= 2 * step else max(MIN_ROWS, band // 2)
 
 
 def attend_output(problem: Problem, block: int | None = None, threads: int | None = None, progress=None) -> Trace:

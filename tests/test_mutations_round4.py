@@ -123,20 +123,20 @@ def _long(lq: int, **keys):
 
 def test_a_causal_block_holds_at_most_masked_rows():
     """Mutation: `narrowed` drops `min(step, MASKED_ROWS)`: a causal problem's blocks of 1000 rows
-    become a quarter of the middle block's band (500) rather than 256."""
+    become half the middle block's band rather than 256."""
     assert blocks.narrowed(_long(4000, mask="causal"), 1000) == blocks.MASKED_ROWS == 256
     assert blocks.narrowed(_long(4000), 1000) == 1000  # no mask rules: as given
 
 
-def test_a_window_narrows_blocks_to_a_quarter_of_its_band():
-    """Mutation: a half of the window's band rather than a quarter (at least MIN_ROWS)."""
-    assert blocks.narrowed(_long(4000, window=[799, 0]), 1000) == 799 // 4
+def test_a_window_narrows_blocks_to_half_its_band():
+    """Mutation: a quarter of the window's band rather than a half (at least MIN_ROWS)."""
+    assert blocks.narrowed(_long(4000, window=[399, 0]), 1000) == 399 // 2
     assert blocks.narrowed(_long(4000, window=[99, 0]), 1000) == blocks.MIN_ROWS
 
 
 def test_a_block_at_most_min_rows_is_never_widened():
     """Mutation: `narrowed` drops its early return for steps of at most MIN_ROWS: a narrow window's
-    `max(MIN_ROWS, band // 4)` then turns the 60 rows asked for into 64."""
+    `max(MIN_ROWS, band // 2)` then turns the 60 rows asked for into 64."""
     assert blocks.narrowed(_long(4000, window=[99, 0]), 60) == 60
 
 
