@@ -70,6 +70,12 @@ def given(x: float, places: int) -> Decimal:
     return printed(x, places)
 
 
+def shown_terms(n: int) -> list[int | None]:
+    """Which of a sum's n terms its line writes: every one, or past MAX_TERMS the first SHOWN_HEAD,
+    None for the elided middle, and the last (handwriting's lines and the notes on their operands)."""
+    return [*range(SHOWN_HEAD), None, n - 1] if n > MAX_TERMS else list(range(n))
+
+
 def root(d_k: int, places: int, carry: str) -> tuple[float, Decimal, str | None]:
     """√d_k as the scale step divides by it: (true value, the number divided by, how a line writes
     it; None: as a number). Exact carry and a whole root (√4 = 2): the printed root. Rounded carry:
@@ -156,7 +162,7 @@ class Writer:
         """Σ x_i w_i (+ b): xs, ws and bias are (true, printed) pairs."""
         value = sum((a[1] * b[1] for a, b in zip(xs, ws)), bias[1] if bias is not None else Decimal(0))
         # a note names only the operands the line prints (a long one elides its middle, as handwriting.dot)
-        shown = [*range(SHOWN_HEAD), len(xs) - 1] if len(xs) > MAX_TERMS else range(len(xs))
+        shown = [i for i in shown_terms(len(xs)) if i is not None]
         operands = [xs[i] for i in shown] + [ws[i] for i in shown]
         return self.result(key, value, exact, operands + ([bias] if bias is not None else []))
 

@@ -8,17 +8,15 @@ K and V hold `kv_heads` heads: 3-D (kv_heads, L, d), or 2-D with kv_heads · d c
 W_V likewise, `"kv_heads": N`). Every path works on them repeated to one per query head
 (`repeat`); the backward pass adds each query group's gradients back onto its kv head (`fold`).
 The words (`title`, `header_line`) say which kv head a query head reads, in every view.
-Numpy, the error types and `values.describe` only.
+Numpy, the error types and `values.whole_count` only.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from attncli.errors import InputError
-from attncli.values import HugeInt, describe
+from attncli.values import whole_count
 
 
 def given(inputs, heads: int, kv_heads: int | None) -> int:
@@ -91,12 +89,7 @@ def header_line(problem) -> str | None:
 
 def read_count(value) -> int | None:
     """`kv_heads`: absent (None), or a whole number ≥ 1."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or isinstance(value, HugeInt) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value != int(value) or value < 1:
-        raise InputError(f"kv_heads is {describe(value)}; expected a whole number ≥ 1", field="kv_heads")
-    return int(value)
+    return None if value is None else whole_count(value, "kv_heads")
 
 
 def check_heads(heads: int, kv_heads: int) -> None:

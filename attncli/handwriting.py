@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from decimal import ROUND_DOWN, Decimal
 
-from attncli.carry import E_NOTATION_FROM, GIVEN_DECIMALS, MAX_TERMS, SHOWN_HEAD, WIDE, round_to
+from attncli.carry import E_NOTATION_FROM, GIVEN_DECIMALS, MAX_TERMS, WIDE, round_to, shown_terms
 
 MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
 
@@ -41,12 +41,15 @@ def vector(values, places: int, write=number) -> str:
 
 def dot(xs, ws, places: int, bias=None) -> str:
     """(x0)(w0) + (x1)(w1) + … (+ b): the left side of a dot product's line."""
-    terms = [f"({given(a, places)})({given(b, places)})" for a, b in zip(xs, ws)]
-    if len(terms) > MAX_TERMS:
-        text = " + ".join(terms[:SHOWN_HEAD] + ["…"] + terms[-1:]) + f" ({len(terms)} terms)"
-    else:
-        text = " + ".join(terms)
+    text = terms_sum([f"({given(a, places)})({given(b, places)})" for a, b in zip(xs, ws)])
     return text if bias is None else f"{text} + {given(bias, places)}"
+
+
+def terms_sum(terms: list[str]) -> str:
+    """a + b + …: a long sum elided in the middle (`shown_terms`), with its count of terms."""
+    picked = shown_terms(len(terms))
+    text = " + ".join("…" if i is None else terms[i] for i in picked)
+    return text + (f" ({len(terms)} terms)" if None in picked else "")
 
 
 def shown_keys(n: int) -> list[int | None]:

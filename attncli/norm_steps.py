@@ -23,7 +23,7 @@ from collections import namedtuple
 from decimal import Decimal
 
 from attncli.carry import given, given_pairs, pairs as printed_pairs
-from attncli.handwriting import MAX_TERMS, shown_keys
+from attncli.handwriting import shown_keys, terms_sum
 from attncli.hand_backward import Back, BackStep, values
 from attncli.stage_steps import HandStep, Page, Row
 
@@ -120,13 +120,6 @@ def _header(page: Page, r: Normed, step: int, what: str) -> str:
            f"{x}_normed = {norm.formula(x)}, {over}, eps = {norm.eps:g}"
 
 
-def _sum(terms: list[str]) -> str:
-    """a + b + … (n terms): long sums elided in the middle, as hw.dot elides a dot product."""
-    if len(terms) > MAX_TERMS:
-        return " + ".join(terms[:3] + ["…"] + terms[-1:]) + f" ({len(terms)} terms)"
-    return " + ".join(terms)
-
-
 def _vector_lines(page: Page, r: Normed, v: Normalised, key: str, x: str, indent: str) -> list[str]:
     n, g = page.n, page.given
     shown = lambda d: f"({g(d)})" if d < 0 else g(d)  # noqa: E731  (a given or projected number)
@@ -135,11 +128,11 @@ def _vector_lines(page: Page, r: Normed, v: Normalised, key: str, x: str, indent
     terms = [f"{shown(d)}²" if v.mean is None else f"({g(d)} − {mean})²" for _, d in v.every]
     lines = []
     if v.mean is not None:
-        lines.append(f"{indent}mean({x}) = ({_sum([shown(d) for _, d in v.every])}) / {count} = "
+        lines.append(f"{indent}mean({x}) = ({terms_sum([shown(d) for _, d in v.every])}) / {count} = "
                      f"{n(v.mean)}{page.note((f'{key}.mean', 0))}")
-        lines.append(f"{indent}var({x}) = ({_sum(terms)}) / {count} = {n(v.var)}{page.note((f'{key}.var', 0))}")
+        lines.append(f"{indent}var({x}) = ({terms_sum(terms)}) / {count} = {n(v.var)}{page.note((f'{key}.var', 0))}")
     else:
-        lines.append(f"{indent}mean({x}²) = ({_sum(terms)}) / {count} = {n(v.var)}{page.note((f'{key}.var', 0))}")
+        lines.append(f"{indent}mean({x}²) = ({terms_sum(terms)}) / {count} = {n(v.var)}{page.note((f'{key}.var', 0))}")
     lines.append(f"{indent}r = 1/√({n(v.var)} + {r.norm.eps:g}) = {n(v.r)}{page.note((f'{key}.r', 0))}")
     for j, (_, d) in enumerate(v.before):
         centred = g(d) if v.mean is None else f"({g(d)} − {mean})"

@@ -5,8 +5,6 @@ Shape errors name the field and both sizes, e.g. `K has 3 columns but Q has 2: d
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from attncli import groups, schema
@@ -17,7 +15,7 @@ from attncli.qk_norm import read as read_norm
 from attncli.rope import read as read_rope
 from attncli.rules import Reading, read as read_rules, rule_keys
 from attncli.trace import Problem
-from attncli.values import HugeInt, as_array, describe, scalar
+from attncli.values import HugeInt, as_array, describe, scalar, whole_count
 from attncli.variants import read_variants
 from attncli.choices import DTYPES, MASKED_ROWS
 
@@ -72,10 +70,7 @@ def _heads_count(value) -> int | None:
     if isinstance(value, HugeInt) or (isinstance(value, (int, float)) and value > MAX_HEADS):
         raise InputError(f"heads is {describe(value)}; expected a whole number from 1 to {MAX_HEADS:,} "
                          "(at most one head per column)", field="heads")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value != int(value) or value < 1:
-        raise InputError(f"heads is {describe(value)}; expected a whole number ≥ 1", field="heads")
-    return int(value)
+    return whole_count(value, "heads")
 
 
 def _labels(value, field: str, length: int, axis: str) -> list[str] | None:

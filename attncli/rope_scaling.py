@@ -175,13 +175,14 @@ def _mscale(scale: float, mscale: float = 1) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
-def _yarn_factor(s: Scaling) -> float:
+def _factor(s: Scaling) -> float:
+    """yarn's and longrope's factor: as given, else max_position_embeddings / original (transformers)."""
     factor = s.get("factor")
     return s["max_position_embeddings"] / s.original() if factor is None else factor
 
 
 def _yarn_attention(s: Scaling) -> float:
-    factor, mscale, mscale_all_dim = _yarn_factor(s), s.get("mscale"), s.get("mscale_all_dim")
+    factor, mscale, mscale_all_dim = _factor(s), s.get("mscale"), s.get("mscale_all_dim")
     if s.get("attention_factor") is not None:
         return s["attention_factor"]
     if mscale and mscale_all_dim:  # both given and not 0, as transformers tests them
@@ -206,7 +207,7 @@ def _yarn(s: Scaling, base, dims: int, length):
         high += 0.001  # as transformers: no division by zero
     ramp = np.clip((np.arange(dims // 2, dtype=np.float64) - low) / (high - low), 0, 1)
     pos_freqs = _powers(base, dims)
-    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (_yarn_factor(s) * pos_freqs)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (_factor(s) * pos_freqs)
     extrapolation_factor = 1 - ramp
     theta = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
     return theta, _yarn_attention(s)
@@ -215,8 +216,7 @@ def _yarn(s: Scaling, base, dims: int, length):
 def _longrope(s: Scaling, base, dims: int, length):
     original, attention = s.original(), s.get("attention_factor")
     if attention is None:
-        factor = s.get("factor")
-        factor = s["max_position_embeddings"] / original if factor is None else factor
+        factor = _factor(s)
         attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
     ext = s["long_factor"] if length and length > original else s["short_factor"]
     return 1.0 / (np.array(ext, dtype=np.float64) * _powers(base, dims)), attention

@@ -167,6 +167,15 @@ def scalar(value, field: str) -> float:
     return float(value)
 
 
+def whole_count(value, field: str) -> int:
+    """A count such as `heads` or `kv_heads`: a whole number ≥ 1 (4.0 counts; 4.5, true, "4" and
+    a 401-digit integer do not)."""
+    if isinstance(value, bool) or isinstance(value, HugeInt) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value != int(value) or value < 1:
+        raise InputError(f"{field} is {describe(value)}; expected a whole number ≥ 1", field=field)
+    return int(value)
+
+
 def _checked_ndarray(array: np.ndarray, field: str, kind: str, max_dims: int) -> np.ndarray:
     if array.ndim > max_dims:
         raise InputError(f"{field} has {array.ndim} dimensions; expected at most {max_dims}", field=field)

@@ -54,3 +54,17 @@ def test_no_more_workers_than_blocks(monkeypatch):
     expected = attend_output(problem, threads=1).final
     assert np.array_equal(attend_output(problem, threads=100000).final, expected)
     assert asked[-1][0] == asked[-1][1] < 100000
+
+
+def test_the_model_name_reaches_the_terminal_as_text(run, problem_file):
+    """The agreement line names the document's model: a name from someone else's file has its
+    controls escaped on stdout (the tables) and stderr (beside a document), as labels are."""
+    doc, _ = reference_doc()
+    doc["model"]["name"] = "\x1b]0;owned\x07m\u202e"
+    path = problem_file(doc)
+    for args, stream in ((("--format", "table"), "stdout"), (("--format", "json"), "stderr")):
+        result = run("compute", path, *args)
+        assert result.exit_code == 0, result.stderr
+        text = getattr(result, stream)
+        assert "agrees with \\u001b]0;owned\\u0007m\\u202e layer 0" in text
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text

@@ -148,3 +148,17 @@ def test_an_untested_family_is_captured_with_a_warning_after_it(run, tiny, tmp_p
     assert result.exit_code == 0
     assert result.stderr.splitlines()[-1] == ("warning: attn capture is not tested on llama models (it is on gpt2); "
                                               "attn compute's agreement line says whether it read the layer right")
+
+
+def test_the_wrote_line_escapes_the_model_and_file_names(run, tiny, tmp_path):
+    """A model directory's name (an unpacked download's, say) reaches stderr as text, not as controls."""
+    import shutil
+
+    odd = tmp_path / "tiny\x1b[2J\u202ellama"
+    shutil.copytree(tiny, odd)
+    path = tmp_path / "out\x07.json"
+    result = run("capture", odd, "--ids", "3,1,4", "-o", path)
+    assert result.exit_code == 0, result.stderr
+    assert "layer 0 of tiny\\u001b[2J\\u202ellama, 3 queries; attn compute " in result.stderr
+    assert "out\\u0007.json" in result.stderr
+    assert not {"\x1b", "\x07", "\u202e"} & set(result.stderr)

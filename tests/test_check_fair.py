@@ -259,3 +259,12 @@ def test_an_npz_answers_bomb_is_refused_from_its_zip_directory(run, tmp_path, pr
     result = run("check", bomb, problem_file(GOOD, "good.json"), "--problem", SCOOTER, "--format", "csv")
     row = result.stdout.splitlines()[1]
     assert row.startswith(f"{bomb},0,") and "its arrays unpack to 61 MiB; an answers file for this problem" in row
+
+
+def test_a_students_file_name_reaches_the_terminal_as_text(run, problem_file):
+    """The class's stderr lines name students' files: a name's controls are escaped, as in errors."""
+    files = [problem_file(SELF | {"weights": [0.05, 0.77, 0.19]}, f"s{i}.json") for i in range(3)]
+    cheat = problem_file({"Q": [[0]], "K": [[0]], "V": [[0]], "weights": [[1]]}, "a\x1b[2J\u202eb.json")
+    result = run("check", *files, cheat, "--format", "csv")
+    assert "a\\u001b[2J\\u202eb.json: its problem differs" in result.stderr
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from attncli.capture import capture, load, pad_left
 from attncli.capture_families import TESTED, CaptureError
+from attncli.errors import one_line
 from attncli.render.json import dumps
 from attncli.render import out
 
@@ -74,7 +75,9 @@ def run(o: SimpleNamespace) -> None:
         with open(o.output_file, "w", encoding="utf-8") as file:
             file.write(text)
         queries = f"{len(doc['X'])} quer{'y' if len(doc['X']) == 1 else 'ies'}"
-        sys.stderr.write(f"wrote {o.output_file}: layer {o.layer} of {name}, {queries}; attn compute {o.output_file}\n")
+        # The file's and the model's names are text (an unpacked download's directory, say), not controls.
+        sys.stderr.write(one_line(f"wrote {o.output_file}: layer {o.layer} of {name}, {queries}; "
+                                  f"attn compute {o.output_file}") + "\n")
     if config.model_type not in TESTED:  # after success: an error is the only line on stderr
         sys.stderr.write(f"warning: attn capture is not tested on {config.model_type} models (it is on "
                          f"{', '.join(TESTED)}); attn compute's agreement line says whether it read the layer right\n")

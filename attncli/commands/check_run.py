@@ -181,7 +181,7 @@ def _flag_odd_problems(results: list, problems: dict[str, bytes]) -> list:
     for name, marks, note in results:
         if marks is not None and problems.get(name, common) != common:
             flag = f"its problem differs from the class's ({most} of {len(problems)} files share one)"
-            sys.stderr.write(f"warning: {name}: {flag}\n")
+            sys.stderr.write(f"warning: {one_line(name)}: {flag}\n")  # a student's file name: text, not controls
             note = "; ".join(x for x in (flag, note) if x)
         flagged.append((name, marks, note))
     return flagged
@@ -246,7 +246,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         if not many:
             raise
         note = f"could not be marked ({type(error).__name__}: {one_line(str(error)) or 'no detail'})"
-        sys.stderr.write(f"error: {name}: {note}\n")
+        sys.stderr.write(f"error: {one_line(name)}: {note}\n")
         return name, None, note
 
 

@@ -137,7 +137,8 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
     else:
         out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled, o, extra))
     if agreed is not None:  # after the tables; on stderr beside a document (stdout stays the document)
-        out.write_all(agreed.line() + "\n", sys.stdout if view == "table" and not o.output_file else sys.stderr)
+        # The line names the document's model, text from someone else's file: escaped as a warning is.
+        out.write_all(one_line(agreed.line()) + "\n", sys.stdout if view == "table" and not o.output_file else sys.stderr)
 
 
 def read(o: SimpleNamespace, piped: bool = False):
