@@ -154,7 +154,7 @@ def test_user_text_stays_text(run, problem_file):
     assert "&lt;img src=x onerror=&quot;document.title=&#x27;PWNED&#x27;&quot;&gt;" in text
     assert ({"data-col": "0", "data-key": HOSTILE[0]}, HOSTILE[0]) in parts.headers  # shown as written
     data = data_block(text)
-    assert data["command"].endswith('x<b>"&.json')
+    assert data["command"].startswith("attn compute '") and data["command"].endswith("""x<b>"&.json'""")  # quoted for the shell
     block = text.split('id="attn-data">')[1].split("</script>")[0]
     assert "<" not in block and ">" not in block and "&" not in block
 

@@ -16,6 +16,7 @@ import base64
 import hashlib
 import html
 import json
+import shlex
 
 import numpy as np
 
@@ -244,7 +245,7 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
     tables, notes = collect(trace, stages, precision, full, tiled)
     found = derivations(trace, sorted(tables.rows), precision, tiled, carry)
     data = {"rows": found["rows"], "tiles": found["tiles"], "why": found.get("why"), "heads": p.heads,
-            "command": "attn compute " + (source if source and source != "-" else "FILE")
+            "command": "attn compute " + (shlex.quote(source) if source and source != "-" else "FILE")
             + (f" --precision {precision}" if precision != 4 else "") + (" --carry rounded" if carry == "rounded" else ""),
             "given": ["Q", "K", "V"] + list(p.inputs), "keyRows": [n for n in KEY_ROWS if n not in ("K", "V")]}
     title = p.title or (source if source and source != "-" else "attention")
