@@ -127,7 +127,8 @@ def test_without_the_models_extra_capture_says_how_to_install_it(tiny):
     done = subprocess.run([sys.executable, "-c", code, "capture", str(tiny), "--ids", "1"], capture_output=True,
                           text=True, cwd=ROOT)
     assert done.returncode == 2
-    assert done.stderr == "error: attn capture needs the models extra: pip install 'attncli[models]'\n"
+    assert done.stderr == ("error: attn capture needs the models extra (torch, transformers): pip install "
+                           "'attncli[models]', or pip install -e '.[models]' in a clone\n")
 
 
 @pytest.mark.parametrize("args", [("--version",), ("capture", "--help"),

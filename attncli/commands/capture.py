@@ -6,7 +6,8 @@ from attncli.commands import spec
 from attncli.commands.spec import Option
 from attncli.errors import AttnError
 
-EXTRA = "attn capture needs the models extra: pip install 'attncli[models]'"
+EXTRA = ("attn capture needs the models extra (torch, transformers): pip install 'attncli[models]', "
+         "or pip install -e '.[models]' in a clone")
 EXTRA_MODULES = ("torch", "transformers", "safetensors", "tokenizers")
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 
