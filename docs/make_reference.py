@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from attncli import grads, schema, stages
+from attncli.commands.reference import between
 
 PAGE = Path(__file__).resolve().parent / "reference" / "output.md"
 START, END = "<!-- keys: document -->\n", "<!-- end keys: document -->\n"
@@ -49,10 +50,7 @@ def table() -> str:
 
 
 def written(text: str) -> str:
-    if START not in text or END not in text:
-        raise ValueError(f"{PAGE.name} has no {START.strip()} … {END.strip()} block")
-    before, rest = text.split(START, 1)
-    return before + table() + rest.split(END, 1)[1]
+    return between(text, START, END, table(), PAGE.name)
 
 
 def main() -> int:

@@ -27,15 +27,20 @@ def block(command: str) -> str:
     return start + spec.reference(TABLES[command]) + end
 
 
+def between(text: str, start: str, end: str, new: str, page: str) -> str:
+    """`text` with what stands from marker `start` to marker `end` (both included) replaced by
+    `new`; a missing marker is an error naming it and `page`. (docs/make_reference.py uses it too.)"""
+    if start not in text or end not in text:
+        raise ValueError(f"{page} has no {start.strip()} … {end.strip()} block")
+    before, rest = text.split(start, 1)
+    return before + new + rest.split(end, 1)[1]
+
+
 def written(text: str) -> str:
     """`text` (the options page) with every command's list rewritten from its table; a missing marker is
     an error naming it."""
     for command in TABLES:
-        start, end = markers(command)
-        if start not in text or end not in text:
-            raise ValueError(f"the options page has no {start.strip()} … {end.strip()} block")
-        before, rest = text.split(start, 1)
-        text = before + block(command) + rest.split(end, 1)[1]
+        text = between(text, *markers(command), block(command), "the options page")
     return text
 
 
