@@ -17,7 +17,7 @@ __all__ = ["attend", "check", "load_answers", "view", "Marks", "AttnError", "Inp
 
 _LAZY = {"attend": "attncli.api", "check": "attncli.api", "load_answers": "attncli.api", "view": "attncli.api",
          "Marks": "attncli.api",
-         "AttnError": "attncli.errors", "InputError": "attncli.errors"}
+         "AttnError": "attncli.base.errors", "InputError": "attncli.base.errors"}
 
 
 def __getattr__(name: str):

@@ -10,7 +10,7 @@
 
 Keyword names are the input document's keys (`attn compute` JSON): Q, K, V, or X with W_Q, W_K,
 W_V (and X_kv, biases b_Q…, W_O, b_O), mask (true = may attend, or "causal"), bias, heads, scale,
-labels. Arrays or nested lists are both accepted. Errors are `attncli.errors.InputError` (or
+labels. Arrays or nested lists are both accepted. Errors are `attncli.base.errors.InputError` (or
 another `AttnError`) naming the field (`error.field`, e.g. "K" or "heads[1].weights"); their advice,
 and a trace's warnings, say settings as keyword arguments (`or use dtype='float64'`,
 `masked_rows='zero'`), where the command line says options. Nothing here prints, exits or imports
@@ -25,20 +25,20 @@ from os import PathLike
 
 import numpy as np
 
-from attncli.answer_files import load_answers
-from attncli.answer_keys import ASKED, asked_of, sort_keys
-from attncli.attention import attend as _attend
-from attncli.errors import AttnError, InputError, did_you_mean, quote
-from attncli.limits import answers_cap
-from attncli.grading import DECIMALS, StageMark
-from attncli.marking import all_correct
-from attncli.names import ASKABLE
-from attncli.problem import INPUT_KEYS, build_problem
+from attncli.base.errors import AttnError, InputError, did_you_mean, quote
+from attncli.base.names import ASKABLE
+from attncli.base.values import Written, describe
+from attncli.compute.attention import attend as _attend
+from attncli.compute.limits import answers_cap
+from attncli.document.reading import INPUT_KEYS, build_problem
+from attncli.marking.answer_files import load_answers
+from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
+from attncli.marking.grading import DECIMALS, StageMark
+from attncli.marking.marks import all_correct
+from attncli.marking.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
+from attncli.problem.trace import Trace
 from attncli.render.gradebook import marks_dict
 from attncli.render.notebook import MarksView, TraceView
-from attncli.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
-from attncli.trace import Trace
-from attncli.values import Written, describe
 
 
 def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Trace:

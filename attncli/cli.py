@@ -21,9 +21,9 @@ except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import ClickException
 
 from attncli import __version__
+from attncli.base.errors import AttnError, ReaderGone, did_you_mean, one_line
 from attncli.commands import capture, check, compute, learn
 from attncli.commands.edge import message
-from attncli.errors import AttnError, ReaderGone, did_you_mean, one_line
 
 EXIT_TROUBLE = 2  # as diff: 0 same/ok, 1 answers differ, 2 trouble
 # What to try when memory runs out, per command: only the options that command has.

@@ -142,8 +142,8 @@ elif kind == "numpy":  # plain numpy, no stages kept: the floor for the full tra
         e = np.exp(s - s.max(-1, keepdims=True))
         return (e / e.sum(-1, keepdims=True)) @ v
 else:
-    from attncli.attention import attend
-    from attncli.problem import build_problem
+    from attncli.compute.attention import attend
+    from attncli.document.reading import build_problem
     problem = build_problem({"Q": q, "K": k, "V": v, "dtype": dtype} | spec.get("rules", {}))
 
     def run():

@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 
 HEADS, LENGTH, WIDTH = 8, 2048, 64
 

@@ -37,7 +37,7 @@ CHILD = r'''
 import json, resource, sys, time
 spec = json.loads(sys.argv[1])
 if spec["kind"] != "torch":
-    from attncli.threads import before_numpy
+    from attncli.compute.threads import before_numpy
     before_numpy()  # as `attn compute --stages output` does: one BLAS thread per worker, its kernels
 import numpy as np
 n, d, dtype, threads = spec["n"], 64, spec["dtype"], spec["threads"]
@@ -53,7 +53,7 @@ if spec["kind"] == "torch":
             torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)
 else:
     from attncli import blocks, masks, pool
-    from attncli.problem import build_problem
+    from attncli.document.reading import build_problem
     problem = build_problem({"Q": q, "K": k, "V": v, "dtype": dtype} | spec["rules"])
     step = blocks.block_rows(1, n, n, np.dtype(dtype).itemsize)
     v1 = np.concatenate([v, np.ones((1, n, 1), dtype)], axis=-1)
@@ -229,7 +229,7 @@ def write_docs() -> None:
 
 
 def main(quick: bool, rounds: int | None, threads: int | None) -> None:
-    from attncli.threads import cores
+    from attncli.compute.threads import cores
 
     results = measure(quick, rounds or (1 if quick else 3), threads or cores())
     print(markdown(results))

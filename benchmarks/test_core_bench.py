@@ -9,9 +9,9 @@ attncli's stages should cost little more than the bare arithmetic.
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.document.reading import build_problem
 
 SIZES = {"small": (1, 3, 2), "medium": (8, 256, 64), "large": (8, 1024, 64)}
 

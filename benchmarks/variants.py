@@ -16,8 +16,8 @@ CASES = {"none": {}, "alibi": {"alibi": True}, "softcap": {"softcap": 30.0}, "si
 def one(length: int, name: str) -> None:
     import numpy as np
 
-    from attncli.blocks import attend_output
-    from attncli.problem import build_problem
+    from attncli.compute.blocks import attend_output
+    from attncli.document.reading import build_problem
 
     rng = np.random.default_rng(0)
     doc = {key: rng.normal(size=(length, 64)).astype(np.float32) for key in "QKV"}

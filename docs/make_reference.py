@@ -1,5 +1,5 @@
-"""Writes the document's key table in docs/reference/output.md from attncli/schema.py and the
-stage tables (attncli/stages.py, attncli/grads.py), so the reference cannot drift from the code.
+"""Writes the document's key table in docs/reference/output.md from attncli/document/schema.py and the
+stage tables (attncli/stages/table.py, attncli/stages/grads.py), so the reference cannot drift from the code.
 tests/test_docs.py fails when the table is stale; then run
 
     python docs/make_reference.py
@@ -10,8 +10,10 @@ The table stands between `<!-- keys: document -->` and `<!-- end keys: document 
 import sys
 from pathlib import Path
 
-from attncli import grads, schema, stages
 from attncli.commands.reference import between
+from attncli.document import schema
+from attncli.stages import grads
+from attncli.stages import table as stages
 
 PAGE = Path(__file__).resolve().parent / "reference" / "output.md"
 START, END = "<!-- keys: document -->\n", "<!-- end keys: document -->\n"

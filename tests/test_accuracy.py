@@ -6,9 +6,9 @@ import mpmath
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.errors import InputError, NumericError
-from attncli.problem import build_problem
+from attncli.base.errors import InputError, NumericError
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 
 EPS = np.finfo(np.float64).eps
 mpmath.mp.dps = 50

@@ -4,11 +4,11 @@ starts more workers (each with its own scratch buffers) than it has blocks."""
 
 import numpy as np
 
-from attncli import blocks, pool
-from attncli.agreement import compare
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.problem import build_problem
+from attncli.compute import blocks, pool
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.document.agreement import compare
+from attncli.document.reading import build_problem
 from tests.conftest import SCOOTER
 
 

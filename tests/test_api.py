@@ -73,7 +73,7 @@ def test_the_core_is_free_of_views():
     """A trace is a record: it neither renders itself nor imports a view (rich shows its repr)."""
     trace = attend(**SCOOTER)
     assert not hasattr(trace, "_repr_html_") and not hasattr(trace, "__rich_console__")
-    code = ("import sys; from attncli.attention import attend; from attncli.problem import build_problem; "
+    code = ("import sys; from attncli.compute.attention import attend; from attncli.document.reading import build_problem; "
             "attend(build_problem({'Q': [[1]], 'K': [[1]], 'V': [[1]]})); "
             "print(sorted(m for m in sys.modules if m.startswith(('attncli.render', 'rich'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout

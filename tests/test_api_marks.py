@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import SAMPLES, SCOOTER
 
 from attncli import InputError, attend, check, load_answers
-from conftest import SAMPLES, SCOOTER
 
 W = {"weights": [[0.05, 0.77, 0.19]]}
 # softmax(0, ln 4.1) = 0.1961, 0.8039: 0.20, 0.80 at 2 decimals, imprecise at 1

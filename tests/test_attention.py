@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from attncli.attention import attend, merge_heads, split_heads
-from attncli.stages import softmax
-from attncli.blocks import attend_output
-from attncli.errors import InputError, NumericError
-from attncli.masks import visible
-from attncli.problem import build_problem
+from attncli.base.errors import InputError, NumericError
+from attncli.compute.attention import attend, merge_heads, split_heads
+from attncli.compute.blocks import attend_output
+from attncli.document.reading import build_problem
+from attncli.problem.masks import visible
+from attncli.stages.table import softmax
 from tests.conftest import SCOOTER
 
 

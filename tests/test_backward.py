@@ -1,11 +1,12 @@
-"""The backward pass (attncli/backward.py): finite differences, shapes, policies."""
+"""The backward pass (attncli/compute/backward.py): finite differences, shapes, policies."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 
 
 def loss(doc):
@@ -137,6 +138,7 @@ def test_no_dO_no_gradients():
 
 def test_the_readme_tiny_example_backward():
     import json
+
     from tests.conftest import SAMPLES
 
     doc = {**json.loads((SAMPLES / "tiny_tiles.json").read_text()), "dO": [[1, 0], [0, 1]]}
@@ -151,7 +153,8 @@ def test_the_readme_tiny_example_backward():
 
 
 def test_the_api_takes_dO_and_marks_gradients():
-    from attncli import attend as api_attend, check
+    from attncli import attend as api_attend
+    from attncli import check
 
     trace = api_attend(**SCOOTER, dO="ones")
     assert np.round(trace.gradients.grads["Q"], 4).tolist() == [[-0.0954, 0.0954]]
@@ -160,8 +163,8 @@ def test_the_api_takes_dO_and_marks_gradients():
 
 
 def test_the_backward_pass_is_refused_before_it_runs_out_of_memory(monkeypatch):
-    from attncli import limits
-    from attncli.limits import ResourceError
+    from attncli.compute import limits
+    from attncli.compute.limits import ResourceError
 
     left = iter([1 << 20, 50])  # the forward pass fits; then 50 bytes remain
     monkeypatch.setattr(limits, "available_bytes", lambda: next(left))

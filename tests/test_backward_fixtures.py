@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 
 PATH = Path(__file__).parent / "fixtures" / "backward_reference.json"
 CASES = json.loads(PATH.read_text())["cases"]

@@ -6,9 +6,9 @@ from decimal import Decimal
 
 import numpy as np
 
-from attncli.attention import attend
-from attncli.backward import to_inputs
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.compute.backward import to_inputs
+from attncli.document.reading import build_problem
 from tests.conftest import SAMPLES
 from tests.test_explain_backward import check_lines_add_up
 

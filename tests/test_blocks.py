@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.errors import AttnError, NumericError
-from attncli.problem import build_problem
+from attncli.base.errors import AttnError, NumericError
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.document.reading import build_problem
 
 
 def random_problem(seed, heads=2, kv_heads=2, lq=37, lk=23, d=8, mask=True, bias=False, w_o=False, **extra):

@@ -14,11 +14,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from attncli.agreement import compare  # noqa: E402
-from attncli.attention import attend  # noqa: E402
-from attncli.capture import capture, load, pad_left  # noqa: E402
-from attncli.capture_families import CaptureError  # noqa: E402
-from attncli.problem import build_problem  # noqa: E402
+from attncli.capture.driver import capture, load, pad_left  # noqa: E402
+from attncli.capture.families import CaptureError  # noqa: E402
+from attncli.compute.attention import attend  # noqa: E402
+from attncli.document.agreement import compare  # noqa: E402
+from attncli.document.reading import build_problem  # noqa: E402
 
 SMALL = dict(vocab_size=64, hidden_size=16, num_hidden_layers=2, intermediate_size=32, max_position_embeddings=64,
              pad_token_id=0, bos_token_id=1, eos_token_id=2)

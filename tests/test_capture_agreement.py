@@ -1,4 +1,4 @@
-"""attncli/agreement.py without torch: a document's `reference` against the recomputation, at the
+"""attncli/document/agreement.py without torch: a document's `reference` against the recomputation, at the
 reference's precision, and the line `attn compute` prints."""
 
 import json
@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from attncli.agreement import TOLERANCE, compare
-from attncli.attention import attend
-from attncli.errors import InputError
-from attncli.problem import build_problem
+from attncli.base.errors import InputError
+from attncli.compute.attention import attend
+from attncli.document.agreement import TOLERANCE, compare
+from attncli.document.reading import build_problem
 from tests.conftest import SCOOTER
 
 

@@ -234,7 +234,8 @@ def test_a_wide_stage_table_is_split_to_fit_the_terminal():
 
     from rich.console import Console
 
-    from attncli.api import attend, check as check_api
+    from attncli.api import attend
+    from attncli.api import check as check_api
     from attncli.render.marks import print_marks
 
     keys = [[1, 0], [0, 1], [1, 1], [-1, 0], [0, -1], [2, 1]]

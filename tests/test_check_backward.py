@@ -4,8 +4,8 @@ import json
 
 import numpy as np
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from tests.conftest import assert_error, checker
 
 PROBLEM = {"Q": [[0, 4], [1, 1]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]],

@@ -3,8 +3,6 @@ marking, the final output carried through b_O, and --explain's bias for the expl
 
 import json
 
-
-
 # Two heads of width 1 with different mask planes: head 1 blocks (query 1, key 0), head 0 (0, 1).
 PER_HEAD_MASK = {"Q": [[1, 2], [3, 4]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "heads": 2,
                  "mask": [[[True, False], [True, True]], [[True, True], [False, True]]]}

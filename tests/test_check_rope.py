@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from attncli.rope import Rope, rotate
+from attncli.problem.rope import Rope, rotate
 
 Q = np.array([[1.0, 0.0, 2.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 2.0]])
 K = np.array([[1.0, 2.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0], [2.0, 0.0, 1.0, 0.0]])

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attncli.answers import read_answers
-from attncli.attention import attend
-from attncli.marking import all_correct, mark_all
-from attncli.problem import build_problem
-from attncli.values import Written
+from attncli.base.values import Written
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
+from attncli.marking.answers import read_answers
+from attncli.marking.marks import all_correct, mark_all
 from tests.conftest import SAMPLES, SCOOTER, assert_error
 
 NO_ANSWERS = "write at least one of scores, scaled, weights, output"  # the problem's stages (scooter: no RoPE, mask or softcap)

@@ -1,11 +1,15 @@
-"""Choice lists are written once, in the core (attncli/choices.py): the command line's option
+"""Choice lists are written once, in the core (attncli/base/choices.py): the command line's option
 choices are made from them, and the core modules read the same tuples."""
 
 import pytest
 
-from attncli import carry, choices, exercise, problem, rope, trace
-from attncli.attention import MASKED_ROWS_POLICY
+from attncli.base import choices
 from attncli.commands import check, compute, edge, learn
+from attncli.compute.attention import MASKED_ROWS_POLICY
+from attncli.document import reading as problem
+from attncli.hand import carry
+from attncli.marking import exercise
+from attncli.problem import rope, trace
 
 
 def values(enum) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from attncli.errors import InputError
+from attncli.base.errors import InputError
 from attncli.commands.compute import need_input
 from tests.conftest import SAMPLES, SCOOTER, assert_error
 

@@ -6,10 +6,9 @@ import re
 
 import pytest
 
+from attncli.base.errors import InputError
 from attncli.cli import prose
-from attncli.commands.compute import views
-from attncli.errors import InputError
-from attncli.commands.compute import need_input
+from attncli.commands.compute import need_input, views
 from tests.conftest import SAMPLES, assert_error
 
 WIDTH = {"COLUMNS": "80", "NO_COLOR": "1"}

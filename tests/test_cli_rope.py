@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from tests.conftest import SAMPLES, assert_error
-from tests.test_check_rope import K, PROBLEM, Q, rope
+from tests.test_check_rope import PROBLEM, K, Q, rope
 
 PLAIN = {key: value for key, value in PROBLEM.items() if key != "rope"}
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 import typer
 
+from attncli.base.errors import InputError
 from attncli.commands import compute, compute_run
-from attncli.errors import InputError
 from tests.conftest import SAMPLES
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from attncli import cost
-from attncli.problem import build_problem
+from attncli.compute import cost
+from attncli.document.reading import build_problem
 from attncli.render.cost import CostView, markdown
 from tests.conftest import assert_error
 

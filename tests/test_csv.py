@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attncli.errors import InputError
-from attncli.text_input import parse_csv, parse_inline
+from attncli.base.errors import InputError
+from attncli.document.text_input import parse_csv, parse_inline
 from tests.conftest import assert_error
 
 KV = ("--k", "1,0;0,1", "--v", "1;2")

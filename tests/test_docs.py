@@ -380,9 +380,9 @@ def reference_text() -> str:
 
 
 def test_every_key_of_the_document_is_in_the_reference():
-    """Every key attncli/schema.py knows (top level, per head, the stages of both passes and the
+    """Every key attncli/document/schema.py knows (top level, per head, the stages of both passes and the
     aliases) is written as `key` in some docs/reference/*.md page."""
-    from attncli import schema
+    from attncli.document import schema
 
     names = set(schema.top_names()) | set(schema.head_names()) | set(schema.one_head()) | set(schema.ALIASES)
     text = reference_text()
@@ -390,7 +390,7 @@ def test_every_key_of_the_document_is_in_the_reference():
 
 
 def test_every_input_key_is_on_the_input_page_or_the_model_keys_page():
-    from attncli import schema
+    from attncli.document import schema
 
     text = "".join((REFERENCE / name).read_text(encoding="utf-8") for name in ("input.md", "masks-and-variants.md")
                    ) + "".join(p.read_text(encoding="utf-8") for p in REFERENCE.glob("model-keys.md"))

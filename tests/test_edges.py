@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import attncli
-from attncli import api, problem as problem_module
+from attncli import api
+from attncli.base.errors import AttnError, InputError, NumericError
 from attncli.commands import edge
-from attncli.errors import AttnError, InputError, NumericError
-from attncli.exercise import ExerciseError, Options, build
-from attncli.problem import build_problem
+from attncli.document import reading as problem_module
+from attncli.document.reading import build_problem
+from attncli.marking.exercise import ExerciseError, Options, build
 from tests.conftest import ROOT, SCOOTER, assert_error
 
 PACKAGE = Path(attncli.__file__).parent
@@ -212,7 +213,7 @@ def test_a_notice_compares_as_its_text():
 DOCUMENT_LEVEL = ("unknown key", "both ", "the top level", "missing ", "row ", "not valid CSV")
 
 
-@pytest.mark.parametrize("module", ["problem.py", "values.py", "answers.py", "mask_input.py"])
+@pytest.mark.parametrize("module", ["document/reading.py", "base/values.py", "marking/answers.py", "problem/mask_input.py"])
 def test_every_raise_that_knows_its_key_passes_it_as_field(module):
     source = (PACKAGE / module).read_text(encoding="utf-8")
     missing = []

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from attncli.document import EXACT_INTEGERS, plain
+from attncli.base.arrays import EXACT_INTEGERS, plain
+from attncli.base.values import MAX_DECIMALS, Written
 from attncli.render import tables
-from attncli.values import MAX_DECIMALS, Written
 from tests.conftest import ROOT, SAMPLES, SCOOTER, assert_error
 
 QKV = {"Q": [[1, 2]], "K": [[1, 2], [3, 4]], "V": [[1], [2]]}
@@ -235,8 +235,8 @@ class FakeTerminal(io.StringIO):
 
 @pytest.mark.parametrize("columns", ["0", "1", "5"])
 def test_tiny_terminal_widths_still_print(monkeypatch, columns):
-    from attncli.attention import attend
-    from attncli.problem import build_problem
+    from attncli.compute.attention import attend
+    from attncli.document.reading import build_problem
 
     monkeypatch.setenv("COLUMNS", columns)
     monkeypatch.setenv("NO_COLOR", "1")
@@ -349,8 +349,8 @@ def test_a_table_too_wide_for_the_terminal_is_not_squeezed_to_nothing(monkeypatc
 
 
 def test_a_label_wider_than_the_terminal_is_not_cut(monkeypatch):
-    from attncli.attention import attend
-    from attncli.problem import build_problem
+    from attncli.compute.attention import attend
+    from attncli.document.reading import build_problem
 
     monkeypatch.setenv("COLUMNS", "60")
     monkeypatch.setenv("NO_COLOR", "1")

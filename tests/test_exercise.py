@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attncli.commands.learn_run import command_line
-from attncli.exercise import KINDS, SELF, ExerciseError, Options, build, make_exercise
+from attncli.marking.exercise import KINDS, SELF, ExerciseError, Options, build, make_exercise
 from tests.conftest import assert_error
 
 COMMAND = ("attn exercise --seed 5 --kind plain --queries 2 --keys 3 --dim 2 --value-dim 2 --heads 1")
@@ -78,7 +78,7 @@ def test_a_causal_mask_is_self_attention_over_one_sentence():
 
 
 def test_posenc_adds_the_rounded_sinusoidal_encoding_to_the_embeddings():
-    from attncli.posenc import positional_encoding
+    from attncli.problem.posenc import positional_encoding
 
     exercise = build(Options(4, "posenc", keys=5, dim=2, heads=2))
     E, PE = np.array(exercise.shown["E"]), np.array(exercise.shown["PE"])

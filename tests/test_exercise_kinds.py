@@ -9,11 +9,12 @@ import json
 import numpy as np
 import pytest
 
-from attncli import exercise, slip, stages
-from attncli.attention import attend
-from attncli.exercise import KINDS, Options, build, make_exercise, problem_set
-from attncli.marking import mark_document
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
+from attncli.marking import exercise, slip
+from attncli.marking.exercise import KINDS, Options, build, make_exercise, problem_set
+from attncli.marking.marks import mark_document
+from attncli.stages import table as stages
 from tests.conftest import assert_error
 
 MULTI = ("multihead", "gqa")  # kinds with 2 heads by default

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from attncli.attention import attend
-from attncli.loading import read_document
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.loading import read_document
+from attncli.document.reading import build_problem
 from attncli.render.explain import explain
 from tests.conftest import SAMPLES, SCOOTER, assert_error
 
@@ -94,12 +94,13 @@ def test_rows_heads_and_long_rows_are_chosen_and_elided(run):
 # "Holds" (the rule in docs/reference/explain.md): the printed result equals the exact result of the printed operands,
 # rounded to as many decimals as the result is printed with; at an exact tie either neighbour.
 # The checker below parses each equation shape the explanation prints and recomputes it here with
-# 80-digit decimals, independently of attncli.steps.
+# 80-digit decimals, independently of attncli.explain.steps.
 
 import re  # noqa: E402
 from decimal import Context, Decimal  # noqa: E402
 
-from hypothesis import example, given, settings, strategies as st  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 EXACT = Context(prec=80)
 NUM = r"-?\d+(?:\.\d+)?"

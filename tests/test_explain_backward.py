@@ -9,14 +9,14 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from attncli.attention import attend
-from attncli.carry import CARRIES
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
+from attncli.hand.carry import CARRIES
 from attncli.render.explain import explain as explain_lines
 from tests.conftest import SAMPLES, SCOOTER
-from hypothesis import example, given, settings, strategies as st
-
 from tests.test_explain import EXACT, LOGIT_CHAIN, NOTE, RICH, TERM, VARIANTS, holds, noted_kinds, small_problems
 
 NUMBER = r"(-?\d+\.\d+)"

@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from attncli.render.explain import explain
 from tests.conftest import SAMPLES
 from tests.test_explain import NOTE, NUM, TERM, assert_rounded_carry, check_equations, holds

@@ -1,8 +1,8 @@
 """`--explain` with mask rules: the explained row says which keys it may see and why, with its
 q_pos, each key's k_pos and the rule that hides a key."""
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from attncli.render.explain import explain
 from tests.conftest import SAMPLES
 

@@ -5,10 +5,11 @@ import math
 import re
 from decimal import Decimal
 
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from attncli.render.explain import explain
 from tests.test_explain import EXACT, NOTE, NUM, assert_rounded_carry, check_equations, holds
 

@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from attncli.attention import attend
+from attncli.base.errors import InputError, visible
 from attncli.cli import app
-from attncli.errors import InputError, visible
-from attncli.loading import decode, load_npy, parse_csv, parse_inline, parse_json
-from attncli.problem import INPUT_KEYS
+from attncli.compute.attention import attend
+from attncli.document.loading import decode, load_npy, parse_csv, parse_inline, parse_json
+from attncli.document.reading import INPUT_KEYS
 from tests.test_fuzz_variants import variant_keys
 from tests.test_safety import RAW, SGR
 
@@ -199,7 +199,7 @@ def exports(trace, explanation) -> None:
 def hostile_property(tmp, doc, file_name):
     from rich.console import Console
 
-    from attncli.problem import build_problem
+    from attncli.document.reading import build_problem
     from attncli.render.explain import explain
     from attncli.render.tables import render
 

@@ -2,24 +2,23 @@
 `variant_keys` draws some of them for a problem of a given size (tests/test_fuzz.py mixes them,
 sometimes odd, into its structured problems); on valid problems, the full trace, the output-only
 path (in blocks) and the tiles agree, and the JSON written (with and without tiles) reads back as
-the same document (attncli/readback.py checks every result on the way in).
+the same document (attncli/document/readback.py checks every result on the way in).
 """
 
 import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from attncli.attention import attend
-from attncli.blocks import attend_output
+from attncli.base.errors import AttnError
 from attncli.cli import app
-from attncli.errors import AttnError
-from attncli.problem import build_problem
-from attncli.tiles import attend_tiles
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.compute.tiles import attend_tiles
+from attncli.document.reading import build_problem
 
 SHORT = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LONG = settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
@@ -66,7 +65,7 @@ def variant_keys(draw, heads, lq, lk, d, jitter=lambda n: n, odd=False):
 
 
 # The newer keys on valid problems: the full trace, the output-only path (in blocks) and the tiles
-# agree; the JSON written reads back as the same document (attncli/readback.py checks every result).
+# agree; the JSON written reads back as the same document (attncli/document/readback.py checks every result).
 @st.composite
 def variant_problems(draw):
     heads, lq, lk = draw(st.integers(1, 2)), draw(st.integers(1, 4)), draw(st.integers(1, 4))

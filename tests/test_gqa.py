@@ -13,13 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attncli import cost, groups
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.document import to_dict
-from attncli.errors import InputError
-from attncli.problem import build_problem
-from attncli.tiles import attend_tiles
+from attncli.base.errors import InputError
+from attncli.compute import cost
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.compute.tiles import attend_tiles
+from attncli.document.reading import build_problem
+from attncli.document.writing import to_dict
+from attncli.problem import groups
 from tests.conftest import assert_error
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gqa_reference.json"

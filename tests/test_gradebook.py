@@ -11,7 +11,7 @@ import json
 import numpy as np
 from rich.console import Console
 
-from attncli.grading import Answer, StageMark
+from attncli.marking.grading import Answer, StageMark
 from attncli.render.gradebook import csv_gradebook, diagnoses, gradescope, safe_cell, score, stage_sizes, tallies
 from attncli.render.summary import print_class_summary
 from tests.conftest import SCOOTER

@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from attncli import limits, masks
-from attncli.problem import build_problem
-from attncli.text_input import parse_csv
+from attncli.compute import limits
+from attncli.document.reading import build_problem
+from attncli.document.text_input import parse_csv
+from attncli.problem import masks
 from tests.conftest import SAMPLES, SCOOTER, assert_error
 
 QKV = ["--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1;2"]

@@ -1,12 +1,25 @@
-"""The import graph of every module of attncli/: imports go down the layers (core → render →
-commands, cli, api), no module imports another's private name, and no module is in a circle
-(imports inside functions count: they hide a circle from Python, not from the reader)."""
+"""The import graph of attncli/: the layers are import-linter's contracts in pyproject.toml (the
+packages in order, the core never importing a view, only attncli.capture importing torch), checked
+by `lint-imports`; here, that the check passes, that it fails on an upward import, that
+docs/architecture.md lists the same layers, and what import-linter does not look at: no module in
+a circle (imports inside functions count: they hide a circle from Python, not from the reader) and
+no import of another module's private name."""
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
 
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "attncli"
+LINT = Path(sys.executable).parent / "lint-imports"
+needs_linter = pytest.mark.skipif(not LINT.exists(), reason="import-linter is in the test extras")
 
 
 def module_name(path) -> str:
@@ -14,6 +27,7 @@ def module_name(path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@pytest.fixture(scope="module")
 def graph() -> tuple[dict[str, set[str]], list[str]]:
     """{module: modules it imports anywhere in it}, and "module imports other._name" findings."""
     known = {module_name(path) for path in PACKAGE.rglob("*.py")}
@@ -35,14 +49,6 @@ def graph() -> tuple[dict[str, set[str]], list[str]]:
     return edges, private
 
 
-def layer(name: str) -> int:
-    if name.startswith(("attncli.commands", "attncli.cli", "attncli.api", "attncli.__main__")):
-        return 3
-    if name.startswith("attncli.render"):
-        return 2
-    return 0 if name == "attncli" else 1
-
-
 def reaches(edges, start: str) -> set[str]:
     seen, todo = set(), [start]
     while todo:
@@ -53,33 +59,79 @@ def reaches(edges, start: str) -> set[str]:
     return seen
 
 
-def test_imports_go_down_the_layers():
-    edges, _ = graph()
-    upward = [f"{a} -> {b}" for a, targets in edges.items() for b in targets if layer(b) > layer(a)]
-    assert upward == []
+def layers() -> list[str]:
+    """The layer contract's packages, top first (`a | b` on one line: two packages side by side)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    return contract["layers"]
 
 
-def test_the_core_never_imports_a_view():
-    edges, _ = graph()
-    assert not any(t.startswith("attncli.render") for t in reaches(edges, "attncli.trace"))
+def lint(root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([str(LINT), "--no-cache"], cwd=root, env=env, capture_output=True, text=True)
 
 
-def test_no_circle_anywhere():
-    edges, _ = graph()
+@needs_linter
+def test_the_contracts_hold():
+    done = lint(ROOT)
+    assert done.returncode == 0, done.stdout
+    assert "3 kept, 0 broken" in done.stdout
+
+
+@needs_linter
+@pytest.mark.parametrize("module, upward, contract", [
+    ("base/arrays.py", "from attncli.stages import table", "Each package imports only the packages below it"),
+    ("compute/blocks.py", "from attncli.render import text", "The core never imports a view"),
+    ("render/text.py", "import torch", "Only attncli.capture imports torch"),
+])
+def test_an_upward_import_breaks_a_contract(tmp_path, module, upward, contract):
+    """On a copy of the package with one throwaway import added: lint-imports fails, naming it."""
+    shutil.copytree(PACKAGE, tmp_path / "attncli", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    path = tmp_path / "attncli" / module
+    path.write_text(path.read_text(encoding="utf-8") + f"\n{upward}  # throwaway\n", encoding="utf-8")
+    done = lint(tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert f"{contract}" in done.stdout and "BROKEN" in done.stdout
+    assert "attncli." + module.removesuffix(".py").replace("/", ".") in done.stdout
+
+
+def test_every_module_lives_in_a_layer():
+    """Nothing loose at the top of attncli/ but the package's entry points: the tree is the diagram."""
+    packages = {part.strip() for line in layers() for part in line.split("|")}
+    top = {"attncli.__init__", "attncli.__main__", "attncli.cli", "attncli.api"}
+    homeless = [module_name(path) for path in PACKAGE.rglob("*.py")
+                if not any(module_name(path).startswith(p + ".") or module_name(path) == p for p in packages)
+                and module_name(path) not in top | {"attncli"}]
+    assert homeless == []
+
+
+def test_the_architecture_page_lists_the_layers_of_the_contract():
+    """docs/architecture.md names each layer's package, in the contract's order (top last there:
+    the page reads bottom up, as the code is built)."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = [line.split("`")[1] for line in page.splitlines() if line.startswith(("1", "2", "3", "4", "5", "6", "7",
+                                                                                    "8", "9")) and "`attncli/" in line]
+    wanted = [part.strip().removeprefix("attncli.") for line in reversed(layers()) for part in line.split("|")]
+    assert [name.removeprefix("attncli/").rstrip("/").removesuffix(".py") for name in named] == wanted
+
+
+def test_no_circle_anywhere(graph):
+    edges, _ = graph
     assert len(edges) > 70
     circles = [name for name in sorted(edges) if name in reaches(edges, name)]
     assert circles == []
 
 
-def test_no_module_imports_a_private_name():
-    _, private = graph()
+def test_no_module_imports_a_private_name(graph):
+    _, private = graph
     assert private == []
 
 
-def test_the_trace_records_sit_below_the_stage_table():
+def test_the_trace_records_sit_below_the_stage_table(graph):
     """trace.py holds the frozen records and nothing that needs the tables: the stage table reads
-    `Problem` from it, and attncli/document.py (the JSON) sits above both."""
-    edges, _ = graph()
-    below = reaches(edges, "attncli.trace")
-    assert not below & {"attncli.stages", "attncli.grads", "attncli.document"}
-    assert {"attncli.trace", "attncli.stages"} <= reaches(edges, "attncli.document")
+    `Problem` from it, and attncli/document/writing.py (the JSON) sits above both."""
+    edges, _ = graph
+    below = reaches(edges, "attncli.problem.trace")
+    assert not below & {"attncli.stages.table", "attncli.stages.grads", "attncli.document.writing"}
+    assert {"attncli.problem.trace", "attncli.stages.table"} <= reaches(edges, "attncli.document.writing")

@@ -1,13 +1,13 @@
 """`attn exercise`, `attn example`, `attn posenc`: reproducible problems and reference tables."""
 
 import json
-import re
 import math
+import re
 
 import numpy as np
 
-from attncli.exercise import make_exercise
-from attncli.posenc import positional_encoding
+from attncli.marking.exercise import make_exercise
+from attncli.problem.posenc import positional_encoding
 from tests.conftest import SAMPLES, assert_error
 
 

@@ -3,16 +3,16 @@ values, find-the-slip marked by the Python API as by `attn check`, and LaTeX exp
 pdflatex can compile whatever the labels."""
 
 import json
+import re
 import shutil
 import subprocess
-import re
 from decimal import Decimal
 
 import pytest
 
-from attncli.attention import attend
-from attncli.carry import Writer, held, root
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
+from attncli.hand.carry import Writer, held, root
 from attncli.render.explain import explain
 from tests.conftest import SAMPLES, SCOOTER
 
@@ -119,7 +119,7 @@ def test_a_decimal_comma_that_fits_the_shape_is_read_as_two_numbers_with_a_note(
 
 
 def test_only_a_single_comma_between_digits_is_marked():
-    from attncli.text_input import parse_inline
+    from attncli.document.text_input import parse_inline
 
     assert parse_inline("0,7311", "--weights").comma == "0.7311"
     assert parse_inline(" −1,5 ", "--weights").comma == "-1.5"
@@ -132,7 +132,8 @@ def test_only_a_single_comma_between_digits_is_marked():
 
 @pytest.mark.parametrize("named", ["the key's", "another stage", "the stage only"])
 def test_the_api_marks_a_find_the_slip_answer_as_attn_check_does(run, tmp_path, named):
-    from attncli import api, slip
+    from attncli import api
+    from attncli.marking import slip
 
     key_path = tmp_path / "key.json"
     key_path.write_text(run("exercise", "--seed", "3", "--find-the-slip", "--answers").stdout, encoding="utf-8")
@@ -154,7 +155,7 @@ def test_the_api_marks_a_find_the_slip_answer_as_attn_check_does(run, tmp_path, 
 
 def test_the_api_refuses_a_slip_against_a_problem_that_plants_none():
     from attncli import api
-    from attncli.errors import InputError
+    from attncli.base.errors import InputError
 
     answer = {"slip": {"stage": "scaled", "mistake": "no_scale"}}
     for problem in (SCOOTER, attend(build_problem(SCOOTER))):

@@ -7,10 +7,10 @@ decoding steps, gpt-oss's sinks and Gemma 2's softcap. Every stage the library c
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.masks import visible
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.document.reading import build_problem
+from attncli.problem.masks import visible
 from tests.fixtures.variants import KINDS, cases
 
 CASES = [case for kind in KINDS if kind != "alibi_slopes" for case in cases(kind)]

@@ -14,10 +14,12 @@ import zipfile
 import numpy as np
 import pytest
 
-from attncli import limits, loading, stages
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute import limits
+from attncli.compute.attention import attend
+from attncli.document import loading
+from attncli.document.reading import build_problem
 from attncli.render.json import document
+from attncli.stages import table as stages
 from tests.conftest import ROOT, SAMPLES, SCOOTER, assert_error, peak_bytes
 
 TEXT_LIMIT = ("ATTN_MAX_INPUT", ".npy or .npz")
@@ -384,7 +386,7 @@ def test_a_small_heatmap_is_whole(run):
 # --- available memory ---------------------------------------------------------------------------
 
 def test_available_memory_honours_ulimit_v():
-    code = "from attncli.limits import available_bytes; print(available_bytes())"
+    code = "from attncli.compute.limits import available_bytes; print(available_bytes())"
     result = subprocess.run(f"ulimit -v 1000000; {sys.executable} -c '{code}'", shell=True,
                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
     assert 0 <= int(result.stdout) < 1000000 * 1024
@@ -399,12 +401,12 @@ def test_available_memory_honours_a_cgroup_limit(monkeypatch):
 
 
 def test_an_unforeseen_memory_error_advises_nothing_that_may_not_fit(run, monkeypatch):
-    import attncli.attention
+    import attncli.compute.attention
 
     def exhausted(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(attncli.attention, "attend", exhausted)
+    monkeypatch.setattr(attncli.compute.attention, "attend", exhausted)
     result = run("compute", SAMPLES / "scooter.json", "-f", "json")
     assert_error(result, "out of memory; try --stages output")
     assert "float32" not in result.stderr

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from attncli.errors import InputError
-from attncli.loading import parse_json
+from attncli.base.errors import InputError
+from attncli.document.loading import parse_json
 from tests.conftest import SCOOTER, assert_error
 
 SCOOTER_TEXT = json.dumps(SCOOTER)

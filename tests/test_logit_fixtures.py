@@ -8,9 +8,9 @@ from decimal import Decimal, getcontext
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.problem import build_problem
-from attncli.variants import alibi_slopes
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
+from attncli.problem.variants import alibi_slopes
 from tests.fixtures.variants import cases
 
 SLOPES = cases("alibi_slopes")

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.problem import build_problem
-from attncli.stages import names, softmax
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.document.reading import build_problem
+from attncli.stages.table import names, softmax
 from tests.conftest import SAMPLES, assert_error
 
 RNG = np.random.default_rng(10)

@@ -7,10 +7,10 @@ import mpmath
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.problem import build_problem
-from attncli.stages import log_sum_exp
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.document.reading import build_problem
+from attncli.stages.table import log_sum_exp
 from tests.conftest import SAMPLES
 
 FIXTURES = json.loads(Path(__file__).parent.joinpath("fixtures", "lse_reference.json").read_text())["cases"]

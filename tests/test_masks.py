@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.masks import has_logit_changes, key_span, visible
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.document.reading import build_problem
+from attncli.problem.masks import has_logit_changes, key_span, visible
 from tests.conftest import SAMPLES, assert_error
 
 Q3 = "1,0; 0,1; 1,1"

@@ -4,8 +4,8 @@ and bidirectional, with offsets), padding masks (left and right), and KV-cache d
 
 import numpy as np
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from tests.fixtures.variants import cases
 
 CASES = cases("window") + cases("key_mask") + cases("decode")

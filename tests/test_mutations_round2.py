@@ -7,9 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from attncli import backward, limits, stages, vjps
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute import backward, limits
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
+from attncli.stages import table as stages
+from attncli.stages import vjps
 from tests.conftest import peak_bytes
 
 
@@ -74,9 +76,9 @@ def test_scaled_scores_that_overflow_are_refused_on_the_output_only_path():
     overflow skips the check on the output-only path. q = k = [1e153, 0] with scale 1000: the
     score 1e306 is finite, scaled = 1e309 overflows; the output-only path must name it, as the
     full trace does."""
-    from attncli.arrays import cannot_overflow
-    from attncli.blocks import attend_output
-    from attncli.errors import NumericError
+    from attncli.base.arrays import cannot_overflow
+    from attncli.base.errors import NumericError
+    from attncli.compute.blocks import attend_output
 
     Q = np.array([[[1e153, 0.0], [1.0, 0.0]]])  # (1 head, 2 rows, d 2)
     K = np.array([[[1e153, 0.0], [0.0, 1.0]]])
@@ -93,7 +95,7 @@ def test_the_causal_header_words_say_the_inclusive_rule_the_mask_applies(mask):
     """Mutation: `Causal.line` (the table header and JSON's mask_rule) says k_pos[j] < q_pos[i]
     while the rule, and its per-row `condition` in --explain, let a query see its own position.
     The words are checked against the mask itself: the key at the query's own position is seen."""
-    from attncli import masks, visibility
+    from attncli.problem import masks, visibility
 
     problem = build_problem({"Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
                              "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "mask": mask})
@@ -124,7 +126,7 @@ def test_the_carry_choices_are_offered_in_the_order_the_readme_and_help_say_them
     first, as the default (the README's text is now docs/reference/explain.md)."""
     from pathlib import Path
 
-    from attncli import choices
+    from attncli.base import choices
     from attncli.commands import compute
 
     readme = Path(__file__).parent.parent.joinpath("docs", "reference", "explain.md").read_text(encoding="utf-8")
@@ -136,7 +138,7 @@ def test_the_carry_choices_are_offered_in_the_order_the_readme_and_help_say_them
 def test_why_a_key_is_hidden_reads_each_heads_own_mask_plane():
     """Mutation: `Matrix.why` reads head 0's plane for every head. With a per-head mask, head 1's
     reasons must be where head 1's plane is false (--explain --head 1 names them per masked key)."""
-    from attncli import visibility
+    from attncli.problem import visibility
 
     mask = [[[True, True, False], [True, True, True]],   # head 0
             [[False, True, True], [True, False, True]]]  # head 1
@@ -153,7 +155,7 @@ def test_a_query_is_never_told_the_key_at_its_own_position_is_hidden_by_the_caus
     """Mutation: `Causal.why` says k_pos ≥ q_pos hides a key (the rule is k_pos > q_pos). Seen only
     where another rule hides that key: with a key_mask hiding key 1, query 1's line for it must
     give the key_mask as the reason, and the causal rule only for the keys after it."""
-    from attncli import visibility
+    from attncli.problem import visibility
 
     problem = build_problem({"Q": [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
                              "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "mask": "causal",
@@ -205,7 +207,7 @@ def test_the_window_names_only_the_keys_beyond_its_inclusive_bounds():
     """Mutation: `Window.why` says k_pos ≥ q_pos + right hides a key (the bound is inclusive: only
     k_pos > q_pos + right is hidden). Seen where another rule hides the key at the bound: with a
     key_mask hiding key 2, query 1 under window [1, 1] is told key 2 is padding, nothing more."""
-    from attncli import visibility
+    from attncli.problem import visibility
 
     problem = build_problem({"Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0], [1.0, 1.0]],
                              "V": [[1.0], [0.0], [3.0], [2.0]], "window": [1, 1], "key_mask": [True, True, False, True]})

@@ -6,13 +6,13 @@ import json
 
 import numpy as np
 import pytest
-
-from attncli import cost
-from attncli.errors import visible
-from attncli.grading import Answer, StageMark
-from attncli.problem import build_problem
-from attncli.render.gradebook import class_max, stage_points
 from conftest import SAMPLES
+
+from attncli.base.errors import visible
+from attncli.compute import cost
+from attncli.document.reading import build_problem
+from attncli.marking.grading import Answer, StageMark
+from attncli.render.gradebook import class_max, stage_points
 
 SCOOTER = SAMPLES / "scooter.json"
 QKV = ("--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1,0;0,1")
@@ -33,7 +33,7 @@ def test_invisible_operators_up_to_u2064_are_escaped():
 def test_markdown_autolink_escape_ignores_case():
     """Mutation: the autolink pattern loses re.IGNORECASE: `WWW.evil.example` and `HTTPS://…` are
     autolinked by GitHub's Markdown all the same."""
-    from attncli.attention import attend
+    from attncli.compute.attention import attend
     from attncli.render.export import markdown
 
     doc = json.loads(SCOOTER.read_text())
@@ -207,8 +207,8 @@ def test_a_signed_decimal_comma_label_is_refused(cell, point):
     """Mutations: text_input's comma-decimal pattern loses its sign ([+-]?), or reads the cell
     without turning U+2212 into `-`: a signed 0,5 as a TSV row's first cell is then taken for a
     row label."""
-    from attncli.errors import InputError
-    from attncli.text_input import comma_decimal, parse_csv
+    from attncli.base.errors import InputError
+    from attncli.document.text_input import comma_decimal, parse_csv
 
     assert comma_decimal(cell) == point
     with pytest.raises(InputError, match="decimal written with a comma"):

@@ -12,14 +12,14 @@ import re
 import numpy as np
 import pytest
 
-from attncli import blocks, groups, qk_norm, rope_scaling
-from attncli.agreement import Agreement, check_written, compare
-from attncli.attention import attend
-from attncli.errors import InputError
-from attncli.problem import build_problem
+from attncli.base.errors import InputError
+from attncli.compute import blocks
+from attncli.compute.attention import attend
+from attncli.document.agreement import Agreement, check_written, compare
+from attncli.document.reading import build_problem
+from attncli.problem import groups, qk_norm, rope_scaling
 from attncli.render.explain import explain
 from tests.conftest import SCOOTER
-
 
 # --- groups.py --------------------------------------------------------------------------------------
 
@@ -144,7 +144,7 @@ def test_before_numpy_leaves_the_environment_alone_once_numpy_is_loaded(monkeypa
     """Mutation: `before_numpy` drops its `numpy in sys.modules` return: with numpy loaded (BLAS
     has read its thread count already) it still writes the variables, which then reach every
     child process."""
-    from attncli import threads
+    from attncli.compute import threads
 
     for variable in threads.BLAS_THREADS:
         monkeypatch.delenv(variable, raising=False)
@@ -208,7 +208,7 @@ def test_dynamic_scaling_takes_the_configs_max_position_embeddings():
     captured layer (dynamic needs it) or grow the base at another length."""
     from types import SimpleNamespace
 
-    from attncli.capture_families import rope
+    from attncli.capture.families import rope
 
     for kind, extra in (("dynamic", {"factor": 2.0}),
                         ("longrope", {"short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
@@ -226,7 +226,7 @@ def test_the_scale_is_the_modules_inv_norm_factor():
     BLOOM itself, so the captured models cannot tell)."""
     from types import SimpleNamespace
 
-    from attncli.capture_families import scale
+    from attncli.capture.families import scale
 
     assert scale(SimpleNamespace(inv_norm_factor=0.3), 4) == 0.3
     assert scale(SimpleNamespace(scaling=0.2, inv_norm_factor=0.3), 4) == 0.2
@@ -323,7 +323,7 @@ def test_the_first_row_is_derived_even_past_the_budget(monkeypatch):
 def test_a_two_stage_slip_is_right_at_either_stage():
     """Mutation: the stage must be the mistake's first (`==` rather than `in (stage, *also)`): RoPE
     left out shows in Q_rope and K_rope alike, and naming K_rope is as right."""
-    from attncli.slip import mark_slip
+    from attncli.marking.slip import mark_slip
 
     trace = attend(build_problem(dict(SCOOTER, rope={"style": "half"})))
     key = {"stage": "Q_rope", "mistake": "rope_skipped"}

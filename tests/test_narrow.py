@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 from rich.style import Style
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from attncli.render.heatmap import MASKED, MASKED_LEGEND, heatmap, masked_cells, print_heatmaps
 from attncli.render.tables import print_tables, render
 from attncli.render.text import MAX_COLUMNS, RANGES

@@ -8,10 +8,10 @@ import io
 import pytest
 import rich.console
 import rich.jupyter
+from conftest import SCOOTER
 from rich.console import Console
 
 from attncli import attend, check, view
-from conftest import SCOOTER
 
 
 @pytest.fixture

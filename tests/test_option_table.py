@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from attncli import schema
 from attncli.commands import capture, check, compute, compute_options, learn, reference, spec
 from attncli.commands.spec import Option
+from attncli.document import schema
 from tests.conftest import ROOT
 
 TABLES = [("compute", compute_options.OPTIONS), ("check", check.OPTIONS), ("exercise", learn.EXERCISE),
@@ -94,7 +94,7 @@ def test_options_not_given_set_nothing_and_the_documented_overrides_hold():
 
 
 def test_a_choice_option_offers_the_core_words_and_gives_its_word():
-    from attncli.choices import MASKED_ROWS
+    from attncli.base.choices import MASKED_ROWS
 
     assert spec.find(compute_options.OPTIONS, "masked_rows").words == MASKED_ROWS
     assert compute.parse({"masked_rows": compute.MaskedRows("error")}).masked_rows == "error"

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from attncli.render import files
 from tests.conftest import SAMPLES, assert_error
 

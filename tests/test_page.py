@@ -11,13 +11,13 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
+from conftest import SAMPLES, assert_error
 
 from attncli import api
 from attncli.render import page as page_module
 from attncli.render.page import MAX_CELLS, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.text import number
-from conftest import SAMPLES, assert_error
 
 HOSTILE = ['<img src=x onerror="document.title=\'PWNED\'">', "</script><script>document.title='PWNED'</script>",
            "a&amp;b"]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SAMPLES
 from typer.testing import CliRunner
 
 from attncli.cli import app
-from conftest import SAMPLES
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.exercise import Options, build
-from attncli.mistakes import step
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
+from attncli.marking.exercise import Options, build
+from attncli.marking.mistakes import step
 from tests.conftest import assert_error
 
 

@@ -13,15 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli import qk_norm, stages
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.carry import CARRIES
-from attncli.errors import AttnError
-from attncli.mistakes import chain, step
-from attncli.problem import build_problem
+from attncli.base.errors import AttnError
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.compute.tiles import attend_tiles
+from attncli.document.reading import build_problem
+from attncli.hand.carry import CARRIES
+from attncli.marking.mistakes import chain, step
+from attncli.problem import qk_norm
 from attncli.render.explain import explain
-from attncli.tiles import attend_tiles
+from attncli.stages import table as stages
 from tests.conftest import assert_error
 from tests.test_explain import NOTE
 
@@ -197,7 +198,7 @@ def test_the_projections_gradients_go_through_the_norm():
 
 
 def test_the_gradient_titles_go_back_through_the_norms():
-    from attncli import grads
+    from attncli.stages import grads
     problem = build_problem(_problem())
     assert grads.title(grads.get("d_Q"), problem) == \
         "d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹), back through q_norm"
@@ -219,7 +220,7 @@ def test_one_heads_norm_is_the_traces(over):
 
 
 def test_one_heads_gradient_over_all_is_refused_by_name():
-    from attncli.backward import to_inputs
+    from attncli.compute.backward import to_inputs
     trace = attend(build_problem(_problem("all")))
     with pytest.raises(AttnError, match='k_norm over "all" normalises a row of every head together'):
         to_inputs(trace, trace.scale * trace.gradients.heads["d_scores"][:1], head=0)

@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from rich.console import Console
 
-from attncli.attention import attend
-from attncli.loading import read_document
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.loading import read_document
+from attncli.document.reading import build_problem
 from attncli.render.export import csv_stage, latex, markdown
 from attncli.render.heatmap import print_heatmaps, shade
 from attncli.render.text import header_lines

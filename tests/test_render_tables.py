@@ -5,11 +5,11 @@ import io
 import numpy as np
 from rich.console import Console
 
-from attncli.attention import attend
-from attncli.loading import read_document
-from attncli.problem import build_problem
-from attncli.render.text import number
+from attncli.compute.attention import attend
+from attncli.document.loading import read_document
+from attncli.document.reading import build_problem
 from attncli.render.tables import render
+from attncli.render.text import number
 from tests.conftest import SAMPLES, SCOOTER
 
 ALL = ("inputs", "scores", "scaled", "masked", "weights", "output")

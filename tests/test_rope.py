@@ -1,16 +1,17 @@
-"""RoPE (attncli/rope.py and the Q_rope, K_rope stages) against transformers' own
+"""RoPE (attncli/problem/rope.py and the Q_rope, K_rope stages) against transformers' own
 apply_rotary_pos_emb (Llama rotate_half, GPT-J rotate_every_two, GPT-NeoX partial rotary) in
 tests/fixtures/variants_reference.json; its invariants; its input errors."""
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.errors import InputError
-from attncli.problem import build_problem
-from attncli.rope import Rope, rotate
+from attncli.base.errors import InputError
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.document.reading import build_problem
+from attncli.problem.rope import Rope, rotate
 from tests.fixtures.variants import cases
 
 CASES = cases("rope")

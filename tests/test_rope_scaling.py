@@ -1,4 +1,4 @@
-"""RoPE scaling (`rope.scaling`, attncli/rope_scaling.py) against transformers' own
+"""RoPE scaling (`rope.scaling`, attncli/problem/rope_scaling.py) against transformers' own
 ROPE_INIT_FUNCTIONS and LlamaRotaryEmbedding in tests/fixtures/rope_scaling_reference.json (made by
 make_rope_scaling_fixtures.py; reading it needs numpy only), to 1e-13; a rope without scaling
 unchanged bit for bit; every path with scaling (output-only, tiles, backward, --explain, check,
@@ -12,16 +12,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.errors import InputError
-from attncli.problem import build_problem
+from attncli.base.errors import InputError
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.compute.tiles import attend_tiles
+from attncli.document.reading import build_problem
+from attncli.problem.rope import Rope, length, rotate
+from attncli.problem.rope_scaling import TYPES
 from attncli.render.explain import explain
-from attncli.rope import Rope, length, rotate
-from attncli.rope_scaling import TYPES
-from attncli.tiles import attend_tiles
 from tests.conftest import assert_error
 from tests.fixtures.variants import cases as variant_cases
 from tests.test_backward import finite_differences
@@ -312,7 +313,7 @@ def test_an_error_reaches_the_command_line_as_one_line(run, problem_file):
 def test_a_rope_type_added_to_the_table_reaches_every_path(monkeypatch, run, problem_file):
     """rope_scaling.TYPES is the one table: a throwaway type is read, computed, described, explained
     and written back with nothing else changed."""
-    from attncli import rope_scaling
+    from attncli.problem import rope_scaling
 
     halved = rope_scaling.RopeType(("factor",), (), lambda s, base, dims, length: (
         rope_scaling._inv_freq(base, dims) / 2, s["factor"]), "θ'_i = θ_i / 2")

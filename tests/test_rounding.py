@@ -6,9 +6,9 @@ import warnings
 
 import numpy as np
 import pytest
-
-from attncli.document import round_finite
 from conftest import SAMPLES
+
+from attncli.base.arrays import round_finite
 
 HUGE = json.dumps({"Q": [[1, 0]], "K": [[1, 0]], "V": [[1e306, 2]]})
 # (format options, the text written for 1e306 rounded to 3 decimals, for float32's 0.7679)

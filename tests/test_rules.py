@@ -1,5 +1,5 @@
 """A mask rule is one class: a throwaway rule (keys at even positions), added to the registry
-(`attncli.rules.RULES`) and nowhere else, reaches every path that meets masks: the input key, the
+(`attncli.problem.rules.RULES`) and nowhere else, reaches every path that meets masks: the input key, the
 full trace, the output-only path at block sizes 1, 2 and the default, the tiles, the header and
 JSON words, the JSON round trip, `--explain`'s condition and why-hidden text, and `attn check`.
 Also: the mask keys that contradict, and the words said in one place."""
@@ -14,15 +14,16 @@ import numpy as np
 import pytest
 
 import attncli
-from attncli import rule_words, rules
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.mask_input import flag
-from attncli.masks import key_span, partly_hidden, visible
-from attncli.problem import build_problem
+from attncli.base import rule_words
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.compute.tiles import attend_tiles
+from attncli.document.reading import build_problem
+from attncli.problem import rules
+from attncli.problem.mask_input import flag
+from attncli.problem.masks import key_span, partly_hidden, visible
+from attncli.problem.trace import MASKED_ROWS
 from attncli.render.explain import explain
-from attncli.tiles import attend_tiles
-from attncli.trace import MASKED_ROWS
 from tests.conftest import ROOT, assert_error
 
 PACKAGE = Path(attncli.__file__).parent

@@ -10,8 +10,8 @@ import pytest
 from rich.console import Console
 from rich.style import Style
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from attncli.render.explain import explain
 from attncli.render.export import csv_stage, latex, markdown
 from attncli.render.heatmap import cell_style, heatmap, print_heatmaps
@@ -232,7 +232,7 @@ UNSAFE = "\x00\x1b\x1f\x7f\x80\x9b\x9f\u2028\u2029\u200e\u200f\u061c\u202a\u202e
 
 
 def test_visible_escapes_every_unsafe_character_and_keeps_its_neighbours():
-    from attncli.errors import visible
+    from attncli.base.errors import visible
 
     assert visible(UNSAFE) == "".join(f"\\u{ord(c):04x}" for c in UNSAFE)
     kept = " ~\xa0é\u2027\u202f\u2065\u206a\ue000∞"  # the characters just outside each unsafe range
@@ -255,7 +255,7 @@ def test_markdown_escapes_a_start_that_would_open_a_list_or_a_rule():
 
 def test_characters_that_show_nothing_are_shown_escaped():
     # Issue 17, item 11: `\u200bok.json` looked exactly like `ok.json` in the class table.
-    from attncli.errors import visible
+    from attncli.base.errors import visible
 
     for invisible in ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"):
         assert visible(f"{invisible}ok") == f"\\u{ord(invisible):04x}ok"

@@ -1,15 +1,15 @@
-"""One schema for the document (attncli/schema.py): every key `attn compute --format json` writes is
+"""One schema for the document (attncli/document/schema.py): every key `attn compute --format json` writes is
 in it and reads back to the same result; echoes and results that disagree with the problem are
 errors naming the keys; options over a file's keys replace them or are refused, never ignored."""
 
 import json
 
 import pytest
-
-from attncli import schema
-from attncli.errors import InputError
-from attncli.problem import INPUT_KEYS, build_problem
 from conftest import SAMPLES, SCOOTER
+
+from attncli.base.errors import InputError
+from attncli.document import schema
+from attncli.document.reading import INPUT_KEYS, build_problem
 
 GQA = {"Q": [[[1, 0], [0, 1]], [[0.5, 0.5], [1, 1]], [[0, 1], [1, 0]], [[1, 2], [0, 1]]],
        "K": [[[1, 0], [0, 1], [1, 1]], [[0, 1], [1, 0], [0.5, 0]]],

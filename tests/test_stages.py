@@ -1,5 +1,5 @@
-"""The stage table (attncli/stages.py) is the one place a stage is defined: a throwaway stage added
-to it (and its name to attncli/names.py, which a test holds equal to the table) reaches the trace,
+"""The stage table (attncli/stages/table.py) is the one place a stage is defined: a throwaway stage added
+to it (and its name to attncli/base/names.py, which a test holds equal to the table) reaches the trace,
 the output-only path, the tiles, the JSON and its read-back, the tables and exports, `--explain`,
 the backward pass and the answer keys of `attn check` (test_a_stage_with_its_compute_vjp_and_hand_
 step_runs_every_path runs them all on one stage); a path that cannot handle a stage refuses it by
@@ -14,16 +14,18 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from attncli import grads, names, stages
-from attncli.attention import attend
-from attncli.blocks import attend_output
-from attncli.carry import CARRIES
-from attncli.errors import AttnError
-from attncli.mistakes import MISTAKES, step
-from attncli.problem import build_problem
+from attncli.base import names
+from attncli.base.errors import AttnError
+from attncli.compute.attention import attend
+from attncli.compute.blocks import attend_output
+from attncli.compute.tiles import attend_tiles
+from attncli.document.reading import build_problem
+from attncli.hand.carry import CARRIES
+from attncli.hand.stage_steps import elementwise
+from attncli.marking.mistakes import MISTAKES, step
 from attncli.render.explain import explain
-from attncli.stage_steps import elementwise
-from attncli.tiles import attend_tiles
+from attncli.stages import grads
+from attncli.stages import table as stages
 from tests.conftest import SCOOTER, assert_error
 from tests.test_backward import finite_differences
 from tests.test_explain import NOTE, NUM, assert_rounded_carry, check_equations
@@ -38,7 +40,7 @@ DOUBLED = stages.Stage("doubled", "doubled = $previous · 2", "$previous · 2", 
 
 
 def insert(monkeypatch, stage, after="scaled"):
-    """Add `stage` to the table after `after`, and its name to attncli/names.py (the commands'
+    """Add `stage` to the table after `after`, and its name to attncli/base/names.py (the commands'
     numpy-free copy of the names, held equal to the table below)."""
     table = list(stages.STAGES)
     table.insert(stages.names().index(after) + 1, stage)

@@ -9,9 +9,9 @@ import threading
 import numpy as np
 import pytest
 
-from attncli import blocks, pool, threads
-from attncli.blocks import attend_output
-from attncli.problem import build_problem
+from attncli.compute import blocks, pool, threads
+from attncli.compute.blocks import attend_output
+from attncli.document.reading import build_problem
 from tests.conftest import ROOT, assert_error
 
 
@@ -113,7 +113,7 @@ def test_workers_default_to_every_core():
 
 
 def test_before_numpy_sets_blas_up_and_keeps_the_users_choices():
-    code = ("import os; from attncli.threads import before_numpy; before_numpy(); "
+    code = ("import os; from attncli.compute.threads import before_numpy; before_numpy(); "
             "print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'], os.environ['MKL_NUM_THREADS'])")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")} | {"MKL_NUM_THREADS": "3"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)

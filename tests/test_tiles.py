@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attncli import limits
-from attncli.attention import attend
-from attncli.problem import build_problem
-from attncli.tiles import attend_tiles, max_difference
+from attncli.compute import limits
+from attncli.compute.attention import attend
+from attncli.compute.tiles import attend_tiles, max_difference
+from attncli.document.reading import build_problem
 from tests.conftest import SAMPLES, assert_error
 from tests.test_blocks import rules
 

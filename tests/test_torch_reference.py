@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli.attention import attend
-from attncli.problem import build_problem
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 
 FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "torch_reference.json").read_text())
 CASES = FIXTURES["cases"]

@@ -5,7 +5,6 @@ few) per item, in the issue's order."""
 import json
 
 import numpy as np
-
 from conftest import SAMPLES
 
 SCOOTER = SAMPLES / "scooter.json"

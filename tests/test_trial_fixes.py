@@ -272,8 +272,8 @@ def test_messages_a_long_double_too_large_names_its_dtype(run, tmp_path):
 def _render(doc, width, full=False):
     from rich.console import Console
 
-    from attncli.attention import attend
-    from attncli.problem import build_problem
+    from attncli.compute.attention import attend
+    from attncli.document.reading import build_problem
     from attncli.render.tables import render
 
     console = Console(file=__import__("io").StringIO(), width=width, color_system=None)

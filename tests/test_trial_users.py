@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 import pytest
-
 from conftest import SAMPLES, assert_error
 
 
@@ -88,7 +87,7 @@ def test_the_memory_guard_counts_each_threads_block(run, problem_file, monkeypat
     """--threads 64 on the output-only path: 8 blocks of 8 queries × 4,096 keys (256 KiB each), so 8
     workers hold 2 MiB of scores where one holds 256 KiB. With 1 MiB free the guard refuses it
     before computing, naming the threads' blocks and --threads 1, which fits."""
-    from attncli import limits
+    from attncli.compute import limits
 
     path = problem_file(np.savez(tmp_path / "p.npz", Q=np.ones((64, 2)), K=np.ones((4096, 2)), V=np.ones((4096, 1)))
                         or (tmp_path / "p.npz").read_bytes(), "p.npz")

@@ -4,8 +4,9 @@ stream silently drops what a larger call leaves (a 2 GiB + 10 byte JSON lost its
 import io
 import json
 
-from attncli.render import out
 from conftest import SAMPLES
+
+from attncli.render import out
 
 
 class Recording(io.StringIO):

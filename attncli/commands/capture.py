@@ -2,9 +2,9 @@
 the model's own attention weights and output beside it (the `models` extra: torch, transformers,
 safetensors). Its options are here; capture_run.py (which loads torch) does the work."""
 
+from attncli.base.errors import AttnError
 from attncli.commands import spec
 from attncli.commands.spec import Option
-from attncli.errors import AttnError
 
 EXTRA = ("attn capture needs the models extra (torch, transformers): pip install 'attncli[models]', "
          "or pip install -e '.[models]' in a clone")

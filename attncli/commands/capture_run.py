@@ -1,16 +1,15 @@
-"""`attn capture`'s run: options to token ids, the model loaded and run (attncli/capture.py), the
+"""`attn capture`'s run: options to token ids, the model loaded and run (attncli/capture/driver.py), the
 document written as JSON."""
 
 import os
 import sys
 from types import SimpleNamespace
 
-from attncli.capture import capture, load, pad_left
-from attncli.capture_families import TESTED, CaptureError
-from attncli.errors import one_line
-from attncli.render.json import dumps
+from attncli.base.errors import one_line
+from attncli.capture.driver import capture, load, pad_left
+from attncli.capture.families import TESTED, CaptureError
 from attncli.render import out
-
+from attncli.render.json import dumps
 
 FLAGS = {"layer": "--layer", "decode": "--decode"}
 

@@ -4,11 +4,11 @@ computed stages."""
 import math
 import re
 
-from attncli import names  # one --STAGE option per stage of the table (no numpy at start-up)
+from attncli.base import names  # one --STAGE option per stage of the table (no numpy at start-up)
+from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
-from attncli.errors import InputError, did_you_mean, quote
 
 ANSWERS = "Answers given inline"
 MOST = 1e6  # the most --points a stage and --max-score may be: a sum of them stays a finite number

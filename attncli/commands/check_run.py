@@ -10,24 +10,25 @@ from collections import Counter
 
 import numpy as np
 
-from attncli import attention, grads
-from attncli.answer_files import load_answers, npz_heads, read_answers_file
-from attncli.answer_keys import ASKED, asked_of, sort_keys
-from attncli.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, problem_stages
+from attncli.base.errors import AttnError, InputError, ReaderGone, one_line, quote
 from attncli.commands.edge import auto_is_table, message
-from attncli.errors import AttnError, InputError, ReaderGone, one_line, quote
-from attncli.grading import DECIMALS, Rule
-from attncli.limits import answers_cap
-from attncli.loading import OneMatrixError, load_matrix
-from attncli.marking import all_correct, before_weights, stage_keys
-from attncli.problem import build_problem
-from attncli.render.gradebook import Grading, csv_gradebook, gradescope, gradescope_class, marks_dict
+from attncli.compute import attention
+from attncli.compute.limits import answers_cap
+from attncli.document.loading import OneMatrixError, load_matrix
+from attncli.document.reading import build_problem
+from attncli.marking.answer_files import load_answers, npz_heads, read_answers_file
+from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
+from attncli.marking.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, problem_stages
+from attncli.marking.grading import DECIMALS, Rule
+from attncli.marking.marks import all_correct, before_weights, stage_keys
+from attncli.marking.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
 from attncli.render import out
+from attncli.render.gradebook import Grading, csv_gradebook, gradescope, gradescope_class, marks_dict
 from attncli.render.json import dumps
 from attncli.render.target import OutputError, check_target
-from attncli.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
-from attncli.stages import blocked
-from attncli.stages import names as stage_names
+from attncli.stages import grads
+from attncli.stages.table import blocked
+from attncli.stages.table import names as stage_names
 
 EXIT_DIFFER = 1
 
@@ -155,7 +156,7 @@ def _two_files(files: list[str]) -> tuple[list[str], str | None, bool]:
 
 
 def _read_answers(name: str, cap=None, csv: bool = True):
-    """An answers (or problem) document within `cap` (`attncli.answer_files.load_answers`)."""
+    """An answers (or problem) document within `cap` (`attncli.marking.answer_files.load_answers`)."""
     return load_answers(name, cap, csv)
 
 

@@ -7,14 +7,14 @@ from types import SimpleNamespace
 
 import typer
 
-from attncli import names  # the stage table's names without numpy, which loads after threads.before_numpy
+from attncli.base import names  # the stage table's names without numpy, which loads after threads.before_numpy
+from attncli.base.errors import InputError, quote
 from attncli.commands import option_text as opt
 from attncli.commands import spec
 from attncli.commands.compute_options import OPTIONS, views
 from attncli.commands.edge import auto_is_table
-from attncli.errors import InputError, quote
+from attncli.compute.threads import before_numpy
 from attncli.render.target import OutputError, check_target
-from attncli.threads import before_numpy
 
 # The choice options' Enums (Typer's choices), made from the core's tuples by the table.
 Format, MaskedRows, Carry, RopeStyle, DType = (spec.find(OPTIONS, name).enum for name in (

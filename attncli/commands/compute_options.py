@@ -1,6 +1,6 @@
 """`attn compute`'s options, declared once (commands/spec.py makes the Typer parameters, the
 document's settings and the README's list from this table). An option with a `key` sets that key
-of the input document (attncli/schema.py) over the file's; one without is a view option.
+of the input document (attncli/document/schema.py) over the file's; one without is a view option.
 
 The documented overrides (README "Input"): a matrix option replaces the file's key (`--mask` its
 whole mask rule, in the loader); `--alibi` and `--alibi-slopes` together make the `alibi` key;
@@ -8,12 +8,12 @@ each `--rope-…` option replaces its own field of the file's `rope` object; `--
 mask matrix is read. Light: no numpy (start-up reads this table).
 """
 
-from attncli import names  # the tables' names without numpy (start-up)
-from attncli.choices import CARRIES, DTYPES, MASKED_ROWS, ROPE_STYLES
+from attncli.base import names  # the tables' names without numpy (start-up)
+from attncli.base.choices import CARRIES, DTYPES, MASKED_ROWS, ROPE_STYLES
+from attncli.base.rule_words import WINDOW_ENDS, masked_rows_help, sliding_window, window_condition
 from attncli.commands import option_text as opt
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
-from attncli.rule_words import WINDOW_ENDS, masked_rows_help, sliding_window, window_condition
 
 
 def views() -> tuple[str, ...]:

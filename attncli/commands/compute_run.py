@@ -13,23 +13,25 @@ import sys
 from dataclasses import replace
 from types import SimpleNamespace
 
-from attncli import agreement, attention, grads, limits
-from attncli.commands import option_text as opt
+from attncli.base.errors import AttnError, InputError, one_line
 from attncli.commands import cost_run, spec
+from attncli.commands import option_text as opt
 from attncli.commands.compute_options import OPTIONS, PARTS
 from attncli.commands.edge import flag, warning
-from attncli.errors import AttnError, InputError, one_line
-from attncli.loading import OneMatrixError, gather
-from attncli.masks import distance_notes, positions_line
-from attncli.problem import build_problem
-from attncli.readback import verify
-from attncli.rope import angle_notes
+from attncli.compute import attention, limits
+from attncli.compute.tiles import attend_tiles
+from attncli.document import agreement
+from attncli.document.loading import OneMatrixError, gather
+from attncli.document.readback import verify
+from attncli.document.reading import build_problem
+from attncli.problem.masks import distance_notes, positions_line
+from attncli.problem.rope import angle_notes
 from attncli.render import out
 from attncli.render.json import document
 from attncli.render.progress import progress
 from attncli.render.target import OutputError
-from attncli.stages import get, stand_in
-from attncli.tiles import attend_tiles
+from attncli.stages import grads
+from attncli.stages.table import get, stand_in
 
 MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON keeps about 5 KB a tile
 
@@ -54,7 +56,7 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
 
 
 def _agreement(doc, trace, source):
-    """A captured layer's reference (attncli/agreement.py) against the trace; its `agreement`, when the
+    """A captured layer's reference (attncli/document/agreement.py) against the trace; its `agreement`, when the
     document holds one (attn compute's JSON read back), must say the same."""
     try:
         agreed = agreement.compare(doc, trace)
@@ -305,8 +307,8 @@ def _scratch(problem, itemsize: int, threads: int | None) -> dict[str, int]:
     guard: at most as many threads work as there are blocks (masks may narrow a block: an upper
     bound)."""
     # Imported here, for start-up (see above): only the output-only path needs the blocks.
-    from attncli.blocks import block_rows
-    from attncli.threads import workers
+    from attncli.compute.blocks import block_rows
+    from attncli.compute.threads import workers
 
     heads, lq, lk = problem.heads, problem.lq, problem.lk
     step = min(block_rows(heads, lq, lk, itemsize), lq)
@@ -320,7 +322,7 @@ def _attend(problem, output_only: bool, threads: int | None):
     with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
         if output_only:
             # Imported here, for start-up (see above): only the output-only path computes in blocks.
-            from attncli.blocks import attend_output
+            from attncli.compute.blocks import attend_output
 
             return attend_output(problem, threads=threads, progress=done)
         return attention.attend(problem, progress=done)

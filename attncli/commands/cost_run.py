@@ -1,21 +1,21 @@
 """`attn compute --cost`'s work, once compute.py has planned it (and refused the options it would
-ignore): read the problem, count (attncli/cost.py: no attention is computed), read back what the
+ignore): read the problem, count (attncli/compute/cost.py: no attention is computed), read back what the
 document holds, and show the counts as tables, JSON or Markdown."""
 
 from types import SimpleNamespace
 from typing import Callable
 
-from attncli import cost
-from attncli.attention import scale_of
+from attncli.base.errors import AttnError
 from attncli.commands.edge import flag
-from attncli.errors import AttnError
-from attncli.readback import counts_only, has_results, verify, verify_counts
+from attncli.compute import cost
+from attncli.compute.attention import scale_of
+from attncli.document.readback import counts_only, has_results, verify, verify_counts
+from attncli.document.schema import check_written
+from attncli.document.writing import problem_dict
+from attncli.problem.rules import rule_keys
 from attncli.render import out
 from attncli.render.cost import CostView, markdown
 from attncli.render.json import dumps
-from attncli.rules import rule_keys
-from attncli.schema import check_written
-from attncli.document import problem_dict
 
 
 def sram(text: str | None) -> int:

@@ -9,7 +9,7 @@ FORMATS = ("auto", "table", "json", "markdown", "latex", "csv", "html", "gradesc
 
 
 def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
-    """A str Enum of `values` (the core's tuple, attncli.choices) for a Typer option: the choice
+    """A str Enum of `values` (the core's tuple, attncli.base.choices) for a Typer option: the choice
     list is written once, in the core."""
     return Enum(name, {value: value for value in values}, type=str, module=__name__)
 

@@ -6,12 +6,12 @@ import math
 import sys
 from pathlib import Path
 
-from attncli.choices import EXERCISE_KINDS, EXERCISE_MASKS
+from attncli.base.choices import EXERCISE_KINDS, EXERCISE_MASKS
+from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.rule_words import sliding_window
 from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, choices, formats
 from attncli.commands.spec import Option
-from attncli.errors import InputError, did_you_mean, quote
-from attncli.rule_words import sliding_window
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -5,14 +5,14 @@ import random
 import sys
 from dataclasses import replace
 
-from attncli import attention
 from attncli.commands.edge import auto_is_table
-from attncli.document import to_dict
-from attncli.exercise import DECIMALS, DEFAULT_TILES, ExerciseError, Options, build
-from attncli.posenc import positional_encoding
-from attncli.problem import build_problem
-from attncli.readback import add_tiles
-from attncli.tiles import attend_tiles
+from attncli.compute import attention
+from attncli.compute.tiles import attend_tiles
+from attncli.document.readback import add_tiles
+from attncli.document.reading import build_problem
+from attncli.document.writing import to_dict
+from attncli.marking.exercise import DECIMALS, DEFAULT_TILES, ExerciseError, Options, build
+from attncli.problem.posenc import positional_encoding
 from attncli.render import export, worksheet
 from attncli.render.json import dumps
 

@@ -3,7 +3,7 @@
 
 import re
 
-from attncli.errors import InputError, did_you_mean, quote
+from attncli.base.errors import InputError, did_you_mean, quote
 
 
 def scale(text: str | None) -> float | None:

@@ -31,7 +31,7 @@ class Option:
     name     the Python name Typer passes it by (and the options' attribute)
     help     its --help text
     flags    its flags; default `--name` with hyphens (`q_positions` -> `--q-positions`)
-    key      the input document's key it sets (attncli/schema.py), or None: a view option
+    key      the input document's key it sets (attncli/document/schema.py), or None: a view option
     read     text -> the key's value (commands/option_text.py); None: the value as Typer parsed it
     part     for keys set by several options (alibi, rope): which part of the key this one gives
     modifier changes how its key's given value is read (--invert-mask): no value of its own; the
@@ -39,7 +39,7 @@ class Option:
     matrix   a matrix option: a path or inline text, read by the loader as the key's matrix
     panel    its --help panel (None: "Options")
     type     str, int, float, bool (a flag) or list (repeatable str)
-    choices  a tuple of words (the core's, attncli/choices.py) or an Enum (edge.formats)
+    choices  a tuple of words (the core's, attncli/base/choices.py) or an Enum (edge.formats)
     default  its default (a choice's default as its word)
     metavar, low, high   shown placeholder; Typer's min and max
     argument the command's positional argument instead of an option

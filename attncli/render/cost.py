@@ -1,17 +1,17 @@
 """The --cost view: a header naming the conventions and M, the per-stage counts of the naive and
 the tiled algorithm side by side, and a summary (totals, the papers' Θ terms, the KV cache).
 Tables (rich) or Markdown; JSON is `cost.to_dict`. Views never compute: every number is read
-from the `Cost` (attncli/cost.py).
+from the `Cost` (attncli/compute/cost.py).
 """
 
 from __future__ import annotations
 
-from attncli.cost import CONVENTIONS, Cost, Count
-from attncli.limits import size_text
-from attncli.masks import rule_lines
+from attncli.compute.cost import CONVENTIONS, Cost, Count
+from attncli.compute.limits import size_text
+from attncli.problem.masks import rule_lines
+from attncli.problem.trace import Problem
 from attncli.render.export import md
 from attncli.render.text import shown
-from attncli.trace import Problem
 
 ALGORITHMS = ("naive", "tiled")
 STAGE_COLUMNS = ("stage",) + tuple(f"{a} {what}" for a in ALGORITHMS for what in ("FLOPs", "read", "written",

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import re
 
-from attncli import groups, visibility
-from attncli.handwriting import MAX_KEYS, comparison, dot, given, note, number, shown_keys, vector
-from attncli.masks import has_rules
+from attncli.base.rule_words import masked_rows_words
+from attncli.explain.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
+from attncli.hand.handwriting import MAX_KEYS, comparison, dot, given, note, number, shown_keys, vector
+from attncli.hand.stage_steps import Page
+from attncli.problem import groups, visibility
+from attncli.problem.masks import has_rules
+from attncli.problem.trace import Trace
 from attncli.render.explain_backward import backward_lines
-from attncli.rule_words import masked_rows_words
 from attncli.render.text import labels
-from attncli.stage_steps import Page
-from attncli.stages import fields, present
-from attncli.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
-from attncli.trace import Trace
+from attncli.stages.table import fields, present
 
 
 def explain_row(trace: Trace, w: Written) -> list[str]:

@@ -1,19 +1,19 @@
 """The backward half of `--explain`: one query row's gradients, step by step, after its forward
 half. Numbers come from `backward_steps.written_backward`, in the forward half's carry; each present
-stage's backward hand step writes its own lines (attncli/hand_backward.py), in reverse order, then
+stage's backward hand step writes its own lines (attncli/hand/hand_backward.py), in reverse order, then
 the row's d_q and its shares of the key-side inputs' gradients."""
 
 from __future__ import annotations
 
-from attncli.backward_steps import WrittenBackward, written_backward
-from attncli.groups import group_text
-from attncli.hand_backward import Share, Steps
-from attncli.handwriting import comparison, given, shown_keys, vector
+from attncli.explain.backward_steps import WrittenBackward, written_backward
+from attncli.explain.steps import Written
+from attncli.hand.hand_backward import Share, Steps
+from attncli.hand.handwriting import comparison, given, shown_keys, vector
+from attncli.hand.stage_steps import Page
+from attncli.problem.groups import group_text
+from attncli.problem.trace import Trace
 from attncli.render.text import labels
-from attncli.stage_steps import Page
-from attncli.stages import fields, present
-from attncli.steps import Written
-from attncli.trace import Trace
+from attncli.stages.table import fields, present
 
 
 def backward_lines(trace: Trace, w: Written) -> list[str]:

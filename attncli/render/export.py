@@ -12,12 +12,13 @@ import re
 
 import numpy as np
 
-from attncli.document import round_finite
-from attncli.grads import GRADIENTS, title
+from attncli.base.arrays import round_finite
+from attncli.problem.groups import title as head_title
+from attncli.problem.trace import Trace
 from attncli.render.text import labels, number, shown
-from attncli.stages import fill, get, present
-from attncli.groups import title as head_title
-from attncli.trace import Trace
+from attncli.stages.grads import GRADIENTS, title
+from attncli.stages.table import fill, get, present
+
 
 def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
     """Each table's formula, (Markdown, LaTeX): the stage table's, filled for this trace (the

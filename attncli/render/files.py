@@ -37,14 +37,14 @@ from contextlib import contextmanager, suppress
 
 import numpy as np
 
-from attncli.document import mask_and_bias
-from attncli.errors import quote
-from attncli.groups import count, grouped
+from attncli.base.errors import quote
+from attncli.document.writing import mask_and_bias
+from attncli.problem.groups import count, grouped
+from attncli.problem.trace import Trace
+from attncli.problem.variants import input_keys as variant_keys
 from attncli.render import out
 from attncli.render.target import TEXT_SUFFIXES, OutputError, reason
-from attncli.stages import names
-from attncli.trace import Trace
-from attncli.variants import input_keys as variant_keys
+from attncli.stages.table import names
 
 TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|md|tex|csv|html|npy|npz)")
 # Every catchable signal whose default ends the process: SIGINT already raises KeyboardInterrupt,

@@ -23,12 +23,12 @@ from pathlib import PurePath
 
 import numpy as np
 
-from attncli.document import plain
-from attncli.grading import STATUSES, StageMark
-from attncli.marking import all_correct, missing_stages, unanswered
+from attncli.base.arrays import plain
+from attncli.marking.grading import STATUSES, StageMark
+from attncli.marking.marks import all_correct, missing_stages, unanswered
+from attncli.problem.trace import Trace
 from attncli.render.export import csv_text
-from attncli.stages import names
-from attncli.trace import Trace
+from attncli.stages.table import names
 
 Marks = dict[str, StageMark]
 Result = tuple[str, "Marks | None", "str | None"]

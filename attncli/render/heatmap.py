@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.groups import title as head_title
+from attncli.problem.groups import title as head_title
+from attncli.problem.trace import Trace
 from attncli.render.text import EDGE_ROWS, MAX_COLUMNS, RANGES, kept, labels
-from attncli.trace import Trace
 
 SHADES = " ░▒▓█"  # weight 0 … 1 in five steps
 LEGEND = "shade: ' ' < 0.125 ≤ '░' < 0.375 ≤ '▒' < 0.625 ≤ '▓' < 0.875 ≤ '█'"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 
-from attncli.document import to_dict
-from attncli.readback import add_tiles
-from attncli.rules import rule_keys
-from attncli.schema import check_written
-from attncli.trace import Trace
+from attncli.document.readback import add_tiles
+from attncli.document.schema import check_written
+from attncli.document.writing import to_dict
+from attncli.problem.rules import rule_keys
+from attncli.problem.trace import Trace
 
 
 def dumps(doc) -> str:
@@ -23,15 +23,15 @@ def dumps(doc) -> str:
     return text
 
 
-# The same characters as `attncli.errors.visible`, less C0 (json.dumps escapes it already).
+# The same characters as `attncli.base.errors.visible`, less C0 (json.dumps escapes it already).
 _UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def document(trace: Trace, stages, decimals: int | None = None, explanation: list[str] | None = None,
              tiled=None, say=None, extra: dict | None = None) -> str:
-    """The text `attn compute` writes: one line of strict JSON, every key in attncli/schema.py.
-    `say` says the warnings' advice (`attncli.errors.Say`; default: as keywords). With `tiled`
-    (attncli.tiles.Tiles): --tiles's keys (`readback.add_tiles`)."""
+    """The text `attn compute` writes: one line of strict JSON, every key in attncli/document/schema.py.
+    `say` says the warnings' advice (`attncli.base.errors.Say`; default: as keywords). With `tiled`
+    (attncli.compute.tiles.Tiles): --tiles's keys (`readback.add_tiles`)."""
     doc = to_dict(trace, stages, decimals)
     if say is not None:  # the CLI's words for the warnings' advice (`--masked-rows zero`), as on stderr
         doc["warnings"] = [w.render(say) if hasattr(w, "render") else w for w in trace.warnings]

@@ -7,14 +7,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli import grads
-from attncli.grading import SYMBOLS, Rule, StageMark
-from attncli.marking import all_correct, unanswered
+from attncli.marking.grading import SYMBOLS, Rule, StageMark
+from attncli.marking.marks import all_correct, unanswered
+from attncli.problem.trace import Trace
 from attncli.render.gradebook import counts
 from attncli.render.tables import column_chunks
 from attncli.render.text import labels, number, rich_text, shown
-from attncli.stages import get
-from attncli.trace import Trace
+from attncli.stages import grads
+from attncli.stages.table import get
 
 STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
 MEANING = {"correct": "correct", "carried": "correct from your own earlier stage (carried)",

@@ -12,12 +12,12 @@ import io
 from rich.console import Console
 from rich.text import Text
 
-from attncli.grading import Rule
+from attncli.marking.grading import Rule
+from attncli.problem.trace import Trace
 from attncli.render.marks import print_marks
 from attncli.render.page import notebook
 from attncli.render.tables import render
-from attncli.stages import names
-from attncli.trace import Trace
+from attncli.stages.table import names
 
 HTML_WIDTH = 120  # characters; a notebook cell has no terminal width
 

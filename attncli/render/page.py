@@ -20,15 +20,15 @@ import shlex
 
 import numpy as np
 
-from attncli import grads
-from attncli.errors import InputError
+from attncli.base.errors import InputError
+from attncli.problem.trace import Trace
 from attncli.render.page_assets import CSS, JS
 from attncli.render.page_derive import derivations
 from attncli.render.tables import each_table
 from attncli.render.text import header_lines, kept, labels, number, shown
 from attncli.render.tiles import tile_parts
-from attncli.stages import names as stage_names
-from attncli.trace import Trace
+from attncli.stages import grads
+from attncli.stages.table import names as stage_names
 
 KEEP = 32  # a table shows at most this many rows and columns (the first and last 16) unless --full
 # The most value cells one page holds. Measured in headless Chromium on this machine (2 cores,

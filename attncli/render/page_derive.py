@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 
-from attncli import grads
-from attncli.errors import AttnError
+from attncli.base.errors import AttnError
+from attncli.problem.trace import Trace
 from attncli.render.explain import explain
 from attncli.render.tiles import explain_tiles
-from attncli.stages import present
-from attncli.trace import Trace
+from attncli.stages import grads
+from attncli.stages.table import present
 
 BUDGET = 60_000  # heads × keys × (d_k + d_v) summed over the rows explained: about 2 s of Decimal work
 SECTION = re.compile(r"^(Head (\d+)( \(K, V of kv head \d+\))?, query|Query) .*\(row \d+\): ")  # as steps.py heads a section

@@ -15,14 +15,14 @@ import math
 import os
 import re
 
-from attncli.grading import STATUSES, SYMBOLS, Rule
-from attncli.marking import all_correct, unanswered
+from attncli.marking.grading import STATUSES, SYMBOLS, Rule
+from attncli.marking.marks import all_correct, unanswered
+from attncli.problem.trace import Trace
 from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_sizes, tallies
 from attncli.render.marks import LEGEND, MEANING, mark_labels
 from attncli.render.page import document, escape, escape_lines, script_json, tabbed
 from attncli.render.page_derive import derivations
 from attncli.render.text import header_lines, number
-from attncli.trace import Trace
 
 HEAD = re.compile(r"^heads\[(\d+)\]\.")
 

@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.grading import STATUSES
-from attncli.marking import all_correct
+from attncli.marking.grading import STATUSES
+from attncli.marking.marks import all_correct
 from attncli.render.gradebook import Points, Result, class_max, diagnoses, score, stage_sizes, tallies
 from attncli.render.text import rich_text, shown
 

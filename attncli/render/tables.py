@@ -17,13 +17,26 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from attncli import grads, groups, stages as stage_table
+from attncli.problem import groups
+from attncli.problem.trace import Trace
 from attncli.render.explain import fold
 from attncli.render.heatmap import print_heatmaps
-from attncli.render.text import (EDGE_ROWS, MAX_COLUMNS, RANGES, exact_scale, header_lines, kept, labels, number, rich_text,
-                                 shape_text, shown)
+from attncli.render.text import (
+    EDGE_ROWS,
+    MAX_COLUMNS,
+    RANGES,
+    exact_scale,
+    header_lines,
+    kept,
+    labels,
+    number,
+    rich_text,
+    shape_text,
+    shown,
+)
 from attncli.render.tiles import tile_parts
-from attncli.trace import Trace
+from attncli.stages import grads
+from attncli.stages import table as stage_table
 
 UNLIMITED = 100_000  # a pipe has no width: never let rich fall back to 80 columns and cut numbers
 MIN_WIDTH = 40  # a terminal narrower than this (COLUMNS=0 to 5, say) is laid out at this width

@@ -10,7 +10,7 @@ import os
 import resource
 import stat
 
-from attncli.errors import AttnError, quote
+from attncli.base.errors import AttnError, quote
 
 TEXT_SUFFIXES = (".json", ".md", ".tex", ".csv", ".html")  # written as the text their format's view makes
 SUFFIXES = TEXT_SUFFIXES + (".npy", ".npz")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 
-from attncli.errors import visible
-from attncli.masks import positions_line, rule_lines
-from attncli.rule_words import masked_rows_words
-from attncli.groups import header_line as groups_line
-from attncli.trace import Trace
-from attncli.variants import variant_lines
+from attncli.base.errors import visible
+from attncli.base.rule_words import masked_rows_words
+from attncli.problem.groups import header_line as groups_line
+from attncli.problem.masks import positions_line, rule_lines
+from attncli.problem.trace import Trace
+from attncli.problem.variants import variant_lines
 
 MINUS_INF = "−∞"  # U+2212, one spelling in every text view (CSV writes -inf, JSON null)
 EDGE_ROWS = 5  # a table taller than 2·EDGE_ROWS shows its first and last EDGE_ROWS rows
@@ -34,7 +34,7 @@ def kept(n: int, keep: int) -> list[int | None]:
 
 
 def shown(text: str) -> str:
-    """User text as every text view writes it: see `attncli.errors.visible`."""
+    """User text as every text view writes it: see `attncli.base.errors.visible`."""
     return visible(text)
 
 

@@ -1,6 +1,6 @@
 """The tile view of `attn compute --tiles BQ,BK`: per head, each tile's tables, then O / ℓ with lse
 and the largest difference from the plain output; and `--explain --tiles`, one query row through
-the tiles. Views never compute: the tables read `attncli.tiles.Tiles`; the explanation redoes each
+the tiles. Views never compute: the tables read `attncli.compute.tiles.Tiles`; the explanation redoes each
 step from the numbers as printed (Decimal arithmetic), so every printed equation holds.
 """
 
@@ -10,13 +10,13 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
-from attncli.carry import round_to
-from attncli.handwriting import number as written
+from attncli.base.rule_words import MASKED_ROWS_WORDS
+from attncli.compute.tiles import Tiles, max_difference, sink_logits, start
+from attncli.hand.carry import round_to
+from attncli.hand.handwriting import number as written
+from attncli.problem.groups import title as head_title
+from attncli.problem.trace import Trace
 from attncli.render.text import MINUS_INF, labels, number
-from attncli.rule_words import MASKED_ROWS_WORDS
-from attncli.tiles import Tiles, max_difference, sink_logits, start
-from attncli.groups import title as head_title
-from attncli.trace import Trace
 
 
 def block_text(bounds: tuple[int, int], names: list[str]) -> str:

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli import grads, groups
-from attncli.attention import merge_heads
-from attncli.exercise import Exercise
-from attncli.grading import marked_gradient
-from attncli.marking import present
-from attncli.mistakes import MISTAKES
+from attncli.compute.attention import merge_heads
+from attncli.marking.exercise import Exercise
+from attncli.marking.grading import marked_gradient
+from attncli.marking.marks import present
+from attncli.marking.mistakes import MISTAKES
+from attncli.problem import groups
+from attncli.problem.masks import has_rules, positions_line, rule_lines
+from attncli.problem.trace import Trace
+from attncli.problem.variants import variant_lines
 from attncli.render.export import formulas, md, tex, tex_unicode, with_attnchar
 from attncli.render.text import labels, number
-from attncli.masks import has_rules, positions_line, rule_lines
-from attncli.stages import get
-from attncli.variants import variant_lines
-from attncli.trace import Trace
+from attncli.stages import grads
+from attncli.stages.table import get
 
 GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional encoding, 2 decimals)"}
 KEY_DECIMALS = 4

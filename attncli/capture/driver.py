@@ -1,0 +1,288 @@
+"""`attn capture`'s driver: load a Hugging Face model from a local directory (or the local cache,
+never the network), run it once with the library's eager attention and hooks on one layer, and
+write that layer as an ordinary attncli document with the model's own results beside it.
+
+The one module of attncli that imports torch and transformers (the `models` extra); only
+`attn capture` loads it. The document holds:
+
+    X              the layer's attention input (after its input norm)     (L, d_model)
+    W_Q … b_O      capture_families.read_layer: the projections as x W
+    mask           causal (by index, as the eager path), key_mask from the attention mask,
+                   q_positions/k_positions for a decode step, masked_rows "uniform" (the eager
+                   path's fully masked rows: every score is the dtype's minimum)
+    reference      {"weights": (H, Lq, Lk) eager weights, "output": (Lq, d_model) after o_proj, "dtype"}
+    model          {"name", "class", "layer"}
+
+`--dtype float64` runs the model in float64 and, for an exact comparison, also computes in float64
+the two things the eager path keeps in float32 whatever the dtype: the softmax and the RoPE angles
+(`exact_float64`). GPT-J computes Q Kᵀ in float32 as well, Gemma 3 its QK-norm: their reference says
+float32 (capture_families.FLOAT32_INSIDE).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+from attncli.capture.families import (
+    BIDIRECTIONAL,
+    FLOAT32_INSIDE,
+    CaptureError,
+    array,
+    attention,
+    layers,
+    norm_modules,
+    read_layer,
+    weight_offset,
+)
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load(name: str, dtype: str | None):
+    """(model, tokenizer or None): from a save_pretrained directory or the local cache, eager attention."""
+    local = os.path.isdir(name)
+    transformers.logging.set_verbosity_error()  # its notes on deprecations are not the user's
+    if not sys.stderr.isatty():  # the loading bar is for a terminal
+        transformers.utils.logging.disable_progress_bar()
+    try:
+        config = transformers.AutoConfig.from_pretrained(name, local_files_only=True)
+    except (OSError, ValueError) as error:
+        where = f"has no config.json a transformers model can be built from ({str(error).splitlines()[0]})" \
+            if local else "is neither a directory nor a model in the local Hugging Face cache (attn capture " \
+            "never downloads: fetch it first, e.g. with hf download)"
+        raise CaptureError(f"MODEL {name} {where}", field="MODEL")
+    names = getattr(config, "architectures", None) or []
+    cls = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
+    if cls is None:
+        cls = transformers.AutoModel
+    kwargs = {"attn_implementation": "eager", "local_files_only": True}
+    if dtype is not None:
+        kwargs["dtype"] = DTYPES[dtype]
+    if dtype == "float64":  # mixture-of-experts layers' grouped matmul has no float64 kernel
+        kwargs["experts_implementation"] = "eager"
+    try:
+        model = cls.from_pretrained(name, **kwargs)
+    except (OSError, ValueError) as error:
+        raise CaptureError(f"MODEL {name!r} could not be loaded: {str(error).splitlines()[0]}", field="MODEL")
+    model.train(False)  # inference mode: no dropout
+    return model, _tokenizer(name)
+
+
+def _tokenizer(name: str):
+    try:
+        return transformers.AutoTokenizer.from_pretrained(name, local_files_only=True)
+    except Exception:  # no tokenizer saved beside the model: --text is refused, --ids still work
+        return None
+
+
+def pad_left(rows: list[list[int]], pad: int) -> tuple[list[list[int]], list[list[int]]]:
+    """(ids, attention mask): rows of different lengths left-padded, as generate() batches them."""
+    width = max(len(r) for r in rows)
+    ids = [[pad] * (width - len(r)) + list(r) for r in rows]
+    mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
+    return ids, mask
+
+
+@contextlib.contextmanager
+def exact_float64(model):
+    """The softmax and RoPE angles in float64 for a float64 model (the eager path keeps both in float32)."""
+    softmax = torch.nn.functional.softmax
+
+    def softmax64(x, dim=None, _stacklevel=3, dtype=None):
+        return softmax(x, dim=dim, dtype=torch.float64 if x.dtype == torch.float64 else dtype)
+
+    rotary = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    patched = [_exact_rotary(m) for m in rotary if any(n.endswith("inv_freq") for n, _ in m.named_buffers())]
+    tables = {m: m.embed_positions for m in rotary if hasattr(m, "embed_positions")}  # GPT-J: a sin/cos table
+    for module, table in tables.items():
+        module.embed_positions = _exact_table(*table.shape).to(table.dtype)
+    config = getattr(model.config, "text_config", None) or model.config
+    norms = [n for i in range(len(layers(model))) for n in norm_modules(attention(model, i)[0])
+             if n is not None and type(n).__name__.endswith("RMSNorm")]
+    for norm in norms:
+        _exact_rms(norm, weight_offset(config))
+    torch.nn.functional.softmax = softmax64
+    try:
+        yield
+    finally:
+        torch.nn.functional.softmax = softmax
+        for module in patched + norms:
+            del module.forward
+        for module, table in tables.items():
+            module.embed_positions = table
+
+
+def _exact_rms(norm, offset: int):
+    """A q_norm/k_norm RMSNorm in float64 (transformers' RMSNorms compute in float32)."""
+    eps = next(getattr(norm, n) for n in ("variance_epsilon", "eps", "epsilon") if hasattr(norm, n))
+
+    def forward(x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (norm.weight + offset)
+
+    norm.forward = forward
+
+
+def _exact_table(positions: int, dims: int):
+    """GPT-J's [sin | cos] table (positions × dims) in float64."""
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, dims, 2, dtype=torch.float64) / dims)
+    angles = torch.arange(positions, dtype=torch.float64)[:, None] * inv_freq
+    return torch.cat((torch.sin(angles), torch.cos(angles)), dim=1)
+
+
+def _exact_rotary(module):
+    """Wrap a rotary embedding's forward: the same cos and sin, computed in float64 (the layout of the
+    original's output kept: [θ, θ] as Llama's, or θ once as gpt-oss's)."""
+    original = module.forward
+
+    def forward(x, position_ids, *args, **kwargs):
+        cos, _ = original(x, position_ids, *args, **kwargs)
+        layer_type = (args or (None,))[0] if "layer_type" not in kwargs else kwargs["layer_type"]
+        prefix = f"{layer_type}_" if layer_type else ""
+        inv_freq = getattr(module, f"{prefix}inv_freq").to(torch.float64)
+        scaling = getattr(module, f"{prefix}attention_scaling", 1.0)
+        freqs = position_ids[..., None].to(torch.float64) * _exact_inv_freq(module, layer_type, inv_freq)
+        emb = freqs if cos.shape[-1] == freqs.shape[-1] else torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
+
+    module.forward = forward
+    return module
+
+
+def _exact_inv_freq(module, layer_type, inv_freq):
+    """1 / base^(2i/dims) in float64 for the default RoPE (transformers computes it in float32)."""
+    params = module.config.rope_parameters
+    params = params[layer_type] if layer_type else params
+    if params.get("rope_type", "default") != "default":
+        return inv_freq
+    dims = 2 * inv_freq.shape[-1]
+    exact = 1.0 / params["rope_theta"] ** (torch.arange(0, dims, 2, dtype=torch.float64) / dims)
+    return exact if torch.allclose(exact, inv_freq, rtol=1e-6) else inv_freq
+
+
+class Hooks:
+    """The attention module's input (hidden states after the input norm) and the output projection's
+    output, per call."""
+
+    def __init__(self, module, out):
+        self.inputs, self.outputs = [], []
+        self.handles = [module.register_forward_pre_hook(self._input, with_kwargs=True),
+                        out.register_forward_hook(lambda m, args, result: self.outputs.append(result))]
+
+    def _input(self, module, args, kwargs):
+        self.inputs.append(kwargs["hidden_states"] if "hidden_states" in kwargs else args[0])
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+
+
+def run(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: bool):
+    """(X rows (B, L, d), X_kv (B, Lk, d) or None, weights (B, H, Lq, Lk), output (B, Lq, d)) of layer `layer`."""
+    module, out = attention(model, layer)
+    hooks = Hooks(module, out)
+    ids_t, mask_t = torch.tensor(ids), torch.tensor(mask)
+    try:
+        with torch.no_grad():
+            if not decode:
+                result = model(input_ids=ids_t, attention_mask=mask_t, output_attentions=True)
+                return hooks.inputs[-1], None, result.attentions[layer], hooks.outputs[-1]
+            first = model(input_ids=ids_t[:, :-1], attention_mask=mask_t[:, :-1], use_cache=True)
+            before = hooks.inputs[-1]
+            cached = getattr(first, "cache", None) or first.past_key_values
+            named = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+            result = model(input_ids=ids_t[:, -1:], attention_mask=mask_t, use_cache=True, output_attentions=True,
+                           **{named: cached})
+            x = hooks.inputs[-1]
+            return x, torch.cat([before, x], dim=1), result.attentions[layer], hooks.outputs[-1]
+    finally:
+        hooks.remove()
+
+
+def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, batch_index: int = 0,
+            decode: bool = False, labels: list[str] | None = None, name: str = "model") -> dict:
+    """The attncli document of one layer for one sequence of the batch (`batch_index`)."""
+    config = getattr(model.config, "text_config", None) or model.config
+    if decode and config.model_type in BIDIRECTIONAL:
+        raise CaptureError(f"decode is a step of a causal model's generation, but {config.model_type} is an encoder "
+                           "(every query sees every key, no cache): capture the whole sequence, without decode",
+                           field="decode")
+    if decode and len(ids[0]) < 2:
+        raise CaptureError("decode needs at least 2 tokens: the last is the decode step, the others the cache",
+                           field="decode")
+    read = read_layer(model, layer)
+    if decode:
+        _one_scaling(read.get("rope", {}).get("scaling"), len(ids[0]))
+    dtype = next(model.parameters()).dtype
+    exact = exact_float64(model) if dtype == torch.float64 else contextlib.nullcontext()
+    with exact:
+        x, x_kv, weights, output = run(model, ids, mask, layer, decode)
+    doc = {"title": f"{name} layer {layer} ({type(model).__name__})"}
+    doc["X"] = array(x[batch_index])
+    length = len(ids[0])
+    weights = array(weights[batch_index])
+    lk = weights.shape[-1]
+    if x_kv is not None:
+        doc["X_kv"] = array(x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
+        doc["q_positions"] = [length - 1]
+        doc["k_positions"] = list(range(length - lk, length))
+    doc |= read
+    doc |= _masks(config, mask[batch_index][length - lk:], lk)
+    if labels is not None:
+        doc["key_labels"] = labels[length - lk:]
+        doc["query_labels"] = labels[-1:] if decode else labels
+    # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
+    # only the default ones): such a layer's float64 reference is float32's.
+    float32 = dtype != torch.float64 or config.model_type in FLOAT32_INSIDE or "scaling" in doc.get("rope", {})
+    doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
+                        "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
+    doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
+    return _listed(doc)
+
+
+def _one_scaling(scaling: dict | None, length: int) -> None:
+    """A decode step whose RoPE scaling changes with the length (dynamic's base, longrope's factors)
+    between the cache's call (length − 1 positions) and the step's (length): the model rotated the
+    cached keys and the new query differently, which one document's one scaling cannot say."""
+    kind = (scaling or {}).get("rope_type")
+    if kind == "longrope":
+        edge, name = scaling.get("original_max_position_embeddings") or scaling["max_position_embeddings"], \
+            "original_max_position_embeddings"
+        changes = length - 1 <= edge < length
+    elif kind == "dynamic":
+        edge, name = scaling["max_position_embeddings"], "max_position_embeddings"
+        changes = length > edge
+    else:
+        return
+    if changes:
+        raise CaptureError(f"decode with {kind} RoPE past {name} {edge}: the model rotated the cache's "
+                           f"{length - 1} keys and the step's query with different frequencies, which one "
+                           "rope.scaling cannot hold; capture the whole sequence, or decode at a length where "
+                           "they agree", field="decode")
+
+
+def _word(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _masks(config, key_mask: list[int], lk: int) -> dict:
+    """causal (by index; bidirectional for encoders), key_mask from the attention mask, and the eager
+    path's fully masked rows (uniform weights)."""
+    doc = {} if config.model_type in BIDIRECTIONAL else {"causal": True}
+    if not all(key_mask):
+        doc["key_mask"] = [bool(k) for k in key_mask]
+    doc["masked_rows"] = "uniform"
+    return doc
+
+
+def _listed(value):
+    """Arrays (also inside dicts) as lists, for JSON."""
+    if isinstance(value, dict):
+        return {k: _listed(v) for k, v in value.items()}
+    return value.tolist() if isinstance(value, np.ndarray) else value

@@ -1,0 +1,112 @@
+"""Strict JSON text to Python values: RFC 8259, no NaN/Infinity, no number that overflows float64,
+no key twice in one object. The lowest reader: `loading` (files) and `text_input` (inline text)
+both use it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from attncli.base.errors import InputError, quote
+from attncli.base.values import Written, excerpt, json_int
+
+
+def _reject_constant(token: str):
+    raise ValueError(f"{token} is not valid JSON; write −∞ as null (a bias's blocked cells, or an answer's masked ones) and use finite numbers")
+
+
+def _finite_float(token: str, kind=float) -> float:
+    value = kind(token)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {excerpt(token)} overflows float64")
+    return value
+
+
+def _written_float(token: str) -> Written:
+    return _finite_float(token, Written.parse)
+
+
+class _Bad(str):
+    """A token the strict reading refuses (NaN, Infinity, a number past float64), kept in place
+    by `_where` to find the key it stands in."""
+
+
+def _bad_float(token: str):
+    value = float(token)
+    return value if math.isfinite(value) else _Bad(token)
+
+
+def _path(value, at: str = ""):
+    """Where the first `_Bad` token lies in a parsed value: `kv_heads`, `rope.scaling.factor`,
+    `K[1][0]`; None when there is none."""
+    if isinstance(value, _Bad):
+        return at
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = _path(child, f"{at}.{key}" if isinstance(key, str) and at else
+                      key if isinstance(key, str) else f"{at}[{key}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _where(text: str) -> str:
+    """ at KEY: where the refused token of a text is, when a lenient reading finds it."""
+    try:
+        found = _path(json.loads(text, parse_constant=_Bad, parse_float=_bad_float))
+    except (ValueError, RecursionError):
+        return ""
+    return f" at {found}" if found else ""
+
+
+def _unique_keys(pairs: list) -> dict:
+    """An object whose keys are all different: JSON would otherwise keep the last silently."""
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"the key {quote(key)} appears twice in one object")
+        obj[key] = value
+    return obj
+
+
+def _json_hint(text: str, position: int) -> str:
+    """Advice for the slips people make writing JSON numbers by hand (`.5`, `1.`, `−1`)."""
+    if text[position:position + 1] == "\u2212":
+        return " (JSON numbers take the ASCII minus: -1, not \u22121)"
+    point = position + (text[position:position + 2] == "-.")
+    if text[point:point + 1] != ".":
+        return ""
+    if not text[point - 1:point].isdigit():
+        return " (JSON numbers need a leading zero: 0.5)"
+    if not text[point + 1:point + 2].isdigit():
+        return " (JSON numbers need a digit after the point: 1.0)"
+    return ""
+
+
+def parse_json(text: str, source: str, keep_decimals: bool = False):
+    """Strict RFC 8259 JSON: no NaN/Infinity tokens, no numbers that overflow float64, no key
+    twice in one object (at any depth). With `keep_decimals`, floats are `Written`: they
+    remember how many decimals they had."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_int=json_int,
+                          object_pairs_hook=_unique_keys,
+                          parse_float=_written_float if keep_decimals else _finite_float)
+    except json.JSONDecodeError as error:
+        raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+                         + _json_hint(text, error.pos), source) from None
+    except ValueError as error:  # raised by the hooks above
+        raise InputError(f"invalid JSON{_where(text)}: {error}", source) from None
+    except RecursionError:
+        raise InputError("invalid JSON: nested too deeply; matrices have at most 3 dimensions",
+                         source) from None
+
+
+def written_decimals(x) -> int:
+    """The decimals a JSON number was written with: a `Written` float's own; a plain float's from
+    its shortest form (what json.dumps writes: 0.7679 → 4, 2.0 → 1, 1e-05 → 5); an int's 0."""
+    if isinstance(x, Written):
+        return x.decimals
+    if isinstance(x, float) and math.isfinite(x):
+        return Written.parse(repr(x)).decimals
+    return 0

@@ -1,0 +1,237 @@
+"""CSV/TSV and inline text to nested lists, never guessing data into headers.
+
+The rules (the README's "Input" section states them for users):
+- A cell is a *value* (a number such as `2`, `-0.5`, `−0.5`, `.5`, `1e-3`; for a mask also true/false;
+  for a bias also -inf, −∞ or null, as in JSON), *empty*, or a *word* (anything else).
+- CSV row 1 is a header when its first cell is empty and it has more cells (pandas' `to_csv`
+  corner: the column names after it may look like numbers, `,0,1`), or when it holds no value
+  at all (`token,d0,d1`, `d0,d1`). Otherwise it is data, and every cell outside the label column
+  must be a value: `0,4o` is an error naming "4o", never a header.
+- The first column holds row labels when the header has the empty corner, or when the first data
+  row starts with a word (`it,0,4`); then every data row has a label there.
+- An empty cell is never a value (write −∞ as -inf); numbers joined by `;` or spaces inside one
+  cell mean the file uses another separator, and that is an error saying so.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from decimal import Decimal
+
+from attncli.base.errors import InputError
+from attncli.base.values import Written, excerpt
+from attncli.document.json_text import parse_json
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_NON_FINITE = re.compile(r"[+-]?(inf|infinity|nan)", re.IGNORECASE)  # numbers, refused later
+_COMMA_DECIMAL = re.compile(r"[+-]?\d+,\d+")
+_DECIMAL_PARTS = (re.compile(r"[+-]?\d+"), re.compile(r"\d+"))  # the two sides of a decimal comma: 0 | 5, -0 | 75
+_PERCENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)%")
+WORDS = {"mask": ("true", "false"), "bias": ("-inf", "-∞", "−∞", "−inf", "null")}  # null: −∞, as JSON's
+EXPECTED = {"number": "a number", "mask": "true/false or 1/0", "bias": "a number or -inf"}
+
+
+def _ascii(cell: str) -> str:
+    """The cell stripped, with U+2212 (the minus sign of textbooks, PDFs and attn's own −∞) as `-`."""
+    return cell.strip().replace("\u2212", "-")
+
+
+def is_number(cell: str) -> bool:
+    cell = _ascii(cell)
+    return bool(_NUMBER.fullmatch(cell) or _NON_FINITE.fullmatch(cell))
+
+
+def comma_decimal(cell: str) -> str | None:
+    """A cell that is a decimal written with a comma ("0,5"), with a point instead ("0.5"); else None."""
+    text = _ascii(cell.strip())
+    return text.replace(",", ".") if _COMMA_DECIMAL.fullmatch(text) else None
+
+
+def is_value(cell: str, kind: str) -> bool:
+    return is_number(cell) or cell.strip().lower() in WORDS.get(kind, ())
+
+
+def is_word(cell: str, kind: str) -> bool:
+    return bool(cell.strip()) and not is_value(cell, kind)
+
+
+def cell_value(text: str, where: str, source: str, kind: str):
+    """One cell as a number (a `Written` float that remembers its decimals, for `attn check`);
+    a mask's true/false as a bool, a bias's −∞ as None (as JSON's null)."""
+    cell = _ascii(text)
+    low = cell.lower()
+    if not cell:
+        raise InputError(f"{where} is empty; expected {EXPECTED[kind]}"
+                         + (" (write −∞ as -inf)" if kind == "bias" else ""), source)
+    if kind == "mask" and low in WORDS["mask"]:
+        return low == "true"
+    if kind == "bias" and low in WORDS["bias"]:
+        return None
+    if not is_number(cell):
+        hint = f" (write decimals with a point: {cell.replace(',', '.')})" \
+            if _COMMA_DECIMAL.fullmatch(cell) else ""
+        if _PERCENT.fullmatch(cell):
+            hint = f" (write {cell} as {Decimal(cell[:-1]).scaleb(-2)})"
+        raise InputError(f"{where}: {excerpt(cell, quoted=True)} is not {EXPECTED[kind]}{hint}", source)
+    value = Written.parse(cell)
+    if not math.isfinite(value):
+        if kind == "bias" and value == -math.inf:
+            return None
+        raise InputError(f"{where}: {excerpt(cell, quoted=True)} is not a finite number", source)
+    return int(value) if kind == "mask" and value in (0, 1) else value
+
+
+def _other_separator(cell: str, where: str, source: str, expected: str) -> None:
+    """Refuse a cell holding numbers joined by `;` or by spaces: another separator was used."""
+    cell = cell.strip()
+    for separator, name, least in ((";", "semicolons", 1), (None, "spaces", 2)):
+        parts = cell.split(separator)
+        if len(parts) > 1 and sum(is_number(p) for p in parts) >= least:
+            raise InputError(f"{where}: {excerpt(cell, quoted=True)} holds numbers separated by {name}; "
+                             f"{expected}", source)
+
+
+def _delimiter(text: str, source: str) -> tuple[str, str]:
+    """(delimiter, what to say when cells are joined otherwise)."""
+    if source.lower().endswith(".tsv") or ("\t" in text and "," not in text):
+        return "\t", "cells in a .tsv are separated by tabs"
+    return ",", "cells in a CSV are separated by commas (and decimals written with a point)"
+
+
+def _records(text: str, source: str, delimiter: str) -> list[tuple[int, list[str]]]:
+    """(row number, cells) of every non-blank record; row numbers count blank lines too."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    records, number = [], 0
+    try:
+        for number, cells in enumerate(reader, start=1):
+            if any(cell.strip() for cell in cells):
+                records.append((number, cells))
+    except csv.Error as error:
+        reason = 'a quote (") opens a cell and is never closed' if "end of data" in str(error) \
+            else f"not valid CSV: {error}"
+        raise InputError(f"row {number + 1}: {reason}", source) from None
+    return records
+
+
+def _cells(n: int) -> str:
+    return f"{n} cell{'' if n == 1 else 's'}"
+
+
+def _is_header(cells: list[str], kind: str) -> bool:
+    if len(cells) > 1 and not cells[0].strip():
+        return True  # pandas' corner: an empty index name before the column names
+    return not any(is_value(cell, kind) for cell in cells)
+
+
+def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[str] | None]:
+    """One matrix from CSV or TSV text, by the rules in this module's docstring.
+    Returns (rows, row labels or None)."""
+    delimiter, separated = _delimiter(text, source)
+    records = _records(text, source, delimiter)
+    for number, cells in records:
+        for column, cell in enumerate(cells, start=1):
+            _other_separator(cell, f"row {number}, column {column}", source, separated)
+    header = bool(records) and _is_header(records[0][1], kind)
+    data = records[1:] if header else records
+    if not data:
+        raise InputError("no rows of numbers; expected one matrix", source)
+    first, width = data[0][0], len(data[0][1])
+    corner = header and not records[0][1][0].strip()
+    labelled = corner or is_word(data[0][1][0], kind)
+    if header and len(records[0][1]) not in (width, width - labelled):
+        raise InputError(f"row {records[0][0]} (the header) has {_cells(len(records[0][1]))} but row "
+                         f"{first} has {width}", source)
+    matrix, labels = [], []
+    for number, cells in data:
+        if len(cells) != width:
+            raise InputError(f"row {number} has {_cells(len(cells))}, row {first} has {width}", source)
+        if labelled:
+            if not cells[0].strip():
+                raise InputError(f"row {number}, column 1 is empty; expected the row's label, "
+                                 f"as in row {first}", source)
+            labels.append(cells[0].strip())
+        matrix.append([cell_value(cell, f"row {number}, column {column}", source, kind)
+                       for column, cell in enumerate(cells[labelled:], start=1 + labelled)])
+    if labelled and width == 1:
+        raise InputError("only labels, no numbers; expected one matrix", source)
+    if header:  # after the cells: a cell that is no number says so first
+        _refuse_comma_words(records[0][0], records[0][1], "read as a header", source)
+    for number, cells in data if labelled else ():
+        _refuse_comma_words(number, cells[:1], "read as the row's label", source)
+    if not header and not labelled and kind != "mask":
+        _refuse_decimal_commas(data, delimiter, '"' in text, source)
+    return matrix, (labels if labelled else None)
+
+
+def _refuse_comma_words(number: int, cells: list[str], read_as: str, source: str) -> None:
+    """A header or label cell that is a decimal written with a comma (2,5 in a TSV, "0,5" quoted):
+    refused, or its row or column would silently be lost."""
+    for column, cell in enumerate(cells, start=1):
+        if _COMMA_DECIMAL.fullmatch(_ascii(cell)):
+            point = _ascii(cell).replace(",", ".")
+            raise InputError(f"row {number}, column {column}: {excerpt(cell.strip(), quoted=True)}, {read_as}, is a "
+                             f"decimal written with a comma; write decimals with a point ({point})", source)
+
+
+def _refuse_decimal_commas(data: list[tuple[int, list[str]]], delimiter: str, quoted: bool, source: str) -> None:
+    """A column of decimals written with commas (0,5 / 1,25 / -0,75) reads as two columns of whole
+    numbers: when every row is exactly that (a whole number, then digits with no sign), refuse."""
+    if delimiter != "," or quoted or any(len(cells) != 2 for _, cells in data):
+        return  # quotes mark the cells: "0","5" is two columns
+    if all(whole.fullmatch(_ascii(cell)) for _, cells in data for whole, cell in zip(_DECIMAL_PARTS, cells)):
+        number, cells = data[0]
+        raise InputError(f"row {number} is {excerpt(','.join(cells), quoted=True)}, and every row is two whole "
+                         "numbers: one column of decimals written with commas, or two columns? Write decimals "
+                         f"with a point ({_ascii(cells[0])}.{_ascii(cells[1])}); for two columns, add a header "
+                         "row (d0,d1) or quote the cells (\"0\",\"5\")", source)
+
+
+class Inline(list):
+    """An inline row that may be one decimal written with a comma: `"0,7311"` reads as two
+    numbers, 0 and 7311, and `comma` keeps the text with a point ("0.7311") so that a reader
+    that expects another shape (or a learner's answer) can say "did you mean 0.7311?"."""
+
+    comma: str | None = None
+
+
+def comma_hint(value) -> str | None:
+    """`did you mean 0.7311? …` for an inline value that looks like a decimal comma, else None."""
+    point = getattr(value, "comma", None)
+    if point is None:
+        return None
+    whole, digits = point.split(".")
+    return (f'"{whole},{digits}" reads as two numbers, {whole} and {digits}: did you mean {point}? Write decimals '
+            f'with a point, and use spaces (or \';\' between rows) between numbers')
+
+
+def parse_inline(text: str, source: str, kind: str = "number"):
+    """JSON (`"[[1,0],[0,1]]"`), or `"1,0; 0,1; .5,.5"`: rows split by `;`, newlines or both
+    (leading and trailing ones ignored; an empty row between two is an error), entries by commas,
+    or by spaces in a row without commas. An empty entry (`0,,4`, `1,2,`) is an error. One row
+    gives a 1-D list; one comma between digits and nothing else (`"0,7311"`) an `Inline` that
+    says it may be a decimal comma."""
+    if text.lstrip().startswith(("[", "{")):
+        return parse_json(text, source, keep_decimals=True)
+    text = re.sub(r";[ \t\r]*\n", ";", text).replace("\n", ";").strip(" \t\r;")  # `;` ending a line
+    if not text:
+        raise InputError("empty matrix; expected rows like \"1,0; 0,1\"", source)
+    matrix = []
+    for r, row in enumerate(text.split(";"), start=1):
+        if not row.strip():
+            raise InputError(f"row {r} is empty (two row separators in a row); expected rows like "
+                             "\"1,0; 0,1\"", source)
+        cells = row.split(",") if "," in row else row.split()
+        values = []
+        for c, cell in enumerate(cells, start=1):
+            where = f"row {r}, column {c}"
+            _other_separator(cell, where, source, "separate the entries of a row with commas")
+            values.append(cell_value(cell, where, source, kind))
+        matrix.append(values)
+    if len(matrix) == 1 and kind != "mask" and _COMMA_DECIMAL.fullmatch(_ascii(text)):
+        row = Inline(matrix[0])
+        row.comma = comma_decimal(text)
+        return row
+    return matrix[0] if len(matrix) == 1 else matrix

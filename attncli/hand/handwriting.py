@@ -1,0 +1,89 @@
+"""How a hand calculation writes its numbers, vectors and notes: the text of `--explain`'s lines.
+
+Decimal only, no numpy and no view: the stage table's hand steps (attncli/hand/stage_steps.py) write
+their lines with these.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_DOWN, Decimal
+
+from attncli.hand.carry import E_NOTATION_FROM, GIVEN_DECIMALS, MAX_TERMS, WIDE, round_to, shown_terms
+
+MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
+
+
+def number(d: Decimal, places: int) -> str:
+    """A computed value: fixed decimals, e-notation when huge."""
+    return f"{d:.{places}e}" if abs(d) >= E_NOTATION_FROM else f"{d:.{places}f}"
+
+
+def given(d: Decimal, places: int) -> str:
+    """A number as a person writes it: 4.0, 0.5, 0.125, -1.0 (no trailing zeros past the first).
+    Given inputs arrive exact (carry.given), computed values rounded to `places`: either is written
+    with the decimals it has, never more than max(places, carry.GIVEN_DECIMALS)."""
+    if abs(d) >= E_NOTATION_FROM:
+        return number(d, places)
+    d = round_to(d, max(places, GIVEN_DECIMALS))
+    text = f"{d:f}"
+    if "." in text:
+        text = text.rstrip("0")
+    return text + "0" if text.endswith(".") else text if "." in text else text + ".0"
+
+
+def vector(values, places: int, write=number) -> str:
+    items = [write(x, places) for x in values]
+    if len(items) > MAX_TERMS:
+        items = items[:3] + ["…"] + items[-2:]
+    return "[" + ", ".join(items) + "]"
+
+
+def dot(xs, ws, places: int, bias=None) -> str:
+    """(x0)(w0) + (x1)(w1) + … (+ b): the left side of a dot product's line."""
+    text = terms_sum([f"({given(a, places)})({given(b, places)})" for a, b in zip(xs, ws)])
+    return text if bias is None else f"{text} + {given(bias, places)}"
+
+
+def terms_sum(terms: list[str]) -> str:
+    """a + b + …: a long sum elided in the middle (`shown_terms`), with its count of terms."""
+    picked = shown_terms(len(terms))
+    text = " + ".join("…" if i is None else terms[i] for i in picked)
+    return text + (f" ({len(terms)} terms)" if None in picked else "")
+
+
+def shown_keys(n: int) -> list[int | None]:
+    """Which of n indices to list; None marks the elided middle."""
+    if n <= MAX_KEYS:
+        return list(range(n))
+    return list(range(MAX_KEYS - 3)) + [None] + list(range(n - 2, n))
+
+
+def unrounded(x: float, places: int) -> str:
+    """An operand's unrounded value: enough decimals to differ from the printed one, then `…`."""
+    if abs(x) >= E_NOTATION_FROM:
+        return repr(x)
+    exact = Decimal(repr(x))
+    decimals = min(17, max(places + 1, 2 - math.floor(math.log10(abs(x))) if x else 0))
+    cut = exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_DOWN, context=WIDE)
+    return f"{cut}" if cut == exact else f"{cut}…"
+
+
+def note(found_in: dict, keys, places: int) -> str:
+    """'  (0.48024… unrounded)' when a line's printed operands do not give its printed result;
+    `found_in`: a Writer's `unrounded`, `keys` the line's keys in it."""
+    found = [found_in[key] for key in keys if key in found_in]
+    if not found:
+        return ""
+    values = list(dict.fromkeys(x for group in found for x in group))
+    parts = [", ".join(unrounded(x, places) for x in values) + " unrounded"] if values else []
+    if any(not group for group in found):
+        parts.append("from the unrounded terms")
+    return "  (" + "; ".join(parts) + ")"
+
+
+def comparison(carried: list[Decimal], exact: list[Decimal], places: int) -> str:
+    """Rounded carry's last line: the carried result beside exact arithmetic's."""
+    changed = sum(number(a, places) != number(b, places) for a, b in zip(carried, exact))
+    verdict = "the same" if not changed else f"carrying rounded numbers changed {changed} of {len(exact)}"
+    return f"  with exact arithmetic: {vector(exact, places)} ({verdict})"

@@ -1,0 +1,124 @@
+"""The keys of a learner's answers file, sorted before marking: stages, metadata, aliases, unknowns.
+
+- Metadata (`name`, `student_id`, `comment`, … in `METADATA`, any case) is not an answer: it is
+  set aside, never marked, and shown in the gradebook's note.
+- Aliases are read as their stage with a note: the words courses and libraries use for the
+  weights (`attention_weights`, `attn_weights`, `probs`, `softmax`, `attention`, …), a stage name
+  in another case (`Weights`), and `logits`: what the softmax reads, the problem's last stage
+  before the weights (`masked` when the problem masks, else `capped` or `scaled`).
+- A truly unknown key is refused (`strict`, one file at the terminal: a typo is fixed at once)
+  or set aside with a note (a class: the rest of the file is still marked). Did-you-mean ranks
+  the forward stages a learner could mean over the backward pass's names.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.values import describe
+from attncli.document.reading import ALIASES, INPUT_KEYS, output_keys
+from attncli.document.schema import asked, refuse_problem_set
+from attncli.problem.rules import rule_keys
+from attncli.stages import grads
+from attncli.stages.table import names
+
+METADATA = ("name", "student", "student_name", "student_id", "sid", "id", "email", "comment", "comments",
+            "note", "notes", "author", "date", "submitted", "course", "class", "section", "assignment", "group")
+WEIGHTS_ALIASES = ("attention_weights", "attn_weights", "attention_probs", "attn_probs", "probs",
+                   "probabilities", "softmax", "attention")
+ASKED = ("ask", "decimals")  # a problem's own marking settings (`attn exercise` writes them): not answers
+HEAD_EXTRAS = ("Q", "K", "V", "lse", "tiles", "tiled_output", "tiled_lse")  # written per head by `attn compute`
+
+
+@dataclass
+class Sorted:
+    """A document with aliases renamed and metadata and unknown keys set aside."""
+
+    doc: dict
+    aliases: dict[str, str] = field(default_factory=dict)  # stage path → the key the learner wrote
+    metadata: dict = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)  # one note per key set aside
+
+    def notes(self) -> list[str]:
+        """The gradebook's note: the metadata, then each key set aside."""
+        about = "; ".join(f"{key}: {value}" for key, value in self.metadata.items())
+        return ([about] if about else []) + self.unknown
+
+
+def alias_of(key: str, before_weights: str) -> str | None:
+    """The stage an alias stands for, or None."""
+    lower = key.lower()
+    if lower in WEIGHTS_ALIASES:
+        return "weights"
+    if lower == "logits":
+        return before_weights
+    stages = {name.lower(): name for name in names() + grads.names()}
+    return stages.get(lower) if stages.get(lower) != key else None
+
+
+def _hint(key: str, allowed: tuple[str, ...]) -> str:
+    """Forward stages first, then the weights' aliases (as "weights"), then every key allowed."""
+    alias = difflib.get_close_matches(key.lower(), WEIGHTS_ALIASES, n=1)
+    return did_you_mean(key, names()) or (' (did you mean "weights"?)' if alias else "") \
+        or did_you_mean(key, allowed) or f"; answers are {', '.join(names())}"
+
+
+def _sort(entry: dict, allowed: tuple[str, ...], where: str, prefix: str, before_weights: str, strict: bool,
+          out: Sorted) -> dict:
+    kept = {}
+    for key, value in entry.items():
+        if not isinstance(key, str):
+            raise InputError(f"a key{where} is {type(key).__name__} {key!r}; keys are stage names", field="answers")
+        if key in allowed or ALIASES.get(key) in allowed:
+            kept[key] = value
+        elif key in ASKED and not prefix:
+            continue  # read by check from the problem
+        elif key.lower() in METADATA:
+            out.metadata[key] = value
+        elif (stage := alias_of(key, before_weights)) is not None and stage in allowed:
+            if stage in entry or stage in kept:
+                raise InputError(f"both {quote(stage)} and {quote(key)} (read as {stage}) are given{where}; keep one",
+                                 field=prefix + key)
+            kept[stage] = value
+            out.aliases[prefix + stage] = key
+        elif strict:
+            raise InputError(f"unknown key {quote(key)}{where}{_hint(key, allowed)}", field=prefix + key)
+        else:
+            out.unknown.append(f"unknown key {quote(key)}{where} not marked{_hint(key, allowed)}")
+    return kept
+
+
+def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorted:
+    """`doc` with its keys sorted (see the module's docstring); a document that is not an object is
+    returned as it is (the reader names its type)."""
+    out = Sorted(doc)
+    if not isinstance(doc, dict):
+        return out
+    refuse_problem_set(doc, "attn check answers.json -p -")
+    top = ("heads",) + INPUT_KEYS + output_keys() + rule_keys()  # rule_keys: a mask rule registered later
+    out.doc = _sort(doc, top, "", "", before_weights, strict, out)
+    heads = out.doc.get("heads")
+    if isinstance(heads, list):
+        inner = names() + grads.names() + HEAD_EXTRAS
+        out.doc["heads"] = [_sort(entry, inner, f" in heads[{h}]", f"heads[{h}].", before_weights, strict, out)
+                            if isinstance(entry, dict) else entry for h, entry in enumerate(heads)]
+    return out
+
+
+def asked_of(doc) -> dict:
+    """The problem's `"ask"` (answer keys every answer must have: check's require; stages, gradients,
+    tiles, slip), `"decimals"`, and its `"tile_size"` (the tiles a required `tiles` counts)."""
+    if not isinstance(doc, dict):
+        return {}
+    out = asked(doc)  # as `attn compute` checks them when it reads the problem
+    size = doc.get("tile_size")
+    if size is not None:
+        if not (isinstance(size, list) and len(size) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in size)):
+            raise InputError(f"tile_size is {describe(size)}; expected [BQ, BK], two whole numbers of at least 1",
+                             field="tile_size")
+        out["tile_size"] = tuple(size)
+    return out
