@@ -17,12 +17,14 @@ import numpy as np
 
 from attncli.base.errors import visible
 from attncli.code import code_mistakes as extra
-from attncli.code.arguments import Mismatch, arguments, expected, from_layout, slot_names
+from attncli.code.arguments import BLOCKS, Mismatch, arguments, expected, from_layout, slot_names
 from attncli.code.calling import Signature, Unreadable, returned
 from attncli.code.cases import Case, with_gradient, with_open_mask
 from attncli.code.child import forbidden_names
 from attncli.code.runner import Frame, Outcome, Runner
 from attncli.compute.attention import attend
+from attncli.compute.tiles import attend_tiles, start, step
+from attncli.marking.tile_marks import MISTAKES as TILE_MISTAKES
 from attncli.marking.grading import Answer, StageMark
 from attncli.marking.marks import before_weights
 from attncli.marking.mistakes import TRANSPOSED, TRANSPOSED_TEXT, chain, made_at, present, span
@@ -256,6 +258,8 @@ def _mark_stage(case: Case, name: str, slots: list, earlier: dict, tolerance: To
     diagnosis, notes = [], []
     if any((c == "wrong").any() for c in cells):
         diagnosis, notes = _diagnose(case, name, slots, wanted, basis, earlier, tolerance)
+        if signature.kernel and name in ("output", "lse") and not diagnosis:
+            diagnosis, notes = _diagnose_tiles(case, name, slots, tolerance)
     return _stage_mark(case, name, slots, wanted, cells, diagnosis, notes)
 
 
@@ -347,3 +351,46 @@ def _mixed(case: Case, name: str, slots: list, tolerance: Tolerance) -> str | No
     if not moved:
         return None
     return ", ".join(f"{a} read the keys and values of {c}" for a, c in moved[:4]) + (" …" if len(moved) > 4 else "")
+
+
+def tiled_with(problem, head: int, mistake: str) -> tuple[np.ndarray, np.ndarray]:
+    """(output (Lq, d_v), lse (Lq, 1)) of one head, tiled by BLOCKS, making a tile mistake
+    (attncli/marking/tile_marks.py: alpha left out of l, of O, or of both) on every tile."""
+    _, alpha_of, uses = TILE_MISTAKES[mistake]
+    tiled = attend_tiles(problem, *BLOCKS)
+    V = tiled.V[head]
+    output = np.empty((problem.lq, V.shape[1]))
+    lse = np.empty((problem.lq, 1))
+    running = {}
+    with np.errstate(all="ignore"):
+        for tile in tiled.tiles:
+            rows, cols = slice(*tile.q_block), slice(*tile.k_block)
+            if tile.q_block not in running:
+                m, l, O = start(problem, 1, rows.stop - rows.start, V.shape[1], V.dtype, head=head)
+                running[tile.q_block] = (m[0], l[0], O[0])
+            m, l, O = running[tile.q_block]
+            if not tile.skipped:
+                S = tile.S[head]
+                new_m, _, _, right_l, right_O = step(S, V[cols], m, l, O)
+                _, _, _, wrong_l, wrong_O = step(S, V[cols], m, l, O, m=new_m, alpha=alpha_of(m, new_m))
+                running[tile.q_block] = (new_m, wrong_l if "l" in uses else right_l, wrong_O if "O" in uses else right_O)
+            m, l, O = running[tile.q_block]
+            output[rows] = O / l[:, None]
+            lse[rows, 0] = m + np.log(l)
+    return output, lse
+
+
+def _diagnose_tiles(case: Case, name: str, slots: list, tolerance: Tolerance) -> tuple[list[str], list[str]]:
+    """A FlashAttention-2 forward's output or lse recomputed with each tile mistake."""
+    found = []
+    for mistake, (text, _, _) in TILE_MISTAKES.items():
+        if mistake == "alpha_inverted":
+            continue  # its alpha overflows where the others' do not: told apart only from the tiles themselves
+        ok = True
+        for i, given in enumerate(slots):
+            b, h = _slot_of(case, i)
+            predicted = tiled_with(case.traces[b].problem, h, mistake)[0 if name == "output" else 1]
+            ok = ok and predicted.shape == given.shape and bool(agree(given, predicted, tolerance).all())
+        if ok:
+            found.append((mistake, text))
+    return [m for m, _ in found], [f"{m}: {text}" for m, text in found]
