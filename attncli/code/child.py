@@ -125,7 +125,7 @@ def _spec_file(spec: str | None) -> str | None:
 
 
 def _file_of(function) -> str | None:
-    code = getattr(function, "__code__", None) or getattr(getattr(function, "__call__", None), "__code__", None)
+    code = getattr(function, "__code__", None) or getattr(type(function).__call__, "__code__", None)
     return os.path.abspath(code.co_filename) if code is not None else None
 
 

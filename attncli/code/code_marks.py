@@ -24,10 +24,10 @@ from attncli.code.child import forbidden_names
 from attncli.code.runner import Frame, Outcome, Runner
 from attncli.compute.attention import attend
 from attncli.compute.tiles import attend_tiles, start, step
-from attncli.marking.tile_marks import MISTAKES as TILE_MISTAKES
 from attncli.marking.grading import Answer, StageMark
 from attncli.marking.marks import before_weights
 from attncli.marking.mistakes import TRANSPOSED, TRANSPOSED_TEXT, chain, made_at, present, span
+from attncli.marking.tile_marks import MISTAKES as TILE_MISTAKES
 from attncli.stages import table as stages
 from attncli.stages.table import names as stage_names
 
@@ -82,6 +82,11 @@ class CodeMarks:
     @property
     def all_pass(self) -> bool:
         return self.failure is None and bool(self.cases) and all(c.passed for c in self.cases)
+
+    @property
+    def score(self) -> tuple[int, int]:
+        """(cases passed, cases run)."""
+        return sum(c.passed for c in self.cases), len(self.cases)
 
     def flat(self) -> dict[str, StageMark]:
         """Every case's stages as `case.stage`, as the class views and gradebooks read them."""

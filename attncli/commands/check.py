@@ -4,8 +4,10 @@ computed stages."""
 import math
 import re
 
-from attncli.base import choices
-from attncli.base import names  # one --STAGE option per stage of the table (no numpy at start-up)
+from attncli.base import (
+    choices,
+    names,  # one --STAGE option per stage of the table (no numpy at start-up)
+)
 from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, formats
