@@ -114,7 +114,7 @@ def mark_function(target, signature: Signature, layout: str, convention: str, ca
         if signature.takes("mask"):
             case = with_open_mask(case)
         outcome = runner.run(target, arguments(case, signature, layout, convention))
-        if outcome.loading and outcome.failure:
+        if outcome.loading and outcome.failure and not outcome.forbidden:
             return CodeMarks(label, (), tuple(skipped), failure=visible(outcome.failure), frame=outcome.frame,
                              printed=visible(outcome.printed), notes=("could not be loaded",))
         if not scanned and outcome.file and runner.forbid:

@@ -14,6 +14,7 @@ pickle, each under a size cap; the learner's printed output is read up to a cap 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attncli.base.errors import AttnError, visible
+from attncli.base.errors import AttnError, InputError, visible
 from attncli.code import child
 from attncli.code.supervise import fork_case
 
@@ -84,6 +85,9 @@ class Runner:
 
     def __init__(self, array: str = "numpy", timeout: float = 5.0, memory: int | None = 2048,
                  forbid: tuple[str, ...] = ()):
+        if array != "numpy" and importlib.util.find_spec(array) is None:
+            raise InputError(f"--array {array} calls the function with {array} arrays, but {array} is not installed: "
+                             f"pip install {array}", field="array")
         self.array, self.timeout, self.memory, self.forbid = array, timeout, memory, tuple(forbid)
         self.folder = tempfile.mkdtemp(prefix="attn-code-")
         self.server: subprocess.Popen | None = None
