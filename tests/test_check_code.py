@@ -173,7 +173,7 @@ def test_hostile_submissions_never_stop_the_class_nor_reach_the_terminal_raw(tmp
 
 
 def test_the_last_frame_in_the_learners_file_is_named(tmp_path):
-    marks = check_code(sample("infinite_loop"), cases="scooter", timeout=0.5)
+    marks = check_code(sample("infinite_loop"), cases="scooter", timeout=1)
     frame = marks.cases[0].frame
     assert (frame.file, frame.function, frame.code) == ("infinite_loop.py", "attention", "while True:")
 
@@ -182,7 +182,7 @@ def test_a_forbidden_import_scores_0_everywhere(tmp_path):
     (tmp_path / "cheat.py").write_text("import attncli\n\ndef attention(Q, K, V):\n"
                                        "    return attncli.attend(Q=Q, K=K, V=V).final\n")
     marks = check_code(f"{tmp_path}/cheat.py:attention", cases="scooter,random", forbid=("attncli",))
-    assert marks.forbidden == ("attncli",) and marks.score == (0, 2)
+    assert "attncli" in marks.forbidden and marks.score == (0, 2)
     assert all(c.kind == "forbidden" for c in marks.cases)
     (tmp_path / "sneaky.py").write_text("import torch\n\ndef attention(Q, K, V):\n"
                                         "    return torch.nn.functional.softmax(Q @ K.T, -1) @ V\n")

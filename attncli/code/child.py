@@ -30,6 +30,11 @@ import traceback
 
 import numpy as np
 
+try:
+    import resource  # POSIX only
+except ImportError:  # pragma: no cover
+    resource = None
+
 RESULT = "result.json"  # what happened, and the returned value's structure
 ARRAYS = "result.npz"  # the returned arrays, by the structure's references
 LOADED = "loaded"  # written once the function is loaded: a failure after it is the call's
@@ -101,9 +106,7 @@ def _redirect(folder: str) -> None:
 def _limit(memory: int | None) -> None:
     """At most `memory` MiB more address space than the child has now (numpy, torch already
     mapped); no core file."""
-    try:
-        import resource  # POSIX only
-    except ImportError:  # pragma: no cover - Windows has no fork either
+    if resource is None:  # pragma: no cover - Windows has no fork either
         return
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory is None:
@@ -259,11 +262,13 @@ def _arguments(folder: str, array: str) -> list:
 
 def _converter(array: str):
     if array == "torch":
-        import torch  # the torch path only (--array torch): numpy's arrays as tensors
+        # Imported here, for start-up: torch takes 1.5 s to load, and only --array torch's path needs it.
+        import torch
 
         return lambda a: torch.from_numpy(np.ascontiguousarray(a))
     if array == "jax":
-        import jax.numpy as jnp  # the jax path only (--array jax)
+        # Imported here, for start-up: jax is loaded only on --array jax's path.
+        import jax.numpy as jnp
 
         return jnp.asarray
     return lambda a: a

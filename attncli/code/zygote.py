@@ -21,7 +21,8 @@ from attncli.code.supervise import fork_case
 
 def main(array: str) -> None:
     if array == "torch":
-        import torch  # noqa: F401 (the torch path only: loaded once, before the forks)
+        # Imported here, for start-up: torch (1.5 s) is loaded once, before the forks, on --array torch's path only.
+        import torch  # noqa: F401
     replies = sys.stdout
     for line in sys.stdin:
         if not line.strip():
