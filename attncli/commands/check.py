@@ -116,6 +116,7 @@ def check(**given) -> None:
     """
     o = spec.given(OPTIONS, given)
     if o.code:
+        _max_score(o.max_score)
         # Imported here, for start-up (as check_run below): the code path loads numpy and the core.
         from attncli.commands.check_code import run_code
 

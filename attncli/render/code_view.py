@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 from rich.console import Console
 from rich.text import Text
 
@@ -109,6 +110,12 @@ def print_code(marks: CodeMarks, console: Console, precision: int = 4) -> None:
     console.print(Text("all cases pass" if marks.all_pass else "some cases fail"))
 
 
+def _numbers(values: np.ndarray) -> list:
+    """Nested lists for strict JSON: a number, or "nan", "inf", "-inf"."""
+    return [[float(x) if np.isfinite(x) else ("nan" if np.isnan(x) else "inf" if x > 0 else "-inf") for x in row]
+            for row in values]
+
+
 def _frame_dict(frame) -> dict | None:
     return None if frame is None else {"file": frame.file, "line": frame.line, "function": frame.function,
                                        "code": frame.code}
@@ -124,7 +131,11 @@ def code_dict(marks: CodeMarks, points: Points | None = None) -> dict:
     cases = {}
     for c in marks.cases:
         entry = {"about": c.case.about, "passed": c.passed}
-        entry |= {"stages": marks_dict(c.marks)["stages"]}
+        stages = marks_dict(c.marks)["stages"]
+        for name, mark in c.marks.items():  # the function's own numbers (NaN, ±∞ as the strings "nan", "inf", "-inf")
+            stages[name]["given"] = _numbers(mark.given.values) if mark.count("missing") < mark.cells.size else None
+            stages[name]["rows"] = list(mark.rows or ())
+        entry |= {"stages": stages}
         if c.failure:
             entry |= {"failure": c.failure, "kind": c.kind, "frame": _frame_dict(c.frame)}
         entry |= {"printed": c.printed, "notes": list(c.notes), "seconds": c.seconds}
