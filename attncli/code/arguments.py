@@ -1,7 +1,7 @@
 """A case's arguments in the function's layout, and what it returned back into one 2-D matrix
 per head (a "slot": one sequence of the batch, one head), beside the expected ones.
 
-Layouts (`--layout`): `L,d` passes one sequence, one head: Q (Lq, d_k) (or (d_k,) for the 1-D
+Layouts (the layout setting): `L,d` passes one sequence, one head: Q (Lq, d_k) (or (d_k,) for the 1-D
 query case); `B,L,d` a batch, one head each: (B, Lq, d_k); `B,H,L,d` a batch of heads:
 (B, H, Lq, d_k), K and V with the kv heads (B, H_kv, Lk, d). A mask comes in the same leading axes,
 (…, Lq, Lk); an lse as (…, Lq). x and the projections: x in the layout, W_Q … as (d_in, d_out).

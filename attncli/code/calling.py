@@ -1,8 +1,8 @@
 """How a learner's function is called and what it returns, declared, never guessed.
 
-`--signature "Q, K, V, mask"` names the parameters in order (PARAMETERS: each a record with its
-aliases and what it is); `--layout` the axes of Q, K and V ((L, d), (B, L, d) or (B, H, L, d));
-`--mask-convention` how a mask reads (True = attend as PyTorch's SDPA, True = blocked as
+A signature, `"Q, K, V, mask"`, names the parameters in order (PARAMETERS: each a record with its
+aliases and what it is); the layout the axes of Q, K and V ((L, d), (B, L, d) or (B, H, L, d));
+the mask convention how a mask reads (True = attend as PyTorch's SDPA, True = blocked as
 nn.MultiheadAttention, or an additive 0/−∞ matrix). The return value is read by `returned`:
 the output alone, (output, weights) as the textbook's function returns them, (output, lse) for a
 FlashAttention-2 forward (its signature takes block_q, block_k), (dQ, dK, dV) for a backward (its
@@ -37,7 +37,7 @@ PARAMETERS = {p.name: p for p in (
     Parameter("W_Q", "the query projection, (d_in, d_k): Q = x W_Q", ("w_q", "Wq", "W_query", "w_query")),
     Parameter("W_K", "the key projection, (d_in, d_k)", ("w_k", "Wk", "W_key", "w_key")),
     Parameter("W_V", "the value projection, (d_in, d_v)", ("w_v", "Wv", "W_value", "w_value")),
-    Parameter("mask", "the mask, as --mask-convention says", ("attn_mask", "attention_mask")),
+    Parameter("mask", "the mask, as the mask convention says", ("attn_mask", "attention_mask")),
     Parameter("is_causal", "True for causal (top-left, as PyTorch's is_causal)", ("causal",)),
     Parameter("block_q", "the query tile size (FlashAttention-2)", ("bq", "Bq", "B_q", "q_tile_size", "Q_TILE_SIZE")),
     Parameter("block_k", "the key tile size (FlashAttention-2)", ("bk", "Bk", "B_k", "k_tile_size", "K_TILE_SIZE")),

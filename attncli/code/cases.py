@@ -1,10 +1,10 @@
-"""The battery of cases `attn check --code` runs a function on: each a problem attncli computes
+"""The battery of cases a learner's function is marked on (`attn check`'s code marking): each a problem attncli computes
 itself, chosen to catch one kind of slip (BATTERY, a registry: one `Entry` per case, read by the
-runner, the marks, `--cases` and the docs' list).
+runner, the marks, the choice of cases and the docs' list).
 
 A case is one or more problems (the batch: one problem per sequence), each with its heads. Which
 cases a function is run on follows from its signature and layout (`not_run` says why a case is
-left out); a teacher adds cases as problem files (`--cases my_problems/`: every .json there is one
+left out); a teacher adds cases as problem files (a folder `my_problems/`: every .json there is one
 case, named by its file).
 """
 
@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from attncli.base.errors import AttnError, InputError, did_you_mean, quote
+from attncli.base.rule_words import MASKED_ROWS_LIKE, MASKED_ROWS_WORDS
 from attncli.code.calling import Signature
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
@@ -172,7 +173,7 @@ def _padding(projected, batched):
 
 
 def _masked_row(projected, batched):
-    about = "a query whose every key is masked: its weights and output are 0 (PyTorch's SDPA)"
+    about = f"a query whose every key is masked: {MASKED_ROWS_WORDS['zero']} ({MASKED_ROWS_LIKE['zero']})"
     mask = [[True, True, False, True], [False, False, False, False], [True, False, True, True]]
     doc = _projected(24, rows=4, mask=mask + [[True] * 4]) if projected else _qkv(9, 3, 4, 2, mask=mask)
     return _case("masked_row", about, doc, needs=frozenset({"mask"} | ({"projected"} if projected else set())))
@@ -239,15 +240,15 @@ def not_run(case: Case, signature: Signature, layout: str) -> str | None:
     if "projected" not in case.needs and signature.projected:
         return "its Q, K, V are given, not projections of one x"
     if "mask" in case.needs and not takes_mask:
-        return "needs a mask parameter (--signature \"Q, K, V, mask\")"
+        return "needs a mask parameter (signature \"Q, K, V, mask\")"
     if "causal" in case.needs and not (takes_mask or takes_causal):
         return "needs a mask or is_causal parameter"
     if case.heads > 1 and layout != "B,H,L,d":
-        return "has several heads: needs --layout B,H,L,d"
+        return "has several heads: needs the layout B,H,L,d"
     if len(case.problems) > 1 and not layout.startswith("B,"):
-        return "is a batch: needs --layout B,L,d or B,H,L,d"
+        return "is a batch: needs the layout B,L,d or B,H,L,d"
     if case.vector and (layout != "L,d" or signature.kernel or signature.backward):
-        return "passes a 1-D query: only for a forward pass with --layout L,d"
+        return "passes a 1-D query: only for a forward pass with the layout L,d"
     if case.file is not None and signature.projected != ("X" in case.problems[0].inputs):
         return "its problem and the signature differ (Q, K, V or x with projections)"
     return None
@@ -255,7 +256,7 @@ def not_run(case: Case, signature: Signature, layout: str) -> str | None:
 
 def battery(signature: Signature, layout: str, chosen: list[str] | None = None) -> tuple[list[Case], list[tuple[str, str]]]:
     """(cases to run, [(name, why not)]): the built-in cases (or the `chosen` ones: names and
-    problem files or folders, `--cases`), those this signature and layout can call."""
+    problem files or folders), those this signature and layout can call."""
     batched = layout == "B,H,L,d"
     cases: list[Case] = []
     for item in chosen or list(names()):

@@ -197,7 +197,7 @@ def _guard(forbid: tuple[str, ...], forbidden: list, path: str | None) -> None:
             hit = _matches(full, forbid)
             if hit:
                 forbidden.append(full)
-                raise ImportError(f"import of {full} is forbidden here (--forbid {hit})")
+                raise ImportError(f"import of {full} is forbidden here (the teacher forbids {hit})")
 
     original_import, original_module = builtins.__import__, importlib.import_module
 
@@ -254,7 +254,8 @@ def _arguments(folder: str, array: str) -> list:
     """The case's arguments in order: arrays (as numpy, torch or jax arrays), flags and numbers."""
     with open(os.path.join(folder, CALL), encoding="utf-8") as call:
         listed = json.load(call)
-    with np.load(os.path.join(folder, INPUTS), allow_pickle=False) as stored:
+    path = os.path.join(folder, INPUTS)
+    with np.load(path, allow_pickle=False) as stored:
         arrays = {name: stored[name] for name in stored.files}
     convert = _converter(array)
     return [convert(arrays[item["array"]]) if "array" in item else item["value"] for item in listed]
@@ -262,12 +263,12 @@ def _arguments(folder: str, array: str) -> list:
 
 def _converter(array: str):
     if array == "torch":
-        # Imported here, for start-up: torch takes 1.5 s to load, and only --array torch's path needs it.
+        # Imported here, for start-up: torch takes 1.5 s to load, and only the torch arrays' path needs it.
         import torch
 
         return lambda a: torch.from_numpy(np.ascontiguousarray(a))
     if array == "jax":
-        # Imported here, for start-up: jax is loaded only on --array jax's path.
+        # Imported here, for start-up: jax is loaded only on the jax arrays' path.
         import jax.numpy as jnp
 
         return jnp.asarray

@@ -122,7 +122,7 @@ def mark_function(target, signature: Signature, layout: str, convention: str, ca
             scanned = True
         done.append(mark_case(case, outcome, signature, layout, tol, runner.forbid and source_forbidden))
     found = tuple(dict.fromkeys(source_forbidden + [n for c in done for n in _forbidden_of(c)]))
-    notes = (f"imports {', '.join(found)}, which --forbid forbids",) if found else ()
+    notes = (f"imports {', '.join(found)}, which the teacher forbids",) if found else ()
     if found:
         done = [c if c.kind == "forbidden" else _forbid(c, found) for c in done]
     return CodeMarks(label, tuple(done), tuple(skipped), forbidden=found, notes=notes)
@@ -133,7 +133,7 @@ def _forbidden_of(mark: CaseMark) -> tuple[str, ...]:
 
 
 def _forbid(mark: CaseMark, found) -> CaseMark:
-    text = f"imports {', '.join(found)}, which --forbid forbids"
+    text = f"imports {', '.join(found)}, which the teacher forbids"
     return _failed(mark.case, mark.marks.keys() or ("output",), text, "forbidden", mark.frame, mark.printed,
                    (f"forbidden: {', '.join(found)}",), mark.seconds)
 
@@ -157,7 +157,7 @@ def mark_case(case: Case, outcome: Outcome, signature: Signature, layout: str, t
     tolerance = TOLERANCES[case.dtype] if tol is None else Tolerance(tol, tol)
     printed = visible(outcome.printed)
     if outcome.forbidden:
-        return _failed(case, _answer_names(signature), f"imports {', '.join(outcome.forbidden)}, which --forbid "
+        return _failed(case, _answer_names(signature), f"imports {', '.join(outcome.forbidden)}, which the teacher "
                        "forbids", "forbidden", outcome.frame, printed, (f"forbidden: {', '.join(outcome.forbidden)}",),
                        outcome.seconds)
     if outcome.failure:
@@ -231,7 +231,7 @@ def _shape_mark(case: Case, name: str, array: np.ndarray, mismatch: Mismatch, la
     """A returned array of the wrong shape: every cell wrong; `transposed` when it is the
     expected one transposed (last two axes)."""
     wanted = expected(case, name)
-    diagnosis, notes = [], [f"{name}: returned shape {mismatch.found}, expected {mismatch.wanted} (--layout {layout})"]
+    diagnosis, notes = [], [f"{name}: returned shape {mismatch.found}, expected {mismatch.wanted} (layout {layout})"]
     if array.ndim >= 2 and array.shape[:-2] + array.shape[-2:][::-1] == mismatch.wanted:
         try:
             slots = from_layout(case, name, np.swapaxes(array, -1, -2), layout)

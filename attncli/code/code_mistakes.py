@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from attncli.base.rule_words import MASKED_ROWS_LIKE, MASKED_ROWS_WORDS
 from attncli.marking.mistakes import MISTAKES, Mistake
 from attncli.stages.table import mask_scores
 
@@ -52,15 +53,15 @@ CODE_MISTAKES = {
     "softmax_no_max": Mistake("weights", "overflow: took e^x of the scores without subtracting the row max first; "
                                          "e^x is inf past x = 709 in float64 (88.7 in float32), and inf / inf is NaN",
                               _no_max),
-    "masked_row_nan": Mistake("weights", "a query whose every key is masked came out NaN (e^(−∞ − (−∞)) is e^NaN): "
-                                         "PyTorch's SDPA gives such a row weights and output 0; look for rows with no "
-                                         "key left", _nan_rows),
+    "masked_row_nan": Mistake("weights", "a query whose every key is masked came out NaN (e^(−∞ − (−∞)) is e^NaN) "
+                                         f"where it gets {MASKED_ROWS_WORDS['zero']} ({MASKED_ROWS_LIKE['zero']}); "
+                                         "look for rows with no key left", _nan_rows),
     "weights_unnormalised": Mistake("weights", "returned the weights before normalising: e^(x − max), not yet "
                                                "divided by the row's sum", _unnormalised),
     "mask_fill_finite": Mistake("masked", "filled the masked scores with −1e9 where −∞ belongs: the same weights "
-                                          "while a row keeps a key, but a row whose every key is masked gets uniform "
-                                          "weights (the mean of V) instead of 0, and a real score below −1e9 would "
-                                          "outrank a masked key", _fill_finite),
+                                          "while a row keeps a key, but a row whose every key is masked gets "
+                                          f"{MASKED_ROWS_WORDS['uniform']} instead of {MASKED_ROWS_WORDS['zero']}, and "
+                                          "a real score below −1e9 would outrank a masked key", _fill_finite),
 }
 ALL = MappingProxyType({**MISTAKES, **CODE_MISTAKES})
 
@@ -70,7 +71,7 @@ FLOAT32_TEXT = ("computed in float32 (about 7 significant digits) where the inpu
 MIXED = "batch_heads_mixed"
 MIXED_TEXT = "mixed the batch and head axes: {pairs} (a reshape or .T where a transpose of two axes was needed?)"
 SHAPE = "wrong_shape"
-FAILED = {"exception": "raised an exception", "timeout": "did not finish in time (--timeout)",
+FAILED = {"exception": "raised an exception", "timeout": "did not finish in time",
           "crash": "crashed the process", "exit": "ended the process without returning",
-          "memory": "ran out of memory (--memory)", "unreadable": "returned something that is not an answer",
-          "forbidden": "imports a module --forbid forbids"}
+          "memory": "ran out of memory", "unreadable": "returned something that is not an answer",
+          "forbidden": "imports a module the teacher forbids"}

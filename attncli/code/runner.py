@@ -86,7 +86,7 @@ class Runner:
     def __init__(self, array: str = "numpy", timeout: float = 5.0, memory: int | None = 2048,
                  forbid: tuple[str, ...] = ()):
         if array != "numpy" and importlib.util.find_spec(array) is None:
-            raise InputError(f"--array {array} calls the function with {array} arrays, but {array} is not installed: "
+            raise InputError(f"{array} is not installed, and the function is to be called with {array} arrays: "
                              f"pip install {array}", field="array")
         self.array, self.timeout, self.memory, self.forbid = array, timeout, memory, tuple(forbid)
         self.folder = tempfile.mkdtemp(prefix="attn-code-")
@@ -194,13 +194,13 @@ def read_outcome(folder: str, status: dict, timeout: float, memory: int | None, 
               "file": file}
     loading = not os.path.exists(os.path.join(folder, child.LOADED))
     if status["status"] == "timeout" or (result is None and faults.lstrip().startswith("Timeout")):
-        return Outcome(failure=f"timed out after {timeout:g} s (--timeout)", kind="timeout",
+        return Outcome(failure=f"timed out after {timeout:g} s", kind="timeout",
                        frame=_fault_frame(faults, file), loading=loading, **common)
     if status["status"] == "signal":
         name = status.get("name", "")
         what = SIGNALS.get(name, name)
         if name == "SIGKILL" and memory is not None:
-            what += " (out of memory? the limit is " + f"{memory} MiB, --memory)"
+            what += f" (out of memory? the limit is {memory} MiB)"
         return Outcome(failure=f"crashed: {what} ({name})", kind="crash", frame=_fault_frame(faults, file),
                        loading=loading, **common)
     if result is None:
@@ -211,7 +211,7 @@ def read_outcome(folder: str, status: dict, timeout: float, memory: int | None, 
         kind = "memory" if error.get("memory") else "exception"
         failure = f"{error.get('type', 'Exception')}: {error.get('message', '')}".rstrip(": ")
         if kind == "memory":
-            failure += f" (over the memory limit, --memory {memory} MiB)" if memory is not None else ""
+            failure += f" (over the memory limit of {memory} MiB)" if memory is not None else ""
         return Outcome(failure=failure, kind=kind, frame=_error_frame(error.get("frames") or [], file),
                        loading=loading, **common)
     arrays = _arrays(folder)

@@ -1,5 +1,5 @@
-"""The case server: `python -m attncli.code.zygote ARRAY` loads numpy (and torch for `--array
-torch`) once, then forks one child per case it is sent, so that each case starts in a fresh
+"""The case server: `python -m attncli.code.zygote ARRAY` loads numpy (and torch for torch
+arrays) once, then forks one child per case it is sent, so that each case starts in a fresh
 process without paying for those imports again (a fork takes milliseconds; a new Python with
 numpy a tenth of a second, with torch over a second).
 
@@ -21,7 +21,7 @@ from attncli.code.supervise import fork_case
 
 def main(array: str) -> None:
     if array == "torch":
-        # Imported here, for start-up: torch (1.5 s) is loaded once, before the forks, on --array torch's path only.
+        # Imported here, for start-up: torch (1.5 s) is loaded once, before the forks, on the torch arrays' path only.
         import torch  # noqa: F401
     replies = sys.stdout
     for line in sys.stdin:
