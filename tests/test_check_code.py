@@ -5,6 +5,8 @@ whole battery for every sample is in the slow profile."""
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -237,3 +239,79 @@ def test_each_classic_bug_over_the_whole_battery(name, signature, layout, case, 
     assert wanted in diagnoses(marks, case)
     passed = {c.case.name for c in marks.cases if c.passed}
     assert case not in passed
+
+
+GQA_SDPA = '''
+import numpy as np
+
+def attention(Q, K, V, mask):
+    """(B, H, L, d), K and V with the kv heads; mask as the convention given."""
+    group = Q.shape[1] // K.shape[1]
+    K, V = np.repeat(K, group, axis=1), np.repeat(V, group, axis=1)
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    scores = CONVENTION
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(top), top, 0))
+    sums = e.sum(axis=-1, keepdims=True)
+    return (e / np.where(sums == 0, 1, sums)) @ V
+'''
+CONVENTIONS = {"keep": "np.where(mask, scores, -np.inf)", "block": "np.where(mask, -np.inf, scores)",
+               "additive": "scores + mask"}
+
+
+@pytest.mark.parametrize("convention", list(CONVENTIONS))
+def test_each_mask_convention_and_grouped_query_heads(tmp_path, convention):
+    (tmp_path / "sdpa.py").write_text(GQA_SDPA.replace("CONVENTION", CONVENTIONS[convention]))
+    spec = f"{tmp_path}/sdpa.py:attention"
+    cases = "causal,padding,masked_row,heads,gqa,batch"
+    marks = check_code(spec, "Q, K, V, mask", cases, layout="B,H,L,d", mask_convention=convention)
+    assert marks.all_pass, marks.note()
+    if convention == "block":  # read as True = attend, its mask is the other way round
+        assert "mask_inverted" in diagnoses(check_code(spec, "Q, K, V, mask", "causal", layout="B,H,L,d"), "causal")
+
+
+FAKE_JAX = '''
+import numpy as np
+
+class Array:
+    def __init__(self, value):
+        self.value = np.asarray(value)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.value
+
+def asarray(value):
+    return Array(value)
+'''
+
+
+def test_jax_arrays_in_and_out(tmp_path, monkeypatch):
+    """The jax path, with a stand-in jax (its numpy.asarray and an array type of its own): the function
+    gets jax arrays and what it returns is read back."""
+    (tmp_path / "jax").mkdir()
+    (tmp_path / "jax" / "__init__.py").write_text("")
+    (tmp_path / "jax" / "numpy.py").write_text(FAKE_JAX)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    (tmp_path / "j.py").write_text("import numpy as np\nimport jax.numpy as jnp\n\ndef attention(Q, K, V):\n"
+                                   "    assert type(Q).__module__ == 'jax.numpy'\n"
+                                   "    q, k, v = (np.asarray(a) for a in (Q, K, V))\n"
+                                   "    s = q @ k.T / np.sqrt(k.shape[-1])\n"
+                                   "    w = np.exp(s - s.max(-1, keepdims=True))\n"
+                                   "    return jnp.asarray(w / w.sum(-1, keepdims=True) @ v)\n")
+    assert check_code(f"{tmp_path}/j.py:attention", cases="scooter,random", array="jax").all_pass
+
+
+def test_the_numpy_path_never_loads_torch():
+    code = (f"from attncli import check_code; check_code({sample('textbook', 'scaled_dot_product_attention')!r}, "
+            "cases='scooter'); import sys; print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_the_marks_page_shows_each_case(tmp_path):
+    page = tmp_path / "marks.html"
+    done = attn("--code", sample("no_scale"), "--cases", "scooter,random", "-o", str(page))
+    assert done.exit_code == 1
+    text = page.read_text()
+    assert "scooter.output" in text and "no_scale: forgot to divide" in text and "not a sandbox" in text
