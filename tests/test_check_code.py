@@ -158,10 +158,10 @@ def test_hostile_submissions_never_stop_the_class_nor_reach_the_terminal_raw(tmp
     for function in ("loops", "allocates", "crashes", "shouts", "reads"):
         args += ["--code", f"{tmp_path}/hostile.py:{function}"]
     for form in ("table", "json", "csv", "gradescope"):
-        done = attn(*args, "--cases", "scooter", "--timeout", "1", "--memory", "512", "--format", form)
+        done = attn(*args, "--cases", "scooter", "--timeout", "0.5", "--memory", "512", "--format", form)
         assert done.exit_code == 1, done.output
         assert "\x1b" not in done.output and "\x07" not in done.output
-    doc = json.loads(attn(*args, "--cases", "scooter", "--timeout", "1", "--format", "json").output)
+    doc = json.loads(attn(*args, "--cases", "scooter", "--timeout", "0.5", "--format", "json").output)
     kinds = {f["file"].rsplit(":", 1)[1]: f["cases"]["scooter"].get("kind") for f in doc["files"]}
     assert kinds == {"loops": "timeout", "allocates": "memory", "crashes": "crash", "shouts": "exception",
                      "reads": None}  # stdin is empty: it returned NaN, of the wrong shape, marked wrong
@@ -170,13 +170,14 @@ def test_hostile_submissions_never_stop_the_class_nor_reach_the_terminal_raw(tmp
     shouted = next(f for f in doc["files"] if f["file"].endswith("shouts"))["cases"]["scooter"]
     assert shouted["frame"]["function"] == "shouts" and "\\u001b[31mred" in shouted["failure"]
     page = tmp_path / "marks.html"
-    done = attn(*args, "--cases", "scooter", "--timeout", "1", "--report", str(page))
+    done = attn(*args, "--cases", "scooter", "--timeout", "0.5", "--report", str(page))
     assert "\x1b" not in page.read_text()
 
 
 def test_the_last_frame_in_the_learners_file_is_named(tmp_path):
     marks = check_code(sample("infinite_loop"), cases="scooter", timeout=1)
-    frame = marks.cases[0].frame
+    frame = marks.cases[0].frame if marks.cases else marks.frame
+    assert frame is not None, (marks.failure, marks.cases and marks.cases[0].failure)
     assert (frame.file, frame.function, frame.code) == ("infinite_loop.py", "attention", "while True:")
 
 
@@ -186,11 +187,11 @@ def test_a_forbidden_import_scores_0_everywhere(tmp_path):
     marks = check_code(f"{tmp_path}/cheat.py:attention", cases="scooter,random", forbid=("attncli",))
     assert "attncli" in marks.forbidden and marks.score == (0, 2)
     assert all(c.kind == "forbidden" for c in marks.cases)
-    (tmp_path / "sneaky.py").write_text("import torch\n\ndef attention(Q, K, V):\n"
-                                        "    return torch.nn.functional.softmax(Q @ K.T, -1) @ V\n")
-    marks = check_code(f"{tmp_path}/sneaky.py:attention", cases="scooter", forbid=("torch.nn.functional",),
-                       array="torch")
-    assert "torch.nn.functional.softmax" in marks.forbidden
+    # named through an attribute chain, never imported by name: the source is read for it too
+    (tmp_path / "sneaky.py").write_text("import numpy\n\ndef attention(Q, K, V):\n"
+                                        "    return V[:1] * numpy.linalg.norm(Q)\n")
+    marks = check_code(f"{tmp_path}/sneaky.py:attention", cases="scooter", forbid=("numpy.linalg",))
+    assert marks.forbidden == ("numpy.linalg.norm",) and marks.score == (0, 1)
 
 
 def test_a_function_called_with_torch_tensors_returns_tensors(tmp_path):

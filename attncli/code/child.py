@@ -42,6 +42,7 @@ PRINTED = "printed.txt"  # the learner's stdout and stderr
 FAULTS = "faults.txt"  # faulthandler's stack at a crash or at the time limit
 INPUTS = "inputs.npz"  # the arguments' arrays (written by the parent)
 CALL = "call.json"  # the arguments in order (written by the parent)
+SUBMISSION = "_attn_submission"  # the module name a FILE.py is loaded as
 MAX_ITEMS = 10_000  # a returned structure with more items than this is not read
 MAX_DEPTH = 6
 MIB = 1 << 20
@@ -141,10 +142,9 @@ def load(spec: str, forbid: tuple[str, ...] = (), forbidden: list | None = None)
         folder = os.path.dirname(path)
         sys.path.insert(0, folder)
         _guard(forbid, forbidden if forbidden is not None else [], path)
-        module_name = "_attn_submission"
-        found = importlib.util.spec_from_file_location(module_name, path)
+        found = importlib.util.spec_from_file_location(SUBMISSION, path)
         module = importlib.util.module_from_spec(found)
-        sys.modules[module_name] = module
+        sys.modules[SUBMISSION] = module
         found.loader.exec_module(module)
     else:
         _guard(forbid, forbidden if forbidden is not None else [], None)
@@ -186,9 +186,11 @@ def _guard(forbid: tuple[str, ...], forbidden: list, path: str | None) -> None:
         file = (globals_ or {}).get("__file__") or ""
         if file and os.path.abspath(file).startswith(ours + os.sep):
             return False
+        if not file:  # a C module's import, or code without a file: the learner's only as their module or __main__
+            return (globals_ or {}).get("__name__") in (SUBMISSION, "__main__")
         if folder is not None:
-            return os.path.abspath(file).startswith(folder + os.sep) if file else True
-        return not file.startswith(libraries) if file else True
+            return os.path.abspath(file).startswith(folder + os.sep)
+        return not file.startswith(libraries)
 
     def check(name: str, fromlist, globals_) -> None:
         if not learners(globals_):
@@ -235,8 +237,9 @@ def forbidden_names(path: str, forbid: tuple[str, ...]) -> list[str]:
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
                 found.append(f"{node.module}.{alias.name}")
+    nested = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
+        if isinstance(node, ast.Attribute) and id(node) not in nested:  # each chain once, whole
             parts, inner = [node.attr], node.value
             while isinstance(inner, ast.Attribute):
                 parts.append(inner.attr)
