@@ -316,3 +316,10 @@ def test_the_marks_page_shows_each_case(tmp_path):
     assert done.exit_code == 1
     text = page.read_text()
     assert "scooter.output" in text and "no_scale: forgot to divide" in text and "not a sandbox" in text
+
+
+def test_an_installed_module_is_named_module_colon_function(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    done = attn("--code", "tests.code_samples.no_scale:attention", "--cases", "scooter", "--format", "json")
+    assert done.exit_code == 1
+    assert json.loads(done.stdout)["cases"]["scooter"]["stages"]["output"]["diagnosis"] == ["no_scale"]
