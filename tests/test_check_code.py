@@ -323,3 +323,28 @@ def test_an_installed_module_is_named_module_colon_function(monkeypatch):
     done = attn("--code", "tests.code_samples.no_scale:attention", "--cases", "scooter", "--format", "json")
     assert done.exit_code == 1
     assert json.loads(done.stdout)["cases"]["scooter"]["stages"]["output"]["diagnosis"] == ["no_scale"]
+
+
+def test_a_case_and_a_mistake_added_as_records_reach_every_path(monkeypatch, tmp_path):
+    """The battery and the code mistakes are registries: one record each, and the runner, the marks
+    and --cases read it."""
+    from types import MappingProxyType
+
+    from attncli.code import cases as battery_module
+    from attncli.code import code_mistakes
+    from attncli.marking.mistakes import Mistake
+    from attncli.stages.table import compute_weights
+
+    entry = battery_module.Entry("tiny", "a throwaway case", lambda projected, batched: None if projected else
+                                 battery_module._case("tiny", "a throwaway case", {"Q": [[1, 2]], "K": [[1, 0], [0, 1]],
+                                                                                  "V": [[3, 4], [5, 6]]}))
+    monkeypatch.setattr(battery_module, "BATTERY", battery_module.BATTERY + (entry,))
+    halved = Mistake("weights", "halved the weights", lambda block, x: compute_weights(block, x) / 2)
+    monkeypatch.setattr(code_mistakes, "ALL", MappingProxyType({**code_mistakes.ALL, "halved": halved}))
+    (tmp_path / "half.py").write_text("import numpy as np\n\ndef attention(Q, K, V):\n"
+                                      "    s = Q @ K.T / np.sqrt(K.shape[-1])\n"
+                                      "    w = np.exp(s - s.max(-1, keepdims=True))\n"
+                                      "    return (w / w.sum(-1, keepdims=True) / 2) @ V\n")
+    marks = check_code(f"{tmp_path}/half.py:attention", cases="tiny")
+    assert [c.case.name for c in marks.cases] == ["tiny"]
+    assert diagnoses(marks, "tiny") == {"halved"}
