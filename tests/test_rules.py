@@ -32,7 +32,7 @@ PACKAGE = Path(attncli.__file__).parent
 @dataclass(frozen=True)
 class EvenKeys(rules.Rule):
     """Keys at even positions only: `even_keys: true`."""
-    keys: ClassVar = ("even_keys",)
+    keys: ClassVar = {"even_keys": "true: only the keys at even positions"}
 
     def seen(self, problem, rows, cols):
         return (problem.k_positions[cols] % 2 == 0)[None, :]  # (1, c)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.base.errors import Advice, Notice
+from attncli.problem import variants
 
 EVERYTHING = slice(None)
 MASK_WORDS = ("causal", "causal_lower_right")
@@ -22,9 +23,9 @@ def has_rules(problem) -> bool:
 
 
 def has_logit_changes(problem) -> bool:
-    """Whether the problem has a `masked` stage: some key may be hidden or some bias added.
-    Positions alone change nothing."""
-    return has_rules(problem) or problem.bias is not None or problem.alibi_slopes is not None
+    """Whether the problem has a `masked` stage: some key may be hidden, or a bias or a variant
+    that joins it (ALiBi) added. Positions alone change nothing."""
+    return has_rules(problem) or problem.bias is not None or bool(variants.joining(problem, "masked"))
 
 
 def visible(problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndarray | None:
