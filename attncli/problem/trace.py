@@ -17,7 +17,7 @@ from attncli.base.choices import MASKED_ROWS  # noqa: F401  (the policies, read 
 from attncli.problem.masks import MASK_WORDS
 from attncli.problem.qk_norm import Norm
 from attncli.problem.rope import Rope
-from attncli.problem.rules import Causal, KeyMask, Matrix, Rule, Window, find
+from attncli.problem.rules import Causal, Matrix, Rule, Window, find
 from attncli.problem.variants import attributes
 
 
@@ -52,8 +52,9 @@ class Problem:
     lq: int
     lk: int
     kv_heads: int | None = None  # K and V's heads (grouped-query attention, attncli/problem/groups.py); None: from the inputs
-    # The mask rules (attncli/problem/rules.py: Causal, Window, KeyMask, Matrix), ANDed; attncli/problem/masks.py
-    # evaluates them. Positions are (L,) int64, 0 … L − 1 by default.
+    # The mask rules (attncli/problem/rules.py: Causal, Window, KeyMask, Matrix, and AnyOf for those joined by
+    # OR: causal OR prefix), ANDed; attncli/problem/masks.py evaluates them. Positions are (L,) int64, 0 … L − 1
+    # by default.
     rules: tuple[Rule, ...] = ()
     q_positions: np.ndarray | None = None  # (Lq,)
     k_positions: np.ndarray | None = None  # (Lk,)
@@ -86,8 +87,8 @@ class Problem:
             return self.__dict__.get("variants", {}).get(name)
         raise AttributeError(name)
 
-    # The rules as the fields they were before `rules` (read-only), for readers not yet moved to
-    # `rules`; new code loops over `rules` (attncli/problem/masks.py) instead.
+    # The rules as the fields they were before `rules` (read-only; a rule inside an OR counts), for
+    # readers not yet moved to `rules`; new code loops over `rules` (attncli/problem/masks.py) instead.
     @property
     def mask(self) -> np.ndarray | None:  # a GIVEN (1 or H, Lq, Lk) bool matrix, True = may attend
         found = find(self, Matrix)
@@ -99,18 +100,9 @@ class Problem:
         return "matrix" if self.mask is not None else None if causal is None else MASK_WORDS[causal.lower_right]
 
     @property
-    def causal(self) -> bool:
-        return find(self, Causal) is not None
-
-    @property
     def window(self) -> tuple[int | None, int | None] | None:
         found = find(self, Window)
         return None if found is None else (found.left, found.right)
-
-    @property
-    def key_mask(self) -> np.ndarray | None:
-        found = find(self, KeyMask)
-        return None if found is None else found.keep
 
     @property
     def projected(self) -> bool:

@@ -267,10 +267,6 @@ def attributes() -> tuple[str, ...]:
     return tuple(name for variant in VARIANTS for name in variant.fields)
 
 
-def get(name: str) -> Variant | None:
-    return next((variant for variant in VARIANTS if variant.name == name), None)
-
-
 def replaced(key: str) -> tuple[str, ...]:
     """The keys an option setting `key` replaces in a file: the variant's own and those written
     beside it (--alibi replaces the file's alibi and alibi_slopes)."""
