@@ -27,6 +27,7 @@ from attncli.problem import rules
 from attncli.problem.mask_input import flag, positions
 from attncli.problem.masks import key_span, partly_hidden, visible
 from attncli.problem.trace import MASKED_ROWS
+from attncli.problem.visibility import hidden_because
 from attncli.render.explain import explain
 from tests.conftest import ROOT, assert_error
 
@@ -319,6 +320,8 @@ def test_prefix_lm_is_the_dense_mask_on_every_path(case, P):
     for bq, bk in ((1, 1), (2, 3), (4, 8)):
         np.testing.assert_allclose(attend_tiles(problem, bq, bk).output, full.output, rtol=1e-13, atol=1e-14)
     _spans_cover_the_dense_mask(problem, dense)
+    for row in range(problem.lq):  # --explain says why exactly the hidden keys are hidden
+        assert [why is not None for why in hidden_because(problem, 0, row)] == list(~dense[row]), row
 
 
 @pytest.mark.parametrize("P", [0, 2, 5])
@@ -363,6 +366,15 @@ def test_prefix_is_read_written_and_explained(run, problem_file, tmp_path):
     assert "  query 1 (q_pos 1) may attend a key when (k_pos ≤ 1 (causal) or k_pos < 2 (prefix))" in text
     assert [line for line in text if "excluded (" in line][0].endswith(
         "excluded (causal: k_pos 2 > q_pos 1 and prefix 2: k_pos 2 ≥ 2)")
+
+
+def test_prefix_alone_and_beside_causal_are_the_same_rules_in_the_same_order(run, problem_file):
+    """The rule a prefix widens stands where causal stands, given or implied: the JSON reads back."""
+    doc = {"Q": [[1], [2], [3]], "K": [[1], [2], [3]], "V": [[1], [2], [3]], "prefix": 1, "window": [1, 0]}
+    alone, both = build_problem(doc), build_problem(doc | {"mask": "causal"})
+    assert alone.rules == both.rules and [type(rule) for rule in alone.rules] == [rules.AnyOf, rules.Window]
+    written = run.json("compute", problem_file(doc))
+    assert run.json("compute", problem_file(written, "again.json")) == written
 
 
 def test_prefix_under_the_mask_option_keeps_its_own_key(run, problem_file):

@@ -223,10 +223,18 @@ def test_each_variant_brings_or_joins_its_stage_and_says_its_line(variant):
     assert not variant.present(build_problem(SCOOTER))
 
 
-def test_every_stage_a_variant_names_is_in_the_table_and_has_a_cost():
+def test_every_stage_a_variant_names_is_in_the_table_and_its_flops_are_counted():
+    """A variant's own stage (not in cost.COUNTS) costs its record's FLOPs on every score cell; one
+    that joins the masked stage adds them there."""
     for variant in variants.VARIANTS:
         assert variant.stage in stages.names(), variant.name
-        assert cost.counts(variant.stage), variant.name
+        problem = build_problem({**SCOOTER, variant.name: {"softcap": 2.0, "alibi": True, "sinks": 0.5}[variant.name]})
+        plain = cost.cost(build_problem({**SCOOTER, "bias": [[0, 0, 0]]})).naive
+        counted, cells = cost.cost(problem).naive, problem.heads * problem.lq * problem.lk
+        if variant.stage not in cost.COUNTS:
+            assert counted[variant.stage].flops == variant.flops * cells, variant.name
+        elif variant.stage == "masked":
+            assert counted["masked"].flops - plain["masked"].flops == (variant.flops - 1) * cells, variant.name
 
 
 def test_the_records_and_the_options_load_no_numpy():

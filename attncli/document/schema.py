@@ -22,6 +22,7 @@ backward pass (attncli/stages/grads.py), plus HEAD_KEYS.
 
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 
 from attncli.base.errors import InputError, did_you_mean, quote
@@ -97,10 +98,15 @@ def keys() -> tuple[Key, ...]:
     positions (rules.RULES), the bias, each variant's keys (variants.VARIANTS), the rules' echo,
     then the settings, results and labels. The registries are read at each call, so a rule or a
     variant registered later has its keys here, in every reader and writer."""
-    rule_keys = rules.key_words()
+    return _keys(rules.RULES, variants.VARIANTS)
+
+
+@functools.cache
+def _keys(kinds: tuple, records: tuple) -> tuple[Key, ...]:
+    rule_keys = rules.key_words(kinds)
     return (*PROBLEM, *(Key(name, INPUT, about) for name, about in rule_keys.items()),
             Key("bias", INPUT, "added to the logits; null is −∞"),
-            *(key for variant in variants.VARIANTS for key in (
+            *(key for variant in records for key in (
                 Key(variant.name, INPUT, variant.about),
                 *(Key(name, ECHO, about, variant.name) for name, about in variant.echoes))),
             Key("mask_rule", ECHO, "the mask rules in words", _listed(tuple(rule_keys))), *AFTER)

@@ -3,7 +3,8 @@ keys. Masks are rules of positions (attncli/problem/rules.py, `Problem.rules`), 
 needed: the full trace asks for everything at once and shows it; the output-only path asks block by
 block (and for the span of keys a block can see at all), so a rule never exists as an (Lq × Lk)
 matrix there. Every function here is a loop over the rules, ANDed (True = the query may attend the
-key); none knows a rule by name.
+key); rules joined by OR are one rule here (rules.AnyOf answers for its parts); none knows a rule by
+name.
 """
 
 from __future__ import annotations

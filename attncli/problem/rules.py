@@ -396,11 +396,11 @@ def any_of(*rules: Rule) -> AnyOf:
 RULES: tuple[type[Rule], ...] = (Causal, Window, KeyMask, Matrix, Prefix)
 
 
-def key_words() -> dict[str, str]:
-    """Every rule's input keys and the positions, each with what it holds (the first rule's words
-    for a key several rules read, as `mask`)."""
+def key_words(kinds: tuple[type[Rule], ...] | None = None) -> dict[str, str]:
+    """Every rule's input keys (of `kinds`; None: the registry's) and the positions, each with what
+    it holds (the first rule's words for a key several rules read, as `mask`)."""
     found: dict[str, str] = {}
-    for rule in RULES:
+    for rule in RULES if kinds is None else kinds:
         for key, about in rule.keys.items():
             found.setdefault(key, about)
     return found | POSITIONS

@@ -94,7 +94,7 @@ class Variant:
         value = self.value(problem)
         return {self.name: value.tolist() if hasattr(value, "tolist") else value}
 
-    def fields_of(self, problem) -> dict[str, str]:
+    def words(self, problem) -> dict[str, str]:
         """Its fields of the stage templates ($softcap), empty strings without it."""
         if self.template is not None:
             return self.template(problem)
@@ -221,8 +221,7 @@ ALIBI = Variant(
                   name="alibi_slopes", part="slopes")),
     attributes=("alibi_slopes", "alibi_rule"), echo=_alibi_echo,
     echoes=(("alibi_slopes", "the slopes ALiBi used; given alone: use these slopes"),),
-    stage="masked", flops=4, term=(" + ALiBi", r" + \text{ALiBi}"),  # −slope·|q − k|: −, |·|, ×, +
-    template=lambda problem: {})
+    stage="masked", flops=4, term=(" + ALiBi", r" + \text{ALiBi}"))  # −slope·|q − k|: −, |·|, ×, +
 
 
 # sinks --------------------------------------------------------------------------------------------
@@ -312,7 +311,7 @@ def template_fields(problem) -> dict[str, str]:
     add to the logits (" + ALiBi")."""
     found: dict[str, str] = {}
     for variant in VARIANTS:
-        found.update(variant.fields_of(problem))
+        found.update(variant.words(problem))
     terms = [variant.term for variant in joining(problem, "masked") if variant.term is not None]
     found["terms"] = "".join(plain for plain, _ in terms)
     found["terms_tex"] = "".join(tex for _, tex in terms)
