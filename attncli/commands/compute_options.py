@@ -89,7 +89,7 @@ OPTIONS: tuple[Option, ...] = (
            "the inverse of nn.MultiheadAttention's key_padding_mask).", key="key_mask", read=_listed("--key-mask"),
            panel=MASKING),
     Option("prefix", "Prefix-LM (T5, PaLM): every query sees the first P keys (k_pos < P) in both directions, the "
-           "others causally: query i sees key j when k_pos[j] < P or k_pos[j] ≤ q_pos[i]. Widens the causal rule "
+           "others causally: query i sees key j when k_pos < P or k_pos ≤ q_pos. Widens the causal rule "
            "(--mask causal or causal_lower_right; causal when --mask is not given); 0: causal alone.",
            key="prefix", type=int, low=0, metavar="P", panel=MASKING),
     Option("rope", "Rotary positions (RoPE): rotate each head's Q and K by q_positions and k_positions before "
