@@ -100,7 +100,7 @@ def test_decode_and_batch_index_from_the_command_line(run, tiny, tmp_path):
     (("/nowhere/model", "--ids", "1"), "error: MODEL /nowhere/model is neither a directory nor a model in the local "
                                        "Hugging Face cache (attn capture never downloads"),
     (("{tiny}",), "error: --ids: give the tokens: --ids 3,1,4,1,5 or --text"),
-    (("{tiny}", "--ids", "1,x"), "error: --ids: is '1,x'; expected whole numbers ≥ 0 separated by commas"),
+    (("{tiny}", "--ids", "1,x"), "error: --ids: is \"1,x\"; expected whole numbers ≥ 0 (digits 0-9) separated by commas"),
     (("{tiny}", "--ids", "1,64"), "error: --ids: has id 64, but the model's vocabulary has 64 ids (0 to 63)"),
     (("{tiny}", "--ids", "1,2", "--layer", "3"), "error: --layer: layer is 3; expected 0 to 0 (1 layer)"),
     (("{tiny}", "--ids", "1,2", "--batch-index", "1"), "error: --batch-index: is 1, but there is 1 sequence"),

@@ -1,85 +1,139 @@
-"""`attn capture`'s driver: load a Hugging Face model from a local directory (or the local cache,
-never the network), run it once with the library's eager attention and hooks on one layer, and
-write that layer as an ordinary attncli document with the model's own results beside it.
+"""`attn capture`'s driver: load a Hugging Face model from a checked model directory
+(capture/directory.py; a model id in the local cache is read as its snapshot's directory: never the
+network), run it once with the library's eager attention and hooks on one layer, and make that layer
+an ordinary attncli document with the model's own results beside it.
 
-The one module of attncli that imports torch and transformers (the `models` extra); only
-`attn capture` loads it. The document holds:
+The module of attncli that runs torch and transformers (the `models` extra); only `attn capture`
+loads it. Loading and running are quiet and closed: transformers is called with
+trust_remote_code=False (a model directory's own code is never imported; directory.py refuses an
+`auto_map` before this), stdin reads as empty and stdout goes to stderr while it works, its
+warnings are dropped, and an error inside transformers or torch is one CaptureError naming it.
+The document holds:
 
     X              the layer's attention input (after its input norm)     (L, d_model)
-    W_Q … b_O      capture_families.read_layer: the projections as x W
+    W_Q … b_O      reading.read_layer: the projections as x W, through the model type's family
     mask           causal (by index, as the eager path), key_mask from the attention mask,
                    q_positions/k_positions for a decode step, masked_rows "uniform" (the eager
                    path's fully masked rows: every score is the dtype's minimum)
     reference      {"weights": (H, Lq, Lk) eager weights, "output": (Lq, d_model) after o_proj, "dtype"}
     model          {"name", "class", "layer"}
 
+Every number is finite and the document is one `attn compute` accepts (document/reading.py's
+build_problem, the agreement's reader), or the capture is refused with the reason.
+
 `--dtype float64` runs the model in float64 and, for an exact comparison, also computes in float64
 the two things the eager path keeps in float32 whatever the dtype: the softmax and the RoPE angles
 (`exact_float64`). GPT-J computes Q Kᵀ in float32 as well, Gemma 3 its QK-norm: their reference says
-float32 (capture_families.FLOAT32_INSIDE).
+float32 (the family's `float32`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import os
+import io
 import sys
+import warnings
 
 import numpy as np
 import torch
 import transformers
 
-from attncli.capture.families import (
-    BIDIRECTIONAL,
-    FLOAT32_INSIDE,
-    CaptureError,
-    array,
-    attention,
-    layers,
-    norm_modules,
-    read_layer,
-    weight_offset,
-)
+from attncli.base.errors import AttnError, InputError
+from attncli.capture.directory import ModelDir, library_error, open_model
+from attncli.capture.families import CaptureError
+from attncli.capture.reading import array, attention, family, layers, norm_eps, norm_modules, read_layer
+from attncli.document import agreement
+from attncli.document.reading import build_problem
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def load(name: str, dtype: str | None):
-    """(model, tokenizer or None): from a save_pretrained directory or the local cache, eager attention."""
-    local = os.path.isdir(name)
+@contextlib.contextmanager
+def quiet():
+    """While transformers and torch work: no prompt can be answered (stdin is empty), nothing
+    reaches stdout (it goes to stderr), their warnings and notes are dropped, and the loading bar
+    shows only on a terminal."""
     transformers.logging.set_verbosity_error()  # its notes on deprecations are not the user's
-    if not sys.stderr.isatty():  # the loading bar is for a terminal
+    if not sys.stderr.isatty():
         transformers.utils.logging.disable_progress_bar()
+    stdin = sys.stdin
+    sys.stdin = io.StringIO("")
     try:
-        config = transformers.AutoConfig.from_pretrained(name, local_files_only=True)
-    except (OSError, ValueError) as error:
-        where = f"has no config.json a transformers model can be built from ({str(error).splitlines()[0]})" \
-            if local else "is neither a directory nor a model in the local Hugging Face cache (attn capture " \
-            "never downloads: fetch it first, e.g. with hf download)"
-        raise CaptureError(f"MODEL {name} {where}", field="MODEL")
-    names = getattr(config, "architectures", None) or []
-    cls = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
-    if cls is None:
-        cls = transformers.AutoModel
-    kwargs = {"attn_implementation": "eager", "local_files_only": True}
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        sys.stdin = stdin
+
+
+@contextlib.contextmanager
+def library(what: str, source: str | None = None):
+    """An error inside transformers or torch while doing `what`, as one CaptureError."""
+    try:
+        yield
+    except AttnError:
+        raise
+    except Exception as error:  # whatever the library raises on a hostile model: one line naming it
+        raise CaptureError(f"{what}: {library_error(error)}", source) from error
+
+
+def load(model: str | ModelDir, dtype: str | None):
+    """(model, tokenizer or None) from a model directory (checked: directory.open_model), eager attention."""
+    found = model if isinstance(model, ModelDir) else open_model(model)
+    config = load_config(found)
+    return load_model(found, config, dtype), load_tokenizer(found)
+
+
+def load_config(found: ModelDir):
+    """The transformers config of a checked directory."""
+    with quiet(), library(f"transformers cannot build a {found.family.label} config from it", found.config_path):
+        return transformers.AutoConfig.from_pretrained(found.path, local_files_only=True, trust_remote_code=False)
+
+
+def load_tokenizer(found: ModelDir):
+    """The tokenizer saved beside the model, or None (then --text is refused; --ids still work)."""
+    with quiet():
+        try:
+            return transformers.AutoTokenizer.from_pretrained(found.path, local_files_only=True,
+                                                              trust_remote_code=False)
+        except Exception:  # none saved, or one transformers cannot build without running code
+            return None
+
+
+def load_model(found: ModelDir, config, dtype: str | None):
+    """The model of a checked directory, with the eager attention path, in inference mode."""
+    cls = getattr(transformers, found.model_class) if found.model_class else transformers.AutoModel
+    if not (isinstance(cls, type) and (cls is transformers.AutoModel or issubclass(cls, transformers.PreTrainedModel))):
+        raise CaptureError(f"architectures names {found.model_class}, which is not a transformers model class",
+                           found.config_path)
+    kwargs = {"config": config, "attn_implementation": "eager", "local_files_only": True, "trust_remote_code": False,
+              "use_safetensors": True, "ignore_mismatched_sizes": True, "output_loading_info": True}
     if dtype is not None:
         kwargs["dtype"] = DTYPES[dtype]
     if dtype == "float64":  # mixture-of-experts layers' grouped matmul has no float64 kernel
         kwargs["experts_implementation"] = "eager"
-    try:
-        model = cls.from_pretrained(name, **kwargs)
-    except (OSError, ValueError) as error:
-        raise CaptureError(f"MODEL {name!r} could not be loaded: {str(error).splitlines()[0]}", field="MODEL")
+    with quiet(), library(f"transformers cannot load this {found.family.label} model", found.path):
+        model, info = cls.from_pretrained(found.path, **kwargs)
+    _loaded(model, info, found)
     model.train(False)  # inference mode: no dropout
-    return model, _tokenizer(name)
+    return model
 
 
-def _tokenizer(name: str):
-    try:
-        return transformers.AutoTokenizer.from_pretrained(name, local_files_only=True)
-    except Exception:  # no tokenizer saved beside the model: --text is refused, --ids still work
-        return None
+def _loaded(model, info: dict, found: ModelDir) -> None:
+    """Every weight of the base model came from the files, in the config's shape."""
+    mismatched = sorted(info.get("mismatched_keys") or (), key=str)
+    if mismatched:
+        key, stored, expected = mismatched[0]
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        raise CaptureError(f"the weights do not match config.json: {key} is {tuple(stored)} in the file, "
+                           f"{tuple(expected)} by the config{more}", found.path)
+    prefix = "" if model.base_model is model else f"{model.base_model_prefix}."
+    missing = sorted(k for k in info.get("missing_keys") or () if k.startswith(prefix))
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise CaptureError(f"the weights have no {missing[0]}{more}: transformers would run the model with random "
+                           "numbers in its place", found.path)
 
 
 def pad_left(rows: list[list[int]], pad: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -103,11 +157,11 @@ def exact_float64(model):
     tables = {m: m.embed_positions for m in rotary if hasattr(m, "embed_positions")}  # GPT-J: a sin/cos table
     for module, table in tables.items():
         module.embed_positions = _exact_table(*table.shape).to(table.dtype)
-    config = getattr(model.config, "text_config", None) or model.config
-    norms = [n for i in range(len(layers(model))) for n in norm_modules(attention(model, i)[0])
+    found = family(model)
+    norms = [n for i in range(len(layers(model))) for n in norm_modules(found, attention(model, i)[0])
              if n is not None and type(n).__name__.endswith("RMSNorm")]
     for norm in norms:
-        _exact_rms(norm, weight_offset(config))
+        _exact_rms(norm, found.qk_norm.offset)
     torch.nn.functional.softmax = softmax64
     try:
         yield
@@ -121,7 +175,7 @@ def exact_float64(model):
 
 def _exact_rms(norm, offset: int):
     """A q_norm/k_norm RMSNorm in float64 (transformers' RMSNorms compute in float32)."""
-    eps = next(getattr(norm, n) for n in ("variance_epsilon", "eps", "epsilon") if hasattr(norm, n))
+    eps = norm_eps(norm)
 
     def forward(x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (norm.weight + offset)
@@ -208,9 +262,9 @@ def run(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: 
 def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, batch_index: int = 0,
             decode: bool = False, labels: list[str] | None = None, name: str = "model") -> dict:
     """The attncli document of one layer for one sequence of the batch (`batch_index`)."""
-    config = getattr(model.config, "text_config", None) or model.config
-    if decode and config.model_type in BIDIRECTIONAL:
-        raise CaptureError(f"decode is a step of a causal model's generation, but {config.model_type} is an encoder "
+    found = family(model)
+    if decode and not found.causal:
+        raise CaptureError(f"decode is a step of a causal model's generation, but {found.label} is an encoder "
                            "(every query sees every key, no cache): capture the whole sequence, without decode",
                            field="decode")
     if decode and len(ids[0]) < 2:
@@ -221,7 +275,7 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
         _one_scaling(read.get("rope", {}).get("scaling"), len(ids[0]))
     dtype = next(model.parameters()).dtype
     exact = exact_float64(model) if dtype == torch.float64 else contextlib.nullcontext()
-    with exact:
+    with quiet(), library(f"the {found.label} model could not run"), exact:
         x, x_kv, weights, output = run(model, ids, mask, layer, decode)
     doc = {"title": f"{name} layer {layer} ({type(model).__name__})"}
     doc["X"] = array(x[batch_index])
@@ -233,17 +287,45 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
         doc["q_positions"] = [length - 1]
         doc["k_positions"] = list(range(length - lk, length))
     doc |= read
-    doc |= _masks(config, mask[batch_index][length - lk:], lk)
+    doc |= _masks(found.causal, mask[batch_index][length - lk:])
     if labels is not None:
         doc["key_labels"] = labels[length - lk:]
         doc["query_labels"] = labels[-1:] if decode else labels
     # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
     # only the default ones): such a layer's float64 reference is float32's.
-    float32 = dtype != torch.float64 or config.model_type in FLOAT32_INSIDE or "scaling" in doc.get("rope", {})
+    float32 = dtype != torch.float64 or found.float32 is not None or "scaling" in doc.get("rope", {})
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
-    return _listed(doc)
+    _finite(doc, layer, _word(dtype))
+    doc = _listed(doc)
+    _accepted(doc, layer)
+    return doc
+
+
+def _finite(doc: dict, layer: int, dtype: str) -> None:
+    """Every number of the document is finite: NaN or ±∞ in the weights, the input or the model's
+    results is refused, naming where (JSON holds neither, and attncli would have nothing to agree with)."""
+    for key, value in doc.items():
+        if key == "reference":
+            for stage, result in value.items():
+                if isinstance(result, np.ndarray) and not np.isfinite(result).all():
+                    raise CaptureError(f"the model's attention {stage} of layer {layer} hold NaN or ±∞ (its "
+                                       f"weights or config overflow {dtype}): nothing for attncli to agree with")
+        elif isinstance(value, dict):
+            _finite({f"{key}.{k}": v for k, v in value.items()}, layer, dtype)
+        elif isinstance(value, np.ndarray) and not np.isfinite(value).all():
+            where = "the layer's input (the layers before it overflow)" if key in ("X", "X_kv") else "the weights"
+            raise CaptureError(f"{key} of layer {layer} holds NaN or ±∞: {where} hold them in {dtype}")
+
+
+def _accepted(doc: dict, layer: int) -> None:
+    """The document is one `attn compute` reads: what it would refuse, capture refuses, with its reason."""
+    try:
+        build_problem(doc)
+        agreement.read(doc)
+    except InputError as error:
+        raise CaptureError(f"layer {layer} is not a document attn compute accepts: {error.text(source=False)}")
 
 
 def _one_scaling(scaling: dict | None, length: int) -> None:
@@ -271,10 +353,10 @@ def _word(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _masks(config, key_mask: list[int], lk: int) -> dict:
+def _masks(causal: bool, key_mask: list[int]) -> dict:
     """causal (by index; bidirectional for encoders), key_mask from the attention mask, and the eager
     path's fully masked rows (uniform weights)."""
-    doc = {} if config.model_type in BIDIRECTIONAL else {"causal": True}
+    doc = {"causal": True} if causal else {}
     if not all(key_mask):
         doc["key_mask"] = [bool(k) for k in key_mask]
     doc["masked_rows"] = "uniform"
