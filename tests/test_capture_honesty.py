@@ -49,7 +49,7 @@ def test_decode_on_an_encoder_is_refused(tmp_path):
     model = saved(tmp_path, config, transformers.BertModel)
     for rows in ([[3, 1, 4, 1]], [[3, 1, 4, 1], [7, 5]]):
         ids, mask = pad_left(rows, 0)
-        with pytest.raises(CaptureError, match="decode is a step of a causal model's generation, but bert is an "
+        with pytest.raises(CaptureError, match="decode is a step of a causal model's generation, but BERT is an "
                                                "encoder"):
             capture(model, ids, mask, batch_index=len(rows) - 1, decode=True)
 
