@@ -50,6 +50,9 @@ FAMILIES = {
     "bert": ("BertConfig", "BertModel",  # bidirectional, post-norm: X is the layer's input
              dict(vocab_size=64, hidden_size=16, num_attention_heads=2, num_hidden_layers=2, intermediate_size=32,
                   max_position_embeddings=64, pad_token_id=0)),
+    "bert_decoder": ("BertConfig", "BertModel",  # is_decoder: BERT's layers made causal, with a cache
+                     dict(vocab_size=64, hidden_size=16, num_attention_heads=2, num_hidden_layers=2,
+                          intermediate_size=32, max_position_embeddings=64, pad_token_id=0, is_decoder=True)),
     "bloom": ("BloomConfig", "BloomForCausalLM",  # ALiBi with 4 heads, fused per-head qkv
               dict(vocab_size=64, hidden_size=16, n_head=4, n_layer=2, pad_token_id=0)),
     "bloom6": ("BloomConfig", "BloomForCausalLM",  # ALiBi with 6 heads: 4 slopes, then every other of 8
@@ -167,7 +170,7 @@ def test_each_family_writes_its_variants(models):
     assert docs["gpt_neox"]["rope"]["dims"] == 4 and docs["phi"]["rope"]["dims"] == 4
     assert docs["llama"]["rope"]["base"] == 500000.0 and "b_O" in docs["llama"]
     assert len(docs["gpt_oss"]["sinks"]) == 4
-    assert "causal" not in docs["bert"] and docs["gpt2"]["causal"] is True
+    assert "causal" not in docs["bert"] and docs["gpt2"]["causal"] is True and docs["bert_decoder"]["causal"] is True
     for family in ("llama", "gpt_oss", "phi3"):  # GQA: 4 query heads over 2 kv heads of width 4
         assert docs[family]["kv_heads"] == 2 and len(docs[family]["W_K"][0]) == 8 and len(docs[family]["W_Q"][0]) == 16
     assert "kv_heads" not in docs["qwen2"] and "kv_heads" not in docs["gpt2"]

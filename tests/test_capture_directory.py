@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -279,3 +280,18 @@ def test_a_cached_model_id_is_read_as_its_snapshot_directory(run, tmp_path, monk
     assert_error(run("capture", "someone/tiny", "--ids", "3,1", "-o", snapshot / "config.json"),
                  "is an input of this run")
     assert_error(run("capture", "someone/other", "--ids", "3,1"), "error: MODEL someone/other is neither a directory")
+
+
+def test_weights_missing_after_the_layers_do_not_matter(run, tmp_path):
+    """BERT saved without its pooler (it runs after every layer): captured, and it agrees; a missing
+    weight before the attention (the embeddings) is refused."""
+    from tests.test_capture import build
+    from tests.test_capture_fuzz import BASES
+
+    directory = Path(build("bert", tmp_path, BASES))
+    tensors(directory, lambda a: [a.pop(k) for k in [k for k in a if k.startswith("pooler.")]])
+    out = tmp_path / "layer.json"
+    assert run("capture", directory, "--ids", "3,1,4", "--dtype", "float64", "-o", out).exit_code == 0
+    assert json.loads(run("compute", out, "--format", "json").stdout)["agreement"]["agrees"]
+    tensors(directory, lambda a: a.pop("embeddings.word_embeddings.weight"))
+    assert_error(run("capture", directory, "--ids", "3,1,4"), "the weights have no embeddings.word_embeddings.weight")

@@ -170,6 +170,10 @@ def _sizes(text: dict, config_class: type, prefix: str) -> SimpleNamespace:
             defaults = defaults or config_class()
             value = getattr(defaults, size, None)
         found[size] = value
+    missing = [size for size, nullable in SIZES.items() if found[size] is None and not nullable and
+               size != "max_position_embeddings"]  # ALiBi models (BLOOM) have no position limit
+    if missing:
+        raise CaptureError(f"{prefix}config has no {missing[0]}; expected a whole number ≥ 1", field=prefix + missing[0])
     s = SimpleNamespace(**found)
     s.num_key_value_heads = s.num_key_value_heads or s.num_attention_heads
     if s.num_attention_heads % s.num_key_value_heads:

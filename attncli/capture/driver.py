@@ -42,7 +42,16 @@ import transformers
 from attncli.base.errors import AttnError, InputError
 from attncli.capture.directory import ModelDir, library_error, open_model
 from attncli.capture.families import CaptureError
-from attncli.capture.reading import array, attention, family, layers, norm_eps, norm_modules, read_layer
+from attncli.capture.reading import (
+    array,
+    attention,
+    family,
+    layers,
+    norm_eps,
+    norm_modules,
+    read_layer,
+    text_config,
+)
 from attncli.document import agreement
 from attncli.document.reading import build_problem
 
@@ -128,12 +137,23 @@ def _loaded(model, info: dict, found: ModelDir) -> None:
         more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
         raise CaptureError(f"the weights do not match config.json: {key} is {tuple(stored)} in the file, "
                            f"{tuple(expected)} by the config{more}", found.path)
-    prefix = "" if model.base_model is model else f"{model.base_model_prefix}."
-    missing = sorted(k for k in info.get("missing_keys") or () if k.startswith(prefix))
+    missing = sorted(k for k in info.get("missing_keys") or () if k.startswith(_before_the_attention(model, found)))
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise CaptureError(f"the weights have no {missing[0]}{more}: transformers would run the model with random "
                            "numbers in its place", found.path)
+
+
+def _before_the_attention(model, found: ModelDir) -> tuple[str, ...]:
+    """The weight names that reach a layer's attention: the base model's modules up to and including
+    its stack of layers (embeddings, the layers), not those after it (a final norm, BERT's pooler, a
+    language-model head), which transformers may fill at random without touching the layer."""
+    base = model.base_model
+    prefix = "" if base is model else f"{model.base_model_prefix}."
+    names = [name for name, _ in base.named_children()]
+    top = found.family.blocks.split(".")[0]
+    upto = names[:names.index(top) + 1] if top in names else names
+    return tuple(f"{prefix}{name}." for name in upto)
 
 
 def pad_left(rows: list[list[int]], pad: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -263,7 +283,8 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
             decode: bool = False, labels: list[str] | None = None, name: str = "model") -> dict:
     """The attncli document of one layer for one sequence of the batch (`batch_index`)."""
     found = family(model)
-    if decode and not found.causal:
+    causal = found.is_causal(text_config(model))
+    if decode and not causal:
         raise CaptureError(f"decode is a step of a causal model's generation, but {found.label} is an encoder "
                            "(every query sees every key, no cache): capture the whole sequence, without decode",
                            field="decode")
@@ -287,7 +308,7 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
         doc["q_positions"] = [length - 1]
         doc["k_positions"] = list(range(length - lk, length))
     doc |= read
-    doc |= _masks(found.causal, mask[batch_index][length - lk:])
+    doc |= _masks(causal, mask[batch_index][length - lk:])
     if labels is not None:
         doc["key_labels"] = labels[length - lk:]
         doc["query_labels"] = labels[-1:] if decode else labels

@@ -130,13 +130,16 @@ class Family:
     rope: Rope | None = Rope()  # None: no rotary embedding
     window: Callable[[Any, Config], int | None] = module_window  # a sliding window of W keys, per layer
     alibi: bool = False
-    causal: bool = True  # False: an encoder, every query sees every key
+    causal: bool | Callable[[Config], bool] = True  # False: an encoder, every query sees every key
     softcap: str | None = None  # the config key of its logit softcap
     sinks: str | None = None  # the attention module's attribute of one sink logit per head
     qk_norm: Norm | None = None
     float32: str | None = None  # what its eager path computes in float32 whatever the dtype, in words
     cannot: tuple[Cannot, ...] = ()
     exercises: str = ""  # what its test exercises, for the docs' table
+
+    def is_causal(self, config: Config) -> bool:
+        return self.causal(config) if callable(self.causal) else self.causal
 
 
 GEMMA_NORM = Norm(offset=1)
@@ -165,7 +168,8 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("gpt2", "GPT-2", blocks="h", attention="attn", output="attn.c_proj", layout=C_ATTN, rope=None,
            window=no_window, exercises="Conv1D `c_attn`, no RoPE"),
     Family("bert", "BERT", blocks="encoder.layer", attention="attention.self", output="attention.output.dense",
-           layout=BERT, rope=None, window=no_window, causal=False, exercises="bidirectional (no causal mask), post-norm"),
+           layout=BERT, rope=None, window=no_window, causal=lambda config: bool(getattr(config, "is_decoder", False)),
+           exercises="bidirectional (no causal mask; causal with `is_decoder`), post-norm"),
     Family("bloom", "BLOOM", blocks="h", attention="self_attention", output="self_attention.dense", layout=PER_HEAD,
            rope=None, window=no_window, alibi=True,
            exercises="ALiBi with 4 and with 6 heads (the paper's slopes for a count that is not a power of two), "

@@ -26,7 +26,7 @@ def model_bytes(s: SimpleNamespace, dtype: str | None) -> dict[str, int]:
     width = s.num_attention_heads * s.head_dim
     attention = s.hidden_size * (width + 2 * s.num_key_value_heads * s.head_dim) + width * s.hidden_size
     mlp = 3 * s.hidden_size * s.intermediate_size * s.experts
-    numbers = s.num_hidden_layers * (attention + mlp) + (2 * s.vocab_size + s.max_position_embeddings) * s.hidden_size
+    numbers = s.num_hidden_layers * (attention + mlp) + (2 * s.vocab_size + (s.max_position_embeddings or 0)) * s.hidden_size
     return {f"its weights (about {numbers:,} numbers)": numbers * ITEMSIZE[dtype],
             f"its {s.num_hidden_layers:,} layers' modules": s.num_hidden_layers * LAYER_BYTES}
 
