@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import safetensors
 import torch  # noqa: F401  (before transformers: without it, the models extra's error is the only line)
 import transformers
+from huggingface_hub import try_to_load_from_cache
 from transformers.models.auto import modeling_auto
 
 from attncli.base.errors import quote
@@ -75,8 +76,6 @@ def locate(model: str) -> str:
     if os.path.isdir(model):
         return model
     try:
-        from huggingface_hub import try_to_load_from_cache
-
         found = try_to_load_from_cache(model, "config.json")
     except Exception:  # not a valid repository id (HFValidationError), or no cache at all
         found = None

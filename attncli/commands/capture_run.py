@@ -16,6 +16,7 @@ from attncli.capture.driver import capture, load_config, load_model, load_tokeni
 from attncli.capture.families import CaptureError
 from attncli.compute.limits import ResourceError
 from attncli.render import out
+from attncli.render.files import Interrupted, write_output
 from attncli.render.json import dumps
 from attncli.render.target import OutputError, check_target
 
@@ -117,9 +118,6 @@ def run(o: SimpleNamespace) -> None:
 
 def _write(path: str, text: str) -> None:
     """--output FILE as `attn compute -o` writes it: atomically, its errors one line naming the file."""
-    # Imported here, as compute_run does: only --output needs the careful writer.
-    from attncli.render.files import Interrupted, write_output
-
     try:
         write_output(None, path, ".json", lambda: text)
     except OutputError as error:
