@@ -101,6 +101,16 @@ def test_rope_per_layer_is_the_records():
     assert rope(Family("y", "Y", rope=None), config, 0, 8) is None
 
 
+def test_alibi_and_causal_may_follow_the_config():
+    """As Falcon's `alibi` and BERT's `is_decoder` do: a record's value, or a function of the config."""
+    from types import SimpleNamespace
+
+    record = Family("x", "X", alibi=lambda c: c.alibi, causal=lambda c: c.is_decoder)
+    assert record.has_alibi(SimpleNamespace(alibi=True)) and not record.has_alibi(SimpleNamespace(alibi=False))
+    assert not record.is_causal(SimpleNamespace(is_decoder=False))
+    assert FAMILIES["bloom"].has_alibi(None) and FAMILIES["llama"].is_causal(None)
+
+
 @pytest.mark.parametrize("split, heads, kv_heads, d, q, k, v", [
     (layouts.stacked, 2, 1, 2, [0, 1, 2, 3], [4, 5], [6, 7]),  # Phi-3 qkv_proj, GPT-2 c_attn; multi-query: N = 1
     (layouts.per_head, 2, 2, 2, [0, 1, 6, 7], [2, 3, 8, 9], [4, 5, 10, 11]),  # GPT-NeoX, BLOOM

@@ -43,17 +43,17 @@ def config_heads(config: Config) -> tuple[int, int]:
     return heads, getattr(config, "num_key_value_heads", None) or heads
 
 
-def module_window(module, config: Config) -> int | None:
+def module_window(module, config: Config, layer: int) -> int | None:
     """The attention module's own sliding_window (W keys, itself included), per layer."""
     return getattr(module, "sliding_window", None)
 
 
-def config_window(module, config: Config) -> int | None:
+def config_window(module, config: Config, layer: int) -> int | None:
     """The config's sliding_window, for families whose modules hold none (Mistral, Phi-3-mini: 2047)."""
     return getattr(config, "sliding_window", None)
 
 
-def no_window(module, config: Config) -> int | None:
+def no_window(module, config: Config, layer: int) -> int | None:
     return None
 
 
@@ -128,8 +128,8 @@ class Family:
     layout: Layout = SEPARATE  # where W_Q, W_K, W_V are (capture/layouts.py)
     heads: Callable[[Config], tuple[int, int]] = config_heads  # (query heads, kv heads)
     rope: Rope | None = Rope()  # None: no rotary embedding
-    window: Callable[[Any, Config], int | None] = module_window  # a sliding window of W keys, per layer
-    alibi: bool = False
+    window: Callable[[Any, Config, int], int | None] = module_window  # (module, config, layer) → W keys or None
+    alibi: bool | Callable[[Config], bool] = False
     causal: bool | Callable[[Config], bool] = True  # False: an encoder, every query sees every key
     softcap: str | None = None  # the config key of its logit softcap
     sinks: str | None = None  # the attention module's attribute of one sink logit per head
@@ -140,6 +140,9 @@ class Family:
 
     def is_causal(self, config: Config) -> bool:
         return self.causal(config) if callable(self.causal) else self.causal
+
+    def has_alibi(self, config: Config) -> bool:
+        return self.alibi(config) if callable(self.alibi) else self.alibi
 
 
 GEMMA_NORM = Norm(offset=1)

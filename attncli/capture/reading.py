@@ -173,11 +173,11 @@ def read_layer(model, layer: int) -> dict:
     cap = found.softcap and getattr(config, found.softcap, None)
     if cap:
         doc["softcap"] = float(cap)
-    size = found.window(module, config)
+    size = found.window(module, config, layer)
     if size:  # HF's sliding_window W: key > query − W, itself included, is attncli's [W − 1, 0]
         doc["window"] = [int(size) - 1, 0]
     if found.sinks and getattr(module, found.sinks, None) is not None:
         doc["sinks"] = array(getattr(module, found.sinks))
-    if found.alibi:
+    if found.has_alibi(config):
         doc["alibi"] = True
     return doc
