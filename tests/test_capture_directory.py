@@ -295,3 +295,12 @@ def test_weights_missing_after_the_layers_do_not_matter(run, tmp_path):
     assert json.loads(run("compute", out, "--format", "json").stdout)["agreement"]["agrees"]
     tensors(directory, lambda a: a.pop("embeddings.word_embeddings.weight"))
     assert_error(run("capture", directory, "--ids", "3,1,4"), "the weights have no embeddings.word_embeddings.weight")
+
+
+def test_a_fifo_in_the_directory_is_refused_before_anything_reads_it(run, tmp_path):
+    """tokenizer.json as a named pipe would block the tokenizer's reader forever."""
+    directory = model_dir(tmp_path)
+    (directory / "tokenizer.json").unlink()
+    os.mkfifo(directory / "tokenizer.json")
+    assert_error(run("capture", directory, "--ids", "3,1"), f'error: {directory}: "tokenizer.json" is not a regular '
+                 "file (a FIFO, a device or a socket, or a link to one)")

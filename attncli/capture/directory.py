@@ -14,6 +14,7 @@
   model): never an arbitrary attribute of transformers.
 - The weights are safetensors (each file's header checked here); a pickle (pytorch_model.bin and
   the like, which can run code when opened) is refused unopened.
+- Every file is a regular file: a FIFO would block whatever opens it, a device never end.
 
 Every file of the directory is an input of the run: `attn capture -o` refuses to overwrite one.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -90,6 +92,7 @@ def open_model(model: str) -> ModelDir:
     path = locate(model)
     name = os.path.basename(os.path.normpath(model)) if os.path.isdir(model) else model
     source = os.path.join(path, "config.json")
+    files = _files(path)
     config = _read_config(source)
     try:
         family = _family(config)
@@ -100,7 +103,6 @@ def open_model(model: str) -> ModelDir:
         dtype = _dtype(config)
     except CaptureError as error:
         raise error.at(source)
-    files = _files(path)
     _weights(path, files)
     return ModelDir(path, name, config, family, sizes, model_class, files, dtype)
 
@@ -254,13 +256,22 @@ def _dtype(config: dict) -> str | None:
 
 
 def _files(path: str) -> tuple[str, ...]:
-    """Every file of the directory (links followed to files, not to folders)."""
+    """Every file of the directory (links followed to files, not to folders), each a regular file: a
+    FIFO would block the reader that opens it (the tokenizer's, transformers'), a device never end."""
     found = []
     for folder, _, names in os.walk(path):
         found += [os.path.join(folder, n) for n in names]
         if len(found) > MAX_FILES:
             raise CaptureError(f"holds more than {MAX_FILES:,} files; expected a model directory (config.json, "
                                "weights, tokenizer)", path)
+    for file in found:
+        try:
+            regular = stat.S_ISREG(os.stat(file).st_mode)
+        except OSError:  # a dangling link: nothing will read it
+            continue
+        if not regular:
+            raise CaptureError(f"{quote(os.path.relpath(file, path))} is not a regular file (a FIFO, a device or a "
+                               "socket, or a link to one); expected a model directory of files", path)
     return tuple(found)
 
 
