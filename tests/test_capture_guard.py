@@ -43,7 +43,7 @@ def test_twenty_thousand_ids_are_refused_before_the_model_runs(run, eight_gib, m
 
     monkeypatch.setattr(capture_run, "load_model", lambda *a: pytest.fail("the model was loaded"))
     assert_error(run("capture", TINY, "--ids", ",".join(["3"] * 20_000)),
-                 "this capture would need ", "every layer's attention weights (1 × 1 × 2 heads × 20,000 × 20,000) "
+                 "this capture would need ", "every layer's attention weights (1 layer × 1 sequence × 2 heads × 20,000 × 20,000 tokens) "
                  "3.0 GiB", "the document's JSON 72 GiB", "is available; give fewer tokens")
 
 
@@ -52,7 +52,7 @@ def test_a_hundred_kilobytes_of_text_are_refused_before_the_model_runs(run, eigh
 
     monkeypatch.setattr(capture_run, "load_model", lambda *a: pytest.fail("the model was loaded"))
     assert_error(run("capture", TINY, "--text", "the cat sat on a mat " * 5000),
-                 "this capture would need ", "(1 × 1 × 2 heads × 30,000 × 30,000)", "; give fewer tokens")
+                 "this capture would need ", "(1 layer × 1 sequence × 2 heads × 30,000 × 30,000 tokens)", "; give fewer tokens")
 
 
 def test_the_estimate_grows_with_each_part():

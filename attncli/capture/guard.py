@@ -28,7 +28,11 @@ def model_bytes(s: SimpleNamespace, dtype: str | None) -> dict[str, int]:
     mlp = 3 * s.hidden_size * s.intermediate_size * s.experts
     numbers = s.num_hidden_layers * (attention + mlp) + (2 * s.vocab_size + (s.max_position_embeddings or 0)) * s.hidden_size
     return {f"its weights (about {numbers:,} numbers)": numbers * ITEMSIZE[dtype],
-            f"its {s.num_hidden_layers:,} layers' modules": s.num_hidden_layers * LAYER_BYTES}
+            _modules(s.num_hidden_layers): s.num_hidden_layers * LAYER_BYTES}
+
+
+def _modules(layers: int) -> str:
+    return f"its {layers:,} layers' modules" if layers != 1 else "its layer's modules"
 
 
 def run_bytes(s: SimpleNamespace, dtype: str | None, rows: int, length: int) -> dict[str, int]:
@@ -37,7 +41,9 @@ def run_bytes(s: SimpleNamespace, dtype: str | None, rows: int, length: int) -> 
     scores = rows * heads * length * length
     itemsize = max(ITEMSIZE[dtype], 4)  # the eager softmax is float32 at least
     numbers = heads * length * length + 2 * length * s.hidden_size + 4 * s.hidden_size * heads * s.head_dim
-    return {f"every layer's attention weights ({layers:,} × {rows} × {heads} heads × {length:,} × {length:,})":
+    shape = (f"{layers:,} layer{'s' * (layers != 1)} × {rows} sequence{'s' * (rows != 1)} × {heads} heads × "
+             f"{length:,} × {length:,} tokens")
+    return {f"every layer's attention weights ({shape})":
             layers * scores * itemsize,
             "a layer's scores while it runs": WORKING * scores * itemsize,
             "its hidden states": (layers + 1) * rows * length * s.hidden_size * itemsize * 4,
