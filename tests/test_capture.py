@@ -14,8 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from attncli.capture.driver import capture, load, pad_left  # noqa: E402
+from attncli.capture.driver import capture, pad_left  # noqa: E402
 from attncli.capture.families import CaptureError  # noqa: E402
+from attncli.capture.loading import load  # noqa: E402
 from attncli.compute.attention import attend  # noqa: E402
 from attncli.document.agreement import compare  # noqa: E402
 from attncli.document.reading import build_problem  # noqa: E402

@@ -82,7 +82,7 @@ def _evil(tmp_path, model_type):
 def test_transformers_is_never_asked_to_trust_remote_code(tmp_path, monkeypatch):
     """Every load (config, model, tokenizer) passes trust_remote_code=False: a model whose type is
     built in never takes a class from the directory, and nothing ever waits on stdin."""
-    from attncli.capture import driver
+    from attncli.capture import loading
 
     seen = []
     for cls in (transformers.AutoConfig, transformers.AutoTokenizer, transformers.LlamaForCausalLM):
@@ -93,7 +93,7 @@ def test_transformers_is_never_asked_to_trust_remote_code(tmp_path, monkeypatch)
             return _real(klass, *args, **kwargs)
 
         monkeypatch.setattr(cls, "from_pretrained", classmethod(spy))
-    model, tokenizer = driver.load(str(model_dir(tmp_path)), None)
+    loading.load(str(model_dir(tmp_path)), None)
     assert {name for name, _ in seen} == {"AutoConfig", "AutoTokenizer", "LlamaForCausalLM"}
     assert all(trust is False for _, trust in seen), seen
 

@@ -1,7 +1,7 @@
 """The capture families: one `Family` record per Hugging Face model type, saying where a layer's
 attention sits in the model and how it computes, in attncli's terms. Every path of `attn capture`
-reads the record of the model's `config.model_type` (`family_of`): the model directory's checks
-(capture/directory.py), the memory guard (capture/guard.py), the layer's reading
+that meets the model reads the record of its `config.model_type` (`family_of`): the model
+directory's checks (capture/directory.py), the loading (capture/loading.py), the layer's reading
 (capture/reading.py) and the run (capture/driver.py). A model type with no record is refused
 before anything is loaded, naming it. A new family is one `Family(...)` in FAMILIES (and, when
 its projections are fused in a new way, one split function in capture/layouts.py): the recipe is

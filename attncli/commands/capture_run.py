@@ -2,8 +2,8 @@
 checked (attncli/capture/directory.py: no code of its own, no pickles, a config that holds), --output
 checked (never an input of the run), the memory guard on the model's size (capture/guard.py), the
 config and tokenizer, the tokens, the guard again with them, then the model loaded and run
-(capture/driver.py), and the document written as JSON: atomically, as `attn compute -o` writes
-(attncli/render/files.py)."""
+(capture/loading.py, capture/driver.py), and the document written as JSON: atomically, as
+`attn compute -o` writes (attncli/render/files.py)."""
 
 import re
 import sys
@@ -12,8 +12,9 @@ from types import SimpleNamespace
 from attncli.base.errors import one_line, quote
 from attncli.capture import guard
 from attncli.capture.directory import ModelDir, open_model
-from attncli.capture.driver import capture, load_config, load_model, load_tokenizer, pad_left
+from attncli.capture.driver import capture, pad_left
 from attncli.capture.families import CaptureError
+from attncli.capture.loading import load_config, load_model, load_tokenizer
 from attncli.compute.limits import ResourceError
 from attncli.render import out
 from attncli.render.files import Interrupted, write_output
