@@ -2,12 +2,16 @@
 kinds of problem, distinct keys, and seeds that never alias."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from attncli.commands.learn_run import command_line
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from attncli.marking.exercise import KINDS, SELF, ExerciseError, Options, build, make_exercise
+from attncli.render import worksheet
 from tests.conftest import assert_error
 
 COMMAND = ("attn exercise --seed 5 --kind plain --queries 2 --keys 3 --dim 2 --value-dim 2 --heads 1")
@@ -231,3 +235,13 @@ def test_a_rope_exercise_starts_its_positions_at_1_so_every_row_turns(run):
     assert key["q_positions"] == key["k_positions"] == [1, 2, 3]
     for name, given in (("Q_rope", key["Q"]), ("K_rope", key["K"])):
         assert all(row != plain for row, plain in zip(key["heads"][0][name], given))
+
+
+def test_a_worksheets_gradient_grids_are_titled_by_what_the_scores_read():
+    """A RoPE problem's backward pass: d_Q is by K_rope, rotated back (grads.title), on the sheet too."""
+    rope = build(Options(3, "rope", dim=4))
+    doc = rope.doc | {"dO": "ones"}
+    trace = attend(build_problem(doc))
+    sheet = worksheet.markdown([(replace(rope, doc=doc, trace=trace), trace)], False)
+    assert "**d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹)**" in sheet
+    assert "**d_K = scale · d_scoresᵀ Q_rope, rotated back (RoPE⁻¹)**" in sheet

@@ -28,7 +28,7 @@ def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
     out = {stage.name: (fill(stage.plain, p, stage.name), fill(stage.latex, p, stage.name))
            for stage in present(p)}
     if trace.gradients is not None:
-        out |= {g.name: (title(g, trace.problem).split(" = ", 1)[1], g.latex) for g in GRADIENTS}
+        out |= {g.name: (title(g, p).split(" = ", 1)[1], title(g, p, latex=True)) for g in GRADIENTS}
     inputs = trace.problem.inputs
     if "W_O" not in inputs:
         out["final"] = ("the heads' outputs side by side", r"\text{the heads' outputs side by side}")

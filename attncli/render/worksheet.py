@@ -77,7 +77,7 @@ def _gradient_grids(trace: Trace) -> list[tuple[str, np.ndarray, list[str], list
     for h in range(p.heads):
         for g in grads.GRADIENTS:
             m = marked_gradient(trace, h, g.name)
-            title = f"{g.title} ({groups.title(p, h)})" if p.heads > 1 else g.title
+            title = grads.title(g, p) + (f" ({groups.title(p, h)})" if p.heads > 1 else "")
             columns = keys if g.columns == "keys" else [g.name] if g.name == "D" else [str(j) for j in range(m.shape[1])]
             out.append((title, m, keys if g.rows == "keys" else queries, columns))
     return out
