@@ -12,7 +12,7 @@ import pytest
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
 from attncli.marking import exercise, slip
-from attncli.marking.exercise import KINDS, Options, build, make_exercise, problem_set
+from attncli.marking.exercise import KINDS, Options, build, problem_set
 from attncli.marking.marks import mark_document
 from attncli.stages import table as stages
 from tests.conftest import assert_error
@@ -32,12 +32,12 @@ def key_of(run, *args) -> dict:
 
 
 def test_each_new_kind_adds_its_one_thing(run):
-    sinks = make_exercise(3, kind="sinks", heads=2)
+    sinks = build(Options(3, kind="sinks", heads=2)).doc
     assert len(sinks["sinks"]) == 2 and set(sinks["sinks"]) <= set(exercise.SINK_VALUES)
-    assert make_exercise(3, kind="softcap")["softcap"] == exercise.SOFTCAP
-    padding = make_exercise(3, kind="padding", keys=4)
+    assert build(Options(3, kind="softcap")).doc["softcap"] == exercise.SOFTCAP
+    padding = build(Options(3, kind="padding", keys=4)).doc
     assert padding["key_mask"] == [True, True, True, False] and padding["key_labels"][-1] == "[PAD]"
-    gqa = make_exercise(3, kind="gqa", heads=4)
+    gqa = build(Options(3, kind="gqa", heads=4)).doc
     assert np.array(gqa["Q"]).shape == (4, 1, 2) and np.array(gqa["K"]).shape == (2, 3, 2)
     assert "heads" not in gqa  # the 3-D Q says it
     backward = key_of(run, "--seed", "3", "--kind", "backward", "--queries", "2")
@@ -97,7 +97,7 @@ def test_every_generated_problem_says_what_it_asks(run):
         assert doc["ask"] == (["tiles"] if kind == "tiles" else present + (
             ["d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K"] if kind == "backward" else [])), kind
     assert build(options(4, "rope")).doc["ask"][:2] == ["Q_rope", "K_rope"]
-    assert make_exercise(4, decimals=3)["decimals"] == 3
+    assert build(Options(4, decimals=3)).doc["decimals"] == 3
     sheet = run("exercise", "--seed", "4", "--decimals", "3", "--kind", "softcap", "--format", "latex").stdout
     assert "answer: scores, scaled, capped, weights, output; write each value with at least 3 decimals" in sheet
     key = key_of(run, "--seed", "4", "--decimals", "3")
@@ -138,9 +138,9 @@ def test_no_problem_of_seeds_0_to_999_is_degenerate(kind):
 def test_a_sound_first_draw_keeps_its_problem_and_a_degenerate_one_is_redrawn():
     # Seed 2's first plain draw had a zero query (the issue's `attn exercise --seed 2`).
     assert any(not any(q) for q in _first_draw(2)["Q"])
-    doc = make_exercise(2)
+    doc = build(Options(2)).doc
     assert all(any(q) for q in doc["Q"]) and doc != _first_draw(2) | {"ask": doc["ask"], "decimals": 2}
-    assert {k: v for k, v in make_exercise(42).items() if k not in ("ask", "decimals")} == _first_draw(42)
+    assert {k: v for k, v in build(Options(42)).doc.items() if k not in ("ask", "decimals")} == _first_draw(42)
 
 
 def _first_draw(seed: int) -> dict:
@@ -208,7 +208,7 @@ def test_find_the_slip_sheets_show_the_worked_solution(run):
 
 
 def test_scaling_by_the_model_width_is_diagnosed_only_when_it_gives_the_numbers():
-    doc = make_exercise(6, kind="multihead", keys=3, heads=3)  # d_k 2, d_model 6: √6 is neither 2 nor √2
+    doc = build(Options(6, kind="multihead", keys=3, heads=3)).doc  # d_k 2, d_model 6: √6 is neither 2 nor √2
     trace = attend(build_problem(doc))
     scores = trace.stage("scores")
     slipped = {"heads": [{"scores": s.round(4).tolist(), "scaled": (s / np.sqrt(6)).round(4).tolist()}
@@ -218,7 +218,7 @@ def test_scaling_by_the_model_width_is_diagnosed_only_when_it_gives_the_numbers(
     other = {"heads": [{"scores": s.round(4).tolist(), "scaled": (s / 2.3).round(4).tolist()} for s in scores]}
     marks = mark_document(trace, other)
     assert all("scale_by_d_model" not in marks[f"heads[{h}].scaled"].diagnosis for h in range(3))
-    one_head = attend(build_problem(make_exercise(6)))  # d_model = d_k: the mistake cannot be made
+    one_head = attend(build_problem(build(Options(6)).doc))  # d_model = d_k: the mistake cannot be made
     s = one_head.stage("scores")[0]
     assert "scale_by_d_model" not in mark_document(one_head, {"scores": s.tolist(), "scaled": (s / 2).round(4).tolist()}
                                                    )["scaled"].diagnosis

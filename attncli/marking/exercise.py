@@ -118,13 +118,6 @@ class ExerciseError(InputError):
     """Options that cannot make a problem (too many distinct keys asked of too few values)."""
 
 
-def make_exercise(seed: int, queries: int | None = None, keys: int = 3, dim: int = 2,
-                  value_dim: int | None = None, heads: int = 1, mask: str | None = None,
-                  kind: str = "plain", **more) -> dict:
-    """The `attn compute` input document of one problem (see `build`); `more`: tiles, slip, decimals."""
-    return build(Options(seed, kind, queries, keys, dim, value_dim, heads, mask, **more)).doc
-
-
 def build(options: Options) -> Exercise:
     """The problem `options` decide: drawn, then re-drawn (from the same generator, so a seed whose
     first draw is sound is unchanged) while it has identical keys, a zero query or uniform weights."""

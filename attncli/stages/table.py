@@ -60,7 +60,7 @@ import numpy as np
 
 from attncli.base.arrays import check_finite
 from attncli.base.errors import AttnError
-from attncli.base.softmax import log_sum_exp, softmax  # noqa: F401 (log_sum_exp: tests read it as stages.log_sum_exp)
+from attncli.base.softmax import softmax
 from attncli.hand import norm_steps, rope_steps, softmax_steps, stage_steps
 from attncli.problem import masks, qk_norm
 from attncli.problem.rope import length, rotate
