@@ -27,7 +27,7 @@ import numpy as np
 
 from attncli.base.errors import AttnError, InputError, did_you_mean, quote
 from attncli.base.names import ASKABLE
-from attncli.base.values import Written, describe
+from attncli.base.values import Typed, describe
 from attncli.compute.attention import attend as _attend
 from attncli.compute.limits import answers_cap
 from attncli.document.reading import INPUT_KEYS, build_problem
@@ -200,5 +200,5 @@ def _plain(value, typed: bool = False):
         value = value.item()
     if typed and type(value) is float and "e" not in repr(value) \
             and len(repr(value).partition(".")[2]) <= TYPED_DECIMALS:
-        return Written.parse(repr(value))
+        return Typed.parse(repr(value))
     return value

@@ -52,13 +52,13 @@ def table() -> str:
     return START + "\n".join(lines) + "\n" + END
 
 
-def written(text: str) -> str:
+def rewritten(text: str) -> str:
     return between(text, START, END, table(), PAGE.name)
 
 
 def main() -> int:
     text = PAGE.read_text(encoding="utf-8")
-    new = written(text)
+    new = rewritten(text)
     if new != text:
         PAGE.write_text(new, encoding="utf-8")
         print(f"rewrote the key table in {PAGE}")

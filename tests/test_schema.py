@@ -108,9 +108,9 @@ def test_the_schema_lists_each_key_once_with_a_kind():
 
 def test_a_key_the_writer_does_not_list_is_a_bug():
     with pytest.raises(AssertionError, match="weightz"):
-        schema.check_written({"attncli": 1, "weightz": 1})
+        schema.check_output({"attncli": 1, "weightz": 1})
     with pytest.raises(AssertionError, match=r"heads\[\]\.weightz"):
-        schema.check_written({"heads": [{"weights": [], "weightz": 1}]})
+        schema.check_output({"heads": [{"weights": [], "weightz": 1}]})
 
 
 def _scooter_json(run, *options) -> dict:

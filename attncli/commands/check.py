@@ -58,7 +58,7 @@ Visibility = spec.find(OPTIONS, "visibility").enum
 
 
 @spec.command(OPTIONS)
-def check(**given) -> None:
+def check(**values) -> None:
     """Mark a learner's answers: each cell ✓ correct, ↪ carried, ~ imprecise, ✗ wrong, with diagnoses.
 
     attn check answers.json problem.json
@@ -78,7 +78,7 @@ def check(**given) -> None:
 
     Exit codes: 0 every given cell right, 1 some not right (or a file with no answers), 2 trouble.
     """
-    o = spec.given(OPTIONS, given)
+    o = spec.chosen(OPTIONS, values)
     required = _stages(o.require)
     answers = {option.key: getattr(o, option.name) for option in OPTIONS if option.panel == ANSWERS}
     # The one import kept inside a function, for start-up: numpy, the core and the views load when

@@ -67,7 +67,7 @@ TableFormat = spec.find(POSENC, "format").enum
 
 
 @spec.command(EXERCISE)
-def exercise(**given) -> None:
+def exercise(**values) -> None:
     """Print a fresh practice problem (small integers and halves): attn compute input, or a worksheet.
 
     attn exercise --seed 7 > problem.json && attn compute problem.json
@@ -87,7 +87,7 @@ def exercise(**given) -> None:
     # `attn --version` and `attn --help` never import numpy.
     from attncli.commands.learn_run import run_exercise
 
-    o = spec.given(EXERCISE, given)
+    o = spec.chosen(EXERCISE, values)
     kinds = _kinds(o.kind)
     run_exercise(o.seed, kinds, o.queries, o.keys, o.dim, o.value_dim, o.heads, o.mask, o.count or len(kinds),
                  o.format, o.answers, _tile_size(o.tiles, kinds), o.find_the_slip, o.decimals)
@@ -117,12 +117,12 @@ def _tile_size(text: str | None, kinds: tuple[str, ...]) -> tuple[int, int] | No
 
 
 @spec.command(EXAMPLE)
-def example(**given) -> None:
+def example(**values) -> None:
     """List the bundled examples, or print one as JSON.
 
     attn example scooter | attn compute
     """
-    name = spec.given(EXAMPLE, given).name
+    name = spec.chosen(EXAMPLE, values).name
     found = {path.stem: path for path in sorted(EXAMPLES.glob("*.json"))}
     if name is None:
         width = max(len(n) for n in found)
@@ -137,12 +137,12 @@ def example(**given) -> None:
 
 
 @spec.command(POSENC)
-def posenc(**given) -> None:
+def posenc(**values) -> None:
     """Sinusoidal positional encodings: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(…).
 
     attn posenc --positions 4 --dim 6
     """
-    o = spec.given(POSENC, given)
+    o = spec.chosen(POSENC, values)
     positions, dim, base = o.positions, o.dim, o.base
     if not math.isfinite(base):  # typer reads 1e309 as inf, and nan passes min=1.0
         raise InputError(f"base is {base}; expected a finite number ≥ 1", "--base")

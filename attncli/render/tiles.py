@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from attncli.base.rule_words import MASKED_ROWS_WORDS
 from attncli.compute.tiles import Tiles, max_difference, sink_logits, start
-from attncli.hand.handwriting import number as written
+from attncli.hand import handwriting as hw
 from attncli.hand.tile_steps import Tile, TileStep, online_softmax
 from attncli.problem.groups import title as head_title
 from attncli.problem.trace import Trace
@@ -70,7 +70,7 @@ def explain_tiles(tiled: Tiles, trace: Trace, rows: list[int] | None, heads: lis
 def _explain_row(tiled: Tiles, trace: Trace, h: int, row: int, places: int) -> list[str]:
     p = tiled.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-    n = lambda x: MINUS_INF if x is None else written(x, places)  # noqa: E731  e-notation when huge
+    n = lambda x: MINUS_INF if x is None else hw.number(x, places)  # noqa: E731  e-notation when huge
     vec = lambda xs: "[" + ", ".join(n(x) for x in xs) + "]"  # noqa: E731
     head = f", {head_title(p, h)}" if p.heads > 1 else ""
     m0, l0, _ = start(p, 1, 1, tiled.V.shape[2], float, head=h)  # before the first tile; the sink, if any

@@ -27,7 +27,7 @@ GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional en
 KEY_DECIMALS = 4
 
 
-def written(x) -> str:
+def given_text(x) -> str:
     """A given value as a person writes it: 1.5, -2, 0.84 (never 1.5000, never -0)."""
     return f"{float(x) + 0.0:g}"
 
@@ -152,7 +152,7 @@ def markdown(items: list[tuple[Exercise, Trace]], key: bool) -> str:
         parts.append("\n".join(f"- {line}" for line in _notes(trace) + _asks(exercise)))
         givens = _givens(exercise, trace) + ([_mask(trace)] if _mask(trace) else [])
         for title, m, rows, columns in givens:
-            parts.append(_md_table(title, [[written(x) for x in row] for row in m], rows, columns))
+            parts.append(_md_table(title, [[given_text(x) for x in row] for row in m], rows, columns))
         for title, m, rows, columns in _grids(trace, exercise):
             cells = [[number(x, KEY_DECIMALS) if key or exercise.worked else " " for x in row] for row in m]
             parts.append(_md_table(title, cells, rows, columns))
@@ -181,7 +181,7 @@ def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
                      + " \\\\\n".join(_text(n) for n in _notes(trace) + _asks(exercise)))
         givens = _givens(exercise, trace) + ([_mask(trace)] if _mask(trace) else [])
         for title, m, rows, columns in givens:
-            parts.append(_tex_table(title, [[f"${written(x)}$" for x in row] for row in m], rows, columns, False))
+            parts.append(_tex_table(title, [[f"${given_text(x)}$" for x in row] for row in m], rows, columns, False))
         for title, m, rows, columns in _grids(trace, exercise):
             filled = key or exercise.worked is not None
             cells = [[(r"$-\infty$" if x == -np.inf else f"${number(x, KEY_DECIMALS)}$") if filled else r"\hspace{4em}"

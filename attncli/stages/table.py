@@ -246,8 +246,8 @@ def _bias_arrays(problem: Problem) -> int:
     stage: ALiBi alone in the problem's dtype (one array); ALiBi beside a given bias in float64 (its
     term and the sum); and a float32 run's copy of a given bias (or that sum) in float32."""
     wide = 2 if problem.dtype == "float32" else 1  # a float64 array, in units of a float32 one
-    alibi, given = problem.alibi_slopes is not None, problem.bias is not None
-    return (alibi and not given) + 2 * wide * (alibi and given) + (given and problem.dtype == "float32")
+    alibi, biased = problem.alibi_slopes is not None, problem.bias is not None
+    return (alibi and not biased) + 2 * wide * (alibi and biased) + (biased and problem.dtype == "float32")
 
 
 def _check_masked(block: Block, x: np.ndarray) -> None:
@@ -381,8 +381,8 @@ def previous(problem: Problem, name: str) -> str | None:
     return order[i - 1] if i else None
 
 
-def fields(problem: Problem, name: str, **given) -> dict[str, str]:
-    """A stage's template fields for this problem; `given` adds view-formatted ones ($scale)."""
+def fields(problem: Problem, name: str, **extra) -> dict[str, str]:
+    """A stage's template fields for this problem; `extra` adds view-formatted ones ($scale)."""
     rope = _rope(problem)
     alibi = problem.alibi_slopes is not None
     sink = problem.sinks is not None
@@ -395,7 +395,7 @@ def fields(problem: Problem, name: str, **given) -> dict[str, str]:
             "ktex": r"K_{\text{rope}}" if rope else norms["kintex"],
             "cap": number(problem.softcap) if problem.softcap is not None else "",
             "sink": " and the head's sink logit (then dropped: rows sum to less than 1)" * sink,
-            "sink_tex": r",\ \text{sink}" * sink, **given}
+            "sink_tex": r",\ \text{sink}" * sink, **extra}
 
 
 def chain_part(stage: Stage, latex: bool = False) -> str:
@@ -407,8 +407,8 @@ def chain_part(stage: Stage, latex: bool = False) -> str:
     return stage.vjp_title if stage.vjp_title is not None else f" (through {stage.name})"
 
 
-def fill(template: str, problem: Problem, name: str, **given) -> str:
-    return Template(template).safe_substitute(fields(problem, name, **given))
+def fill(template: str, problem: Problem, name: str, **extra) -> str:
+    return Template(template).safe_substitute(fields(problem, name, **extra))
 
 
 def run(block: Block, start: str | None = None, x: np.ndarray | None = None, stop: str | None = None,
