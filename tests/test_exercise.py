@@ -10,7 +10,7 @@ import pytest
 from attncli.commands.learn_run import command_line
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
-from attncli.marking.exercise import KINDS, SELF, ExerciseError, Options, build
+from attncli.marking.exercise import KINDS, ExerciseError, Options, build
 from attncli.render import worksheet
 from tests.conftest import assert_error
 
@@ -59,7 +59,7 @@ def test_every_kind_computes_and_its_key_checks(run, kind):
     doc = json.loads(problem.stdout)
     key = run("exercise", "--seed", "3", "--kind", kind, "--keys", "4", "--answers").stdout
     assert run("check", "-", input=key).exit_code == 0
-    if kind in SELF:
+    if KINDS[kind].sentence == "one":
         assert doc["query_labels"] == doc["key_labels"] and len(doc["key_labels"]) == 4
     elif kind == "decode":  # the newest word over the sentence so far
         assert doc["query_labels"] == doc["key_labels"][-1:]

@@ -113,13 +113,21 @@ def _asks(exercise: Exercise) -> list[str]:
 
 
 def _givens(exercise: Exercise, trace: Trace) -> list[tuple[str, list, list[str], list[str]]]:
+    """The matrices the kind's sheet shows (`Exercise.shown`), as given; a 3-D one (gqa's Q, K, V)
+    one table per head or kv head."""
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-    rows_of = {"Q": queries, "X": queries, "K": keys, "V": keys, "X_kv": keys, "E": keys, "PE": keys}
+    rows_of = {"Q": queries, "X": queries, "bias": queries, "K": keys, "V": keys, "X_kv": keys, "E": keys,
+               "PE": keys}
     out = []
     for name, m in exercise.shown.items():
-        rows = rows_of.get(name) or [str(i) for i in range(len(m))]
-        out.append((GIVEN_TITLES.get(name, name), m, rows, [str(j) for j in range(len(m[0]))]))
+        per_head = isinstance(m[0][0], list)
+        word = "head" if name == "Q" or not per_head or len(m) == p.heads else "kv head"
+        for h, matrix in enumerate(m) if per_head else [(None, m)]:
+            title = GIVEN_TITLES.get(name, name) + (f" ({word} {h})" if per_head else "")
+            rows = rows_of.get(name) or [str(i) for i in range(len(matrix))]
+            columns = keys if name == "bias" else [str(j) for j in range(len(matrix[0]))]
+            out.append((title, matrix, rows, columns))
     return out
 
 
@@ -127,6 +135,7 @@ def _notes(trace: Trace) -> list[str]:
     p = trace.problem
     scale = f"1/√d_k, d_k = {trace.d_k}" if np.isclose(trace.scale, trace.d_k ** -0.5) else f"{trace.scale:g}"
     lines = [f"scale = {scale}" + (f"; {p.heads} heads, each its own columns" if p.heads > 1 else "")]
+    lines += [groups.header_line(p)] if groups.header_line(p) else []  # grouped-query: which kv head each reads
     if has_rules(p):
         lines += [f"mask: {rule}" for rule in rule_lines(p)]
     if positions_line(p):  # a KV-cache step's query position decides what it sees
