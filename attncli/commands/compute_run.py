@@ -24,6 +24,7 @@ from attncli.document import agreement
 from attncli.document.loading import OneMatrixError, gather
 from attncli.document.readback import verify
 from attncli.document.reading import build_problem
+from attncli.problem import recipes
 from attncli.problem.masks import distance_notes, positions_line
 from attncli.problem.rope import angle_notes
 from attncli.render import out
@@ -46,6 +47,10 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
         return
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
+    if o.error:  # each stage's error against float64, beside it (tables) or per head (JSON)
+        if plan.view not in ("table", "json"):
+            raise InputError(f"shows each stage's error in tables and JSON, not {plan.view}", "--error")
+        shown += ("errors",)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options), warnings)
     agreed = _agreement(doc, trace, source)
     render(trace, tiled, shown, plan, o, agreed)
@@ -320,7 +325,7 @@ def _attend(problem, output_only: bool, threads: int | None):
     """The full trace, or only the output in blocks on `threads` workers (None: every core); a
     progress bar when it takes a while."""
     with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
-        if output_only:
+        if output_only and not recipes.lab(problem):  # the lab computes every stage, always
             # Imported here, for start-up (see above): only the output-only path computes in blocks.
             from attncli.compute.blocks import attend_output
 

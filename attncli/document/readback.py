@@ -37,7 +37,8 @@ TILED = {"tiles", "tiled_output", "tiled_lse"}
 MISSING = object()  # a key the recomputed document does not have
 MAX_PLACES = 17  # beyond, a float64's decimals are float noise (rtol covers them)
 MAX_TILES = 100_000  # the most tiles attn compute writes in JSON
-RTOL = {"float64": 1e-9, "float32": 1e-5}  # float noise between the full trace, blocks and tiles
+RTOL = {"float64": 1e-9, "float32": 1e-5,  # float noise between the full trace, blocks and tiles
+        "bfloat16": 1e-9, "float16": 1e-9}  # the precision lab: one path, its stored values exact in float64
 ANSWERS_HINT = "results in a problem document must be this problem's; to mark answers, use attn check"
 
 
