@@ -181,7 +181,8 @@ def _cause(name: str, dtype: str, acc: str, unrounded: float, value: float, subt
            dead: bool) -> str:
     """Why a stage's cell is not finite, from its value before rounding and, for the weights, the e^x."""
     if name == "weights" and dead:
-        return "0/0 in a fully masked row (every key masked, fill −∞: every e^x is 0)"
+        return "0/0 in a fully masked row " + ("(every score is −∞, so x − max is −∞ − (−∞))" if subtract
+                                               else "(every e^x is e^−∞ = 0)")
     if name == "weights" and exp_at is not None:
         how = "without subtracting the row max" if not subtract else "after subtracting the row max"
         return (f"e^{_number(exp_at)} overflows {acc} (max {recipes.MAX[acc]:.5g}) {how}, "
@@ -271,7 +272,8 @@ def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
     recipe = recipes.recipe(problem)
     compute, rnd, _ = _rounder(dtype, recipe)
     acc = "float32" if recipe is not None and recipe.accumulate == "float32" else dtype
-    fill = recipes.fill_value(problem)
+    with np.errstate(over="ignore"):  # as the dtype holds it: −1e9 is −∞ in float16 (a warning says so)
+        fill = float(rnd(np.asarray(recipes.fill_value(problem), compute)))
     given = _heads(problem, {name: np.asarray(problem.inputs[name], np.float64) for name in INPUTS})
     low = {name: rnd(array.astype(compute)) for name, array in given.items()}
     Q, K, V = low["Q"], low["K"], low["V"]
@@ -312,13 +314,15 @@ def notices(problem: Problem, lab: Lab, visible, stored: dict, dead: np.ndarray)
         rows = ", ".join(f"head {h} query {i}" for h, i in np.argwhere(dead)[:4])
         found.append(Notice(f"every key is masked for {rows}; the softmax is 0/0 there, and the masked-rows "
                             f"policy {problem.masked_rows} stores {'1/Lk' if problem.masked_rows == 'uniform' else '0'}"))
-    if visible is None or lab.fill == -np.inf:
+    if visible is None:
         return found
     word = recipes.fill_word(problem)
-    hidden = ~np.broadcast_to(visible, stored["weights"].shape)
-    if np.isneginf(stored["masked"][hidden]).all():
-        found.append(Notice(f"the mask fill {word} is −∞ in {problem.dtype} (it overflows the dtype)"))
+    if lab.fill == -np.inf:
+        if problem.mask_fill != -np.inf:
+            found.append(Notice(f"the mask fill {word} is −∞ in {problem.dtype}: it is past the dtype's range "
+                                f"(max {recipes.MAX[problem.dtype]:.5g}), so masked scores are −∞"))
         return found
+    hidden = ~np.broadcast_to(visible, stored["weights"].shape)
     let = hidden & (stored["weights"] > 0)
     if let.any():
         h, i, j = (int(v) for v in np.argwhere(let)[0])

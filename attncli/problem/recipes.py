@@ -77,7 +77,7 @@ def fill_word(problem) -> str:
     """The fill as the header writes it: `min (−3.39e+38, bfloat16's most negative)`, `−1e+04`."""
     fill = problem.mask_fill
     if fill == "min":
-        return f"min ({-MAX[problem.dtype]:.3g}, {problem.dtype}'s most negative finite number)"
+        return f"min ({-MAX[problem.dtype]:.3g}, {problem.dtype}'s most negative finite number)".replace("-", "−")
     return "−∞" if fill == -math.inf else f"{fill:g}".replace("-", "−")
 
 
