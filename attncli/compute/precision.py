@@ -43,7 +43,8 @@ def numpy_dtype(name: str) -> np.dtype:
     if name != "bfloat16":
         return np.dtype(name)
     try:
-        import ml_dtypes  # start-up: only a bfloat16 run loads it
+        # Imported here for start-up: only a bfloat16 run loads ml_dtypes (the float64 path never does).
+        import ml_dtypes
     except ImportError:
         raise InputError("dtype is bfloat16, which needs the ml-dtypes package; install it with "
                          "pip install 'attncli[precision]' (or use float16, float32, float64)", field="dtype")
@@ -178,15 +179,18 @@ def _number(x: float) -> str:
 
 
 def _cause(name: str, dtype: str, acc: str, unrounded: float, value: float, subtract: bool, exp_at: float | None,
-           dead: bool) -> str:
+           dead: bool, underflow: float | None = None) -> str:
     """Why a stage's cell is not finite, from its value before rounding and, for the weights, the e^x."""
     if name == "weights" and dead:
         return "0/0 in a fully masked row " + ("(every score is −∞, so x − max is −∞ − (−∞))" if subtract
                                                else "(every e^x is e^−∞ = 0)")
     if name == "weights" and exp_at is not None:
-        how = "without subtracting the row max" if not subtract else "after subtracting the row max"
+        how = "without subtracting the max" if not subtract else "even after subtracting the max"
         return (f"e^{_number(exp_at)} overflows {acc} (max {recipes.MAX[acc]:.5g}) {how}, "
                 "so the row's sum is inf and inf/inf is NaN")
+    if name == "weights" and underflow is not None:
+        return (f"0/0: every e^x of the row underflows to 0 in {acc} without subtracting the max "
+                f"(the largest is e^{_number(underflow)})")
     if np.isfinite(unrounded) and not np.isfinite(value):
         return f"{name} = {_number(unrounded)} overflows {dtype} (max {recipes.MAX[dtype]:.5g})"
     if np.isinf(unrounded):
@@ -213,7 +217,7 @@ def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract)
         if not bad.any():
             continue
         h, i, j = (int(v) for v in np.argwhere(bad)[0])
-        exp_at = None
+        exp_at = underflow = None
         dead = False
         if name == "weights":
             logits = stored["masked"] if "masked" in stored else stored["scaled"]
@@ -223,9 +227,11 @@ def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract)
             if overflow.any():
                 k = int(np.flatnonzero(overflow)[0])
                 exp_at = float(row[k] - (row.max() if subtract else 0.0))
+            elif not dead and not subtract and (exps[h, i] == 0).all():
+                underflow = float(row.max())
         return Birth(name, h, i, j, float(value[h, i, j]),
                      _cause(name, dtype, acc, float(before[name][h, i, j]), float(value[h, i, j]), subtract,
-                            exp_at, dead))
+                            exp_at, dead, underflow))
     return None
 
 
