@@ -143,6 +143,19 @@ def test_bad_documents_are_one_error_line(run, problem_file, doc, fragment):
     assert_error(run("compute", problem_file(doc), "-f", "json"), fragment)
 
 
+def test_explain_shows_each_rounding_the_recipe_does(run, problem_file):
+    eager = run("compute", problem_file(SCOOTER), "--dtype", "bfloat16", "--explain").stdout
+    assert "scaled: scaled[1] = 2.828427 → 2.828125; scaled[2] = 1.4142135 → 1.4140625" in eager
+    assert "weights[1] = 0.76788574 → 0.76953125" in eager and "e^x" not in eager.split("Roundings")[1]
+    same = run("compute", problem_file(SCOOTER), "--dtype", "bfloat16", "--accumulate", "same",
+               "--no-max-subtraction", "--explain").stdout
+    assert "e^x: e^2.828125 = 16.913717 → 16.875; e^1.4140625 = 4.112629 → 4.125" in same
+    fused = run("compute", problem_file(SCOOTER), "--dtype", "float16", "--store", "output", "--explain").stdout
+    assert "scaled: kept in float32, not stored in float16" in fused
+    wide = run("compute", problem_file(SCOOTER), "--mask-fill", "min", "--explain").stdout
+    assert "Roundings: none beyond float64 itself" in wide
+
+
 def test_plain_writes_inf_and_nan_as_strings_and_minus_inf_as_null():
     assert plain(np.array([1.5, -np.inf, np.inf, np.nan])) == [1.5, None, "inf", "nan"]
 

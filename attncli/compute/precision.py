@@ -74,12 +74,13 @@ class Birth:
 class Lab:
     """What the precision lab adds to a trace: the recipe (None for float32/float64), the fill as
     used, each stage before it was stored (`unrounded`, in the accumulator's dtype, as float64), the
-    softmax's e^(x − m) (as computed), the float64 reference, each stage's error against it
+    softmax's x − m and e^(x − m) (as computed), the float64 reference, each stage's error against it
     ({stage: {"abs", "rel", "ulps"}}, (H, Lq, ·) each) and the first non-finite value (or None)."""
     dtype: str
     recipe: object
     fill: float
     unrounded: dict
+    shifted: np.ndarray
     exps: np.ndarray
     reference: dict
     errors: dict
@@ -105,10 +106,10 @@ def _dot(a: np.ndarray, b: np.ndarray, op, same: bool) -> np.ndarray:
     recipe `same`, each product and each partial sum rounded, left to right."""
     if not same:
         return a @ b
-    total = op(a[..., :, 0:1] * b[..., 0:1, :])
+    total = a[..., :, 0:1] * b[..., 0:1, :]
     for i in range(1, a.shape[-1]):
-        total = op(total + op(a[..., :, i:i + 1] * b[..., i:i + 1, :]))
-    return total
+        total = op(total) + op(a[..., :, i:i + 1] * b[..., i:i + 1, :])
+    return total  # its last operation unrounded: the stage rounds it as it is stored
 
 
 def _sum_rows(x: np.ndarray, op, same: bool) -> np.ndarray:
@@ -138,16 +139,17 @@ def run(problem: Problem, Q, K, V, visible, dtype: str, recipe, fill: float, sub
         return stored[name]
 
     x = stage("scores", _dot(Q, K.transpose(0, 2, 1), op, same))  # (H, Lq, Lk)
-    x = stage("scaled", op(x * scale))
+    x = stage("scaled", x * scale)  # a stage's last operation is rounded as it is stored
     if visible is not None:
         x = stage("masked", np.where(visible, x, rnd(np.asarray(fill, compute))))
     m = x.max(axis=-1, keepdims=True) if subtract else np.zeros_like(x[..., :1])  # (H, Lq, 1)
-    exps = op(np.exp(op(x - m)))
-    weights = stage("weights", op(exps / _sum_rows(exps, op, same)))
+    shifted = op(x - m)
+    exps = op(np.exp(shifted))
+    weights = stage("weights", exps / _sum_rows(exps, op, same))
     raw = weights
     weights = stored["weights"] = policy(weights)
     stage("output", _dot(weights, V, op, same))  # (H, Lq, d_v)
-    return stored, before, exps, raw
+    return stored, before, (shifted, exps), raw
 
 
 def _ulp(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -288,7 +290,7 @@ def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
     if visible is not None and fill == -np.inf:
         dead = ~np.broadcast_to(visible, Q.shape[:2] + (K.shape[1],)).any(axis=-1)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        stored, before, exps, raw = run(problem, Q, K, V, visible, dtype, recipe, fill, problem.max_subtraction,
+        stored, before, (shifted, exps), raw = run(problem, Q, K, V, visible, dtype, recipe, fill, problem.max_subtraction,
                                         _policy(problem, dead))
         reference = run(problem, *(m.astype(np.float64) for m in (Q, K, V)), visible, "float64", None, fill, True,
                         _policy(problem, dead))[0]
@@ -299,7 +301,8 @@ def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
         raise InputError(f"every key is masked for some query, so its softmax is 0/0 ({birth.line()})",
                          field="masked_rows", advice=Advice("masked_rows", ("zero", "uniform"), "; use {} to allow it"))
     stored64 = {name: value.astype(np.float64) for name, value in stored.items()}
-    lab = Lab(dtype, recipe, fill, {n: v.astype(np.float64) for n, v in before.items()}, exps.astype(np.float64),
+    lab = Lab(dtype, recipe, fill, {n: v.astype(np.float64) for n, v in before.items()}, shifted.astype(np.float64),
+              exps.astype(np.float64),
               reference, errors(stored64, reference, dtype), birth)
     concat = merge_heads(stored64["output"])
     scale = problem.scale if problem.scale is not None else 1 / np.sqrt(Q.shape[-1])

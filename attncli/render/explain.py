@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from attncli.base.rule_words import masked_rows_words
+from attncli.explain.roundings import rounding_lines
 from attncli.explain.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
 from attncli.hand.handwriting import MAX_KEYS, comparison, dot, note, number, short, shown_keys, vector
 from attncli.hand.stage_steps import Page
@@ -165,6 +166,7 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
                 lines.append("")
             done.append(written(trace, h, i, precision, carry))
             lines += explain_row(trace, done[-1])
+            lines += rounding_lines(trace, h, i, labels(p.key_labels, p.lk))
             if trace.gradients is not None:
                 lines += [""] + backward_lines(trace, done[-1])
         if combined and every_head:
