@@ -128,6 +128,7 @@ def test_a_lab_run_reads_back_its_own_json(run, problem_file):
     (("--accumulate", "same"), ["--accumulate", "but dtype is float64"]),
     (("--dtype", "float16", "--accumulate", "same", "--store", "output"), ["store is output, but accumulate is same"]),
     (("--dtype", "bfloat16", "--error", "-f", "markdown"), ["--error", "not markdown"]),
+    (("--mask-fill", "min", "--tiles", "1,1"), ["--tiles", "have no tiles"]),
 ])
 def test_bad_settings_are_one_error_line(run, problem_file, options, fragments):
     assert_error(run("compute", problem_file(SCOOTER), *options), *fragments)
@@ -158,6 +159,12 @@ def test_explain_shows_each_rounding_the_recipe_does(run, problem_file):
 
 def test_plain_writes_inf_and_nan_as_strings_and_minus_inf_as_null():
     assert plain(np.array([1.5, -np.inf, np.inf, np.nan])) == [1.5, None, "inf", "nan"]
+
+
+def test_cost_counts_two_bytes_a_number_in_a_low_dtype(run, problem_file):
+    wide, _ = compute(run, problem_file, SCOOTER, "--cost", "--dtype", "float32")
+    low, _ = compute(run, problem_file, SCOOTER, "--cost", "--dtype", "bfloat16")
+    assert low["cost"]["itemsize"] * 2 == wide["cost"]["itemsize"] == 4
 
 
 def test_the_float64_path_is_not_the_lab():

@@ -98,6 +98,10 @@ def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str
     if o.explain:  # before computing: the bound needs only the problem
         _bound_explain(problem, opt.rows(o.row, problem.query_labels, problem.lq),
                        None if o.head is None else [opt.head(o.head, problem.heads)])
+    if plan.tile_sizes is not None and recipes.lab(problem):
+        raise InputError("the tiled online softmax runs in float64 or float32, with a −∞ fill and each row's max "
+                         "subtracted; the precision lab's settings (--dtype bfloat16/float16, --mask-fill, "
+                         "--no-max-subtraction) have no tiles: drop --tiles", "--tiles")
     if plan.tile_sizes is not None:
         _check_tile_count(problem, *plan.tile_sizes, table=plan.built != "json")
     return shown, warnings
@@ -278,7 +282,7 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
     the ways out that would fit: only the output (in blocks), a binary file, single precision,
     one thread (each of the output-only path's threads holds a block of its own)."""
     available = limits.available_bytes()
-    itemsize = 8 if problem.dtype == "float64" else 4
+    itemsize = 8 if problem.dtype == "float64" or recipes.lab(problem) else 4  # the lab keeps float64 copies
     plan = {"view": view, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
 
     def total(threads=threads, **change) -> dict[str, int]:
