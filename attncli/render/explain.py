@@ -166,7 +166,8 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
                 lines.append("")
             done.append(written(trace, h, i, precision, carry))
             lines += explain_row(trace, done[-1])
-            lines += rounding_lines(trace, h, i, labels(p.key_labels, p.lk))
+            rounded = rounding_lines(trace, h, i, labels(p.key_labels, p.lk))
+            lines += [""] + rounded if rounded else []
             if trace.gradients is not None:
                 lines += [""] + backward_lines(trace, done[-1])
         if combined and every_head:

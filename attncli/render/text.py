@@ -117,7 +117,7 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
         lines.append("bias: added after scaling, before the mask; −∞ blocks")
     lines += variant_lines(p)
     lines += precision_lines(p)
-    if trace.masked is not None and p.sinks is None:  # with sinks such a row is all zero: its own line says so
+    if trace.masked is not None and p.sinks is None and p.mask_fill == -math.inf:  # a finite fill: no dead rows  # with sinks such a row is all zero: its own line says so
         lines.append("rows with every key masked: " + masked_rows_words(p.masked_rows))
     if p.projected:
         lines.append("projections: Q = X W_Q, W is (d_in × d_out) (PyTorch's Linear.weight is Wᵀ)")
