@@ -311,3 +311,41 @@ def test_a_kind_is_one_record(run, monkeypatch, tmp_path):
     marked = run("check", str(tmp_path / "key.json"), str(tmp_path / "key.json"), "-f", "json")
     assert marked.exit_code == 0 and json.loads(marked.stdout)["all_correct"]
     assert run("exercise", "--seed", "5", "--kind", "plain,bias", "--format", "latex").exit_code == 0
+
+
+def test_a_precision_exercise_is_float16_whose_rounded_scores_change_the_weights(run, tmp_path):
+    """Issue 31: scores 2048 + a·b, an odd one rounded to even in float16; the key is float16's, marks
+    itself, and marks a float64 answer wrong where the rounding moved it."""
+    ex = build(Options(1, kind="precision", keys=4))
+    assert ex.doc["dtype"] == "float16" and ex.doc["scale"] == 1 and "float16" in ex.doc["description"]
+    exact = np.array(ex.doc["Q"], float) @ np.array(ex.doc["K"], float).T
+    assert ((2048 <= exact) & (exact < 4096)).all() and (exact % 2 == 1).any()
+    assert (ex.trace.stage("scores")[0] == 2 * np.round(exact / 2)).all()  # even, ties to even
+    wide = attend(build_problem({k: v for k, v in ex.doc.items() if k not in ("dtype", "ask", "decimals")}))
+    assert np.abs(wide.stage("weights") - ex.trace.stage("weights")).max() > 0.01  # the answer changes
+    key = run("exercise", "--seed", "1", "--kind", "precision", "--keys", "4", "--answers").stdout
+    (tmp_path / "key.json").write_text(key)
+    heads = json.loads(key)["heads"][0]
+    mine = {name: heads[name] for name in ("scores", "scaled", "weights", "output")}
+    (tmp_path / "a.json").write_text(json.dumps(mine))
+    assert json.loads(run("check", tmp_path / "a.json", tmp_path / "key.json", "-f", "json").stdout)["all_correct"]
+    (tmp_path / "b.json").write_text(json.dumps(mine | {"scores": exact.tolist()}))
+    marked = json.loads(run("check", tmp_path / "b.json", tmp_path / "key.json", "-f", "json").stdout)
+    cells = marked["stages"]["scores"]["cells"][0]
+    assert [c == "correct" for c in cells] == (exact[0] % 2 == 0).tolist()
+    sheet = run("exercise", "--seed", "1", "--kind", "precision", "--format", "markdown").stdout
+    assert "- dtype = float16\n- recipe: each stage computed in float32" in sheet
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_every_precision_exercise_has_a_score_float16_rounds(seed):
+    ex = build(Options(seed, kind="precision", keys=1 + seed % 7))
+    exact = np.array(ex.doc["Q"], float) @ np.array(ex.doc["K"], float).T
+    assert (exact % 2 == 1).any()
+
+
+@pytest.mark.parametrize("more, fragment", [({"heads": 2}, "heads 2"), ({"dim": 3}, "dim 3"),
+                                            ({"keys": 8}, "at most 7 keys")])
+def test_a_precision_exercise_refuses_shapes_it_cannot_draw(more, fragment):
+    with pytest.raises(kinds.ExerciseError, match=fragment):
+        build(Options(1, kind="precision", **more))

@@ -32,6 +32,8 @@ from attncli.document import schema
 from attncli.document.writing import problem_dict, to_dict
 from attncli.problem.trace import Trace
 from attncli.stages.grads import GRADS
+from attncli.stages.grads import names as grad_names
+from attncli.stages.table import names
 
 TILED = {"tiles", "tiled_output", "tiled_lse"}
 MISSING = object()  # a key the recomputed document does not have
@@ -79,6 +81,7 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
 
 
 HEAD_INPUTS = ("Q", "K", "V")  # each head's inputs, as `attn compute` writes them per head
+EVERYTHING = ("inputs",) + names() + grad_names() + (GRADS, "errors")  # what a document may hold
 
 
 def verify_echoes(doc: dict, trace: Trace, hint: str) -> None:
@@ -208,8 +211,9 @@ def _shape(value) -> tuple[int, ...]:
 
 def _expected(trace: Trace, tile_size: tuple[int, int] | None, say) -> dict:
     """The document the writer would write for `trace`, every stage unrounded; with `tile_size`,
-    the tiles too; the warnings said with `say`."""
-    expected = to_dict(trace)
+    the tiles too; the warnings said with `say`; the precision lab's errors (--error), which a
+    document may hold."""
+    expected = to_dict(trace, EVERYTHING)
     expected["warnings"] = [w.render(say) if say is not None and hasattr(w, "render") else str(w)
                             for w in trace.warnings]
     if tile_size is not None:

@@ -70,8 +70,8 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     """The JSON document `attn compute` writes. It is also valid input: the problem's keys are
     echoed at the top level (the mask normalised to true = may attend), results beside them.
     `stages`: the names to write ("inputs" for Q, K, V per head; "errors" for the precision lab's
-    errors, --error); None: all."""
-    stages = ("inputs",) + stage_names() + grads.names() + (grads.GRADS, "errors") if stages is None else stages
+    errors, --error); None: all but the errors."""
+    stages = ("inputs",) + stage_names() + grads.names() + (grads.GRADS,) if stages is None else stages
     problem = trace.problem
     doc = problem_dict(problem, trace.scale, trace.d_k, trace.d_v)
     per_head = [name for name in ("Q", "K", "V") if "inputs" in stages]
