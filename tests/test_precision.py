@@ -157,6 +157,18 @@ def test_explain_shows_each_rounding_the_recipe_does(run, problem_file):
     assert "Roundings: none beyond float64 itself" in wide
 
 
+def test_the_page_outlines_the_first_non_finite_cell_and_explain_refuses_its_row(run, problem_file):
+    big = {"Q": [[300, 0], [1, 1]], "K": [[300, 0], [1, 1]], "V": [[1, 2], [3, 4]], "scale": 1}
+    page = run("compute", problem_file(big), "--dtype", "float16", "-f", "html").stdout
+    assert ('<td class="nf" title="scores = 90000 overflows float16 (max 65504)" data-stage="scores" '
+            'data-head="0" data-row="0" data-col="0"') in page
+    assert page.count(' nf"') + page.count('"nf"') == 1 and "the first non-finite value is scores[0, 0, 0]" in page
+    assert_error(run("compute", problem_file(big), "--dtype", "float16", "--explain", "--row", "0"),
+                 "--row", "query row 0 holds an inf or a NaN", "scores = 90000 overflows float16")
+    assert "Roundings to float16" in run("compute", problem_file(big), "--dtype", "float16", "--explain",
+                                         "--row", "1").stdout
+
+
 def test_plain_writes_inf_and_nan_as_strings_and_minus_inf_as_null():
     assert plain(np.array([1.5, -np.inf, np.inf, np.nan])) == [1.5, None, "inf", "nan"]
 

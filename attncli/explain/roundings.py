@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli.base.errors import InputError
 from attncli.hand.handwriting import shown_keys
 from attncli.problem.trace import Trace
 
@@ -25,6 +26,27 @@ def _computed(x: float, acc: str) -> str:
         return _exact(x)
     value = np.float32(x) if acc == "float32" else np.float64(x)
     return np.format_float_positional(value, unique=True, trim="-").replace("-", "−")
+
+
+def finite_row(trace: Trace, row: int, heads=None) -> bool:
+    """Whether query `row` holds only finite numbers in every stage of `heads` (None: all) but a
+    masked cell's −∞: a hand calculation needs them (a precision lab run may hold inf and NaN)."""
+    for name, value in trace.stages.items():
+        cells = value[:, row] if heads is None else value[list(heads), row]
+        if np.isnan(cells).any() or np.isposinf(cells).any() or (name != "masked" and np.isneginf(cells).any()):
+            return False
+    return True
+
+
+def refuse_nonfinite(trace: Trace, rows: list[int], heads=None) -> None:
+    """--explain of a row that holds an inf or a NaN: refused, naming where the first was born."""
+    if trace.precision is None:
+        return
+    for row in rows:
+        if not finite_row(trace, row, heads):
+            born = trace.precision.nonfinite
+            raise InputError(f"query row {row} holds an inf or a NaN ({born.line() if born else 'see the warning'}); "
+                             "the hand calculation needs finite numbers: explain another row", "--row")
 
 
 def rounding_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from attncli.base.rule_words import masked_rows_words
-from attncli.explain.roundings import rounding_lines
+from attncli.explain.roundings import refuse_nonfinite, rounding_lines
 from attncli.explain.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
 from attncli.hand.handwriting import MAX_KEYS, comparison, dot, note, number, short, shown_keys, vector
 from attncli.hand.stage_steps import Page
@@ -157,6 +157,7 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
         rows = list(range(p.lq)) if p.lq <= 3 else [0]
         if p.lq > 3:
             lines.append(f"(showing query 0 of {p.lq}; pick others with --row LABEL or --row INDEX)")
+    refuse_nonfinite(trace, rows, heads)  # the precision lab's inf and NaN: no hand calculation
     every_head = heads is None or list(heads) == list(range(p.heads))
     combined = p.heads > 1 or "W_O" in p.inputs
     for i in rows:
