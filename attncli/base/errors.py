@@ -96,6 +96,13 @@ class ReaderGone(Exception):
         self.code = code
 
 
+class StdoutError(Exception):
+    """stdout took less than was written (a full disk, /dev/full, `ulimit -f`): the edge says so
+    (`error: cannot write stdout: no space left on device`) and exits 2, never 0 on a short write.
+    Not an AttnError, which code on the way may catch and name a file in, nor an OSError, which
+    typer treats as its own."""
+
+
 class NumericError(AttnError):
     """The input is valid but the arithmetic cannot be carried out in the chosen dtype."""
 
