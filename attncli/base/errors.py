@@ -124,6 +124,17 @@ def _letters(text: str) -> str:
     return "".join(c for c in text if not c.isdigit())
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 key`, `3 keys`, `2 queries`, `1 entry`, `0 heads`, `1 kv head`: the count and its word,
+    for every message and line that counts something; `many` for an irregular plural."""
+    if n == 1:
+        return f"{n:,} {word}"
+    if many is None:
+        consonant_y = word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u")
+        many = word[:-1] + "ies" if consonant_y else word + ("es" if word.endswith(("s", "x", "ch", "sh")) else "s")
+    return f"{n:,} {many}"
+
+
 def quote(text: str) -> str:
     """A user's string in a message: quoted, with control and line-breaking characters escaped,
     so that an error is always one line."""

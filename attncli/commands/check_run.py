@@ -254,14 +254,31 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
 def _overlay(doc: dict, given: dict, trace) -> dict:
     """The inline answers laid over a document's: each replaces that stage at the top level and in
     heads[0], where read_answers would otherwise prefer the file's (the final output only when it is
-    head 0's output)."""
-    doc = doc | given
+    head 0's output). A stage given for every head at once (heads × rows × columns: a CSV with a
+    `head` column, as `attn compute -f csv` writes several heads) replaces that stage in each head."""
+    count = trace.problem.heads
+    listed = doc.get("heads") if isinstance(doc.get("heads"), list) else []
+    per_head = {stage: value for stage, value in given.items() if count > 1 and _every_head(value, count)
+                and all(entry is None or isinstance(entry, dict) for entry in listed)}
+    doc = doc | {stage: value for stage, value in given.items() if stage not in per_head}
     heads = doc.get("heads")
     if given and isinstance(heads, list) and heads and isinstance(heads[0], dict):
         single = trace.problem.heads == 1 and "W_O" not in trace.problem.inputs
-        replaced = {stage for stage in given if stage != "output" or single}
+        replaced = {stage for stage in given if (stage != "output" or single) and stage not in per_head}
         doc["heads"] = [{k: v for k, v in heads[0].items() if k not in replaced}] + heads[1:]
+    if per_head:
+        heads = [dict(entry or {}) for entry in listed] + [{} for _ in range(count - len(listed))]
+        for stage, value in per_head.items():
+            for h in range(count):
+                heads[h][stage] = value[h]
+        doc["heads"] = heads
     return doc
+
+
+def _every_head(value, count: int) -> bool:
+    """Whether an inline answer is a stack of `count` matrices, one per head."""
+    return isinstance(value, list) and len(value) == count and all(
+        isinstance(m, list) and m and isinstance(m[0], list) for m in value)
 
 
 def _blank(error: str | None) -> bool:

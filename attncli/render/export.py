@@ -219,14 +219,22 @@ def csv_text(text: str) -> str:
     return "'" + text if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text) else text
 
 
-def csv_table(rows, columns, matrices, decimals: int | None = None, first: str = "query") -> str:
-    """A CSV table: a header of column labels, row labels in the first column; with several
-    matrices a leading `head` column. Numbers are written as numbers (−∞ as -inf, −0 as 0;
-    `decimals` rounds as JSON's --round); labels through `csv_text`."""
+# The header's corner, above the row labels, is empty (as pandas' to_csv writes it): attn's own
+# reader (document/text_input.py) then takes row 1 as a header and column 1 as labels, whatever
+# the column labels look like (`,0,1` for an output's columns). With several heads a `head` column
+# comes first (`head,,I,like`), which the reader reads back as one matrix per head.
+HEAD_COLUMN = "head"
+
+
+def csv_table(rows, columns, matrices, decimals: int | None = None) -> str:
+    """A CSV table: a header of column labels after an empty corner, row labels in the first
+    column; with several matrices a leading `head` column. Numbers are written as numbers (−∞ as
+    -inf, −0 as 0; `decimals` rounds as JSON's --round); labels through `csv_text`. attn reads it
+    back as the matrix (or one per head) it holds, with its row labels."""
     multi = len(matrices) > 1
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow((["head"] if multi else []) + [first] + [csv_text(c) for c in columns])
+    writer.writerow(([HEAD_COLUMN] if multi else []) + [""] + [csv_text(c) for c in columns])
     for h, m in matrices:
         if decimals is not None:
             m = round_finite(m, decimals)
@@ -238,7 +246,8 @@ def csv_table(rows, columns, matrices, decimals: int | None = None, first: str =
 
 def csv_stage(trace: Trace, stage: str, decimals: int | None = None) -> str:
     """One stage (scores, scaled, masked, weights or output) as CSV: a header of key (or column)
-    labels, query labels in the first column; with several heads a leading `head` column.
+    labels after an empty corner, query (or key) labels in the first column; with several heads a
+    leading `head` column.
     `output` is the final output; −∞ is written -inf; `decimals` rounds as --round does."""
     p = trace.problem
     if stage == "output":
@@ -249,5 +258,5 @@ def csv_stage(trace: Trace, stage: str, decimals: int | None = None) -> str:
         columns = labels(p.key_labels, p.lk) if get(stage).columns == "keys" else \
             [str(j) for j in range(matrices[0][1].shape[1])]
     if stage != "output" and get(stage).rows == "keys":  # K_rope: one row per key
-        return csv_table(labels(p.key_labels, p.lk), columns, matrices, decimals, first="key")
+        return csv_table(labels(p.key_labels, p.lk), columns, matrices, decimals)
     return csv_table(labels(p.query_labels, p.lq), columns, matrices, decimals)
