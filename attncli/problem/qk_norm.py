@@ -107,7 +107,7 @@ def read(value, name: str, d_k: int, heads: int) -> Norm | None:
     heads for q_norm, kv heads for k_norm). In an .npz the object is its JSON text."""
     if value is None:
         return None
-    value = object_text(value)  # an .npz holds it as JSON text; other text is refused below
+    value = object_text(value, name)  # an .npz holds it as JSON text; other text is refused below
     if not isinstance(value, dict):
         raise InputError(f'{name} is {describe(value)}; expected an object {{"type": "rms" or "layer", "weight": '
                          '[...], "eps": x, "over": "head" or "all"}', field=name)
