@@ -265,3 +265,23 @@ def test_inline_answers_with_a_complete_key_mark_only_what_was_given(run, tmp_pa
     result = run("check", key, "--weights", wrong, "--format", "json")
     assert result.exit_code == 1, result.stdout
     assert json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3
+
+
+# `--tol inf` (and 1e400, which reads as inf) marked every cell correct, where the API refuses it;
+# `--tol nan` said it "should be greater than or equal to 0".
+@pytest.mark.parametrize("tol, found", [("inf", "inf"), ("1e400", "inf"), ("nan", "nan"), ("-1", "-1"),
+                                        ("-inf", "-inf")])
+def test_tol_is_a_finite_number_of_at_least_0(run, tol, found):
+    assert_error(run("check", SAMPLES / "scooter.json", "--weights", "0.1,0.1,0.1", "--tol", tol),
+                 f"error: --tol: expected a finite number ≥ 0, found {found}")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("posenc", "--base", "nan"), "--base: expected a finite number ≥ 1, found nan"),
+    (("check", SAMPLES / "scooter.json", "--weights", "0.1,0.1,0.1", "--max-score", "nan", "-f", "gradescope"),
+     "--max-score: expected a finite number from 0 to 1,000,000, found nan"),
+    (("compute", SAMPLES / "scooter.json", "--rope", "--rope-base", "1e400"), "--rope-base: expected a finite number, "
+     "found inf"),
+])
+def test_every_float_option_refuses_what_is_not_a_finite_number_saying_what_it_expected(run, args, message):
+    assert_error(run(*args), message)
