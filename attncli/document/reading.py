@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.base.choices import DTYPES, MASKED_ROWS
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.base.values import HugeInt, as_array, describe, scalar, whole_count
 from attncli.compute.backward import final_shape
 from attncli.document import schema
@@ -241,6 +241,9 @@ def _variants(doc: dict, heads: int) -> dict:
     slopes = doc.get("alibi_slopes")
     if slopes is None:
         return read_variants(doc, heads)
+    if not isinstance(slopes, (list, np.ndarray)):  # slopes, not alibi's true/false
+        raise InputError(f"alibi_slopes is {describe(slopes)}; expected a list of {plural(heads, 'slope')}, one per "
+                         "query head (alibi: true gives the paper's)", field="alibi_slopes")
     alibi = doc.get("alibi")
     try:
         given = read_variants({**doc, "alibi": slopes}, heads)
