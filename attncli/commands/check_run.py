@@ -68,12 +68,12 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
             return {}, shared[2], None, shared[3]
         if name == problem:
             return shared[0], shared[2], None, shared[3]
-        if each_own:
-            doc, note = read_answers_file(name, lenient=lenient)  # a problem file, under the general text cap
+        if each_own:  # a problem file, under the general text cap
+            doc, note = read_answers_file(name, lenient=lenient, regular=many)
             own = _problem(name, doc)
             problems[name] = _fingerprint(own[2])
             return doc, own[2], note, own[3]
-        doc, note = read_answers_file(name, cap, lenient=lenient)
+        doc, note = read_answers_file(name, cap, lenient=lenient, regular=many)  # a class: no FIFO holds it up
         return doc, shared[2], note, shared[3]
 
     problems: dict[str, bytes] = {}  # each file's own problem, when each holds one
