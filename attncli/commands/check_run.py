@@ -18,7 +18,7 @@ from attncli.document.loading import OneMatrixError, load_matrix
 from attncli.document.reading import build_problem
 from attncli.marking.answer_files import load_answers, npz_heads, read_answers_file
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
-from attncli.marking.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, problem_stages
+from attncli.marking.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, check_shapes, problem_stages
 from attncli.marking.grading import DECIMALS, Rule
 from attncli.marking.marks import all_correct, before_weights, stage_keys
 from attncli.marking.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
@@ -55,12 +55,26 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
-    shared = None if each_own else _problem(problem)
+    given = {}  # the inline answers, read once and laid over every answers file
+
+    def read_inline(built=None) -> None:
+        """Within the answers cap (bigger answers are refused unread), and their shapes checked
+        against the problem before it is computed (a wrong one is refused at once)."""
+        cap = answers_cap(built) if built is not None else None
+        for stage, value in inline.items():
+            given[stage] = load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
+            if built is not None:
+                try:
+                    check_shapes({stage: given[stage]}, built)
+                except AttnError as error:
+                    raise error.at(f"--{stage}")
+
+    shared = None if each_own else _problem(problem, before=read_inline)
+    if shared is None:
+        read_inline()
     if shared and grading:
         _points_fit(grading.get("points"), shared[2].problem)
     cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
-    given = {stage: load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
-             for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
         """(document, trace, note on how it was read)."""
@@ -188,9 +202,10 @@ def _flag_odd_problems(results: list, problems: dict[str, bytes]) -> list:
     return flagged
 
 
-def _problem(name: str, doc=None):
+def _problem(name: str, doc=None, before=None):
     """(document, source, trace) of a problem file (or an answers document holding its problem);
-    metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too."""
+    metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too.
+    `before(problem)` runs once the problem is read, before it is computed."""
     source, own_file = name, doc is not None
     if doc is None:
         try:
@@ -211,6 +226,8 @@ def _problem(name: str, doc=None):
         raise InputError(f"its own problem has {built.heads * built.lq * built.lk:,} scores (heads × queries × keys); "
                          f"a learner's file may set one of at most {OWN_PROBLEM_CELLS:,}: give the class's problem "
                          "with --problem", source)
+    if before is not None:
+        before(built)
     try:
         return doc, source, attention.attend(built), asked
     except AttnError as error:
