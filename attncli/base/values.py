@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from attncli.base.errors import InputError, quote
+from attncli.base.errors import InputError, plural, quote
 
 FLOAT_MAX = float(np.finfo(np.float64).max)  # a Python float: int comparisons stay exact
 FLOAT_DIGITS = 309  # FLOAT_MAX has 309 digits: an integer with more is always too large for float64
@@ -66,7 +66,7 @@ def describe(value) -> str:
 
 
 def _entries(n: int) -> str:
-    return f"{n} entr{'y' if n == 1 else 'ies'}"
+    return plural(n, "entry")
 
 
 def _shape(value, field: str, max_dims: int, depth: int = 0) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from attncli.base.errors import AttnError, InputError, ReaderGone, one_line, quote
+from attncli.base.errors import AttnError, InputError, ReaderGone, one_line, plural, quote
 from attncli.commands.edge import auto_is_table, message
 from attncli.compute import attention
 from attncli.compute.limits import answers_cap
@@ -135,7 +135,7 @@ def _points_fit(points: dict | None, problem) -> None:
             raise InputError(f"{quote(path)}: the problem has one head; name the stage alone "
                              f"({path[head.end():]}=…)", "--points")
         if head and int(head.group(1)) >= problem.heads:
-            raise InputError(f"{quote(path)}: the problem has {problem.heads} heads, numbered from 0", "--points")
+            raise InputError(f"{quote(path)}: the problem has {plural(problem.heads, 'head')}, numbered from 0", "--points")
 
 
 def _holds(name: str) -> tuple[bool, bool]:
@@ -195,7 +195,7 @@ def _flag_odd_problems(results: list, problems: dict[str, bytes]) -> list:
     flagged = []
     for name, marks, note in results:
         if marks is not None and problems.get(name, common) != common:
-            flag = f"its problem differs from the class's ({most} of {len(problems)} files share one)"
+            flag = f"its problem differs from the class's ({most} of {len(problems)} files {'shares' if most == 1 else 'share'} one)"
             sys.stderr.write(f"warning: {one_line(name)}: {flag}\n")  # a student's file name: text, not controls
             note = "; ".join(x for x in (flag, note) if x)
         flagged.append((name, marks, note))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.base.errors import AttnError, InputError, did_you_mean, quote
+from attncli.base.errors import AttnError, InputError, did_you_mean, plural, quote
 from attncli.base.values import object_text
 from attncli.compute.limits import Cap, check_fits, text_cap
 from attncli.document import schema
@@ -341,7 +341,7 @@ def gather(file: str | None, matrices: dict[str, str | None],
         if key == "heads" and isinstance(doc.get("heads"), list):
             if value != len(doc["heads"]):
                 raise InputError(f"{value} contradicts the file's heads, the per-head results of "
-                                 f"{len(doc['heads'])} heads; drop one", f"--{key}")
+                                 f"{plural(len(doc['heads']), 'head')}; drop one", f"--{key}")
             continue  # the same count: the file's list, results and all, stays
         if key == "alibi":
             doc.pop("alibi_slopes", None)

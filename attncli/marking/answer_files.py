@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.compute.limits import Cap, size_text
 from attncli.document.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
 from attncli.marking.answers import EmptyFile, bare_infinity_as_null, parse_answers_csv
@@ -76,8 +76,8 @@ def npz_heads(doc, trace):
                   + [array.size for array in trace.problem.inputs.values()])
     for path, (shape, dtype) in wanted.items():
         if len(shape) < 2 or shape[0] != heads or dtype.kind not in "fiu" or math.prod(shape) > largest:
-            raise InputError(f"{path} is declared {dtype} {tuple(shape)}, but this problem has {heads} "
-                             f"head{'s' if heads != 1 else ''} and at most {largest:,} numbers per stage: "
+            raise InputError(f"{path} is declared {dtype} {tuple(shape)}, but this problem has "
+                             f"{plural(heads, 'head')} and at most {largest:,} numbers per stage: "
                              "heads/ members hold every head's answer, heads first (as attn compute -o FILE.npz "
                              "writes them)", field=path)
     arrays = {path: array for path, array in doc.read_results().items() if path in wanted}

@@ -42,7 +42,7 @@ from functools import partial
 import numpy as np
 
 from attncli.base.choices import EXERCISE_KINDS as KINDS
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.compute import attention
 from attncli.compute.tiles import Tiles, attend_tiles
 from attncli.document.reading import build_problem
@@ -163,7 +163,7 @@ def _validate(o: Options) -> None:
                             f"({o.heads}) must be even", field="heads")
     if o.slip and (o.kind not in SLIP_KINDS or o.heads != 1):
         raise ExerciseError(f"find-the-slip works one head with Q, K and V given; kind {o.kind} with "
-                            f"{o.heads} head{'s' * (o.heads != 1)} is not one (kinds: {', '.join(SLIP_KINDS)})",
+                            f"{plural(o.heads, 'head')} is not one (kinds: {', '.join(SLIP_KINDS)})",
                             field="find_the_slip")
 
 
@@ -184,7 +184,7 @@ def _draw(o: Options, rng: random.Random) -> tuple[dict, dict]:
     if rules:
         left = rules.get("window", [0])[0]
         doc["description"] += _RULE_TEXT[o.kind].format(t=o.keys - 1, query=query_labels[0], W=left + 1,
-                                                        before=f"{left} word{'s' * (left != 1)}", **rules)
+                                                        before=plural(left, "word"), **rules)
     if o.kind == "padding":
         doc["key_labels"] = key_labels[:-1] + [PAD]
     matrices = [k for k in ("Q", "K", "V", "X", "X_kv", "W_Q", "W_K", "W_V", "W_O", "dO") if k in doc]
@@ -258,13 +258,13 @@ def _variants(o: Options, rng: random.Random, doc: dict) -> None:
         doc["key_mask"] = [True] * (o.keys - 1) + [False]
         doc["description"] += f"; the last key is padding ({PAD}): key_mask hides it from every query"
     elif o.kind == "gqa":
-        doc["description"] += (f"; grouped-query attention: {o.heads} query heads, {o.heads // 2} kv heads, "
+        doc["description"] += (f"; grouped-query attention: {o.heads} query heads, {plural(o.heads // 2, 'kv head')}, "
                                "query head h reads kv head h // 2")
     elif o.kind == "tiles":
         bq, bk = o.tiles or DEFAULT_TILES
         doc["scale"] = 1
         doc["tile_size"] = [bq, bk]
-        doc["description"] += (f", tile by tile with the online softmax (tiles of {bq} queries × {bk} keys, "
+        doc["description"] += (f", tile by tile with the online softmax (tiles of {plural(bq, 'query')} × {plural(bk, 'key')}, "
                                "scale 1): for each tile write the running max m, alpha = e^(m_old − m), "
                                "the running sum l and the running output O")
     elif o.kind == "backward":

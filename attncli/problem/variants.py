@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from attncli.base.errors import Advice, InputError
+from attncli.base.errors import Advice, InputError, plural
 from attncli.base.values import HugeInt, describe
 
 VARIANT_KEYS = ("alibi", "softcap", "sinks")
@@ -49,10 +49,10 @@ def _per_head(value, field: str, heads: int, one_for_all: bool) -> np.ndarray:
     if one_for_all and not isinstance(value, list):
         value = [_number(value, field, "a number or a list of one number per query head")] * heads
     if not isinstance(value, list):
-        raise InputError(f"{field} is {describe(value)}; expected a list of {heads} numbers, one per query head",
+        raise InputError(f"{field} is {describe(value)}; expected a list of {plural(heads, 'number')}, one per query head",
                          field=field)
     if len(value) != heads:
-        raise InputError(f"{field} has {len(value)} entr{'y' if len(value) == 1 else 'ies'}; expected {heads}, "
+        raise InputError(f"{field} has {plural(len(value), 'entry')}; expected {heads}, "
                          "one per query head", field=field)
     array = np.array([_number(x, f"{field}[{i}]", "a finite number") for i, x in enumerate(value)], np.float64)
     array.flags.writeable = False
@@ -76,7 +76,7 @@ def read_variants(doc: dict, heads: int) -> dict:
         fields.update(alibi_slopes=slopes, alibi_rule="given")
     elif alibi is not None and alibi is not False:
         raise InputError(f"alibi is {describe(alibi)}; expected true (the paper's slopes) or a list of "
-                         f"{heads} slope{'s' * (heads != 1)}, one per query head", field="alibi")
+                         f"{plural(heads, 'slope')}, one per query head", field="alibi")
     if doc.get("softcap") is not None:
         cap = _number(doc["softcap"], "softcap", "a number > 0")
         if cap <= 0:
@@ -125,7 +125,7 @@ def variant_lines(problem) -> list[str]:
         lines.append(f"softcap {c}: capped = {c} · tanh(scaled / {c}), after scaling, before bias, ALiBi and "
                      "masks (Gemma 2)")
     if problem.alibi_slopes is not None:
-        source = ("the paper's slopes for " + f"{problem.heads} head{'s' * (problem.heads > 1)}"
+        source = ("the paper's slopes for " + plural(problem.heads, "head")
                   + ("" if problem.heads & (problem.heads - 1) == 0 else
                      " (not a power of two: the lower power's slopes, then every other one of twice that, as BLOOM)")
                   if problem.alibi_rule == "paper" else "given slopes")

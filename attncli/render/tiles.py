@@ -10,6 +10,7 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
+from attncli.base.errors import plural
 from attncli.base.rule_words import MASKED_ROWS_WORDS
 from attncli.compute.tiles import Tiles, max_difference, sink_logits, start
 from attncli.hand.carry import round_to
@@ -33,7 +34,7 @@ def tile_parts(tiled: Tiles, trace: Trace, precision: int, heads: list[int] | No
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
     begin = "m = −∞, l = 0, O = 0" if sink_logits(p) is None else \
         "m = the head's sink logit, l = e^(sink − m) = 1, O = 0 (the sink is in every row's sum, never in O)"
-    yield (f"tiled online softmax (FlashAttention-2 forward): tiles of {tiled.bq} queries × {tiled.bk} keys; "
+    yield (f"tiled online softmax (FlashAttention-2 forward): tiles of {plural(tiled.bq, 'query')} × {plural(tiled.bk, 'key')}; "
            f"per row, before the first tile {begin}; blocks are [start, end), end exclusive")
     for h in heads if heads is not None else range(p.heads):
         head = f" · {head_title(p, h)}" if p.heads > 1 else ""
@@ -88,7 +89,7 @@ def _explain_row(tiled: Tiles, trace: Trace, h: int, row: int, places: int) -> l
     O = [Decimal(0)] * tiled.V.shape[2]
     begin = "m = −∞, l = 0, O = 0" if m is None else f"m = sink = {n(m)}, l = e^(sink − m) = {n(l)}, O = 0"
     lines = [f"query {queries[row]}{head} through the tiles (each step from the numbers as printed, "
-             f"{places} decimals); start: {begin}"]
+             f"{plural(places, 'decimal')}); start: {begin}"]
     tiles = [t for t in tiled.tiles if t.q_block[0] <= row < t.q_block[1]]
     with localcontext() as context:
         context.prec = 40
