@@ -197,5 +197,10 @@ def _flush_stdout() -> None:
 
 
 def _discard_stdout() -> None:
-    """The reader went away: point stdout at /dev/null so that no later flush complains."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    """The reader went away (or the disk is full): point stdout at /dev/null so that no later
+    flush complains."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, sys.stdout.fileno())
+    finally:
+        os.close(null)
