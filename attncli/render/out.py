@@ -21,6 +21,7 @@ from attncli.base.errors import StdoutError
 from attncli.render.target import reason
 
 CHUNK = 1 << 26  # 64 MiB per call: far below the cap, large enough to cost nothing
+BUFFER = 1 << 16  # stdout's buffer: 64 KiB, so that many small writes make few calls of WholeWrites
 
 
 def write_all(text, stream=None) -> None:
@@ -34,9 +35,10 @@ class WholeWrites(io.RawIOBase):
     """A file descriptor (stdout's) whose every write writes everything or raises: a short count
     from write(2) is followed by another call for the rest, which then fails with the reason."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, owner=None):
         super().__init__()
         self._fd = fd
+        self._owner = owner  # the stream that owns the descriptor, kept open while we write to it
 
     def fileno(self) -> int:
         return self._fd
@@ -73,6 +75,6 @@ def whole_stdout(stream):
     except (AttributeError, OSError, ValueError):
         return stream
     stream.flush()
-    buffered = io.BufferedWriter(WholeWrites(fd))
+    buffered = io.BufferedWriter(WholeWrites(fd, stream), buffer_size=BUFFER)
     return io.TextIOWrapper(buffered, encoding="utf-8", errors=getattr(stream, "errors", None) or "strict",
                             line_buffering=stream.line_buffering)
