@@ -69,7 +69,8 @@ class WholeWrites(io.RawIOBase):
 
 def whole_stdout(stream):
     """`stream` (sys.stdout) as a UTF-8 text stream over `WholeWrites` of its descriptor, keeping
-    its line buffering and error handler; a stream without a descriptor is returned as it is."""
+    its line buffering, write-through (`python -u`) and error handler; a stream without a
+    descriptor (a test's) is returned as it is."""
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):
@@ -77,4 +78,5 @@ def whole_stdout(stream):
     stream.flush()
     buffered = io.BufferedWriter(WholeWrites(fd, stream), buffer_size=BUFFER)
     return io.TextIOWrapper(buffered, encoding="utf-8", errors=getattr(stream, "errors", None) or "strict",
-                            line_buffering=stream.line_buffering)
+                            line_buffering=getattr(stream, "line_buffering", False),
+                            write_through=getattr(stream, "write_through", False))
