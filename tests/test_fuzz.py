@@ -545,7 +545,7 @@ def entry_point(args, room: int):
     from attncli.render import out
 
     disk, err = FillingDisk(room), io.BytesIO()
-    with open(os.devnull, "w") as null, mock.patch.object(out.os, "write", disk.write), \
+    with open(os.devnull, "w") as null, mock.patch.object(out, "SYSTEM_WRITE", disk.write), \
             mock.patch.object(sys, "argv", ["attn", *args]), mock.patch.object(sys, "stdout", null), \
             mock.patch.object(sys, "stderr", io.TextIOWrapper(err, encoding="utf-8", line_buffering=True)), \
             mock.patch.object(sys, "stdin", io.TextIOWrapper(io.BytesIO(), encoding="utf-8")):

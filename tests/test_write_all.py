@@ -132,13 +132,13 @@ def test_whole_writes_writes_the_rest_of_a_short_write_then_names_the_failure(mo
         written.append(bytes(data[:5 - sum(map(len, written))]))
         return len(written[-1])
 
-    monkeypatch.setattr(out.os, "write", write)
+    monkeypatch.setattr(out, "SYSTEM_WRITE", write)
     stream = out.whole_stdout(io.TextIOWrapper(io.FileIO(os.devnull, "w"), encoding="utf-8"))
     with pytest.raises(StdoutError, match="^cannot write stdout: no space left on device$"):
         stream.write("x" * 20_000)  # past the buffer: written at once
         stream.flush()
     assert b"".join(written) == b"xxxxx"
-    monkeypatch.setattr(out.os, "write", lambda fd, data: (_ for _ in ()).throw(BrokenPipeError(errno.EPIPE, "")))
+    monkeypatch.setattr(out, "SYSTEM_WRITE", lambda fd, data: (_ for _ in ()).throw(BrokenPipeError(errno.EPIPE, "")))
     with pytest.raises(BrokenPipeError):  # a reader that went away stays quiet at the edge
         out.WholeWrites(1).write(b"x")
 

@@ -21,6 +21,7 @@ from attncli.base.errors import StdoutError
 from attncli.render.target import reason
 
 CHUNK = 1 << 26  # 64 MiB per call: far below the cap, large enough to cost nothing
+SYSTEM_WRITE = os.write  # write(2), as WholeWrites calls it (a test fills a disk through this name alone)
 BUFFER = 1 << 16  # stdout's buffer: 64 KiB, so that many small writes make few calls of WholeWrites
 
 
@@ -54,7 +55,7 @@ class WholeWrites(io.RawIOBase):
         done = 0
         while done < len(view):
             try:
-                done += os.write(self._fd, view[done:])
+                done += SYSTEM_WRITE(self._fd, view[done:])
             except BlockingIOError:  # a descriptor someone else set non-blocking: wait until it takes more
                 select.select([], [self._fd], [])
             except BrokenPipeError:
