@@ -279,3 +279,14 @@ def test_a_multi_head_csv_is_marked_head_by_head(run, tmp_path):
 def test_a_head_column_that_is_not_attns_is_refused_naming_the_row(text, fragment):
     with pytest.raises(InputError, match=re.escape(fragment)):
         csv(text)
+
+
+def test_blank_labels_are_written_as_their_index_so_the_header_is_no_blank_line(run):
+    """Blank key labels made the header `,,,`, which a reader skips as a blank line: the row
+    labels were then read as a column of numbers."""
+    doc = {"Q": [[1, 0]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]], "key_labels": ["", " ", "x"],
+           "query_labels": [""]}
+    text = run("compute", "-", "-f", "csv", "--stages", "weights", input=json.dumps(doc)).stdout
+    assert text.splitlines()[0] == ",0,1,x" and text.splitlines()[1].startswith("0,")
+    matrix, labels = parse_csv(text, "w.csv")
+    assert labels == ["0"] and len(matrix[0]) == 3

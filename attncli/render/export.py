@@ -228,20 +228,27 @@ HEAD_COLUMN = "head"
 
 def csv_table(rows, columns, matrices, decimals: int | None = None) -> str:
     """A CSV table: a header of column labels after an empty corner, row labels in the first
-    column; with several matrices a leading `head` column. Numbers are written as numbers (−∞ as
+    column (a blank label as its index); with several matrices a leading `head` column. Numbers are written as numbers (−∞ as
     -inf, −0 as 0; `decimals` rounds as JSON's --round); labels through `csv_text`. attn reads it
     back as the matrix (or one per head) it holds, with its row labels."""
     multi = len(matrices) > 1
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(([HEAD_COLUMN] if multi else []) + [""] + [csv_text(c) for c in columns])
+    writer.writerow(([HEAD_COLUMN] if multi else []) + [""] + [_label(c, j) for j, c in enumerate(columns)])
     for h, m in matrices:
         if decimals is not None:
             m = round_finite(m, decimals)
-        for r, row in zip(rows, m):
+        for i, (r, row) in enumerate(zip(rows, m)):
             cells = ["-inf" if x == -np.inf else repr(float(x) + 0.0) for x in row]  # + 0.0: no "-0.0"
-            writer.writerow(([h] if multi else []) + [csv_text(r)] + cells)
+            writer.writerow(([h] if multi else []) + [_label(r, i)] + cells)
     return buffer.getvalue()
+
+
+def _label(text: str, index: int) -> str:
+    """A row or column label through `csv_text`; a blank one as its index, since a CSV has no
+    blank label (a header of blank labels, `,,,`, reads as a blank line and is skipped)."""
+    cell = csv_text(text)
+    return cell if cell.strip() else str(index)
 
 
 def csv_stage(trace: Trace, stage: str, decimals: int | None = None) -> str:
