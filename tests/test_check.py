@@ -293,7 +293,7 @@ def test_every_float_option_refuses_what_is_not_a_finite_number_saying_what_it_e
 @pytest.mark.parametrize("problem, option, value, message", [
     ("scooter.json", "--weights", "0.5,0.5;0.5,0.5", "--weights: weights has shape (2 × 2); expected (1 × 3): "
      "queries × keys"),
-    ("scooter.json", "--output", "1,2,3", "--output: output has shape (1 × 3); expected (1 × 2): queries × output "
+    ("scooter.json", "--output", "1,2,3", "--output: output has shape (1 × 3); expected (1 × 2): queries × value "
      "columns"),
     ("multihead.json", "--output", "0.5,0.5;0.5,0.5", "--output: output has shape (2 × 2); expected (3 × 4)"),
     ("multihead.json", "--scores", "[[[1, 0]], [[1, 0]]]", "--scores: heads[0].scores has shape (1 × 2); expected "
@@ -317,3 +317,16 @@ def test_inline_answers_of_the_right_shape_are_still_marked_as_before(run):
     assert marked["right"] == marked["max"] == len(weights) * len(weights[0])
     transposed = run("check", SAMPLES / "scooter.json", "--weights", "0.0454;0.7679;0.1867", "-f", "json")
     assert json.loads(transposed.stdout)["stages"]["weights"]["diagnosis"] == ["transposed"]
+
+
+def test_a_single_answers_file_of_the_wrong_shape_is_refused_before_computing(run, monkeypatch, tmp_path):
+    from attncli.commands import check_run
+
+    monkeypatch.setattr(check_run.attention, "attend", lambda *a, **k: pytest.fail("computed first"))
+    for doc, message in (({"weights": [[0.5, 0.5], [0.5, 0.5]]}, "w.json: weights has shape (2 × 2); expected (1 × 3)"),
+                         ({"output": [[1, 2, 3]]}, "w.json: output has shape (1 × 3); expected (1 × 2)")):
+        (tmp_path / "w.json").write_text(json.dumps(doc))
+        assert_error(run("check", tmp_path / "w.json", SAMPLES / "scooter.json"), message)
+    (tmp_path / "h.json").write_text(json.dumps({"heads": [{"weights": [[0.5, 0.5]]}, {}]}))
+    assert_error(run("check", tmp_path / "h.json", "--problem", SAMPLES / "multihead.json"),
+                 "h.json: heads[0].weights has shape (1 × 2); expected (3 × 3): queries × keys")

@@ -18,7 +18,14 @@ from attncli.document.loading import OneMatrixError, load_matrix
 from attncli.document.reading import build_problem
 from attncli.marking.answer_files import load_answers, npz_heads, read_answers_file
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
-from attncli.marking.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, check_shapes, problem_stages
+from attncli.marking.answers import (
+    EMPTY_FILE,
+    NO_ANSWERS,
+    NoAnswers,
+    check_document_shapes,
+    check_shapes,
+    problem_stages,
+)
 from attncli.marking.grading import DECIMALS, Rule
 from attncli.marking.marks import all_correct, before_weights, stage_keys
 from attncli.marking.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
@@ -56,10 +63,12 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     if not files and not inline:
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
     given = {}  # the inline answers, read once and laid over every answers file
+    early = {}  # one answers file, read before the problem is computed: (document, note)
 
     def read_inline(built=None) -> None:
         """Within the answers cap (bigger answers are refused unread), and their shapes checked
-        against the problem before it is computed (a wrong one is refused at once)."""
+        against the problem before it is computed (a wrong one is refused at once), as are those
+        of a single answers file."""
         cap = answers_cap(built) if built is not None else None
         for stage, value in inline.items():
             given[stage] = load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
@@ -68,6 +77,17 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
                     check_shapes({stage: given[stage]}, built)
                 except AttnError as error:
                     raise error.at(f"--{stage}")
+        one = files[0] if len(files) == 1 and files[0] != problem and format not in ("csv", "gradescope") else None
+        if built is None or one is None:
+            return
+        try:
+            early[one] = read_answers_file(one, cap, lenient=lenient)
+        except AttnError:
+            return  # said when it is marked, as before
+        try:
+            check_document_shapes(early[one][0], built)
+        except AttnError as error:
+            raise error.at(one)
 
     shared = None if each_own else _problem(problem, before=read_inline)
     if shared is None:
@@ -87,7 +107,8 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
             own = _problem(name, doc)
             problems[name] = _fingerprint(own[2])
             return doc, own[2], note, own[3]
-        doc, note = read_answers_file(name, cap, lenient=lenient, regular=many)  # a class: no FIFO holds it up
+        doc, note = early.pop(name) if name in early else \
+            read_answers_file(name, cap, lenient=lenient, regular=many)  # a class: no FIFO holds it up
         return doc, shared[2], note, shared[3]
 
     problems: dict[str, bytes] = {}  # each file's own problem, when each holds one
