@@ -62,7 +62,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
-    given = {}  # the inline answers, read once and laid over every answers file
+    inline_answers = {}  # read once, laid over every answers file
     early = {}  # one answers file, read before the problem is computed: (document, note)
 
     def read_inline(built=None) -> None:
@@ -71,10 +71,10 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         of a single answers file."""
         cap = answers_cap(built) if built is not None else None
         for stage, value in inline.items():
-            given[stage] = load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
+            inline_answers[stage] = load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
             if built is not None:
                 try:
-                    check_shapes({stage: given[stage]}, built)
+                    check_shapes({stage: inline_answers[stage]}, built)
                 except AttnError as error:
                     raise error.at(f"--{stage}")
         one = files[0] if len(files) == 1 and files[0] != problem and format not in ("csv", "gradescope") else None
@@ -120,7 +120,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     # None: the problem's, else the default; `key`: the problem's document (a find-the-slip key's slip)
     settings = {"tol": tol, "decimals": decimals, "require": required, "key": shared[0] if shared else None}
     stages = problem_stages(shared[2]) if shared else None  # listed when a file answers none
-    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin, stages)
+    results = [_mark_one(name or problem, lambda n=name: answers_of(n), inline_answers, settings, many, origin, stages)
                for name in names]
     results = _flag_odd_problems(results, problems)
     rule = (shared[3] if shared else {}) | {k: v for k, v in settings.items() if v is not None and k != "key"}
@@ -255,7 +255,7 @@ def _problem(name: str, doc=None, before=None):
         raise error.at(source)
 
 
-def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origin: dict[str, str],
+def _mark_one(name: str, answers, inline_answers: dict, settings: dict, many: bool, origin: dict[str, str],
               stages: tuple[str, ...] | None = None):
     """(file, marks or None, error or None). With several files a bad one is reported and skipped,
     and a file with no answers scores 0 (the message lists the problem's `stages`, or its own
@@ -264,7 +264,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         trace = None
         doc, trace, read, asked = answers()
         doc = npz_heads(doc, trace)  # before the overlay, which keeps a plain dict
-        doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
+        doc = _overlay(doc, inline_answers, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         chosen = asked | {key: value for key, value in settings.items() if value is not None}
         marks = mark_document(trace, doc, strict=not many, **chosen)  # in a class an unknown key is a note
         notes = ([f"{read} (--lenient-json)"] if read else []) + sort_keys(doc, before_weights(trace), False).notes()
@@ -289,20 +289,20 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         return name, None, note
 
 
-def _overlay(doc: dict, given: dict, trace) -> dict:
+def _overlay(doc: dict, inline_answers: dict, trace) -> dict:
     """The inline answers laid over a document's: each replaces that stage at the top level and in
     heads[0], where read_answers would otherwise prefer the file's (the final output only when it is
     head 0's output). A stage given for every head at once (heads × rows × columns: a CSV with a
     `head` column, as `attn compute -f csv` writes several heads) replaces that stage in each head."""
     count = trace.problem.heads
     listed = doc.get("heads") if isinstance(doc.get("heads"), list) else []
-    per_head = {stage: value for stage, value in given.items() if count > 1 and _every_head(value, count)
+    per_head = {stage: value for stage, value in inline_answers.items() if count > 1 and _every_head(value, count)
                 and all(entry is None or isinstance(entry, dict) for entry in listed)}
-    doc = doc | {stage: value for stage, value in given.items() if stage not in per_head}
+    doc = doc | {stage: value for stage, value in inline_answers.items() if stage not in per_head}
     heads = doc.get("heads")
-    if given and isinstance(heads, list) and heads and isinstance(heads[0], dict):
+    if inline_answers and isinstance(heads, list) and heads and isinstance(heads[0], dict):
         single = trace.problem.heads == 1 and "W_O" not in trace.problem.inputs
-        replaced = {stage for stage in given if (stage != "output" or single) and stage not in per_head}
+        replaced = {stage for stage in inline_answers if (stage != "output" or single) and stage not in per_head}
         doc["heads"] = [{k: v for k, v in heads[0].items() if k not in replaced}] + heads[1:]
     if per_head:
         heads = [dict(entry or {}) for entry in listed] + [{} for _ in range(count - len(listed))]
