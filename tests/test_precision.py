@@ -179,6 +179,16 @@ def test_cost_counts_two_bytes_a_number_in_a_low_dtype(run, problem_file):
     assert low["cost"]["itemsize"] * 2 == wide["cost"]["itemsize"] == 4
 
 
+def test_the_python_api_takes_numpys_float16_and_ml_dtypes_bfloat16():
+    import ml_dtypes
+
+    from attncli.api import attend as api_attend
+
+    for dtype, name in ((np.float16, "float16"), (ml_dtypes.bfloat16, "bfloat16")):
+        trace = api_attend(Q=[[0, 4]], K=[[1, 0], [0, 1], [0.5, 0.5]], V=[[2, 0], [0, 2], [1, -1]], dtype=dtype)
+        assert trace.problem.dtype == name and trace.precision.recipe.store == "stages"
+
+
 def test_the_float64_path_is_not_the_lab():
     trace = attend(build_problem(SCOOTER))
     assert trace.precision is None
