@@ -232,10 +232,13 @@ def _bound_explain(problem, rows: list[int] | None, heads_shown: list[int] | Non
 def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
     """--explain's lines: the hand calculation of the rows asked for, or one row through the tiles."""
     # Imported here, for start-up (see above): only --explain needs the hand calculation.
+    from attncli.explain.roundings import refuse_nonfinite
     from attncli.render.explain import explain
     from attncli.render.tiles import explain_tiles
 
     if tiled is None:
+        refuse_nonfinite(trace, rows if rows is not None else list(range(min(trace.problem.lq, 3))) if
+                         trace.problem.lq <= 3 else [0], heads_shown, "--row")
         return explain(trace, rows, heads_shown, o.precision, o.carry or "exact")
     if o.carry is not None:
         raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry", "--carry")

@@ -81,7 +81,6 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
 
 
 HEAD_INPUTS = ("Q", "K", "V")  # each head's inputs, as `attn compute` writes them per head
-EVERYTHING = ("inputs",) + names() + grad_names() + (GRADS, "errors")  # what a document may hold
 
 
 def verify_echoes(doc: dict, trace: Trace, hint: str) -> None:
@@ -213,7 +212,7 @@ def _expected(trace: Trace, tile_size: tuple[int, int] | None, say) -> dict:
     """The document the writer would write for `trace`, every stage unrounded; with `tile_size`,
     the tiles too; the warnings said with `say`; the precision lab's errors (--error), which a
     document may hold."""
-    expected = to_dict(trace, EVERYTHING)
+    expected = to_dict(trace, ("inputs",) + names() + grad_names() + (GRADS, "errors"))  # all a document may hold
     expected["warnings"] = [w.render(say) if say is not None and hasattr(w, "render") else str(w)
                             for w in trace.warnings]
     if tile_size is not None:

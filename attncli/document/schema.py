@@ -91,7 +91,7 @@ HEAD_KEYS: tuple[Key, ...] = (
     *(Key(name, RESULT, f"this head's {name} (the input split into heads, or projected)")
       for name in ("Q", "K", "V")),
     Key("lse", RESULT, "ln Σ e^logit per query"),
-    Key("errors", RESULT, "--error: each stage's error against float64, {stage: {abs, rel, ulps}}"),
+    Key("errors", RESULT, "when asked for: each stage's error against float64, {stage: {abs, rel, ulps}}"),
     Key("tiles", RESULT, "tiled: every tile's running max, sum and output"),
     Key("tiled_output", RESULT, "tiled: the output computed tile by tile"),
     Key("tiled_lse", RESULT, "tiled: the lse computed tile by tile"),

@@ -38,15 +38,16 @@ def finite_row(trace: Trace, row: int, heads=None) -> bool:
     return True
 
 
-def refuse_nonfinite(trace: Trace, rows: list[int], heads=None) -> None:
-    """--explain of a row that holds an inf or a NaN: refused, naming where the first was born."""
+def refuse_nonfinite(trace: Trace, rows: list[int], heads=None, field: str | None = None) -> None:
+    """The hand calculation of a row that holds an inf or a NaN: refused, naming where the first was
+    born (`field`: what the edge calls the rows, `--row`)."""
     if trace.precision is None:
         return
     for row in rows:
         if not finite_row(trace, row, heads):
             born = trace.precision.nonfinite
             raise InputError(f"query row {row} holds an inf or a NaN ({born.line() if born else 'see the warning'}); "
-                             "the hand calculation needs finite numbers: explain another row", "--row")
+                             "the hand calculation needs finite numbers: explain another row", field)
 
 
 def rounding_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
