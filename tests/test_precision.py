@@ -121,6 +121,12 @@ def test_a_lab_run_reads_back_its_own_json(run, problem_file):
     again, _ = compute(run, problem_file, doc)
     assert again["heads"][0]["weights"] == doc["heads"][0]["weights"]
     assert again["mask_fill"] == "min" and again["recipe"] == doc["recipe"]
+    big = {"Q": [[300, 0], [1, 1]], "K": [[300, 0], [1, 1]], "V": [[1, 2], [3, 4]], "scale": 1}
+    inf, _ = compute(run, problem_file, big, "--dtype", "float16", "--error")  # "inf", "nan" and nonfinite
+    back, _ = compute(run, problem_file, inf)
+    assert back["nonfinite"] == inf["nonfinite"] and back["heads"][0]["weights"][0] == ["nan", "nan"]
+    changed = dict(inf, nonfinite=dict(inf["nonfinite"], query=1))
+    assert_error(run("compute", problem_file(changed), "-f", "json"), "nonfinite")
 
 
 @pytest.mark.parametrize("options, fragments", [
