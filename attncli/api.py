@@ -30,7 +30,7 @@ import numpy as np
 
 from attncli.base.choices import CODE_ARRAYS
 from attncli.base.errors import AttnError, InputError, did_you_mean, quote
-from attncli.base.names import ASKABLE
+from attncli.base.names import ASKABLE, stage_of
 from attncli.base.values import Written, describe
 from attncli.code.calling import check_convention, check_layout, parse_signature
 from attncli.code.cases import battery
@@ -107,8 +107,8 @@ def _settings(decimals, require, tol) -> tuple[int, tuple[str, ...], float | Non
         raise InputError(f"require is {describe(require)}; expected stage names, as (\"weights\", \"output\") "
                          "or \"weights,output\"", field="require")
     for stage in stages:
-        if stage not in ASKABLE:
-            hint = did_you_mean(stage, ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
+        if stage_of(stage) not in ASKABLE:
+            hint = did_you_mean(stage_of(stage), ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
             raise InputError(f"require names an unknown stage {quote(stage)}{hint}", field="require")
     return int(decimals), tuple(stages), None if tol is None else float(tol)
 

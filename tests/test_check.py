@@ -40,7 +40,8 @@ def test_all_correct_exits_0(run, tmp_path):
                                       "output": r4(OUTPUT)})
     assert code == 0 and doc["all_correct"]
     assert doc["stages"]["weights"] == {"right": 6, "max": 6, "correct": 6, "carried": 0, "wrong": 0,
-                                        "imprecise": 0, "missing": 0, "cells": [["correct"] * 3] * 2,
+                                        "imprecise": 0, "missing": 0, "points": 6, "worth": 6,
+                                        "cells": [["correct"] * 3] * 2,
                                         "expected": doc["stages"]["weights"]["expected"], "diagnosis": [],
                                         "notes": []}
     assert np.allclose(doc["stages"]["weights"]["expected"], WEIGHTS, atol=1e-15)
@@ -160,7 +161,7 @@ def test_table_view_marks_cells_and_summarises(run):
     assert result.exit_code == 1
     out = result.stdout
     assert "│ it │      0 ✓ │ 4 ✗ 2.8284 │ 2 ✗ 1.4142 │" in out
-    assert "0.8668 ↪ 0.7679" in out
+    assert "0.8668 ↪ 0.8668" in out  # a carried cell shows what the learner's own scaled gives
     assert "scaled: 1/3 right (2 wrong)\n  no_scale: forgot to divide the scores by √d_k" in out
     assert "weights: 3/3 right (3 carried)" in out and out.rstrip().endswith("some answers are not right")
 

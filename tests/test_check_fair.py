@@ -218,12 +218,16 @@ def test_without_ask_the_summary_says_how_many_stages_were_answered(run, problem
 
 # 9. No more credit for showing less: carrying on from a too-coarse stage is rounding early
 
-def test_carrying_on_from_a_stage_with_too_few_decimals_is_not_carried(run):
+def test_carrying_on_from_a_stage_with_too_few_decimals_costs_the_precision_once(run):
+    # hidden, the early rounding costs the output its precision mark (1 point of 2) ...
     alone = stage(run, SCOOTER, "--output", "0.2000,1.4000", name="output")
     assert alone["cells"] == [["wrong", "wrong"]] and alone["diagnosis"] == ["rounded_early"]
-    shown = run("check", SCOOTER, "--weights", "0.0,0.8,0.2", "--output", "0.2000,1.4000", "-f", "json")
-    output = json.loads(shown.stdout)["stages"]["output"]
-    assert output["cells"] == [["wrong", "wrong"]] and output["diagnosis"] == ["rounded_early"]
+    assert (alone["points"], alone["worth"]) == (1, 2)
+    # ... shown, it costs the weights' (2 of 3), and the output computed from them is carried (issue 29)
+    shown = json.loads(run("check", SCOOTER, "--weights", "0.0,0.8,0.2", "--output", "0.2000,1.4000",
+                           "-f", "json").stdout)
+    assert shown["stages"]["output"]["cells"] == [["carried", "carried"]] and shown["stages"]["output"]["points"] == 2
+    assert (shown["stages"]["weights"]["imprecise"], shown["stages"]["weights"]["points"]) == (3, 2)
     # from weights wrong at 4 decimals (a real slip, precisely written) the output is still carried
     carried = run("check", SCOOTER, "--weights", "0.1000,0.7000,0.2000", "--output", "0.4000,1.2000", "-f", "json")
     assert json.loads(carried.stdout)["stages"]["output"]["cells"] == [["carried", "carried"]]

@@ -144,7 +144,8 @@ def test_gradescope_results_one_test_per_stage():
     assert (weights["score"], weights["max_score"], weights["status"]) == (3, 8, "failed")
     assert weights["output"].splitlines() == ["3/8 right (1 carried, 3 wrong, 1 imprecise, 1 missing)",
                                               f"{LONG[0]}: the words for {LONG[0]}",
-                                              f"{LONG[1]}: the words for {LONG[1]}"]
+                                              f"{LONG[1]}: the words for {LONG[1]}",
+                                              "too few decimals cost 1 point once for the stage"]
     assert doc["tests"][0]["status"] == "passed"
     assert gradescope(None, "no answers found") == {"score": 0, "output": "could not be marked: no answers found",
                                                      "visibility": "visible", "tests": []}

@@ -47,7 +47,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("precision", "Decimals for expected values.", type=int, low=0, high=17, default=4),
     Option("points", f"Points per stage for the gradebook, Gradescope and the class summary (e.g. "
            "scores=1,masked=3,weights=2): a stage's N points are shared by its cells; a stage not named is worth "
-           f"one point per cell; N above 0, at most {MOST:,.0f}.", metavar="STAGE=N,…"),
+           f"one point per cell; N above 0, at most {MOST:,.0f}. What a slip costs: imprecise=N (too few "
+           "decimals, N points once per stage; default 1), percent=F and transposed=F (a stage written as "
+           "percentages or transposed loses that fraction of its points; default 0.5).", metavar="STAGE=N,…"),
     Option("max_score", "Gradescope: scale every score so that a full answer scores this (above 0, at most "
            f"{MOST:,.0f}).", flags=("--max-score",), type=float, low=0.0),
     Option("visibility", "Gradescope: when students see the results.", default="visible",
@@ -139,8 +141,8 @@ def _stages(text: str | None) -> tuple[str, ...] | None:
         return None
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     for stage in stages:
-        if stage not in names.ASKABLE:
-            hint = did_you_mean(stage, names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
+        if names.stage_of(stage) not in names.ASKABLE:
+            hint = did_you_mean(names.stage_of(stage), names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages
 
@@ -156,7 +158,9 @@ STAGE_PATH = re.compile(r"^(?:heads\[\d+\]\.)?(\w+)$")
 
 
 def _points(text: str | None) -> dict[str, float] | None:
-    """--points' `stage=N` list, checked: known stages (or `heads[h].stage`), N a number > 0."""
+    """--points' `stage=N` list, checked: known stages (or `heads[h].stage`), N a number > 0; and
+    the prices of a slip (names.COSTS): `imprecise=N` points (0 or more), `percent=F` and
+    `transposed=F` fractions of the stage (0 to 1)."""
     if text is None:
         return None
     points = {}
@@ -165,14 +169,20 @@ def _points(text: str | None) -> dict[str, float] | None:
         named = STAGE_PATH.match(stage)
         if not equals or not named:
             raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", "--points")
-        if named.group(1) not in names.ASKABLE:
-            hint = did_you_mean(named.group(1), names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
+        known = names.ASKABLE + names.COSTS
+        if named.group(1) not in known or (stage in names.COSTS) != (named.group(1) in names.COSTS):
+            hint = did_you_mean(named.group(1), known) or f"; answers are {', '.join(names.ASKABLE)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--points")
         try:
             value = float(number)
         except ValueError:
             value = math.nan
-        if not 0 < value <= MOST:  # also refuses nan and inf
+        if stage in names.COSTS:
+            top = MOST if stage == "imprecise" else 1.0
+            if not 0 <= value <= top:  # also refuses nan and inf
+                what = "points" if stage == "imprecise" else "a fraction of the stage"
+                raise InputError(f"{quote(item)}: {stage} costs {what}, a number from 0 to {top:,.0f}", "--points")
+        elif not 0 < value <= MOST:  # also refuses nan and inf
             raise InputError(f"{quote(item)}: the points must be a number above 0, at most {MOST:,.0f}", "--points")
         if stage in points:
             raise InputError(f"{quote(stage)} is given twice ({stage}={points[stage]:g} and {item}); keep one",

@@ -318,9 +318,10 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
         sys.stdout.write(dumps(doc) + "\n")
     elif as_json:
         if len(results) == 1:
-            doc = marks_dict(results[0][1], trace)
+            doc = marks_dict(results[0][1], trace, grading.points)
         else:
-            doc = {"files": [{"file": f} | (marks_dict(m) | ({"note": e} if e else {}) if m is not None else {"error": e})
+            doc = {"files": [{"file": f} | (marks_dict(m, points=grading.points) | ({"note": e} if e else {})
+                                            if m is not None else {"error": e})
                              for f, m, e in results],
                    "all_correct": all(m is not None and all_correct(m) for _, m, _ in results)}
         sys.stdout.write(dumps(doc) + "\n")
@@ -332,7 +333,7 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
 
         console = make_console()
         if len(results) == 1:
-            print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
+            print_marks(trace, results[0][1], console, precision, Rule(decimals, tol), grading.points)
         else:
             print_class_summary(results, console, grading.points, stage_keys(trace) if trace is not None else None,
                                 grading.required)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from attncli.base.errors import InputError, did_you_mean, quote
-from attncli.base.names import ASKABLE
+from attncli.base.names import ASKABLE, stage_of
 from attncli.base.values import describe
 from attncli.stages import grads
 from attncli.stages import table as stages
@@ -144,8 +144,8 @@ def asked(doc: dict) -> dict:
             raise InputError(f"ask is {describe(ask)}; expected a list of stage names ({', '.join(ASKABLE)})",
                              field="ask")
         for word in ask:
-            if word not in ASKABLE:
-                hint = did_you_mean(word, ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
+            if stage_of(word) not in ASKABLE:
+                hint = did_you_mean(stage_of(word), ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
                 raise InputError(f"ask is {describe(ask)}, naming an unknown stage {quote(word)}{hint}", field="ask")
         out["require"] = tuple(ask)  # as --require: a missing one counts its cells as missing
     if "decimals" in doc:

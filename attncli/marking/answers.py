@@ -37,6 +37,7 @@ IGNORED_IN_HEADS = ("Q", "K", "V", "lse", "tiles", "tiled_output", "tiled_lse")
 NEGATIVE_INFINITY = ("-inf", "-infinity", "-∞", "−∞", "−inf")
 LARGE_NEGATIVE = -1e9  # a masked cell at or below this stands for −∞ (as PyTorch code writes -1e9)
 NO_ANSWERS = "no answers found"
+ONE_ROW_NOTE = "read a column as the one query's row (each row of an answer is one query)"
 
 
 EMPTY_FILE = "empty file"
@@ -116,12 +117,16 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
         values = values.reshape(1, -1)
     decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
     values, notes = _as_blocked(values, blocked_cells if masked else None)
-    comma = comma_hint(value)  # an inline "0,7311": two numbers, or a decimal comma?
-    notes += (comma,) if comma and values.shape in (shape, shape[::-1]) else ()
+    # An inline "0,7311": two numbers, or a decimal comma? Where the stage's row holds two numbers
+    # ("3,1" for one query's output, as the README writes rows) it is two numbers, said nothing of.
+    comma = comma_hint(value)
     if values.shape == shape:
         return Answer(values=values, decimals=decimals, notes=notes)
+    if values.shape[::-1] == shape and shape[0] == 1:  # one query's row written as a column: the row it means
+        return Answer(values=values.T, decimals=decimals.T, notes=notes + (ONE_ROW_NOTE,))
     if values.shape == shape[::-1]:
-        return Answer(values=values.T, decimals=decimals.T, notes=notes, transposed=True)
+        return Answer(values=values.T, decimals=decimals.T, notes=notes + ((comma,) if comma else ()),
+                      transposed=True)
     found = " × ".join(map(str, values.shape))
     # The weights table's last column is each row's sum (1): copied along with the row, it is one too many.
     stage = get(field.rsplit(".", 1)[-1])

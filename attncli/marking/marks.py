@@ -16,30 +16,29 @@ mistakes (`attncli.marking.mistakes`). Pure numpy: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import itertools
+from dataclasses import replace
 
 import numpy as np
 
 from attncli.base.arrays import round_finite
 from attncli.base.errors import InputError, quote
-from attncli.base.names import GRADIENTS
+from attncli.base.names import GRADIENTS, stage_of
 from attncli.document.readback import verify_echoes
 from attncli.marking.answer_files import npz_heads
 from attncli.marking.answer_keys import sort_keys
 from attncli.marking.answers import NoAnswers, read_answers, same_problem
-from attncli.marking.grading import DECIMALS, Answer, Rule, StageMark, grade, mark_cells, missing
+from attncli.marking.diagnosis import Basis, Diagnosis, candidates, diagnose
+from attncli.marking.diagnosis import given as given_of
+from attncli.marking.grading import DECIMALS, Answer, Rule, StageMark, imprecise_note, mark_cells, missing
 from attncli.marking.marking_backward import mark_gradients
 from attncli.marking.mistakes import (
     FINAL_MISTAKES,
-    MISTAKES,
-    ROUNDED_EARLY,
     TRANSPOSED,
     TRANSPOSED_TEXT,
     chain,
-    made_at,
     plural,
     present,
-    rounded_scales,
     rounding_text,
     roundings,
     span,
@@ -50,117 +49,86 @@ from attncli.problem.trace import Trace
 FINEST_ROUNDING = 10  # the most decimals tried for a rounded-and-carried intermediate stage
 
 
-@dataclass(frozen=True)
-class _Basis:
-    """The learner's latest earlier stage: where recomputation starts."""
-
-    stage: str | None = None  # None: from Q and K
-    values: np.ndarray | None = None
-    sound: bool = True  # every cell correct: following from it is the textbook's method
-    precision: int = 0
-    earlier: tuple[_Basis, ...] = ()  # the learner's stages before this one, first first
-    # some cell imprecise (too few decimals) and no mistake to explain it: following from it is
-    # rounding early (a diagnosed stage, whose few decimals are the mistake's, is carried from)
-    coarse: bool = False
-
-
-def _given(basis: _Basis) -> dict[str, np.ndarray]:
-    """The learner's stages up to `basis`, by name: those that stand in for Q or K (Q_rope,
-    K_rope) are carried into the stages after them."""
-    return {b.stage: b.values for b in basis.earlier + (basis,) if b.stage is not None}
-
-
-def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Basis, rule: Rule):
+def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: Basis, rule: Rule):
     """(target, status, note): the values a learner reaches legitimately from `basis`, their
-    own earlier stage as written, or with intermediate stages rounded to k ≥ rule.decimals."""
+    own earlier stage as written (also one written with too few decimals: that cost its own
+    stage, and what follows from it is carried), or with intermediate stages rounded to
+    k ≥ rule.decimals."""
     status = "correct" if basis.sound else "carried"
     # From the latest stage as written; then from each earlier one, carried at full precision (a
     # calculator keeps the unrounded weights while the page shows them to 4 decimals).
-    for start in (basis,) + basis.earlier[::-1] if basis.stage is not None else ():
-        if start.coarse:
-            continue  # written with too few decimals: what follows from it was rounded early, not carried
-        note = f"rounded {start.stage} carried ({plural(start.precision, 'decimal')})" if start.sound else None
-        yield (chain(trace, head, start.stage, start.values, stage, given=_given(start)),
+    for start in (basis,) + basis.earlier[::-1] if basis.stage is not None or basis.inputs else ():
+        note = f"rounded {start.stage} carried ({plural(start.precision, 'decimal')})" \
+            if start.sound and start.stage else None
+        yield (chain(trace, head, start.stage, start.values, stage, given=given_of(start)),
                "correct" if start.sound else "carried", note)
     # Rounded and carried from the learner's basis; then from Q and K (right whatever they wrote before).
-    starts = ([(basis, status)] if not basis.coarse else []) \
-        + ([(_Basis(), "correct")] if basis.stage is not None else [])
+    starts = [(basis, status)] + ([(Basis(), "correct")] if basis.stage is not None or basis.inputs else [])
     for start, outcome in starts:
         steps = span(trace, start.stage, stage)
         for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
             for stages in roundings(steps):
-                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k), given=_given(start)),
+                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k), given=given_of(start)),
                        outcome,
                        f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})")
 
 
-def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.ndarray, basis: _Basis,
-              rule: Rule) -> tuple[list[str], list[str]]:
-    """Mistakes consistent with every cell: the recomputation, from the learner's latest earlier
-    stage, agrees with every right cell and reproduces wrong ones. The ones that explain the most
-    wrong cells (more than half of them) are named; an early rounding coarser than rule.decimals
-    is `rounded_early`."""
-    # A mistake must reproduce the learner's numbers at their precision: it may not contradict a
-    # right cell, nor an imprecise one (the exact value rounded to the few decimals written).
-    wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried") | (cells == "imprecise")
-    steps = span(trace, basis.stage, stage)
-    exact = trace.stage(stage)[head]
-    given = _given(basis)
-    candidates = [(m, f"{m}: {mistake.text}", chain(trace, head, basis.stage, basis.values, stage, m, given=given))
-                  for m, mistake in MISTAKES.items() if any(made_at(m, name) for name in steps)]
-    candidates.append((TRANSPOSED, f"{TRANSPOSED}: {TRANSPOSED_TEXT}", exact.T))
-    if "scaled" in steps:
-        candidates += [(ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",
-                        chain(trace, head, basis.stage, basis.values, stage, scale=scale, given=given))
-                       for scale, text in rounded_scales(trace)]
-    if basis.coarse:  # carried on from the learner's own too-coarse stage: an early rounding
-        candidates.append((ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {basis.stage} was written with "
-                           f"{plural(basis.precision, 'decimal')} and carried on",
-                           chain(trace, head, basis.stage, basis.values, stage, given=given)))
-    for k in range(min(rule.decimals, answer.precision + 1) - 1, -1, -1):
-        for stages in roundings(steps):
-            verb = "was" if len(stages) == 1 else "were"
-            candidates.append((ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {rounding_text(stages)} {verb} "
-                               f"rounded to {plural(k, 'decimal')} before the next step",
-                               chain(trace, head, basis.stage, basis.values, stage, rounded=(stages, k),
-                                     given=given)))
-    best, named = 0, []
-    for mistake, note, prediction in candidates:
-        if prediction is None or prediction.shape != answer.values.shape:
-            continue
-        _, near = grade(answer.values, answer.decimals, prediction, rule)
-        if not near[right].all():
-            continue  # contradicts a cell the learner got right
-        explained = int((near & wrong).sum())
-        if explained > best:
-            best, named = explained, [(mistake, note)]
-        elif explained == best and explained and mistake not in [m for m, _ in named]:
-            named.append((mistake, note))  # equally good; one rounded_early note at most
-    total = int(wrong.sum())
-    if 2 * best <= total:
-        return [], []  # agreeing on half the wrong cells or fewer is as likely a coincidence
-    suffix = f" (explains {best} of {total} wrong cells)" if named and best < total else ""
-    return [m for m, _ in named], [note + suffix for _, note in named]
+MAX_SUBTRACTED = ("max_subtracted: each row minus its largest value, as a stable softmax computes it; the "
+                  "softmax gives the same weights, so this form is accepted and what follows is carried from it")
 
 
-def mark_stage(trace: Trace, head: int, stage: str, answer: Answer, basis: _Basis, rule: Rule) -> StageMark:
+def _shifted(x: np.ndarray | None) -> np.ndarray | None:
+    """Each row minus its largest finite value (a row with none is kept)."""
+    if x is None:
+        return None
+    finite = np.isfinite(x)
+    top = np.where(finite, x, -np.inf).max(axis=-1, keepdims=True)
+    return x - np.where(np.isfinite(top), top, 0.0)
+
+
+def _max_subtracted(trace: Trace, head: int, stage: str, basis: Basis):
+    """The max-subtracted forms of a stage the softmax reads through shifts alone (scaled or masked,
+    and capped when it is the last: the softcap's tanh is not shift-invariant): from the exact
+    values and from the learner's own earlier stage."""
+    names = present(trace)
+    if stage not in ("scaled", "capped", "masked") or "weights" not in names \
+            or "capped" in names[names.index(stage) + 1:names.index("weights")]:
+        return
+    yield _shifted(trace.stage(stage)[head]), "carried", MAX_SUBTRACTED
+    if basis.stage is not None or basis.inputs:
+        yield _shifted(chain(trace, head, basis.stage, basis.values, stage, given=given_of(basis))), "carried", \
+            MAX_SUBTRACTED
+
+
+def mark_stage(trace: Trace, head: int, stage: str, answer: Answer, basis: Basis, rule: Rule) -> StageMark:
     exact = trace.stage(stage)[head]
     if answer.transposed:
         cells = np.full(exact.shape, "wrong")
         return StageMark(given=answer, cells=cells, expected=exact, diagnosis=(TRANSPOSED,),
-                         notes=answer.notes + (f"{TRANSPOSED}: {TRANSPOSED_TEXT}",))
-    cells, notes = mark_cells(answer, exact, _followings(trace, head, stage, answer, basis, rule), rule)
-    ids, diagnosis_notes = _diagnose(trace, head, stage, answer, cells, basis, rule) if (cells == "wrong").any() \
-        else ([], [])
-    return StageMark(given=answer, cells=cells, expected=exact, diagnosis=tuple(ids),
-                     notes=answer.notes + notes + tuple(diagnosis_notes))
+                         notes=answer.notes + (f"{TRANSPOSED}: {TRANSPOSED_TEXT}",), cause=TRANSPOSED)
+    followings = itertools.chain(_followings(trace, head, stage, answer, basis, rule),
+                                 _max_subtracted(trace, head, stage, basis))
+    cells, notes, followed = mark_cells(answer, exact, followings, rule)
+    found = Diagnosis()
+    if ((cells == "wrong") | (cells == "imprecise")).any():
+        found = diagnose(answer, cells, exact, candidates(trace, head, stage, basis, answer.precision, rule), rule)
+    return _diagnosed(StageMark(given=answer, cells=cells, expected=exact, diagnosis=(), notes=answer.notes + notes,
+                                followed=followed), found, rule)
+
+
+def _diagnosed(mark: StageMark, found: Diagnosis, rule: Rule) -> StageMark:
+    """`mark` with its diagnosis: the imprecise cells the mistake gives are wrong, and the advice to
+    write more decimals goes when no imprecise cell is left."""
+    cells = mark.cells if found.flipped is None else np.where(found.flipped, "wrong", mark.cells)
+    notes = mark.notes if (cells == "imprecise").any() else tuple(n for n in mark.notes if n != imprecise_note(rule))
+    return replace(mark, cells=cells, diagnosis=found.ids, notes=notes + found.notes, cause=found.cause)
 
 
 def mark_head(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule = Rule(),
               require: tuple[str, ...] = ()) -> dict[str, StageMark]:
     """Mark the given stages of one head in order, carrying the learner's own values forward."""
     marks = {}
-    basis = _Basis()
+    basis = Basis()
     for stage in present(trace):
         if stage not in answers:
             if stage in require:
@@ -169,8 +137,9 @@ def mark_head(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule = 
         answer = answers[stage]
         mark = marks[stage] = mark_stage(trace, head, stage, answer, basis, rule)
         earlier = basis.earlier + ((basis,) if basis.stage is not None else ())
-        basis = _Basis(stage, answer.values, bool((mark.cells == "correct").all()), answer.precision, earlier,
-                       coarse=bool((mark.cells == "imprecise").any()) and not mark.diagnosis)
+        # following from it is the textbook's method when every cell is correct (and the learner's Q, K, V)
+        sound = bool((mark.cells == "correct").all()) and basis.inputs_sound
+        basis = Basis(stage, answer.values, sound, answer.precision, earlier, basis.inputs, basis.inputs_sound)
     return marks
 
 
@@ -186,7 +155,7 @@ def project(trace: Trace, outputs: list[np.ndarray]) -> np.ndarray:
 def _final_followings(trace: Trace, answer: Answer, heads: list[StageMark] | None, rule: Rule):
     """As `_followings`, for the final output: from the learner's own head outputs, or from every
     head's stages rounded to k decimals on the way."""
-    if heads is not None and not any((m.cells == "imprecise").any() for m in heads):
+    if heads is not None:
         sound = all((m.cells == "correct").all() for m in heads)
         precision = max(m.given.precision for m in heads)
         yield (project(trace, [m.given.values for m in heads]), "correct" if sound else "carried",
@@ -200,29 +169,31 @@ def _final_followings(trace: Trace, answer: Answer, heads: list[StageMark] | Non
             yield project(trace, outputs), "correct", f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})"
 
 
+def _final_candidates(trace: Trace, heads: list[StageMark] | None):
+    """(id, note, prediction) of the final output's own mistakes, from the learner's head outputs."""
+    inputs = trace.problem.inputs
+    outputs = [m.given.values for m in heads] if heads is not None else list(trace.output)
+    yield TRANSPOSED, f"{TRANSPOSED}: {TRANSPOSED_TEXT}", trace.final.T
+    if "W_O" in inputs:
+        concat = np.concatenate(outputs, axis=1)  # (Lq, H·d_v)
+        yield "no_output_projection", f"no_output_projection: {FINAL_MISTAKES['no_output_projection']}", concat
+        if "b_O" in inputs:
+            yield "no_output_bias", f"no_output_bias: {FINAL_MISTAKES['no_output_bias']}", concat @ inputs["W_O"]
+
+
 def mark_final(trace: Trace, answer: Answer, heads: list[StageMark] | None, rule: Rule = Rule()) -> StageMark:
     """The final output (heads side by side, times W_O): carried when it follows from the
     learner's own per-head outputs (`heads`: their marks, when every head's output was given)."""
     if answer.transposed:
         return StageMark(given=answer, cells=np.full(trace.final.shape, "wrong"), expected=trace.final,
-                         diagnosis=(TRANSPOSED,), notes=answer.notes + (f"{TRANSPOSED}: {TRANSPOSED_TEXT}",))
-    cells, notes = mark_cells(answer, trace.final, _final_followings(trace, answer, heads, rule), rule)
-    ids, more = [], []
-    if (cells == "wrong").any():
-        inputs = trace.problem.inputs
-        outputs = [m.given.values for m in heads] if heads is not None else list(trace.output)
-        candidates = {TRANSPOSED: (trace.final.T, TRANSPOSED_TEXT)}
-        if "W_O" in inputs:
-            concat = np.concatenate(outputs, axis=1)  # (Lq, H·d_v)
-            candidates["no_output_projection"] = (concat, FINAL_MISTAKES["no_output_projection"])
-            if "b_O" in inputs:
-                candidates["no_output_bias"] = (concat @ inputs["W_O"], FINAL_MISTAKES["no_output_bias"])
-        for mistake, (prediction, text) in candidates.items():
-            if prediction.shape == answer.values.shape \
-                    and grade(answer.values, answer.decimals, prediction, rule)[1].all():
-                ids, more = ids + [mistake], more + [f"{mistake}: {text}"]
-    return StageMark(given=answer, cells=cells, expected=trace.final, diagnosis=tuple(ids),
-                     notes=answer.notes + notes + tuple(more))
+                         diagnosis=(TRANSPOSED,), notes=answer.notes + (f"{TRANSPOSED}: {TRANSPOSED_TEXT}",),
+                         cause=TRANSPOSED)
+    cells, notes, followed = mark_cells(answer, trace.final, _final_followings(trace, answer, heads, rule), rule)
+    found = Diagnosis()
+    if ((cells == "wrong") | (cells == "imprecise")).any():
+        found = diagnose(answer, cells, trace.final, _final_candidates(trace, heads), rule)
+    return _diagnosed(StageMark(given=answer, cells=cells, expected=trace.final, diagnosis=(),
+                                notes=answer.notes + notes, followed=followed), found, rule)
 
 
 def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | None, tol: float | None = None,
@@ -232,13 +203,13 @@ def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | Non
     rule = Rule(decimals, tol)
     p = trace.problem
     several = p.heads > 1 or "W_O" in p.inputs
-    per_head = tuple(s for s in require if s != "output") if several else tuple(require)
-    if trace.gradients is None and set(require) & set(GRADIENTS):
-        raise InputError(f"{', '.join(s for s in require if s in GRADIENTS)} required, but the problem has no "
-                         "dO (no backward pass)", field="require")
+    if trace.gradients is None and {stage_of(s) for s in require} & set(GRADIENTS):
+        raise InputError(f"{', '.join(s for s in require if stage_of(s) in GRADIENTS)} required, but the problem "
+                         "has no dO (no backward pass)", field="require")
     marks, outputs = {}, []
     for h, given in enumerate(answers):
         prefix = f"heads[{h}]." if several else ""
+        per_head = head_required(require, h, several, p.heads)
         head_marks = mark_head(trace, h, given, rule, per_head)
         if trace.gradients is not None:
             head_marks.update(mark_gradients(trace, h, given, rule, head_marks, per_head))
@@ -249,6 +220,25 @@ def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | Non
     elif several and "output" in require:
         marks["output"] = missing(trace.final)
     return marks
+
+
+def head_required(require: tuple[str, ...], head: int, several: bool, heads: int = 1) -> tuple[str, ...]:
+    """The stages of head `head` that `require` names: each stage named alone (for every head; with
+    several heads `output` is the final output, a head's own is `heads[h].output`) and each path
+    `heads[h].stage` of this head. A path naming a head the problem does not have is an error."""
+    out = []
+    for path in require:
+        stage = stage_of(path)
+        if stage != path:
+            number = int(path[len("heads["):path.index("]")])
+            if number >= heads:
+                raise InputError(f"{path} is required, but the problem has {heads} head{'s' * (heads != 1)}, "
+                                 "numbered from 0", field="require")
+            if number == head:
+                out.append(stage)
+        elif not (several and stage == "output"):
+            out.append(stage)
+    return tuple(out)
 
 
 def stage_keys(trace: Trace) -> list[str]:
