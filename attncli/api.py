@@ -41,7 +41,7 @@ from attncli.compute.limits import answers_cap
 from attncli.document.reading import INPUT_KEYS, build_problem
 from attncli.marking.answer_files import load_answers
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
-from attncli.marking.grading import DECIMALS, StageMark
+from attncli.marking.grading import DECIMALS, TYPED_DECIMALS, StageMark
 from attncli.marking.marks import all_correct
 from attncli.marking.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
 from attncli.problem.trace import Trace
@@ -220,7 +220,6 @@ def view(obj: Trace | Marks, precision: int = 4) -> TraceView | MarksView:
     raise TypeError(f"view() shows a Trace (from attend) or Marks (from check), not {type(obj).__name__}")
 
 
-TYPED_DECIMALS = 6  # a float whose shortest form has at most this many decimals was typed, not computed
 
 
 def _plain(value, typed: bool = False):

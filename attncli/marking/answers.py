@@ -136,6 +136,11 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
     raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}", field=field)
 
 
+def read_stage(value, field: str, shape: tuple[int, int], what: str) -> Answer:
+    """One matrix a learner wrote (Q, K or V of a projected problem), read as a stage is."""
+    return _answer(value, field, shape, what)
+
+
 def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:
     for key in doc:
         if key not in allowed and ALIASES.get(key) not in allowed:

@@ -68,6 +68,9 @@ def candidates(trace: Trace, head: int, stage: str, basis: Basis, precision: int
     for m, mistake in MISTAKES.items():
         if any(made_at(m, name) for name in steps):
             yield m, f"{m}: {mistake.text}", chain(trace, head, basis.stage, basis.values, stage, m, given=mine)
+            if basis.sound and basis.stage is not None and made_at(m, stage):
+                # from the learner's right earlier stage at full precision, as a calculator keeps it
+                yield m, f"{m}: {mistake.text}", chain(trace, head, None, None, stage, m)
     yield TRANSPOSED, f"{TRANSPOSED}: {TRANSPOSED_TEXT}", exact.T
     if "scaled" in steps:
         for scale, text in rounded_scales(trace):

@@ -16,6 +16,7 @@ import numpy as np
 from attncli.marking.mistakes import plural
 
 DECIMALS = 2  # the default least number of decimals a value needs unless it is exact
+TYPED_DECIMALS = 6  # a number with at most this many decimals was written by hand; more, it was computed
 UNKNOWN_DECIMALS = 4  # the precision noted for a cell whose written form is unknown (an array, an .npy file)
 STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
 SYMBOLS = {"correct": "✓", "carried": "↪", "wrong": "✗", "imprecise": "~", "missing": "?"}  # in tables

@@ -22,15 +22,15 @@ from dataclasses import replace
 import numpy as np
 
 from attncli.base.arrays import round_finite
-from attncli.base.errors import InputError, quote
-from attncli.base.names import GRADIENTS, stage_of
+from attncli.base.errors import AttnError, InputError, quote
+from attncli.base.names import GRADIENTS, PROJECTED, stage_of
 from attncli.document.readback import verify_echoes
 from attncli.marking.answer_files import npz_heads
 from attncli.marking.answer_keys import sort_keys
-from attncli.marking.answers import NoAnswers, read_answers, same_problem
+from attncli.marking.answers import NoAnswers, read_answers, read_stage, same_problem
 from attncli.marking.diagnosis import Basis, Diagnosis, candidates, diagnose
 from attncli.marking.diagnosis import given as given_of
-from attncli.marking.grading import DECIMALS, Answer, Rule, StageMark, imprecise_note, mark_cells, missing
+from attncli.marking.grading import DECIMALS, Answer, Rule, StageMark, grade, imprecise_note, mark_cells, missing
 from attncli.marking.marking_backward import mark_gradients
 from attncli.marking.mistakes import (
     FINAL_MISTAKES,
@@ -43,6 +43,7 @@ from attncli.marking.mistakes import (
     roundings,
     span,
 )
+from attncli.marking.projections import mark_projections, without_projections
 from attncli.marking.tile_marks import mark_tiles
 from attncli.problem.trace import Trace
 
@@ -125,10 +126,12 @@ def _diagnosed(mark: StageMark, found: Diagnosis, rule: Rule) -> StageMark:
 
 
 def mark_head(trace: Trace, head: int, answers: dict[str, Answer], rule: Rule = Rule(),
-              require: tuple[str, ...] = ()) -> dict[str, StageMark]:
-    """Mark the given stages of one head in order, carrying the learner's own values forward."""
+              require: tuple[str, ...] = (), inputs: dict | None = None, inputs_sound: bool = True) \
+        -> dict[str, StageMark]:
+    """Mark the given stages of one head in order, carrying the learner's own values forward (from
+    their own Q, K, V of a projected problem: `inputs`, all correct or not)."""
     marks = {}
-    basis = Basis()
+    basis = Basis(sound=inputs_sound, inputs=dict(inputs or {}), inputs_sound=inputs_sound)
     for stage in present(trace):
         if stage not in answers:
             if stage in require:
@@ -197,9 +200,11 @@ def mark_final(trace: Trace, answer: Answer, heads: list[StageMark] | None, rule
 
 
 def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | None, tol: float | None = None,
-             decimals: int = DECIMALS, require: tuple[str, ...] = ()) -> dict[str, StageMark]:
+             decimals: int = DECIMALS, require: tuple[str, ...] = (),
+             projected: tuple[list[dict], list[bool]] | None = None) -> dict[str, StageMark]:
     """Every given (or required) stage, keyed `weights` (one head) or `heads[1].weights`;
-    `output` is the final output. `answers` has one dict per head (empty when not answered)."""
+    `output` is the final output. `answers` has one dict per head (empty when not answered);
+    `projected`: per head the learner's own Q, K, V and whether they are right (projections.py)."""
     rule = Rule(decimals, tol)
     p = trace.problem
     several = p.heads > 1 or "W_O" in p.inputs
@@ -210,7 +215,8 @@ def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | Non
     for h, given in enumerate(answers):
         prefix = f"heads[{h}]." if several else ""
         per_head = head_required(require, h, several, p.heads)
-        head_marks = mark_head(trace, h, given, rule, per_head)
+        own, sound = (projected[0][h], projected[1][h]) if projected else ({}, True)
+        head_marks = mark_head(trace, h, given, rule, per_head, own, sound)
         if trace.gradients is not None:
             head_marks.update(mark_gradients(trace, h, given, rule, head_marks, per_head))
         marks.update({prefix + stage: m for stage, m in head_marks.items()})
@@ -242,16 +248,19 @@ def head_required(require: tuple[str, ...], head: int, several: bool, heads: int
 
 
 def stage_keys(trace: Trace) -> list[str]:
-    """Every stage key a complete answer has, in order."""
+    """Every stage key a complete answer has, in order: a projected problem's Q, K, V first."""
     p = trace.problem
+    first = list(PROJECTED) if p.projected else []
     if p.heads == 1 and "W_O" not in p.inputs:
-        return list(present(trace))
-    return [f"heads[{h}].{s}" for h in range(p.heads) for s in present(trace)] + ["output"]
+        return first + list(present(trace))
+    return first + [f"heads[{h}].{s}" for h in range(p.heads) for s in present(trace)] + ["output"]
 
 
 def unanswered(trace: Trace, marks: dict[str, StageMark]) -> list[str]:
     """The stage keys neither answered nor required (listed as "not answered"; they do not fail)."""
-    return [key for key in stage_keys(trace) if key not in marks]
+    heads = range(trace.problem.heads)  # a projection answered head by head is answered
+    return [key for key in stage_keys(trace)
+            if key not in marks and not (key in PROJECTED and all(f"heads[{h}].{key}" in marks for h in heads))]
 
 
 def missing_stages(marks: dict[str, StageMark]) -> list[str]:
@@ -281,10 +290,10 @@ def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = D
     answered (else the answers' own). Metadata keys are set aside and aliases read as their
     stage (`attncli.marking.answer_keys`); an unknown key is refused when `strict`, else set aside."""
     doc = npz_heads(doc, trace)  # an .npz's heads/<stage> members: per-head answers, as JSON's heads
-    keys = sort_keys(doc, before_weights(trace), strict)
+    keys = sort_keys(doc, before_weights(trace), strict, fit=_fitter(trace))
     if isinstance(keys.doc, dict):  # a file's own echoes must be its problem's, as attn compute checks them
         same_problem(keys.doc, trace)  # its top-level Q, K, V first: the plainest message
-        verify_echoes(keys.doc, trace, ECHO_HINT)
+        verify_echoes(without_projections(keys.doc, trace), trace, ECHO_HINT)
     marks = _mark_sorted(trace, keys.doc, tol, decimals, require, tile_size)
     for path, key in keys.aliases.items():
         name = path if path in marks else path.rpartition(".")[2]
@@ -294,12 +303,36 @@ def mark_document(trace: Trace, doc, tol: float | None = None, decimals: int = D
     return marks
 
 
+def _fitter(trace: Trace):
+    """fit(candidates, value, prefix): the stage whose exact values the most cells of `value` are
+    (an ambiguous word, `attention_scores`, read by what it holds); the first on a tie."""
+    def fit(candidates, value, prefix):
+        head = int(prefix[len("heads["):-2]) if prefix else 0
+        found = []
+        for stage in candidates:
+            exact = trace.stage(stage)
+            if exact is None or head >= exact.shape[0]:
+                continue
+            try:
+                answer = read_stage(value, stage, exact[head].shape, "")
+            except AttnError:
+                continue
+            found.append((int(grade(answer.values, answer.decimals, exact[head], Rule())[1].sum()), stage))
+        return max(found, key=lambda f: f[0])[1] if found else candidates[0]
+    return fit
+
+
 def _mark_sorted(trace: Trace, doc, tol: float | None, decimals: int, require: tuple[str, ...],
                  tile_size: tuple[int, int] | None = None):
+    projections, *own = mark_projections(trace, doc, Rule(decimals, tol), require)
     try:
-        marks = mark_all(trace, *read_answers(doc, trace), tol, decimals, require)
+        answers = read_answers(doc, trace)
     except NoAnswers:
-        marks = {}
+        if not projections:
+            answers = None
+        else:  # only Q, K or V answered: the required stages are still missing
+            answers = [{} for _ in range(trace.problem.heads)], None
+    marks = {} if answers is None else projections | mark_all(trace, *answers, tol, decimals, require, own)
     marks |= mark_tiles(trace, doc, Rule(decimals, tol), "tiles" in require, tile_size)
     if not marks:
         raise NoAnswers()

@@ -264,6 +264,13 @@ FINAL_MISTAKES = {
     "no_output_projection": "gave the heads side by side without multiplying by W_O",
     "no_output_bias": "multiplied by W_O but did not add b_O",
 }
+# Mistakes in a projected problem's Q = X W_Q, K = X W_K, V = X W_V (attncli/marking/projections.py).
+PROJECTION_MISTAKES = {
+    "projection_transposed": "multiplied X by the weight matrix transposed (x Wᵀ, as PyTorch's Linear stores its "
+                             "weight (out, in)); here W is (in, out): Q = X W_Q",
+    "projection_swapped": "multiplied X by another projection's weight matrix (W_K or W_V where W_Q was due, …)",
+    "no_projection_bias": "multiplied X by the weight matrix but did not add the bias",
+}
 # Diagnoses that are not a recomputation with a mistake.
 TRANSPOSED = "transposed"
 TRANSPOSED_TEXT = "wrote the matrix transposed: each row should be one query"
@@ -292,12 +299,14 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
     adds its own, attncli/code/code_mistakes.py)."""
     one = slice(head, head + 1)
     order = present(trace)
-    inputs = {"Q": trace.Q[one], "K": trace.K[one]}  # (1, Lq, d_k), (1, Lk, d_k)
+    given = given or {}
+    # (1, Lq, d_k), (1, Lk, d_k), (1, Lk, d_v): the learner's own Q, K, V of a projected problem when given
+    inputs = {name: trace.stage(name)[one] if given.get(name) is None else given[name][None] for name in "QKV"}
     for earlier in stages.inputs(trace.problem):
         if order.index(earlier.name) < order.index(stage):
-            value = (given or {}).get(earlier.name)
+            value = given.get(earlier.name)
             inputs[earlier.replaces] = trace.stage(earlier.name)[one] if value is None else value[None]
-    block = stages.Block(trace.problem, inputs["Q"], inputs["K"], trace.V[one],
+    block = stages.Block(trace.problem, inputs["Q"], inputs["K"], inputs["V"],
                          trace.scale if scale is None else scale, head=head)
     if mistake:
         found = (MISTAKES if table is None else table)[mistake]

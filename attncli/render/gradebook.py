@@ -24,6 +24,7 @@ from pathlib import PurePath
 import numpy as np
 
 from attncli.base.arrays import plain
+from attncli.base.names import PROJECTED
 from attncli.marking.grading import STATUSES, StageMark
 from attncli.marking.marks import all_correct, missing_stages, unanswered
 from attncli.marking.scoring import Points, Score, earned, is_required, score, slip_cost, stage_points, whole
@@ -47,8 +48,8 @@ def stage_order(name: str) -> tuple[float, int]:
     if prefix and not prefix.startswith("heads["):
         return -1, 0  # a case's stage (attn check --code marks `case.stage`): kept in the order marked
     head = int(prefix[len("heads["):-1]) if prefix.startswith("heads[") else (math.inf if stage == "output" else -1)
-    order = names()
-    return head, order.index(stage) if stage in order else len(order)
+    order = PROJECTED + names()  # a projected problem's Q, K, V before the heads' stages
+    return (-2 if stage in PROJECTED and not prefix else head), order.index(stage) if stage in order else len(order)
 
 
 def class_max(results: list[Result], points: Points | None = None, required: tuple[str, ...] = ()) -> float:

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.marking.grading import SYMBOLS, Rule, StageMark
+from attncli.marking.grading import SYMBOLS, TYPED_DECIMALS, Rule, StageMark
 from attncli.marking.marks import all_correct, unanswered
 from attncli.marking.scoring import Points, score, slip_cost
 from attncli.problem.trace import Trace
@@ -79,8 +79,7 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
             text = Text(_written(mark.given.values[i, j], mark.given.decimals[i, j], precision) + " ")
             text.append(SYMBOLS[verdict], style=STYLE[verdict])
             if verdict != "correct":
-                text.append(f" {number(shown_value(mark, i, j), max(precision, mark.given.decimals[i, j]))}",
-                            style="dim")
+                text.append(f" {number(shown_value(mark, i, j), shown_decimals(mark, i, j, precision))}", style="dim")
             cells[i].append(text)
     headers = [rich_text(column) for column in columns]
     widths = [max(h.cell_len, *(row[j].cell_len for row in cells)) for j, h in enumerate(headers)]
@@ -103,6 +102,13 @@ def shown_value(mark: StageMark, i: int, j: int) -> float:
     if mark.cells[i, j] == "carried" and mark.followed is not None:
         return mark.followed[i, j]
     return mark.expected[i, j]
+
+
+def shown_decimals(mark: StageMark, i: int, j: int, precision: int) -> int:
+    """The expected value's decimals: --precision, or the learner's own when they wrote more by hand
+    (`1.66082 ✗ 1.66050`, not 1.6605; a computed number's sixteen are not copied)."""
+    written = int(mark.given.decimals[i, j])
+    return max(precision, written) if written <= TYPED_DECIMALS else precision
 
 
 def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, precision: int,
