@@ -266,3 +266,17 @@ def test_inline_answers_with_a_complete_key_mark_only_what_was_given(run, tmp_pa
     result = run("check", key, "--weights", wrong, "--format", "json")
     assert result.exit_code == 1, result.stdout
     assert json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3
+
+
+def test_the_expected_value_is_shown_at_the_decimals_the_learner_wrote(run):
+    out = run("check", SAMPLES / "scooter.json", "--weights", "0.04539,0.76792,0.18000", "-f", "table").stdout
+    assert "0.18000 ✗ 0.18669" in out  # not 0.1867 beside five decimals (issue 29)
+
+
+def test_a_carried_cell_shows_what_the_learners_own_stage_gives(run):
+    out = run("check", SAMPLES / "scooter.json", "--scaled", "0,4,2", "--weights", "0.0159,0.8668,0.1173",
+              "-f", "table").stdout
+    assert "0.0159 ↪ 0.0159" in out and "0.0454" not in out.split("weights")[1].split("scaled:")[0]
+    doc = json.loads(run("check", SAMPLES / "scooter.json", "--scaled", "0,4,2", "--weights", "0.0159,0.8668,0.1173",
+                         "-f", "json").stdout)["stages"]["weights"]
+    assert np.allclose(doc["followed"], [[0.015876, 0.866813, 0.117310]], atol=1e-6)

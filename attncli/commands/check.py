@@ -1,20 +1,17 @@
 """`attn check`: its options, declared once (commands/spec.py); check_run.py marks a learner's answers (or a class's) against the
 computed stages."""
 
-import math
-import re
-
 from attncli.base import (
     choices,
     names,  # one --STAGE option per stage of the table (no numpy at start-up)
 )
 from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.points import MOST, read_points
 from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
 
 ANSWERS = "Answers given inline"
-MOST = 1e6  # the most --points a stage and --max-score may be: a sum of them stays a finite number
 
 
 def _answer(stage: str) -> Option:
@@ -154,38 +151,9 @@ def _max_score(value: float | None) -> float | None:
     return value
 
 
-STAGE_PATH = re.compile(r"^(?:heads\[\d+\]\.)?(\w+)$")
-
-
 def _points(text: str | None) -> dict[str, float] | None:
-    """--points' `stage=N` list, checked: known stages (or `heads[h].stage`), N a number > 0; and
-    the prices of a slip (names.COSTS): `imprecise=N` points (0 or more), `percent=F` and
-    `transposed=F` fractions of the stage (0 to 1)."""
-    if text is None:
-        return None
-    points = {}
-    for item in (part.strip() for part in text.split(",") if part.strip()):
-        stage, equals, number = (x.strip() for x in item.partition("="))
-        named = STAGE_PATH.match(stage)
-        if not equals or not named:
-            raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", "--points")
-        known = names.ASKABLE + names.COSTS
-        if named.group(1) not in known or (stage in names.COSTS) != (named.group(1) in names.COSTS):
-            hint = did_you_mean(named.group(1), known) or f"; answers are {', '.join(names.ASKABLE)}"
-            raise InputError(f"unknown stage {quote(stage)}{hint}", "--points")
-        try:
-            value = float(number)
-        except ValueError:
-            value = math.nan
-        if stage in names.COSTS:
-            top = MOST if stage == "imprecise" else 1.0
-            if not 0 <= value <= top:  # also refuses nan and inf
-                what = "points" if stage == "imprecise" else "a fraction of the stage"
-                raise InputError(f"{quote(item)}: {stage} costs {what}, a number from 0 to {top:,.0f}", "--points")
-        elif not 0 < value <= MOST:  # also refuses nan and inf
-            raise InputError(f"{quote(item)}: the points must be a number above 0, at most {MOST:,.0f}", "--points")
-        if stage in points:
-            raise InputError(f"{quote(stage)} is given twice ({stage}={points[stage]:g} and {item}); keep one",
-                             "--points")
-        points[stage] = value
-    return points or None
+    """--points' `stage=N` list, checked (attncli/base/points.py)."""
+    try:
+        return read_points(text)
+    except InputError as error:
+        raise error.at("--points") from None

@@ -81,8 +81,8 @@ def alias_of(key: str, before_weights: str, fit=None) -> str | None:
     ambiguous word's values are (else the first)."""
     lower = _plain(key)
     for stage, words in STAGE_ALIASES.items():
-        if lower in words:
-            return stage
+        if lower in words:  # masked logits are what the softmax reads: `scaled` in a problem without a mask
+            return before_weights if stage == "masked" else stage
     if lower in AMBIGUOUS:
         return fit(AMBIGUOUS[lower]) if fit else AMBIGUOUS[lower][0]
     if lower == "logits":
