@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import SAMPLES
+from tests.conftest import SAMPLES
 
 SCOOTER = SAMPLES / "scooter.json"
 S_Q = np.array([[0.0, 4.0]])

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attncli.base.arrays import round_finite
 from attncli.marking.grading import Answer, Rule, grade
 from attncli.marking.mistakes import (
     MISTAKES,
@@ -76,6 +77,11 @@ def candidates(trace: Trace, head: int, stage: str, basis: Basis, precision: int
         for scale, text in rounded_scales(trace):
             yield (ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",
                    chain(trace, head, basis.stage, basis.values, stage, scale=scale, given=mine))
+    if basis.stage is not None:  # their own earlier stage, written well, rounded coarser before the next step
+        for k in range(min(rule.decimals, basis.precision) - 1, -1, -1):
+            yield (ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {basis.stage} was rounded to "
+                   f"{plural(k, 'decimal')} before the next step",
+                   chain(trace, head, basis.stage, round_finite(basis.values, k), stage, given=mine))
     for k in range(min(rule.decimals, precision + 1) - 1, -1, -1):
         for stages in roundings(steps):
             verb = "was" if len(stages) == 1 else "were"
