@@ -280,3 +280,18 @@ def test_a_carried_cell_shows_what_the_learners_own_stage_gives(run):
     doc = json.loads(run("check", SAMPLES / "scooter.json", "--scaled", "0,4,2", "--weights", "0.0159,0.8668,0.1173",
                          "-f", "json").stdout)["stages"]["weights"]
     assert np.allclose(doc["followed"], [[0.015876, 0.866813, 0.117310]], atol=1e-6)
+
+
+def test_a_quick_check_needs_no_problem_file(run):
+    result = run("check", "--q", "0,4", "--k", "1,0; 0,1; .5,.5", "--v", "2,0; 0,2; 1,-1",
+                 "--weights", "0.0454, 0.7679, 0.1867", "-f", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["stages"]["weights"]["correct"] == 3
+    assert_error(run("check", "--q", "0,4", "--k", "1,0; 0,1", "--v", "2,0; 0,2; 1,-1", "--weights", "1,0,0"),
+                 "--v: V has 3 rows but K has 2")
+
+
+def test_inline_q_k_v_replace_the_problem_files(run, problem_file):
+    answers = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, "a.json")
+    other = problem_file({"Q": [[1, 1]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]})
+    doc = json.loads(run("check", answers, "-p", other, "--q", "0,4", "-f", "json").stdout)
+    assert doc["all_correct"]

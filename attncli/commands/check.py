@@ -12,6 +12,7 @@ from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
 
 ANSWERS = "Answers given inline"
+PROBLEM = "The problem given inline"
 
 
 def _answer(stage: str) -> Option:
@@ -24,6 +25,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("files", "ANSWERS [PROBLEM], one file holding both, or many answer files (with --problem, or each "
            "holding its own problem).", type=list, argument=True),
     Option("problem", "The problem (compute input); every FILE is then an answers file.", flags=("--problem", "-p")),
+    # A quick check without a problem file: the problem's Q, K, V inline (over the problem file's, if any).
+    *(Option(name.lower(), f"The problem's {name} (path or inline text), as attn compute --{name.lower()}: a quick "
+             "check needs no problem file.", key=name, matrix=True, panel=PROBLEM) for name in "QKV"),
     *(_answer(stage) for stage in names.STAGES),  # one per stage of the stage table, after --problem
     Option("decimals", "Least decimals a value needs: with fewer it is correct only when exact (4, 0.5), "
            "otherwise imprecise (not correct). Default: the problem's \"decimals\", else 2.",
@@ -95,6 +99,8 @@ def check(**given) -> None:
 
     attn check samples/scooter.json --weights "0.0454, 0.7679, 0.1867"
 
+    attn check --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1" --weights "0.0454, 0.7679, 0.1867"
+
     attn check answers/*.json --problem problem.json --require weights,output
 
     Correct: the exact value rounded to the decimals written, ±1 in the last place (either
@@ -123,13 +129,14 @@ def check(**given) -> None:
         return
     required = _stages(o.require)
     answers = {option.key: getattr(o, option.name) for option in OPTIONS if option.panel == ANSWERS}
+    matrices = {option.key: getattr(o, option.name) for option in OPTIONS if option.panel == PROBLEM}
     # The one import kept inside a function, for start-up: numpy, the core and the views load when
     # check runs, so that `attn --version` and `attn --help` never import numpy.
     from attncli.commands.check_run import run
 
     grading = {"points": _points(o.points), "max_score": _max_score(o.max_score), "visibility": o.visibility}
     run(o.files, o.problem, answers, o.format, o.precision, o.decimals, o.tol, required, grading, o.lenient_json,
-        o.report)
+        o.report, matrices)
 
 
 def _stages(text: str | None) -> tuple[str, ...] | None:

@@ -35,17 +35,21 @@ EXIT_DIFFER = 1
 
 def run(files: list[str] | None, problem: str | None, answers: dict[str, str | None], format: str, precision: int,
         decimals: int | None, tol: float | None, required: tuple[str, ...] | None, grading: dict | None = None,
-        lenient: bool = False, output: str | None = None) -> None:
+        lenient: bool = False, output: str | None = None, matrices: dict[str, str | None] | None = None) -> None:
     """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2). `output`:
-    --report's file (the marks page), checked before any file is read."""
+    --report's file (the marks page), checked before any file is read. `matrices`: the problem's
+    Q, K, V given inline (--q, --k, --v), over the problem file's keys; every FILE is then answers."""
     files = list(files or [])
     if output is not None:
         format = _page_target(output, format, files + [problem, *answers.values()])
     inline = {stage: value for stage, value in answers.items() if value is not None}  # --scores … --output
-    each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
-    if problem is None and len(files) == 2 and not inline and "-" not in files:
+    matrices = {key: value for key, value in (matrices or {}).items() if value is not None}  # --q, --k, --v
+    each_own = problem is None and len(files) > 2 and not matrices  # a class whose files each hold their problem
+    if problem is None and len(files) == 2 and not inline and not matrices and "-" not in files:
         files, problem, each_own = _two_files(files)
-    if problem is None and not each_own:
+    if matrices:
+        pass  # the problem is given inline (over --problem's file, if any); every file is answers
+    elif problem is None and not each_own:
         if not files:
             if sys.stdin.isatty():  # reading it would wait, silently, for a document typed in
                 raise InputError('no problem: name one (attn check answers.json problem.json, or attn check '
@@ -55,7 +59,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
-    shared = None if each_own else _problem(problem)
+    shared = None if each_own else _problem(problem, inline_matrices=matrices) if matrices else _problem(problem)
     if shared and grading:
         _points_fit(grading.get("points"), shared[2].problem)
     cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
@@ -188,11 +192,16 @@ def _flag_odd_problems(results: list, problems: dict[str, bytes]) -> list:
     return flagged
 
 
-def _problem(name: str, doc=None):
+def _problem(name: str | None, doc=None, inline_matrices: dict[str, str] | None = None):
     """(document, source, trace) of a problem file (or an answers document holding its problem);
-    metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too."""
+    metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too.
+    `inline_matrices`: Q, K, V as --q, --k, --v give them, over the file's (no file: the problem)."""
     source, own_file = name, doc is not None
-    if doc is None:
+    if inline_matrices:
+        doc = ({} if name is None else _read_answers(name, csv=False)) | {
+            key: load_matrix(value, f"--{key.lower()}")[0] for key, value in inline_matrices.items()}
+        source = name or "--q/--k/--v"
+    elif doc is None:
         try:
             doc = _read_answers(name, csv=False)  # a problem file may hold answers too
         except OneMatrixError as error:
@@ -206,7 +215,10 @@ def _problem(name: str, doc=None):
                         strict=not own_file).doc
     except AttnError as error:
         raise error.at(source)
-    built = build_problem(own, source=source)
+    try:
+        built = build_problem(own, source=None if inline_matrices else source)
+    except AttnError as error:  # a key given inline is named by its option (--v), as attn compute names it
+        raise error.at(f"--{error.key.lower()}" if error.key in (inline_matrices or {}) else source)
     if own_file and built.heads * built.lq * built.lk > OWN_PROBLEM_CELLS:
         raise InputError(f"its own problem has {built.heads * built.lq * built.lk:,} scores (heads × queries × keys); "
                          f"a learner's file may set one of at most {OWN_PROBLEM_CELLS:,}: give the class's problem "
