@@ -62,7 +62,7 @@ def test_a_trace_and_marks_render_as_the_terminal_tables_through_their_views():
     html = view(trace)._repr_html_()
     assert '<pre class="header">' in html and ">0.7679<" in html and "mat" in html and "<script" not in html
     marks = check({"weights": [0.0454, 0.7679, 0.1967]}, trace)
-    assert "0.1967 ✗ 0.1867" in render(marks) and "0.1867</span>" in marks._repr_html_()
+    assert "0.1967 ✗ 0.1867" in render(marks) and "0.1967 ✗ <span class=exp>0.1867</span>" in marks._repr_html_()
     assert render(view(marks)) == render(marks) and "0.1867</span>" in view(marks)._repr_html_()
     assert repr(marks) == "<Marks 2/3 cells right: weights>"
     with pytest.raises(TypeError, match="not dict"):

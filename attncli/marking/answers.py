@@ -117,11 +117,13 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
         values = values.reshape(1, -1)
     decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
     values, notes = _as_blocked(values, blocked_cells if masked else None)
-    # An inline "0,7311": two numbers, or a decimal comma? Where the stage's row holds two numbers
-    # ("3,1" for one query's output, as the README writes rows) it is two numbers, said nothing of.
+    # An inline "0,7311": two numbers, or a decimal comma? Where the stage's row holds two numbers it
+    # is read as two, and said so only when the part after the comma looks like decimals (three
+    # digits or more): "3,1" or "0,2" for one query's output is a row, as the README writes rows.
     comma = comma_hint(value)
     if values.shape == shape:
-        return Answer(values=values, decimals=decimals, notes=notes)
+        decimal_like = comma and len(getattr(value, "comma", "").partition(".")[2]) >= 3
+        return Answer(values=values, decimals=decimals, notes=notes + ((comma,) if decimal_like else ()))
     if values.shape[::-1] == shape and shape[0] == 1:  # one query's row written as a column: the row it means
         return Answer(values=values.T, decimals=decimals.T, notes=notes + (ONE_ROW_NOTE,))
     if values.shape == shape[::-1]:

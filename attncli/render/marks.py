@@ -30,7 +30,8 @@ def score_line(marks: dict[str, StageMark], points: Points | None = None) -> str
 STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
 MEANING = {"correct": "correct", "carried": "correct from your own earlier stage (carried)",
            "imprecise": "imprecise (too few decimals)", "wrong": "wrong", "missing": "missing"}
-LEGEND = " · ".join(f"{SYMBOLS[s]} {MEANING[s]}" for s in MEANING) + "; the expected value follows"
+LEGEND = " · ".join(f"{SYMBOLS[s]} {MEANING[s]}" for s in MEANING) + \
+    "; the expected value follows (beside ↪: what your own earlier numbers give)"
 
 
 def summary(name: str, mark: StageMark, points: Points | None = None) -> str:

@@ -30,8 +30,8 @@ HEAD = re.compile(r"^heads\[(\d+)\]\.")
 WORDS = ' class="words"'  # a cell of words (a note, a meaning): it wraps
 
 
-def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str]:
-    """(text, what a click shows) of one marked cell."""
+def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str, str]:
+    """(text, the value shown beside a cell not correct, what a click shows) of one marked cell."""
     verdict = mark.cells[i, j]
     value, decimals = mark.given.values[i, j], mark.given.decimals[i, j]
     given = "—" if math.isnan(value) else number(value, decimals if decimals >= 0 else precision)
@@ -41,7 +41,8 @@ def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str]:
     else:
         expected = number(mark.expected[i, j], shown_decimals(mark, i, j, precision))
     said = f"{MEANING[verdict]}: yours {given}, expected {expected}"
-    return f"{given} {SYMBOLS[verdict]}", said + "".join(f"\n{note}" for note in mark.notes)
+    beside = "" if verdict == "correct" else number(shown_value(mark, i, j), shown_decimals(mark, i, j, precision))
+    return f"{given} {SYMBOLS[verdict]}", beside, said + "".join(f"\n{note}" for note in mark.notes)
 
 
 def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
@@ -56,10 +57,10 @@ def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
     for i, label in enumerate(rows):
         out.append(f'<tr><th data-row="{i}">{escape(label)}</th>')
         for j in range(len(columns)):
-            text, said = _cell(mark, i, j, precision)
+            text, beside, said = _cell(mark, i, j, precision)
             out.append(f'<td class="mk-{mark.cells[i, j]}" data-stage="{escape(stage)}" data-head="{h}" '
                        f'data-row="{i}" data-col="{j}" data-mark="{escape_lines(said.split(chr(10)))}"{" tabindex=0" if i == j == 0 else ""}>'
-                       f"{escape(text)}</td>")
+                       f"{escape(text)}{f' <span class=exp>{escape(beside)}</span>' if beside else ''}</td>")
         out.append("</tr>\n")
     return "".join(out) + "</tbody></table>\n"
 
