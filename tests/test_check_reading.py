@@ -281,9 +281,11 @@ def test_a_scaled_stage_labelled_scaled_scores_counts_in_a_class(run, problem_fi
     assert result.stdout.splitlines()[1].split(",")[1:4] == ["6", "6", "100.0"]
 
 
-def test_did_you_mean_points_to_the_stage_an_alias_is(run, problem_file):
-    result = run("check", problem_file({"scaled_score": [0, 2.8284, 1.4142]}, "a.json"), problem_file(SCOOTER))
-    assert_error(result, 'unknown key "scaled_score"', 'did you mean "scaled"?')
+@pytest.mark.parametrize("word, stage", [("scaled_score", "scaled"), ("contexts", "output"),
+                                         ("softmax_weight", "weights")])
+def test_did_you_mean_points_to_the_stage_an_alias_is(run, problem_file, word, stage):
+    result = run("check", problem_file({word: [0, 2.8284, 1.4142]}, "a.json"), problem_file(SCOOTER))
+    assert_error(result, f'unknown key "{word}"', f'did you mean "{stage}"?')
 
 
 @pytest.mark.parametrize("output", ["3,1", "0,2", "0.2775,1.3491"])
