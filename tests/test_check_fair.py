@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 from conftest import SAMPLES
 
 SCOOTER = SAMPLES / "scooter.json"
@@ -272,3 +273,11 @@ def test_a_students_file_name_reaches_the_terminal_as_text(run, problem_file):
     result = run("check", *files, cheat, "--format", "csv")
     assert "a\\u001b[2J\\u202eb.json: its problem differs" in result.stderr
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+
+
+def test_the_decimals_noted_are_the_decimals_written_not_the_minus_infinity_cells():
+    from attncli.marking.grading import Answer
+
+    masked = Answer(values=np.array([[1.4, -np.inf], [0.0, 0.7]]), decimals=np.array([[1, -1], [1, 1]]))
+    assert masked.precision == 1  # a −∞ cell has no decimals (it counted as 4)
+    assert Answer(values=np.full((1, 2), -np.inf), decimals=np.full((1, 2), -1)).precision == 0
