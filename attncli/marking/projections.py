@@ -16,8 +16,9 @@ from attncli.base.arrays import merge_heads
 from attncli.base.names import PROJECTED
 from attncli.marking.answers import read_stage
 from attncli.marking.diagnosis import Diagnosis, diagnose
-from attncli.marking.grading import Answer, Rule, StageMark, imprecise_note, mark_cells, missing
+from attncli.marking.grading import Answer, Rule, StageMark, mark_cells, missing
 from attncli.marking.mistakes import PROJECTION_MISTAKES, TRANSPOSED, TRANSPOSED_TEXT
+from attncli.marking.stage_marks import diagnosed
 from attncli.problem import groups
 from attncli.problem.trace import Trace
 
@@ -68,11 +69,8 @@ def _mark(trace: Trace, name: str, answer: Answer, columns: slice, rule: Rule) -
     found = Diagnosis()
     if ((cells == "wrong") | (cells == "imprecise")).any():
         found = diagnose(answer, cells, exact, _candidates(trace, name, columns), rule)
-    cells = cells if found.flipped is None else np.where(found.flipped, "wrong", cells)
-    if not (cells == "imprecise").any():
-        notes = tuple(n for n in notes if n != imprecise_note(rule))
-    return StageMark(given=answer, cells=cells, expected=exact, diagnosis=found.ids,
-                     notes=answer.notes + notes + found.notes, cause=found.cause)
+    return diagnosed(StageMark(given=answer, cells=cells, expected=exact, diagnosis=(), notes=answer.notes + notes),
+                     found, rule)
 
 
 def mark_projections(trace: Trace, doc: dict, rule: Rule, require: tuple[str, ...] = ()):
