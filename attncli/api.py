@@ -39,7 +39,7 @@ from attncli.code.code_marks import CodeMarks, mark_function
 from attncli.code.runner import Runner
 from attncli.compute.attention import attend as _attend
 from attncli.compute.limits import answers_cap
-from attncli.document.reading import INPUT_KEYS, build_problem
+from attncli.document.reading import build_problem, input_keys
 from attncli.marking.answer_files import read_answers_file
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
 from attncli.marking.grading import DECIMALS, TYPED_DECIMALS, StageMark
@@ -59,10 +59,11 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
     "ones"), `trace.gradients` holds the backward pass: `.heads["d_Q"]` … per head, `.grads["Q"]` …
     per input as given."""
     doc = {key: value for key, value in {"Q": Q, "K": K, "V": V, **inputs}.items() if value is not None}
-    unknown = [key for key in doc if key not in INPUT_KEYS]
+    known = input_keys()
+    unknown = [key for key in doc if key not in known]
     if unknown:
         raise TypeError(f"attend() got an unexpected keyword argument {unknown[0]!r}; "
-                        f"expected any of {', '.join(INPUT_KEYS)}")
+                        f"expected any of {', '.join(known)}")
     return _attend(build_problem({key: _plain(value) for key, value in doc.items()}, invert_mask=invert_mask))
 
 

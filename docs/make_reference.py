@@ -17,7 +17,7 @@ from attncli.stages import table as stages
 
 PAGE = Path(__file__).resolve().parent / "reference" / "output.md"
 START, END = "<!-- keys: document -->\n", "<!-- end keys: document -->\n"
-WORDS = {"$q": "Q", "$kᵀ": "Kᵀ", "$previous": "the stage before", "$scale": "scale", "$cap": "c",
+WORDS = {"$q": "Q", "$kᵀ": "Kᵀ", "$previous": "the stage before", "$scale": "scale", "$softcap": "c",
          "$bias": " + bias", "$sink": " (and the head's sink)"}
 
 
@@ -34,7 +34,7 @@ def cell(text: str) -> str:
 def rows() -> list[tuple[str, str, str, str]]:
     """(key, where, kind, what it is) for every key of the document."""
     found = []
-    for key in schema.KEYS:
+    for key in schema.keys():
         about = key.about + (f" (from {key.source})" if key.kind == schema.ECHO else "")
         found.append((key.name, "top level", key.kind, about))
     found += [(alias, "top level", "alias", f"the same as {name}") for alias, name in schema.ALIASES.items()]

@@ -94,7 +94,7 @@ def test_the_policy_allows_the_pages_own_script_and_style_only(scooter_page):
 
 def test_every_value_cell_is_pinned_and_shows_the_terminals_number(scooter_page):
     trace = api.attend(**{k: v for k, v in json.loads((SAMPLES / "scooter.json").read_text()).items()
-                          if k in api.INPUT_KEYS})
+                          if k in api.input_keys()})
     cells = [(attrs, text) for attrs, text in parsed(scooter_page).cells if "data-row" in attrs]
     assert cells and all({"data-stage", "data-head", "data-row", "data-col"} <= set(attrs) for attrs, _ in cells)
     stages = {attrs["data-stage"] for attrs, _ in cells}

@@ -46,7 +46,7 @@ def compute(**given) -> None:
     causal: k_pos ≤ q_pos; positions are 0 to L−1 unless given: top-left, j ≤ i;
     causal_lower_right sets q_positions to Lk−Lq to Lk−1 (j ≤ i + Lk − Lq);
     window L,R: q_pos − L ≤ k_pos ≤ q_pos + R (bounds inclusive); key mask 1 = a real key;
-    mask, bias, causal, window and key mask combine with AND;
+    mask, bias, causal, window and key mask combine with AND; prefix P: k_pos < P or causal (prefix-LM);
     softcap: c·tanh(scaled/c) before bias and masks; ALiBi adds −slope·|q_pos − k_pos| (a penalty);
     sinks: softmax over the keys and one sink logit per head, which is dropped (rows sum to < 1);
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose);

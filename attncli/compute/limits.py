@@ -139,13 +139,14 @@ def available_bytes() -> int | None:
     return min(limits) if limits else None
 
 
-def check_fits(needs: dict[str, int], available: int | None = None) -> None:
-    """Raise ResourceError when the parts in `needs` (what → bytes) would not fit together."""
+def check_fits(needs: dict[str, int], available: int | None = None, what: str = "this problem") -> None:
+    """Raise ResourceError when the parts in `needs` (what → bytes) would not fit together; the
+    message says `what` would need them (attn capture: "this capture")."""
     available = available_bytes() if available is None else available
     total = sum(needs.values())
     if available is not None and total > available:
         parts = ", ".join(f"{what} {size_text(n)}" for what, n in needs.items() if n)
-        raise ResourceError(f"this problem would need {size_text(total)} ({parts}), and "
+        raise ResourceError(f"{what} would need {size_text(total)} ({parts}), and "
                             f"{size_text(available)} is available")
 
 

@@ -23,6 +23,7 @@ from attncli.document import schema
 from attncli.document.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.document.schema import check_keys
 from attncli.document.text_input import parse_csv, parse_inline  # noqa: F401  (re-exported)
+from attncli.problem import rules, variants
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
 ONE_MATRIX_SUFFIXES = (".npy", ".csv", ".tsv")  # files that hold one matrix, never a whole problem
@@ -323,8 +324,8 @@ def gather(file: str | None, matrices: dict[str, str | None],
     for key, value in given.items():
         origin[key] = "--" + key.lower().replace("_", "-").replace("w-", "w")
         doc.pop(key.lower(), None)  # an alias (q, k, v) in the file is overridden too
-        if key == "mask":
-            doc.pop("causal", None)
+        for other in replaced(key):
+            doc.pop(other, None)
         doc[key], labels = _matrix_option(key, value, origin)
         # A CSV's label column: Q's (or X's) name the queries, K's (or X_kv's) the keys.
         for label_key in LABELS_FROM.get(key, ()):
@@ -339,12 +340,20 @@ def gather(file: str | None, matrices: dict[str, str | None],
                 raise InputError(f"{value} contradicts the file's heads, the per-head results of "
                                  f"{len(doc['heads'])} heads; drop one", f"--{key}")
             continue  # the same count: the file's list, results and all, stays
-        if key == "alibi":
-            doc.pop("alibi_slopes", None)
+        for other in replaced(key):
+            doc.pop(other, None)
         if key == "rope":
             value = _rope_over(doc.get("rope"), value)
         doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
     return doc, origin, source
+
+
+def replaced(key: str) -> set[str]:
+    """The file's keys an option setting `key` replaces besides `key`: the others of the mask rules
+    that read it (--mask: `causal`, the whole mask rule) and of the variant it belongs to (--alibi
+    and --alibi-slopes: `alibi_slopes`)."""
+    found = {other for rule in rules.RULES if key in rule.keys for other in rule.keys}
+    return (found | set(variants.replaced(key))) - {key}
 
 
 def _rope_over(file_rope, given):

@@ -30,7 +30,6 @@ from attncli.compute.attention import attend, scale_of
 from attncli.compute.tiles import attend_tiles, head_dicts, max_difference
 from attncli.document import schema
 from attncli.document.writing import problem_dict, to_dict
-from attncli.problem.rules import rule_keys
 from attncli.problem.trace import Trace
 from attncli.stages.grads import GRADS
 
@@ -67,7 +66,7 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     writer did; `options` are the options that changed the file's problem (named in errors)."""
     members = getattr(doc, "results", None) or {}  # an .npz's heads/… and grads/…, not yet read
     read_members = getattr(doc, "read_results", None)
-    doc = {key: _listed(value) for key, value in schema.check_keys(doc, rule_keys()).items()}  # .npz: arrays
+    doc = {key: _listed(value) for key, value in schema.check_keys(doc).items()}  # .npz: arrays
     if not has_results(doc) and not members:
         return
     if trace.stage("weights") is None and (_needs_full(doc) or members):
@@ -102,7 +101,7 @@ def verify_echoes(doc: dict, trace: Trace, hint: str) -> None:
 def counts_only(doc: dict) -> bool:
     """Whether a (key-checked) document's echoes and results are only echoes and `cost`: those
     are checked without computing attention (`verify_counts`)."""
-    doc = schema.check_keys(doc, rule_keys())
+    doc = schema.check_keys(doc)
     kinds = {name: schema.key(name).kind if schema.key(name) else None for name in doc}
     heads = doc.get("heads") if isinstance(doc.get("heads"), list) else []
     return not any(heads) and all(
@@ -113,7 +112,7 @@ def counts_only(doc: dict) -> bool:
 def verify_counts(doc: dict, problem, options: tuple[str, ...] = ()) -> None:
     """Check a document's echoes and `cost` (no other result: see `counts_only`) against the
     problem's echo and the counts recomputed, without computing attention."""
-    doc = {key: _listed(value) for key, value in schema.check_keys(doc, rule_keys()).items()}
+    doc = {key: _listed(value) for key, value in schema.check_keys(doc).items()}
     shape = cost.shape_of(problem)
     expected = problem_dict(problem, scale_of(problem, shape.d_k), shape.d_k, shape.d_v)
     if "cost" in doc:

@@ -231,7 +231,7 @@ def _write_capped_back(back, name: str):
 
 
 def _capped_lines(page: Page, r: Each, step: int) -> list[str]:
-    c, n, before = page.fields(r.name)["cap"], page.n, page.fields(r.name)["previous"]
+    c, n, before = page.fields(r.name)["softcap"], page.n, page.fields(r.name)["previous"]
     out = [f"Step {step}: softcap, {c} · tanh({before} / {c}) (Gemma 2): near {before} when small, never beyond ±{c}"]
     return out + page.each(lambda j, key: f"{key} {c} · tanh({n(r.before[j][1])} / {c}) = {n(r.pairs[j][1])}"
                            f"{page.note((r.name, j))}")

@@ -18,7 +18,7 @@ from attncli.base.rule_words import sliding_window, window_rule
 from attncli.compute.attention import head_inputs
 from attncli.problem import groups, masks
 from attncli.problem.rope import STYLES
-from attncli.problem.rules import Causal, Window, find
+from attncli.problem.rules import Causal, Window, find, swap
 from attncli.problem.trace import Trace
 from attncli.stages import table as stages
 from attncli.stages.table import mask_scores, softmax
@@ -113,7 +113,7 @@ def _window_moved(step: int) -> Callable:
                                                                              ("right", window.right))})
         if moved == window:
             return None
-        return replace(problem, rules=tuple(moved if rule is window else rule for rule in problem.rules))
+        return replace(problem, rules=swap(problem.rules, window, moved))  # alone, or a part of an OR
     return change
 
 

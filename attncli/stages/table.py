@@ -46,8 +46,9 @@ gradient's title (grads.title):
 Templates use `$name` fields (string.Template, filled by `fill`): `$scale` (the view formats it),
 `$q`/`$k` ("Q" or "Q_rope"; `$qtex`/`$ktex` in LaTeX),
 `$bias` (" + bias", " + ALiBi" for what the problem adds; `$bias_tex` the same in LaTeX), `$previous` (the stage this one reads:
-the softmax reads `masked`, or `capped` or `scaled` when there is nothing to add or mask), `$cap`
-(the softcap c), `$sink` and `$sink_tex` (the sink's part of the weights' title and formulas).
+the softmax reads `masked`, or `capped` or `scaled` when there is nothing to add or mask), and each
+variant's (attncli/problem/variants.py: `$softcap`, the softcap c; `$sink` and `$sink_tex`, the
+sink's part of the weights' title and formulas).
 """
 
 from __future__ import annotations
@@ -62,10 +63,9 @@ from attncli.base.arrays import check_finite
 from attncli.base.errors import AttnError
 from attncli.base.softmax import log_sum_exp, softmax  # noqa: F401 (log_sum_exp: tests read it as stages.log_sum_exp)
 from attncli.hand import norm_steps, rope_steps, softmax_steps, stage_steps
-from attncli.problem import masks, qk_norm
+from attncli.problem import masks, qk_norm, variants
 from attncli.problem.rope import length, rotate
 from attncli.problem.trace import Problem
-from attncli.problem.variants import number
 from attncli.stages import vjps
 
 HQK = ("head", "query", "key")
@@ -294,8 +294,8 @@ STAGES: tuple[Stage, ...] = (
           compute_scaled, check=_check_scaled,
           vjp=vjps.scaled,
           hand=stage_steps.SCALED),
-    Stage("capped", "capped = $cap · tanh($previous / $cap)", "cap · tanh($previous / cap), cap = $cap",
-          r"$cap \tanh(\text{$previous} / $cap)", compute_capped,
+    Stage("capped", "capped = $softcap · tanh($previous / $softcap)",
+          "cap · tanh($previous / cap), cap = $softcap", r"$softcap \tanh(\text{$previous} / $softcap)", compute_capped,
           vjp=vjps.capped, vjp_title=" ∘ (1 − (capped / c)²)",
           applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap",
           hand=stage_steps.CAPPED),
@@ -382,18 +382,15 @@ def previous(problem: Problem, name: str) -> str | None:
 def fields(problem: Problem, name: str, **given) -> dict[str, str]:
     """A stage's template fields for this problem; `given` adds view-formatted ones ($scale)."""
     rope = _rope(problem)
-    alibi = problem.alibi_slopes is not None
-    sink = problem.sinks is not None
+    bias = problem.bias is not None
     norms = qk_norm.fields(problem)  # $qnorm, $knorm, and $qin, $kin: what RoPE and the scores read
-    return {**norms,"bias": " + bias" * (problem.bias is not None) + " + ALiBi" * alibi,
-            "bias_tex": r" + \text{bias}" * (problem.bias is not None) + r" + \text{ALiBi}" * alibi,
+    words = variants.template_fields(problem)  # $softcap, $sink, $sink_tex, and the terms they add (+ ALiBi)
+    return {**norms, **words, "bias": " + bias" * bias + words["terms"],
+            "bias_tex": r" + \text{bias}" * bias + words["terms_tex"],
             "previous": previous(problem, name) or "",
             "q": "Q_rope" if rope else norms["qin"], "k": "K_rope" if rope else norms["kin"],
             "qtex": r"Q_{\text{rope}}" if rope else norms["qintex"],
-            "ktex": r"K_{\text{rope}}" if rope else norms["kintex"],
-            "cap": number(problem.softcap) if problem.softcap is not None else "",
-            "sink": " and the head's sink logit (then dropped: rows sum to less than 1)" * sink,
-            "sink_tex": r",\ \text{sink}" * sink, **given}
+            "ktex": r"K_{\text{rope}}" if rope else norms["kintex"], **given}
 
 
 def fill(template: str, problem: Problem, name: str, **given) -> str:
