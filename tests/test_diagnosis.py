@@ -185,3 +185,10 @@ def test_a_window_ignored_on_a_multi_head_problem(run, problem_file):
     marks = marked(run, problem_file, problem, multi_answers(wrong, stages=("masked",)))
     assert marks["heads[1].masked"]["diagnosis"] == ["window_ignored"]
     assert marks["heads[0].masked"]["right"] == 16
+
+
+def test_an_imprecise_cell_the_mistake_gives_only_at_its_few_decimals_stays_imprecise(run):
+    # no_scale gives 0.0159, 0.8668, 0.1173: 0.0, 0.9, 0.1 at one decimal, but 0.02 (not 0.00) at two,
+    # so the 0.0 is as much the exact 0.0454 rounded: it stays imprecise, the two others are no_scale's
+    doc = json.loads(run("check", SCOOTER, "--weights", "0.0,0.9,0.1", "-f", "json").stdout)["stages"]["weights"]
+    assert doc["cells"] == [["imprecise", "wrong", "wrong"]] and doc["diagnosis"] == ["no_scale"]
