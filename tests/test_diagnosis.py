@@ -187,8 +187,15 @@ def test_a_window_ignored_on_a_multi_head_problem(run, problem_file):
     assert marks["heads[0].masked"]["right"] == 16
 
 
-def test_an_imprecise_cell_the_mistake_gives_only_at_its_few_decimals_stays_imprecise(run):
-    # no_scale gives 0.0159, 0.8668, 0.1173: 0.0, 0.9, 0.1 at one decimal, but 0.02 (not 0.00) at two,
-    # so the 0.0 is as much the exact 0.0454 rounded: it stays imprecise, the two others are no_scale's
-    doc = json.loads(run("check", SCOOTER, "--weights", "0.0,0.9,0.1", "-f", "json").stdout)["stages"]["weights"]
-    assert doc["cells"] == [["imprecise", "wrong", "wrong"]] and doc["diagnosis"] == ["no_scale"]
+def test_an_imprecise_cell_a_mistake_gives_only_at_its_few_decimals_stays_imprecise():
+    from attncli.marking.diagnosis import diagnose
+    from attncli.marking.grading import Answer, Rule
+
+    # written 0.2 and 0.5 (one decimal) for 0.21 and 0.8; the mistake gives 0.17 and 0.5: its 0.2 at one
+    # decimal is 0.17, not 0.20, at two, so that cell is as much the exact value rounded (imprecise)
+    answer = Answer(values=np.array([[0.2, 0.5]]), decimals=np.array([[1, 1]]))
+    cells = np.array([["imprecise", "wrong"]])
+    found = diagnose(answer, cells, np.array([[0.21, 0.8]]), [("x", "x: a slip", np.array([[0.17, 0.5]]))], Rule())
+    assert found.ids == ("x",) and found.flipped is None and found.cause == "x"
+    given = diagnose(answer, cells, np.array([[0.21, 0.8]]), [("x", "x: a slip", np.array([[0.2, 0.5]]))], Rule())
+    assert given.flipped.tolist() == [[True, False]]  # the mistake gives 0.20 itself: the cell is its
