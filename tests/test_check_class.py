@@ -273,3 +273,10 @@ def test_each_slip_of_the_class_is_named():
     assert named["10_jon.json"] == named["27_abe.json"] == {"rounded_early"}
     assert named["07_gus.json"] == {"percent"} and named["08_hal.json"] == named["25_yan.json"] == {"transposed"}
     assert named["14_ned.json"] == set() and named["09_ivy.json"] == set()
+
+
+def test_a_file_the_lenient_reading_would_read_says_so(run):
+    result = run("check", CLASS / "19_sam.json", "-p", CLASS / "problem.json")
+    assert result.exit_code == 2 and result.stderr.endswith("; it reads with --lenient-json (trailing commas)\n")
+    with pytest.raises(InputError, match=r"it reads with lenient_json=True \(trailing commas\)"):
+        check(CLASS / "19_sam.json", CLASS / "problem.json")
