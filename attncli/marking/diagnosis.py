@@ -47,7 +47,7 @@ class Basis:
     inputs_sound: bool = True  # those all correct
 
 
-def given(basis: Basis) -> dict[str, np.ndarray]:
+def own(basis: Basis) -> dict[str, np.ndarray]:
     """The learner's own values up to `basis`, by name: their Q, K, V, and the stages that stand in
     for Q or K (Q_rope, K_rope), carried into the stages after them."""
     return dict(basis.inputs) | {b.stage: b.values for b in basis.earlier + (basis,) if b.stage is not None}
@@ -65,10 +65,10 @@ def candidates(trace: Trace, head: int, stage: str, basis: Basis, precision: int
     """(id, note, prediction) of every way this stage may have gone wrong from `basis`."""
     steps = span(trace, basis.stage, stage)
     exact = trace.stage(stage)[head]
-    mine = given(basis)
+    mine = own(basis)
     for m, mistake in MISTAKES.items():
         if any(made_at(m, name) for name in steps):
-            yield m, f"{m}: {mistake.text}", chain(trace, head, basis.stage, basis.values, stage, m, given=mine)
+            yield m, f"{m}: {mistake.text}", chain(trace, head, basis.stage, basis.values, stage, m, own=mine)
             if basis.sound and basis.stage is not None and made_at(m, stage):
                 # from the learner's right earlier stage at full precision, as a calculator keeps it
                 yield m, f"{m}: {mistake.text}", chain(trace, head, None, None, stage, m)
@@ -76,18 +76,18 @@ def candidates(trace: Trace, head: int, stage: str, basis: Basis, precision: int
     if "scaled" in steps:
         for scale, text in rounded_scales(trace):
             yield (ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",
-                   chain(trace, head, basis.stage, basis.values, stage, scale=scale, given=mine))
+                   chain(trace, head, basis.stage, basis.values, stage, scale=scale, own=mine))
     if basis.stage is not None:  # their own earlier stage, written well, rounded coarser before the next step
         for k in range(min(rule.decimals, basis.precision) - 1, -1, -1):
             yield (ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {basis.stage} was rounded to "
                    f"{plural(k, 'decimal')} before the next step",
-                   chain(trace, head, basis.stage, round_finite(basis.values, k), stage, given=mine))
+                   chain(trace, head, basis.stage, round_finite(basis.values, k), stage, own=mine))
     for k in range(min(rule.decimals, precision + 1) - 1, -1, -1):
         for stages in roundings(steps):
             verb = "was" if len(stages) == 1 else "were"
             yield (ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {rounding_text(stages)} {verb} rounded to "
                    f"{plural(k, 'decimal')} before the next step",
-                   chain(trace, head, basis.stage, basis.values, stage, rounded=(stages, k), given=mine))
+                   chain(trace, head, basis.stage, basis.values, stage, rounded=(stages, k), own=mine))
 
 
 def diagnose(answer: Answer, cells: np.ndarray, expected: np.ndarray, found, rule: Rule) -> Diagnosis:

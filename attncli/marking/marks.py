@@ -48,15 +48,15 @@ def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | Non
         raise InputError(f"{', '.join(s for s in require if stage_of(s) in GRADIENTS)} required, but the problem "
                          "has no dO (no backward pass)", field="require")
     marks, outputs = {}, []
-    for h, given in enumerate(answers):
+    for h, head_answers in enumerate(answers):
         prefix = f"heads[{h}]." if several else ""
         per_head = head_required(require, h, several, p.heads)
         own, sound = (projected[0][h], projected[1][h]) if projected else ({}, True)
-        head_marks = mark_head(trace, h, given, rule, per_head, own, sound)
+        head_marks = mark_head(trace, h, head_answers, rule, per_head, own, sound)
         if trace.gradients is not None:
-            head_marks.update(mark_gradients(trace, h, given, rule, head_marks, per_head))
+            head_marks.update(mark_gradients(trace, h, head_answers, rule, head_marks, per_head))
         marks.update({prefix + stage: m for stage, m in head_marks.items()})
-        outputs.append(head_marks.get("output") if "output" in given else None)
+        outputs.append(head_marks.get("output") if "output" in head_answers else None)
     if several and final is not None:
         marks["output"] = mark_final(trace, final, outputs if None not in outputs else None, rule)
     elif several and "output" in require:

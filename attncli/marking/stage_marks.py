@@ -14,7 +14,7 @@ import numpy as np
 
 from attncli.base.arrays import round_finite
 from attncli.marking.diagnosis import Basis, Diagnosis, candidates, diagnose
-from attncli.marking.diagnosis import given as given_of
+from attncli.marking.diagnosis import own as own_of
 from attncli.marking.grading import Answer, Rule, StageMark, imprecise_note, mark_cells, missing
 from attncli.marking.mistakes import (
     FINAL_MISTAKES,
@@ -43,7 +43,7 @@ def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: Basi
     for start in (basis,) + basis.earlier[::-1] if basis.stage is not None or basis.inputs else ():
         note = f"rounded {start.stage} carried ({plural(start.precision, 'decimal')})" \
             if start.sound and start.stage else None
-        yield (chain(trace, head, start.stage, start.values, stage, given=given_of(start)),
+        yield (chain(trace, head, start.stage, start.values, stage, own=own_of(start)),
                "correct" if start.sound else "carried", note)
     # Rounded and carried from the learner's basis; then from Q and K (right whatever they wrote before).
     starts = [(basis, status)] + ([(Basis(), "correct")] if basis.stage is not None or basis.inputs else [])
@@ -51,7 +51,7 @@ def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: Basi
         steps = span(trace, start.stage, stage)
         for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
             for stages in roundings(steps):
-                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k), given=given_of(start)),
+                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k), own=own_of(start)),
                        outcome,
                        f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})")
 
@@ -79,7 +79,7 @@ def _max_subtracted(trace: Trace, head: int, stage: str, basis: Basis):
         return
     yield _shifted(trace.stage(stage)[head]), "carried", MAX_SUBTRACTED
     if basis.stage is not None or basis.inputs:
-        yield _shifted(chain(trace, head, basis.stage, basis.values, stage, given=given_of(basis))), "carried", \
+        yield _shifted(chain(trace, head, basis.stage, basis.values, stage, own=own_of(basis))), "carried", \
             MAX_SUBTRACTED
 
 

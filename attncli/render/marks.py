@@ -40,7 +40,7 @@ def summary(name: str, mark: StageMark, points: Points | None = None) -> str:
     return f"{name}: {counts(mark)}" + "".join(f"\n  {note}" for note in mark.notes + ((priced,) if priced else ()))
 
 
-def _written(value: float, decimals: int, precision: int) -> str:
+def _typed(value: float, decimals: int, precision: int) -> str:
     return number(value, decimals if decimals >= 0 else precision)
 
 
@@ -77,7 +77,7 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
         cells.append([])
         for j in range(len(columns)):
             verdict = mark.cells[i, j]
-            text = Text(_written(mark.given.values[i, j], mark.given.decimals[i, j], precision) + " ")
+            text = Text(_typed(mark.given.values[i, j], mark.given.decimals[i, j], precision) + " ")
             text.append(SYMBOLS[verdict], style=STYLE[verdict])
             if verdict != "correct":
                 text.append(f" {number(shown_value(mark, i, j), shown_decimals(mark, i, j, precision))}", style="dim")

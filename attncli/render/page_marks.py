@@ -34,15 +34,15 @@ def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str, str]:
     """(text, the value shown beside a cell not correct, what a click shows) of one marked cell."""
     verdict = mark.cells[i, j]
     value, decimals = mark.given.values[i, j], mark.given.decimals[i, j]
-    given = "—" if math.isnan(value) else number(value, decimals if decimals >= 0 else precision)
+    answer = "—" if math.isnan(value) else number(value, decimals if decimals >= 0 else precision)
     if verdict == "carried" and mark.followed is not None:
         expected = f"{number(shown_value(mark, i, j), shown_decimals(mark, i, j, precision))} from your own earlier " \
                    f"numbers (exact {number(mark.expected[i, j], precision)})"
     else:
         expected = number(mark.expected[i, j], shown_decimals(mark, i, j, precision))
-    said = f"{MEANING[verdict]}: yours {given}, expected {expected}"
+    said = f"{MEANING[verdict]}: yours {answer}, expected {expected}"
     beside = "" if verdict == "correct" else number(shown_value(mark, i, j), shown_decimals(mark, i, j, precision))
-    return f"{given} {SYMBOLS[verdict]}", beside, said + "".join(f"\n{note}" for note in mark.notes)
+    return f"{answer} {SYMBOLS[verdict]}", beside, said + "".join(f"\n{note}" for note in mark.notes)
 
 
 def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
