@@ -5,8 +5,10 @@ same problem on every machine, Python 3 version and numpy version. Seeds are who
 (`random.Random(-7)` is `random.Random(7)`, so negative seeds would silently repeat problems).
 
 No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
-Nor does any query have only zeros, or the same weight for every key it sees: the whole problem is
-re-drawn from the same generator (a seed whose first draw is sound keeps its problem).
+Nor does any query have only zeros, or the same weight for every key it sees, and every problem is
+workable by hand (`workable`: no score beyond ±8, no weight that rounds to 1 at the decimals asked
+beside others): the whole problem is re-drawn from the same generator (a seed whose first draw is
+sound keeps its problem).
 
 Each kind is one record of attncli/marking/kinds.py (how it draws, what it asks, what its sheet
 shows); this module draws a problem of any kind, re-draws a degenerate one and finishes it.
@@ -50,17 +52,18 @@ class Exercise:
 
 def build(options: Options) -> Exercise:
     """The problem `options` decide: drawn, then re-drawn (from the same generator, so a seed whose
-    first draw is sound is unchanged) while it has identical keys, a zero query or uniform weights."""
+    first draw is sound is unchanged) while it has identical keys, a zero query or uniform weights,
+    or is not workable by hand."""
     o = options
     _validate(o)
     rng = random.Random(o.seed)
     for _ in range(REDRAWS):
         doc, shown = _draw(o, rng)
         trace = attention.attend(build_problem(doc))
-        if not degenerate(trace):
+        if not degenerate(trace) and workable(trace, o.decimals):
             return _finish(o, doc, shown, trace)
-    raise ExerciseError(f"could not draw a problem without a zero query or uniform weights from these options "
-                        f"(keys {o.keys}, dim {o.dim}); ask for a wider dim", field="dim")
+    raise ExerciseError(f"could not draw a problem without a zero query or uniform weights, workable by hand, from "
+                        f"these options (keys {o.keys}, dim {o.dim}); ask for a wider dim", field="dim")
 
 
 def _validate(o: Options) -> None:
@@ -137,6 +140,21 @@ def degenerate(trace) -> bool:
     top = np.where(seen, weights, -np.inf).max(axis=-1, keepdims=True)
     low = np.where(seen, weights, np.inf).min(axis=-1, keepdims=True)
     return bool(((seen.sum(axis=-1) >= 2) & (top - low <= 1e-9 * top)[..., 0]).any())
+
+
+SCORE_BOUND = 8  # the largest |score| of a problem (plain's: |q|, |k| ≤ 2 over d_k = 2)
+
+
+def workable(trace, decimals: int) -> bool:
+    """A problem a learner can work by hand at the decimals asked: no score beyond ±SCORE_BOUND (e^x
+    of the scaled scores stays a few hundred at most), and no query that sees two keys or more puts
+    a weight that rounds to 1 at the decimals asked (at least 2) on one key, leaving the others 0."""
+    scores = trace.stage("scores")
+    if np.abs(scores[np.isfinite(scores)]).max(initial=0) > SCORE_BOUND:
+        return False
+    weights = trace.stage("weights")  # (H, Lq, Lk)
+    seen = (weights > 0).sum(axis=-1) >= 2
+    return bool((weights.max(axis=-1)[seen] < 1 - 0.5 * 10.0 ** -max(decimals, 2)).all())
 
 
 def asked(trace, kind: str) -> list[str]:

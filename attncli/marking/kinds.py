@@ -61,6 +61,8 @@ WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", 
 QK_VALUES = (-2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2)
 V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
 X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
+X_SMALL = (-1, 0, 1)  # X two or more numbers wide: each row still differs, and X W stays small by hand
+NONZERO = 2  # the most nonzero entries of a projection's column: an entry of X W adds two products at most
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
 SINK_VALUES = (0, 0.5, 1)  # e^0 = 1: a sink as easy by hand as a score of 0
@@ -116,11 +118,20 @@ class Draw:
     def matrix(self, rows: int, columns: int, values) -> list[list[float]]:
         return [[self.rng.choice(values) for _ in range(columns)] for _ in range(rows)]
 
-    def projection(self, rows: int, columns: int, values=W_VALUES) -> list[list[float]]:
-        """A weight matrix with no all-zero column (it would zero a feature for every token)."""
+    def projection(self, rows: int, columns: int, values=W_VALUES, nonzero: int | None = NONZERO) -> list[list[float]]:
+        """A weight matrix with no all-zero column (it would zero a feature for every token) and at
+        most `nonzero` nonzero entries in a column (the first ones kept), so that an entry of X W
+        adds a few products: the scores stay small enough to work by hand."""
         drawn = [[self.rng.choice(values) for _ in range(rows)] for _ in range(columns)]
         drawn = [column if any(column) else [1] + column[1:] for column in drawn]
+        if nonzero is not None:
+            drawn = [[x if sum(1 for y in column[:i] if y) < nonzero else 0 for i, x in enumerate(column)]
+                     for column in drawn]
         return [list(row) for row in zip(*drawn)]
+
+    def inputs(self, rows: int, width: int) -> list[list[float]]:
+        """X (or X_kv, E): small values when a row is two numbers or more wide."""
+        return self.matrix(rows, width, X_SMALL if width >= 2 else X_VALUES)
 
     def distinct(self, draw, width: int):
         """Call `draw() -> (matrices, keys)` until the keys' rows are all different."""
@@ -167,7 +178,7 @@ def _projected(d: Draw, pe: list | None = None) -> list:
     """Self-attention from X (with `pe`: X = E + PE) and its projections W_Q, W_K, W_V; returns E."""
     o = d.options
     width = o.dim * o.heads
-    E, W_K = d.distinct(lambda: _keys(d.matrix(o.keys, width, X_VALUES), d.projection(width, width), pe), width)
+    E, W_K = d.distinct(lambda: _keys(d.inputs(o.keys, width), d.projection(width, width), pe), width)
     d.doc["X"] = E if pe is None else add(E, pe)
     d.doc |= {"W_Q": d.projection(width, width), "W_K": W_K}
     d.doc["W_V"] = d.projection(width, (o.value_dim or o.dim) * o.heads)
@@ -178,7 +189,7 @@ def draw_multihead(d: Draw) -> dict:
     o = d.options
     _projected(d)
     value_width = (o.value_dim or o.dim) * o.heads
-    d.doc["W_O"] = d.projection(value_width, o.dim * o.heads, W_O_VALUES)
+    d.doc["W_O"] = d.projection(value_width, o.dim * o.heads, W_O_VALUES, nonzero=None)
     return {}
 
 
@@ -186,8 +197,8 @@ def draw_cross(d: Draw) -> dict:
     """Queries from X, keys and values from X_kv, with projections."""
     o = d.options
     width = o.dim * o.heads
-    d.doc["X"] = d.matrix(o.lq, width, X_VALUES)
-    X_kv, W_K = d.distinct(lambda: _keys(d.matrix(o.keys, width, X_VALUES), d.projection(width, width)), width)
+    d.doc["X"] = d.inputs(o.lq, width)
+    X_kv, W_K = d.distinct(lambda: _keys(d.inputs(o.keys, width), d.projection(width, width)), width)
     d.doc |= {"X_kv": X_kv, "W_Q": d.projection(width, width), "W_K": W_K}
     d.doc["W_V"] = d.projection(width, (o.value_dim or o.dim) * o.heads)
     return {}
