@@ -22,7 +22,7 @@ def test_the_key_reproduces_the_exact_problem_and_the_sheet_never_shows_it(run):
     assert sheet.exit_code == 0 and sheet.stderr == ""
     assert "reproduce" not in sheet.stdout and "5" not in json.loads(sheet.stdout)["title"]
     key = json.loads(run("exercise", "--seed", "5", "--queries", "2", "--keys", "3", "--answers").stdout)
-    assert key["description"].endswith(f"reproduce with: {COMMAND}")
+    assert key["reproduce"] == COMMAND and "reproduce" not in key["description"]
     again = run(*COMMAND.split()[1:])
     assert json.loads(again.stdout) == json.loads(sheet.stdout)
     assert run(*COMMAND.split()[1:], "--answers").stdout == run(
@@ -114,7 +114,7 @@ def test_a_problem_set_is_one_json_document_of_reproducible_problems(run):
         assert {**p, "title": None} == {**alone, "title": None}
         assert run("compute", "-", "--format", "json", input=json.dumps(p)).exit_code == 0
     keys = json.loads(run("exercise", "--seed", "20", "--count", "3", "--kind", "causal", "--answers").stdout)
-    assert len(keys["problems"]) == 3 and all("reproduce with: attn exercise --seed 2" in k["description"]
+    assert len(keys["problems"]) == 3 and all(k["reproduce"].startswith("attn exercise --seed 2")
                                               for k in keys["problems"])
 
 
@@ -245,3 +245,20 @@ def test_a_worksheets_gradient_grids_are_titled_by_what_the_scores_read():
     sheet = worksheet.markdown([(replace(rope, doc=doc, trace=trace), trace)], False)
     assert "**d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹)**" in sheet
     assert "**d_K = scale · d_scoresᵀ Q_rope, rotated back (RoPE⁻¹)**" in sheet
+
+
+def test_the_pages_students_get_from_a_key_never_show_its_seed(run, tmp_path):
+    # The class page made against the key showed "reproduce with: attn exercise --seed 171 …" in its
+    # header (the description): with the seed, a student makes the key.
+    key = tmp_path / "key.json"
+    key.write_text(run("exercise", "--seed", "171", "--answers").stdout)
+    answers = tmp_path / "ada.json"
+    answers.write_text(json.dumps({"weights": [[0.1, 0.2, 0.7]]}))
+    assert json.loads(key.read_text())["reproduce"].startswith("attn exercise --seed 171 ")
+    page = tmp_path / "page.html"
+    assert run("check", answers, key, "-o", page).exit_code == 1
+    shown = [page.read_text()] + [run("check", answers, key, "-f", fmt).stdout
+                                  for fmt in ("table", "markdown", "json", "gradescope", "csv")]
+    for text in shown:
+        assert "--seed" not in text and "reproduce" not in text
+    assert run("compute", key, "-f", "json").exit_code == 0  # the key is still attn compute input

@@ -45,7 +45,7 @@ def test_each_new_kind_adds_its_one_thing(run):
     assert backward["ask"][-2:] == ["d_Q", "d_K"]
     tiles = key_of(run, "--seed", "3", "--kind", "tiles", "--keys", "4", "--tiles", "1,2")
     assert tiles["tile_size"] == [1, 2] and tiles["scale"] == 1 and len(tiles["heads"][0]["tiles"]) == 2
-    assert tiles["ask"] == ["tiles"] and tiles["description"].endswith("--tiles 1,2")
+    assert tiles["ask"] == ["tiles"] and tiles["reproduce"].endswith("--tiles 1,2")
 
 
 def test_a_tiles_sheet_has_a_grid_per_tile_and_its_key_marks_itself(run, tmp_path):
@@ -71,7 +71,7 @@ def test_a_comma_list_of_kinds_is_a_numbered_mixed_set(run):
     five = json.loads(run("exercise", "--seed", "10", "--kind", "plain,gqa", "--count", "5").stdout)["problems"]
     assert [np.array(p["Q"]).ndim for p in five] == [2, 3, 2, 3, 2]  # round and round
     keys = json.loads(run("exercise", "--seed", "10", "--kind", "plain,causal", "--answers").stdout)["problems"]
-    assert keys[1]["description"].endswith("attn exercise --seed 11 --kind causal --queries 3 --keys 3 --dim 2 "
+    assert keys[1]["reproduce"].endswith("attn exercise --seed 11 --kind causal --queries 3 --keys 3 --dim 2 "
                                            "--value-dim 2 --heads 1")
     told = run("exercise", "--kind", "plain,causal")
     assert "--kind plain,causal" in told.stderr and told.stderr.rstrip().endswith("--count 2 --answers")
@@ -101,7 +101,7 @@ def test_every_generated_problem_says_what_it_asks(run):
     assert "answer: scores, scaled, capped, weights, output; write each value with at least 3 decimals" in sheet
     key = key_of(run, "--seed", "4", "--decimals", "3")
     assert key["ask"] == ["scores", "scaled", "weights", "output"] and key["decimals"] == 3
-    assert key["description"].endswith("--heads 1 --decimals 3")
+    assert key["reproduce"].endswith("--heads 1 --decimals 3")
 
 
 def _degenerate(trace) -> list[str]:
@@ -327,7 +327,7 @@ def test_a_kind_is_one_record(run, monkeypatch, tmp_path):
     assert r"\paragraph{bias}" in latex and "add the given bias" in latex
     key = run("exercise", "--seed", "5", "--kind", "bias", "--queries", "2", "--answers")
     (tmp_path / "key.json").write_text(key.stdout)
-    assert json.loads(key.stdout)["description"].endswith("--kind bias --queries 2 --keys 3 --dim 2 --value-dim 2 "
+    assert json.loads(key.stdout)["reproduce"].endswith("--kind bias --queries 2 --keys 3 --dim 2 --value-dim 2 "
                                                           "--heads 1")
     marked = run("check", str(tmp_path / "key.json"), str(tmp_path / "key.json"), "-f", "json")
     assert marked.exit_code == 0 and json.loads(marked.stdout)["all_correct"]

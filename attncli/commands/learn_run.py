@@ -79,9 +79,10 @@ def _titled(problem, title: str):
 
 
 def _key(problem) -> dict:
-    """`attn compute`'s full JSON of the problem, its description ending with the reproduce line,
-    with what it asks (and a tiles exercise's tiles; a find-the-slip's worked solution and slip)."""
-    doc = problem.doc | {"description": f"{problem.doc['description']}; reproduce with: {problem.command}"}
+    """`attn compute`'s full JSON of the problem, with what it asks (and a tiles exercise's tiles; a
+    find-the-slip's worked solution and slip), and `"reproduce"`, the command that makes it: in a key
+    of its own, not in the description, which the students' pages made against the key show."""
+    doc = problem.doc
     trace = attention.attend(build_problem(doc))
     key = to_dict(trace)
     if "tile_size" in doc:
@@ -89,7 +90,7 @@ def _key(problem) -> dict:
     key |= {name: doc[name] for name in ("ask", "decimals", "worked") if name in doc}
     if problem.worked is not None:
         key["slip"] = problem.worked.key()
-    return key
+    return key | {"reproduce": problem.command}
 
 
 def pretty(doc: dict) -> str:

@@ -44,6 +44,8 @@ PROBLEM: tuple[Key, ...] = (
     # An exercise's own words (attncli/marking/exercise.py): what it asks; changes no number.
     Key("ask", LABEL, "the stages an exercise asks for (attn check requires them)"),
     Key("decimals", LABEL, "the least decimals an exercise asks a value to have"),
+    Key("reproduce", LABEL, "an exercise's answer key: the attn exercise command that makes its problem (the "
+        "teacher's: no view shows it)"),
     Key("worked", LABEL, "find-the-slip: a worked solution with one planted mistake, shown, never computed"),
     Key("slip", LABEL, "find-the-slip: the stage and mistake of the planted slip (the key's answer)"),
     Key("dtype", SETTING, "float64 or float32: the precision every stage is computed in"),
