@@ -131,11 +131,28 @@ def test_latex_worksheet_has_ruled_blank_grids_and_a_key(run):
     sheet = run("exercise", "--seed", "42", "--format", "latex").stdout
     assert r"\section*{Exercise}" in sheet and r"\paragraph{Q}" in sheet
     assert r"home & $-0.5$ & $-1$ \\" in sheet
-    assert r"home & \hspace{4em} & \hspace{4em} & \hspace{4em} \\ \hline" in sheet
+    assert r"\rule[-1em]{0pt}{2.6em}home & \hspace{5em} & \hspace{5em} & \hspace{5em} \\ \hline" in sheet
     assert r"\paragraph{scores = Q K$^\top$}" in sheet and "1.5000" not in sheet
     key = run("exercise", "--seed", "42", "--format", "latex", "--answers").stdout
     assert r"\section*{Exercise --- answer key}" in key and r"\hspace" not in key
-    assert r"reproduce with: \texttt{attn exercise --seed 42" in key
+    assert r"\begin{flushleft}reproduce with: \texttt{attn exercise --seed 42" in key
+
+
+def test_latex_sheets_set_subscripts_as_math_and_rule_off_the_row_labels(run):
+    # LaTeX printed d\_k and W\_Q with literal underscores, the weight matrices' row numbers ran
+    # into the values, the answer boxes were a line high and the key's reproduce line ran off the
+    # margin (typewriter spaces do not stretch in a justified line).
+    sheet = run("exercise", "--seed", "3", "--kind", "multihead", "--format", "latex").stdout
+    assert r"scale = 1/$\surd d_{k}$, $d_{k}$ = 2" in sheet
+    assert r"\paragraph{$W_{Q}$}" in sheet and r"\paragraph{Q = X $W_{Q}$}" in sheet
+    assert r"d\_k" not in sheet and r"W\_" not in sheet and "$$" not in sheet
+    assert sheet.count(r"\begin{tabular}{l|rrrr}") == 5  # X, W_Q, W_K, W_V, W_O: labels ruled off
+    tiles = run("exercise", "--seed", "3", "--kind", "tiles", "--format", "latex").stdout
+    assert r" & m & alpha & l & $O_{0}$ & $O_{1}$ \\ \hline" in tiles
+    window = run("exercise", "--seed", "3", "--kind", "window", "--keys", "4", "--format", "latex").stdout
+    assert r"sliding\_window = 2" in window  # a name keeps its underscore
+    cross = run("exercise", "--seed", "3", "--kind", "cross", "--format", "latex", "--answers").stdout
+    assert r"K = $X_{\mathrm{kv}}$ $W_{K}$" in cross
 
 
 GOLDEN_SHEET = """\
