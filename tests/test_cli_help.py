@@ -210,8 +210,6 @@ def help_examples() -> list[tuple[str, str]]:
 
 
 EXAMPLES = help_examples()
-# learn.py is being rewritten (the ExerciseKind registry); its help's example is fixed after that lands
-BROKEN = {"attn exercise --seed 7 --count 2 | attn compute -p 0"}
 
 
 def _files(folder, example: str) -> None:
@@ -272,9 +270,7 @@ def test_the_examples_are_found():
 
 
 @pytest.mark.parametrize("command, example", [
-    pytest.param(c, e, marks=[pytest.mark.xfail(strict=True, reason="learn.py awaits the ExerciseKind registry")]
-                 if e in BROKEN else [pytest.mark.slow] if c == "capture" else [])
-    for c, e in EXAMPLES])
+    pytest.param(c, e, marks=[pytest.mark.slow] if c == "capture" else []) for c, e in EXAMPLES])
 def test_every_example_of_every_help_runs(run, tmp_path, monkeypatch, request, command, example):
     if command == "capture":
         (tmp_path / "tiny-llama").symlink_to(request.getfixturevalue("tiny_llama"))

@@ -75,7 +75,7 @@ def exercise(**values) -> None:
 
     attn exercise --seed 7 --kind plain,causal,rope --format markdown > mixed.md
 
-    attn exercise --seed 7 --count 2 | attn compute -p 0   (or: jq '.problems[0]')
+    attn exercise --seed 7 --count 2 > set.json && jq '.problems[0]' set.json | attn compute
 
     The students' sheet never shows the seed; the key (--answers) ends with the command that
     reproduces it. Without --seed a random one is chosen and told on stderr.
