@@ -108,7 +108,7 @@ def test_no_two_keys_are_identical(seed):
 def test_a_problem_set_is_one_json_document_of_reproducible_problems(run):
     result = run("exercise", "--seed", "20", "--count", "3", "--kind", "causal")
     problems = json.loads(result.stdout)["problems"]
-    assert [p["title"] for p in problems] == ["Exercise 1", "Exercise 2", "Exercise 3"]
+    assert [p["title"] for p in problems] == [f"Problem {k}: causal self-attention" for k in (1, 2, 3)]
     for k, p in enumerate(problems):
         alone = json.loads(run("exercise", "--seed", 20 + k, "--kind", "causal").stdout)
         assert {**p, "title": None} == {**alone, "title": None}

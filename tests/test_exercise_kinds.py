@@ -5,6 +5,7 @@ of a set to compute; the multi-head scale diagnosis."""
 import ast
 import inspect
 import json
+import re
 
 import numpy as np
 import pytest
@@ -21,8 +22,9 @@ from tests.conftest import assert_error
 
 
 def options(seed: int, kind: str, **more) -> Options:
-    """The command line's defaults for a kind (its record's heads and d_k)."""
-    return Options(seed, kind, **({"heads": KINDS[kind].heads, "dim": KINDS[kind].dim} | more))
+    """The command line's defaults for a kind (its record's keys, heads and d_k)."""
+    record = KINDS[kind]
+    return Options(seed, kind, **({"keys": record.keys, "heads": record.heads, "dim": record.dim} | more))
 
 
 def key_of(run, *args) -> dict:
@@ -64,7 +66,8 @@ def test_a_tiles_sheet_has_a_grid_per_tile_and_its_key_marks_itself(run, tmp_pat
 
 def test_a_comma_list_of_kinds_is_a_numbered_mixed_set(run):
     problems = json.loads(run("exercise", "--seed", "10", "--kind", "plain,causal,rope").stdout)["problems"]
-    assert [p["title"] for p in problems] == ["Exercise 1", "Exercise 2", "Exercise 3"]  # --count: the kinds
+    assert [p["title"] for p in problems] == ["Problem 1: attention", "Problem 2: causal self-attention",
+                                              "Problem 3: rotary positions (RoPE)"]  # --count: the kinds
     assert "rope" in problems[2] and problems[1]["mask"] == "causal" and "mask" not in problems[0]
     for k, (p, kind) in enumerate(zip(problems, ("plain", "causal", "rope"))):
         assert {**p, "title": None} == {**build(options(10 + k, kind)).doc, "title": None}
@@ -74,7 +77,7 @@ def test_a_comma_list_of_kinds_is_a_numbered_mixed_set(run):
     assert keys[1]["reproduce"].endswith("attn exercise --seed 11 --kind causal --queries 3 --keys 3 --dim 2 "
                                            "--value-dim 2 --heads 1")
     told = run("exercise", "--kind", "plain,causal")
-    assert "--kind plain,causal" in told.stderr and told.stderr.rstrip().endswith("--count 2 --answers")
+    assert re.fullmatch(r"answer key: attn exercise --seed \d+ --set plain,causal --answers\n", told.stderr)
     assert_error(run("exercise", "--kind", "plain,casual"), "--kind", '"casual" is not a kind', "causal")
 
 
@@ -332,3 +335,36 @@ def test_a_kind_is_one_record(run, monkeypatch, tmp_path):
     marked = run("check", str(tmp_path / "key.json"), str(tmp_path / "key.json"), "-f", "json")
     assert marked.exit_code == 0 and json.loads(marked.stdout)["all_correct"]
     assert run("exercise", "--seed", "5", "--kind", "plain,bias", "--format", "latex").exit_code == 0
+
+
+HOMEWORK = ("plain", "causal", "multihead", "window", "backward")
+
+
+def test_a_homework_set_is_numbered_and_each_problem_has_its_kinds_sizes(run, tmp_path):
+    # A real homework took five runs and sed: a mixed set shared Lq, Lk and d_k, every title was
+    # "Exercise", and the key line on stderr named the first kind's sizes for the whole set.
+    made = run("exercise", "--seed", "4", "--set", ",".join(HOMEWORK))
+    problems = json.loads(made.stdout)["problems"]
+    assert [p["title"] for p in problems] == [
+        "Problem 1: attention", "Problem 2: causal self-attention", "Problem 3: multi-head self-attention",
+        "Problem 4: a sliding window", "Problem 5: the backward pass"]
+    assert [(len(p["query_labels"]), len(p["key_labels"])) for p in problems] == [(1, 3), (3, 3), (3, 3), (4, 4),
+                                                                                   (1, 3)]
+    assert problems[2]["heads"] == 2 and "dO" in problems[4] and problems[3]["window"] == [1, 0]
+    for k, (p, kind) in enumerate(zip(problems, HOMEWORK)):  # so the seeds' tests above bound every set
+        assert {**p, "title": None} == {**build(options(4 + k, kind)).doc, "title": None}
+    keys = json.loads(run("exercise", "--seed", "4", "--set", ",".join(HOMEWORK), "--answers").stdout)["problems"]
+    assert [k["reproduce"].split()[5] for k in keys] == list(HOMEWORK)
+    for k, key in enumerate(keys):  # each key is a complete answer to its own problem
+        (tmp_path / f"{k}.json").write_text(json.dumps(key))
+        assert run("check", tmp_path / f"{k}.json", tmp_path / f"{k}.json").exit_code == 0
+    sheet = run("exercise", "--seed", "4", "--set", ",".join(HOMEWORK), "--format", "latex").stdout
+    assert sheet.count(r"\section*{Problem ") == 5 and "seed" not in sheet
+    told = run("exercise", "--set", "plain,window", "--keys", "5", "--format", "markdown").stderr
+    assert re.fullmatch(r"answer key: attn exercise --seed \d+ --set plain,window --keys 5 --format markdown "
+                        r"--answers\n", told)
+    assert [len(p["key_labels"]) for p in json.loads(run("exercise", "--set", "plain,window", "--keys", "5").stdout)[
+        "problems"]] == [5, 5]  # a size given applies to every problem
+    assert_error(run("exercise", "--set", "plain,heads2"), "--set", '"heads2" is not a kind')
+    assert_error(run("exercise", "--kind", "causal", "--set", "plain"), "--set", "give one")
+

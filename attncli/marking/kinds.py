@@ -341,8 +341,10 @@ class ExerciseKind:
     sentence: str = "two"  # "two": queries and keys are different words; "one": self-attention over one
     #                        sentence; "last": the last word's query over the sentence so far (a KV-cache step)
     causal: bool = False  # the causal rule
+    title: str = ""  # its title in a set ("Problem 2: causal self-attention"); "" for its name
     heads: int = 1  # the default number of heads
     dim: int = 2  # the default d_k
+    keys: int = 3  # the default number of keys
     heads_key: bool = True  # writes "heads" when there are several (gqa's 3-D Q says it)
     tiles: bool = False  # takes --tiles: the tiled online softmax
     slip: bool = True  # can be a find-the-slip exercise (one head, Q, K and V given)
@@ -350,30 +352,33 @@ class ExerciseKind:
 
 
 KINDS: dict[str, ExerciseKind] = {kind.name: kind for kind in (
-    ExerciseKind("plain", "Q, K, V given."),
-    ExerciseKind("causal", "self-attention over one sentence, causal mask.", sentence="one", causal=True),
+    ExerciseKind("plain", "Q, K, V given.", title="attention"),
+    ExerciseKind("causal", "self-attention over one sentence, causal mask.", sentence="one", causal=True,
+                 title="causal self-attention"),
     ExerciseKind("multihead", "X with projections and W_O.", draw_multihead, sentence="one", heads=2,
-                 slip=False),
-    ExerciseKind("cross", "X and X_kv with projections.", draw_cross, slip=False),
+                 slip=False, title="multi-head self-attention"),
+    ExerciseKind("cross", "X and X_kv with projections.", draw_cross, slip=False, title="cross-attention"),
     ExerciseKind("posenc", "X = E + PE (sinusoidal) with projections.", draw_posenc, sheet=posenc_sheet,
-                 sentence="one", slip=False, check=even_width),
-    ExerciseKind("window", f"causal in a sliding window ({sliding_window()}).", rules=window, sentence="one",
-                 causal=True, check=partial(at_least_keys, 3, "for its window to hide one")),
+                 sentence="one", slip=False, check=even_width, title="positional encodings"),
+    ExerciseKind("window", f"causal in a sliding window ({sliding_window()}), 4 keys.", rules=window,
+                 sentence="one", causal=True, keys=4, check=partial(at_least_keys, 3, "for its window to hide one"),
+                 title="a sliding window"),
     ExerciseKind("decode", "one KV-cache step, the last word's query at position t over keys 0 … t.",
-                 rules=decode, sentence="last", causal=True, check=one_query),
+                 rules=decode, sentence="last", causal=True, check=one_query, title="one decoding step"),
     ExerciseKind("rope", "causal self-attention with rotary positions (Q_rope, K_rope), d_k 4.", rules=rope,
-                 sentence="one", causal=True, dim=4, check=even_dim),
+                 sentence="one", causal=True, dim=4, check=even_dim, title="rotary positions (RoPE)"),
     ExerciseKind("alibi", "causal with ALiBi, slopes 0.5, 0.25 and so on per head.", settings=alibi,
-                 sentence="one", causal=True),
-    ExerciseKind("sinks", "a sink logit per head.", settings=sinks),
-    ExerciseKind("softcap", "softcap 2.", settings=softcap),
+                 sentence="one", causal=True, title="ALiBi"),
+    ExerciseKind("sinks", "a sink logit per head.", settings=sinks, title="attention sinks"),
+    ExerciseKind("softcap", "softcap 2.", settings=softcap, title="a softcap"),
     ExerciseKind("gqa", "grouped-query, query heads in pairs over one kv head each.", draw_gqa, settings=gqa,
-                 heads=2, heads_key=False, slip=False, check=head_pairs),
+                 heads=2, heads_key=False, slip=False, check=head_pairs, title="grouped-query attention"),
     ExerciseKind("padding", "the last key is padding (key_mask).", settings=padding,
-                 check=partial(at_least_keys, 2, "to pad one and keep one")),
+                 check=partial(at_least_keys, 2, "to pad one and keep one"), title="a padded key"),
     ExerciseKind("tiles", "the tiled online softmax, m, alpha, l, O per tile.", settings=tiles,
-                 asks=lambda trace: ["tiles"], tiles=True, slip=False),
-    ExerciseKind("backward", "the backward pass from a given dO.", settings=backward, slip=False),
+                 asks=lambda trace: ["tiles"], tiles=True, slip=False, title="the tiled online softmax"),
+    ExerciseKind("backward", "the backward pass from a given dO.", settings=backward, slip=False,
+                 title="the backward pass"),
 )}
 
 
