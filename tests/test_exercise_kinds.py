@@ -109,12 +109,12 @@ def test_every_generated_problem_says_what_it_asks(run):
 
 def _degenerate(trace) -> list[str]:
     """Independently of exercise.degenerate and exercise.workable: a query of zeros, equal weights
-    over the 2 or more keys a query sees, a score beyond ±8, or a weight that rounds to 1.00 beside
-    other keys (what a learner cannot work by hand at 2 decimals)."""
+    over the 2 or more keys a query sees, a score beyond ±8 (±8·√(d_k/2) beyond d_k = 2), or a weight
+    that rounds to 1.00 beside other keys (what a learner cannot work by hand at 2 decimals)."""
     found = []
     scores = trace.stage("scores")
-    if np.abs(scores[np.isfinite(scores)]).max() > 8:
-        found.append(f"a score of {np.abs(scores[np.isfinite(scores)]).max():g}")
+    if np.abs(scores[np.isfinite(scores)]).max() > 8 * max(1, trace.d_k / 2) ** 0.5:
+        found.append(f"a score of {np.abs(scores[np.isfinite(scores)]).max():g} at d_k {trace.d_k}")
     for h, (Q, weights) in enumerate(zip(trace.Q, trace.stage("weights"))):
         for i, (q, row) in enumerate(zip(Q, weights)):
             seen = row[row > 0]
@@ -151,10 +151,17 @@ def test_two_head_problems_are_worked_by_hand_in_small_numbers():
     assert np.median(largest) <= 4 and max(largest) <= exercise.SCORE_BOUND
 
 
+def test_the_score_bound_grows_with_d_k_as_the_scaled_scores_stay_put():
+    # A fixed bound of 8 refused nearly every draw of a wide problem (--dim 32 took seconds, then failed).
+    assert exercise.score_bound(1) == exercise.score_bound(2) == 8 and exercise.score_bound(32) == 32
+    made = build(Options(0, kind="multihead", dim=16, keys=8, heads=2))
+    assert np.abs(made.trace.stage("scores")).max() <= 8 * 8 ** 0.5
+
+
 def test_a_problem_asked_at_more_decimals_may_lean_harder_on_one_key():
     # 0.996 is 1.00 at 2 decimals (re-drawn) and 0.9960 at 4 (kept): the bound is the decimals asked.
     weights = np.array([[[0.996, 0.004]]])
-    trace = type("T", (), {"stage": lambda self, name: weights if name == "weights" else np.ones((1, 1, 2))})()
+    trace = type("T", (), {"d_k": 2, "stage": lambda self, name: weights if name == "weights" else np.ones((1, 1, 2))})()
     assert not exercise.workable(trace, 2) and exercise.workable(trace, 4)
 
 

@@ -6,8 +6,8 @@ same problem on every machine, Python 3 version and numpy version. Seeds are who
 
 No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
 Nor does any query have only zeros, or the same weight for every key it sees, and every problem is
-workable by hand (`workable`: no score beyond ±8, no weight that rounds to 1 at the decimals asked
-beside others): the whole problem is re-drawn from the same generator (a seed whose first draw is
+workable by hand (`workable`: no score beyond ±8 at d_k = 2, ±8·√(d_k/2) wider, no weight that
+rounds to 1 at the decimals asked beside others): the whole problem is re-drawn from the same generator (a seed whose first draw is
 sound keeps its problem).
 
 Each kind is one record of attncli/marking/kinds.py (how it draws, what it asks, what its sheet
@@ -142,15 +142,22 @@ def degenerate(trace) -> bool:
     return bool(((seen.sum(axis=-1) >= 2) & (top - low <= 1e-9 * top)[..., 0]).any())
 
 
-SCORE_BOUND = 8  # the largest |score| of a problem (plain's: |q|, |k| ≤ 2 over d_k = 2)
+SCORE_BOUND = 8  # the largest |score| at d_k = 2 (plain's: |q|, |k| ≤ 2), × √(d_k / 2) beyond
+
+
+def score_bound(d_k: int) -> float:
+    """The largest |score| a problem of this d_k may have: 8 up to d_k = 2, then 8·√(d_k / 2), so
+    that a score over √d_k stays within ±4√2 ≈ 5.66 and its e^x below 300 (a wider problem's
+    scores are sums of more products: a fixed bound would refuse almost every draw)."""
+    return SCORE_BOUND * max(1.0, d_k / 2) ** 0.5
 
 
 def workable(trace, decimals: int) -> bool:
-    """A problem a learner can work by hand at the decimals asked: no score beyond ±SCORE_BOUND (e^x
+    """A problem a learner can work by hand at the decimals asked: no score beyond ±score_bound (e^x
     of the scaled scores stays a few hundred at most), and no query that sees two keys or more puts
     a weight that rounds to 1 at the decimals asked (at least 2) on one key, leaving the others 0."""
     scores = trace.stage("scores")
-    if np.abs(scores[np.isfinite(scores)]).max(initial=0) > SCORE_BOUND:
+    if np.abs(scores[np.isfinite(scores)]).max(initial=0) > score_bound(trace.d_k):
         return False
     weights = trace.stage("weights")  # (H, Lq, Lk)
     seen = (weights > 0).sum(axis=-1) >= 2

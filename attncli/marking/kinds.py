@@ -120,14 +120,22 @@ class Draw:
 
     def projection(self, rows: int, columns: int, values=W_VALUES, nonzero: int | None = NONZERO) -> list[list[float]]:
         """A weight matrix with no all-zero column (it would zero a feature for every token) and at
-        most `nonzero` nonzero entries in a column (the first ones kept), so that an entry of X W
-        adds a few products: the scores stay small enough to work by hand."""
+        most `nonzero` nonzero entries in a column (which ones kept drawn too, so that a wide X's
+        every feature counts), so that an entry of X W adds a few products: the scores stay small
+        enough to work by hand."""
         drawn = [[self.rng.choice(values) for _ in range(rows)] for _ in range(columns)]
         drawn = [column if any(column) else [1] + column[1:] for column in drawn]
         if nonzero is not None:
-            drawn = [[x if sum(1 for y in column[:i] if y) < nonzero else 0 for i, x in enumerate(column)]
-                     for column in drawn]
+            drawn = [self._thin(column, nonzero) for column in drawn]
         return [list(row) for row in zip(*drawn)]
+
+    def _thin(self, column: list, nonzero: int) -> list:
+        """`column` with `nonzero` of its nonzero entries kept, drawn (all when there are no more)."""
+        found = [i for i, x in enumerate(column) if x]
+        if len(found) <= nonzero:
+            return column
+        kept = set(self.rng.sample(found, nonzero))
+        return [x if i in kept else 0 for i, x in enumerate(column)]
 
     def inputs(self, rows: int, width: int) -> list[list[float]]:
         """X (or X_kv, E): small values when a row is two numbers or more wide."""
