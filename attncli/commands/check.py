@@ -52,7 +52,7 @@ OPTIONS: tuple[Option, ...] = (
            "decimals, N points once per stage; default 1), percent=F and transposed=F (a stage written as "
            "percentages or transposed loses that fraction of its points; default 0.5).", metavar="STAGE=N,…"),
     Option("max_score", "Gradescope: scale every score so that a full answer scores this (above 0, at most "
-           f"{MOST:,.0f}).", flags=("--max-score",), type=float, low=0.0),
+           f"{MOST:,.0f}).", flags=("--max-score",), type=float, low=0.0, high=MOST),
     Option("visibility", "Gradescope: when students see the results.", default="visible",
            choices=("visible", "hidden", "after_due_date", "after_published")),  # Gradescope's words
     Option("lenient_json", "Read answers files with trailing commas, a missing comma between numbers on a "

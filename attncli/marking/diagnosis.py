@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attncli.base.arrays import round_finite
+from attncli.base.errors import plural
 from attncli.marking.grading import Answer, Rule, grade
 from attncli.marking.mistakes import (
     MISTAKES,
@@ -25,7 +26,6 @@ from attncli.marking.mistakes import (
     TRANSPOSED_TEXT,
     chain,
     made_at,
-    plural,
     rounded_scales,
     rounding_text,
     roundings,

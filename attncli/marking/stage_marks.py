@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from attncli.base.arrays import round_finite
+from attncli.base.errors import plural
 from attncli.marking.diagnosis import Basis, Diagnosis, candidates, diagnose
 from attncli.marking.diagnosis import own as own_of
 from attncli.marking.grading import Answer, Rule, StageMark, imprecise_note, mark_cells, missing
@@ -21,7 +22,6 @@ from attncli.marking.mistakes import (
     TRANSPOSED,
     TRANSPOSED_TEXT,
     chain,
-    plural,
     present,
     rounding_text,
     roundings,
