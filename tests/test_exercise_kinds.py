@@ -95,7 +95,8 @@ def test_every_generated_problem_says_what_it_asks(run):
         doc = build(options(4, kind)).doc
         assert doc["decimals"] == 2 and doc["ask"], kind
         trace = attend(build_problem(doc))
-        present = [s.name for s in stages.present(trace.problem)]
+        # a projected problem's Q, K, V first: its sheet has a grid for each (they went unmarked)
+        present = ["Q", "K", "V"] * trace.problem.projected + [s.name for s in stages.present(trace.problem)]
         assert doc["ask"] == (["tiles"] if kind == "tiles" else present + (
             ["d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K"] if kind == "backward" else [])), kind
     assert build(options(4, "rope")).doc["ask"][:2] == ["Q_rope", "K_rope"]

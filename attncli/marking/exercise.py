@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attncli.base.errors import plural
+from attncli.base.names import PROJECTED
 from attncli.compute import attention
 from attncli.compute.tiles import Tiles, attend_tiles
 from attncli.document.reading import build_problem
@@ -167,10 +168,12 @@ def workable(trace, decimals: int) -> bool:
 
 def asked(trace, kind: str) -> list[str]:
     """The answers the problem asks for, in order (what `attn check` requires): the kind's `asks`,
-    else every stage the problem has (and the backward pass's, with dO)."""
+    else every stage the problem has (a projected problem's Q, K and V first, as its sheet has a
+    grid for each; and the backward pass's, with dO)."""
     if KINDS[kind].asks is not None:
         return KINDS[kind].asks(trace)
-    names = [stage.name for stage in stages.present(trace.problem)]
+    names = list(PROJECTED) if trace.problem.projected else []
+    names += [stage.name for stage in stages.present(trace.problem)]
     return names + (list(grads.names()) if trace.gradients is not None else [])
 
 
