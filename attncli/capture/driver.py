@@ -37,6 +37,7 @@ from attncli.capture.reading import (
     family,
     layers,
     norm_eps,
+    norm_kind,
     norm_modules,
     read_layer,
     text_config,
@@ -68,9 +69,9 @@ def exact_float64(model):
         module.embed_positions = _exact_table(*table.shape).to(table.dtype)
     found = family(model)
     norms = [n for i in range(len(layers(model))) for n in norm_modules(found, attention(model, i)[0])
-             if n is not None and type(n).__name__.endswith("RMSNorm")]
+             if n is not None and _in_float32(n)]
     for norm in norms:
-        _exact_rms(norm, found.qk_norm.offset)
+        (_exact_rms if norm_kind(norm) == "rms" else _exact_layer)(norm, found.qk_norm.offset)
     torch.nn.functional.softmax = softmax64
     try:
         yield
@@ -80,6 +81,24 @@ def exact_float64(model):
             del module.forward
         for module, table in tables.items():
             module.embed_positions = table
+
+
+def _in_float32(norm) -> bool:
+    """A QK-norm of the model's own class (transformers' RMSNorms, Cohere's LayerNorm) computes in
+    float32 whatever the dtype; torch's LayerNorm (and a list of them, StableLM's) in the dtype."""
+    return type(norm).__name__.endswith("Norm") and not isinstance(norm, torch.nn.LayerNorm) and \
+        not hasattr(norm, "norms")
+
+
+def _exact_layer(norm, offset: int):
+    """A q_norm/k_norm LayerNorm of the model's own (Cohere's, without bias) in float64."""
+    eps = norm_eps(norm)
+
+    def forward(x):
+        centred = x - x.mean(-1, keepdim=True)
+        return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps) * (norm.weight + offset)
+
+    norm.forward = forward
 
 
 def _exact_rms(norm, offset: int):
@@ -111,11 +130,23 @@ def _exact_rotary(module):
         inv_freq = getattr(module, f"{prefix}inv_freq").to(torch.float64)
         scaling = getattr(module, f"{prefix}attention_scaling", 1.0)
         freqs = position_ids[..., None].to(torch.float64) * _exact_inv_freq(module, layer_type, inv_freq)
-        emb = freqs if cos.shape[-1] == freqs.shape[-1] else torch.cat((freqs, freqs), dim=-1)
-        return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
+        emb = _layout_of(cos, freqs, scaling)
+        return (emb.cos() * scaling).to(cos.dtype), (emb.sin() * scaling).to(cos.dtype)
 
     module.forward = forward
     return module
+
+
+def _layout_of(cos, freqs, scaling):
+    """The angles laid out as the original's cos: θ once (gpt-oss), [θ, θ] (Llama's cat) or each θ
+    twice in a row (Cohere's repeat_interleave), whichever the original's float32 cos is."""
+    if cos.shape[-1] == freqs.shape[-1]:
+        return freqs
+    interleaved = torch.repeat_interleave(freqs, 2, dim=-1)
+    if torch.allclose((interleaved.cos() * scaling).to(cos.dtype), cos, atol=1e-5) and \
+            not torch.allclose(interleaved, torch.cat((freqs, freqs), dim=-1)):
+        return interleaved
+    return torch.cat((freqs, freqs), dim=-1)
 
 
 def _exact_inv_freq(module, layer_type, inv_freq):

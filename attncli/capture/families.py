@@ -81,6 +81,18 @@ def every_layer(config: Config, layer: int) -> bool:
     return True
 
 
+def sliding_layer(config: Config, layer: int) -> bool:
+    """Whether the config's layer_types names the layer sliding_attention."""
+    types = getattr(config, "layer_types", None) or ()
+    return layer < len(types) and types[layer] == "sliding_attention"
+
+
+def sliding_window_of_type(module, config: Config, layer: int) -> int | None:
+    """The config's sliding_window on the layers layer_types names sliding_attention (EXAONE 4's
+    modules hold the window on every layer, and use it on those only)."""
+    return getattr(config, "sliding_window", None) if sliding_layer(config, layer) else None
+
+
 @dataclass(frozen=True)
 class Rope:
     """How a family rotates Q and K: the pairing (`half`: Llama's rotate_half, dim i with i + dims/2;
@@ -146,6 +158,7 @@ class Family:
 
 
 GEMMA_NORM = Norm(offset=1)
+INTERLEAVED = Rope("interleaved")  # rotate_half over pairs (2i, 2i + 1), cos and sin repeat_interleave'd
 
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("llama", "Llama", exercises="grouped kv heads, q/k/v/o biases, RoPE base 500000, each RoPE scaling type"),
@@ -178,6 +191,30 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            exercises="ALiBi with 4 and with 6 heads (the paper's slopes for a count that is not a power of two), "
                      "fused per-head `query_key_value`"),
     Family("gpt_oss", "gpt-oss", sinks="sinks", exercises="sinks, grouped kv heads, sliding layers"),
+    Family("mixtral", "Mixtral", window=config_window,
+           exercises="the sliding window its config holds, grouped kv heads, experts after the attention"),
+    Family("starcoder2", "StarCoder2", window=config_window,
+           exercises="the sliding window its config holds, q/k/v/o biases"),
+    Family("helium", "Helium", rope=INTERLEAVED, exercises="interleaved RoPE (rotate_half over pairs 2i, 2i + 1)"),
+    Family("glm", "GLM", rope=INTERLEAVED, exercises="interleaved RoPE on the first half of each head (partial)"),
+    Family("glm4", "GLM-4", rope=INTERLEAVED,
+           exercises="interleaved partial RoPE, norms after the attention (X is still its input)"),
+    Family("ernie4_5", "ERNIE 4.5", rope=INTERLEAVED, float32="its RoPE rotation",
+           exercises="interleaved RoPE, rotated in float32 whatever the dtype (1e-6)"),
+    Family("cohere", "Command R (Cohere)", rope=INTERLEAVED, qk_norm=Norm(), float32="its RoPE rotation",
+           exercises="interleaved RoPE (rotated in float32: 1e-6), a parallel block; with `use_qk_norm`, a "
+                     "LayerNorm per head with each head's own weight (heads × d_k)"),
+    Family("cohere2", "Command R7B (Cohere 2)", rope=Rope("interleaved", on=sliding_layer), float32="its RoPE rotation",
+           exercises="sliding layers with interleaved RoPE (rotated in float32: 1e-6), full layers without RoPE"),
+    Family("smollm3", "SmolLM3", rope=Rope(on=lambda config, layer: bool(config.no_rope_layers[layer])),
+           exercises="every `no_rope_layer_interval`-th layer without RoPE"),
+    Family("exaone4", "EXAONE 4", window=sliding_window_of_type, qk_norm=Norm(),
+           rope=Rope(on=lambda config, layer: config.sliding_window is None or sliding_layer(config, layer)),
+           exercises="sliding layers with RoPE, global layers without, QK-norm per head, post-norm"),
+    Family("stablelm", "StableLM", qk_norm=Norm(("q_layernorm", "k_layernorm")),
+           exercises="partial rotary; with `qk_layernorm`, one LayerNorm per head (each its own weight)"),
+    Family("opt", "OPT", blocks="decoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
+           exercises="learned positions, Q scaled before Q Kᵀ, `out_proj`"),
 )}
 
 

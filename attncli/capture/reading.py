@@ -121,12 +121,22 @@ def rope(found: Family, config, layer: int, d: int) -> dict | None:
     return value
 
 
+def norm_kind(norm) -> str:
+    """"layer" for a LayerNorm (torch's, Cohere's: it subtracts the mean), else "rms"."""
+    name = type(norm).__name__
+    return "layer" if ("LayerNorm" in name and "RMS" not in name) or getattr(norm, "bias", None) is not None \
+        else "rms"
+
+
 def _norm(norm, over: str, weight_offset: int) -> dict:
-    """A q_norm/k_norm module as attncli's {type, weight, bias, eps, over, weight_offset}."""
-    kind = "layer" if type(norm).__name__ == "LayerNorm" or getattr(norm, "bias", None) is not None else "rms"
-    value = {"type": kind, "weight": array(norm.weight), "eps": float(norm_eps(norm)), "over": over}
-    if kind == "layer" and getattr(norm, "bias", None) is not None:
-        value["bias"] = array(norm.bias)
+    """A q_norm/k_norm module as attncli's {type, weight, bias, eps, over, weight_offset}: a weight of
+    (heads, d_k) (Cohere's), or a list of one norm per head (StableLM's `norms`), as one row per head."""
+    parts = list(getattr(norm, "norms", None) or [norm])
+    kind = norm_kind(parts[0])
+    weight = np.stack([array(part.weight) for part in parts]) if len(parts) > 1 else array(norm.weight)
+    value = {"type": kind, "weight": weight, "eps": float(norm_eps(parts[0])), "over": over}
+    if kind == "layer" and getattr(parts[0], "bias", None) is not None:
+        value["bias"] = np.stack([array(part.bias) for part in parts]) if len(parts) > 1 else array(norm.bias)
     if weight_offset:
         value["weight_offset"] = weight_offset
     return value
@@ -152,7 +162,8 @@ def qk_norms(found: Family, module, d: int) -> dict:
     q_norm, k_norm = norm_modules(found, module)
     if q_norm is None:
         return {}
-    over = "head" if q_norm.weight.shape[-1] == d else "all"
+    first = next(iter(getattr(q_norm, "norms", None) or [q_norm]))
+    over = "head" if first.weight.shape[-1] == d else "all"
     offset = found.qk_norm.offset
     return {"q_norm": _norm(q_norm, over, offset), "k_norm": _norm(k_norm, over, offset)}
 
