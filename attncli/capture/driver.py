@@ -34,8 +34,9 @@ from attncli.capture.loading import library, quiet
 from attncli.capture.reading import (
     array,
     attention,
+    block_of,
     family,
-    layers,
+    layer_count,
     norm_eps,
     norm_kind,
     norm_modules,
@@ -68,7 +69,7 @@ def exact_float64(model):
     for module, table in tables.items():
         module.embed_positions = _exact_table(*table.shape).to(table.dtype)
     found = family(model)
-    norms = [n for i in range(len(layers(model))) for n in norm_modules(found, attention(model, i)[0])
+    norms = [n for i in range(layer_count(model)) for n in norm_modules(found, attention(model, i)[0])
              if n is not None and _in_float32(n)]
     for norm in norms:
         (_exact_rms if norm_kind(norm) == "rms" else _exact_layer)(norm, found.qk_norm.offset)
@@ -180,21 +181,23 @@ class Hooks:
 def run(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: bool):
     """(X rows (B, L, d), X_kv (B, Lk, d) or None, weights (B, H, Lq, Lk), output (B, Lq, d)) of layer `layer`."""
     module, out = attention(model, layer)
+    _, call, calls = block_of(model, layer)  # a module shared by several layers (ALBERT) is called once by each
+    last = call - calls  # the layer's call among the last forward's calls of the module
     hooks = Hooks(module, out)
     ids_t, mask_t = torch.tensor(ids), torch.tensor(mask)
     try:
         with torch.no_grad():
             if not decode:
                 result = model(input_ids=ids_t, attention_mask=mask_t, output_attentions=True)
-                return hooks.inputs[-1], None, result.attentions[layer], hooks.outputs[-1]
+                return hooks.inputs[last], None, result.attentions[layer], hooks.outputs[last]
             first = model(input_ids=ids_t[:, :-1], attention_mask=mask_t[:, :-1], use_cache=True)
-            before = hooks.inputs[-1]
+            before = hooks.inputs[last]
             cached = getattr(first, "cache", None) or first.past_key_values
             named = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
             result = model(input_ids=ids_t[:, -1:], attention_mask=mask_t, use_cache=True, output_attentions=True,
                            **{named: cached})
-            x = hooks.inputs[-1]
-            return x, torch.cat([before, x], dim=1), result.attentions[layer], hooks.outputs[-1]
+            x = hooks.inputs[last]
+            return x, torch.cat([before, x], dim=1), result.attentions[layer], hooks.outputs[last]
     finally:
         hooks.remove()
 

@@ -77,6 +77,11 @@ def rotary_dim(config: Config, d: int, params: dict) -> int:
     return int(getattr(config, "rotary_dim", None) or d)
 
 
+def albert_group(config: Config, layer: int) -> int:
+    """ALBERT's group of layer `layer`: num_hidden_layers run num_hidden_groups shared groups in turn."""
+    return int(layer / (config.num_hidden_layers / config.num_hidden_groups))
+
+
 def every_layer(config: Config, layer: int) -> bool:
     return True
 
@@ -146,6 +151,7 @@ class Family:
     softcap: str | None = None  # the config key of its logit softcap
     sinks: str | None = None  # the attention module's attribute of one sink logit per head
     qk_norm: Norm | None = None
+    shared: Callable[[Config, int], int] | None = None  # layers sharing modules (ALBERT): the list index of a layer
     float32: str | None = None  # what its eager path computes in float32 whatever the dtype, in words
     cannot: tuple[Cannot, ...] = ()
     exercises: str = ""  # what its test exercises, for the docs' table
@@ -158,6 +164,8 @@ class Family:
 
 
 GEMMA_NORM = Norm(offset=1)
+BERT_LIKE = dict(blocks="encoder.layer", attention="attention.self", output="attention.output.dense", layout=BERT,
+                 rope=None, window=no_window, causal=lambda config: bool(getattr(config, "is_decoder", False)))
 INTERLEAVED = Rope("interleaved")  # rotate_half over pairs (2i, 2i + 1), cos and sin repeat_interleave'd
 
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (
@@ -213,6 +221,18 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            exercises="sliding layers with RoPE, global layers without, QK-norm per head, post-norm"),
     Family("stablelm", "StableLM", qk_norm=Norm(("q_layernorm", "k_layernorm")),
            exercises="partial rotary; with `qk_layernorm`, one LayerNorm per head (each its own weight)"),
+    Family("roberta", "RoBERTa", **BERT_LIKE, exercises="BERT's attention: bidirectional, post-norm"),
+    Family("xlm-roberta", "XLM-RoBERTa", **BERT_LIKE, exercises="BERT's attention: bidirectional, post-norm"),
+    Family("electra", "ELECTRA", **BERT_LIKE,
+           exercises="BERT's attention after a projection of smaller embeddings"),
+    Family("albert", "ALBERT", blocks="encoder.albert_layer_groups", attention="albert_layers.0.attention",
+           output="albert_layers.0.attention.dense", layout=BERT, rope=None, window=no_window, causal=False,
+           shared=albert_group, cannot=(Cannot("inner_group_num", "runs several different layers in each group",
+                                               lambda n: n != 1),),
+           exercises="every layer one shared module (layer i: the module's i-th call), bidirectional"),
+    Family("distilbert", "DistilBERT", blocks="transformer.layer", attention="attention", output="attention.out_lin",
+           layout=Layout(("q_lin", "k_lin", "v_lin"), words="q_lin, k_lin, v_lin"), rope=None, window=no_window,
+           causal=False, exercises="`q_lin`, `k_lin`, `v_lin`, `out_lin`, bidirectional"),
     Family("opt", "OPT", blocks="decoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
            exercises="learned positions, Q scaled before Q Kᵀ, `out_proj`"),
 )}

@@ -37,18 +37,35 @@ def _walk(obj, path: str, what: str):
 
 
 def layers(model):
-    """The model's list of layers, where its family keeps them."""
+    """The model's list of layers, where its family keeps them (ALBERT's: its groups of shared layers)."""
     return _walk(model.base_model, family(model).blocks, "layers")
+
+
+def layer_count(model) -> int:
+    """The layers a forward runs: the list's, or the config's count when layers share a module (ALBERT)."""
+    found = family(model)
+    return text_config(model).num_hidden_layers if found.shared else len(layers(model))
+
+
+def block_of(model, layer: int) -> tuple[int, int, int]:
+    """(the index of layer `layer`'s module in the list, which of that module's calls in one forward
+    it is, how many calls that module has in one forward): (layer, 0, 1) unless layers share modules."""
+    found = family(model)
+    if found.shared is None:
+        return layer, 0, 1
+    config = text_config(model)
+    owners = [found.shared(config, i) for i in range(layer_count(model))]
+    return owners[layer], owners[:layer].count(owners[layer]), owners.count(owners[layer])
 
 
 def attention(model, layer: int):
     """(attention module, its output projection) of layer `layer`."""
-    stack = layers(model)
-    if not 0 <= layer < len(stack):
-        count = f"{len(stack)} layer{'s' * (len(stack) != 1)}"
-        raise CaptureError(f"layer is {layer}; expected 0 to {len(stack) - 1} ({count})", field="layer")
-    found = family(model)
-    return _walk(stack[layer], found.attention, "attention"), _walk(stack[layer], found.output, "output projection")
+    count = layer_count(model)
+    if not 0 <= layer < count:
+        raise CaptureError(f"layer is {layer}; expected 0 to {count - 1} ({count} layer{'s' * (count != 1)})",
+                           field="layer")
+    found, block = family(model), layers(model)[block_of(model, layer)[0]]
+    return _walk(block, found.attention, "attention"), _walk(block, found.output, "output projection")
 
 
 def _x_w(module, name: str) -> tuple[np.ndarray, np.ndarray | None]:
