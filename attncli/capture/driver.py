@@ -69,8 +69,8 @@ def exact_float64(model):
     for module, table in tables.items():
         module.embed_positions = _exact_table(*table.shape).to(table.dtype)
     found = family(model)
-    norms = [n for i in range(layer_count(model)) for n in norm_modules(found, attention(model, i)[0])
-             if n is not None and _in_float32(n)]
+    norms = list({id(n): n for i in range(layer_count(model)) for n in norm_modules(found, attention(model, i)[0])
+                  if n is not None and _in_float32(n)}.values())  # one module may be both (Llama 4's qk_norm)
     for norm in norms:
         (_exact_rms if norm_kind(norm) == "rms" else _exact_layer)(norm, found.qk_norm.offset)
     torch.nn.functional.softmax = softmax64
@@ -91,13 +91,19 @@ def _in_float32(norm) -> bool:
         not hasattr(norm, "norms")
 
 
+def _scale(norm, offset: int):
+    """What a norm multiplies by: weight + offset, or 1 for a norm without weight (Llama 4's)."""
+    weight = getattr(norm, "weight", None)
+    return 1.0 if weight is None else weight + offset
+
+
 def _exact_layer(norm, offset: int):
     """A q_norm/k_norm LayerNorm of the model's own (Cohere's, without bias) in float64."""
     eps = norm_eps(norm)
 
     def forward(x):
         centred = x - x.mean(-1, keepdim=True)
-        return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps) * (norm.weight + offset)
+        return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps) * _scale(norm, offset)
 
     norm.forward = forward
 
@@ -107,7 +113,7 @@ def _exact_rms(norm, offset: int):
     eps = norm_eps(norm)
 
     def forward(x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (norm.weight + offset)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * _scale(norm, offset)
 
     norm.forward = forward
 
@@ -125,14 +131,17 @@ def _exact_rotary(module):
     original = module.forward
 
     def forward(x, position_ids, *args, **kwargs):
-        cos, _ = original(x, position_ids, *args, **kwargs)
+        found = original(x, position_ids, *args, **kwargs)
+        if not isinstance(found, tuple):  # complex cos + i sin (Llama 4, DeepSeek-V2): rotated in float32 anyway
+            return found
+        cos = found[0]
         layer_type = (args or (None,))[0] if "layer_type" not in kwargs else kwargs["layer_type"]
         prefix = f"{layer_type}_" if layer_type else ""
         inv_freq = getattr(module, f"{prefix}inv_freq").to(torch.float64)
         scaling = getattr(module, f"{prefix}attention_scaling", 1.0)
         freqs = position_ids[..., None].to(torch.float64) * _exact_inv_freq(module, layer_type, inv_freq)
         emb = _layout_of(cos, freqs, scaling)
-        return (emb.cos() * scaling).to(cos.dtype), (emb.sin() * scaling).to(cos.dtype)
+        return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
     module.forward = forward
     return module
@@ -214,10 +223,12 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
     if decode and len(ids[0]) < 2:
         raise CaptureError("decode needs at least 2 tokens: the last is the decode step, the others the cache",
                            field="decode")
+    dtype = next(model.parameters()).dtype
+    if dtype == torch.float64 and found.no_float64:
+        raise CaptureError(f"{found.label} cannot run in float64: {found.no_float64}; capture it in float32")
     read = read_layer(model, layer)
     if decode:
         _one_scaling(read.get("rope", {}).get("scaling"), len(ids[0]))
-    dtype = next(model.parameters()).dtype
     exact = exact_float64(model) if dtype == torch.float64 else contextlib.nullcontext()
     with quiet(), library(f"the {found.label} model could not run"), exact:
         x, x_kv, weights, output = run(model, ids, mask, layer, decode)
@@ -241,6 +252,7 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
+    _within_limits(found, text_config(model), layer, doc)
     _finite(doc, layer, _word(dtype))
     doc = _listed(doc)
     _accepted(doc, layer)
@@ -261,6 +273,14 @@ def _finite(doc: dict, layer: int, dtype: str) -> None:
         elif isinstance(value, np.ndarray) and not np.isfinite(value).all():
             where = "the layer's input (the layers before it overflow)" if key in ("X", "X_kv") else "the weights"
             raise CaptureError(f"{key} of layer {layer} holds NaN or ±∞: {where} hold them in {dtype}")
+
+
+def _within_limits(found, config, layer: int, doc: dict) -> None:
+    """What the layer does on this input that the document cannot say (a clamp that bites, a chunk
+    crossed): refused, naming it (capture/families.py's `limits`)."""
+    why = found.limited(config, layer, doc)
+    if why:
+        raise CaptureError(f"{found.label} layer {layer} {why}")
 
 
 def _accepted(doc: dict, layer: int) -> None:

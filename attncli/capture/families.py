@@ -25,8 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from attncli.base.errors import InputError, quote
-from attncli.capture.layouts import BERT, C_ATTN, PER_HEAD, SEPARATE, STACKED, Layout
+from attncli.capture.layouts import BERT, C_ATTN, GROUPED, PER_HEAD, SEPARATE, SHARDED, STACKED, Layout
 
 Config = Any  # a transformers PretrainedConfig (the text model's, for a multimodal one)
 
@@ -123,11 +125,15 @@ class Norm:
 @dataclass(frozen=True)
 class Cannot:
     """A config setting a family's model may have that attncli cannot express yet: refused, naming
-    `key` and `what` it does, when `when(value)` holds."""
+    `key` and `what` it does, when `when(value)` holds. `key` None: what every model of the family
+    does (its attention is not one attncli can write yet), refused whatever its config."""
 
-    key: str
+    key: str | None
     what: str
     when: Callable[[Any], bool] = bool
+
+
+Limit = Callable[[Config, int, dict], "str | None"]  # (config, layer, document) → what it cannot express here
 
 
 @dataclass(frozen=True)
@@ -142,25 +148,161 @@ class Family:
     blocks: str = "layers"
     attention: str = "self_attn"
     output: str = "self_attn.o_proj"
-    layout: Layout = SEPARATE  # where W_Q, W_K, W_V are (capture/layouts.py)
+    layout: Layout | Callable[[Config], Layout] = SEPARATE  # where W_Q, W_K, W_V are (capture/layouts.py)
     heads: Callable[[Config], tuple[int, int]] = config_heads  # (query heads, kv heads)
     rope: Rope | None = Rope()  # None: no rotary embedding
     window: Callable[[Any, Config, int], int | None] = module_window  # (module, config, layer) → W keys or None
-    alibi: bool | Callable[[Config], bool] = False
+    alibi: bool | Callable[[Config], bool | list[float]] = False  # True: the paper's slopes; a list: these slopes
     causal: bool | Callable[[Config], bool] = True  # False: an encoder, every query sees every key
     softcap: str | None = None  # the config key of its logit softcap
     sinks: str | None = None  # the attention module's attribute of one sink logit per head
     qk_norm: Norm | None = None
     shared: Callable[[Config, int], int] | None = None  # layers sharing modules (ALBERT): the list index of a layer
     float32: str | None = None  # what its eager path computes in float32 whatever the dtype, in words
+    no_float64: str | None = None  # why transformers cannot run it in float64, when it cannot
     cannot: tuple[Cannot, ...] = ()
+    limits: tuple[Limit, ...] = ()  # what a layer may do on some inputs only (a clamp that bites): checked per document
     exercises: str = ""  # what its test exercises, for the docs' table
 
     def is_causal(self, config: Config) -> bool:
         return self.causal(config) if callable(self.causal) else self.causal
 
-    def has_alibi(self, config: Config) -> bool:
+    def has_alibi(self, config: Config) -> bool | list[float]:
+        """False, True (the paper's slopes for the heads) or the slopes, one per query head."""
         return self.alibi(config) if callable(self.alibi) else self.alibi
+
+    def layout_for(self, config: Config) -> Layout:
+        return self.layout(config) if callable(self.layout) else self.layout
+
+    def limited(self, config: Config, layer: int, doc: dict) -> str | None:
+        """What layer `layer` does on this document's input that attncli cannot express, or None."""
+        return next((why for why in (limit(config, layer, doc) for limit in self.limits) if why), None)
+
+
+# --- what some families compute in their own way ---------------------------------------------------
+
+def _dotted(config: Config, path: str):
+    """config.a.b (a sub-config or a dict) or None."""
+    for name in path.split("."):
+        config = config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+    return config
+
+
+def _bfloat16(x: np.ndarray) -> np.ndarray:
+    """float64 → bfloat16 (round to nearest even), as float64: torch's .bfloat16()."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def _keys(doc: dict) -> int:
+    """How many key positions the document's keys span (0 … n − 1)."""
+    positions = doc.get("k_positions")
+    return int(positions[-1]) + 1 if positions else len(doc["X_kv"] if "X_kv" in doc else doc["X"])
+
+
+def falcon_heads(config: Config) -> tuple[int, int]:
+    """Falcon's kv heads: num_kv_heads with new_decoder_architecture, 1 with multi_query, else every head."""
+    heads = config.num_attention_heads
+    return heads, (config.num_kv_heads if config.new_decoder_architecture else 1 if config.multi_query else heads)
+
+
+def falcon_layout(config: Config) -> Layout:
+    return GROUPED if config.new_decoder_architecture else STACKED("query_key_value") if config.multi_query \
+        else PER_HEAD
+
+
+def falcon_slopes(config: Config) -> np.ndarray:
+    """Falcon's ALiBi slopes as it uses them: the paper's (as float32 powers of a float32 base), rounded
+    to bfloat16 (build_alibi_tensor)."""
+    heads = config.num_attention_heads
+    lower = 1 << (heads.bit_length() - 1)
+    base = np.float32(2.0 ** -(2.0 ** -(np.log2(lower) - 3)))
+    slopes = [np.power(base, np.float32(k), dtype=np.float32) for k in range(1, lower + 1)]
+    if lower != heads:
+        extra = np.float32(2.0 ** -(2.0 ** -(np.log2(2 * lower) - 3)))
+        slopes += [np.power(extra, np.float32(k), dtype=np.float32) for k in range(1, 2 * (heads - lower), 2)]
+    return _bfloat16(np.array(slopes, np.float64))
+
+
+def falcon_alibi(config: Config) -> bool | list[float]:
+    """Falcon's ALiBi, when `alibi`: its slopes divided by √head_dim (it divides the terms, which
+    then are not scaled with Q Kᵀ)."""
+    if not config.alibi:
+        return False
+    return (falcon_slopes(config) / np.sqrt(config.hidden_size // config.num_attention_heads)).tolist()
+
+
+def falcon_rounding(config: Config, layer: int, doc: dict) -> str | None:
+    """Falcon rounds each ALiBi term slope · j to bfloat16: exact for small j and slopes of few bits
+    (4 heads: powers of two), otherwise a rounding attncli's alibi has no word for."""
+    if not config.alibi:
+        return None
+    slopes = falcon_slopes(config)
+    j = np.arange(_keys(doc), dtype=np.float64)
+    exact = slopes[:, None] * j[None, :]  # (H, keys)
+    off = np.argwhere(_bfloat16(exact) != exact)
+    if not len(off):
+        return None
+    head, key = (int(i) for i in off[0])
+    return (f"rounds its ALiBi terms slope · j to bfloat16 (head {head}: {exact[head, key]:.9g} at key position {key} "
+            f"becomes {_bfloat16(exact)[head, key]:.9g}), a rounding attncli's alibi cannot express yet; capture "
+            "fewer tokens")
+
+
+def mpt_alibi(config: Config) -> list[float]:
+    """MPT's slopes (build_mpt_alibi_tensor, alibi_bias_max 8): 2^(−8k/n') for n' the next power of two
+    of the heads; for fewer heads the odd ones, then the even ones; in float32."""
+    heads = config.n_heads
+    power = 1 << (heads - 1).bit_length()
+    slopes = 1.0 / np.power(np.float32(2), np.arange(1, power + 1, dtype=np.float32) * np.float32(8 / power),
+                            dtype=np.float32)
+    if power != heads:
+        slopes = np.concatenate([slopes[1::2], slopes[::2]])[:heads]
+    return slopes.astype(np.float64).tolist()
+
+
+def clipped(path: str) -> Limit:
+    """A limit for `clip_qkv` (at `path` in the config): the model clamps Q, K and V to ±clip after
+    the projection; where no projected number of the document passes it, the clamp changes nothing."""
+    def limit(config: Config, layer: int, doc: dict) -> str | None:
+        clip = _dotted(config, path)
+        if not clip:
+            return None
+        x, x_kv = np.asarray(doc["X"]), np.asarray(doc.get("X_kv", doc["X"]))
+        beyond = sum(int((np.abs(source @ np.asarray(doc[f"W_{k}"]) + np.asarray(doc.get(f"b_{k}", 0.0))) > clip).sum())
+                     for k, source in (("Q", x), ("K", x_kv), ("V", x_kv)))
+        if not beyond:
+            return None
+        return (f"clamps Q, K and V to ±{clip:g} ({path}), which changes {beyond} of this layer's projected numbers "
+                "here: attncli cannot express the clamp yet")
+    return limit
+
+
+def mpt_padding(config: Config, layer: int, doc: dict) -> str | None:
+    """MPT fills masked scores with the dtype's minimum and casts them to float32 for its softmax:
+    in float64 that minimum is −∞ in float32, and a query whose every key is masked (a left-padded
+    row) gets NaN from the model itself (and the layers after it NaN inputs)."""
+    if "float64" not in str(getattr(config, "dtype", "")) or all(doc.get("key_mask", [True])):
+        return None
+    return ("fills masked scores with float64's minimum, −∞ once its softmax casts them to float32: the padded "
+            "queries, whose every key is masked, are NaN in the model itself; capture this sequence in float32, "
+            "or without padding")
+
+
+def llama4_limit(config: Config, layer: int, doc: dict) -> str | None:
+    """Llama 4's RoPE layers attend in chunks of attention_chunk_size tokens, its layers without RoPE
+    scale Q by a temperature from position floor_scale − 1 on: neither within a short sequence."""
+    keys = _keys(doc)
+    types = getattr(config, "layer_types", None) or ()
+    chunk = getattr(config, "attention_chunk_size", None)
+    if layer < len(types) and types[layer] == "chunked_attention" and chunk and keys > chunk:
+        return (f"attends in chunks of {chunk} tokens (attention_chunk_size), and these {keys} positions cross a "
+                "chunk: attncli has no chunked mask rule yet; capture fewer tokens")
+    if not config.no_rope_layers[layer] and config.attn_temperature_tuning and keys >= config.floor_scale:
+        return (f"scales Q by a temperature that grows from position {config.floor_scale - 1} on (floor_scale, "
+                "attn_temperature_tuning), which attncli cannot express yet; capture fewer tokens")
+    return None
 
 
 GEMMA_NORM = Norm(offset=1)
@@ -233,6 +375,61 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("distilbert", "DistilBERT", blocks="transformer.layer", attention="attention", output="attention.out_lin",
            layout=Layout(("q_lin", "k_lin", "v_lin"), words="q_lin, k_lin, v_lin"), rope=None, window=no_window,
            causal=False, exercises="`q_lin`, `k_lin`, `v_lin`, `out_lin`, bidirectional"),
+    Family("codegen", "CodeGen", blocks="h", attention="attn", output="attn.out_proj", layout=SHARDED,
+           rope=Rope("interleaved", dims=rotary_dim), window=no_window, float32="Q Kᵀ",
+           exercises="fused `qkv_proj` in 4 shards of [q | v | k], interleaved rotary on `rotary_dim` dims "
+                     "(its Q Kᵀ in float32: 1e-6)"),
+    Family("falcon", "Falcon", blocks="h", attention="self_attention", output="self_attention.dense",
+           layout=falcon_layout, heads=falcon_heads, window=no_window, alibi=falcon_alibi,
+           rope=Rope(on=lambda config, layer: not config.alibi), limits=(falcon_rounding,),
+           exercises="rotary; ALiBi (its slopes in bfloat16, divided by √d); `multi_query` (one kv head); "
+                     "`new_decoder_architecture` (per kv head [q … q; k; v])"),
+    Family("gpt_bigcode", "GPTBigCode (StarCoder)", blocks="h", attention="attn", output="attn.c_proj",
+           layout=lambda config: STACKED("c_attn") if config.multi_query else PER_HEAD, rope=None, window=no_window,
+           heads=lambda config: (config.num_attention_heads, 1 if config.multi_query else config.num_attention_heads),
+           exercises="multi-query: `c_attn` [q; k; v] with one kv head; learned positions"),
+    Family("mpt", "MPT", blocks="blocks", attention="attn", output="attn.out_proj", layout=STACKED("Wqkv"), rope=None,
+           window=no_window, alibi=mpt_alibi, limits=(mpt_padding, clipped("attn_config.clip_qkv")),
+           float32="its softmax and ALiBi terms",
+           exercises="ALiBi with MPT's slopes (fewer heads than a power of two: odd slopes, then even), fused "
+                     "`Wqkv`; `clip_qkv` where it bites is refused (its softmax in float32: 1e-6)"),
+    Family("dbrx", "DBRX", blocks="blocks", attention="norm_attn_norm.attn", output="norm_attn_norm.attn.out_proj",
+           layout=STACKED("Wqkv"), heads=lambda config: (config.n_heads, config.attn_config.kv_n_heads),
+           window=no_window, limits=(clipped("attn_config.clip_qkv"),),
+           exercises="fused `Wqkv` with grouped kv heads; `clip_qkv` where it bites is refused"),
+    Family("olmo", "OLMo", limits=(clipped("clip_qkv"),),
+           exercises="`clip_qkv` that changes nothing agrees; one that clamps a number is refused"),
+    Family("xglm", "XGLM", output="self_attn.out_proj", rope=None, window=no_window,
+           no_float64="its attention clamps the scores at float64's minimum held in a float32 tensor, which "
+                      "overflows (transformers' XGLM runs in float32, float16 and bfloat16 only)",
+           exercises="sinusoidal positions, Q scaled before Q Kᵀ, its softmax in the model's dtype"),
+    Family("modernbert", "ModernBERT", attention="attn", output="attn.Wo", layout=STACKED("Wqkv"), causal=False,
+           window=lambda module, config, layer: (config.sliding_window, config.sliding_window)
+           if sliding_layer(config, layer) else None,
+           exercises="bidirectional: local layers see |i − j| ≤ local_attention / 2, global layers every key; "
+                     "RoPE bases per layer type; fused `Wqkv`"),
+    Family("llama4_text", "Llama 4", rope=Rope("interleaved", on=lambda config, layer: bool(config.no_rope_layers[layer])),
+           qk_norm=Norm(("qk_norm", "qk_norm")), limits=(llama4_limit,), float32="its RoPE rotation and QK-norm",
+           exercises="complex (interleaved) RoPE on 3 of 4 layers, a weightless RMSNorm after it (the same as "
+                     "before it: a rotation keeps the norm), chunks and temperature refused past their lengths"),
+    Family("hunyuan_v1_dense", "Hunyuan", cannot=(Cannot(None, "normalises Q and K (query_layernorm, key_layernorm) "
+                                                         "after RoPE, where attncli's q_norm and k_norm come before it"),),
+           exercises="refused: QK-norm after RoPE"),
+    Family("diffllama", "DiffLlama", cannot=(Cannot(None, "computes differential attention (two softmaxes per head, "
+                                                          "the second subtracted with a learned λ, then a norm)"),),
+           exercises="refused: differential attention"),
+    Family("bitnet", "BitNet", cannot=(Cannot(None, "normalises the heads' output (attn_sub_norm, an RMSNorm) "
+                                                    "before o_proj"),),
+           exercises="refused: a norm between the heads and o_proj"),
+    Family("jetmoe", "JetMoE", cannot=(Cannot(None, "picks each token's query and output projections among experts "
+                                                    "(a mixture of attention heads, routed per token)"),),
+           exercises="refused: per-token expert projections"),
+    Family("deberta-v2", "DeBERTa-v2", blocks="encoder.layer", attention="attention.self",
+           output="attention.output.dense", rope=None, window=no_window, causal=False,
+           cannot=(Cannot(None, "adds disentangled relative-position scores (content-to-position and "
+                                "position-to-content, from its relative embeddings), scales by 1/√(d · (1 + their "
+                                "count)) and masks padded queries as well as keys"),),
+           exercises="refused: disentangled attention"),
     Family("opt", "OPT", blocks="decoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
            exercises="learned positions, Q scaled before Q Kᵀ, `out_proj`"),
 )}
@@ -252,6 +449,8 @@ def family_of(model_type) -> Family:
 def refused(family: Family, config: dict) -> str | None:
     """What `config` (config.json as read) sets that attncli cannot express for this family, or None."""
     for cannot in family.cannot:
+        if cannot.key is None:
+            return f"{family.label} {cannot.what}, which attncli cannot express yet"
         if cannot.key in config and cannot.when(config[cannot.key]):
             return (f"{family.label} with {cannot.key} {quote(str(config[cannot.key]))} {cannot.what}, which attncli "
                     "cannot express yet")

@@ -37,8 +37,12 @@ def _walk(obj, path: str, what: str):
 
 
 def layers(model):
-    """The model's list of layers, where its family keeps them (ALBERT's: its groups of shared layers)."""
-    return _walk(model.base_model, family(model).blocks, "layers")
+    """The model's list of layers, where its family keeps them (ALBERT's: its groups of shared layers),
+    from the base model (or its `model`, where a causal LM's base model is itself: Llama 4's)."""
+    base, path = model.base_model, family(model).blocks
+    if getattr(base, path.split(".")[0], None) is None and getattr(base, "model", None) is not None:
+        base = base.model
+    return _walk(base, path, "layers")
 
 
 def layer_count(model) -> int:
@@ -77,9 +81,9 @@ def _x_w(module, name: str) -> tuple[np.ndarray, np.ndarray | None]:
     return (array(weight) if type(module).__name__ == "Conv1D" else array(weight).T), bias
 
 
-def projections(found: Family, module, out, heads: int, kv_heads: int, d: int) -> dict:
+def projections(found: Family, module, out, heads: int, kv_heads: int, d: int, config=None) -> dict:
     """W_Q, W_K, W_V, W_O and their biases, in attncli's `x W` convention."""
-    layout, doc = found.layout, {}
+    layout, doc = found.layout_for(config), {}
     named = [getattr(module, name, None) for name in layout.modules]
     if any(m is None for m in named):
         raise CaptureError(f"{type(module).__name__} has none of {', '.join(layout.modules)}, where the "
@@ -115,7 +119,7 @@ def head_counts(found: Family, module, config) -> tuple[int, int, int]:
 
 def scale(module, d: int) -> float:
     """The factor on Q Kᵀ the module uses."""
-    for name in ("scaling", "inv_norm_factor"):
+    for name in ("scaling", "inv_norm_factor", "softmax_scale"):
         value = getattr(module, name, None)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -145,12 +149,16 @@ def norm_kind(norm) -> str:
         else "rms"
 
 
-def _norm(norm, over: str, weight_offset: int) -> dict:
+def _norm(norm, over: str, weight_offset: int, d: int) -> dict:
     """A q_norm/k_norm module as attncli's {type, weight, bias, eps, over, weight_offset}: a weight of
-    (heads, d_k) (Cohere's), or a list of one norm per head (StableLM's `norms`), as one row per head."""
+    (heads, d_k) (Cohere's), or a list of one norm per head (StableLM's `norms`), as one row per head;
+    a norm without weight (Llama 4's) multiplies by ones."""
     parts = list(getattr(norm, "norms", None) or [norm])
     kind = norm_kind(parts[0])
-    weight = np.stack([array(part.weight) for part in parts]) if len(parts) > 1 else array(norm.weight)
+    if getattr(norm, "weight", None) is None and len(parts) == 1:
+        weight = np.ones(d)
+    else:
+        weight = np.stack([array(part.weight) for part in parts]) if len(parts) > 1 else array(norm.weight)
     value = {"type": kind, "weight": weight, "eps": float(norm_eps(parts[0])), "over": over}
     if kind == "layer" and getattr(parts[0], "bias", None) is not None:
         value["bias"] = np.stack([array(part.bias) for part in parts]) if len(parts) > 1 else array(norm.bias)
@@ -180,9 +188,10 @@ def qk_norms(found: Family, module, d: int) -> dict:
     if q_norm is None:
         return {}
     first = next(iter(getattr(q_norm, "norms", None) or [q_norm]))
-    over = "head" if first.weight.shape[-1] == d else "all"
+    weight = getattr(first, "weight", None)
+    over = "head" if weight is None or weight.shape[-1] == d else "all"
     offset = found.qk_norm.offset
-    return {"q_norm": _norm(q_norm, over, offset), "k_norm": _norm(k_norm, over, offset)}
+    return {"q_norm": _norm(q_norm, over, offset, d), "k_norm": _norm(k_norm, over, offset, d)}
 
 
 def read_layer(model, layer: int) -> dict:
@@ -190,7 +199,7 @@ def read_layer(model, layer: int) -> dict:
     found, config = family(model), text_config(model)
     module, out = attention(model, layer)
     heads, kv_heads, d = head_counts(found, module, config)
-    doc = projections(found, module, out, heads, kv_heads, d)
+    doc = projections(found, module, out, heads, kv_heads, d, config)
     if kv_heads != heads:  # grouped: query head h reads kv head h // (heads / kv_heads), as repeat_kv
         doc["kv_heads"] = kv_heads
     doc |= {"heads": heads, "scale": scale(module, d)}
@@ -202,10 +211,13 @@ def read_layer(model, layer: int) -> dict:
     if cap:
         doc["softcap"] = float(cap)
     size = found.window(module, config, layer)
-    if size:  # HF's sliding_window W: key > query − W, itself included, is attncli's [W − 1, 0]
+    if isinstance(size, tuple):  # (before, after): a bidirectional window (ModernBERT: |i − j| ≤ w)
+        doc["window"] = [int(size[0]), int(size[1])]
+    elif size:  # HF's sliding_window W: key > query − W, itself included, is attncli's [W − 1, 0]
         doc["window"] = [int(size) - 1, 0]
     if found.sinks and getattr(module, found.sinks, None) is not None:
         doc["sinks"] = array(getattr(module, found.sinks))
-    if found.has_alibi(config):
-        doc["alibi"] = True
+    alibi = found.has_alibi(config)
+    if alibi:  # True: the paper's slopes; a list: the family's own
+        doc["alibi"] = alibi
     return doc
