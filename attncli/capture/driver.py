@@ -241,6 +241,7 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
         doc["X_kv"] = array(x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
         doc["q_positions"] = [length - 1]
         doc["k_positions"] = list(range(length - lk, length))
+    _direct(found, model, layer, doc)
     doc |= read
     doc |= _masks(causal, mask[batch_index][length - lk:])
     if labels is not None:
@@ -273,6 +274,19 @@ def _finite(doc: dict, layer: int, dtype: str) -> None:
         elif isinstance(value, np.ndarray) and not np.isfinite(value).all():
             where = "the layer's input (the layers before it overflow)" if key in ("X", "X_kv") else "the weights"
             raise CaptureError(f"{key} of layer {layer} holds NaN or ±∞: {where} hold them in {dtype}")
+
+
+def _direct(found, model, layer: int, doc: dict) -> None:
+    """A family whose Q, K and V no single projection gives (DeepSeek's latent attention): Q, K and V
+    computed from X (and X_kv) by its layout's `direct` function, in place of X."""
+    config = text_config(model)
+    direct = found.layout_for(config).direct
+    if direct is None:
+        return
+    x, x_kv = doc.pop("X"), doc.pop("X_kv", None)
+    doc["Q"], doc["K"], doc["V"] = direct(attention(model, layer)[0], x, x if x_kv is None else x_kv, config, array)
+    if found.description:
+        doc["description"] = found.description
 
 
 def _within_limits(found, config, layer: int, doc: dict) -> None:

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.base.errors import InputError, quote
+from attncli.capture.latent import latent_qkv
 from attncli.capture.layouts import BERT, C_ATTN, GROUPED, PER_HEAD, SEPARATE, SHARDED, STACKED, Layout
 
 Config = Any  # a transformers PretrainedConfig (the text model's, for a multimodal one)
@@ -107,7 +108,7 @@ class Rope:
     head width, the layer's rope_parameters)`), and which layers rotate at all (`on(config, layer)`).
     The base and the scaling are the layer's rope_parameters (rope_theta, rope_type and its keys)."""
 
-    style: str = "half"
+    style: str | Callable[[Config], str] = "half"  # or chosen by the config (DeepSeek-V3's rope_interleave)
     dims: Callable[[Config, int, dict], int] = partial_rotary
     on: Callable[[Config, int], bool] = every_layer
 
@@ -162,6 +163,7 @@ class Family:
     no_float64: str | None = None  # why transformers cannot run it in float64, when it cannot
     cannot: tuple[Cannot, ...] = ()
     limits: tuple[Limit, ...] = ()  # what a layer may do on some inputs only (a clamp that bites): checked per document
+    description: str | None = None  # the document's description: what its keys are, when not X and weights
     exercises: str = ""  # what its test exercises, for the docs' table
 
     def is_causal(self, config: Config) -> bool:
@@ -305,6 +307,16 @@ def llama4_limit(config: Config, layer: int, doc: dict) -> str | None:
     return None
 
 
+def latent_rope(config: Config, d: int, params: dict) -> int:
+    """DeepSeek: the qk_rope_head_dim rotary dims of each head (written first: capture/latent.py)."""
+    return int(config.qk_rope_head_dim)
+
+
+LATENT = Layout(("kv_a_proj_with_mqa", "kv_b_proj"), words="latent: q_a → RMSNorm → q_b, kv_a → RMSNorm → kv_b",
+                direct=latent_qkv)
+LATENT_WORDS = ("Q, K, V: DeepSeek's multi-head latent attention (q_a_proj → RMSNorm → q_b_proj; kv_a_proj_with_mqa "
+                "→ RMSNorm → kv_b_proj, with one rotary key for every head), computed by attn capture from the layer's "
+                "input and weights; each head's rotary dims come first in Q and K (the scores are the same)")
 GEMMA_NORM = Norm(offset=1)
 BERT_LIKE = dict(blocks="encoder.layer", attention="attention.self", output="attention.output.dense", layout=BERT,
                  rope=None, window=no_window, causal=lambda config: bool(getattr(config, "is_decoder", False)))
@@ -412,6 +424,16 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            qk_norm=Norm(("qk_norm", "qk_norm")), limits=(llama4_limit,), float32="its RoPE rotation and QK-norm",
            exercises="complex (interleaved) RoPE on 3 of 4 layers, a weightless RMSNorm after it (the same as "
                      "before it: a rotation keeps the norm), chunks and temperature refused past their lengths"),
+    Family("deepseek_v2", "DeepSeek-V2", layout=LATENT, heads=lambda config: (config.num_attention_heads,) * 2,
+           rope=Rope("interleaved", dims=latent_rope), float32="its latent RMSNorms and complex RoPE",
+           description=LATENT_WORDS,
+           exercises="multi-head latent attention as Q, K, V given directly (the rotary dims first), complex "
+                     "(interleaved) RoPE on them, d_v ≠ d_k"),
+    Family("deepseek_v3", "DeepSeek-V3", layout=LATENT, heads=lambda config: (config.num_attention_heads,) * 2,
+           rope=Rope(lambda config: "interleaved" if config.rope_interleave else "half", dims=latent_rope),
+           float32="its latent RMSNorms", description=LATENT_WORDS,
+           exercises="multi-head latent attention as Q, K, V given directly, RoPE interleaved (`rope_interleave`) "
+                     "or in halves"),
     Family("hunyuan_v1_dense", "Hunyuan", cannot=(Cannot(None, "normalises Q and K (query_layernorm, key_layernorm) "
                                                          "after RoPE, where attncli's q_norm and k_norm come before it"),),
            exercises="refused: QK-norm after RoPE"),

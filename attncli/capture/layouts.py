@@ -32,6 +32,7 @@ class Layout:
     modules: tuple[str, ...]
     split: Split | None = None
     words: str = ""
+    direct: Callable | None = None  # Q, K, V from the inputs when no W_Q, W_K, W_V exist (capture/latent.py)
 
     def expected(self, heads: int, kv_heads: int, d: int) -> int:
         """A fused module's output features: H·d + 2·N·d."""

@@ -84,6 +84,9 @@ def _x_w(module, name: str) -> tuple[np.ndarray, np.ndarray | None]:
 def projections(found: Family, module, out, heads: int, kv_heads: int, d: int, config=None) -> dict:
     """W_Q, W_K, W_V, W_O and their biases, in attncli's `x W` convention."""
     layout, doc = found.layout_for(config), {}
+    if layout.direct is not None:  # Q, K, V given directly (capture.driver), then W_O as usual
+        doc["W_O"], bias = _x_w(out, found.output)
+        return doc | ({} if bias is None else {"b_O": bias})
     named = [getattr(module, name, None) for name in layout.modules]
     if any(m is None for m in named):
         raise CaptureError(f"{type(module).__name__} has none of {', '.join(layout.modules)}, where the "
@@ -112,6 +115,7 @@ def head_counts(found: Family, module, config) -> tuple[int, int, int]:
     """(heads, kv heads, head width): the family's counts, the module's head width when it has one."""
     heads, kv_heads = found.heads(config)
     d = getattr(module, "head_dim", None) or getattr(module, "head_size", None) or \
+        getattr(module, "qk_head_dim", None) or \
         getattr(module, "attention_head_size", None) or getattr(config, "head_dim", None) or \
         config.hidden_size // heads
     return heads, kv_heads, int(d)
@@ -131,7 +135,8 @@ def rope(found: Family, config, layer: int, d: int) -> dict | None:
     if found.rope is None or not found.rope.on(config, layer):
         return None
     params = rope_parameters(config, layer)
-    value = {"style": found.rope.style, "base": float(params.get("rope_theta", 10000.0)),
+    style = found.rope.style(config) if callable(found.rope.style) else found.rope.style
+    value = {"style": style, "base": float(params.get("rope_theta", 10000.0)),
              "dims": found.rope.dims(config, d, params)}
     kind = params.get("rope_type", "default")
     if kind != "default":  # with transformers' rope_parameters names (attncli/problem/rope_scaling.py)
