@@ -253,7 +253,7 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
-    _within_limits(found, text_config(model), layer, doc)
+    _within_limits(found, text_config(model), layer, doc, _word(dtype))
     _finite(doc, layer, _word(dtype))
     doc = _listed(doc)
     _accepted(doc, layer)
@@ -289,10 +289,10 @@ def _direct(found, model, layer: int, doc: dict) -> None:
         doc["description"] = found.description
 
 
-def _within_limits(found, config, layer: int, doc: dict) -> None:
+def _within_limits(found, config, layer: int, doc: dict, dtype: str) -> None:
     """What the layer does on this input that the document cannot say (a clamp that bites, a chunk
     crossed): refused, naming it (capture/families.py's `limits`)."""
-    why = found.limited(config, layer, doc)
+    why = found.limited(config, layer, doc, dtype)
     if why:
         raise CaptureError(f"{found.label} layer {layer} {why}")
 

@@ -134,7 +134,7 @@ class Cannot:
     when: Callable[[Any], bool] = bool
 
 
-Limit = Callable[[Config, int, dict], "str | None"]  # (config, layer, document) → what it cannot express here
+Limit = Callable[[Config, int, dict, str], "str | None"]  # (config, layer, document, dtype) → what it cannot express
 
 
 @dataclass(frozen=True)
@@ -176,9 +176,9 @@ class Family:
     def layout_for(self, config: Config) -> Layout:
         return self.layout(config) if callable(self.layout) else self.layout
 
-    def limited(self, config: Config, layer: int, doc: dict) -> str | None:
-        """What layer `layer` does on this document's input that attncli cannot express, or None."""
-        return next((why for why in (limit(config, layer, doc) for limit in self.limits) if why), None)
+    def limited(self, config: Config, layer: int, doc: dict, dtype: str) -> str | None:
+        """What layer `layer` does on this document's input, run in `dtype`, that attncli cannot express, or None."""
+        return next((why for why in (limit(config, layer, doc, dtype) for limit in self.limits) if why), None)
 
 
 # --- what some families compute in their own way ---------------------------------------------------
@@ -235,7 +235,7 @@ def falcon_alibi(config: Config) -> bool | list[float]:
     return (falcon_slopes(config) / np.sqrt(config.hidden_size // config.num_attention_heads)).tolist()
 
 
-def falcon_rounding(config: Config, layer: int, doc: dict) -> str | None:
+def falcon_rounding(config: Config, layer: int, doc: dict, dtype: str) -> str | None:
     """Falcon rounds each ALiBi term slope · j to bfloat16: exact for small j and slopes of few bits
     (4 heads: powers of two), otherwise a rounding attncli's alibi has no word for."""
     if not config.alibi:
@@ -267,7 +267,7 @@ def mpt_alibi(config: Config) -> list[float]:
 def clipped(path: str) -> Limit:
     """A limit for `clip_qkv` (at `path` in the config): the model clamps Q, K and V to ±clip after
     the projection; where no projected number of the document passes it, the clamp changes nothing."""
-    def limit(config: Config, layer: int, doc: dict) -> str | None:
+    def limit(config: Config, layer: int, doc: dict, dtype: str) -> str | None:
         clip = _dotted(config, path)
         if not clip:
             return None
@@ -281,18 +281,18 @@ def clipped(path: str) -> Limit:
     return limit
 
 
-def mpt_padding(config: Config, layer: int, doc: dict) -> str | None:
+def mpt_padding(config: Config, layer: int, doc: dict, dtype: str) -> str | None:
     """MPT fills masked scores with the dtype's minimum and casts them to float32 for its softmax:
     in float64 that minimum is −∞ in float32, and a query whose every key is masked (a left-padded
     row) gets NaN from the model itself (and the layers after it NaN inputs)."""
-    if "float64" not in str(getattr(config, "dtype", "")) or all(doc.get("key_mask", [True])):
+    if dtype != "float64" or all(doc.get("key_mask", [True])):
         return None
     return ("fills masked scores with float64's minimum, −∞ once its softmax casts them to float32: the padded "
             "queries, whose every key is masked, are NaN in the model itself; capture this sequence in float32, "
             "or without padding")
 
 
-def llama4_limit(config: Config, layer: int, doc: dict) -> str | None:
+def llama4_limit(config: Config, layer: int, doc: dict, dtype: str) -> str | None:
     """Llama 4's RoPE layers attend in chunks of attention_chunk_size tokens, its layers without RoPE
     scale Q by a temperature from position floor_scale − 1 on: neither within a short sequence."""
     keys = _keys(doc)
@@ -300,7 +300,7 @@ def llama4_limit(config: Config, layer: int, doc: dict) -> str | None:
     chunk = getattr(config, "attention_chunk_size", None)
     if layer < len(types) and types[layer] == "chunked_attention" and chunk and keys > chunk:
         return (f"attends in chunks of {chunk} tokens (attention_chunk_size), and these {keys} positions cross a "
-                "chunk: attncli has no chunked mask rule yet; capture fewer tokens")
+                "chunk: chunked attention, which attncli cannot express yet; capture fewer tokens")
     if not config.no_rope_layers[layer] and config.attn_temperature_tuning and keys >= config.floor_scale:
         return (f"scales Q by a temperature that grows from position {config.floor_scale - 1} on (floor_scale, "
                 "attn_temperature_tuning), which attncli cannot express yet; capture fewer tokens")
@@ -416,10 +416,11 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
                       "overflows (transformers' XGLM runs in float32, float16 and bfloat16 only)",
            exercises="sinusoidal positions, Q scaled before Q Kᵀ, its softmax in the model's dtype"),
     Family("modernbert", "ModernBERT", attention="attn", output="attn.Wo", layout=STACKED("Wqkv"), causal=False,
+           float32="its RoPE rotation",
            window=lambda module, config, layer: (config.sliding_window, config.sliding_window)
            if sliding_layer(config, layer) else None,
            exercises="bidirectional: local layers see |i − j| ≤ local_attention / 2, global layers every key; "
-                     "RoPE bases per layer type; fused `Wqkv`"),
+                     "RoPE bases per layer type (rotated in float32: 1e-6); fused `Wqkv`"),
     Family("llama4_text", "Llama 4", rope=Rope("interleaved", on=lambda config, layer: bool(config.no_rope_layers[layer])),
            qk_norm=Norm(("qk_norm", "qk_norm")), limits=(llama4_limit,), float32="its RoPE rotation and QK-norm",
            exercises="complex (interleaved) RoPE on 3 of 4 layers, a weightless RMSNorm after it (the same as "
