@@ -464,9 +464,14 @@ def family_of(model_type) -> Family:
     if found is None:
         raise CaptureError(f"model type {quote(str(model_type))} has no capture family: attncli has no record of "
                            "where its attention's projections sit or how it places positions and masks, so it "
-                           f"cannot write its layers; attn capture reads {', '.join(sorted(FAMILIES))}",
+                           f"cannot write its layers; attn capture reads {', '.join(sorted(readable()))}",
                            field="model_type")
     return found
+
+
+def readable() -> tuple[str, ...]:
+    """The model types attn capture writes (those whose record refuses every model left out)."""
+    return tuple(t for t, f in FAMILIES.items() if not any(cannot.key is None for cannot in f.cannot))
 
 
 def refused(family: Family, config: dict) -> str | None:
