@@ -7,7 +7,7 @@ attncli/stages/grads.py) import numpy at their top; tests/test_stages.py holds t
 so a stage added to the table is added here too, or that test fails.
 """
 
-STAGES = ("Q_normed", "K_normed", "Q_rope", "K_rope", "scores", "scaled", "capped", "masked", "weights", "output")  # stages.names()
+STAGES = ("Q_normed", "K_normed", "Q_rope", "K_rope", "scores", "scaled", "capped", "biased", "masked", "weights", "output")  # stages.names()
 GRADIENTS = ("d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K")  # grads.names()
 ASKABLE = STAGES + GRADIENTS + ("tiles", "slip")  # what `ask`, --require and --points may name
 GRADS = "grads"  # the top-level JSON key (and --stages word): one gradient per input, in its given shape
