@@ -146,7 +146,20 @@ FAMILIES = {
                     dict(LATENT)),
     "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",  # latent attention, interleaved RoPE
                     dict(LATENT, n_group=1, topk_group=1)),
+    "t5": ("T5Config", "T5ForConditionalGeneration",  # relative position bias by buckets, scale 1
+           dict(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=2, num_heads=4, relative_attention_num_buckets=8,
+                relative_attention_max_distance=12, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)),
+    "bart": ("BartConfig", "BartForConditionalGeneration",  # encoder-decoder, learned positions
+             dict(vocab_size=64, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
+                  pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=2)),
+    "whisper": ("WhisperConfig", "WhisperForConditionalGeneration",  # an audio encoder: 6 frames of noise features
+                dict(vocab_size=64, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=8,
+                     max_source_positions=6, max_target_positions=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                     decoder_start_token_id=1)),
 }
+SEQ2SEQ = ("t5", "bart", "whisper")  # their decoder's self-attention (--decoder) and cross-attention (--cross)
 NEEDS_QK_NORM = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(SMALL, num_attention_heads=2, num_key_value_heads=2,
                                                         head_dim=8)),
@@ -266,7 +279,7 @@ def test_a_left_padded_row_agrees_with_the_model(models, family):
     assert_agrees(doc, family)
 
 
-ENCODERS = {"bert", "roberta", "xlm-roberta", "electra", "albert", "distilbert", "modernbert"}
+ENCODERS = {"bert", "roberta", "xlm-roberta", "electra", "albert", "distilbert", "modernbert", *SEQ2SEQ}
 
 
 @pytest.mark.slow
@@ -289,6 +302,62 @@ def test_the_model_in_float32_agrees_too(models, family):
     ids, mask = pad_left(IDS, 0)
     found = agreement(capture(model, ids, mask, LAYER.get(family, 0), batch_index=1))
     assert found.agrees and found.dtype == "float32", found.line()
+
+
+@pytest.mark.parametrize("family", SEQ2SEQ)
+@pytest.mark.parametrize("part", ["decoder", "cross"])
+def test_an_encoder_decoder_s_decoder_agrees(models, family, part):
+    """The decoder's self-attention (causal; T5's causal buckets) and its cross-attention (Q from the
+    decoder, K and V from the encoder's output as X_kv), on a left-padded row in float64."""
+    ids, mask = pad_left(IDS, 0)
+    doc = capture(models[family], ids, mask, 1, batch_index=1, name=family, part=part)
+    assert doc["model"]["part"] == part and doc["title"] == f"{family} {part} layer 1 ({type(models[family]).__name__})"
+    assert doc.get("causal", False) is (part == "decoder")
+    if part == "cross":
+        assert len(doc["X_kv"]) == (6 if family == "whisper" else 7) and len(doc["X"]) == 7
+    found = assert_agrees(doc)
+    assert found.line().startswith(f"agrees with {family} {'decoder' if part == 'decoder' else 'decoder cross-attention'}"
+                                   " layer 1 to ")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", SEQ2SEQ)
+@pytest.mark.parametrize("part", ["decoder", "cross"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_an_encoder_decoder_s_decode_step_and_float32_agree(models, family, part, dtype):
+    model = models[family] if dtype == "float64" else copy.deepcopy(models[family]).to(torch.float32)
+    ids, mask = pad_left(IDS, 0)
+    for layer, index, decode in ((0, 0, False), (0, 1, True), (1, 1, True)):
+        doc = capture(model, ids, mask, layer, batch_index=index, decode=decode, part=part)
+        assert agreement(doc).agrees, agreement(doc).line()
+
+
+def test_t5_writes_its_relative_bias_and_scale_one(models):
+    ids, mask = pad_left(IDS[:1], 0)
+    encoder, decoder = (capture(models["t5"], ids, mask, 1, part=part) for part in ("self", "decoder"))
+    cross = capture(models["t5"], ids, mask, 1, part="cross")
+    assert encoder["scale"] == decoder["scale"] == cross["scale"] == 1.0
+    assert encoder["relative_bias"]["bidirectional"] is True and decoder["relative_bias"]["bidirectional"] is False
+    assert encoder["relative_bias"]["buckets"] == 8 and encoder["relative_bias"]["max_distance"] == 12
+    assert len(encoder["relative_bias"]["embedding"]) == 8 and len(encoder["relative_bias"]["embedding"][0]) == 4
+    assert encoder["relative_bias"]["embedding"] != decoder["relative_bias"]["embedding"]  # each stack its own
+    assert "relative_bias" not in cross and "causal" not in encoder and decoder["causal"] is True
+
+
+def test_decoder_and_cross_are_refused_where_they_do_not_apply(run, models, tmp_path):
+    ids, mask = pad_left(IDS[:1], 0)
+    with pytest.raises(CaptureError, match="Llama has no decoder: --cross captures an encoder-decoder model's decoder"):
+        capture(models["llama"], ids, mask, 0, part="cross")
+    directory = build("t5", tmp_path)
+    assert_error_line = run("capture", directory, "--ids", "3,1", "--decoder", "--cross")
+    assert assert_error_line.exit_code == 2 and "--cross: --decoder and --cross are both given" in assert_error_line.stderr
+    out = tmp_path / "cross.json"
+    captured = run("capture", directory, "--ids", "3,1,4,1,5; 9,2", "--batch-index", "1", "--cross", "--decode",
+                   "--dtype", "float64", "-o", out)
+    assert captured.exit_code == 0, captured.stderr
+    computed = run("compute", out, "--format", "json")
+    assert computed.exit_code == 0, computed.stderr
+    assert json.loads(computed.stdout)["agreement"]["difference"] < 1e-12
 
 
 def test_each_family_writes_its_variants(models):

@@ -175,12 +175,14 @@ class Hooks:
     output, per call."""
 
     def __init__(self, module, out):
-        self.inputs, self.outputs = [], []
+        self.inputs, self.outputs, self.kv = [], [], []  # kv: a cross-attention's key_value_states
         self.handles = [module.register_forward_pre_hook(self._input, with_kwargs=True),
                         out.register_forward_hook(lambda m, args, result: self.outputs.append(result))]
 
     def _input(self, module, args, kwargs):
         self.inputs.append(kwargs["hidden_states"] if "hidden_states" in kwargs else args[0])
+        if kwargs.get("key_value_states") is not None:
+            self.kv.append(kwargs["key_value_states"])
 
     def remove(self):
         for handle in self.handles:
@@ -211,12 +213,64 @@ def run(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: 
         hooks.remove()
 
 
+def run_seq2seq(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: bool, part: str):
+    """`run` for an encoder-decoder model (its family's `decoder`): the ids are the decoder's tokens and
+    the encoder reads the same ids (or the family's fixed features, Whisper's); (X rows, X_kv (the cache's
+    inputs, or a cross-attention's encoder output) or None, weights, output) of the part's layer."""
+    module, out = attention(model, layer, part)
+    hooks = Hooks(module, out)
+    ids_t, mask_t = torch.tensor(ids), torch.tensor(mask)
+    features = family(model).decoder.features
+    if features is None:
+        encoder = {"input_ids": ids_t, "attention_mask": mask_t}
+    else:
+        key, value = features(text_config(model), len(ids))
+        encoder = {key: torch.tensor(value, dtype=next(model.parameters()).dtype)}
+    pick = {"self": "encoder_attentions", "decoder": "decoder_attentions", "cross": "cross_attentions"}[part]
+    try:
+        with torch.no_grad():
+            if not decode:
+                result = model(**encoder, decoder_input_ids=ids_t, decoder_attention_mask=mask_t, output_attentions=True)
+                kv = hooks.kv[-1] if part == "cross" else None
+                return hooks.inputs[-1], kv, getattr(result, pick)[layer], hooks.outputs[-1]
+            first = model(**encoder, decoder_input_ids=ids_t[:, :-1], decoder_attention_mask=mask_t[:, :-1],
+                          use_cache=True)
+            before = hooks.inputs[-1]
+            cached = getattr(first, "cache", None) or first.past_key_values
+            named = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+            result = model(**encoder, decoder_input_ids=ids_t[:, -1:], decoder_attention_mask=mask_t, use_cache=True,
+                           output_attentions=True, **{named: cached})
+            x = hooks.inputs[-1]
+            kv = hooks.kv[0] if part == "cross" else torch.cat([before, x], dim=1)
+            return x, kv, getattr(result, pick)[layer], hooks.outputs[-1]
+    finally:
+        hooks.remove()
+
+
+def _causal(found, model, part: str) -> bool:
+    """A decoder's self-attention is causal, a cross-attention is not; a layer's own, as its family says."""
+    return {"decoder": True, "cross": False}.get(part, found.is_causal(text_config(model)))
+
+
+def _cross_keys(found, doc: dict, x_kv, mask: list[int], labels: list[str] | None, decode: bool) -> list[int]:
+    """A cross-attention's keys: X_kv, the encoder's output (every position, whatever the decoder's step);
+    their labels, the encoder's tokens (none for features); the encoder's attention mask, returned."""
+    doc["X_kv"] = array(x_kv)
+    features = found.decoder.features is not None
+    if labels is not None:
+        doc["query_labels"] = labels[-1:] if decode else labels
+        if not features:
+            doc["key_labels"] = labels
+    return [1] * len(doc["X_kv"]) if features else mask
+
+
 def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, batch_index: int = 0,
-            decode: bool = False, labels: list[str] | None = None, name: str = "model") -> dict:
-    """The attncli document of one layer for one sequence of the batch (`batch_index`)."""
+            decode: bool = False, labels: list[str] | None = None, name: str = "model", part: str = "self") -> dict:
+    """The attncli document of one layer for one sequence of the batch (`batch_index`); for an
+    encoder-decoder, `part` "decoder" or "cross" is its decoder's self- or cross-attention."""
     found = family(model)
-    causal = found.is_causal(text_config(model))
-    if decode and not causal:
+    causal = _causal(found, model, part)
+    if decode and not causal and part != "cross":
         raise CaptureError(f"decode is a step of a causal model's generation, but {found.label} is an encoder "
                            "(every query sees every key, no cache): capture the whole sequence, without decode",
                            field="decode")
@@ -226,33 +280,42 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
     dtype = next(model.parameters()).dtype
     if dtype == torch.float64 and found.no_float64:
         raise CaptureError(f"{found.label} cannot run in float64: {found.no_float64}; capture it in float32")
-    read = read_layer(model, layer)
+    read = read_layer(model, layer, part)
     if decode:
         _one_scaling(read.get("rope", {}).get("scaling"), len(ids[0]))
     exact = exact_float64(model) if dtype == torch.float64 else contextlib.nullcontext()
     with quiet(), library(f"the {found.label} model could not run"), exact:
-        x, x_kv, weights, output = run(model, ids, mask, layer, decode)
-    doc = {"title": f"{name} layer {layer} ({type(model).__name__})"}
+        x, x_kv, weights, output = (run_seq2seq(model, ids, mask, layer, decode, part) if found.decoder else
+                                    run(model, ids, mask, layer, decode))
+    doc = {"title": f"{name} {'' if part == 'self' else f'{part} '}layer {layer} ({type(model).__name__})"}
     doc["X"] = array(x[batch_index])
     length = len(ids[0])
     weights = array(weights[batch_index])
     lk = weights.shape[-1]
-    if x_kv is not None:
-        doc["X_kv"] = array(x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
-        doc["q_positions"] = [length - 1]
-        doc["k_positions"] = list(range(length - lk, length))
+    if part == "cross":
+        keys = _cross_keys(found, doc, x_kv[batch_index], mask[batch_index], labels, decode)
+    elif part == "self" and found.decoder is not None and found.decoder.features is not None:
+        keys = [1] * lk  # an audio encoder's frames (Whisper's): no padding, no token labels
+    else:
+        keys = mask[batch_index][length - lk:]
+        if x_kv is not None:
+            doc["X_kv"] = array(x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
+            doc["q_positions"] = [length - 1]
+            doc["k_positions"] = list(range(length - lk, length))
+        if labels is not None:
+            doc["key_labels"] = labels[length - lk:]
+            doc["query_labels"] = labels[-1:] if decode else labels
     _direct(found, model, layer, doc)
     doc |= read
-    doc |= _masks(causal, mask[batch_index][length - lk:])
-    if labels is not None:
-        doc["key_labels"] = labels[length - lk:]
-        doc["query_labels"] = labels[-1:] if decode else labels
+    doc |= _masks(causal, keys)
     # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
     # only the default ones): such a layer's float64 reference is float32's.
     float32 = dtype != torch.float64 or found.float32 is not None or "scaling" in doc.get("rope", {})
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
+    if part != "self":  # which attention of the layer: the document's own title says it too
+        doc["model"]["part"] = part
     _within_limits(found, text_config(model), layer, doc, _word(dtype))
     _finite(doc, layer, _word(dtype))
     doc = _listed(doc)

@@ -124,6 +124,23 @@ class Norm:
 
 
 @dataclass(frozen=True)
+class Decoder:
+    """An encoder-decoder family's decoder (T5, BART, Whisper): `blocks` its layers from the base model;
+    its self-attention at the family's `attention` and `output` paths within a layer, its
+    cross-attention at `cross` and `cross_output`. `features`: the encoder's input when it is not
+    tokens (Whisper's mel features): (config, batch) → the input's keyword and a fixed array."""
+
+    blocks: str
+    cross: str
+    cross_output: str
+    features: Callable[[Any, int], tuple[str, Any]] | None = None
+
+
+PARTS = ("self", "decoder", "cross")  # a layer's self-attention (an encoder's, for an encoder-decoder), its
+# decoder's self-attention, its decoder's cross-attention on the encoder's output
+
+
+@dataclass(frozen=True)
 class Cannot:
     """A config setting a family's model may have that attncli cannot express yet: refused, naming
     `key` and `what` it does, when `when(value)` holds. `key` None: what every model of the family
@@ -159,6 +176,8 @@ class Family:
     sinks: str | None = None  # the attention module's attribute of one sink logit per head
     qk_norm: Norm | None = None
     shared: Callable[[Config, int], int] | None = None  # layers sharing modules (ALBERT): the list index of a layer
+    decoder: Decoder | None = None  # an encoder-decoder's decoder: `blocks` is then its encoder's layers
+    relative: str | None = None  # the first layer's attention's relative position bias embedding (T5)
     float32: str | None = None  # what its eager path computes in float32 whatever the dtype, in words
     no_float64: str | None = None  # why transformers cannot run it in float64, when it cannot
     cannot: tuple[Cannot, ...] = ()
@@ -317,6 +336,14 @@ LATENT = Layout(("kv_a_proj_with_mqa", "kv_b_proj"), words="latent: q_a → RMSN
 LATENT_WORDS = ("Q, K, V: DeepSeek's multi-head latent attention (q_a_proj → RMSNorm → q_b_proj; kv_a_proj_with_mqa "
                 "→ RMSNorm → kv_b_proj, with one rotary key for every head), computed by attn capture from the layer's "
                 "input and weights; each head's rotary dims come first in Q and K (the scores are the same)")
+def whisper_features(config: Config, batch: int) -> tuple[str, np.ndarray]:
+    """Whisper's encoder reads mel features, not tokens: a fixed input (normal noise, seed 0) of the
+    length its positions take, num_mel_bins × 2 · max_source_positions frames, for each sequence."""
+    frames = 2 * config.max_source_positions
+    noise = np.random.default_rng(0).normal(size=(1, config.num_mel_bins, frames))
+    return "input_features", np.repeat(noise, batch, axis=0)
+
+
 GEMMA_NORM = Norm(offset=1)
 BERT_LIKE = dict(blocks="encoder.layer", attention="attention.self", output="attention.output.dense", layout=BERT,
                  rope=None, window=no_window, causal=lambda config: bool(getattr(config, "is_decoder", False)))
@@ -435,6 +462,20 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            float32="its latent RMSNorms", description=LATENT_WORDS,
            exercises="multi-head latent attention as Q, K, V given directly, RoPE interleaved (`rope_interleave`) "
                      "or in halves"),
+    Family("t5", "T5", blocks="encoder.block", attention="layer.0.SelfAttention", output="layer.0.SelfAttention.o",
+           layout=Layout(("q", "k", "v"), words="q, k, v"), rope=None, window=no_window, causal=False,
+           decoder=Decoder("decoder.block", "layer.1.EncDecAttention", "layer.1.EncDecAttention.o"),
+           relative="relative_attention_bias",
+           exercises="relative position bias by buckets (bidirectional in the encoder, causal in the decoder), "
+                     "no 1/√d scale; `--decoder`, `--cross`"),
+    Family("bart", "BART", blocks="encoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
+           causal=False, decoder=Decoder("decoder.layers", "encoder_attn", "encoder_attn.out_proj"),
+           exercises="learned positions; `--decoder` (causal) and `--cross` (X_kv: the encoder's output)"),
+    Family("whisper", "Whisper", blocks="encoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
+           causal=False, decoder=Decoder("decoder.layers", "encoder_attn", "encoder_attn.out_proj",
+                                         features=whisper_features),
+           exercises="an audio encoder (a fixed input of noise features), k_proj without bias; `--decoder`, "
+                     "`--cross`"),
     Family("hunyuan_v1_dense", "Hunyuan", cannot=(Cannot(None, "normalises Q and K (query_layernorm, key_layernorm) "
                                                          "after RoPE, where attncli's q_norm and k_norm come before it"),),
            exercises="refused: QK-norm after RoPE"),

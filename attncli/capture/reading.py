@@ -36,40 +36,56 @@ def _walk(obj, path: str, what: str):
     return obj
 
 
-def layers(model):
-    """The model's list of layers, where its family keeps them (ALBERT's: its groups of shared layers),
-    from the base model (or its `model`, where a causal LM's base model is itself: Llama 4's)."""
-    base, path = model.base_model, family(model).blocks
+def decoder_of(found: Family, part: str):
+    """The family's Decoder record, for the decoder's parts ("decoder", "cross"); a CaptureError when
+    the family has none."""
+    if part == "self":
+        return None
+    if found.decoder is None:
+        raise CaptureError(f"{found.label} has no decoder: --{part} captures an encoder-decoder model's decoder "
+                           "(T5, BART, Whisper)", field=part)
+    return found.decoder
+
+
+def layers(model, part: str = "self"):
+    """The model's list of layers, where its family keeps them (ALBERT's: its groups of shared layers;
+    an encoder-decoder's encoder's, or for `part` "decoder" and "cross" its decoder's), from the base
+    model (or its `model`, where a causal LM's base model is itself: Llama 4's)."""
+    found = family(model)
+    decoder = decoder_of(found, part)
+    base, path = model.base_model, found.blocks if decoder is None else decoder.blocks
     if getattr(base, path.split(".")[0], None) is None and getattr(base, "model", None) is not None:
         base = base.model
     return _walk(base, path, "layers")
 
 
-def layer_count(model) -> int:
+def layer_count(model, part: str = "self") -> int:
     """The layers a forward runs: the list's, or the config's count when layers share a module (ALBERT)."""
     found = family(model)
-    return text_config(model).num_hidden_layers if found.shared else len(layers(model))
+    return text_config(model).num_hidden_layers if found.shared and part == "self" else len(layers(model, part))
 
 
-def block_of(model, layer: int) -> tuple[int, int, int]:
+def block_of(model, layer: int, part: str = "self") -> tuple[int, int, int]:
     """(the index of layer `layer`'s module in the list, which of that module's calls in one forward
     it is, how many calls that module has in one forward): (layer, 0, 1) unless layers share modules."""
     found = family(model)
-    if found.shared is None:
+    if found.shared is None or part != "self":
         return layer, 0, 1
     config = text_config(model)
     owners = [found.shared(config, i) for i in range(layer_count(model))]
     return owners[layer], owners[:layer].count(owners[layer]), owners.count(owners[layer])
 
 
-def attention(model, layer: int):
-    """(attention module, its output projection) of layer `layer`."""
-    count = layer_count(model)
+def attention(model, layer: int, part: str = "self"):
+    """(attention module, its output projection) of layer `layer` (of the decoder's self-attention or
+    cross-attention for `part` "decoder" or "cross")."""
+    count = layer_count(model, part)
     if not 0 <= layer < count:
         raise CaptureError(f"layer is {layer}; expected 0 to {count - 1} ({count} layer{'s' * (count != 1)})",
                            field="layer")
-    found, block = family(model), layers(model)[block_of(model, layer)[0]]
-    return _walk(block, found.attention, "attention"), _walk(block, found.output, "output projection")
+    found, block = family(model), layers(model, part)[block_of(model, layer, part)[0]]
+    paths = (found.attention, found.output) if part != "cross" else (found.decoder.cross, found.decoder.cross_output)
+    return _walk(block, paths[0], "attention"), _walk(block, paths[1], "output projection")
 
 
 def _x_w(module, name: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -199,10 +215,26 @@ def qk_norms(found: Family, module, d: int) -> dict:
     return {"q_norm": _norm(q_norm, over, offset, d), "k_norm": _norm(k_norm, over, offset, d)}
 
 
-def read_layer(model, layer: int) -> dict:
+def relative_bias(found: Family, model, part: str) -> dict | None:
+    """T5's relative position bias of a self-attention (the first layer's embedding serves every layer;
+    the encoder's buckets are bidirectional, the decoder's causal); None for a cross-attention."""
+    if found.relative is None or part == "cross":
+        return None
+    first, _ = attention(model, 0, part)
+    embedding = getattr(first, found.relative, None)
+    if embedding is None:
+        raise CaptureError(f"{type(first).__name__} of layer 0 has no {found.relative}, where the {found.label} "
+                           "family keeps its relative position bias")
+    config = text_config(model)
+    return {"buckets": int(config.relative_attention_num_buckets),
+            "max_distance": int(config.relative_attention_max_distance), "bidirectional": part == "self",
+            "embedding": array(embedding.weight)}
+
+
+def read_layer(model, layer: int, part: str = "self") -> dict:
     """The layer's weights and variants as attncli's keys (no X, masks or results)."""
     found, config = family(model), text_config(model)
-    module, out = attention(model, layer)
+    module, out = attention(model, layer, part)
     heads, kv_heads, d = head_counts(found, module, config)
     doc = projections(found, module, out, heads, kv_heads, d, config)
     if kv_heads != heads:  # grouped: query head h reads kv head h // (heads / kv_heads), as repeat_kv
@@ -225,4 +257,7 @@ def read_layer(model, layer: int) -> dict:
     alibi = found.has_alibi(config)
     if alibi:  # True: the paper's slopes; a list: the family's own
         doc["alibi"] = alibi
+    relative = relative_bias(found, model, part)
+    if relative is not None:
+        doc["relative_bias"] = relative
     return doc

@@ -94,7 +94,9 @@ def read(doc: dict) -> tuple[dict[str, np.ndarray], str, str, int | None] | None
     stages = {name: as_array(reference[name], f"reference.{name}", max_dims=3) for name in STAGES if name in reference}
     model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
     layer = model.get("layer")
-    return stages, dtype, str(model.get("name", "the model")), layer if isinstance(layer, int) else None
+    name = str(model.get("name", "the model")) + {"decoder": " decoder", "cross": " decoder cross-attention"}.get(
+        model.get("part"), "")  # an encoder-decoder's decoder (attn capture --decoder, --cross)
+    return stages, dtype, name, layer if isinstance(layer, int) else None
 
 
 def compare(doc: dict, trace, why: bool = True) -> Agreement | None:
