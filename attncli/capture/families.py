@@ -510,6 +510,26 @@ def family_of(model_type) -> Family:
     return found
 
 
+def status(family: Family) -> str:
+    """What attn capture does with the family's layers, in words, for the docs' table: agrees (to
+    float64's precision, or float32's where the model computes part of its layer in float32), or
+    refused and why."""
+    always = next((cannot for cannot in family.cannot if cannot.key is None), None)
+    if always is not None:
+        return f"refused: {always.what}"
+    if family.no_float64:
+        return "agrees in float32 (transformers cannot run it in float64)"
+    if family.float32:
+        return f"agrees to 1e-6 (it computes {family.float32} in float32)"
+    return "agrees to 1e-12 (float64)"
+
+
+def table() -> list[str]:
+    """docs/real-models.md's families table: one row per record, in order (tests/test_capture_docs.py)."""
+    return ["| family | model type | what its test exercises | attn capture |", "|---|---|---|---|"] + [
+        f"| {f.label} | `{f.model_type}` | {f.exercises} | {status(f)} |" for f in FAMILIES.values()]
+
+
 def readable() -> tuple[str, ...]:
     """The model types attn capture writes (those whose record refuses every model left out)."""
     return tuple(t for t, f in FAMILIES.items() if not any(cannot.key is None for cannot in f.cannot))
