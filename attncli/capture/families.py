@@ -467,15 +467,16 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            decoder=Decoder("decoder.block", "layer.1.EncDecAttention", "layer.1.EncDecAttention.o"),
            relative="relative_attention_bias",
            exercises="relative position bias by buckets (bidirectional in the encoder, causal in the decoder), "
-                     "no 1/√d scale; `--decoder`, `--cross`"),
+                     "no 1/√d scale; the decoder's self-attention and its cross-attention"),
     Family("bart", "BART", blocks="encoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
            causal=False, decoder=Decoder("decoder.layers", "encoder_attn", "encoder_attn.out_proj"),
-           exercises="learned positions; `--decoder` (causal) and `--cross` (X_kv: the encoder's output)"),
+           exercises="learned positions; the decoder's self-attention (causal) and its cross-attention (X_kv: the "
+                     "encoder's output)"),
     Family("whisper", "Whisper", blocks="encoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
            causal=False, decoder=Decoder("decoder.layers", "encoder_attn", "encoder_attn.out_proj",
                                          features=whisper_features),
-           exercises="an audio encoder (a fixed input of noise features), k_proj without bias; `--decoder`, "
-                     "`--cross`"),
+           exercises="an audio encoder (a fixed input of noise features), k_proj without bias; the decoder's self- "
+                     "and cross-attention"),
     Family("hunyuan_v1_dense", "Hunyuan", cannot=(Cannot(None, "normalises Q and K (query_layernorm, key_layernorm) "
                                                          "after RoPE, where attncli's q_norm and k_norm come before it"),),
            exercises="refused: QK-norm after RoPE"),

@@ -42,8 +42,8 @@ def decoder_of(found: Family, part: str):
     if part == "self":
         return None
     if found.decoder is None:
-        raise CaptureError(f"{found.label} has no decoder: --{part} captures an encoder-decoder model's decoder "
-                           "(T5, BART, Whisper)", field=part)
+        raise CaptureError(f"{found.label} has no decoder: the decoder's self-attention and its cross-attention are an "
+                           "encoder-decoder model's (T5, BART, Whisper)", field=part)
     return found.decoder
 
 
