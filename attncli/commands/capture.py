@@ -40,7 +40,7 @@ class MissingExtra(AttnError):
 
 
 @spec.command(CAPTURE)
-def capture(**given) -> None:
+def capture(**values) -> None:
     """Capture one attention layer of a Hugging Face model as an attncli document.
 
     attn capture ./tiny-llama --ids 3,1,4,1,5 -o layer0.json && attn compute layer0.json
@@ -50,7 +50,7 @@ def capture(**given) -> None:
     (causal by index, key_mask from the attention mask), masked_rows uniform (the library's eager
     path), and the model's own results under "reference": attn compute prints whether it agrees.
     """
-    o = spec.given(CAPTURE, given)
+    o = spec.chosen(CAPTURE, values)
     try:
         # Imported here, for start-up: capture_run loads torch and transformers (seconds), which no
         # other command needs, and which are an optional extra.
