@@ -50,7 +50,7 @@ def _lines(page: Page, r: Biased, step: int) -> list[str]:
             f"({rb.buckets} {side} buckets, one per distance below {rb.exact}, log-spaced to {rb.max_distance})"]
     return head + page.each(
         lambda j, key: f"{key} masked → −∞" if r.before[j][1] is None else
-        f"{key} {page.n(r.before[j][1])} {'−' if r.bias[j] < 0 else '+'} {page.given(abs(r.bias[j]))} = "
+        f"{key} {page.n(r.before[j][1])} {'−' if r.bias[j] < 0 else '+'} {page.short(abs(r.bias[j]))} = "
         f"{page.n(r.pairs[j][1])}{page.note((r.name, j))}"
         f"   (k_pos − q_pos = {r.distances[j]}: bucket {r.buckets[j]})")
 
