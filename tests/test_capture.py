@@ -112,7 +112,7 @@ FAMILIES = {
     "codegen": ("CodeGenConfig", "CodeGenForCausalLM",  # 4-shard [q | v | k], interleaved rotary_dim
                 dict(GPT, n_head=4, rotary_dim=2)),
     "falcon": ("FalconConfig", "FalconForCausalLM",  # rotary, per-head [q_h; k_h; v_h]
-               dict(FALCON)),
+               dict(FALCON, multi_query=False)),
     "falcon_alibi": ("FalconConfig", "FalconForCausalLM",  # ALiBi in bfloat16 ÷ √d, 4 heads: exact
                      dict(FALCON, alibi=True)),
     "falcon_alibi6": ("FalconConfig", "FalconForCausalLM",  # ALiBi with 6 heads (bfloat16 slopes, exact here)
@@ -123,6 +123,8 @@ FAMILIES = {
                    dict(FALCON, num_kv_heads=2, new_decoder_architecture=True)),
     "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM",  # multi-query c_attn
                     dict(GPT, n_head=4)),
+    "gpt_bigcode_mha": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM",  # multi_query off: c_attn per head [q_h; k_h; v_h]
+                        dict(GPT, n_head=4, multi_query=False)),
     "mpt": ("MptConfig", "MptForCausalLM",  # ALiBi, fused Wqkv
             dict(vocab_size=64, d_model=16, n_heads=4, n_layers=2, max_seq_len=64, pad_token_id=0)),
     "mpt6": ("MptConfig", "MptForCausalLM",  # 6 heads: MPT's own slopes (odd, then even, of 8)

@@ -29,7 +29,7 @@ import numpy as np
 
 from attncli.base.errors import InputError, quote
 from attncli.capture.latent import latent_qkv
-from attncli.capture.layouts import BERT, C_ATTN, GROUPED, PER_HEAD, SEPARATE, SHARDED, STACKED, Layout
+from attncli.capture.layouts import BERT, C_ATTN, GROUPED, PER_HEAD, SEPARATE, SHARDED, STACKED, Layout, per_head
 
 Config = Any  # a transformers PretrainedConfig (the text model's, for a multimodal one)
 
@@ -344,6 +344,7 @@ def whisper_features(config: Config, batch: int) -> tuple[str, np.ndarray]:
     return "input_features", np.repeat(noise, batch, axis=0)
 
 
+C_ATTN_PER_HEAD = Layout(("c_attn",), per_head, "c_attn: per head [q_h; k_h; v_h]")  # GPTBigCode without multi_query
 GEMMA_NORM = Norm(offset=1)
 BERT_LIKE = dict(blocks="encoder.layer", attention="attention.self", output="attention.output.dense", layout=BERT,
                  rope=None, window=no_window, causal=lambda config: bool(getattr(config, "is_decoder", False)))
@@ -424,9 +425,11 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            exercises="rotary; ALiBi (its slopes in bfloat16, divided by √d); `multi_query` (one kv head); "
                      "`new_decoder_architecture` (per kv head [q … q; k; v])"),
     Family("gpt_bigcode", "GPTBigCode (StarCoder)", blocks="h", attention="attn", output="attn.c_proj",
-           layout=lambda config: STACKED("c_attn") if config.multi_query else PER_HEAD, rope=None, window=no_window,
+           layout=lambda config: STACKED("c_attn") if config.multi_query else C_ATTN_PER_HEAD, rope=None,
+           window=no_window,
            heads=lambda config: (config.num_attention_heads, 1 if config.multi_query else config.num_attention_heads),
-           exercises="multi-query: `c_attn` [q; k; v] with one kv head; learned positions"),
+           exercises="multi-query: `c_attn` [q; k; v] with one kv head; without `multi_query`, `c_attn` per head "
+                     "[q_h; k_h; v_h]; learned positions"),
     Family("mpt", "MPT", blocks="blocks", attention="attn", output="attn.out_proj", layout=STACKED("Wqkv"), rope=None,
            window=no_window, alibi=mpt_alibi, limits=(mpt_padding, clipped("attn_config.clip_qkv")),
            float32="its softmax and ALiBi terms",
@@ -527,8 +530,11 @@ def status(family: Family) -> str:
 
 def table() -> list[str]:
     """docs/real-models.md's families table: one row per record, in order (tests/test_capture_docs.py)."""
+    def cell(text: str) -> str:  # a | of the words (CodeGen's [q | v | k]) would end the cell
+        return text.replace("|", "\\|")
+
     return ["| family | model type | what its test exercises | attn capture |", "|---|---|---|---|"] + [
-        f"| {f.label} | `{f.model_type}` | {f.exercises} | {status(f)} |" for f in FAMILIES.values()]
+        f"| {cell(f.label)} | `{f.model_type}` | {cell(f.exercises)} | {cell(status(f))} |" for f in FAMILIES.values()]
 
 
 def readable() -> tuple[str, ...]:

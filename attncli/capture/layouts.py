@@ -7,7 +7,8 @@ Linear's weight (out, in) or columns of a Conv1D's (in, out), and of the bias.
                MPT/DBRX/ModernBERT Wqkv,
                Falcon multi_query, GPTBigCode
     PER_HEAD   GPT-NeoX, BLOOM, Falcon          per head [q_h; k_h; v_h] (N = H)
-               query_key_value
+               query_key_value, GPTBigCode
+               c_attn without multi_query
     GROUPED    Falcon new_decoder_architecture  per kv head [q_1 … q_g; k; v]
     SHARDED    CodeGen qkv_proj                 4 shards, each [q | v | k] of H·d / 4 features
 
