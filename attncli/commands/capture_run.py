@@ -115,7 +115,8 @@ def run(o: SimpleNamespace) -> None:
         out.write_all(text)
         return
     _write(o.output_file, text)
-    queries = f"{len(doc['X'])} quer{'y' if len(doc['X']) == 1 else 'ies'}"
+    rows = len(doc["X"]) if "X" in doc else len(doc["Q"][0])  # Q given directly (DeepSeek's latent): heads × rows
+    queries = f"{rows} quer{'y' if rows == 1 else 'ies'}"
     # The file's and the model's names are text (an unpacked download's directory, say), not controls.
     sys.stderr.write(one_line(f"wrote {o.output_file}: layer {o.layer} of {found.name}, {queries}; "
                               f"attn compute {o.output_file}") + "\n")
