@@ -276,8 +276,11 @@ def test_a_whole_sequence_agrees_with_the_model(models, family, layer):
 def test_a_left_padded_row_agrees_with_the_model(models, family):
     ids, mask = pad_left(IDS, 0)
     doc = capture(models[family], ids, mask, 0, batch_index=1, name=family)
-    assert doc["key_mask"] == [False] * 3 + [True] * 4
-    assert doc["masked_rows"] == "uniform"
+    if family == "whisper":  # its encoder reads mel features (a fixed input of noise), never padded ids
+        assert "key_mask" not in doc and len(doc["X"]) == 6
+    else:
+        assert doc["key_mask"] == [False] * 3 + [True] * 4
+        assert doc["masked_rows"] == "uniform"
     assert_agrees(doc, family)
 
 
