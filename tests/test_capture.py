@@ -36,6 +36,11 @@ FALCON = dict(vocab_size=64, hidden_size=16, num_attention_heads=4, num_hidden_l
               eos_token_id=2)
 LATENT = dict(GQA, num_key_value_heads=4, kv_lora_rank=8, q_lora_rank=8, qk_rope_head_dim=4, qk_nope_head_dim=4,
               v_head_dim=2, n_routed_experts=2, num_experts_per_tok=1, moe_intermediate_size=8, first_k_dense_replace=1)
+T5_SIZES = dict(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=2, num_heads=4, relative_attention_num_buckets=8,
+                relative_attention_max_distance=12, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+SEQ2SEQ_SIZES = dict(vocab_size=64, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
+                     pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=2)
 SPECIAL_IDS = dict(bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)
 # family: (config class, model class, settings) — the variants each one exercises in its comment
 FAMILIES = {
@@ -149,19 +154,21 @@ FAMILIES = {
     "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",  # latent attention, interleaved RoPE
                     dict(LATENT, n_group=1, topk_group=1)),
     "t5": ("T5Config", "T5ForConditionalGeneration",  # relative position bias by buckets, scale 1
-           dict(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=2, num_heads=4, relative_attention_num_buckets=8,
-                relative_attention_max_distance=12, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)),
+           dict(T5_SIZES)),
     "bart": ("BartConfig", "BartForConditionalGeneration",  # encoder-decoder, learned positions
-             dict(vocab_size=64, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                  decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
-                  pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=2)),
+             dict(SEQ2SEQ_SIZES)),
+    "mbart": ("MBartConfig", "MBartForConditionalGeneration", dict(SEQ2SEQ_SIZES, scale_embedding=True)),  # pre-norm
+    "marian": ("MarianConfig", "MarianMTModel", dict(SEQ2SEQ_SIZES, decoder_start_token_id=0)),  # sinusoidal
+    "m2m_100": ("M2M100Config", "M2M100ForConditionalGeneration", dict(SEQ2SEQ_SIZES)),  # sinusoidal, pre-norm
+    "mt5": ("MT5Config", "MT5ForConditionalGeneration", dict(T5_SIZES)),  # T5's attention, gated feed-forward
     "whisper": ("WhisperConfig", "WhisperForConditionalGeneration",  # an audio encoder: 6 frames of noise features
                 dict(vocab_size=64, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                      decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=8,
                      max_source_positions=6, max_target_positions=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                      decoder_start_token_id=1)),
 }
-SEQ2SEQ = ("t5", "bart", "whisper")  # their decoder's self-attention (--decoder) and cross-attention (--cross)
+# their decoder's self-attention (--decoder) and cross-attention (--cross)
+SEQ2SEQ = ("t5", "bart", "whisper", "mbart", "marian", "m2m_100", "mt5")
 NEEDS_QK_NORM = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(SMALL, num_attention_heads=2, num_key_value_heads=2,
                                                         head_dim=8)),

@@ -348,6 +348,12 @@ C_ATTN_PER_HEAD = Layout(("c_attn",), per_head, "c_attn: per head [q_h; k_h; v_h
 GEMMA_NORM = Norm(offset=1)
 BERT_LIKE = dict(blocks="encoder.layer", attention="attention.self", output="attention.output.dense", layout=BERT,
                  rope=None, window=no_window, causal=lambda config: bool(getattr(config, "is_decoder", False)))
+T5_LIKE = dict(blocks="encoder.block", attention="layer.0.SelfAttention", output="layer.0.SelfAttention.o",
+               layout=Layout(("q", "k", "v"), words="q, k, v"), rope=None, window=no_window, causal=False,
+               decoder=Decoder("decoder.block", "layer.1.EncDecAttention", "layer.1.EncDecAttention.o"),
+               relative="relative_attention_bias")
+BART_LIKE = dict(blocks="encoder.layers", output="self_attn.out_proj", rope=None, window=no_window, causal=False,
+                 decoder=Decoder("decoder.layers", "encoder_attn", "encoder_attn.out_proj"))
 INTERLEAVED = Rope("interleaved")  # rotate_half over pairs (2i, 2i + 1), cos and sin repeat_interleave'd
 
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (
@@ -465,16 +471,21 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            float32="its latent RMSNorms", description=LATENT_WORDS,
            exercises="multi-head latent attention as Q, K, V given directly, RoPE interleaved (`rope_interleave`) "
                      "or in halves"),
-    Family("t5", "T5", blocks="encoder.block", attention="layer.0.SelfAttention", output="layer.0.SelfAttention.o",
-           layout=Layout(("q", "k", "v"), words="q, k, v"), rope=None, window=no_window, causal=False,
-           decoder=Decoder("decoder.block", "layer.1.EncDecAttention", "layer.1.EncDecAttention.o"),
-           relative="relative_attention_bias",
+    Family("t5", "T5", **T5_LIKE,
            exercises="relative position bias by buckets (bidirectional in the encoder, causal in the decoder), "
                      "no 1/√d scale; the decoder's self-attention and its cross-attention"),
-    Family("bart", "BART", blocks="encoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
-           causal=False, decoder=Decoder("decoder.layers", "encoder_attn", "encoder_attn.out_proj"),
+    Family("bart", "BART", **BART_LIKE,
            exercises="learned positions; the decoder's self-attention (causal) and its cross-attention (X_kv: the "
                      "encoder's output)"),
+    Family("mbart", "mBART", **BART_LIKE,
+           exercises="BART's attention with norms before it (X is the attention's input, after "
+                     "self_attn_layer_norm); the decoder's self- and cross-attention"),
+    Family("marian", "Marian (Opus-MT)", **BART_LIKE,
+           exercises="sinusoidal positions, BART's attention; the decoder's self- and cross-attention"),
+    Family("m2m_100", "M2M-100", **BART_LIKE,
+           exercises="sinusoidal positions, pre-norm BART attention; the decoder's self- and cross-attention"),
+    Family("mt5", "mT5", **T5_LIKE,
+           exercises="T5's attention (relative position bias, scale 1); the decoder's self- and cross-attention"),
     Family("whisper", "Whisper", blocks="encoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
            causal=False, decoder=Decoder("decoder.layers", "encoder_attn", "encoder_attn.out_proj",
                                          features=whisper_features),
