@@ -358,8 +358,9 @@ def test_t5_writes_its_relative_bias_and_scale_one(models):
 
 def test_decoder_and_cross_are_refused_where_they_do_not_apply(run, models, tmp_path):
     ids, mask = pad_left(IDS[:1], 0)
-    with pytest.raises(CaptureError, match="Llama has no decoder: the decoder's self-attention and its cross-attention "
-                                           "are an encoder-decoder model's"):
+    with pytest.raises(CaptureError, match=r"Llama has no decoder: the decoder's self-attention and its cross-attention "
+                                           r"are an encoder-decoder model's \(T5, BART, mBART, Marian \(Opus-MT\), "
+                                           r"M2M-100, mT5, Whisper\)"):
         capture(models["llama"], ids, mask, 0, part="cross")
     directory = build("t5", tmp_path)
     assert_error_line = run("capture", directory, "--ids", "3,1", "--decoder", "--cross")

@@ -125,7 +125,7 @@ class Norm:
 
 @dataclass(frozen=True)
 class Decoder:
-    """An encoder-decoder family's decoder (T5, BART, Whisper): `blocks` its layers from the base model;
+    """An encoder-decoder family's decoder (T5, BART, Whisper, …): `blocks` its layers from the base model;
     its self-attention at the family's `attention` and `output` paths within a layer, its
     cross-attention at `cross` and `cross_output`. `features`: the encoder's input when it is not
     tokens (Whisper's mel features): (config, batch) → the input's keyword and a fixed array."""

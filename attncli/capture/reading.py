@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.capture.families import CaptureError, Family, family_of, rope_parameters
+from attncli.capture.families import FAMILIES, CaptureError, Family, family_of, rope_parameters
 
 
 def array(tensor) -> np.ndarray:
@@ -42,8 +42,9 @@ def decoder_of(found: Family, part: str):
     if part == "self":
         return None
     if found.decoder is None:
+        pairs = ", ".join(family.label for family in FAMILIES.values() if family.decoder is not None)
         raise CaptureError(f"{found.label} has no decoder: the decoder's self-attention and its cross-attention are an "
-                           "encoder-decoder model's (T5, BART, Whisper)", field=part)
+                           f"encoder-decoder model's ({pairs})", field=part)
     return found.decoder
 
 
