@@ -160,6 +160,10 @@ FAMILIES = {
     "mbart": ("MBartConfig", "MBartForConditionalGeneration", dict(SEQ2SEQ_SIZES, scale_embedding=True)),  # pre-norm
     "marian": ("MarianConfig", "MarianMTModel", dict(SEQ2SEQ_SIZES, decoder_start_token_id=0)),  # sinusoidal
     "m2m_100": ("M2M100Config", "M2M100ForConditionalGeneration", dict(SEQ2SEQ_SIZES)),  # sinusoidal, pre-norm
+    "pegasus": ("PegasusConfig", "PegasusForConditionalGeneration", dict(SEQ2SEQ_SIZES)),  # sinusoidal, pre-norm
+    "plbart": ("PLBartConfig", "PLBartForConditionalGeneration", dict(SEQ2SEQ_SIZES)),
+    "blenderbot": ("BlenderbotConfig", "BlenderbotForConditionalGeneration", dict(SEQ2SEQ_SIZES)),
+    "blenderbot-small": ("BlenderbotSmallConfig", "BlenderbotSmallForConditionalGeneration", dict(SEQ2SEQ_SIZES)),
     "mt5": ("MT5Config", "MT5ForConditionalGeneration", dict(T5_SIZES)),  # T5's attention, gated feed-forward
     "whisper": ("WhisperConfig", "WhisperForConditionalGeneration",  # an audio encoder: 6 frames of noise features
                 dict(vocab_size=64, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
@@ -168,7 +172,8 @@ FAMILIES = {
                      decoder_start_token_id=1)),
 }
 # their decoder's self-attention (--decoder) and cross-attention (--cross)
-SEQ2SEQ = ("t5", "bart", "whisper", "mbart", "marian", "m2m_100", "mt5")
+SEQ2SEQ = ("t5", "bart", "whisper", "mbart", "marian", "m2m_100", "pegasus", "plbart", "blenderbot",
+           "blenderbot-small", "mt5")
 NEEDS_QK_NORM = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(SMALL, num_attention_heads=2, num_key_value_heads=2,
                                                         head_dim=8)),
@@ -360,7 +365,7 @@ def test_decoder_and_cross_are_refused_where_they_do_not_apply(run, models, tmp_
     ids, mask = pad_left(IDS[:1], 0)
     with pytest.raises(CaptureError, match=r"Llama has no decoder: the decoder's self-attention and its cross-attention "
                                            r"are an encoder-decoder model's \(T5, BART, mBART, Marian \(Opus-MT\), "
-                                           r"M2M-100, mT5, Whisper\)"):
+                                           r"M2M-100, Pegasus, PLBART, Blenderbot, Blenderbot Small, mT5, Whisper\)"):
         capture(models["llama"], ids, mask, 0, part="cross")
     directory = build("t5", tmp_path)
     assert_error_line = run("capture", directory, "--ids", "3,1", "--decoder", "--cross")
@@ -495,16 +500,15 @@ def test_rope_scaling_agrees(tmp_path, kind):
 
 
 def test_a_model_type_without_a_family_is_refused_before_loading(tmp_path, run):
-    """Pegasus has no capture family: one error naming its model type, before the model is loaded."""
-    config = transformers.PegasusConfig(vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1,
-                                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
-                                        decoder_ffn_dim=32, max_position_embeddings=64)
-    transformers.PegasusModel(config).save_pretrained(tmp_path / "pegasus")
-    with pytest.raises(CaptureError, match='model type "pegasus" has no capture family'):
-        load(str(tmp_path / "pegasus"), "float64")
-    result = run("capture", tmp_path / "pegasus", "--ids", "1,2")
+    """LongT5 (local and transient-global attention) has no capture family: one error naming its model
+    type, before the model is loaded."""
+    config = transformers.LongT5Config(**T5_SIZES)
+    transformers.LongT5Model(config).save_pretrained(tmp_path / "longt5")
+    with pytest.raises(CaptureError, match='model type "longt5" has no capture family'):
+        load(str(tmp_path / "longt5"), "float64")
+    result = run("capture", tmp_path / "longt5", "--ids", "1,2")
     assert result.exit_code == 2 and result.stderr.startswith(
-        f"error: {tmp_path / 'pegasus' / 'config.json'}: model type ")
+        f"error: {tmp_path / 'longt5' / 'config.json'}: model type ")
     assert result.stderr.count("\n") == 1  # the error alone: no warning before it
 
 
