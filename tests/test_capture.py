@@ -165,6 +165,7 @@ FAMILIES = {
     "blenderbot": ("BlenderbotConfig", "BlenderbotForConditionalGeneration", dict(SEQ2SEQ_SIZES)),
     "blenderbot-small": ("BlenderbotSmallConfig", "BlenderbotSmallForConditionalGeneration", dict(SEQ2SEQ_SIZES)),
     "mt5": ("MT5Config", "MT5ForConditionalGeneration", dict(T5_SIZES)),  # T5's attention, gated feed-forward
+    "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", dict(T5_SIZES)),  # each layer its own relative bias
     "whisper": ("WhisperConfig", "WhisperForConditionalGeneration",  # an audio encoder: 6 frames of noise features
                 dict(vocab_size=64, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                      decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=8,
@@ -173,7 +174,7 @@ FAMILIES = {
 }
 # their decoder's self-attention (--decoder) and cross-attention (--cross)
 SEQ2SEQ = ("t5", "bart", "whisper", "mbart", "marian", "m2m_100", "pegasus", "plbart", "blenderbot",
-           "blenderbot-small", "mt5")
+           "blenderbot-small", "mt5", "umt5")
 NEEDS_QK_NORM = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(SMALL, num_attention_heads=2, num_key_value_heads=2,
                                                         head_dim=8)),
@@ -210,7 +211,7 @@ REFUSED = {
                      "attends in chunks of 3 tokens (attention_chunk_size), and these 7 positions cross a chunk"),
 }
 # The layer that makes a family that family, captured by the fast suite (else layer 0).
-LAYER = {"cohere2": 1, "smollm3": 1, "exaone4": 1, "albert": 1, "modernbert": 1, "llama4_text": 1}
+LAYER = {"cohere2": 1, "smollm3": 1, "exaone4": 1, "albert": 1, "modernbert": 1, "llama4_text": 1, "umt5": 1}
 FLOAT32_ONLY = {"xglm"}  # transformers' XGLM cannot run in float64 (refused: test_capture_refusals)
 UNPADDED_IN_FLOAT64 = {"mpt", "mpt6"}  # MPT's own padded rows are NaN in float64 (refused, with the reason)
 IDS = [[3, 1, 4, 1, 5, 9, 2], [6, 5, 3, 5]]  # the second row is left-padded to the first's length
@@ -365,7 +366,7 @@ def test_decoder_and_cross_are_refused_where_they_do_not_apply(run, models, tmp_
     ids, mask = pad_left(IDS[:1], 0)
     with pytest.raises(CaptureError, match=r"Llama has no decoder: the decoder's self-attention and its cross-attention "
                                            r"are an encoder-decoder model's \(T5, BART, mBART, Marian \(Opus-MT\), "
-                                           r"M2M-100, Pegasus, PLBART, Blenderbot, Blenderbot Small, mT5, Whisper\)"):
+                                           r"M2M-100, Pegasus, PLBART, Blenderbot, Blenderbot Small, mT5, UMT5, Whisper\)"):
         capture(models["llama"], ids, mask, 0, part="cross")
     directory = build("t5", tmp_path)
     assert_error_line = run("capture", directory, "--ids", "3,1", "--decoder", "--cross")

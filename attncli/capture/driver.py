@@ -181,8 +181,9 @@ class Hooks:
 
     def _input(self, module, args, kwargs):
         self.inputs.append(kwargs["hidden_states"] if "hidden_states" in kwargs else args[0])
-        if kwargs.get("key_value_states") is not None:
-            self.kv.append(kwargs["key_value_states"])
+        kv = kwargs.get("key_value_states", kwargs.get("encoder_hidden_states"))  # UMT5 names it the latter
+        if kv is not None:
+            self.kv.append(kv)
 
     def remove(self):
         for handle in self.handles:

@@ -493,6 +493,9 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            exercises="post-norm BART attention; the decoder's self- and cross-attention"),
     Family("mt5", "mT5", **T5_LIKE,
            exercises="T5's attention (relative position bias, scale 1); the decoder's self- and cross-attention"),
+    Family("umt5", "UMT5", **T5_LIKE,
+           exercises="T5's attention with a relative position bias of each layer's own; the decoder's self- and "
+                     "cross-attention (`encoder_hidden_states`)"),
     Family("whisper", "Whisper", blocks="encoder.layers", output="self_attn.out_proj", rope=None, window=no_window,
            causal=False, decoder=Decoder("decoder.layers", "encoder_attn", "encoder_attn.out_proj",
                                          features=whisper_features),

@@ -216,12 +216,14 @@ def qk_norms(found: Family, module, d: int) -> dict:
     return {"q_norm": _norm(q_norm, over, offset, d), "k_norm": _norm(k_norm, over, offset, d)}
 
 
-def relative_bias(found: Family, model, part: str) -> dict | None:
-    """T5's relative position bias of a self-attention (the first layer's embedding serves every layer;
-    the encoder's buckets are bidirectional, the decoder's causal); None for a cross-attention."""
+def relative_bias(found: Family, model, part: str, layer: int = 0) -> dict | None:
+    """T5's relative position bias of a self-attention (the first layer's embedding serves every layer,
+    or each layer has its own: UMT5; the encoder's buckets are bidirectional, the decoder's causal); None
+    for a cross-attention."""
     if found.relative is None or part == "cross":
         return None
-    first, _ = attention(model, 0, part)
+    own, _ = attention(model, layer, part)
+    first = own if getattr(own, found.relative, None) is not None else attention(model, 0, part)[0]
     embedding = getattr(first, found.relative, None)
     if embedding is None:
         raise CaptureError(f"{type(first).__name__} of layer 0 has no {found.relative}, where the {found.label} "
@@ -258,7 +260,7 @@ def read_layer(model, layer: int, part: str = "self") -> dict:
     alibi = found.has_alibi(config)
     if alibi:  # True: the paper's slopes; a list: the family's own
         doc["alibi"] = alibi
-    relative = relative_bias(found, model, part)
+    relative = relative_bias(found, model, part, layer)
     if relative is not None:
         doc["relative_bias"] = relative
     return doc
