@@ -105,7 +105,7 @@ def read(value, heads: int, field: str = "relative_bias") -> RelativeBias | None
     """`relative_bias` for `heads` query heads; in an .npz its JSON text."""
     if value is None:
         return None
-    value = object_text(value)
+    value = object_text(value, field)
     if not isinstance(value, dict):
         raise InputError(f"{field} is {describe(value)}; expected {EXPECTED}", field=field)
     for key in value:
