@@ -85,7 +85,8 @@ AFTER: tuple[Key, ...] = (
     Key("cost", RESULT, "the kernels' FLOPs and bytes per stage, naive and tiled, for cost.sram bytes on chip"),
     # attn capture's keys (attncli/capture/driver.py): where the layer came from, and the model's own results,
     # which attncli/document/agreement.py compares with the recomputation (never required equal: see "agreement").
-    Key("model", LABEL, "the model a captured layer came from: {name, class, layer}"),
+    Key("model", LABEL, "the model a captured layer came from: {name, class, layer, part (decoder or cross, for an "
+        "encoder-decoder's decoder)}"),
     Key("reference", LABEL, "the model's own results: {weights (per head), output (after o_proj), dtype}"),
     Key("agreement", RESULT, "how the recomputation agrees with reference: {agrees, difference, first, line, compared}"),
 )
