@@ -10,7 +10,7 @@ from attncli.compute.cost import CONVENTIONS, Cost, Count
 from attncli.compute.limits import size_text
 from attncli.problem.masks import rule_lines
 from attncli.problem.trace import Problem
-from attncli.render.export import md
+from attncli.render.escapes import md
 from attncli.render.text import shown
 
 ALGORITHMS = ("naive", "tiled")

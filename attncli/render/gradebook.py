@@ -27,7 +27,7 @@ from attncli.base.arrays import plain
 from attncli.marking.grading import STATUSES, StageMark
 from attncli.marking.marks import all_correct, missing_stages, unanswered
 from attncli.problem.trace import Trace
-from attncli.render.export import csv_text
+from attncli.render.escapes import csv_text
 from attncli.stages.table import names
 
 Marks = dict[str, StageMark]

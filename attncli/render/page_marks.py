@@ -18,9 +18,10 @@ import re
 from attncli.marking.grading import STATUSES, SYMBOLS, Rule
 from attncli.marking.marks import all_correct, unanswered
 from attncli.problem.trace import Trace
+from attncli.render.escapes import html_text, script_json
 from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_sizes, tallies
 from attncli.render.marks import LEGEND, MEANING, mark_labels
-from attncli.render.page import document, escape, escape_lines, script_json, tabbed
+from attncli.render.page import document, escape_lines, tabbed
 from attncli.render.page_derive import derivations
 from attncli.render.text import header_lines, number
 
@@ -42,17 +43,17 @@ def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
     rows, columns = mark_labels(trace, name, mark)
     head = HEAD.match(name)
     h, stage = (head[1] if head else "0"), name.rsplit(".", 1)[-1]
-    out = [f"<h2>{escape(name)}</h2>\n<p class=\"note\">{escape(counts(mark))}</p>\n"
-           f'<table data-title="{escape(name)}"><thead><tr><th></th>']
-    out += [f'<th data-col="{j}">{escape(c)}</th>' for j, c in enumerate(columns)]
+    out = [f"<h2>{html_text(name)}</h2>\n<p class=\"note\">{html_text(counts(mark))}</p>\n"
+           f'<table data-title="{html_text(name)}"><thead><tr><th></th>']
+    out += [f'<th data-col="{j}">{html_text(c)}</th>' for j, c in enumerate(columns)]
     out.append("</tr></thead><tbody>\n")
     for i, label in enumerate(rows):
-        out.append(f'<tr><th data-row="{i}">{escape(label)}</th>')
+        out.append(f'<tr><th data-row="{i}">{html_text(label)}</th>')
         for j in range(len(columns)):
             text, said = _cell(mark, i, j, precision)
-            out.append(f'<td class="mk-{mark.cells[i, j]}" data-stage="{escape(stage)}" data-head="{h}" '
+            out.append(f'<td class="mk-{mark.cells[i, j]}" data-stage="{html_text(stage)}" data-head="{h}" '
                        f'data-row="{i}" data-col="{j}" data-mark="{escape_lines(said.split(chr(10)))}"{" tabindex=0" if i == j == 0 else ""}>'
-                       f"{escape(text)}</td>")
+                       f"{html_text(text)}</td>")
         out.append("</tr>\n")
     return "".join(out) + "</tbody></table>\n"
 
@@ -60,7 +61,7 @@ def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
 def learner(trace: Trace | None, marks: dict, precision: int, rule: Rule) -> str:
     """One file's marks: every answered stage's table, then the summary lines `attn check` prints.
     Without the trace (a class whose files each hold their own problem) the lines alone."""
-    out = [f'<p class="note">{escape(LEGEND)}</p>']
+    out = [f'<p class="note">{html_text(LEGEND)}</p>']
     out += [stage_table(trace, name, mark, precision) for name, mark in marks.items()
             if trace is not None and mark.count("missing") < mark.cells.size]
     lines = [f"{name}: {counts(mark)}" + "".join(f"\n  {note}" for note in mark.notes) for name, mark in marks.items()]
@@ -74,10 +75,10 @@ def learner(trace: Trace | None, marks: dict, precision: int, rule: Rule) -> str
 
 
 def _rows_table(title: str, header: list[str], rows: list[list[str]]) -> str:
-    out = [f"<h2>{escape(title)}</h2><table><thead><tr>"] + [f"<th>{escape(h)}</th>" for h in header]
+    out = [f"<h2>{html_text(title)}</h2><table><thead><tr>"] + [f"<th>{html_text(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
     for row in rows:
-        out.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>")
+        out.append("<tr>" + "".join(f"<td>{html_text(str(c))}</td>" for c in row) + "</tr>")
     return "".join(out) + "</tbody></table>"
 
 
@@ -110,12 +111,12 @@ def marks_page(trace: Trace | None, results: list, precision: int, rule: Rule, p
         file, marks, error = results[0]
         title = f"attn check: {file}"
         parts.append(("marks", learner(trace, marks, precision, rule) if marks is not None
-                      else f'<p>{escape(error or "")}</p>'))
+                      else f'<p>{html_text(error or "")}</p>'))
     else:
         parts.append(("summary", summary(results, points, required)))
         for n, (file, marks, error) in enumerate(results):
-            body = f"<h2>{escape(file)}</h2>" + (learner(trace, marks, precision, rule) if marks is not None
-                                                  else f'<p>{escape(error or "")}</p>')
+            body = f"<h2>{html_text(file)}</h2>" + (learner(trace, marks, precision, rule) if marks is not None
+                                                  else f'<p>{html_text(error or "")}</p>')
             parts.append((f"file {n + 1}", body, os.path.basename(file) or file))  # the tab: the file's name
     found = derivations(trace, list(range(trace.problem.lq)), precision) if trace is not None else {"rows": {}}
     data = {"rows": found["rows"], "tiles": {}, "why": found.get("why"), "heads": trace.problem.heads if trace else 1,
