@@ -337,7 +337,7 @@ def test_the_signal_handlers_remove_the_temporary_and_are_restored(tmp_path, mon
     with pytest.raises(files.Interrupted) as stopped:  # any case of suffix: temporaries are named alike
         files.write_output(str(tmp_path / "out.NPZ"), ".npz", lambda handle: arrays.save_npz(trace, handle))
     assert stopped.value.signum == signal.SIGTERM
-    assert len(seen) == 1 and files.TEMPORARY.fullmatch(seen[0]) and seen[0].startswith(f".attn-tmp-{os.getpid()}-")
+    assert len(seen) == 1 and files.temporary().fullmatch(seen[0]) and seen[0].startswith(f".attn-tmp-{os.getpid()}-")
     assert os.listdir(tmp_path) == [] and signal.getsignal(signal.SIGTERM) == before
 
 

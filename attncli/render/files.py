@@ -40,7 +40,6 @@ from attncli.render import out
 from attncli.render.formats import suffixes
 from attncli.render.target import OutputError, reason
 
-TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}(" + "|".join(re.escape(s) for s in suffixes()) + ")")
 # Every catchable signal whose default ends the process: SIGINT already raises KeyboardInterrupt,
 # which cleans up; SIGPIPE is ignored by Python, SIGXFSZ by the write (EFBIG instead).
 CLEAN_UP_ON = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",
@@ -82,7 +81,7 @@ def _replace(target: str, content, suffix: str) -> None:
     folder = os.path.dirname(target)
     remove_stale(folder)
     existing = os.stat(target) if os.path.exists(target) else None
-    temporary = os.path.join(folder, f".attn-tmp-{os.getpid()}-{os.urandom(4).hex()}{suffix}")  # TEMPORARY
+    temporary = os.path.join(folder, f".attn-tmp-{os.getpid()}-{os.urandom(4).hex()}{suffix}")  # temporary()
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         with os.fdopen(fd, "wb") as handle:  # created 0666 minus the umask
@@ -118,12 +117,17 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
+def temporary() -> re.Pattern:
+    """A temporary file's name: its writer's pid and a registered format's suffix (render/formats.py)."""
+    return re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}(" + "|".join(re.escape(s) for s in suffixes()) + ")")
+
+
 def remove_stale(folder: str) -> list[str]:
     """Remove the temporary files in `folder` whose writer is no longer running; return their names."""
-    removed = []
+    removed, pattern = [], temporary()
     with suppress(OSError):
         for name in os.listdir(folder):
-            match = TEMPORARY.fullmatch(name)
+            match = pattern.fullmatch(name)
             if match and not _running(int(match[1])):
                 with suppress(OSError):
                     os.unlink(os.path.join(folder, name))
