@@ -4,10 +4,10 @@ chosen view. This module loads numpy and the core: compute.py imports it only wh
 
 Start-up: what every run needs is imported at the top (the tiles too: readback.py, which every
 run uses, loads them); what only some options need (the blocked path, the explanation, --output
-FILE; each format's view, which render/formats.py imports when it writes) is imported where it is
-used, so that `attn compute p.json --format json` pays for none of it (together they would add
-about a tenth to its run time: the blocked path's thread pool loads logging, the explanation the
-hand steps, the tables rich).
+FILE, --cost's writers; each format's view, which render/formats.py imports when it writes) is
+imported where it is used, so that `attn compute p.json --format json` pays for none of it
+(together they would add about a tenth to its run time: the blocked path's thread pool loads
+logging, the explanation the hand steps, the tables rich).
 """
 
 import sys
@@ -15,8 +15,8 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from attncli.base.errors import AttnError, InputError, one_line
-from attncli.commands import cost_run, spec
 from attncli.commands import option_text as opt
+from attncli.commands import spec
 from attncli.commands.compute_options import OPTIONS, PARTS
 from attncli.commands.edge import flag, warning
 from attncli.compute import attention, limits
@@ -41,6 +41,9 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     """Compute and show: `o` holds compute's options by name, `plan` what compute.plan decided.
     Read the problem, check what the plan asks of it, compute, render; warnings come last."""
     if o.cost:  # the counts alone, no attention (compute.plan refused the options it would ignore)
+        # Imported here, for start-up (see above): only --cost needs the counts.
+        from attncli.commands import cost_run
+
         size = cost_run.sram(o.sram)
         problem = read(o, piped=plan.stdin is not None)
         cost_run.run(problem, size, plan, o, lambda: _attend(problem[0], True, plan.threads))

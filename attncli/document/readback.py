@@ -67,9 +67,10 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     writer did; `options` are the options that changed the file's problem (named in errors)."""
     members = getattr(doc, "results", None) or {}  # an .npz's heads/… and grads/…, not yet read
     read_members = getattr(doc, "read_results", None)
-    doc = {key: _listed(value) for key, value in schema.check_keys(doc, rule_keys()).items()}  # .npz: arrays
-    if not has_results(doc) and not members:
+    doc = schema.check_keys(doc, rule_keys())
+    if not has_results(doc) and not members:  # only inputs (a matrix option's .npy): nothing to list
         return
+    doc = {key: _listed(value) for key, value in doc.items()}  # .npz: arrays
     if trace.stage("weights") is None and (_needs_full(doc) or members):
         trace = attend(trace.problem)
     expected = _expected(trace, _tile_size(doc, trace.problem), say)

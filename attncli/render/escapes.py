@@ -5,35 +5,36 @@ controls, separators and bidi characters as visible `\\uXXXX` escapes); and `dum
 which keeps the text exact and writes what must not reach a terminal raw as JSON's own escapes). The output formats' records (render/formats.py) name theirs, and
 tests/test_safety.py runs hostile text through every registered text format with it.
 
-Light: no numpy, no rich (the format records, read at start-up, point here).
+Light: no numpy, no rich, and no pattern compiled at import (the format records, read at start-up,
+point here): each pattern is a string `re` compiles on first use and keeps in its cache.
 """
 
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import re
 
 from attncli.base.errors import visible as shown
 
-_MD_INLINE = re.compile(r"([\\`*_\[\]<>|#~&!$])")  # links, emphasis, code, HTML, table cells, math
-_MD_LINE_START = re.compile(r"^(\s*(?:\d+(?=[.)]))?)([-+=.)])")  # lists, rules, setext headings
+_MD_INLINE = r"([\\`*_\[\]<>|#~&!$])"  # links, emphasis, code, HTML, table cells, math
+_MD_LINE_START = r"^(\s*(?:\d+(?=[.)]))?)([-+=.)])"  # lists, rules, setext headings
 
 
 # What GitHub Markdown turns into a link without brackets: a scheme's "://", "www." and an e-mail's
 # "@"; a backslash before the punctuation keeps the text and stops the autolink.
-_MD_AUTOLINK = re.compile(r"(?<=[A-Za-z])(:)(?=//)|(?<![\w.])(www)(\.)|(@)", re.IGNORECASE)
+_MD_AUTOLINK = r"(?<=[A-Za-z])(:)(?=//)|(?<![\w.])(www)(\.)|(@)"  # case-insensitive
 
 
 def md(text: str) -> str:
     """Text for Markdown, shown literally: every inline special backslash-escaped (so `|` cannot
     add a column and `[x](y)` is no link), a bare URL or e-mail address kept from becoming an
     autolink, and a start that would open a list or rule escaped."""
-    text = _MD_INLINE.sub(r"\\\1", shown(text))
-    text = _MD_AUTOLINK.sub(lambda m: "\\" + m[1] if m[1] else m[2] + "\\" + m[3] if m[2] else "\\@", text)
-    return _MD_LINE_START.sub(r"\1\\\2", text)
+    text = re.sub(_MD_INLINE, r"\\\1", shown(text))
+    text = re.sub(_MD_AUTOLINK, lambda m: "\\" + m[1] if m[1] else m[2] + "\\" + m[3] if m[2] else "\\@", text,
+                  flags=re.IGNORECASE)
+    return re.sub(_MD_LINE_START, r"\1\\\2", text)
 
 
 def fence(lines: list[str]) -> str:
@@ -107,14 +108,14 @@ def tex_lines(lines: list[str]) -> str:
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads such a cell as a formula
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_NUMBER = r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
 
 
 def csv_text(text: str) -> str:
     """A text cell: escaped by `shown`, and prefixed with `'` when it starts like a formula
     (OWASP's CSV injection advice) unless it is a plain number such as -1."""
     text = shown(text)
-    return "'" + text if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text) else text
+    return "'" + text if text.startswith(_FORMULA_START) and not re.fullmatch(_NUMBER, text) else text
 
 
 def csv_cell(text: str) -> str:
@@ -124,10 +125,13 @@ def csv_cell(text: str) -> str:
     return buffer.getvalue()
 
 
+_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})  # html.escape's
+
+
 def html_text(text: str) -> str:
     """User text as HTML text or an attribute value: escaped by `shown` (controls made visible),
-    then `html.escape` (& < > " ')."""
-    return html.escape(shown(str(text)), quote=True)
+    then & < > " ' as `html.escape` writes them (whose module would load every HTML entity)."""
+    return shown(str(text)).translate(_HTML)
 
 
 def script_json(value) -> str:
@@ -144,12 +148,12 @@ def dumps(doc) -> str:
     a reader decodes back to the same text."""
     text = json.dumps(doc, allow_nan=False, ensure_ascii=False)
     if not text.isascii() or "\x7f" in text:  # both fast scans; the regex (3 times a dumps) is rarely needed
-        text = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        text = re.sub(_UNSAFE, lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
 
 
 # The same characters as `attncli.base.errors.visible`, less C0 (json.dumps escapes it already).
-_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE = "[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 
 
 def json_string(text: str) -> str:
