@@ -1,4 +1,5 @@
-"""The output-only path against PyTorch's fused SDPA, with the floor beside each row.
+"""The output-only path against PyTorch's fused SDPA, with the floor beside each row, in process and
+end to end through the command line.
 
     python benchmarks/bench.py                 # full sizes, 3 rounds: prints the table, records it
     python benchmarks/bench.py --quick         # small sizes, 1 round: a smoke run (not recorded)
@@ -11,7 +12,13 @@ rounds: each round's ratio is taken between runs of the same round). "Warm" is a
 the same process, and its CPU time (every thread's) is beside it: steadier than wall time on a
 busy machine, but PyTorch's OpenMP threads spin while they wait, which counts as CPU. The floor is the matrix products alone (Q Kᵀ and · V, over the keys each block
 really multiplies), with the same BLAS, blocks and threads, in a process of its own: how close the
-row runs to what the products cost on this machine. A full run records benchmarks/results.json;
+row runs to what the products cost on this machine.
+
+The command-line rows time `attn compute --q q.npy --k k.npy --v v.npy --stages output -o o.npy`
+as a user types it (reading the inputs and writing the output included), each in a fresh wrapper
+process that reads the command's peak RSS and CPU time; the same command on a 64 × 64 problem in
+the same round is its start-up, subtracted, so that the row compares with the kernel's first run
+in process (fresh memory and a new pool, as a command has) and with PyTorch's. A full run records benchmarks/results.json;
 `--write-docs` writes its table into docs/performance.md between the markers, and
 tests/test_bench_docs.py fails when the two differ.
 """
@@ -25,6 +32,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,8 +60,9 @@ if spec["kind"] == "torch":
         with torch.no_grad():
             torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)
 else:
-    from attncli import blocks, masks, pool
+    from attncli.compute import blocks, pool
     from attncli.document.reading import build_problem
+    from attncli.problem import masks
     problem = build_problem({"Q": q, "K": k, "V": v, "dtype": dtype} | spec["rules"])
     step = blocks.block_rows(1, n, n, np.dtype(dtype).itemsize)
     v1 = np.concatenate([v, np.ones((1, n, 1), dtype)], axis=-1)
@@ -81,11 +90,48 @@ print(json.dumps({"first": times[0], "warm": times[1], "warm_cpu": cpu[1],
 '''
 
 
-def child(kind: str, n: int, dtype: str, threads: int, rules: dict, unset: tuple = ()) -> dict:
-    """One case in a fresh process; `unset`: environment variables it runs without."""
+# A command-line case: the command run from a fresh wrapper process, whose children's peak RSS and
+# CPU time are then the command's own.
+COMMAND = r'''
+import json, resource, subprocess, sys, time
+command = json.loads(sys.argv[1])
+start = time.perf_counter()
+subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+seconds = time.perf_counter() - start
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"first": seconds, "warm": seconds, "warm_cpu": used.ru_utime + used.ru_stime,
+                  "rss_gib": used.ru_maxrss / 2**20}))
+'''
+ATTN = [str(Path(sys.executable).parent / "attn")] if (Path(sys.executable).parent / "attn").exists() \
+    else [sys.executable, "-m", "attncli"]
+RULE_OPTIONS = {"mask": "--mask", "window": "--window"}
+
+
+def command(n: int, dtype: str, threads: int, rules: dict, folder: Path) -> list[str]:
+    """`attn compute` of the n × 64 inputs in `folder` (inputs(n, dtype, folder)), the output alone to an .npy."""
+    given = [f"{folder}/{name}{n}_{dtype}.npy" for name in "qkv"]
+    options = [item for key, value in rules.items()
+               for item in (RULE_OPTIONS[key], ",".join(map(str, value)) if isinstance(value, list) else value)]
+    return ATTN + ["compute", "--q", given[0], "--k", given[1], "--v", given[2], "--dtype", dtype, *options,
+                   "--stages", "output", "--threads", str(threads), "-o", f"{folder}/out.npy"]
+
+
+def inputs(n: int, dtype: str, folder: Path) -> None:
+    """Q, K and V (n × 64, `dtype`) as .npy files in `folder`, as the in-process cases draw them."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for name in "qkv":
+        np.save(folder / f"{name}{n}_{dtype}.npy", rng.standard_normal((n, 64)).astype(dtype))
+
+
+def child(kind: str, n: int, dtype: str, threads: int, rules: dict, unset: tuple = (), folder: Path = None) -> dict:
+    """One case in a fresh process; `unset`: environment variables it runs without; `folder`: the
+    command line's inputs."""
     spec = {"kind": kind, "n": n, "dtype": dtype, "threads": threads, "rules": rules}
     env = {key: value for key, value in os.environ.items() if key not in unset}
-    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], capture_output=True, text=True, cwd=ROOT,
+    script, given = (COMMAND, command(n, dtype, threads, rules, folder)) if kind == "cli" else (CHILD, spec)
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(given)], capture_output=True, text=True, cwd=ROOT,
                           env=env)
     if done.returncode:
         raise SystemExit(f"{kind} {n}² {dtype} failed: {done.stderr.strip()[-400:]}")
@@ -113,13 +159,37 @@ def cases(quick: bool, threads: int) -> dict[str, dict]:
         f"window 511,0, {mid}², float32": dict(kind="attn", n=mid, dtype="float32", threads=t,
                                                rules={"window": [511, 0]}, against="no mask"),
     }
+    # End to end: the command a user types, its start-up (a 64 × 64 run in the same round) subtracted.
+    table |= {
+        STARTUP: dict(kind="cli", n=64, dtype="float32", threads=t, rules={}),
+        f"command line, {big}², float32": dict(kind="cli", n=big, dtype="float32", threads=t, rules={},
+                                               against="kernel", kernel=f"output only, {big}², float32",
+                                               torch=f"torch fused SDPA, {big}², float32"),
+        f"command line, {mid}², float64": dict(kind="cli", n=mid, dtype="float64", threads=t, rules={},
+                                               against="kernel", kernel=f"output only, {mid}², float64",
+                                               torch=f"torch fused SDPA, {mid}², float64"),
+        f"command line, no mask, {mid}², float32": dict(kind="cli", n=mid, dtype="float32", threads=t, rules={},
+                                                        against="kernel", kernel=f"no mask, {mid}², float32",
+                                                        rss_gib=0.25),
+        f"command line, causal, {mid}², float32": dict(kind="cli", n=mid, dtype="float32", threads=t,
+                                                       rules={"mask": "causal"}, against="no mask",
+                                                       kernel=f"causal, {mid}², float32", rss_gib=0.25),
+        f"command line, window 511,0, {mid}², float32": dict(kind="cli", n=mid, dtype="float32", threads=t,
+                                                             rules={"window": [511, 0]}, against="no mask",
+                                                             kernel=f"window 511,0, {mid}², float32", rss_gib=0.25),
+    }
     if importlib.util.find_spec("torch") is None:  # no torch rows, and nothing to take their ratio against
-        table = {name: {key: value for key, value in case.items() if case.get("against") != "torch" or key != "against"}
+        table = {name: {key: value for key, value in case.items()
+                        if key != "torch" and (case.get("against") != "torch" or key != "against")}
                  for name, case in table.items() if case["kind"] != "torch"}
     return table
 
 
-TARGETS = {"torch": {"float32": 0.9, "float64": 0.9}, "causal": 0.55, "window 511,0": 0.1}
+STARTUP = "command line start-up, 64², float32"
+
+
+TARGETS = {"torch": {"float32": 0.9, "float64": 0.9}, "causal": 0.55, "window 511,0": 0.1, "kernel": 1.1,
+           "command line, causal": 0.6, "command line, window 511,0": 0.15}
 
 
 def measure(quick: bool, rounds: int, threads: int) -> dict:
@@ -127,13 +197,17 @@ def measure(quick: bool, rounds: int, threads: int) -> dict:
     table = cases(quick, threads)
     names = list(table)
     runs = {name: [] for name in names} | {name + " floor": [] for name in names if table[name]["kind"] == "attn"}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            case = {key: value for key, value in table[name].items() if key != "against"}
-            runs[name].append(child(**case))
-            if case["kind"] == "attn":
-                runs[name + " floor"].append(child(**(case | {"kind": "floor"})))
-            print(f"  round {r + 1}: {name}: {runs[name][-1]['warm']:.2f} s", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as folder:
+        for n, dtype in {(case["n"], case["dtype"]) for case in table.values() if case["kind"] == "cli"}:
+            inputs(n, dtype, Path(folder))
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                case = {key: value for key, value in table[name].items()
+                        if key not in ("against", "kernel", "torch", "rss_gib")}
+                runs[name].append(child(**case, folder=Path(folder)))
+                if case["kind"] == "attn":
+                    runs[name + " floor"].append(child(**(case | {"kind": "floor"})))
+                print(f"  round {r + 1}: {name}: {runs[name][-1]['warm']:.2f} s", file=sys.stderr)
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rounds": rounds, "threads": threads,
             "machine": machine(), "cases": table, "runs": runs}
 
@@ -153,13 +227,16 @@ def machine() -> str:
 
 
 def reference(name: str, case: dict, names: list[str]) -> str | None:
-    """The row a case's ratio is taken against: torch's row of the same size and dtype, or no mask's."""
+    """The row a case's ratio is taken against: torch's row of the same size and dtype, or no mask's
+    (the command line's no mask for a command-line row), or the kernel's row in process."""
     against = case.get("against")
     if against is None:
         return None
-    prefix = "torch fused SDPA" if against == "torch" else "no mask"
+    if against == "kernel":
+        return case["kernel"]
+    prefix = "torch fused SDPA" if against == "torch" else "command line, no mask" if case["kind"] == "cli" \
+        else "no mask"
     return next(other for other in names if _label(other) == prefix and _size(other) == _size(name))
-
 
 
 def _label(name: str) -> str:
@@ -174,6 +251,9 @@ def rows(results: dict) -> list[list[str]]:
     """The table's rows from recorded results: case, warm and first run, peak RSS, floor, ratio and its spread, target."""
     table, runs, out = results["cases"], results["runs"], []
     for name, case in table.items():
+        if case["kind"] == "cli":
+            out.append(_command_row(name, case, table, runs))
+            continue
         mine = runs[name]
         warm = statistics.median(r["warm"] for r in mine)
         first = statistics.median(r["first"] for r in mine)
@@ -195,6 +275,45 @@ def rows(results: dict) -> list[list[str]]:
         cpu = statistics.median(r.get("warm_cpu", float("nan")) for r in mine)
         out.append([name, f"{warm:.2f} s (CPU {cpu:.2f} s)", f"{first:.2f} s", f"{rss:.2f} GiB", floor, ratio, target])
     return out
+
+
+def _net(name: str, runs: dict) -> list[float]:
+    """A command's seconds in each round less that round's start-up (the 64 × 64 command)."""
+    return [r["warm"] - s["warm"] for r, s in zip(runs[name], runs[STARTUP])]
+
+
+def _spread(each: list[float], word: str) -> str:
+    return f"{statistics.median(each):.2f}× {word} ({min(each):.2f}–{max(each):.2f})"
+
+
+def _command_row(name: str, case: dict, table: dict, runs: dict) -> list[str]:
+    """A command-line row: its seconds less start-up (the whole command beside them), against the
+    kernel's first run in process (or the command line's no mask), PyTorch's, and the kernel's floor."""
+    mine = runs[name]
+    wall = statistics.median(r["warm"] for r in mine)
+    cpu = statistics.median(r["warm_cpu"] for r in mine)
+    rss = max(r["rss_gib"] for r in mine)
+    if name == STARTUP:
+        return [name, f"{wall:.2f} s (CPU {cpu:.2f} s)", "", f"{rss:.2f} GiB", "", "", ""]
+    net = _net(name, runs)
+    floor = ""
+    if case["kernel"] + " floor" in runs:
+        seconds = statistics.median(r["warm"] for r in runs[case["kernel"] + " floor"])
+        floor = f"{seconds:.2f} s ({statistics.median(net) / seconds:.2f}× of it)"
+    other = reference(name, case, list(table))
+    if case["against"] == "kernel":
+        each = [a / b["first"] for a, b in zip(net, runs[other])]
+        ratios, goal = [_spread(each, "kernel")], TARGETS["kernel"]
+    else:
+        each = [a / b for a, b in zip(net, _net(other, runs))]
+        ratios, goal = [_spread(each, "no mask")], TARGETS[_label(name)]
+    if case.get("torch") in runs:
+        ratios.append(_spread([a / b["first"] for a, b in zip(net, runs[case["torch"]])], "torch"))
+    most = case.get("rss_gib", 1)
+    target = (f"≤ {goal}×: {'met' if statistics.median(each) <= goal else 'not met'}, RSS < "
+              f"{f'{most * 1024:.0f} MiB' if most < 1 else '1 GiB'}: {'met' if rss < most else 'not met'}")
+    return [name, f"{statistics.median(net):.2f} s less start-up (CPU {cpu:.2f} s)", f"{wall:.2f} s",
+            f"{rss:.2f} GiB", floor, ", ".join(ratios), target]
 
 
 def markdown(results: dict) -> str:
