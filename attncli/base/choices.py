@@ -14,3 +14,8 @@ DTYPES = ("float64", "float32")  # the arithmetic (problem.DTYPES)
 EXERCISE_KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode", "rope", "alibi", "sinks",
                   "softcap", "gqa", "padding", "tiles", "backward")
 EXERCISE_MASKS = ("causal", "random")  # an exercise's mask: the causal rule, or a random matrix
+# attn check --code (attncli/code/): the axes of the arrays a learner's function takes, how its
+# boolean or additive mask reads, and the array library it is called with.
+CODE_LAYOUTS = ("L,d", "B,L,d", "B,H,L,d")
+MASK_CONVENTIONS = ("keep", "block", "additive")  # True = attend (SDPA); True = blocked (nn.MultiheadAttention); 0/−∞
+CODE_ARRAYS = ("numpy", "torch", "jax")
