@@ -22,7 +22,6 @@ def values(enum) -> tuple[str, ...]:
     (compute.Carry, carry.CARRIES),
     (compute.RopeStyle, rope.STYLES),
     (compute.DType, problem.DTYPES),
-    (learn.ExerciseKind, exercise.KINDS),
     (learn.MaskKind, choices.EXERCISE_MASKS),
 ])
 def test_each_option_offers_exactly_the_core_choices(option, core):

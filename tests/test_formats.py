@@ -5,7 +5,6 @@ backward pass), counted by the memory guard and escaped by its own escaping; the
 cases (an option accepted and its content dropped) are refused from the options alone; nothing is
 rendered but the format asked for, and a binary file never passes through JSON."""
 
-import dataclasses
 import json
 import re
 
@@ -127,8 +126,8 @@ def test_what_a_record_holds_is_what_its_format_writes(monkeypatch, tmp_path):
         seen.append(view.tiled)
         return rst(view)
 
-    invoke = register(monkeypatch, dataclasses.replace(RST, holds=RST.holds | {"tiles"}, trace=tiles_too,
-                                                       cost=lambda problem, found: f"{found.matmul_flops} FLOPs\n"))
+    invoke = register(monkeypatch, RST._replace(holds=RST.holds | {"tiles"}, trace=tiles_too,
+                                                cost=lambda problem, found: f"{found.matmul_flops} FLOPs\n"))
     assert invoke("compute", SAMPLES / "scooter.json", "-f", "rst", "--cost").stdout == "24 FLOPs\n"
     assert invoke("compute", SAMPLES / "tiny_tiles.json", "-f", "rst", "--tiles", "1,2").exit_code == 0
     assert seen and seen[0] is not None and seen[0].tiles
@@ -176,8 +175,11 @@ def test_the_registry_is_what_the_command_line_offers():
     assert [m.value for m in compute.Format] == ["auto"] + [f.name for f in formats.views()]
     assert formats.suffixes() == (".json", ".md", ".tex", ".csv", ".html", ".npy", ".npz")
     assert {f.name for f in formats.FORMATS if f.binary} == {"npy", "npz"}
-    with pytest.raises(ValueError, match="unknown"):
-        formats.Format("odd", "odd", holds=frozenset({"colour"}))
+    for record in formats.FORMATS:  # every record's words are the registry's own
+        assert set(record.holds) <= set(formats.CONTENTS) and record.stages in formats.STAGES
+        assert record.builds in formats.BUILDS and (record.escape is None) == record.binary
+    with pytest.raises(ValueError, match="colour"):
+        formats.get("json").can("colour")
 
 
 # Nothing computed that is not written: the asked format's writer alone runs, and binary files are

@@ -2,9 +2,9 @@
 problem, compute the trace (or the output alone, in blocks; or the tiles), and show it through the
 chosen view. This module loads numpy and the core: compute.py imports it only when compute runs.
 
-Start-up: what every run needs is imported at the top (the tiles too: readback.py, which every
-run uses, loads them); what only some options need (the blocked path, the explanation, --output
-FILE, --cost's writers; each format's view, which render/formats.py imports when it writes) is
+Start-up: what every run needs is imported at the top; what only some runs need (the blocked
+path, the tiles, the explanation, --output FILE, --cost's writers, the read-back of a document
+that holds results; each format's view, which render/formats.py imports when it writes) is
 imported where it is used, so that `attn compute p.json --format json` pays for none of it
 (together they would add about a tenth to its run time: the blocked path's thread pool loads
 logging, the explanation the hand steps, the tables rich).
@@ -20,11 +20,10 @@ from attncli.commands import spec
 from attncli.commands.compute_options import OPTIONS, PARTS
 from attncli.commands.edge import flag, warning
 from attncli.compute import attention, limits
-from attncli.compute.tiles import attend_tiles
 from attncli.document import agreement
 from attncli.document.loading import OneMatrixError, gather
-from attncli.document.readback import verify
 from attncli.document.reading import build_problem
+from attncli.document.schema import has_results
 from attncli.problem.masks import distance_notes, positions_line
 from attncli.problem.rope import angle_notes
 from attncli.render import out
@@ -114,8 +113,14 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
         trace = _attend(problem, plan.output_only, plan.threads)
         trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
         # echoes and results the document holds, read back (a captured layer's agreement: _agreement)
-        verify({k: v for k, v in doc.items() if k != "agreement"} if "agreement" in doc else doc, trace, flag, options)
-        tiled = None if plan.tile_sizes is None else attend_tiles(problem, *plan.tile_sizes)
+        read = {k: v for k, v in doc.items() if k != "agreement"} if "agreement" in doc else doc
+        if has_results(read):
+            # Imported here, for start-up (see above): only a document with results is read back
+            # (the read-back loads the tiles and the counts).
+            from attncli.document.readback import verify
+
+            verify(read, trace, flag, options)
+        tiled = None if plan.tile_sizes is None else _tiles(problem, plan.tile_sizes)
     except AttnError as error:
         raise error.at(source) if source else error
     return trace, tiled
@@ -299,6 +304,14 @@ def _scratch(problem, itemsize: int, threads: int | None) -> dict[str, int]:
     step = min(block_rows(heads, lq, lk, itemsize), lq)
     count = min(workers(threads), -(-lq // step))
     return {f"{count} threads' blocks ({heads} × {step} × {lk} each)": count * heads * step * lk * itemsize}
+
+
+def _tiles(problem, sizes: tuple[int, int]):
+    """--tiles's tile trace."""
+    # Imported here, for start-up (see above): only --tiles needs them.
+    from attncli.compute.tiles import attend_tiles
+
+    return attend_tiles(problem, *sizes)
 
 
 def _attend(problem, output_only: bool, threads: int | None):

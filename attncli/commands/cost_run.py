@@ -9,7 +9,8 @@ from typing import Callable
 from attncli.base.errors import AttnError
 from attncli.commands.edge import flag
 from attncli.compute import cost
-from attncli.document.readback import counts_only, has_results, verify, verify_counts
+from attncli.document.readback import counts_only, verify, verify_counts
+from attncli.document.schema import has_results
 from attncli.render import out
 
 

@@ -10,7 +10,7 @@ from attncli.base.choices import EXERCISE_KINDS, EXERCISE_MASKS
 from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.base.rule_words import sliding_window
 from attncli.commands import spec
-from attncli.commands.edge import AUTO_HELP, choices, formats
+from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -62,7 +62,6 @@ POSENC: tuple[Option, ...] = (
 )
 # The choice options' Enums (Typer's choices), made from the core's tuples by the tables.
 MaskKind, SheetFormat = (spec.find(EXERCISE, name).enum for name in ("mask", "format"))
-ExerciseKind = choices("ExerciseKind", EXERCISE_KINDS)  # --kind takes a comma list of these (_kinds checks it)
 TableFormat = spec.find(POSENC, "format").enum
 
 

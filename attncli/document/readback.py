@@ -55,12 +55,6 @@ def add_tiles(doc: dict, tiled, output, decimals: int | None = None) -> dict:
     return doc
 
 
-def has_results(doc: dict) -> bool:
-    """Whether a (key-checked) document holds any echo or result to check."""
-    written = schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
-    return isinstance(doc.get("heads"), list) or any(key in doc for key in written)
-
-
 def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> None:
     """Check `doc`'s echoes and results against `trace` (recomputed in full when `trace` is the
     output-only one and the document holds more). `say` renders the warnings' advice as the
@@ -68,7 +62,7 @@ def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> 
     members = getattr(doc, "results", None) or {}  # an .npz's heads/… and grads/…, not yet read
     read_members = getattr(doc, "read_results", None)
     doc = schema.check_keys(doc, rule_keys())
-    if not has_results(doc) and not members:  # only inputs (a matrix option's .npy): nothing to list
+    if not schema.has_results(doc) and not members:  # only inputs (a matrix option's .npy): nothing to list
         return
     doc = {key: _listed(value) for key, value in doc.items()}  # .npz: arrays
     if trace.stage("weights") is None and (_needs_full(doc) or members):

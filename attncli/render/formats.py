@@ -12,12 +12,11 @@ any option the format cannot hold (commands/compute.py), the memory guard and th
 throwaway `rst` format and runs every path on it.
 
 A new format is one record here and its writer (a view in render/). Light: no numpy, no rich (the
-names are read at start-up); each writer imports its view when it runs. (No `from __future__ import
-annotations`: dataclasses read string annotations slowly, a few milliseconds at every start-up.)
+names are read at start-up); each writer imports its view when it runs. The records are
+NamedTuples, not dataclasses, which take several times as long to make at every start-up.
 """
 
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple, Optional
 
 from attncli.base.errors import visible
 from attncli.render import escapes
@@ -29,8 +28,7 @@ STAGES = ("every", "one", "output")  # every stage; one stage of the table (CSV)
 BUILDS = ("json", "text", "table", "nothing")  # beside the arrays, for the memory guard (compute/limits.py)
 
 
-@dataclass(frozen=True)
-class Format:
+class Format(NamedTuple):
     """One output format. `trace(view)` returns a text format's document (str), writes a binary
     one's arrays (`trace(view, handle)`), or draws a terminal one on stdout (returns None);
     `cost(problem, found)` likewise for --cost's counts (None: it cannot hold them). `escape`:
@@ -38,42 +36,38 @@ class Format:
 
     name: str
     help: str  # what it is, in a few words (--format's and --output's help)
-    suffixes: tuple[str, ...] = ()  # --output FILE suffixes written in it, lower case
-    holds: frozenset[str] = frozenset()  # of CONTENTS
+    suffixes: tuple = ()  # --output FILE suffixes written in it, lower case
+    holds: frozenset = frozenset()  # of CONTENTS
     stages: str = "every"  # of STAGES
     binary: bool = False
     terminal: bool = False  # drawn on the terminal (rich): never a file
-    escape: Callable[[str], str] | None = None
+    escape: Optional[Callable[[str], str]] = None
     builds: str = "text"  # of BUILDS
-    trace: Callable | None = None  # None: not a view of a trace (attn check's gradescope)
-    cost: Callable | None = None
-
-    def __post_init__(self):
-        unknown = (set(self.holds) - set(CONTENTS)) | ({self.stages} - set(STAGES)) | ({self.builds} - set(BUILDS))
-        if unknown:
-            raise ValueError(f"format {self.name}: unknown {sorted(unknown)}")
+    trace: Optional[Callable] = None  # None: not a view of a trace (attn check's gradescope)
+    cost: Optional[Callable] = None
 
     def can(self, content: str) -> bool:
         """Can it hold `content` (one of CONTENTS; "cost" asks for a cost writer)?"""
+        if content not in CONTENTS:
+            raise ValueError(f"{content!r} is none of {', '.join(CONTENTS)}")
         return self.cost is not None if content == "cost" else content in self.holds
 
 
-@dataclass(frozen=True)
-class View:
+class View(NamedTuple):
     """What a writer reads: the trace and the choices that shape its view."""
 
     trace: object
-    shown: tuple[str, ...]
+    shown: tuple
     precision: int = 4
-    decimals: int | None = None  # --round
-    explanation: list[str] | None = None
+    decimals: Optional[int] = None  # --round
+    explanation: Optional[list] = None
     tiled: object = None  # attncli.compute.tiles.Tiles, with --tiles
     full: bool = False
-    heads: list[int] | None = None  # --head: the heads an explanation or heatmap shows
-    source: str | None = None  # the problem's file name (the page's title and commands)
+    heads: Optional[list] = None  # --head: the heads an explanation or heatmap shows
+    source: Optional[str] = None  # the problem's file name (the page's title and commands)
     carry: str = "exact"
-    extra: dict | None = None  # keys beside the trace's in JSON (a captured layer's agreement)
-    say: Callable | None = None  # the CLI's words for the warnings' advice
+    extra: Optional[dict] = None  # keys beside the trace's in JSON (a captured layer's agreement)
+    say: Optional[Callable] = None  # the CLI's words for the warnings' advice
 
 
 # The writers. Each imports its view when it runs, for start-up: the views load numpy (and the

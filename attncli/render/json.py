@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from attncli.document.readback import add_tiles
 from attncli.document.schema import check_written
 from attncli.document.writing import to_dict
 from attncli.problem.rules import rule_keys
@@ -19,6 +18,9 @@ def document(trace: Trace, stages, decimals: int | None = None, explanation: lis
     if say is not None:  # the CLI's words for the warnings' advice (`--masked-rows zero`), as on stderr
         doc["warnings"] = [w.render(say) if hasattr(w, "render") else w for w in trace.warnings]
     if tiled is not None:
+        # Imported here, for start-up: only --tiles needs the read-back's tile keys (it loads the counts).
+        from attncli.document.readback import add_tiles
+
         add_tiles(doc, tiled, trace.stage("output"), decimals)
     if explanation is not None:
         doc["explanation"] = explanation
