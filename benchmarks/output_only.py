@@ -18,7 +18,9 @@ The command-line rows time `attn compute --q q.npy --k k.npy --v v.npy --stages 
 as a user types it (reading the inputs and writing the output included), each in a fresh wrapper
 process that reads the command's peak RSS and CPU time; the same command on a 64 × 64 problem in
 the same round is its start-up, subtracted, so that the row compares with the kernel's first run
-in process (fresh memory and a new pool, as a command has) and with PyTorch's. A full run records benchmarks/results.json;
+in process (fresh memory and a new pool, as a command has) and with PyTorch's; the same ratio in
+CPU time (the command's less its start-up's, against the kernel's first run) is beside it, steadier
+on a busy machine. A full run records benchmarks/results.json;
 `--write-docs` writes its table into docs/performance.md between the markers, and
 tests/test_bench_docs.py fails when the two differ.
 """
@@ -85,7 +87,7 @@ for _ in range(2):
     run()
     times.append(time.perf_counter() - start)
     cpu.append(time.process_time() - start_cpu)
-print(json.dumps({"first": times[0], "warm": times[1], "warm_cpu": cpu[1],
+print(json.dumps({"first": times[0], "warm": times[1], "first_cpu": cpu[0], "warm_cpu": cpu[1],
                   "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
 '''
 
@@ -304,6 +306,9 @@ def _command_row(name: str, case: dict, table: dict, runs: dict) -> list[str]:
     if case["against"] == "kernel":
         each = [a / b["first"] for a, b in zip(net, runs[other])]
         ratios, goal = [_spread(each, "kernel")], TARGETS["kernel"]
+        if all("first_cpu" in r for r in runs[other]):  # steadier on a busy machine: CPU, start-up's subtracted
+            spent = [r["warm_cpu"] - s["warm_cpu"] for r, s in zip(runs[name], runs[STARTUP])]
+            ratios.append(_spread([a / b["first_cpu"] for a, b in zip(spent, runs[other])], "kernel's CPU"))
     else:
         each = [a / b for a, b in zip(net, _net(other, runs))]
         ratios, goal = [_spread(each, "no mask")], TARGETS[_label(name)]
