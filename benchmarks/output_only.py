@@ -52,7 +52,8 @@ if spec["kind"] == "torch":
         with torch.no_grad():
             torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)
 else:
-    from attncli import blocks, masks, pool
+    from attncli.compute import blocks, pool
+    from attncli.problem import masks
     from attncli.document.reading import build_problem
     problem = build_problem({"Q": q, "K": k, "V": v, "dtype": dtype} | spec["rules"])
     step = blocks.block_rows(1, n, n, np.dtype(dtype).itemsize)
