@@ -42,12 +42,19 @@ def test_each_ratio_is_taken_within_its_round_with_its_spread_and_floor(monkeypa
     warm = {"output only, 4096², float32": [1.0, 2.0, 1.2], "torch fused SDPA, 4096², float32": [2.0, 2.0, 1.0],
             "output only, 2048², float64": [1.0] * 3, "torch fused SDPA, 2048², float64": [1.0] * 3,
             "no mask, 2048², float32": [1.0, 2.0, 1.0], "causal, 2048², float32": [0.5, 1.0, 0.6],
-            "window 511,0, 2048², float32": [0.05, 0.1, 0.2]}
+            "window 511,0, 2048², float32": [0.05, 0.1, 0.2],
+            "output only, causal, 4096², float32": [0.6, 0.6, 0.6], "torch fused SDPA, causal, 4096², float32": [1.0] * 3,
+            "output only, window 511,0, 4096², float32": [0.1] * 3,
+            "torch fused SDPA, window 511,0, 4096², float32": [2.0, 1.0, 0.5],
+            "output only, causal, 2048², float64": [1.0] * 3, "torch fused SDPA, causal, 2048², float64": [1.0] * 3,
+            "output only, window 511,0, 2048², float64": [1.0] * 3,
+            "torch fused SDPA, window 511,0, 2048², float64": [1.0] * 3}
     # the command line: the 64² start-up, then each command (start-up included)
     warm |= {output_only.STARTUP: [0.2, 0.3, 0.2], "command line, 4096², float32": [1.3, 2.4, 1.4],
              "command line, 2048², float64": [1.2] * 3, "command line, no mask, 2048², float32": [1.2, 2.3, 1.2],
              "command line, causal, 2048², float32": [0.7, 1.3, 0.8],
              "command line, window 511,0, 2048², float32": [0.3, 0.4, 0.3]}
+    assert set(warm) == set(results["cases"])
     for name, seconds in warm.items():
         results["runs"][name] = [run(s) for s in seconds]
         if results["cases"][name]["kind"] == "attn":
@@ -70,6 +77,10 @@ def test_each_ratio_is_taken_within_its_round_with_its_spread_and_floor(monkeypa
     assert rows["causal, 2048², float32"][5:] == ["0.50× no mask (0.50–0.60)", "≤ 0.55×: met, RSS < 1 GiB: met"]
     assert rows["window 511,0, 2048², float32"][5] == "0.05× no mask (0.05–0.20)"
     assert rows["torch fused SDPA, 2048², float64"][4:] == ["", "", ""]
+    # a masked row against PyTorch's fused kernel with the same mask (is_causal; a window's float mask)
+    assert rows["output only, causal, 4096², float32"][5:] == ["0.60× torch (0.60–0.60)",
+                                                              "≤ 0.9×: met, RSS < 1 GiB: met"]
+    assert rows["output only, window 511,0, 4096², float32"][5] == "0.10× torch (0.05–0.20)"
     block = output_only.docs_block(results)
     assert output_only.written(f"before\n{output_only.MARKERS[0]}old\n{output_only.MARKERS[1]}after\n", results) == \
         f"before\n{block}after\n"
