@@ -31,14 +31,14 @@ import numpy as np
 from attncli.base.choices import CODE_ARRAYS
 from attncli.base.errors import AttnError, InputError, did_you_mean, quote
 from attncli.base.names import ASKABLE
-from attncli.base.values import Written, describe
+from attncli.base.values import Typed, describe
 from attncli.code.calling import check_convention, check_layout, parse_signature
 from attncli.code.cases import battery
 from attncli.code.code_marks import CodeMarks, mark_function
 from attncli.code.runner import Runner
 from attncli.compute.attention import attend as _attend
 from attncli.compute.limits import answers_cap
-from attncli.document.reading import INPUT_KEYS, build_problem
+from attncli.document.reading import build_problem, input_keys
 from attncli.marking.answer_files import load_answers
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
 from attncli.marking.grading import DECIMALS, StageMark
@@ -57,10 +57,11 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
     "ones"), `trace.gradients` holds the backward pass: `.heads["d_Q"]` … per head, `.grads["Q"]` …
     per input as given."""
     doc = {key: value for key, value in {"Q": Q, "K": K, "V": V, **inputs}.items() if value is not None}
-    unknown = [key for key in doc if key not in INPUT_KEYS]
+    known = input_keys()
+    unknown = [key for key in doc if key not in known]
     if unknown:
         raise TypeError(f"attend() got an unexpected keyword argument {unknown[0]!r}; "
-                        f"expected any of {', '.join(INPUT_KEYS)}")
+                        f"expected any of {', '.join(known)}")
     return _attend(build_problem({key: _plain(value) for key, value in doc.items()}, invert_mask=invert_mask))
 
 
@@ -237,5 +238,5 @@ def _plain(value, typed: bool = False):
         value = value.item()
     if typed and type(value) is float and "e" not in repr(value) \
             and len(repr(value).partition(".")[2]) <= TYPED_DECIMALS:
-        return Written.parse(repr(value))
+        return Typed.parse(repr(value))
     return value

@@ -8,8 +8,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from attncli.capture.driver import capture, load, pad_left  # noqa: E402
+from attncli.capture.driver import capture, pad_left  # noqa: E402
 from attncli.capture.families import CaptureError  # noqa: E402
+from attncli.capture.loading import load  # noqa: E402
 from attncli.compute.attention import attend  # noqa: E402
 from attncli.document.agreement import compare  # noqa: E402
 from attncli.document.reading import build_problem  # noqa: E402
@@ -49,7 +50,7 @@ def test_decode_on_an_encoder_is_refused(tmp_path):
     model = saved(tmp_path, config, transformers.BertModel)
     for rows in ([[3, 1, 4, 1]], [[3, 1, 4, 1], [7, 5]]):
         ids, mask = pad_left(rows, 0)
-        with pytest.raises(CaptureError, match="decode is a step of a causal model's generation, but bert is an "
+        with pytest.raises(CaptureError, match="decode is a step of a causal model's generation, but BERT is an "
                                                "encoder"):
             capture(model, ids, mask, batch_index=len(rows) - 1, decode=True)
 

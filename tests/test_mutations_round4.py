@@ -15,7 +15,7 @@ import pytest
 from attncli.base.errors import InputError
 from attncli.compute import blocks
 from attncli.compute.attention import attend
-from attncli.document.agreement import Agreement, check_written, compare
+from attncli.document.agreement import Agreement, check_claim, compare
 from attncli.document.reading import build_problem
 from attncli.problem import groups, qk_norm, rope_scaling
 from attncli.render.explain import explain
@@ -188,16 +188,16 @@ def test_the_first_difference_is_the_weights_before_the_output():
 
 
 def test_a_written_agreement_must_say_what_the_recomputation_says():
-    """Mutation: `check_written` checks only that the agreement is an object, so a document that
+    """Mutation: `check_claim` checks only that the agreement is an object, so a document that
     says it agrees with a model it differs from is read without a word."""
     differs = Agreement("m", 0, "float32", 0.5, {"stage": "weights", "head": 0, "row": 0, "column": 0,
                                                   "attncli": 0.5, "model": 1.0})
     with pytest.raises(InputError, match="the recomputation says: differs from m layer 0"):
-        check_written({"agrees": True}, differs)
+        check_claim({"agrees": True}, differs)
     agrees = differs._replace(first=None, difference=1e-8)
-    check_written({"agrees": True}, agrees)
+    check_claim({"agrees": True}, agrees)
     with pytest.raises(InputError):
-        check_written({"agrees": False}, agrees)
+        check_claim({"agrees": False}, agrees)
 
 
 # --- capture_families.py (attribute reading alone: no torch) --------------------------------------
@@ -208,14 +208,15 @@ def test_dynamic_scaling_takes_the_configs_max_position_embeddings():
     captured layer (dynamic needs it) or grow the base at another length."""
     from types import SimpleNamespace
 
-    from attncli.capture.families import rope
+    from attncli.capture.families import FAMILIES
+    from attncli.capture.reading import rope
 
     for kind, extra in (("dynamic", {"factor": 2.0}),
                         ("longrope", {"short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
                                       "original_max_position_embeddings": 16})):
         config = SimpleNamespace(model_type="llama", max_position_embeddings=64,
                                  rope_parameters={"rope_type": kind, "rope_theta": 10000.0, **extra})
-        found = rope(SimpleNamespace(), config, 0, 8)
+        found = rope(FAMILIES["llama"], config, 0, 8)
         assert found["scaling"]["max_position_embeddings"] == 64
         build_problem({"Q": np.ones((2, 8)).tolist(), "K": np.ones((2, 8)).tolist(), "V": np.ones((2, 2)).tolist(),
                        "rope": found})
@@ -226,7 +227,7 @@ def test_the_scale_is_the_modules_inv_norm_factor():
     BLOOM itself, so the captured models cannot tell)."""
     from types import SimpleNamespace
 
-    from attncli.capture.families import scale
+    from attncli.capture.reading import scale
 
     assert scale(SimpleNamespace(inv_norm_factor=0.3), 4) == 0.3
     assert scale(SimpleNamespace(scaling=0.2, inv_norm_factor=0.3), 4) == 0.2

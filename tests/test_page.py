@@ -18,6 +18,7 @@ from attncli.render import page as page_module
 from attncli.render.page import MAX_CELLS, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.text import number
+from tests.test_render_tables import GRADIENT_TITLES, backward_problem
 
 HOSTILE = ['<img src=x onerror="document.title=\'PWNED\'">', "</script><script>document.title='PWNED'</script>",
            "a&amp;b"]
@@ -94,7 +95,7 @@ def test_the_policy_allows_the_pages_own_script_and_style_only(scooter_page):
 
 def test_every_value_cell_is_pinned_and_shows_the_terminals_number(scooter_page):
     trace = api.attend(**{k: v for k, v in json.loads((SAMPLES / "scooter.json").read_text()).items()
-                          if k in api.INPUT_KEYS})
+                          if k in api.input_keys()})
     cells = [(attrs, text) for attrs, text in parsed(scooter_page).cells if "data-row" in attrs]
     assert cells and all({"data-stage", "data-head", "data-row", "data-col"} <= set(attrs) for attrs, _ in cells)
     stages = {attrs["data-stage"] for attrs, _ in cells}
@@ -233,3 +234,11 @@ def test_a_class_page_has_the_summary_and_a_section_per_file(run, tmp_path, prob
                  "writes a file only as the marks page (.html)")
     assert_error(run("check", good, "--problem", SAMPLES / "scooter.json", "-f", "csv", "-o", path),
                  "is written as html, but --format is csv")
+
+
+@pytest.mark.parametrize("sample, without, d_Q, d_K", GRADIENT_TITLES)
+def test_the_pages_gradient_tables_are_titled_by_what_the_scores_read(run, sample, without, d_Q, d_K):
+    page = run("compute", "-", "--stages", "d_Q,d_K", "-f", "html",
+               input=json.dumps(backward_problem(sample, without))).stdout
+    titles = re.findall(r"<h2>(d_[QK] = [^<]*)</h2>", page)
+    assert titles and {title.split(" · head")[0] for title in titles} == {d_Q, d_K}

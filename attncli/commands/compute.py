@@ -23,7 +23,7 @@ Format, MaskedRows, Carry, RopeStyle, DType = (spec.find(OPTIONS, name).enum for
 
 
 @spec.command(OPTIONS)
-def compute(**given) -> None:
+def compute(**values) -> None:
     """Compute softmax(Q Kᵀ · scale + bias) V and show every stage, per head.
 
     attn example scooter | attn compute
@@ -44,14 +44,14 @@ def compute(**given) -> None:
     causal: k_pos ≤ q_pos; positions are 0 to L−1 unless given: top-left, j ≤ i;
     causal_lower_right sets q_positions to Lk−Lq to Lk−1 (j ≤ i + Lk − Lq);
     window L,R: q_pos − L ≤ k_pos ≤ q_pos + R (bounds inclusive); key mask 1 = a real key;
-    mask, bias, causal, window and key mask combine with AND;
+    mask, bias, causal, window and key mask combine with AND; prefix P: k_pos < P or causal (prefix-LM);
     softcap: c·tanh(scaled/c) before bias and masks; ALiBi adds −slope·|q_pos − k_pos| (a penalty);
     sinks: softmax over the keys and one sink logit per head, which is dropped (rows sum to < 1);
     W_Q is (d_model × d_out) and Q = X W_Q (PyTorch's Linear.weight is its transpose);
     rope half pairs dim i with i + dims/2 (Llama rotate_half), interleaved 2i with 2i+1 (GPT-J),
     θ_i = base^(−2i/dims), angle = position · θ_i: attn example rope | attn compute --explain.
     """
-    o = parse(given)
+    o = parse(values)
     chosen = plan(o, stdin_is_terminal=sys.stdin.isatty())
     if chosen.output_only:
         before_numpy()  # BLAS on one thread in each of the blocks' workers, set before numpy loads
@@ -62,10 +62,10 @@ def compute(**given) -> None:
     run(o, chosen)
 
 
-def parse(given: dict) -> SimpleNamespace:
+def parse(values: dict) -> SimpleNamespace:
     """compute's options by name, as Typer passed them: choices as their words, the rest at their
     defaults (a test or a caller may name only some)."""
-    return spec.given(OPTIONS, given)
+    return spec.chosen(OPTIONS, values)
 
 
 def matrices(o: SimpleNamespace) -> dict[str, str | None]:
@@ -128,11 +128,11 @@ def _cost_alone(o: SimpleNamespace) -> None:
         if o.sram is not None:
             raise InputError("sets the on-chip memory --cost counts with; add --cost", "--sram")
         return
-    ignored = [flag for flag, given in (
+    ignored = [flag for flag, on in (
         ("--stages", o.stages is not None), ("--explain", o.explain), ("--tiles", o.tiles is not None),
         ("--heatmap", o.heatmap), ("--carry", o.carry is not None), ("--row", bool(o.row)),
         ("--head", o.head is not None), ("--do", o.do is not None), ("--round", o.round_ is not None),
-        ("--full", o.full)) if given]
+        ("--full", o.full)) if on]
     if ignored:
         raise InputError(f"shows the counts alone, so {ignored[0]} would be ignored; drop it, or drop --cost",
                          "--cost")

@@ -64,7 +64,7 @@ def _agreement(doc, trace, source):
     try:
         agreed = agreement.compare(doc, trace)
         if isinstance(doc, dict) and "agreement" in doc:
-            agreement.check_written(doc["agreement"], agreed)
+            agreement.check_claim(doc["agreement"], agreed)
     except AttnError as error:
         raise error.at(source) if source else error
     return agreed

@@ -9,10 +9,9 @@ from __future__ import annotations
 from attncli.compute.attention import scale_of
 from attncli.compute.cost import CONVENTIONS, Cost, Count, to_dict
 from attncli.compute.limits import size_text
-from attncli.document.schema import check_written
+from attncli.document.schema import check_output
 from attncli.document.writing import problem_dict
 from attncli.problem.masks import rule_lines
-from attncli.problem.rules import rule_keys
 from attncli.problem.trace import Problem
 from attncli.render.escapes import md
 from attncli.render.text import shown
@@ -108,7 +107,7 @@ def document(problem: Problem, found: Cost) -> dict:
     doc = problem_dict(problem, scale_of(problem, shape.d_k), shape.d_k, shape.d_v)
     doc["heads"] = [{} for _ in range(problem.heads)]
     doc["cost"] = to_dict(found)
-    return check_written(doc, rule_keys())
+    return check_output(doc)
 
 
 class CostView:

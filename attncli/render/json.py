@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from attncli.document.schema import check_written
+from attncli.document.schema import check_output
 from attncli.document.writing import to_dict
-from attncli.problem.rules import rule_keys
 from attncli.problem.trace import Trace
 from attncli.render.escapes import dumps
 
@@ -25,4 +24,4 @@ def document(trace: Trace, stages, decimals: int | None = None, explanation: lis
     if explanation is not None:
         doc["explanation"] = explanation
     doc.update(extra or {})  # keys the command adds beside the trace's (attn capture's model, reference, agreement)
-    return dumps(check_written(doc, rule_keys())) + "\n"
+    return dumps(check_output(doc)) + "\n"
