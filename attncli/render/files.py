@@ -9,7 +9,9 @@ like a careful Unix tool (the README's Guarantees say the same):
   its mode (and its owner and group, where we may set them). A read-only FILE is refused.
 - Symbolic links are followed: the file a link points to is replaced and the link kept (what
   editors and `sed -i --follow-symlinks` do; a link such as `latest.npz -> run3.npz` keeps
-  pointing where it did). A dangling link creates the file it names.
+  pointing where it did). A dangling link creates the file it names. A link someone else planted
+  in a sticky world-writable folder (/tmp) is refused, in FILE's own name or its folders', as the
+  kernel's fs.protected_symlinks refuses `open()` through it (`target.refuse_planted_links`).
 - Devices and named pipes (a link to /dev/null, a FIFO named out.json) cannot be replaced: they
   are written directly, without a temporary file.
 - A file that is an input of the same run (the problem FILE, --q …, a file redirected to stdin;
@@ -38,7 +40,7 @@ from functools import partial
 from attncli.base.errors import quote
 from attncli.render import out
 from attncli.render.formats import suffixes
-from attncli.render.target import OutputError, reason
+from attncli.render.target import OutputError, reason, refuse_planted_links
 
 # Every catchable signal whose default ends the process: SIGINT already raises KeyboardInterrupt,
 # which cleans up; SIGPIPE is ignored by Python, SIGXFSZ by the write (EFBIG instead).
@@ -64,8 +66,9 @@ def write_output(path: str, suffix: str, content) -> None:
     `content(handle)` writes a binary format's bytes. Raises OutputError for what the system
     refused, Interrupted on a signal of CLEAN_UP_ON."""
     write = content if callable(content) else partial(out.write_all, content.encode("utf-8"))
-    target = os.path.realpath(path)
     try:
+        refuse_planted_links(path)  # again, at the moment of writing: a link planted since the check
+        target = os.path.realpath(path)
         with _signals_clean_up():
             if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
                 with open(target, "wb") as handle:  # a device or a FIFO
