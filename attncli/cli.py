@@ -1,19 +1,23 @@
 """Typer wiring only: options in, `error: …` lines and exit codes out.
 
-Start-up: this module and the command modules it registers (attncli/commands/*.py) import neither
-numpy nor rich, so that `attn --version` and `attn --help` start fast; each command imports its
-work (numpy, the core, the views: commands/*_run.py) when it runs. Imports inside functions are
-kept for that reason only, and say so where they are.
+Start-up: this module and the command modules (attncli/commands/*.py) import neither numpy nor
+rich, so that `attn --version` and `attn --help` start fast; a command's module (its option table,
+its choices) is loaded and its Typer command built only when the command is named (`COMMANDS`:
+`attn compute …` builds compute alone; --help and completion build them all), and each command
+imports its work (numpy, the core, the views: commands/*_run.py) when it runs. Imports inside
+functions are kept for that reason only, and say so where they are.
 """
 
 import inspect
 import os
 import re
 import sys
-from typing import Annotated
+from collections.abc import MutableMapping
+from typing import Annotated, Callable
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+from typer.models import CommandInfo
 
 try:  # typer 0.2x vendors click
     from typer._click.exceptions import ClickException
@@ -22,7 +26,6 @@ except ImportError:  # pragma: no cover - older typer on the real click
 
 from attncli import __version__
 from attncli.base.errors import AttnError, ReaderGone, StdoutError, did_you_mean, one_line
-from attncli.commands import capture, check, compute, learn
 from attncli.commands.edge import message
 from attncli.render.out import whole_stdout
 
@@ -137,7 +140,102 @@ class AttnGroup(_PlainFlags, TyperGroup):
                  "and rerun with ATTN_DEBUG=1 for the traceback")
 
 
-app = typer.Typer(cls=AttnGroup, no_args_is_help=True,
+# The commands, in --help's order: each its function, imported when the command is named (for
+# start-up: a command module's option table and choices cost about as much to load as Typer takes
+# to build its command), and whether its help is its docstring as prose (paragraphs rewrapped).
+def _compute() -> Callable:
+    # Imported here, for start-up (see above).
+    from attncli.commands.compute import compute
+
+    return compute
+
+
+def _check() -> Callable:
+    # Imported here, for start-up (see above).
+    from attncli.commands.check import check
+
+    return check
+
+
+def _exercise() -> Callable:
+    # Imported here, for start-up (see above).
+    from attncli.commands.learn import exercise
+
+    return exercise
+
+
+def _example() -> Callable:
+    # Imported here, for start-up (see above).
+    from attncli.commands.learn import example
+
+    return example
+
+
+def _posenc() -> Callable:
+    # Imported here, for start-up (see above).
+    from attncli.commands.learn import posenc
+
+    return posenc
+
+
+def _capture() -> Callable:
+    # Imported here, for start-up (see above).
+    from attncli.commands.capture import capture
+
+    return capture
+
+
+COMMANDS: dict[str, tuple[Callable[[], Callable], bool]] = {
+    "compute": (_compute, False), "check": (_check, True), "exercise": (_exercise, True),
+    "example": (_example, False), "posenc": (_posenc, False), "capture": (_capture, False)}
+
+
+def build(name: str) -> TyperCommand:
+    """The Typer command `name` of COMMANDS, as `app.command(...)` would make it."""
+    load, as_prose = COMMANDS[name]
+    callback = load()
+    info = CommandInfo(name=name, cls=AttnCommand, callback=callback,
+                       help=prose(callback.__doc__) if as_prose else None)
+    return typer.main.get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
+                                            rich_markup_mode=app.rich_markup_mode)
+
+
+class Commands(MutableMapping):
+    """The group's commands by name: every name of COMMANDS, each built when it is first looked up
+    (click looks up the command named on the line; --help and completion go through them all)."""
+
+    def __init__(self):
+        self.built: dict[str, TyperCommand] = {}
+
+    def __getitem__(self, name: str) -> TyperCommand:
+        if name not in self.built:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self.built[name] = build(name)
+        return self.built[name]
+
+    def __setitem__(self, name: str, command) -> None:
+        self.built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self.built[name]
+
+    def __iter__(self):
+        return iter(list(COMMANDS) + [name for name in self.built if name not in COMMANDS])
+
+    def __len__(self) -> int:
+        return len(set(COMMANDS) | set(self.built))
+
+
+class AttnApp(AttnGroup):
+    """attn's own group: its commands are `Commands`, built when named."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands = Commands()
+
+
+app = typer.Typer(cls=AttnApp, no_args_is_help=True,
                   pretty_exceptions_enable=False,
                   help="attn: scaled dot-product attention, softmax(Q Kᵀ · scale + bias) V, step by step.\n\n"
                        "Exit codes as diff: 0 ok, 1 answers differ (check), 2 trouble (bad input or usage).")
@@ -155,14 +253,6 @@ def _root(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """The group's own options; its help text is the Typer app's `help`."""
-
-
-app.command(cls=AttnCommand)(compute.compute)
-app.command(cls=AttnCommand, help=prose(check.check.__doc__))(check.check)
-app.command(cls=AttnCommand, help=prose(learn.exercise.__doc__))(learn.exercise)
-app.command(cls=AttnCommand)(learn.example)
-app.command(cls=AttnCommand)(learn.posenc)
-app.command(cls=AttnCommand)(capture.capture)
 
 
 def main() -> None:

@@ -22,7 +22,8 @@ def test_the_docs_table_is_the_recorded_one():
 
 
 def run(warm, first=None, rss=0.2):
-    return {"warm": warm, "first": first or warm, "warm_cpu": 2 * warm, "rss_gib": rss}
+    return {"warm": warm, "first": first or warm, "first_cpu": 2 * (first or warm), "warm_cpu": 2 * warm,
+            "rss_gib": rss}
 
 
 def torch_installed(monkeypatch):
@@ -41,18 +42,45 @@ def test_each_ratio_is_taken_within_its_round_with_its_spread_and_floor(monkeypa
     warm = {"output only, 4096², float32": [1.0, 2.0, 1.2], "torch fused SDPA, 4096², float32": [2.0, 2.0, 1.0],
             "output only, 2048², float64": [1.0] * 3, "torch fused SDPA, 2048², float64": [1.0] * 3,
             "no mask, 2048², float32": [1.0, 2.0, 1.0], "causal, 2048², float32": [0.5, 1.0, 0.6],
-            "window 511,0, 2048², float32": [0.05, 0.1, 0.2]}
+            "window 511,0, 2048², float32": [0.05, 0.1, 0.2],
+            "output only, causal, 4096², float32": [0.6, 0.6, 0.6], "torch fused SDPA, causal, 4096², float32": [1.0] * 3,
+            "output only, window 511,0, 4096², float32": [0.1] * 3,
+            "torch fused SDPA, window 511,0, 4096², float32": [2.0, 1.0, 0.5],
+            "output only, causal, 2048², float64": [1.0] * 3, "torch fused SDPA, causal, 2048², float64": [1.0] * 3,
+            "output only, window 511,0, 2048², float64": [1.0] * 3,
+            "torch fused SDPA, window 511,0, 2048², float64": [1.0] * 3}
+    # the command line: the 64² start-up, then each command (start-up included)
+    warm |= {output_only.STARTUP: [0.2, 0.3, 0.2], "command line, 4096², float32": [1.3, 2.4, 1.4],
+             "command line, 2048², float64": [1.2] * 3, "command line, no mask, 2048², float32": [1.2, 2.3, 1.2],
+             "command line, causal, 2048², float32": [0.7, 1.3, 0.8],
+             "command line, window 511,0, 2048², float32": [0.3, 0.4, 0.3]}
+    assert set(warm) == set(results["cases"])
     for name, seconds in warm.items():
         results["runs"][name] = [run(s) for s in seconds]
         if results["cases"][name]["kind"] == "attn":
             results["runs"][name + " floor"] = [run(0.5)] * 3
+    assert set(results["runs"]) >= set(results["cases"])  # every case has its runs
     rows = {row[0]: row for row in output_only.rows(results)}
+    # less start-up: 1.1, 2.1, 1.2 against the kernel's first runs 1.0, 2.0, 1.2 and torch's 2.0, 2.0, 1.0
+    assert rows["command line, 4096², float32"][1:] == [
+        "1.20 s less start-up (CPU 2.80 s)", "1.40 s", "0.20 GiB", "0.50 s (2.40× of it)",
+        "1.05× kernel (1.00–1.10), 1.05× kernel's CPU (1.00–1.10), 1.05× torch (0.55–1.20)",
+        "≤ 1.1×: met, RSS < 1 GiB: met"]
+    # causal: 0.5, 1.0, 0.6 against no mask's 1.0, 2.0, 1.0; the window 0.1 each
+    assert rows["command line, causal, 2048², float32"][5:] == [
+        "0.50× no mask (0.50–0.60)", "≤ 0.6×: met, RSS < 256 MiB: met"]
+    assert rows["command line, window 511,0, 2048², float32"][5] == "0.10× no mask (0.05–0.10)"
+    assert rows[output_only.STARTUP][1] == "0.20 s (CPU 0.40 s)"
     assert rows["output only, 4096², float32"][1:] == [  # ratios 0.5, 1.0, 1.2 in rounds 1-3
         "1.20 s (CPU 2.40 s)", "1.20 s", "0.20 GiB", "0.50 s (2.40× of it)", "1.00× torch (0.50–1.20)",
         "≤ 0.9×: not met, RSS < 1 GiB: met"]
     assert rows["causal, 2048², float32"][5:] == ["0.50× no mask (0.50–0.60)", "≤ 0.55×: met, RSS < 1 GiB: met"]
     assert rows["window 511,0, 2048², float32"][5] == "0.05× no mask (0.05–0.20)"
     assert rows["torch fused SDPA, 2048², float64"][4:] == ["", "", ""]
+    # a masked row against PyTorch's fused kernel with the same mask (is_causal; a window's float mask)
+    assert rows["output only, causal, 4096², float32"][5:] == ["0.60× torch (0.60–0.60)",
+                                                              "≤ 0.9×: met, RSS < 1 GiB: met"]
+    assert rows["output only, window 511,0, 4096², float32"][5] == "0.10× torch (0.05–0.20)"
     block = output_only.docs_block(results)
     assert output_only.written(f"before\n{output_only.MARKERS[0]}old\n{output_only.MARKERS[1]}after\n", results) == \
         f"before\n{block}after\n"

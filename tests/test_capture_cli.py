@@ -194,7 +194,7 @@ def test_the_output_is_written_atomically(run, tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(files.os, "replace", lambda a, b: (seen.append((os.path.basename(a), b)), real(a, b)))
     target = tmp_path / "layer.json"
     assert run("capture", tiny, "--ids", "3,1", "-o", target).exit_code == 0
-    assert len(seen) == 1 and files.TEMPORARY.fullmatch(seen[0][0]) and seen[0][1] == str(target)
+    assert len(seen) == 1 and files.temporary().fullmatch(seen[0][0]) and seen[0][1] == str(target)
     assert json.loads(target.read_text())["model"]["layer"] == 0
 
 

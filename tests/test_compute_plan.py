@@ -25,16 +25,16 @@ def test_only_the_output_is_computed_in_blocks_when_nothing_else_is_shown():
     assert plan(stages="output", format="json").output_only
     assert not plan(stages="output,weights", format="json").output_only
     assert not plan(format="json").output_only  # every stage by default
-    assert not plan(stages="output", format="json", heatmap=True).output_only
+    assert not plan(stages="output", format="table", heatmap=True).output_only
     assert not plan(stages="output", format="table", explain=True).output_only
     assert plan(stages="output", format="json", explain=True, tiles="2,2").output_only  # the tiles explain
 
 
 def test_an_output_file_decides_the_view_and_what_is_built(tmp_path):
     chosen = plan(output_file=str(tmp_path / "out.md"))
-    assert (chosen.format, chosen.view, chosen.built, chosen.suffix) == ("markdown", "markdown", "markdown", ".md")
+    assert (chosen.format.name, chosen.suffix) == ("markdown", ".md")
     chosen = plan(output_file=str(tmp_path / "out.npz"))
-    assert (chosen.view, chosen.built, chosen.output_only) == ("json", "npz", False)
+    assert (chosen.format.name, chosen.format.binary, chosen.output_only) == ("npz", True, False)
     assert plan(output_file=str(tmp_path / "out.npy")).output_only
     with pytest.raises(InputError, match="--heatmap would be lost"):  # an .npy holds no heatmap
         plan(output_file=str(tmp_path / "out.npy"), heatmap=True)
@@ -46,7 +46,7 @@ def test_tiles_show_the_output_alone_unless_stages_say_more():
     assert plan(tiles="2,2", format="json").shown == ("output",)
     assert plan(tiles="2,2", format="json", do="ones").shown[:2] == ("output", "d_output")
     assert plan(tiles="2,2", format="json", stages="weights").shown == ("weights",)
-    with pytest.raises(InputError, match="tables or JSON only"):
+    with pytest.raises(InputError, match="--format markdown holds write-up tables, not the tiles"):
         plan(tiles="2,2", format="markdown")
 
 

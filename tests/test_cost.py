@@ -162,7 +162,8 @@ def test_markdown_and_rich_views():
     (("--stages", "weights"), ("--cost", "--stages would be ignored")),
     (("--tiles", "2,2"), ("--cost", "--tiles would be ignored")),
     (("--explain",), ("--cost", "--explain would be ignored")),
-    (("--format", "latex"), ("--cost", "tables, JSON or Markdown")),
+    (("--format", "latex"), ("--cost", "--format latex holds", "use --format table, json or markdown")),
+    (("--format", "html"), ("--cost", "--format html holds", "use --format table, json or markdown")),
 ])
 def test_errors(run, problem_file, args, fragments):
     path = problem_file({"Q": [[1, 0]], "K": [[1, 0]], "V": [[1, 2]]})

@@ -8,7 +8,7 @@ import pytest
 
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
-from attncli.render import files
+from attncli.render import arrays, files
 from attncli.render.target import OutputError
 from tests.conftest import SAMPLES, assert_error
 
@@ -55,7 +55,7 @@ def test_an_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(np, "savez", broken)
     with pytest.raises(KeyboardInterrupt):
-        files.write_output(trace, str(target), ".npz")
+        files.write_output(str(target), ".npz", lambda handle: arrays.save_npz(trace, handle))
     assert target.read_bytes() == b"old" and os.listdir(tmp_path) == ["out.npz"]
 
 
@@ -163,7 +163,7 @@ def test_the_file_is_synced_before_the_rename_and_the_folder_after(tmp_path, mon
     monkeypatch.setattr(os, "fsync", lambda fd: (events.append(
         "fsync folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file"), real_fsync(fd))[1])
     monkeypatch.setattr(os, "replace", lambda a, b: (events.append("rename"), real_replace(a, b))[1])
-    files.write_output(trace, str(tmp_path / "out.npy"), ".npy")
+    files.write_output(str(tmp_path / "out.npy"), ".npy", lambda handle: arrays.save_npy(trace, handle))
     assert events == ["fsync file", "rename", "fsync folder"]
 
 
@@ -235,9 +235,8 @@ def test_the_writer_itself_refuses_a_link_planted_after_the_check(tmp_path):
     link = shared_folder(tmp_path) / "out.json"
     link.symlink_to(victim)
     os.lchown(link, STRANGER, STRANGER)
-    trace = attend(build_problem({"Q": [[0, 4]], "K": [[1, 0], [0, 1]], "V": [[1], [2]]}))
     with pytest.raises(OutputError, match="is a symbolic link owned by someone else"):
-        files.write_output(trace, str(link), ".json", lambda: "{}")
+        files.write_output(str(link), ".json", "{}")
     assert victim.read_text() == "precious"
 
 
@@ -413,9 +412,9 @@ def test_the_signal_handlers_remove_the_temporary_and_are_restored(tmp_path, mon
 
     monkeypatch.setattr(np, "savez", savez)
     with pytest.raises(files.Interrupted) as stopped:  # any case of suffix: temporaries are named alike
-        files.write_output(trace, str(tmp_path / "out.NPZ"), ".npz")
+        files.write_output(str(tmp_path / "out.NPZ"), ".npz", lambda handle: arrays.save_npz(trace, handle))
     assert stopped.value.signum == signal.SIGTERM
-    assert len(seen) == 1 and files.TEMPORARY.fullmatch(seen[0]) and seen[0].startswith(f".attn-tmp-{os.getpid()}-")
+    assert len(seen) == 1 and files.temporary().fullmatch(seen[0]) and seen[0].startswith(f".attn-tmp-{os.getpid()}-")
     assert os.listdir(tmp_path) == [] and signal.getsignal(signal.SIGTERM) == before
 
 

@@ -12,6 +12,7 @@ from rich.style import Style
 
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
+from attncli.render import formats
 from attncli.render.explain import explain
 from attncli.render.export import csv_stage, latex, markdown
 from attncli.render.heatmap import cell_style, heatmap, print_heatmaps
@@ -83,12 +84,35 @@ def test_json_escapes_controls_and_keeps_the_text(run, problem_file, tmp_path):
         assert str(answers) in json.dumps(json.loads(result.stdout), ensure_ascii=False)  # the name, exact
 
 
-def test_every_text_export_escapes_controls(run, problem_file):
-    path = problem_file(HOSTILE)
-    for args in (["-f", "markdown", "--explain"], ["-f", "latex", "--explain"], ["-f", "csv", "--stages", "weights"]):
-        result = run("compute", path, *args)
-        assert result.exit_code == 0, result.stderr
-        assert not RAW.search(result.stdout), (args, RAW.findall(result.stdout))
+# Labels with something for every medium: rich markup, Markdown and reStructuredText inline
+# markup and table pipes, HTML tags and entities, LaTeX commands and groups, a CSV formula and a
+# comma, controls, DEL, C1 and bidi characters.
+LABELS = {"key_labels": [LINK, "a|b <i>&amp; `x` *y* _z_", "=1+2,\x9b31m\u202eevil\x7f"],
+          "query_labels": ["\\end{tabular}{[}#$%~^ \u2066x\u2069"]}
+
+
+def assert_escapes_user_text(invoke, problem_file, fmt: formats.Format) -> None:
+    """`attn compute -f FORMAT` of a problem with hostile labels and title: every label stands in its
+    tables as the format's own escaping writes it (never raw, unless escaping leaves it as it is),
+    and no raw control reaches its text, the explanation's included where it holds one."""
+    path = problem_file(HOSTILE | LABELS)
+    one = ["--stages", "weights"] if fmt.stages == "one" else []  # a one-stage format: the stage with every label
+    result = invoke("compute", path, "-f", fmt.name, *one)
+    assert result.exit_code == 0, result.stderr
+    for label in LABELS["key_labels"] + LABELS["query_labels"]:
+        escaped = fmt.escape(label)
+        assert escaped in result.stdout, (fmt.name, escaped)
+        assert escaped == label or label not in result.stdout, (fmt.name, label)
+    explained = invoke("compute", path, "-f", fmt.name, *one, *(["--explain"] if fmt.can("explanation") else []))
+    for text in (result.stdout, explained.stdout):
+        assert not RAW.search(text), (fmt.name, RAW.findall(text))
+
+
+@pytest.mark.parametrize("fmt", formats.views(), ids=lambda f: f.name)
+def test_every_text_format_escapes_user_text(run, problem_file, fmt):
+    """Every registered format that writes a trace as text (render/formats.py), escaped by its own
+    record's `escape`; tests/test_formats.py runs the same on a throwaway format."""
+    assert_escapes_user_text(run, problem_file, fmt)
 
 
 def _answers_file(tmp_path, name, doc):

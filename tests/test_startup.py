@@ -81,9 +81,30 @@ def test_the_names_module_loads_nothing():
     assert [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))] == []
 
 
-def test_version_and_help_load_no_stage_table():
-    """`attn --version` reads the names (attncli/base/names.py), not the tables that load numpy."""
-    code = "import sys; sys.argv[1:] = ['--version']; from attncli.cli import main\ntry: main()\nexcept SystemExit: pass\n" \
+@pytest.mark.parametrize("args, loaded", [
+    (["--version"], []),  # no command is built: not even the names its options read
+    (["compute", "--help"], ["attncli.base.names"]),
+])
+def test_version_and_help_load_no_stage_table(args, loaded):
+    """`attn compute --help` reads the names (attncli/base/names.py), not the tables that load numpy;
+    `attn --version` builds no command at all."""
+    code = f"import sys; sys.argv[1:] = {args!r}; from attncli.cli import main\ntry: main()\nexcept SystemExit: pass\n" \
            "print(sorted(m for m in sys.modules if m in ('attncli.stages.table', 'attncli.stages.grads', 'attncli.base.names')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert done.stdout.strip().splitlines()[-1] == "['attncli.base.names']", done.stderr
+    assert done.stdout.strip().splitlines()[-1] == repr(loaded), done.stderr
+
+
+@pytest.mark.parametrize("args, modules", [
+    (["--version"], []),
+    (["compute", str(SAMPLES / "scooter.json"), "--format", "json"], ["compute"]),
+    (["exercise", "--seed", "1"], ["learn"]),
+    (["--help"], ["capture", "check", "compute", "learn"]),
+])
+def test_a_command_is_built_only_when_it_is_named(args, modules):
+    """Typer builds every parameter of every command it is given; attn gives it the command on the
+    line (cli.COMMANDS: its module, option table and choices loaded then), and --help all of them."""
+    commands = ("compute", "check", "learn", "capture")
+    code = (f"import sys; sys.argv[1:] = {args!r}\nfrom attncli.cli import main\ntry: main()\n"
+            f"except SystemExit: pass\nprint(sorted(m for m in {commands!r} if 'attncli.commands.' + m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.stdout.strip().splitlines()[-1] == repr(modules), done.stderr

@@ -120,7 +120,7 @@ def test_bad_tile_sizes_are_one_line_naming_tiles(run, value):
 
 
 def test_tiles_are_tables_or_json_only(run, tmp_path):
-    assert_error(run("compute", TINY, "--tiles", "2,2", "-f", "markdown"), "--tiles", "tables or JSON")
+    assert_error(run("compute", TINY, "--tiles", "2,2", "-f", "markdown"), "--tiles", "use --format table, json or html")
     assert_error(run("compute", TINY, "--tiles", "2,2", "-o", tmp_path / "o.npz"), "--tiles")
     assert run("compute", TINY, "--tiles", "2,2", "-o", tmp_path / "o.json").exit_code == 0
 

@@ -125,7 +125,7 @@ def run(o: SimpleNamespace) -> None:
 def _write(path: str, text: str) -> None:
     """--output FILE as `attn compute -o` writes it: atomically, its errors one line naming the file."""
     try:
-        write_output(None, path, ".json", lambda: text)
+        write_output(path, ".json", text)
     except OutputError as error:
         raise error.at("--output")
     except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it

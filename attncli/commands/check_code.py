@@ -143,7 +143,7 @@ def _report(results: list[CodeMarks], format: str, o, output: str | None, case_n
 
 def _write(path: str, text: str) -> None:
     try:
-        write_output(None, path, ".html", lambda: text)
+        write_output(path, ".html", text)
     except OutputError as error:
         raise error.at("--report")
     except Interrupted as stop:

@@ -368,7 +368,7 @@ def _page(trace, results, precision: int, rule: Rule, grading: Grading, output: 
         out.write_all(text)
         return
     try:
-        write_output(trace, output, ".html", lambda: text)
+        write_output(output, ".html", text)
     except OutputError as error:
         raise error.at("--report")
     except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it

@@ -14,14 +14,12 @@ from attncli.commands import spec
 from attncli.commands.compute_options import OPTIONS, views
 from attncli.commands.edge import auto_is_table
 from attncli.compute.threads import before_numpy
+from attncli.render import formats as registry
 from attncli.render.target import OutputError, check_target
 
 # The choice options' Enums (Typer's choices), made from the core's tuples by the table.
 Format, MaskedRows, Carry, RopeStyle, DType = (spec.find(OPTIONS, name).enum for name in (
     "format", "masked_rows", "carry", "rope_style", "dtype"))
-
-SUFFIX_FORMATS = {".md": "markdown", ".tex": "latex", ".csv": "csv", ".html": "html"}  # --output's text files
-TEXT_ONLY_FORMATS = ("markdown", "latex", "csv")  # formats with no tile view
 
 
 @spec.command(OPTIONS)
@@ -95,11 +93,11 @@ def _stdin_matrix(o: SimpleNamespace, stdin_is_terminal: bool) -> str | None:
 
 def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     """What compute will do, decided from its options alone (before any input is read): `shown`
-    (the --stages words), `format` (--output's suffix decides it), `view` (what is printed or
-    written: table, json, markdown, latex or csv), `built` (what is built: a view, or npz, npy),
-    `suffix`, `tile_sizes`, `stdin` ("-" when the document comes from a pipe), `output_only`
-    (only the output is computed, in blocks) and `threads` (its workers; None: every core).
-    Usage errors are raised here."""
+    (the --stages words), `format` (the record of the format written, attncli/render/formats.py:
+    --output's suffix or --format decides it, auto resolved), `suffix`, `tile_sizes`, `stdin` ("-"
+    when the document comes from a pipe), `output_only` (only the output is computed, in blocks)
+    and `threads` (its workers; None: every core). Usage errors are raised here, and so is every
+    option the format cannot hold: nothing is computed or rendered to find that out."""
     _cost_alone(o)
     tile_sizes = opt.tile_sizes(o.tiles)
     shown = _shown(o, tile_sizes is not None)
@@ -110,32 +108,22 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     stdin = "-" if o.file is None and not stdin_is_terminal and not from_stdin else None
     inputs = [o.file, stdin, *matrices(o).values()]  # files --output must not overwrite (dO's too)
     suffix = o.output_file and _output_suffix(o.output_file, inputs)
-    format = _file_format(o.format, o.output_file, suffix)
-    if tile_sizes is not None and (format in TEXT_ONLY_FORMATS or suffix in (".npy", ".npz")):
-        raise InputError("shows its tiles as tables or JSON only; drop --tiles, or use --format table "
-                         "or json (--output FILE.json)", "--tiles")
-    if format == "csv" and (len(shown) != 1 or shown[0] in ("inputs", "heatmap") + names.GRADIENTS + (names.GRADS,)):
-        others = ", ".join(name for name in names.STAGES if name != "weights")
-        raise typer.BadParameter(f"--format csv writes one stage: give one, such as --stages weights (or {others})",
-                                 param_hint="--stages")
-    _binary_holds(o, shown, suffix)
+    format = _chosen(o.format, o.output_file, suffix, text_only=o.explain or "heatmap" in shown)
+    _holds(format, o, shown, tile_sizes is not None, suffix)
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
     output_only = (not o.explain or tile_sizes is not None) and "heatmap" not in shown and (
-        suffix == ".npy" or (suffix != ".npz" and set(shown) == {"output"}))
+        format.stages == "output" or (set(shown) == {"output"} and not format.binary))
     if o.threads is not None and not output_only and not o.cost:
         raise InputError("sets the threads that compute the output alone, in blocks; add --stages output "
                          "(or --output FILE.npy), or drop --threads", "--threads")
     need_input(o.file, matrices(o), stdin_is_terminal)
-    view = _view(format, o.output_file and suffix, o.explain or "heatmap" in shown)
-    # what is built: json, npz, npy, or a text view
-    built = suffix[1:] if o.output_file and suffix not in SUFFIX_FORMATS else view
-    return SimpleNamespace(shown=shown, format=format, view=view, built=built, suffix=suffix,
-                           tile_sizes=tile_sizes, stdin=stdin, output_only=output_only, threads=o.threads)
+    return SimpleNamespace(shown=shown, format=format, suffix=suffix, tile_sizes=tile_sizes, stdin=stdin,
+                           output_only=output_only, threads=o.threads)
 
 
 def _cost_alone(o: SimpleNamespace) -> None:
-    """--cost shows the counts alone, as tables, JSON or Markdown: refuse the options it would
-    ignore; --sram sizes its tiles."""
+    """--cost shows the counts alone: refuse the options it would ignore; --sram sizes its tiles.
+    (Which formats hold the counts is their records' word: `_holds`.)"""
     if not o.cost:
         if o.sram is not None:
             raise InputError("sets the on-chip memory --cost counts with; add --cost", "--sram")
@@ -148,26 +136,50 @@ def _cost_alone(o: SimpleNamespace) -> None:
     if ignored:
         raise InputError(f"shows the counts alone, so {ignored[0]} would be ignored; drop it, or drop --cost",
                          "--cost")
-    suffix = (o.output_file or "").lower().rsplit(".", 1)[-1] if o.output_file and "." in o.output_file else None
-    if o.format in ("latex", "csv") or suffix in ("npy", "npz", "tex", "csv"):
-        raise InputError("writes tables, JSON or Markdown only: use --format table, json or markdown "
-                         "(--output FILE.json or FILE.md)", "--cost")
 
 
-def _binary_holds(o: SimpleNamespace, shown: tuple[str, ...], suffix: str | None) -> None:
-    """An .npy or .npz file holds exact arrays: refuse the options it would silently drop. An .npy
-    holds the final output alone; text (--explain, the heatmap) and --round go to text or JSON."""
-    if suffix not in (".npy", ".npz"):
+def _holds(format: registry.Format, o: SimpleNamespace, shown: tuple[str, ...], tiled: bool,
+           suffix: str | None) -> None:
+    """Refuse, naming the format and the option, every option the format cannot hold (its record
+    says what it holds), with the formats that would hold them all."""
+    if format.stages == "one" and (len(shown) != 1 or shown[0] not in names.STAGES):
+        others = ", ".join(name for name in names.STAGES if name != "weights")
+        raise typer.BadParameter(f"--format {format.name} writes one stage: give one, such as --stages weights "
+                                 f"(or {others})", param_hint="--stages")
+    # (flag, what would be lost, whether it is asked for, which formats hold it)
+    wanted = [(flag, CONTENT_WORDS.get(content, content), asked, lambda f, c=content: f.can(c))
+              for flag, content, asked in (
+                  ("--tiles", "tiles", tiled), ("--cost", "cost", o.cost), ("--heatmap", "heatmap", "heatmap" in shown),
+                  ("--explain", "explanation", o.explain), ("--do", "backward", o.do is not None))]
+    wanted += [("--stages", "the other stages", o.stages is not None and bool(set(shown) - {"output", "heatmap"}),
+                lambda f: f.stages != "output"),
+               ("--round", "rounded numbers", o.round_ is not None, lambda f: not f.binary)]
+    lost = [(flag, what, holds) for flag, what, asked, holds in wanted if asked and not holds(format)]
+    if not lost:
         return
-    dropped = [flag for flag, on in (("--explain", o.explain), ("--heatmap", "heatmap" in shown),
-                                        ("--round", o.round_ is not None)) if on]
-    if suffix == ".npy" and o.stages is not None and set(shown) - {"output", "heatmap"}:
-        dropped.append("--stages")
-    if dropped:
-        holds = "the final output alone" if suffix == ".npy" else "the stages as exact arrays"
-        raise InputError(f"an {suffix} file holds {holds}, so {', '.join(dropped)} would be lost; write "
-                         "JSON (--output FILE.json) or a text view (.md, .tex, .csv), or drop "
-                         f"{'it' if len(dropped) == 1 else 'them'}", dropped[0])
+    flags = [flag for flag, _, _ in lost]
+    ways = [f for f in registry.FORMATS if f.trace is not None and all(holds(f) for _, _, holds in lost)]
+    subject = f"an {suffix} file" if suffix else f"--format {format.name}"
+    advice = _advice(ways)
+    raise InputError(f"{subject} holds {format.help}, not {registry.listed([what for _, what, _ in lost])}, so "
+                     f"{', '.join(flags)} would be lost; {advice + ', or ' if advice else ''}drop "
+                     f"{'it' if len(flags) == 1 else 'them'}", flags[0])
+
+
+CONTENT_WORDS = {"cost": "the counts (--cost)"} | {
+    content: words for content, words in registry.CONTENTS.items() if content != "cost"}
+
+
+def _advice(ways: list[registry.Format]) -> str:
+    """`use --format a or b (--output FILE.x or FILE.y)`: the formats that would do, on stdout and as files."""
+    chosen = [f.name for f in ways if not f.binary]
+    files = [f"FILE{suffix}" for f in ways for suffix in f.suffixes]
+    if not chosen and not files:
+        return ""
+    said = f"--format {registry.listed(chosen)}" if chosen else ""
+    if files:
+        said += f" (--output {registry.listed(files)})" if said else f"--output {registry.listed(files)}"
+    return "use " + said
 
 
 def _shown(o: SimpleNamespace, tiled: bool) -> tuple[str, ...]:
@@ -178,27 +190,20 @@ def _shown(o: SimpleNamespace, tiled: bool) -> tuple[str, ...]:
         ("heatmap",) if o.heatmap else ())
 
 
-def _view(format: str, suffix: str | None, text_only: bool) -> str:
-    """What is printed or written: an --output file's suffix decides (.md, .tex, .csv as their
-    formats, checked by _file_format; else JSON); on stdout, --format (auto: see edge.auto_is_table)."""
+def _chosen(format: str, output_file: str | None, suffix: str | None, text_only: bool) -> registry.Format:
+    """The format written: the one --output's suffix names (--format, when given, must agree), or
+    --format's (auto: tables on a terminal or for text-only views, else JSON; edge.auto_is_table)."""
     if suffix:
-        return format if suffix in SUFFIX_FORMATS else "json"
+        chosen = registry.by_suffix(suffix)
+        if format not in ("auto", chosen.name):
+            own = registry.get(format).suffixes
+            change = f"change the suffix ({', '.join(own)})" if own else f"drop --output ({format} is never a file)"
+            raise InputError(f"{quote(output_file)} is written as {chosen.name}, but --format is {format}; drop "
+                             f"--format or {change}", "--output")
+        return chosen
     if format == "auto":
-        return "table" if auto_is_table(text_only=text_only) else "json"
-    return format
-
-
-def _file_format(format: str, output_file: str | None, suffix: str | None) -> str:
-    """--format, or the format --output's suffix names (.md, .tex, .csv); the two must agree."""
-    if suffix in SUFFIX_FORMATS:
-        if format not in ("auto", SUFFIX_FORMATS[suffix]):
-            raise InputError(f"{quote(output_file)} is written as {SUFFIX_FORMATS[suffix]}, "
-                             f"but --format is {format}; drop --format or change the suffix", "--output")
-        return SUFFIX_FORMATS[suffix]
-    if suffix and format not in ("auto", "json"):  # .json, .npy, .npz: no text view goes there
-        raise InputError(f"{quote(output_file)} is written as {suffix[1:]}, but --format is {format}; "
-                         "drop --format or change the suffix (.md, .tex, .csv)", "--output")
-    return format
+        return registry.get("table" if auto_is_table(text_only=text_only) else "json")
+    return registry.get(format)
 
 
 def need_input(file: str | None, matrices: dict[str, str | None], stdin_is_terminal: bool) -> None:

@@ -15,12 +15,25 @@ from attncli.commands import option_text as opt
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
 from attncli.problem import variants  # the records, without numpy (start-up)
+from attncli.render import formats as registry
 
 
 def views() -> tuple[str, ...]:
     """What --stages may name: the inputs, every stage of the stage table, the backward pass's
     stages and its grads (shown when there is a dO), the heatmap."""
     return ("inputs",) + names.STAGES + names.GRADIENTS + (names.GRADS, "heatmap")
+
+
+def _format_help() -> str:
+    """--format's help, from the format records (attncli/render/formats.py)."""
+    return (f"{AUTO_HELP} (text with --explain or --heatmap); "
+            + "; ".join(f"{f.name}: {f.help}" for f in registry.views() if f.name not in ("table", "json")) + ".")
+
+
+def _output_help() -> str:
+    """--output's help: each suffix and the format it writes, from the format records."""
+    written = [f"{suffix} ({f.help if f.binary else f.name})" for f in registry.FORMATS for suffix in f.suffixes]
+    return f"Write to FILE instead of stdout, as its suffix says: {registry.listed(written)}; atomically."
 
 
 MATRICES = "Matrices (a path or inline text)"
@@ -127,9 +140,8 @@ OPTIONS: tuple[Option, ...] = (
            panel=PRECISION),
     Option("error", "Each stage's error against a float64 reference: absolute, relative and in ulps of the "
            "dtype (tables and JSON).", type=bool, panel=PRECISION),
-    Option("format", f"{AUTO_HELP} (text with --explain or --heatmap). markdown/latex: write-up tables; csv: "
-           "one stage; html: the explorer page (docs/explorer.md).", flags=("--format", "-f"), panel=OUTPUT,
-           default="auto", choices=formats("Format", "auto", "table", "json", "markdown", "latex", "csv", "html")),
+    Option("format", _format_help(), flags=("--format", "-f"), panel=OUTPUT, default="auto",
+           choices=formats("Format", "auto", *(f.name for f in registry.views()))),
     Option("stages", f"Comma-separated stages to show: {', '.join(views())}.", panel=OUTPUT),
     Option("precision", "Decimals in tables.", type=int, low=0, high=17, default=4, panel=OUTPUT),
     Option("round_", "Round JSON numbers to N decimals (default: full precision).", flags=("--round",),
@@ -146,9 +158,7 @@ OPTIONS: tuple[Option, ...] = (
            "refused, listing their #N.", type=list, metavar="LABEL|#INDEX", panel=LEARNING),
     Option("head", "With --explain or --heatmap: only this head.", type=int, panel=LEARNING),
     Option("heatmap", "Draw the weights as a shaded grid (also: --stages heatmap).", type=bool, panel=LEARNING),
-    Option("output_file", "Write to FILE instead of stdout: .json, .md, .tex, .csv, .html (as --format json, "
-           "markdown, latex, csv, html), .npy (the final output) or .npz (every stage); atomically.",
-           flags=("--output", "-o"), panel=OUTPUT),
+    Option("output_file", _output_help(), flags=("--output", "-o"), panel=OUTPUT),
     Option("full", "Print every row and column of big tables (default: elide the middle).", type=bool,
            panel=OUTPUT),
     Option("threads", "Threads that compute the output alone (--stages output, --output FILE.npy), in blocks of "

@@ -2,11 +2,12 @@
 problem, compute the trace (or the output alone, in blocks; or the tiles), and show it through the
 chosen view. This module loads numpy and the core: compute.py imports it only when compute runs.
 
-Start-up: what every run needs is imported at the top (the tiles too: readback.py, which every
-run uses, loads them); what only some options need (the blocked path, the explanation, the text
-exports, --output FILE, and the tables, which load rich) is imported where it is used, so that
-`attn compute p.json --format json` pays for none of it (together they would add about a tenth to
-its run time: the blocked path's thread pool loads logging, the explanation the hand steps).
+Start-up: what every run needs is imported at the top; what only some runs need (the blocked
+path, the tiles, the explanation, --output FILE, --cost's writers, the read-back of a document
+that holds results; each format's view, which render/formats.py imports when it writes) is
+imported where it is used, so that `attn compute p.json --format json` pays for none of it
+(together they would add about a tenth to its run time: the blocked path's thread pool loads
+logging, the explanation the hand steps, the tables rich).
 """
 
 import sys
@@ -14,21 +15,20 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from attncli.base.errors import AttnError, InputError, one_line, plural
-from attncli.commands import cost_run, spec
 from attncli.commands import option_text as opt
+from attncli.commands import spec
 from attncli.commands.compute_options import OPTIONS, PARTS
 from attncli.commands.edge import flag, warning
 from attncli.compute import attention, limits
-from attncli.compute.tiles import attend_tiles
 from attncli.document import agreement
 from attncli.document.loading import OneMatrixError, gather
-from attncli.document.readback import verify
 from attncli.document.reading import build_problem
+from attncli.document.schema import has_results
 from attncli.problem import recipes
 from attncli.problem.masks import distance_notes, positions_line
 from attncli.problem.rope import angle_notes
 from attncli.render import out
-from attncli.render.json import document
+from attncli.render.formats import View
 from attncli.render.progress import progress
 from attncli.render.target import OutputError
 from attncli.stages import grads
@@ -41,6 +41,9 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     """Compute and show: `o` holds compute's options by name, `plan` what compute.plan decided.
     Read the problem, check what the plan asks of it, compute, render; warnings come last."""
     if o.cost:  # the counts alone, no attention (compute.plan refused the options it would ignore)
+        # Imported here, for start-up (see above): only --cost needs the counts.
+        from attncli.commands import cost_run
+
         size = cost_run.sram(o.sram)
         problem = read(o, piped=plan.stdin is not None)
         cost_run.run(problem, size, plan, o, lambda: _attend(problem[0], True, plan.threads))
@@ -48,8 +51,8 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
     if o.error:  # each stage's error against float64, beside it (tables) or per head (JSON)
-        if plan.view not in ("table", "json"):
-            raise InputError(f"shows each stage's error in tables and JSON, not {plan.view}", "--error")
+        if plan.format.name not in ("table", "json"):
+            raise InputError(f"shows each stage's error in tables and JSON, not {plan.format.name}", "--error")
         shown += ("errors",)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options), warnings)
     agreed = _agreement(doc, trace, source)
@@ -82,10 +85,10 @@ def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str
     shown = plan.shown
     _check_backward(problem, shown if stages is not None else (), plan.output_only, plan.suffix,
                     plan.tile_sizes and stages is None)
-    if problem.dO is not None and plan.format != "csv" and not set(shown) & set(gradients):
+    if problem.dO is not None and plan.format.can("backward") and not set(shown) & set(gradients):
         shown += gradients  # dO given: its gradients are shown beside whatever --stages chose
     stage = get(shown[0])
-    if plan.format == "csv" and stage is not None and not stage.applies(problem):
+    if plan.format.stages == "one" and stage is not None and not stage.applies(problem):
         raise InputError(f"{stage.absent}, so it has no {stage.name} stage; "
                          f"use --stages {stand_in(problem, stage.name)}", "--stages")
     # Warnings are printed once the run has succeeded: an error is always the only line on stderr.
@@ -103,7 +106,7 @@ def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str
                          "subtracted; the precision lab's settings (--dtype bfloat16/float16, --mask-fill, "
                          "--no-max-subtraction) have no tiles: drop --tiles", "--tiles")
     if plan.tile_sizes is not None:
-        _check_tile_count(problem, *plan.tile_sizes, table=plan.built != "json")
+        _check_tile_count(problem, *plan.tile_sizes, table=plan.format.builds != "json")
     return shown, warnings
 
 
@@ -115,41 +118,49 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
     that every view (stderr, the JSON's "warnings") says them all."""
     source, doc, options = read_back
     try:
-        _guard(problem, plan.built, shown, full, plan.output_only, plan.tile_sizes, plan.threads)
+        _guard(problem, plan.format, shown, full, plan.output_only, plan.tile_sizes, plan.threads)
         trace = _attend(problem, plan.output_only, plan.threads)
         trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
         # echoes and results the document holds, read back (a captured layer's agreement: _agreement)
-        verify({k: v for k, v in doc.items() if k != "agreement"} if "agreement" in doc else doc, trace, flag, options)
-        tiled = None if plan.tile_sizes is None else attend_tiles(problem, *plan.tile_sizes)
+        read = {k: v for k, v in doc.items() if k != "agreement"} if "agreement" in doc else doc
+        if has_results(read):
+            # Imported here, for start-up (see above): only a document with results is read back
+            # (the read-back loads the tiles and the counts).
+            from attncli.document.readback import verify
+
+            verify(read, trace, flag, options)
+        tiled = None if plan.tile_sizes is None else _tiles(problem, plan.tile_sizes)
     except AttnError as error:
         raise error.at(source) if source else error
     return trace, tiled
 
 
 def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: SimpleNamespace, agreed=None) -> None:
-    """Show the trace through the planned view: tables, a text document on stdout, or --output's file.
-    `agreed` (a captured layer's agreement with its model): its line after the tables (on stderr beside
-    a document, which holds it as the key "agreement" when JSON)."""
-    problem = trace.problem
-    rows = opt.rows(o.row, problem.query_labels, problem.lq)
+    """Show the trace through the planned format's writer (attncli/render/formats.py), and nothing
+    else: tables drawn on the terminal, a text document on stdout or in --output's file, or a
+    binary file's arrays straight from the trace. `agreed` (a captured layer's agreement with its
+    model): its line after the tables (on stderr beside a document, which holds it as the key
+    "agreement" when JSON)."""
+    problem, format = trace.problem, plan.format
     heads_shown = None if o.head is None else [opt.head(o.head, problem.heads)]
-    explanation = _explain(o, trace, tiled, rows, heads_shown) if o.explain else None
-    view = plan.view
-    extra = None if agreed is None else agreed.keys
-    if o.output_file:
-        text = _text(view, trace, shown, o.precision, o.round_, explanation, tiled, o, extra)  # refusals before the file
-        _write_file(o.output_file, plan.suffix, trace, lambda: text)
-    elif view == "table":
-        # Imported here, for start-up (see above): the tables need rich, which takes longer to load
-        # than numpy; the JSON and text views never import it.
-        from attncli.render.tables import print_tables
-
-        print_tables(trace, shown, o.precision, explanation, heads_shown, o.full, tiled)
+    explanation = None
+    if o.explain:  # the plan refused --explain for a format that cannot hold it
+        explanation = _explain(o, trace, tiled, opt.rows(o.row, problem.query_labels, problem.lq), heads_shown)
+    view = View(trace, shown, o.precision, o.round_, explanation, tiled, o.full, heads_shown, o.file,
+                o.carry or "exact", None if agreed is None else agreed.keys, flag)
+    if format.binary:
+        _write_file(o.output_file, plan.suffix, lambda handle: format.trace(view, handle))
+    elif format.terminal:
+        format.trace(view)
     else:
-        out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled, o, extra))
+        text = format.trace(view)  # whole before the file is opened: a refusal (the page's size) leaves no file
+        if o.output_file:
+            _write_file(o.output_file, plan.suffix, text)
+        else:
+            out.write_all(text)
     if agreed is not None:  # after the tables; on stderr beside a document (stdout stays the document)
         # The line names the document's model, text from someone else's file: escaped as a warning is.
-        out.write_all(one_line(agreed.line()) + "\n", sys.stdout if view == "table" and not o.output_file else sys.stderr)
+        out.write_all(one_line(agreed.line()) + "\n", sys.stdout if format.terminal else sys.stderr)
 
 
 def read(o: SimpleNamespace, piped: bool = False):
@@ -245,48 +256,27 @@ def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
     return explain_tiles(tiled, trace, rows, heads_shown, o.precision)
 
 
-def _write_file(path: str, suffix: str, trace, text) -> None:
-    """--output FILE, as render/files.py writes it; `text()` gives a text file's content."""
+def _write_file(path: str, suffix: str, content) -> None:
+    """--output FILE, as render/files.py writes it: `content`, a text or a binary writer."""
     # Imported here, for start-up (see above): only --output needs the careful writer.
     from attncli.render.files import Interrupted, write_output
 
     try:
-        write_output(trace, path, suffix, text)
+        write_output(path, suffix, content)
     except OutputError as error:
         raise error.at("--output")
     except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
         stop.die()
 
 
-def _text(view: str, trace, shown, precision: int, round_: int | None, explanation, tiled=None,
-          o: SimpleNamespace | None = None, extra=None) -> str:
-    """The document of a text format: JSON, CSV (one stage), Markdown, LaTeX or the HTML page;
-    `extra`: keys beside the trace's in JSON (a captured layer's agreement)."""
-    if view == "json":
-        return document(trace, shown, round_, explanation, tiled, say=flag, extra=extra)
-    if view == "html":
-        # Imported here, for start-up (see above): only --format html needs the page.
-        from attncli.render.page import page
-
-        return page(trace, shown, precision, o is not None and o.full, tiled, o and o.file, explanation,
-                    (o is not None and o.carry) or "exact")
-    # Imported here, for start-up (see above): only the text exports need these.
-    from attncli.render import export
-    from attncli.render.text import header_lines
-
-    if view == "csv":
-        return export.csv_stage(trace, shown[0], round_)
-    write = export.markdown if view == "markdown" else export.latex
-    return write(trace, shown, precision, header_lines(trace, precision), explanation)
-
-
-def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=None, threads=None) -> None:
-    """Refuse, before computing, a problem whose stages and view would not fit in memory, naming
-    the ways out that would fit: only the output (in blocks), a binary file, single precision,
-    one thread (each of the output-only path's threads holds a block of its own)."""
+def _guard(problem, format, shown, full: bool, output_only: bool, tile_sizes=None, threads=None) -> None:
+    """Refuse, before computing, a problem whose stages and view would not fit in memory (what the
+    format builds beside the arrays is its record's `builds`), naming the ways out that would fit:
+    only the output (in blocks), a binary file, single precision, one thread (each of the
+    output-only path's threads holds a block of its own)."""
     available = limits.available_bytes()
     itemsize = 8 if problem.dtype == "float64" or recipes.lab(problem) else 4  # the lab keeps float64 copies
-    plan = {"view": view, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
+    plan = {"view": format.builds, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
 
     def total(threads=threads, **change) -> dict[str, int]:
         now = plan | change
@@ -307,7 +297,7 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
             ("--stages output (computed in blocks of at most 64 MiB a thread)",  # never with dO: the backward pass needs every stage
              not output_only and problem.dO is None and fits(output_only=True, shown=("output",))),
             ("--output grads.npz (every stage and gradient, no text)" if problem.dO is not None
-             else "--output FILE.npz (no text)", view not in ("npz", "npy") and tile_sizes is None and fits(view="npz")),
+             else "--output FILE.npz (no text)", not format.binary and tile_sizes is None and fits(view="nothing")),
             ("--dtype float32", itemsize == 8 and fits(itemsize=4)),
             ("--threads 1", output_only and threads != 1 and fits(threads=1))) if works]
         error.message += "; use " + " or ".join(ways) if ways else "; make the problem smaller"
@@ -326,6 +316,14 @@ def _scratch(problem, itemsize: int, threads: int | None) -> dict[str, int]:
     step = min(block_rows(heads, lq, lk, itemsize), lq)
     count = min(workers(threads), -(-lq // step))
     return {f"{count} threads' blocks ({heads} × {step} × {lk} each)": count * heads * step * lk * itemsize}
+
+
+def _tiles(problem, sizes: tuple[int, int]):
+    """--tiles's tile trace."""
+    # Imported here, for start-up (see above): only --tiles needs them.
+    from attncli.compute.tiles import attend_tiles
+
+    return attend_tiles(problem, *sizes)
 
 
 def _attend(problem, output_only: bool, threads: int | None):

@@ -1,6 +1,7 @@
 """`attn compute --cost`'s work, once compute.py has planned it (and refused the options it would
-ignore): read the problem, count (attncli/compute/cost.py: no attention is computed), read back what the
-document holds, and show the counts as tables, JSON or Markdown."""
+ignore, and the formats that cannot hold the counts): read the problem, count
+(attncli/compute/cost.py: no attention is computed), read back what the document holds, and show
+the counts through the format's `cost` writer (attncli/render/formats.py)."""
 
 from types import SimpleNamespace
 from typing import Callable
@@ -8,13 +9,9 @@ from typing import Callable
 from attncli.base.errors import AttnError
 from attncli.commands.edge import flag
 from attncli.compute import cost
-from attncli.compute.attention import scale_of
-from attncli.document.readback import counts_only, has_results, verify, verify_counts
-from attncli.document.schema import check_output
-from attncli.document.writing import problem_dict
+from attncli.document.readback import counts_only, verify, verify_counts
+from attncli.document.schema import has_results
 from attncli.render import out
-from attncli.render.cost import CostView, markdown
-from attncli.render.json import dumps
 
 
 def sram(text: str | None) -> int:
@@ -39,38 +36,23 @@ def run(read: tuple, size: int, plan: SimpleNamespace, o: SimpleNamespace, trace
                 verify(doc, trace(), flag, options)
     except AttnError as error:
         raise error.at(source) if source else error
+    if plan.format.terminal:
+        plan.format.cost(problem, found)
+        return
+    text = plan.format.cost(problem, found)
     if o.output_file:
-        _write_file(o.output_file, plan.suffix, lambda: _text(plan.view, problem, found))
-    elif plan.view == "table":
-        # Imported here, for start-up: only the table view loads rich.
-        from attncli.render.tables import make_console
-
-        make_console().print(CostView(problem, found))
+        _write_file(o.output_file, plan.suffix, text)
     else:
-        out.write_all(_text(plan.view, problem, found))
+        out.write_all(text)
 
 
-def document(problem, found: cost.Cost) -> dict:
-    """The JSON document: the problem's keys (it reads back as the problem), `heads` as a list of
-    empty per-head objects (no stage is computed), and `cost`."""
-    shape = found.shape
-    doc = problem_dict(problem, scale_of(problem, shape.d_k), shape.d_k, shape.d_v)
-    doc["heads"] = [{} for _ in range(problem.heads)]
-    doc["cost"] = cost.to_dict(found)
-    return check_output(doc)
-
-
-def _text(view: str, problem, found: cost.Cost) -> str:
-    return markdown(problem, found) if view == "markdown" else dumps(document(problem, found)) + "\n"
-
-
-def _write_file(path: str, suffix: str, text: Callable) -> None:
+def _write_file(path: str, suffix: str, text: str) -> None:
     # Imported here, for start-up: only --output needs the careful writer.
     from attncli.render.files import Interrupted, write_output
     from attncli.render.target import OutputError
 
     try:
-        write_output(None, path, suffix, text)
+        write_output(path, suffix, text)
     except OutputError as error:
         raise error.at("--output")
     except Interrupted as stop:

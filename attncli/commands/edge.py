@@ -4,8 +4,7 @@ and decide what `--format auto` writes."""
 import sys
 from enum import Enum
 
-# Every output format of every command, one family: each command offers some of them, in this order.
-FORMATS = ("auto", "table", "json", "markdown", "latex", "csv", "html", "gradescope")
+from attncli.render import formats as registry
 
 
 def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
@@ -15,11 +14,13 @@ def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
 
 
 def formats(name: str, *offered: str) -> type[Enum]:
-    """A command's `--format` choices: some of FORMATS, in the family's order."""
-    unknown = set(offered) - set(FORMATS)
+    """A command's `--format` choices: `auto` and some of the registered formats
+    (attncli/render/formats.py), in the registry's order."""
+    family = ("auto",) + registry.names()
+    unknown = set(offered) - set(family)
     if unknown:
         raise ValueError(f"not formats: {sorted(unknown)}")
-    return choices(name, tuple(f for f in FORMATS if f in offered))
+    return choices(name, tuple(f for f in family if f in offered))
 
 
 # The one auto-format rule, for every command with `--format auto` (compute, check, posenc).

@@ -212,13 +212,14 @@ def _matrices(problem, shown, output_only: bool) -> list[tuple[int, int, int]]:
 
 
 def view_bytes(problem, view: str, shown, full: bool = False, output_only: bool = False) -> int:
-    """What a view builds from the trace: `json`, `markdown`, `latex`, `csv`, `table` (rich),
-    or a binary file (`npz`, `npy`: nothing beyond the arrays)."""
+    """What a view builds from the trace, by what its format builds (render/formats.py's `builds`):
+    `json`, `text` (Markdown, LaTeX, CSV), `table` (rich), or `nothing` beyond the arrays (a binary
+    file; the HTML page, which caps its own cells)."""
     matrices = _matrices(problem, shown, output_only)
     numbers = sum(n for n, _, _ in matrices)
     if view == "json":
         return numbers * JSON_NUMBER + sum(n // width for n, width, _ in matrices) * JSON_ROW
-    if view in ("markdown", "latex", "csv"):
+    if view == "text":
         return numbers * TEXT_NUMBER
     if view == "table" and full:  # rich lays out one table at a time, but every head's heatmap at once
         largest = max(n // tables for n, _, tables in matrices)
@@ -242,11 +243,12 @@ def tile_bytes(problem, bq: int, bk: int, itemsize: int = 8, view: str = "table"
 
 def needs(problem, view: str, shown, full: bool = False, output_only: bool = False,
           itemsize: int = 8) -> dict[str, int]:
-    """Everything `attn compute` builds for this problem and view, for check_fits."""
+    """Everything `attn compute` builds for this problem and view (what its format builds: see
+    `view_bytes`), for check_fits."""
     found = {}
     if not output_only:
         found = stage_bytes(problem.heads, problem.lq, problem.lk, itemsize, score_arrays(problem))
         if problem.dO is not None:
             found |= backward_bytes(problem, itemsize)
-    text = "its JSON" if view == "json" else f"its {view} text" if view != "table" else "its tables"
+    text = {"json": "its JSON", "table": "its tables"}.get(view, "its text")
     return found | {text: view_bytes(problem, view, shown, full, output_only)}

@@ -57,21 +57,16 @@ def add_tiles(doc: dict, tiled, output, decimals: int | None = None) -> dict:
     return doc
 
 
-def has_results(doc: dict) -> bool:
-    """Whether a (key-checked) document holds any echo or result to check."""
-    results = schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
-    return isinstance(doc.get("heads"), list) or any(key in doc for key in results)
-
-
 def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> None:
     """Check `doc`'s echoes and results against `trace` (recomputed in full when `trace` is the
     output-only one and the document holds more). `say` renders the warnings' advice as the
     writer did; `options` are the options that changed the file's problem (named in errors)."""
     members = getattr(doc, "results", None) or {}  # an .npz's heads/… and grads/…, not yet read
     read_members = getattr(doc, "read_results", None)
-    doc = {key: _listed(value) for key, value in schema.check_keys(doc).items()}  # .npz: arrays
-    if not has_results(doc) and not members:
+    doc = schema.check_keys(doc)
+    if not schema.has_results(doc) and not members:  # only inputs (a matrix option's .npy): nothing to list
         return
+    doc = {key: _listed(value) for key, value in doc.items()}  # .npz: arrays
     if trace.stage("weights") is None and (_needs_full(doc) or members):
         trace = attend(trace.problem)
     expected = _expected(trace, _tile_size(doc, trace.problem), say)

@@ -189,6 +189,14 @@ def refuse_problem_set(doc, command: str = "attn compute") -> None:
                          f"e.g. jq '.problems[0]' set.json | {command} (problems count from 0)")
 
 
+def has_results(doc: dict) -> bool:
+    """Whether a (key-checked) document holds any echo or result to check (attncli/document/readback.py),
+    or an .npz's results not yet read."""
+    results = top_names(ECHO, RESULT) + one_head()
+    return isinstance(doc.get("heads"), list) or any(key in doc for key in results) or bool(
+        getattr(doc, "results", None))
+
+
 def check_keys(doc: dict) -> dict:
     """The document with aliases resolved; an unknown key is refused, suggesting the closest."""
     names = known()
@@ -210,9 +218,10 @@ def check_keys(doc: dict) -> dict:
 def check_output(doc: dict) -> dict:
     """The writer's side: every key of a document `attn compute` is about to write is in the
     schema (a key missing here is a bug, found by the tests). Returns the document."""
-    unknown = [name for name in doc if name not in top_names()]
+    names, per_head = set(top_names()), set(head_names())  # once: a document has many keys
+    unknown = [name for name in doc if name not in names]
     for head in doc.get("heads") or ():
-        unknown += [f"heads[].{name}" for name in head if name not in head_names()]
+        unknown += [f"heads[].{name}" for name in head if name not in per_head]
     if unknown:
         raise AssertionError(f"attncli writes {', '.join(unknown)}, which attncli/document/schema.py does not list")
     return doc

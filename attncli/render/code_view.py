@@ -18,9 +18,10 @@ from rich.text import Text
 
 from attncli.base.errors import InputError, quote
 from attncli.code.code_marks import CaseMark, CodeMarks
+from attncli.render.escapes import html_text, script_json
 from attncli.render.gradebook import Grading, Points, counts, marks_dict, score
 from attncli.render.marks import LEGEND, stage_tables, summary
-from attncli.render.page import document, escape, escape_lines, script_json, tabbed
+from attncli.render.page import document, escape_lines, tabbed
 from attncli.render.page_marks import stage_table
 from attncli.render.page_marks import summary as class_summary
 from attncli.render.text import rich_text
@@ -149,9 +150,9 @@ def code_dict(marks: CodeMarks, points: Points | None = None) -> dict:
 def _learner(marks: CodeMarks, precision: int) -> str:
     if marks.failure:
         return f"<pre>{escape_lines(_failure_lines('could not be marked: ' + marks.failure, marks.frame, marks.printed))}</pre>"
-    out = [f'<p class="note">{escape(LEGEND)}</p>']
+    out = [f'<p class="note">{html_text(LEGEND)}</p>']
     for c in marks.cases:
-        out.append(f"<h2>{escape(_case_line(c))}</h2>")
+        out.append(f"<h2>{html_text(_case_line(c))}</h2>")
         if c.failure:
             out.append(f"<pre>{escape_lines(_failure_lines(c.failure, c.frame, c.printed))}</pre>")
             continue
@@ -160,7 +161,7 @@ def _learner(marks: CodeMarks, precision: int) -> str:
         lines = [line for name, mark in c.marks.items() for line in summary(name, mark).splitlines()] + list(c.notes)
         out.append(f"<pre>{escape_lines(lines)}</pre>")
     if marks.not_run:
-        out.append(f"<p class=\"note\">{escape('not run: ' + '; '.join(f'{n} ({w})' for n, w in marks.not_run))}</p>")
+        out.append(f"<p class=\"note\">{html_text('not run: ' + '; '.join(f'{n} ({w})' for n, w in marks.not_run))}</p>")
     return "\n".join(out)
 
 
@@ -171,12 +172,12 @@ def code_page(results: list[CodeMarks], flat: list, precision: int, grading: Gra
         title = f"attn check --code {results[0].file}"
     else:
         parts = [("summary", class_summary(flat, grading.points))]
-        parts += [(f"file {n + 1}", f"<h2>{escape(m.file)}</h2>" + _learner(m, precision),
+        parts += [(f"file {n + 1}", f"<h2>{html_text(m.file)}</h2>" + _learner(m, precision),
                    os.path.basename(m.file) or m.file) for n, m in enumerate(results)]
         title = "attn check --code"
     data = {"rows": {}, "tiles": {}, "why": None, "heads": 1, "command": "attn check --code", "given": [],
             "keyRows": ["d_K", "d_V"]}
-    return document(title, escape(NOT_A_SANDBOX), [tabbed(parts)], script_json(data),
+    return document(title, html_text(NOT_A_SANDBOX), [tabbed(parts)], script_json(data),
                     "Click a number to see its mark and the expected value.")
 
 

@@ -1,17 +1,20 @@
 """The --cost view: a header naming the conventions and M, the per-stage counts of the naive and
 the tiled algorithm side by side, and a summary (totals, the papers' Θ terms, the KV cache).
-Tables (rich) or Markdown; JSON is `cost.to_dict`. Views never compute: every number is read
-from the `Cost` (attncli/compute/cost.py).
+Tables (rich), Markdown, or JSON (`document`: the problem's keys and `cost.to_dict`). Views never
+compute: every number is read from the `Cost` (attncli/compute/cost.py).
 """
 
 from __future__ import annotations
 
 from attncli.base.errors import plural
-from attncli.compute.cost import CONVENTIONS, Cost, Count
+from attncli.compute.attention import scale_of
+from attncli.compute.cost import CONVENTIONS, Cost, Count, to_dict
 from attncli.compute.limits import size_text
+from attncli.document.schema import check_output
+from attncli.document.writing import problem_dict
 from attncli.problem.masks import rule_lines
 from attncli.problem.trace import Problem
-from attncli.render.export import md
+from attncli.render.escapes import md
 from attncli.render.text import shown
 
 ALGORITHMS = ("naive", "tiled")
@@ -95,6 +98,16 @@ def markdown(problem: Problem, found: Cost) -> str:
     lines = [f"- {line}" for line in header(problem, found, md)] + [""]
     lines += table(STAGE_COLUMNS, stage_rows(found)) + [""] + table(SUMMARY_COLUMNS, summary_rows(found)) + [""]
     return "\n".join(lines + [f"- {line}" for line in footer(found)]) + "\n"
+
+
+def document(problem: Problem, found: Cost) -> dict:
+    """The JSON document: the problem's keys (it reads back as the problem), `heads` as a list of
+    empty per-head objects (no stage is computed), and `cost`."""
+    shape = found.shape
+    doc = problem_dict(problem, scale_of(problem, shape.d_k), shape.d_k, shape.d_v)
+    doc["heads"] = [{} for _ in range(problem.heads)]
+    doc["cost"] = to_dict(found)
+    return check_output(doc)
 
 
 class CostView:

@@ -1,21 +1,21 @@
 """Write-up exports: Markdown and LaTeX tables of the selected stages, and one stage as CSV.
 
-User text arrives escaped by `shown` (labels, header lines, explanation) and is escaped again here
-for the medium, at one place each: `md` (Markdown), `tex` (LaTeX), `csv_text` (CSV formulas).
+User text arrives escaped by `shown` (labels, header lines, explanation) and is escaped again for
+the medium, at one place each (render/escapes.py): `md` (Markdown), `tex` (LaTeX), `csv_text` (CSV).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import re
 
 import numpy as np
 
 from attncli.base.arrays import round_finite
 from attncli.problem.groups import title as head_title
 from attncli.problem.trace import Trace
-from attncli.render.text import labels, number, shown
+from attncli.render.escapes import csv_text, fence, md, tex, tex_lines, with_attnchar
+from attncli.render.text import labels, number
 from attncli.stages.grads import GRADIENTS, title
 from attncli.stages.table import fill, get, present
 
@@ -74,31 +74,6 @@ def _gradient_matrices(trace: Trace, stages, h: int, head: str, queries, keys) -
     return out
 
 
-_MD_INLINE = re.compile(r"([\\`*_\[\]<>|#~&!$])")  # links, emphasis, code, HTML, table cells, math
-_MD_LINE_START = re.compile(r"^(\s*(?:\d+(?=[.)]))?)([-+=.)])")  # lists, rules, setext headings
-
-
-# What GitHub Markdown turns into a link without brackets: a scheme's "://", "www." and an e-mail's
-# "@"; a backslash before the punctuation keeps the text and stops the autolink.
-_MD_AUTOLINK = re.compile(r"(?<=[A-Za-z])(:)(?=//)|(?<![\w.])(www)(\.)|(@)", re.IGNORECASE)
-
-
-def md(text: str) -> str:
-    """Text for Markdown, shown literally: every inline special backslash-escaped (so `|` cannot
-    add a column and `[x](y)` is no link), a bare URL or e-mail address kept from becoming an
-    autolink, and a start that would open a list or rule escaped."""
-    text = _MD_INLINE.sub(r"\\\1", shown(text))
-    text = _MD_AUTOLINK.sub(lambda m: "\\" + m[1] if m[1] else m[2] + "\\" + m[3] if m[2] else "\\@", text)
-    return _MD_LINE_START.sub(r"\1\\\2", text)
-
-
-def fence(lines: list[str]) -> str:
-    """A code block whose fence is longer than any run of backticks in it, so nothing closes it."""
-    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return "\n".join([ticks, *(shown(line) for line in lines), ticks])
-
-
 def markdown_table(title: str, formula: str | None, m: np.ndarray, rows, columns, precision: int) -> str:
     """**title** = formula (both ours), then a pipe table with row and column labels (`md`)."""
     lines = [f"**{title}**" + (f" = {formula}" if formula else ""), "",
@@ -116,69 +91,6 @@ def markdown(trace: Trace, stages, precision: int, header: list[str], explanatio
     if explanation:
         parts.append(fence(explanation))
     return "\n\n".join(parts) + "\n"
-
-
-# Every character with a meaning to LaTeX, in a form user text cannot end: braces and backslash
-# are escaped, so a label can neither close a group nor start a command. `[` and `*` are braced
-# because `\\` at a row's end would read them as its optional arguments.
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-        "[": "{[}", "]": "{]}", "*": "{*}", "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
-
-
-# pdflatex reads UTF-8 but typesets only the characters its fonts have (ASCII, accented Latin
-# letters): any other one, a full-width or CJK label say, stops it with "Unicode character … not
-# set up for use with LaTeX". So the symbols attncli writes become math, full-width ASCII forms
-# (ｃａｔ, U+FF01-FF5E) their ASCII letters, and every other character `\attnchar{HEX}`, its code
-# point: pdflatex shows [U+732B] (the definition ATTNCHAR prepends when it is used); a document
-# for xelatex or lualatex that defines `\newcommand{\attnchar}[1]{\symbol{"#1}}` first shows
-# the character itself.
-_TEX_SYMBOLS = {"−": "-", "∞": r"\infty", "·": r"\cdot", "×": r"\times", "÷": r"\div", "±": r"\pm", "≤": r"\le",
-                "≥": r"\ge", "≈": r"\approx", "≠": r"\ne", "≪": r"\ll", "√": r"\surd", "Σ": r"\Sigma",
-                "∂": r"\partial", "∘": r"\circ", "→": r"\to", "ℓ": r"\ell", "ᵀ": r"^{\top}", "²": "^{2}",
-                "¹": "^{1}", "⁻": "^{-}", "′": "'", "″": "''", "‖": r"\|", "⌈": r"\lceil", "⌉": r"\rceil",
-                "⋮": r"\vdots", "⋯": r"\cdots", "θ": r"\theta", "Θ": r"\Theta", "α": r"\alpha", "π": r"\pi"}
-# LaTeX's UTF-8 input sets – — … ‘ ’ “ ” itself; the ideographic space (U+3000) is a space.
-_TEX_RAW = "–—…‘’“”"
-ATTNCHAR = r"\providecommand{\attnchar}[1]{\texttt{[U+#1]}}% a character pdflatex cannot set"
-
-
-def tex_unicode(text: str) -> str:
-    """Escaped LaTeX text with every character beyond ASCII and Latin-1 written so that pdflatex
-    sets it (see `_TEX_SYMBOLS`); Latin-1 letters (é, ß) stay, as LaTeX's UTF-8 input reads them."""
-    out = []
-    for c in text:
-        if c < "\x80" or ("\xc0" <= c <= "\xff" and c not in "×÷") or c in _TEX_RAW:
-            out.append(c)
-        elif c in _TEX_SYMBOLS:
-            out.append(r"\ensuremath{" + _TEX_SYMBOLS[c] + "}")
-        elif c == "\u3000":
-            out.append(" ")
-        elif "\uff01" <= c <= "\uff5e":  # full-width ASCII: the letter it is
-            ascii = chr(ord(c) - 0xFEE0)
-            out.append(_TEX.get(ascii, ascii))
-        else:
-            out.append(r"\attnchar{" + f"{ord(c):04X}" + "}")
-    return "".join(out)
-
-
-def tex(text: str, symbols: bool = True) -> str:
-    """Text for LaTeX, shown literally, on one line; with `symbols`, every character pdflatex
-    cannot set made one it can (`tex_unicode`)."""
-    escaped = "".join(_TEX.get(c, c) for c in shown(text))
-    return tex_unicode(escaped) if symbols else escaped
-
-
-def with_attnchar(text: str) -> str:
-    """A LaTeX fragment, with ATTNCHAR's fallback first when it writes a character as \attnchar."""
-    return f"{ATTNCHAR}\n{text}" if r"\attnchar{" in text else text
-
-
-def tex_lines(lines: list[str]) -> str:
-    """Lines in typewriter type, spaces kept (each a `~`), as a verbatim block would show them,
-    but escaped by `tex`: no line can end the block."""
-    body = " \\\\\n".join(tex(line).replace(" ", "~") or r"\mbox{}" for line in lines)
-    return "\\begin{flushleft}\\ttfamily\n" + body + "\n\\end{flushleft}"
 
 
 def latex_table(title: str, formula: str, m: np.ndarray, rows, columns, precision: int) -> str:
@@ -206,17 +118,6 @@ def latex(trace: Trace, stages, precision: int, header: list[str], explanation: 
     if explanation:
         parts.append(tex_lines(explanation))
     return with_attnchar("\n\n".join(parts) + "\n")
-
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads such a cell as a formula
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def csv_text(text: str) -> str:
-    """A text cell: escaped by `shown`, and prefixed with `'` when it starts like a formula
-    (OWASP's CSV injection advice) unless it is a plain number such as -1."""
-    text = shown(text)
-    return "'" + text if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text) else text
 
 
 # The header's corner, above the row labels, is empty (as pandas' to_csv writes it): attn's own

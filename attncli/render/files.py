@@ -1,5 +1,5 @@
-"""`--output FILE`: the trace as .json, .md, .tex or .csv (text), .npy (the final output) or .npz
-(every stage), written
+"""`--output FILE`: a format's text (.json, .md, .tex, .csv, .html: render/formats.py), or the trace's
+arrays straight from it (.npy, the final output, or .npz, every stage: render/arrays.py), written
 like a careful Unix tool (the README's Guarantees say the same):
 
 - Atomically: the content goes to a temporary file `.attn-tmp-<pid>-<random><suffix>` in FILE's
@@ -28,7 +28,6 @@ FILE is checked before any work is done by attncli/render/target.py, which does 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import signal
@@ -36,19 +35,13 @@ import stat
 import sys
 import threading
 from contextlib import contextmanager, suppress
-
-import numpy as np
+from functools import partial
 
 from attncli.base.errors import quote
-from attncli.document.writing import mask_and_bias
-from attncli.problem.groups import count, grouped
-from attncli.problem.trace import Trace
-from attncli.problem.variants import input_keys as variant_keys
 from attncli.render import out
-from attncli.render.target import TEXT_SUFFIXES, OutputError, reason, refuse_planted_links
-from attncli.stages.table import names
+from attncli.render.formats import suffixes
+from attncli.render.target import OutputError, reason, refuse_planted_links
 
-TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|md|tex|csv|html|npy|npz)")
 # Every catchable signal whose default ends the process: SIGINT already raises KeyboardInterrupt,
 # which cleans up; SIGPIPE is ignored by Python, SIGXFSZ by the write (EFBIG instead).
 CLEAN_UP_ON = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",
@@ -68,64 +61,20 @@ class Interrupted(BaseException):
         sys.exit(128 + self.signum)  # not reached unless the signal is blocked
 
 
-def npz_arrays(trace: Trace) -> dict:
-    """Every stage under its JSON path (`heads/weights` is (H, Lq, Lk)), the inputs as given,
-    and what is needed to read the file back as a problem."""
-    p = trace.problem
-    arrays = dict(p.inputs)
-    for name in ("Q", "K", "V") + names():
-        if trace.stage(name) is not None:
-            arrays[f"heads/{name}"] = trace.stage(name)
-    arrays["output"] = trace.final
-    if "W_O" in p.inputs:  # as in JSON: the heads side by side before W_O
-        arrays["concat"] = trace.concat
-    arrays.update({key: np.asarray(value) for key, value in mask_and_bias(p).items()})
-    arrays.update({key: np.array(json.dumps(value)) if isinstance(value, dict) else np.asarray(value)
-                   for key, value in variant_keys(p).items()})  # alibi, softcap, sinks; relative_bias as JSON text
-    if p.window is not None:  # an array holds no null: NaN stands for an unbounded side
-        arrays["window"] = np.array([np.nan if b is None else b for b in p.window])
-    if p.rope is not None:  # an array holds no object: the rope object as JSON text (rope.read takes it)
-        arrays["rope"] = np.array(json.dumps(p.rope.to_json()))
-    for norm in (p.q_norm, p.k_norm):  # QK-norm, as JSON text too (qk_norm.read takes it)
-        if norm is not None:
-            arrays[norm.name] = np.array(json.dumps(norm.to_json()))
-    arrays["scale"] = np.array(trace.scale)
-    arrays["masked_rows"] = np.array(p.masked_rows)
-    arrays["dtype"] = np.array(p.dtype)
-    if p.heads > 1 and not any(a.ndim == 3 for a in p.inputs.values()):
-        arrays["heads"] = np.array(p.heads)
-    if grouped(p):  # grouped-query attention: W_K and W_V (2-D K and V) hold kv_heads · d columns
-        arrays["kv_heads"] = np.array(count(p))
-    for key in ("query_labels", "key_labels", "title", "description"):
-        if getattr(p, key) is not None:
-            arrays[key] = np.array(getattr(p, key))
-    if trace.gradients is not None:  # the backward pass: dO (input again), heads/d_Q …, grads/Q …
-        arrays["dO"] = p.dO
-        arrays.update({f"heads/{name}": array for name, array in trace.gradients.heads.items()})
-        arrays.update({f"grads/{name}": array for name, array in trace.gradients.grads.items()})
-    return arrays
-
-
-def write_output(trace: Trace, path: str, suffix: str, json_text=None) -> None:
-    """Write FILE as the module docstring says. `json_text()` gives the text of a .json,
-    .md, .tex or .csv file. Raises OutputError for what the system refused, Interrupted on a signal of CLEAN_UP_ON."""
-    def content(handle) -> None:
-        if suffix in TEXT_SUFFIXES:
-            out.write_all(json_text().encode("utf-8"), handle)
-        elif suffix == ".npy":
-            np.save(handle, trace.final)
-        else:
-            np.savez(handle, **npz_arrays(trace))
-
+def write_output(path: str, suffix: str, content) -> None:
+    """Write FILE as the module docstring says: `content` is a text format's text (str), or
+    `content(handle)` writes a binary format's bytes. Raises OutputError for what the system
+    refused, Interrupted on a signal of CLEAN_UP_ON."""
+    write = content if callable(content) else partial(out.write_all, content.encode("utf-8"))
     try:
         refuse_planted_links(path)  # again, at the moment of writing: a link planted since the check
         target = os.path.realpath(path)
         with _signals_clean_up():
             if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
                 with open(target, "wb") as handle:  # a device or a FIFO
-                    content(handle)
+                    write(handle)
             else:
-                _replace(target, content, suffix)
+                _replace(target, write, suffix)
     except OSError as error:
         raise OutputError(f"cannot write {quote(path)}: {reason(error)}") from None
 
@@ -135,7 +84,7 @@ def _replace(target: str, content, suffix: str) -> None:
     folder = os.path.dirname(target)
     remove_stale(folder)
     existing = os.stat(target) if os.path.exists(target) else None
-    temporary = os.path.join(folder, f".attn-tmp-{os.getpid()}-{os.urandom(4).hex()}{suffix}")  # TEMPORARY
+    temporary = os.path.join(folder, f".attn-tmp-{os.getpid()}-{os.urandom(4).hex()}{suffix}")  # temporary()
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         with os.fdopen(fd, "wb") as handle:  # created 0666 minus the umask
@@ -171,12 +120,17 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
+def temporary() -> re.Pattern:
+    """A temporary file's name: its writer's pid and a registered format's suffix (render/formats.py)."""
+    return re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}(" + "|".join(re.escape(s) for s in suffixes()) + ")")
+
+
 def remove_stale(folder: str) -> list[str]:
     """Remove the temporary files in `folder` whose writer is no longer running; return their names."""
-    removed = []
+    removed, pattern = [], temporary()
     with suppress(OSError):
         for name in os.listdir(folder):
-            match = TEMPORARY.fullmatch(name)
+            match = pattern.fullmatch(name)
             if match and not _running(int(match[1])):
                 with suppress(OSError):
                     os.unlink(os.path.join(folder, name))

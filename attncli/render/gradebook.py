@@ -29,7 +29,7 @@ from attncli.marking.grading import STATUSES, StageMark
 from attncli.marking.marks import all_correct, missing_stages, unanswered
 from attncli.marking.scoring import Points, Score, earned, is_required, score, slip_cost, stage_points, whole
 from attncli.problem.trace import Trace
-from attncli.render.export import csv_text
+from attncli.render.escapes import csv_text
 from attncli.render.text import shown
 from attncli.stages.table import names
 

@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import re
-
-from attncli.document.readback import add_tiles
 from attncli.document.schema import check_output
 from attncli.document.writing import to_dict
 from attncli.problem.trace import Trace
-
-
-def dumps(doc) -> str:
-    """Strict JSON, UTF-8 text kept as it is, except what must not reach a terminal raw (json.dumps
-    escapes only C0): DEL, C1 controls, line separators, bidi controls and lone surrogates (a file
-    name whose bytes are not UTF-8 reaches Python as one) are written as `\\uXXXX` escapes, which
-    a reader decodes back to the same text."""
-    text = json.dumps(doc, allow_nan=False, ensure_ascii=False)
-    if not text.isascii() or "\x7f" in text:  # both fast scans; the regex (3 times a dumps) is rarely needed
-        text = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return text
-
-
-# The same characters as `attncli.base.errors.visible`, less C0 (json.dumps escapes it already).
-_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+from attncli.render.escapes import dumps
 
 
 def document(trace: Trace, stages, decimals: int | None = None, explanation: list[str] | None = None,
@@ -35,6 +17,9 @@ def document(trace: Trace, stages, decimals: int | None = None, explanation: lis
     if say is not None:  # the CLI's words for the warnings' advice (`--masked-rows zero`), as on stderr
         doc["warnings"] = [w.render(say) if hasattr(w, "render") else w for w in trace.warnings]
     if tiled is not None:
+        # Imported here, for start-up: only --tiles needs the read-back's tile keys (it loads the counts).
+        from attncli.document.readback import add_tiles
+
         add_tiles(doc, tiled, trace.stage("output"), decimals)
     if explanation is not None:
         doc["explanation"] = explanation

@@ -6,16 +6,14 @@ Views never compute: the tables are `render.tables.each_table`'s (the terminal's
 `header_lines`, the derivations `render.page_derive` (the `--explain` code). Every number is stored
 once, as the text of its table cell; the derivations are the explanation's lines, in a JSON block
 the script reads. User text (labels, title, description, file name) reaches the page only through
-`html.escape` (text) and `script_json` (the JSON block); the Content-Security-Policy allows only
-this page's own style and script, by hash.
+render/escapes.py's `html_text` (text) and `script_json` (the JSON block); the Content-Security-Policy
+allows only this page's own style and script, by hash.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import html
-import json
 import shlex
 
 import numpy as np
@@ -23,10 +21,11 @@ import numpy as np
 from attncli.base.errors import InputError
 from attncli.explain.roundings import finite_row
 from attncli.problem.trace import Trace
+from attncli.render.escapes import html_text, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.page_derive import derivations
 from attncli.render.tables import each_table
-from attncli.render.text import header_lines, kept, labels, number, shown
+from attncli.render.text import header_lines, kept, labels, number
 from attncli.render.tiles import tile_parts
 from attncli.stages import grads
 from attncli.stages.table import names as stage_names
@@ -39,13 +38,6 @@ KEEP = 32  # a table shows at most this many rows and columns (the first and las
 MAX_CELLS = 30_000
 KEY_ROWS = ("K", "V", "K_rope", "d_K", "d_V")  # tables whose rows are keys, not queries
 _MASKED_ON = stage_names()[stage_names().index("masked"):]  # the stages (and gradients) a mask has hidden keys in
-
-
-def script_json(value) -> str:
-    """JSON safe inside a <script> element: <, > and & as \\u escapes, so no text in it can
-    close the element or open a comment."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _hash(text: str) -> str:
@@ -97,23 +89,23 @@ class Tables:
         born = (born.query - first_row, born.key) if born is not None and (born.stage, born.head) == (name, head) \
             and tile is None else None
         h = "" if head is None else str(head)
-        common = f' data-stage="{escape(name)}" data-head="{h}"' + ("" if tile is None else f' data-tile="{tile}"')
-        out = [f'<h2>{escape(title)}</h2>\n<table data-title="{escape(title)}"><thead><tr><th></th>']
+        common = f' data-stage="{html_text(name)}" data-head="{h}"' + ("" if tile is None else f' data-tile="{tile}"')
+        out = [f'<h2>{html_text(title)}</h2>\n<table data-title="{html_text(title)}"><thead><tr><th></th>']
         for j in col_ids:
             if j is None:
                 out.append("<th>⋯</th>")
                 continue
-            text = escape(columns[j]) if columns is not None else str(j)
+            text = html_text(columns[j]) if columns is not None else str(j)
             key = f' data-key="{text}"' if key_columns else ""
             out.append(f'<th data-col="{j}"{key}>{text}</th>')
-        out += [f'<th data-col="{escape(extra_name)}">{escape(extra_name)}</th>' for extra_name, _ in extra]
+        out += [f'<th data-col="{html_text(extra_name)}">{html_text(extra_name)}</th>' for extra_name, _ in extra]
         out.append("</tr></thead><tbody>\n")
         focusable = True
         for i in row_ids:
             if i is None:
                 out.append('<tr><th>⋮</th>' + "<td>⋮</td>" * (len(col_ids) + len(extra)) + "</tr>\n")
                 continue
-            text = escape(rows[i])
+            text = html_text(rows[i])
             who = "data-key" if key_rows else "data-query" if n_rows == len(self.queries) or tile is not None else ""
             out.append(f'<tr><th data-row="{first_row + i}"' + (f' {who}="{text}"' if who else "") + f">{text}</th>")
             for j in col_ids:
@@ -122,15 +114,15 @@ class Tables:
                     continue
                 mark = "x" if blocked is not None and blocked[i, j] else levels[i, j]
                 if born == (i, j):
-                    mark = f'{mark} nf" title="{escape(self.trace.precision.nonfinite.cause)}'.strip()
+                    mark = f'{mark} nf" title="{html_text(self.trace.precision.nonfinite.cause)}'.strip()
                 mark = f' class="{mark}"' if mark else ""
                 focus = ' tabindex="0"' if focusable else ""
                 focusable = False
                 out.append(f'<td{mark}{common} data-row="{first_row + i}" data-col="{j}"{focus}>'
                            f"{number(matrix[i, j], self.precision)}</td>")
             for extra_name, values in extra:
-                out.append(f'<td data-stage="{escape(extra_name)}" data-head="{h}" data-row="{first_row + i}" '
-                           f'data-col="{escape(extra_name)}">{number(values[i], self.precision)}</td>')
+                out.append(f'<td data-stage="{html_text(extra_name)}" data-head="{h}" data-row="{first_row + i}" '
+                           f'data-col="{html_text(extra_name)}">{number(values[i], self.precision)}</td>')
             out.append("</tr>\n")
         out.append("</tbody></table>\n")
         return "".join(out)
@@ -162,15 +154,9 @@ class Tables:
         return lines
 
 
-def escape(text: str) -> str:
-    """User text as HTML text or an attribute value: escaped by `shown` (controls made visible),
-    then `html.escape` (& < > " ')."""
-    return html.escape(shown(str(text)), quote=True)
-
-
 def escape_lines(lines: list[str]) -> str:
     """Lines of user text (or text holding it) for a <pre>: each escaped, joined by line breaks."""
-    return "\n".join(escape(line) for line in lines)
+    return "\n".join(html_text(line) for line in lines)
 
 
 def _levels(matrix: np.ndarray, name: str) -> np.ndarray:
@@ -221,11 +207,11 @@ def tabbed(parts: list[tuple], tabs: bool = True) -> str:
     if tabs and parts:
         out.append('<nav role="tablist" aria-label="sections">')
         out += [f'<button role="tab" id="tab-{_id(name)}" aria-controls="part-{_id(name)}" type="button">'
-                f"{escape(label[0] if label else name)}</button>" for name, _, *label in parts]
+                f"{html_text(label[0] if label else name)}</button>" for name, _, *label in parts]
         out.append("</nav>")
     for name, html_, *label in parts:
         out.append(f'<section id="part-{_id(name)}" role="tabpanel" aria-labelledby="tab-{_id(name)}">' if tabs
-                   else f"<section><h2>{escape(label[0] if label else name)}</h2>")
+                   else f"<section><h2>{html_text(label[0] if label else name)}</h2>")
         out += [html_, "</section>"]
     return "\n".join(out)
 
@@ -261,10 +247,10 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
     body = [(f'<p class="note">Rows {missing[0]}–{missing[-1]} are not explained on this page (a hand '
              "calculation of this size takes about a second a row): clicking one of their numbers names the "
              "command that explains it.</p>") if missing else ""]
-    body += [f'<pre class="note">{escape(line)}</pre>' for line in notes]
+    body += [f'<pre class="note">{html_text(line)}</pre>' for line in notes]
     born = getattr(trace.precision, "nonfinite", None)
     if born is not None:  # the precision lab's first inf or NaN, its cell outlined in its table
-        body.append(f'<p class="note">{escape(born.line())} (outlined below).</p>')
+        body.append(f'<p class="note">{html_text(born.line())} (outlined below).</p>')
     if explanation:
         body.append(f'<h2>explanation</h2><pre>{escape_lines(explanation)}</pre>')
     body.append(tabbed(sections(trace, tables)))
@@ -279,10 +265,10 @@ def document(title: str, header: str, body: list[str], data: str, intro: str) ->
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f'<meta http-equiv="Content-Security-Policy" content="{policy()}">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{escape(title)}</title>\n<style>{CSS}</style></head>\n"
-            f'<body class="attn">\n<h1>{escape(title)}</h1>\n'
+            f"<title>{html_text(title)}</title>\n<style>{CSS}</style></head>\n"
+            f'<body class="attn">\n<h1>{html_text(title)}</h1>\n'
             + (f'<pre class="header">{header}</pre>\n' if header else "")
-            + f'<p class="note">{escape(intro)}</p>\n' + "\n".join(body)
+            + f'<p class="note">{html_text(intro)}</p>\n' + "\n".join(body)
             + '\n<aside id="derivation" aria-live="polite"><p class="note">Click a number to see its '
             "derivation.</p></aside>"
             f'\n<script type="application/json" id="attn-data">{data}</script>\n'

@@ -18,10 +18,11 @@ import re
 from attncli.marking.grading import STATUSES, SYMBOLS, Rule
 from attncli.marking.marks import all_correct, unanswered
 from attncli.problem.trace import Trace
+from attncli.render.escapes import html_text, script_json
 from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_sizes, tallies
 from attncli.render.marks import LEGEND, MEANING, mark_labels, score_line, shown_decimals, shown_value
 from attncli.render.marks import summary as summary_lines
-from attncli.render.page import document, escape, escape_lines, script_json, tabbed
+from attncli.render.page import document, escape_lines, tabbed
 from attncli.render.page_assets import CSS
 from attncli.render.page_derive import derivations
 from attncli.render.text import header_lines, number
@@ -50,17 +51,17 @@ def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
     rows, columns = mark_labels(trace, name, mark)
     head = HEAD.match(name)
     h, stage = (head[1] if head else "0"), name.rsplit(".", 1)[-1]
-    out = [f"<h2>{escape(name)}</h2>\n<p class=\"note\">{escape(counts(mark))}</p>\n"
-           f'<table data-title="{escape(name)}"><thead><tr><th></th>']
-    out += [f'<th data-col="{j}">{escape(c)}</th>' for j, c in enumerate(columns)]
+    out = [f"<h2>{html_text(name)}</h2>\n<p class=\"note\">{html_text(counts(mark))}</p>\n"
+           f'<table data-title="{html_text(name)}"><thead><tr><th></th>']
+    out += [f'<th data-col="{j}">{html_text(c)}</th>' for j, c in enumerate(columns)]
     out.append("</tr></thead><tbody>\n")
     for i, label in enumerate(rows):
-        out.append(f'<tr><th data-row="{i}">{escape(label)}</th>')
+        out.append(f'<tr><th data-row="{i}">{html_text(label)}</th>')
         for j in range(len(columns)):
             text, beside, said = _cell(mark, i, j, precision)
-            out.append(f'<td class="mk-{mark.cells[i, j]}" data-stage="{escape(stage)}" data-head="{h}" '
+            out.append(f'<td class="mk-{mark.cells[i, j]}" data-stage="{html_text(stage)}" data-head="{h}" '
                        f'data-row="{i}" data-col="{j}" data-mark="{escape_lines(said.split(chr(10)))}"{" tabindex=0" if i == j == 0 else ""}>'
-                       f"{escape(text)}{f' <span class=exp>{escape(beside)}</span>' if beside else ''}</td>")
+                       f"{html_text(text)}{f' <span class=exp>{html_text(beside)}</span>' if beside else ''}</td>")
         out.append("</tr>\n")
     return "".join(out) + "</tbody></table>\n"
 
@@ -68,7 +69,7 @@ def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
 def learner(trace: Trace | None, marks: dict, precision: int, rule: Rule, points=None) -> str:
     """One file's marks: every answered stage's table, then the summary lines `attn check` prints.
     Without the trace (a class whose files each hold their own problem) the lines alone."""
-    out = [f'<p class="note">{escape(LEGEND)}</p>']
+    out = [f'<p class="note">{html_text(LEGEND)}</p>']
     out += [stage_table(trace, name, mark, precision) for name, mark in marks.items()
             if trace is not None and mark.count("missing") < mark.cells.size]
     lines = [summary_lines(name, mark, points) for name, mark in marks.items()]
@@ -88,11 +89,11 @@ def marks_notebook(trace: Trace, marks: dict, precision: int, rule: Rule, points
 def _rows_table(title: str, header: list[str], rows: list[list[str]], words: tuple[str, ...] = ()) -> str:
     """A table of rows in a box that scrolls sideways when it is wider than the page beside the
     derivation panel; the `words` columns (notes, meanings) wrap instead of running on."""
-    out = [f'<h2>{escape(title)}</h2><div class="wide"><table><thead><tr>']
-    out += [f"<th>{escape(h)}</th>" for h in header]
+    out = [f'<h2>{html_text(title)}</h2><div class="wide"><table><thead><tr>']
+    out += [f"<th>{html_text(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
     for row in rows:
-        cells = (f"<td{WORDS if h in words else ''}>{escape(str(c))}</td>" for h, c in zip(header, row))
+        cells = (f"<td{WORDS if h in words else ''}>{html_text(str(c))}</td>" for h, c in zip(header, row))
         out.append("<tr>" + "".join(cells) + "</tr>")
     return "".join(out) + "</tbody></table></div>"
 
@@ -126,12 +127,12 @@ def marks_page(trace: Trace | None, results: list, precision: int, rule: Rule, p
         file, marks, error = results[0]
         title = f"attn check: {file}"
         parts.append(("marks", learner(trace, marks, precision, rule, points) if marks is not None
-                      else f'<p>{escape(error or "")}</p>'))
+                      else f'<p>{html_text(error or "")}</p>'))
     else:
         parts.append(("summary", summary(results, points, required)))
         for n, (file, marks, error) in enumerate(results):
-            body = f"<h2>{escape(file)}</h2>" + (learner(trace, marks, precision, rule, points) if marks is not None
-                                                  else f'<p>{escape(error or "")}</p>')
+            body = f"<h2>{html_text(file)}</h2>" + (learner(trace, marks, precision, rule, points) if marks is not None
+                                                  else f'<p>{html_text(error or "")}</p>')
             parts.append((f"file {n + 1}", body, os.path.basename(file) or file))  # the tab: the file's name
     found = derivations(trace, list(range(trace.problem.lq)), precision) if trace is not None else {"rows": {}}
     data = {"rows": found["rows"], "tiles": {}, "why": found.get("why"), "heads": trace.problem.heads if trace else 1,

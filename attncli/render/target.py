@@ -1,6 +1,6 @@
 """`--output FILE` checked before any work is done, and before numpy loads (the output-only path
-sets BLAS to one thread first): FILE's suffix, that it can be written, and that it is no input of
-this run. Writing it is attncli/render/files.py.
+sets BLAS to one thread first): FILE's suffix (one of the formats' in render/formats.py), that it
+can be written, and that it is no input of this run. Writing it is attncli/render/files.py.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ import resource
 import stat
 
 from attncli.base.errors import AttnError, quote
-
-TEXT_SUFFIXES = (".json", ".md", ".tex", ".csv", ".html")  # written as the text their format's view makes
-SUFFIXES = TEXT_SUFFIXES + (".npy", ".npz")
+from attncli.render.formats import listed, suffixes
 
 
 class OutputError(AttnError):
@@ -24,8 +22,8 @@ def check_target(path: str, inputs: list[str | None]) -> str:
     """FILE's suffix, after checking (before any work is done) that FILE can be written and is
     none of `inputs` (paths or inline text; the ones that name existing files are compared)."""
     suffix = os.path.splitext(path)[1].lower()
-    if suffix not in SUFFIXES:
-        raise OutputError(f"{quote(path)} has no known suffix; expected .json, .md, .tex, .csv, .html, .npy or .npz")
+    if suffix not in suffixes():
+        raise OutputError(f"{quote(path)} has no known suffix; expected {listed(list(suffixes()))}")
     refuse_planted_links(path)
     try:
         existing = os.stat(path)  # follows links

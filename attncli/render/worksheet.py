@@ -21,7 +21,8 @@ from attncli.problem import groups
 from attncli.problem.masks import has_rules, positions_line, rule_lines
 from attncli.problem.trace import Trace
 from attncli.problem.variants import variant_lines
-from attncli.render.export import formulas, md, tex, tex_unicode, with_attnchar
+from attncli.render.escapes import md, tex, tex_unicode, with_attnchar
+from attncli.render.export import formulas
 from attncli.render.text import labels, number, precision_lines
 from attncli.stages import grads
 from attncli.stages.table import get
