@@ -21,7 +21,7 @@ import math
 import re
 from decimal import Decimal
 
-from attncli.base.errors import InputError, plural
+from attncli.base.errors import InputError, plural, quote
 from attncli.base.values import Typed, excerpt
 from attncli.document.json_text import parse_json
 
@@ -48,6 +48,11 @@ def comma_decimal(cell: str) -> str | None:
     """A cell that is a decimal written with a comma ("0,5"), with a point instead ("0.5"); else None."""
     text = _ascii(cell.strip())
     return text.replace(",", ".") if _COMMA_DECIMAL.fullmatch(text) else None
+
+
+def comma_note(where: str, cell: str, point: str) -> str:
+    """What a learner is told of a cell written with a decimal comma that is read as its decimal."""
+    return f"read {where} {quote(cell)} as {point}, a decimal written with a comma; write decimals with a point"
 
 
 def is_value(cell: str, kind: str) -> bool:

@@ -24,7 +24,7 @@ from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.base.values import Typed, as_array, decimals_of, describe
 from attncli.compute.limits import widths
 from attncli.document.reading import ALIASES, PROJECTIONS, QKV, input_keys, output_keys
-from attncli.document.text_input import comma_decimal, comma_hint, is_value, is_word
+from attncli.document.text_input import comma_decimal, comma_hint, comma_note, is_value, is_word
 from attncli.marking.answer_keys import METADATA, alias_of
 from attncli.marking.grading import Answer, marked_gradient
 from attncli.marking.mistakes import present
@@ -76,6 +76,7 @@ def _leaf(x, masked: bool, large: bool = True):
         text = x.strip()
         if masked and text.lower() in NEGATIVE_INFINITY:
             return None
+        text = comma_decimal(text) or text  # "1,0607": the decimal it means, said in a note (_comma_note)
         try:
             number = Typed.parse(text.replace("−", "-"))
         except ValueError:
@@ -109,6 +110,23 @@ def _as_blocked(values: np.ndarray, blocked_cells: np.ndarray | None) -> tuple[n
     return np.where(large, -np.inf, values), (f"read {first:g} as −∞ (a large negative stands for a blocked position)",)
 
 
+def _comma_note(value, field: str) -> tuple[str, ...]:
+    """The note for a cell written as a string with a decimal comma (`"1,0607"`), read as the decimal
+    it means: said once per stage, naming its first such cell (a CSV's cell gets the same words)."""
+    found = []
+
+    def walk(v, where):
+        if found:
+            return
+        if isinstance(v, list):
+            for i, item in enumerate(v):
+                walk(item, f"{where}[{i}]")
+        elif isinstance(v, str) and (point := comma_decimal(v)) is not None:
+            found.append(comma_note(where, v.strip(), point))
+    walk(value, field)
+    return tuple(found)
+
+
 def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells: np.ndarray | None = None) -> Answer:
     masked = blocked(field)  # may hold −∞
     numbers = read_written(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
@@ -118,6 +136,7 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
         values = values.reshape(1, -1)
     decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
     values, notes = _as_blocked(values, blocked_cells if masked else None)
+    notes = _comma_note(value, field) + notes
     # An inline "0,7311": two numbers, or a decimal comma? Where the stage's row holds two numbers it
     # is read as two, and said so only when the part after the comma looks like decimals (three
     # digits or more): "3,1" or "0,2" for one query's output is a row, as the README writes rows.
