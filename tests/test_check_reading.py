@@ -317,3 +317,27 @@ def test_a_class_writing_contexts_and_attentions_is_marked_in_full(run, problem_
     result = run("check", *files, "-p", problem_file(SCOOTER), "-f", "csv")
     assert [line.split(",")[1:4] for line in result.stdout.splitlines()[1:]] == [["5", "5", "100.0"]] * 2
     assert "unknown key" not in result.stdout
+
+
+@pytest.mark.parametrize("option, meant", [
+    ("--output=0,2775 1,3491", "0.2775 1.3491"), ("--output=0,2775; 1,3491", "0.2775 1.3491"),
+    ("--weights=0,0454,0,7679,0,1867", "0.0454 0.7679 0.1867"), ("--weights=0,0454 0,7679 0,1867", "0.0454 0.7679 0.1867"),
+])
+def test_inline_decimal_commas_that_give_the_stages_shape_are_named(run, option, meant):
+    result = run("check", SAMPLES / "scooter.json", option)
+    assert_error(result, f"did you mean {meant}?", "Write decimals with a point")
+    assert "separate the entries of a row with commas" not in result.stderr
+
+
+def test_a_decimal_comma_hint_is_never_piled_with_precision_advice(run):
+    doc = json.loads(run("check", SAMPLES / "scooter.json", "--output", "0,2775", "-f", "json").stdout)
+    output = doc["stages"]["output"]
+    assert output["imprecise"] == 0 and output["wrong"] == 2
+    assert any("did you mean 0.2775?" in note for note in output["notes"])
+    assert not any("imprecise" in note or "decimals cost" in note for note in output["notes"])
+
+
+def test_inline_decimal_commas_do_not_change_what_an_ordinary_reading_fits(run, problem_file):
+    problem = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[2, 0], [0, 2]]})
+    result = run("check", problem, "--output", "0,2775; 1,3491", "-f", "json")  # two queries' rows: 2 × 2
+    assert result.exit_code == 1 and "did you mean" not in result.stdout

@@ -75,7 +75,8 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         of a single answers file."""
         cap = answers_cap(built) if built is not None else None
         for stage, value in inline.items():
-            inline_answers[stage] = load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
+            inline_answers[stage] = load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap,
+                                                answer=True)[0]
             if built is not None:
                 try:
                     check_shapes({stage: inline_answers[stage]}, built)

@@ -22,7 +22,7 @@ from attncli.compute.limits import Cap, check_fits, text_cap
 from attncli.document import schema
 from attncli.document.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.document.schema import check_keys
-from attncli.document.text_input import parse_csv, parse_inline  # noqa: F401  (re-exported)
+from attncli.document.text_input import parse_answer_inline, parse_csv, parse_inline  # noqa: F401  (re-exported)
 from attncli.problem import rules, variants
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
@@ -269,9 +269,10 @@ def load_npz(path: str) -> dict:
     return doc
 
 
-def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None = None):
+def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None = None, answer: bool = False):
     """A matrix option's value: a path (.json, .csv, .tsv, .npy; text within `cap`) or inline text.
     Returns (matrix, row labels or None, source name). `-` reads the matrix's text from stdin.
+    `answer`: a learner's inline answer, which keeps its decimal-comma reading (parse_answer_inline).
     """
     if value.strip() == "-":
         data, source = read_bytes("-", cap)
@@ -295,7 +296,7 @@ def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None =
             return parse_json(text, source, keep_decimals=True), None, source
         matrix, labels = parse_csv(text, source, kind)
         return matrix, labels, source
-    return parse_inline(value, option, kind), None, option
+    return (parse_answer_inline if answer else parse_inline)(value, option, kind), None, option
 
 
 def read_piped(cap: Cap | None = None) -> tuple[dict, str | None]:

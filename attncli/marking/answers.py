@@ -24,7 +24,7 @@ from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.base.values import Typed, as_array, decimals_of, describe
 from attncli.compute.limits import widths
 from attncli.document.reading import ALIASES, PROJECTIONS, QKV, input_keys, output_keys
-from attncli.document.text_input import comma_decimal, comma_hint, comma_note, is_value, is_word
+from attncli.document.text_input import comma_decimal, comma_hint, comma_note, is_value, is_word, point_text
 from attncli.marking.answer_keys import METADATA, alias_of
 from attncli.marking.grading import Answer, marked_gradient
 from attncli.marking.mistakes import present
@@ -127,7 +127,30 @@ def _comma_note(value, field: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _fits(found: tuple[int, ...], shape: tuple[int, int]) -> bool:
+    """An answer of shape `found` is read as a stage of `shape` (one query's column as its row)."""
+    found = (1,) + found if len(found) == 1 else found
+    return found == shape or (shape[0] == 1 and found == shape[::-1])
+
+
+def _decimal_commas(value, field: str, shape: tuple[int, int]) -> None:
+    """An inline answer read with decimal commas has the stage's shape, read otherwise it has not
+    (`"0,2775 1,3491"`, `"0,0454,0,7679,0,1867"`): refused, saying what was meant. An answer that
+    only the comma reading reads (`misread`) is otherwise refused with the reading's own error."""
+    reading, misread = getattr(value, "decimal_commas", None), getattr(value, "misread", None)
+    if reading is None:
+        return
+    if (misread is not None or not _fits(np.shape(list(value)), shape)) and _fits(np.shape(reading), shape):
+        if shape[0] == 1 and isinstance(reading[0], list):  # one query's column: the row it means
+            reading = [row[0] for row in reading]
+        raise InputError(f"{field} reads as decimals written with commas: did you mean {point_text(reading)}? "
+                         "Write decimals with a point, and separate numbers with commas or spaces", field=field)
+    if misread is not None:
+        raise misread
+
+
 def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells: np.ndarray | None = None) -> Answer:
+    _decimal_commas(value, field, shape)
     masked = blocked(field)  # may hold −∞
     numbers = read_written(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
     read = read_written(numbers, masked, large=False)
@@ -142,8 +165,10 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
     # digits or more): "3,1" or "0,2" for one query's output is a row, as the README writes rows.
     comma = comma_hint(value)
     if values.shape == shape:
-        decimal_like = comma and len(getattr(value, "comma", "").partition(".")[2]) >= 3
-        return Answer(values=values, decimals=decimals, notes=notes + ((comma,) if decimal_like else ()))
+        places = len((getattr(value, "comma", None) or "").partition(".")[2])
+        if comma and places >= 3:  # "0,2775" for two numbers: the 0 is no precision shortfall, never "imprecise"
+            return Answer(values=values, decimals=np.full(values.shape, places), notes=notes + (comma,))
+        return Answer(values=values, decimals=decimals, notes=notes)
     if values.shape[::-1] == shape and shape[0] == 1:  # one query's row written as a column: the row it means
         return Answer(values=values.T, decimals=decimals.T, notes=notes + (ONE_ROW_NOTE,))
     if values.shape == shape[::-1]:
