@@ -113,22 +113,32 @@ def safe_cell(value):
 
 
 def csv_gradebook(results: list[Result], points: Points | None = None, required: tuple[str, ...] = ()) -> str:
-    """One row per file: file, score, max, percent, per stage `<stage> right` and `<stage> max`
-    (empty when the file has no such stage), the diagnoses (`stage: id`, `; `-separated), note."""
+    """One row per file: file, score, max, percent, per stage `<stage> points` and `<stage> max`
+    in points, as the score counts them (so the scored stages add up to it; empty when the file has
+    no such stage; 0 and 0 for a stage answered beyond those required, which the note names), the
+    diagnoses (`stage: id`, `; `-separated), note."""
     sizes = stage_sizes(results)
     most = class_max(results, points, required)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["file", "score", "max", "percent"]
-                    + [f"{name} {part}" for name in sizes for part in ("right", "max")] + ["diagnoses", "note"])
+                    + [f"{name} {part}" for name in sizes for part in ("points", "max")] + ["diagnoses", "note"])
     for file, marks, error in results:
         s = score(marks, most, points, required)
-        stages = []
+        stages, extras = [], []
         for name in sizes:
             mark = (marks or {}).get(name)
-            stages += ["", ""] if mark is None else [mark.right, int(mark.cells.size)]
+            if mark is None:
+                stages += ["", ""]
+            elif not is_required(name, required):  # shown, not scored: as Gradescope's 0/0 test
+                stages += [0, 0]
+                extras.append(f"{name} {stage_output(mark, points)}")
+            else:
+                worth = stage_points(name, int(mark.cells.size), points)
+                stages += [whole(earned(mark, worth, points)), whole(worth)]
         found = "; ".join(f"{name}: {d}" for name, mark in (marks or {}).items() for d in mark.diagnosis)
-        writer.writerow([safe_cell(c) for c in [file, s.right, s.max, s.percent, *stages, found, error or ""]])
+        note = "; ".join(([error] if error else []) + ([f"not required, not scored: {', '.join(extras)}"] if extras else []))
+        writer.writerow([safe_cell(c) for c in [file, s.right, s.max, s.percent, *stages, found, note]])
     return buffer.getvalue()
 
 

@@ -1,6 +1,7 @@
 """`attn check`'s class summary on a console: three tables that never cut a cell.
 
-1. students: file, score (cells right / max), percent, then `right/max` per stage. When the stage
+1. students: file, score (points / max), percent, then per stage its points of its worth (adding
+   up to the score; ↪k: k cells carried), then the stages answered. When the stage
    columns do not fit the console they continue in further tables that repeat the file column
    (wrapped on purpose, as `attn compute` splits wide matrices); long file names fold.
 2. stages: per stage across the class, cells correct, carried, wrong, imprecise, missing.
@@ -19,6 +20,7 @@ from rich.text import Text
 
 from attncli.marking.grading import STATUSES
 from attncli.marking.marks import all_correct
+from attncli.marking.scoring import earned, is_required, stage_points, whole
 from attncli.render.gradebook import Points, Result, class_max, diagnoses, score, stage_sizes, tallies
 from attncli.render.text import rich_text, shown
 
@@ -33,9 +35,14 @@ def _header(name: str) -> str:
     return f"{prefix}\n{stage}" if prefix else name
 
 
-def _stage_cell(mark) -> str:
+def stage_cell(name: str, mark, points: Points | None = None, required: tuple[str, ...] = ()) -> str:
+    """A stage's points of its worth, as the score counts them (so a row's stages add up to its
+    score), then ↪ and the cells carried; `not scored` for a stage answered beyond those required."""
+    if not is_required(name, required):
+        return "not scored"
     carried = mark.count("carried")
-    return f"{mark.right}/{mark.cells.size}" + (f" ↪{carried}" if carried else "")
+    worth = stage_points(name, int(mark.cells.size), points)
+    return f"{whole(earned(mark, worth, points)):g}/{whole(worth):g}" + (f" ↪{carried}" if carried else "")
 
 
 def _chunks(widths: list[int], first: int, rest: int) -> list[list[int]]:
@@ -63,7 +70,8 @@ def _students(results: list[Result], console: Console, points: Points | None = N
     stages = stages or names
     counted = [answered(m, stages) for _, m, _ in results]
     partial = any(c != f"{len(stages)}/{len(stages)}" for c in counted)
-    cells = [[("–" if (m or {}).get(n) is None else _stage_cell(m[n])) for n in names] for _, m, _ in results]
+    cells = [[("–" if (m or {}).get(n) is None else stage_cell(n, m[n], points, required)) for n in names]
+             for _, m, _ in results]
     if partial:  # an "answered" column first among the stage columns (it moves on as they do)
         names = [ANSWERED] + names
         cells = [[count] + row for count, row in zip(counted, cells)]
