@@ -100,7 +100,7 @@ def test_every_generated_problem_says_what_it_asks(run):
         if trace.problem.heads > 1 or "W_O" in trace.problem.inputs:  # each head's output, then the final one
             present[-1:] = [f"heads[{h}].output" for h in range(trace.problem.heads)] + ["output"]
         assert doc["ask"] == (["tiles"] if kind == "tiles" else present + (
-            ["d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K"] if kind == "backward" else [])), kind
+            ["d_V", "d_weights", "D", "d_scores", "d_Q", "d_K"] if kind == "backward" else [])), kind  # one head: d_output is dO
     assert build(options(4, "rope")).doc["ask"][:2] == ["Q_rope", "K_rope"]
     assert build(Options(4, decimals=3)).doc["decimals"] == 3
     sheet = run("exercise", "--seed", "4", "--decimals", "3", "--kind", "softcap", "--format", "latex").stdout

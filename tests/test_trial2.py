@@ -60,7 +60,7 @@ def test_an_asked_tile_not_given_is_missing(run, tmp_path, problem_file):
 
 def test_asked_gradients_not_given_are_missing(run, tmp_path, problem_file):
     doc, key = _exercise(run, tmp_path, "--seed", "5", "--kind", "backward")
-    assert len(doc["ask"]) == 11 and "d_V" in doc["ask"]
+    assert len(doc["ask"]) == 10 and "d_V" in doc["ask"] and "d_output" not in doc["ask"]  # one head: d_output is dO
     forward = problem_file({s: doc["heads"][0][s] for s in ("scores", "scaled", "weights", "output")}, "fwd.json")
     code, row = _csv_row(run, forward, key)
     assert code == 1 and row["d_V max"] == "6" and row["d_V points"] == "0" and row["score"] == "11"

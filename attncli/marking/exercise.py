@@ -179,7 +179,14 @@ def asked(trace, kind: str) -> list[str]:
     if p.heads > 1 or "W_O" in p.inputs:  # "output" is the final output: each head's own has a grid too
         at = names.index("output")
         names[at:at + 1] = [f"heads[{h}].output" for h in range(p.heads)] + ["output"]
-    return names + (list(grads.names()) if trace.gradients is not None else [])
+    return names + (asked_gradients(p) if trace.gradients is not None else [])
+
+
+def asked_gradients(problem) -> list[str]:
+    """The backward pass's stages a problem asks: every gradient, but d_output when it is a copy of
+    the given dO (one head, no W_O)."""
+    copy = problem.heads == 1 and "W_O" not in problem.inputs
+    return [name for name in grads.names() if not (copy and name == "d_output")]
 
 
 def _finish(o: Options, doc: dict, shown: dict, trace) -> Exercise:

@@ -13,7 +13,7 @@ import numpy as np
 
 from attncli.base.errors import plural
 from attncli.compute.attention import merge_heads
-from attncli.marking.exercise import Exercise
+from attncli.marking.exercise import Exercise, asked_gradients
 from attncli.marking.grading import marked_gradient
 from attncli.marking.marks import present
 from attncli.marking.mistakes import MISTAKES
@@ -81,6 +81,8 @@ def _gradient_grids(trace: Trace) -> list[tuple[str, np.ndarray, list[str], list
     out = []
     for h in range(p.heads):
         for g in grads.GRADIENTS:
+            if g.name not in asked_gradients(p):
+                continue  # one head without W_O: d_output is the given dO
             m = marked_gradient(trace, h, g.name)
             title = grads.title(g, p) + (f" ({groups.title(p, h)})" if p.heads > 1 else "")
             columns = keys if g.columns == "keys" else [g.name] if g.name == "D" else [str(j) for j in range(m.shape[1])]
@@ -122,8 +124,8 @@ def _givens(exercise: Exercise, trace: Trace) -> list[tuple[str, list, list[str]
     one table per head or kv head."""
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-    rows_of = {"Q": queries, "X": queries, "bias": queries, "K": keys, "V": keys, "X_kv": keys, "E": keys,
-               "PE": keys}
+    rows_of = {"Q": queries, "X": queries, "bias": queries, "dO": queries, "K": keys, "V": keys, "X_kv": keys,
+               "E": keys, "PE": keys}
     out = []
     for name, m in exercise.shown.items():
         per_head = isinstance(m[0][0], list)
@@ -147,6 +149,8 @@ def _notes(trace: Trace) -> list[str]:
         lines.append(positions_line(p))
     if p.rope is not None:
         lines.append(f"rope: {p.rope.describe(trace.d_k)}")
+    if trace.gradients is not None and "d_output" not in asked_gradients(p):
+        lines.append("d_output = dO (one head)")
     return lines + variant_lines(p)
 
 
