@@ -289,3 +289,11 @@ def test_a_one_head_backward_sheet_labels_do_by_query_and_asks_no_copy_of_it(run
     assert "d_output" not in json.loads(run("exercise", "--kind", "backward", "--seed", "0").stdout)["ask"]
     two = run("exercise", "--kind", "backward", "--seed", "0", "--heads", "2", "--format", "markdown").stdout
     assert "**d_output = dO split into heads (head 1)**" in two
+
+
+def test_latex_sets_every_gradient_name_one_way_as_math(run):
+    sheet = run("exercise", "--kind", "backward", "--seed", "0", "--heads", "2", "--format", "latex").stdout
+    assert "d\\_" not in sheet  # d\_output as text beside $d_{V}$ as math
+    for name in ("output", "weights", "scores"):
+        assert f"$d_{{\\mathrm{{{name}}}}}$" in sheet
+    assert "$d_{V}$" in sheet and "$d_{Q}$" in sheet

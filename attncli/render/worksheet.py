@@ -226,6 +226,12 @@ MATH = {"θ\\_i": r"$\theta_i$", "θ": r"$\theta$", "ᵀ": r"$^\top$", "√": r"
 SUBSCRIPT = re.compile(r"(?<![A-Za-z0-9_\\])([A-Za-z])\\_([A-Za-z0-9]{1,5})(?![A-Za-z0-9\\])")
 
 
+# The backward pass's names (d_V, d_output, d_scores, …) are one kind of symbol: all set as math,
+# whatever the length of their subscript (d_output as $d_{\mathrm{output}}$ beside $d_{V}$).
+GRADIENT = re.compile(r"(?<![A-Za-z0-9_\\])(d)\\_(" + "|".join(sorted(
+    (name[2:] for name in grads.names() if name.startswith("d_")), key=len, reverse=True)) + r")(?![A-Za-z0-9\\])")
+
+
 def _subscript(found: re.Match) -> str:
     base, sub = found.groups()
     return f"${base}_{{{sub}}}$" if len(sub) == 1 else f"${base}_{{\\mathrm{{{sub}}}}}$"
@@ -234,7 +240,7 @@ def _subscript(found: re.Match) -> str:
 def _text(text: str) -> str:
     """Our titles and notes in LaTeX: special characters escaped, the few symbols they use in math,
     and a symbol's subscript set as one (d_k as $d_k$, not with a printed underscore)."""
-    text = SUBSCRIPT.sub(_subscript, tex(text, symbols=False))
+    text = SUBSCRIPT.sub(_subscript, GRADIENT.sub(_subscript, tex(text, symbols=False)))
     for symbol, math in MATH.items():
         text = text.replace(symbol, math)
     return re.sub(r"(?<!\\)\$\$", " ", tex_unicode(text))  # what MATH leaves; $\surd$$d_k$ as one span
