@@ -106,6 +106,40 @@ def diagnoses(results: list[Result]) -> list[tuple[str, str, int, str]]:
     return [(name, d, counts[name, d], words[name, d]) for name, d in ranked]
 
 
+ANSWERED = "answered"  # the column of stages answered, k/n, when some file left stages out
+
+
+def stage_cell(name: str, mark, points: Points | None = None, required: tuple[str, ...] = ()) -> str:
+    """A stage's points of its worth, as the score counts them (so a row's stages add up to its
+    score), then ↪ and the cells carried; `not scored` for a stage answered beyond those required."""
+    if not is_required(name, required):
+        return "not scored"
+    carried = mark.count("carried")
+    worth = stage_points(name, int(mark.cells.size), points)
+    return f"{whole(earned(mark, worth, points)):g}/{whole(worth):g}" + (f" ↪{carried}" if carried else "")
+
+
+def answered(marks, stages: list[str]) -> str:
+    """`k/n`: stages answered (not only missing) of the stages asked for."""
+    answered = [name for name, mark in (marks or {}).items() if mark.count("missing") < mark.cells.size]
+    return f"{len([name for name in answered if name in stages])}/{len(stages)}"
+
+
+def stage_columns(results: list[Result], points: Points | None = None, stages: list[str] | None = None,
+                  required: tuple[str, ...] = ()) -> tuple[list[str], list[list[str]]]:
+    """The class table's stage columns, for the terminal and the page alike: (headers, a row of
+    cells per file), each stage's `stage_cell`, after an "answered" column (k/n of `stages`, else
+    of the stages marked in any file) when some file left stages out."""
+    names = list(stage_sizes(results))
+    stages = stages or names
+    counted = [answered(m, stages) for _, m, _ in results]
+    cells = [[("–" if (m or {}).get(n) is None else stage_cell(n, m[n], points, required)) for n in names]
+             for _, m, _ in results]
+    if any(c != f"{len(stages)}/{len(stages)}" for c in counted):
+        return [ANSWERED] + names, [[count] + row for count, row in zip(counted, cells)]
+    return names, cells
+
+
 def safe_cell(value):
     """A CSV cell: numbers stay numbers; text goes through `csv_text` (controls escaped, and a
     leading `'` when a spreadsheet would take it for a formula)."""

@@ -16,9 +16,9 @@ import os
 import re
 
 from attncli.marking.grading import STATUSES, SYMBOLS, Rule
-from attncli.marking.marks import all_correct, unanswered
+from attncli.marking.marks import all_correct, stage_keys, unanswered
 from attncli.problem.trace import Trace
-from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_sizes, tallies
+from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_columns, tallies
 from attncli.render.marks import LEGEND, MEANING, mark_labels, score_line, shown_decimals, shown_value
 from attncli.render.marks import summary as summary_lines
 from attncli.render.page import document, escape, escape_lines, script_json, tabbed
@@ -97,15 +97,15 @@ def _rows_table(title: str, header: list[str], rows: list[list[str]], words: tup
     return "".join(out) + "</tbody></table></div>"
 
 
-def summary(results: list, points=None, required: tuple[str, ...] = ()) -> str:
-    """The class summary: a row per file (score, per stage right/cells), cells per stage by mark,
+def summary(results: list, points=None, required: tuple[str, ...] = (), stages: list[str] | None = None) -> str:
+    """The class summary, as the terminal's: a row per file (score, stages answered when some file
+    left stages out, per stage its points with ↪ and the cells carried), cells per stage by mark,
     and the diagnoses, most common first."""
-    names = list(stage_sizes(results))
+    names, rows = stage_columns(results, points, stages, required)
     most = class_max(results, points, required)
     students = []
-    for file, marks, error in results:
+    for (file, marks, error), cells in zip(results, rows):
         s = score(marks, most, points, required)
-        cells = ["–" if (marks or {}).get(n) is None else f"{marks[n].right}/{marks[n].cells.size}" for n in names]
         students.append([file, f"{s.right:g}/{s.max:g}", f"{s.percent:g}%", *cells, error or ""])
     out = [_rows_table("class summary", ["file", "score", "%", *names, "note"], students, ("note",))]
     out.append(_rows_table("cells per stage", ["stage", *STATUSES],
@@ -128,7 +128,7 @@ def marks_page(trace: Trace | None, results: list, precision: int, rule: Rule, p
         parts.append(("marks", learner(trace, marks, precision, rule, points) if marks is not None
                       else f'<p>{escape(error or "")}</p>'))
     else:
-        parts.append(("summary", summary(results, points, required)))
+        parts.append(("summary", summary(results, points, required, stage_keys(trace) if trace is not None else None)))
         for n, (file, marks, error) in enumerate(results):
             body = f"<h2>{escape(file)}</h2>" + (learner(trace, marks, precision, rule, points) if marks is not None
                                                   else f'<p>{escape(error or "")}</p>')
