@@ -121,6 +121,8 @@ def _comma_note(value, field: str) -> tuple[str, ...]:
         if isinstance(v, list):
             for i, item in enumerate(v):
                 walk(item, f"{where}[{i}]")
+        elif isinstance(v, CommaCell):
+            found.append(comma_note(where, v.written, str.__str__(v)))
         elif isinstance(v, str) and (point := comma_decimal(v)) is not None:
             found.append(comma_note(where, v.strip(), point))
     walk(value, field)
@@ -402,28 +404,29 @@ def parse_answers_csv(text: str, source: str) -> dict:
         if not current:
             blocks.append((current, blocked(alias), name))
         current.append((r, cells))
-    for block, masked, name in blocks:
-        _refuse_comma_decimals(block, source, masked, name)
+    for block, masked, _ in blocks:
+        _read_comma_decimals(block)
         block[:] = _unlabelled(block, source, masked)
     return doc
 
 
-def _refuse_comma_decimals(block: list, source: str, masked: bool, name: str) -> None:
-    """A cell written with a decimal comma ("0,7311", quoted so the comma is not a separator) is
-    refused as `attncli.document.text_input` refuses it in a matrix, naming its cell: taken for a header or
-    a row label, it would shift every cell after it."""
-    for k, (r, cells) in enumerate(block):
+class CommaCell(str):
+    """A CSV cell written with a decimal comma ("0,7311", quoted or in a TSV), as the decimal it
+    means ("0.7311"): a number to the header and label rules (never taken for a label, which would
+    shift every cell after it); `written` keeps the text for the note (`_comma_note`)."""
+
+    written: str = ""
+
+
+def _read_comma_decimals(block: list) -> None:
+    """Each cell of a block written with a decimal comma is read as the decimal it means, as a JSON
+    string's is: the stage is marked, with a note naming the cell."""
+    for _, cells in block:
         for c, cell in enumerate(cells):
             point = comma_decimal(cell)
-            if point is None:
-                continue
-            # its place in the stage: after a header row and a label column that hold no decimal comma
-            header = k > 0 and not any(comma_decimal(x) for x in block[0][1]) and \
-                not any(is_value(x, "bias") for x in block[0][1][1:])
-            first = block[1 if header else 0][1]
-            labelled = c > 0 and is_word(first[0], "bias") and comma_decimal(first[0]) is None
-            raise InputError(f"row {r}, column {c + 1}: {name}[{k - header}][{c - labelled}] is {quote(cell)}, a decimal "
-                             f"written with a comma; write decimals with a point ({point})", source)
+            if point is not None:
+                cells[c] = CommaCell(point)
+                cells[c].written = cell.strip()
 
 
 def _unlabelled(block: list, source: str, masked: bool) -> list:
