@@ -28,6 +28,7 @@ from attncli.render.text import header_lines, number
 
 HEAD = re.compile(r"^heads\[(\d+)\]\.")
 WORDS = ' class="words"'  # a cell of words (a note, a meaning): it wraps
+STAGE = ' class="stage"'  # a class table's stage cell: it may break before its ↪
 
 
 def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str, str]:
@@ -85,14 +86,18 @@ def marks_notebook(trace: Trace, marks: dict, precision: int, rule: Rule, points
     return f'<div class="attn"><style>{CSS}</style>{learner(trace, marks, precision, rule, points)}</div>'
 
 
-def _rows_table(title: str, header: list[str], rows: list[list[str]], words: tuple[str, ...] = ()) -> str:
+def _rows_table(title: str, header: list[str], rows: list[list[str]], words: tuple[str, ...] = (),
+               stages: tuple[str, ...] = ()) -> str:
     """A table of rows in a box that scrolls sideways when it is wider than the page beside the
-    derivation panel; the `words` columns (notes, meanings) wrap instead of running on."""
+    derivation panel; the `words` columns (notes, meanings) wrap instead of running on, and the
+    `stages` columns' cells may break before their ↪ (`9/9 ↪5` on two lines when the page is narrow)."""
     out = [f'<h2>{escape(title)}</h2><div class="wide"><table><thead><tr>']
     out += [f"<th>{escape(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
     for row in rows:
-        cells = (f"<td{WORDS if h in words else ''}>{escape(str(c))}</td>" for h, c in zip(header, row))
+        narrow = WORDS.replace('"words"', '"words short"') if stages else WORDS  # beside stage columns
+        cells = (f"<td{narrow if h in words else STAGE if h in stages else ''}>{escape(str(c))}</td>"
+                 for h, c in zip(header, row))
         out.append("<tr>" + "".join(cells) + "</tr>")
     return "".join(out) + "</tbody></table></div>"
 
@@ -107,7 +112,7 @@ def summary(results: list, points=None, required: tuple[str, ...] = (), stages: 
     for (file, marks, error), cells in zip(results, rows):
         s = score(marks, most, points, required)
         students.append([file, f"{s.right:g}/{s.max:g}", f"{s.percent:g}%", *cells, error or ""])
-    out = [_rows_table("class summary", ["file", "score", "%", *names, "note"], students, ("note",))]
+    out = [_rows_table("class summary", ["file", "score", "%", *names, "note"], students, ("note",), tuple(names))]
     out.append(_rows_table("cells per stage", ["stage", *STATUSES],
                            [[name, *(c[s] for s in STATUSES)] for name, c in tallies(results).items()]))
     found = diagnoses(results)
