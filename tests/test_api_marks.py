@@ -129,3 +129,11 @@ def test_points_are_checked_as_the_command_line_checks_them(points, fragment):
     with pytest.raises(InputError, match=fragment) as error:
         check({"weights": [0.05, 0.77, 0.19]}, attend(**SCOOTER), points=points)
     assert error.value.field == "points"
+
+
+def test_a_decimal_comma_in_a_json_string_marks_through_the_api(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"scaled": [["0", "2,8284", "1.4142"]], "output": [[0.2775, 1.3491]]}))
+    marks = check(path, SCOOTER)
+    assert marks.all_correct
+    assert any("2,8284" in note for note in marks["scaled"].notes)

@@ -361,3 +361,29 @@ def test_a_single_answers_file_of_the_wrong_shape_is_refused_before_computing(ru
     (tmp_path / "h.json").write_text(json.dumps({"heads": [{"weights": [[0.5, 0.5]]}, {}]}))
     assert_error(run("check", tmp_path / "h.json", "--problem", SAMPLES / "multihead.json"),
                  "h.json: heads[0].weights has shape (1 × 2); expected (3 × 3): queries × keys")
+
+
+# A decimal comma in a JSON string costs nothing: the cell is read as the decimal it means, with a note
+
+COMMA = {"scores": [[0, 4, 2]], "scaled": [["0", "2,8284", "1.4142"]], "weights": [[0.0454, 0.7679, 0.1867]],
+         "output": [[0.2775, 1.3491]]}
+COMMA_NOTE = 'read scaled[0][1] "2,8284" as 2.8284, a decimal written with a comma; write decimals with a point'
+
+
+def test_a_decimal_comma_in_a_json_string_is_read_as_its_decimal_with_a_note(run, problem_file):
+    answers, problem = problem_file(COMMA, "a.json"), problem_file(SCOOTER)
+    result = run("check", answers, problem, "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["stages"]["scaled"]["cells"] == [["correct"] * 3]
+    assert doc["stages"]["scaled"]["notes"] == [COMMA_NOTE]
+
+
+def test_a_decimal_comma_in_a_class_costs_nothing(run, problem_file):
+    files = [problem_file(COMMA, "a.json"), problem_file(COMMA, "b.json")]
+    problem = problem_file(SCOOTER)
+    csv_lines = run("check", *files, "-p", problem, "-f", "csv").stdout.splitlines()
+    assert [line.split(",")[1:4] for line in csv_lines[1:]] == [["11", "11", "100.0"]] * 2
+    grades = json.loads(run("check", *files, "-p", problem, "-f", "gradescope").stdout)
+    assert [f["results"]["score"] for f in grades["files"]] == [11, 11]
+    assert COMMA_NOTE in json.dumps(grades, ensure_ascii=False).replace('\\"', '"')

@@ -321,3 +321,21 @@ def test_a_pipe_that_is_written_to_is_still_read(tmp_path):
     finally:
         os.close(read)
     assert done.returncode == 0 and json.loads(done.stdout)["Q"] == [[1.0, 2.0, 3.0]]
+
+
+@pytest.mark.parametrize("how", [[], ["-f", "csv"], ["-f", "gradescope"], ["-f", "json"]])
+@pytest.mark.parametrize("problem_option", [[], ["--problem"]])
+def test_a_single_answers_file_given_as_a_pipe_is_read_once(tmp_path, how, problem_option):
+    """`attn check <(echo '{…}') problem.json`, as check.md shows: the pipe is read once however
+    often check looks at it (to tell it from the problem, to check its shapes, to mark it), in every
+    format; only a class's files are refused as pipes."""
+    read, write = os.pipe()
+    os.write(write, json.dumps({"output": [0.2775, 1.3491]}).encode())
+    os.close(write)
+    try:
+        done = attn_within(["check", f"/dev/fd/{read}", *problem_option, str(SAMPLES / "scooter.json"), *how],
+                           tmp_path, pass_fds=(read,))
+    finally:
+        os.close(read)
+    assert done.returncode == 0 and done.stderr == "", done.stderr  # 0: all correct (an empty or refused file is 2)
+    assert "named pipe" not in done.stdout and "empty file" not in done.stdout

@@ -257,6 +257,10 @@ def test_a_stage_written_twice_with_different_values_is_an_error(run, problem_fi
     ("scaled_scores", "scaled"), ("Scaled Scores", "scaled"), ("softmax_weights", "weights"), ("context", "output"),
     ("attention_output", "output"), ("masked_logits", "scaled"), ("raw_scores", "scores"),
     ("scaled = scores / √d_k", "scaled"),  # a worksheet title copied as the key
+    # a plural reads as its singular, for every word of the alias table
+    ("contexts", "output"), ("attentions", "weights"), ("outputs", "output"), ("context_vectors", "output"),
+    ("dot_products", "scores"), ("similarities", "scores"), ("attention_matrices", "weights"),
+    ("Scaled_Scores", "scaled"),
 ])
 def test_aliases_a_class_writes_are_read_with_a_note(run, problem_file, word, stage):
     values = {"scores": [0, 4, 2], "scaled": [0, 2.8284, 1.4142], "weights": [0.0454, 0.7679, 0.1867],
@@ -281,7 +285,7 @@ def test_a_scaled_stage_labelled_scaled_scores_counts_in_a_class(run, problem_fi
     assert result.stdout.splitlines()[1].split(",")[1:4] == ["6", "6", "100.0"]
 
 
-@pytest.mark.parametrize("word, stage", [("scaled_score", "scaled"), ("contexts", "output"),
+@pytest.mark.parametrize("word, stage", [("scaled_score", "scaled"), ("contxt", "output"),
                                          ("softmax_weight", "weights")])
 def test_did_you_mean_points_to_the_stage_an_alias_is(run, problem_file, word, stage):
     result = run("check", problem_file({word: [0, 2.8284, 1.4142]}, "a.json"), problem_file(SCOOTER))
@@ -305,3 +309,35 @@ def test_one_querys_answer_written_as_a_column_is_its_row(run, problem_file):
     assert code == 0 and doc["stages"]["weights"]["correct"] == 3 and doc["stages"]["weights"]["diagnosis"] == []
     assert doc["stages"]["weights"]["notes"] == ["read a column as the one query's row (each row of an answer is "
                                                  "one query)"]
+
+
+def test_a_class_writing_contexts_and_attentions_is_marked_in_full(run, problem_file):
+    files = [problem_file({"attentions": [0.0454, 0.7679, 0.1867], "contexts": [0.2775, 1.3491]}, f"{i}.json")
+             for i in range(2)]
+    result = run("check", *files, "-p", problem_file(SCOOTER), "-f", "csv")
+    assert [line.split(",")[1:4] for line in result.stdout.splitlines()[1:]] == [["5", "5", "100.0"]] * 2
+    assert "unknown key" not in result.stdout
+
+
+@pytest.mark.parametrize("option, meant", [
+    ("--output=0,2775 1,3491", "0.2775 1.3491"), ("--output=0,2775; 1,3491", "0.2775 1.3491"),
+    ("--weights=0,0454,0,7679,0,1867", "0.0454 0.7679 0.1867"), ("--weights=0,0454 0,7679 0,1867", "0.0454 0.7679 0.1867"),
+])
+def test_inline_decimal_commas_that_give_the_stages_shape_are_named(run, option, meant):
+    result = run("check", SAMPLES / "scooter.json", option)
+    assert_error(result, f"did you mean {meant}?", "Write decimals with a point")
+    assert "separate the entries of a row with commas" not in result.stderr
+
+
+def test_a_decimal_comma_hint_is_never_piled_with_precision_advice(run):
+    doc = json.loads(run("check", SAMPLES / "scooter.json", "--output", "0,2775", "-f", "json").stdout)
+    output = doc["stages"]["output"]
+    assert output["imprecise"] == 0 and output["wrong"] == 2
+    assert any("did you mean 0.2775?" in note for note in output["notes"])
+    assert not any("imprecise" in note or "decimals cost" in note for note in output["notes"])
+
+
+def test_inline_decimal_commas_do_not_change_what_an_ordinary_reading_fits(run, problem_file):
+    problem = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[2, 0], [0, 2]]})
+    result = run("check", problem, "--output", "0,2775; 1,3491", "-f", "json")  # two queries' rows: 2 × 2
+    assert result.exit_code == 1 and "did you mean" not in result.stdout

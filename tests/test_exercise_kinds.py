@@ -97,8 +97,10 @@ def test_every_generated_problem_says_what_it_asks(run):
         trace = attend(build_problem(doc))
         # a projected problem's Q, K, V first: its sheet has a grid for each (they went unmarked)
         present = ["Q", "K", "V"] * trace.problem.projected + [s.name for s in stages.present(trace.problem)]
+        if trace.problem.heads > 1 or "W_O" in trace.problem.inputs:  # each head's output, then the final one
+            present[-1:] = [f"heads[{h}].output" for h in range(trace.problem.heads)] + ["output"]
         assert doc["ask"] == (["tiles"] if kind == "tiles" else present + (
-            ["d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K"] if kind == "backward" else [])), kind
+            ["d_V", "d_weights", "D", "d_scores", "d_Q", "d_K"] if kind == "backward" else [])), kind  # one head: d_output is dO
     assert build(options(4, "rope")).doc["ask"][:2] == ["Q_rope", "K_rope"]
     assert build(Options(4, decimals=3)).doc["decimals"] == 3
     sheet = run("exercise", "--seed", "4", "--decimals", "3", "--kind", "softcap", "--format", "latex").stdout
@@ -380,6 +382,46 @@ def test_a_homework_set_is_numbered_and_each_problem_has_its_kinds_sizes(run, tm
         "problems"]] == [5, 5]  # a size given applies to every problem
     assert_error(run("exercise", "--set", "plain,heads2"), "--set", '"heads2" is not a kind')
     assert_error(run("exercise", "--kind", "causal", "--set", "plain"), "--set", "give one")
+
+
+
+def _grid_path(title: str, several: bool) -> tuple[str, int | None]:
+    """(answer key, head) a sheet's grid is the answer of: "output (head 1) = weights V" → (output, 1),
+    "output = …" with several heads → the final output, "heads[0].tiles[q 0–1, k 0–2]" → tiles."""
+    if ".tiles[" in title or title.startswith("tiles["):
+        return "tiles", None
+    name = title.split(" ", 1)[0]
+    head = re.search(r"\((?:kv )?head (\d+)", title)
+    return name, int(head.group(1)) if head else None
+
+
+def _asked_paths(ask: list[str], heads: int, several: bool) -> set[tuple[str, int | None]]:
+    """The key's ask, one (answer key, head) per grid it asks for: a stage named alone is every head's."""
+    out = set()
+    for word in ask:
+        if word.startswith("heads["):
+            out.add((word.split(".", 1)[1], int(word[len("heads["):word.index("]")])))
+        elif word in ("Q", "K", "V", "tiles") or (word == "output" and several) or heads == 1:
+            out.add((word, None))
+        else:
+            out |= {(word, h) for h in range(heads)}
+    return out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_keys_ask_is_every_grid_of_its_sheet(kind):
+    """What the sheet gives a grid to, the key asks (and `attn check` requires): a two-head problem
+    asks each head's output beside the final one (leaving both out scored full marks). X = E + PE is
+    the problem's X (checked as an echo of it), not a stage."""
+    for made in _problems(kind):
+        if made.worked is not None:
+            continue  # find-the-slip asks for the slip, not the grids
+        p = made.trace.problem
+        several = p.heads > 1 or "W_O" in p.inputs
+        grids = {_grid_path(title, several) for title, *_ in worksheet._grids(made.trace, made)} - {("X", None)}
+        if p.heads > 1:  # a grid titled "Q = X W_Q" holds every head's Q; gqa's "Q (head 0)" one head's
+            grids = {(name, None if name in "QKV" else head) for name, head in grids}
+        assert grids == _asked_paths(made.doc["ask"], p.heads, several), (kind, made.options)
 
 
 def test_a_precision_exercise_is_float16_whose_rounded_scores_change_the_weights(run, tmp_path):

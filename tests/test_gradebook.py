@@ -9,6 +9,7 @@ import io
 import json
 
 import numpy as np
+import pytest
 from rich.console import Console
 
 from attncli.marking.grading import Answer, StageMark
@@ -121,7 +122,7 @@ def test_csv_gradebook_one_row_per_file_with_numbers_and_safe_text():
     results = class_results() + [("=HYPERLINK(1).json", two_heads(0), None), ("-1.json", None, "@SUM(A1)")]
     rows = list(csv.reader(io.StringIO(csv_gradebook(results))))
     assert rows[0][:4] == ["file", "score", "max", "percent"]
-    assert rows[0][4:6] == ["heads[0].scores right", "heads[0].scores max"]
+    assert rows[0][4:6] == ["heads[0].scores points", "heads[0].scores max"]
     assert rows[0][-2:] == ["diagnoses", "note"]
     assert len(rows) == 1 + len(results)
     assert rows[2][:4] == ["student_with_a_rather_long_file_name_01.json", "22", "40", "55.0"]
@@ -245,3 +246,31 @@ def test_gradescope_output_escapes_a_students_metadata_as_the_gradebook_does(run
     assert not any(c in text for text in texts for c in "\x1b\u202e")
     unread = gradescope(None, f"{tmp_path}/b\x1bad.json: is a directory", file=f"{tmp_path}/b\x1bad.json")
     assert unread["output"] == "could not be marked: b\\u001bad.json: is a directory"
+
+
+@pytest.mark.parametrize("options", [[], ["--points", "weights=6,output=2,imprecise=0.5"]])
+def test_csv_gradebook_stage_columns_are_points_that_add_up_to_the_score(run, problem_file, options):
+    """A stage's columns count what the score counts (points, a slip's cost once), not cells:
+    `weights right 3/9` beside a score of 37.5 did not add up."""
+    problem = problem_file(SCOOTER)
+    files = [problem_file({"weights": [0.0454, 0.7679, 0.1867], "output": [0.2775, 1.3491]}, "full.json"),
+             problem_file({"weights": [0.0, 0.8, 0.2], "output": [0.3, 1.3]}, "rounded.json"),
+             problem_file({"weights": [0.3333, 0.3333, 0.3333], "output": [0.2775, 1.3491]}, "wrong.json")]
+    result = run("check", *files, "-p", problem, "-f", "csv", *options)
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert list(rows[0])[4:8] == ["weights points", "weights max", "output points", "output max"]
+    for row in rows:
+        assert float(row["weights points"]) + float(row["output points"]) == pytest.approx(float(row["score"]))
+        assert float(row["weights max"]) + float(row["output max"]) == pytest.approx(float(row["max"]))
+    assert rows[1]["score"] != rows[0]["score"]  # the rounded file loses something, in its stages' columns too
+
+
+def test_the_class_tables_stage_cells_are_points_that_add_up_to_the_score(run, problem_file):
+    problem = problem_file(SCOOTER)
+    files = [problem_file({"weights": [0.0, 0.8, 0.2], "output": [0.3, 1.3]}, "rounded.json"),
+             problem_file({"weights": [0.3333, 0.3333, 0.3333], "output": [0.2775, 1.3491]}, "wrong.json")]
+    table = run("check", *files, "-p", problem, "-f", "table", "--points", "weights=6,output=2").stdout
+    row = next(line for line in table.splitlines() if "rounded.json" in line)
+    assert [cell.strip() for cell in row.split("│")[2:-1]] == ["6/8", "75%", "2/4", "5/6", "1/2"]
+    unscored = run("check", *files, "-p", problem, "-f", "table", "--require", "output").stdout
+    assert "not scored" in next(line for line in unscored.splitlines() if "rounded.json" in line)

@@ -112,7 +112,8 @@ def test_a_decimal_comma_that_fits_the_shape_is_read_as_two_numbers_with_a_note(
     path = problem_file({"Q": [0, 4], "K": [[1, 0], [0, 1]], "V": [[1], [2]]})
     result = run("check", path, "--weights", "0,7311", "-f", "json")
     marks = json.loads(result.stdout)["stages"]["weights"]
-    assert result.exit_code == 1 and marks["cells"] == [["imprecise", "wrong"]] and COMMA_HINT in marks["notes"]
+    # the 0 is the whole part of 0.7311, no precision shortfall: wrong, never "imprecise" beside the hint
+    assert result.exit_code == 1 and marks["cells"] == [["wrong", "wrong"]] and marks["notes"] == [COMMA_HINT]
     for plain in ("0.0180, 0.9820", "0 7311", "[0, 7311]", "0, 7311", "0; 7311"):
         result = run("check", path, "--weights", plain, "-f", "json")
         assert "did you mean" not in result.stdout + result.stderr, plain

@@ -242,3 +242,17 @@ def test_the_pages_gradient_tables_are_titled_by_what_the_scores_read(run, sampl
                input=json.dumps(backward_problem(sample, without))).stdout
     titles = re.findall(r"<h2>(d_[QK] = [^<]*)</h2>", page)
     assert titles and {title.split(" · head")[0] for title in titles} == {d_Q, d_K}
+
+
+def test_a_class_pages_table_is_the_terminals_with_carried_cells_and_stages_answered(run, tmp_path, problem_file):
+    rounded = problem_file({"weights": [0.0, 0.8, 0.2], "output": [0.3, 1.3]}, name="rounded.json")
+    carried = problem_file({"scaled": [0, 2.8, 1.4], "weights": [0.0465, 0.7649, 0.1886]}, name="carried.json")
+    path = tmp_path / "class.html"
+    run("check", rounded, carried, "--problem", SAMPLES / "scooter.json", "-o", path)
+    table = path.read_text(encoding="utf-8").split(">class summary<")[1].split("</table>")[0]
+    header = re.findall(r"<th>([^<]*)</th>", table)
+    assert header[:4] == ["file", "score", "%", "answered"]
+    row = re.findall(r"<td[^>]*>([^<]*)</td>", table.split("carried.json")[1].split("</tr>")[0])
+    terminal = run("check", rounded, carried, "--problem", SAMPLES / "scooter.json", "-f", "table").stdout
+    shown = [c.strip() for c in next(line for line in terminal.splitlines() if "carried.json" in line).split("│")[2:-1]]
+    assert row[:len(shown)] == shown and "3/3 ↪3" in row

@@ -1,6 +1,8 @@
 """Issues 16 and 17, the second user trial: what a teacher and a hostile user found (lane
 trial2-fixes). One test (or a few) per item, most severe first."""
 
+import csv
+import io
 import json
 
 from conftest import SAMPLES
@@ -35,8 +37,8 @@ def _exercise(run, tmp_path, *args):
 
 def _csv_row(run, answers, key, *options):
     result = run("check", answers, "-p", key, "-f", "csv", *options)
-    header, row = result.stdout.splitlines()[:2]
-    return result.exit_code, dict(zip(header.split(","), row.split(",")))
+    header, row = list(csv.reader(io.StringIO(result.stdout)))[:2]
+    return result.exit_code, dict(zip(header, row))
 
 
 def test_an_asked_tile_not_given_is_missing(run, tmp_path, problem_file):
@@ -49,7 +51,8 @@ def test_an_asked_tile_not_given_is_missing(run, tmp_path, problem_file):
     # workflow"): a file of weights alone is 0 of the two tiles' 10 cells.
     weights = problem_file({"weights": doc["heads"][0]["weights"]}, "weights.json")
     code, row = _csv_row(run, weights, key)
-    assert code == 1 and (row["score"], row["max"]) == ("0", "10") and row["weights right"] == "3"
+    assert code == 1 and (row["score"], row["max"]) == ("0", "10") and row["weights points"] == "0"
+    assert row["note"] == "not required, not scored: weights 3/3 right"
     code, row = _csv_row(run, weights, key, "--points", "tiles=2")  # each tile table is worth 2
     assert code == 1 and (row["score"], row["max"]) == ("0", "4")
     assert _csv_row(run, weights, key, "--require", "weights")[0] == 0
@@ -57,13 +60,14 @@ def test_an_asked_tile_not_given_is_missing(run, tmp_path, problem_file):
 
 def test_asked_gradients_not_given_are_missing(run, tmp_path, problem_file):
     doc, key = _exercise(run, tmp_path, "--seed", "5", "--kind", "backward")
-    assert len(doc["ask"]) == 11 and "d_V" in doc["ask"]
+    assert len(doc["ask"]) == 10 and "d_V" in doc["ask"] and "d_output" not in doc["ask"]  # one head: d_output is dO
     forward = problem_file({s: doc["heads"][0][s] for s in ("scores", "scaled", "weights", "output")}, "fwd.json")
     code, row = _csv_row(run, forward, key)
-    assert code == 1 and row["d_V max"] == "6" and row["d_V right"] == "0" and row["score"] == "11"
+    assert code == 1 and row["d_V max"] == "6" and row["d_V points"] == "0" and row["score"] == "11"
     # --require replaces the problem's ask: only d_V is scored (2 points), the forward stages are shown
     code, row = _csv_row(run, forward, key, "--require", "d_V", "--points", "d_V=2")
-    assert code == 1 and (row["score"], row["max"]) == ("0", "2") and row["weights right"] == "3"
+    assert code == 1 and (row["score"], row["max"]) == ("0", "2") and row["weights points"] == "0"
+    assert "weights 3/3 right" in row["note"]
 
 
 def test_an_asked_slip_not_given_is_missing(run, tmp_path, problem_file):
@@ -72,8 +76,8 @@ def test_an_asked_slip_not_given_is_missing(run, tmp_path, problem_file):
     scores = problem_file({"scores": doc["heads"][0]["scores"]}, "scores.json")
     code, row = _csv_row(run, scores, key)
     # Only what is asked is scored: the slip's two cells; the scores are marked and shown.
-    assert code == 1 and (row["slip right"], row["slip max"], row["score"], row["max"]) == ("0", "2", "0", "2")
-    assert row["scores right"] == "3"
+    assert code == 1 and (row["slip points"], row["slip max"], row["score"], row["max"]) == ("0", "2", "0", "2")
+    assert row["note"] == "not required, not scored: scores 3/3 right"
     assert _csv_row(run, scores, key, "--points", "slip=4")[1]["max"] == "4"
     plain = problem_file({"weights": [0.05, 0.77, 0.19]}, "plain.json")
     refused = run("check", plain, "-p", SCOOTER, "--require", "slip")

@@ -103,15 +103,16 @@ def test_csv_blocks_read_aliases_and_metadata_as_json_does(run, problem_file):
     assert run("check", header, "-p", SCOOTER).exit_code == 0
 
 
-# 4. a decimal-comma cell in answers CSV is refused, naming its own cell (never taken as a label)
-def test_csv_decimal_comma_cells_are_refused_at_their_cell(run, problem_file):
-    for text, row, cell in (('weights\n"0,7311","0,2689"\n', "row 2, column 1", 'weights[0][0] is "0,7311"'),
-                            ('weights\n0.0454,"0,7679",0.1867\n', "row 2, column 2", 'weights[0][1] is "0,7679"'),
-                            ('weights\n,a,b,c\nit,0.0454,"0,7679",0.1867\n', "row 3, column 3",
-                             'weights[0][1] is "0,7679"'),
-                            ("weights\n0.0454\t0,7679\t0.1867\n", "row 2, column 2", 'weights[0][1] is "0,7679"')):
+# 4. a decimal-comma cell in answers CSV is read as its decimal with a note naming its own cell (never
+# taken as a label), as a JSON string's is (tests/test_check.py)
+def test_csv_decimal_comma_cells_are_read_at_their_cell(run, problem_file):
+    for text, cell in (('weights\n"0,0454","0,7679","0,1867"\n', 'weights[0][0] "0,0454"'),
+                       ('weights\n0.0454,"0,7679",0.1867\n', 'weights[0][1] "0,7679"'),
+                       ('weights\n,a,b,c\nit,0.0454,"0,7679",0.1867\n', 'weights[0][1] "0,7679"'),
+                       ("weights\n0.0454\t0,7679\t0.1867\n", 'weights[0][1] "0,7679"')):
         name = "a.tsv" if "\t" in text else "a.csv"
-        result = run("check", problem_file(text, name), "-p", SCOOTER)
-        assert result.exit_code == 2 and result.stdout == "", text
-        assert f"{row}: {cell}, a decimal written with a comma; write decimals with a point" in result.stderr, \
-            result.stderr
+        result = run("check", problem_file(text, name), "-p", SCOOTER, "-f", "json")
+        assert result.exit_code == 0, (text, result.stderr)
+        notes = json.loads(result.stdout)["stages"]["weights"]["notes"]
+        assert notes == [f"read {cell} as {cell.split(chr(34))[1].replace(',', '.')}, a decimal written with a "
+                         "comma; write decimals with a point"], text
