@@ -287,3 +287,23 @@ def test_the_output_only_path_names_the_same_overflow_as_the_full_trace(doc):
     for compute in (attend, attend_output):
         with pytest.raises(NumericError, match=message):
             compute(build_problem(doc))
+
+
+def test_scaled_scores_that_overflow_are_refused_on_the_output_only_path():
+    """Mutation: `arrays.cannot_overflow` leaves the scale out of its bound (‖q‖ ‖k‖ instead of
+    ‖q‖ ‖k‖ · max(1, |scale|)), so a query whose scores are finite but whose scaled scores
+    overflow skips the check on the output-only path. q = k = [1e153, 0] with scale 1000: the
+    score 1e306 is finite, scaled = 1e309 overflows; the output-only path must name it, as the
+    full trace does."""
+    from attncli.base.arrays import cannot_overflow
+    from attncli.base.errors import NumericError
+    from attncli.compute.blocks import attend_output
+
+    Q = np.array([[[1e153, 0.0], [1.0, 0.0]]])  # (1 head, 2 rows, d 2)
+    K = np.array([[[1e153, 0.0], [0.0, 1.0]]])
+    with np.errstate(over="ignore"):  # 1e306 · 1000 is inf: the bound says "may overflow"
+        assert cannot_overflow(Q, K, 1000.0).tolist() == [False, True]
+    problem = build_problem({"Q": Q[0].tolist(), "K": K[0].tolist(), "V": [[1.0, 2.0], [3.0, 4.0]], "scale": 1000.0})
+    for path in (attend, attend_output):
+        with pytest.raises(NumericError, match=r"scaled = scores · scale overflows float64 at head 0, query 0, key 0"):
+            path(problem)

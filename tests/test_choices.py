@@ -48,3 +48,19 @@ def test_formats_are_one_family_in_one_order():
 
 def test_an_option_value_is_its_word():
     assert compute.MaskedRows("uniform").value == "uniform" and compute.Format.json == "json"
+
+
+def test_the_carry_choices_are_offered_in_the_order_the_readme_and_help_say_them():
+    """Mutation: choices.CARRIES reordered ("rounded", "exact"). The default is written out as
+    "exact" where it is used, so only the order the choices are offered in changes; the README
+    (`--carry exact|rounded`) and the option's help ("exact (default; …) or rounded") say exact
+    first, as the default (the README's text is now docs/reference/explain.md)."""
+    from pathlib import Path
+
+    from attncli.base import choices
+    from attncli.commands import compute
+
+    readme = Path(__file__).parent.parent.joinpath("docs", "reference", "explain.md").read_text(encoding="utf-8")
+    assert f"--carry {'|'.join(choices.CARRIES)}" in readme
+    assert tuple(member.value for member in compute.Carry) == choices.CARRIES
+    assert choices.CARRIES[0] == "exact"  # the default the help and the README name

@@ -423,3 +423,14 @@ def _softcap_explained(cap, carry):
     assert any("tanh(2.828" in line for line in lines)
     results, _ = check_equations(lines)
     assert [line for line, ok in results if not ok and "unrounded" not in line] == []
+
+
+def test_a_dead_rows_uniform_output_is_the_mean_of_v_under_rounded_carry(run, problem_file):
+    """Mutation: the output hand step sums every key's contribution, masked ones included. On a
+    live row masked keys add 0, but on a row whose every key is masked under masked_rows
+    uniform it would sum 0.3333 × v (1.9998) instead of writing the mean of V, 2."""
+    doc = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]],
+           "mask": [[False, False, False], [True, True, False]], "masked_rows": "uniform"}
+    result = run("compute", problem_file(doc), "--explain", "--row", "0", "--carry", "rounded")
+    assert result.exit_code == 0, result.stderr
+    assert "  output = [2.0000]" in result.stdout.splitlines()

@@ -255,3 +255,21 @@ def test_check_names_percent_weights_of_a_sinks_problem(run, tmp_path):
     trace = attend(build_problem(problem))
     marks = check(run, tmp_path, {"weights": np.round(trace.weights[0] * 100, 2).tolist()}, problem)
     assert marks["weights"]["diagnosis"] == ["percent"]
+
+
+ALIBI = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]], "alibi": [0.5]}
+
+
+@pytest.mark.parametrize("carry", ["exact", "rounded"])
+def test_the_alibi_step_subtracts_the_slope_times_the_distance(run, problem_file, carry):
+    """Mutation: the masked stage's hand step adds +slope·|q_pos − k_pos| instead of −. Under
+    exact carry the line then fails and is excused by a rounding note; under rounded carry it
+    holds on its own printed numbers and is simply wrong. Each line must subtract, with no note
+    (0.5·|1 − 0| is exact), and give the trace's value."""
+    result = run("compute", problem_file(ALIBI), "--explain", "--row", "1", "--carry", carry)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    step = lines.index(next(line for line in lines if line.startswith("Step 3: add ALiBi")))
+    assert lines[step + 1:step + 4] == ["  0: 0.0000 − 0.5·|1 − 0| = 0.0000 − 0.5000 = -0.5000",
+                                        "  1: 0.7071 − 0.5·|1 − 1| = 0.7071 − 0.0000 = 0.7071",
+                                        "  2: 0.7071 − 0.5·|1 − 2| = 0.7071 − 0.5000 = 0.2071"]

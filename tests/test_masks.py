@@ -233,3 +233,20 @@ def test_causal_with_fewer_queries_warns_only_without_positions(run):
     placed = run("compute", "--q", "1,0", "--k", K4, "--v", V4, "--mask", "causal", "--q-positions", "3",
                  "-f", "json")
     assert placed.exit_code == 0 and placed.stderr == ""
+
+
+@pytest.mark.parametrize("mask", ["causal", "causal_lower_right"])
+def test_the_causal_header_words_say_the_inclusive_rule_the_mask_applies(mask):
+    """Mutation: `Causal.line` (the table header and JSON's mask_rule) says k_pos[j] < q_pos[i]
+    while the rule, and its per-row `condition` in --explain, let a query see its own position.
+    The words are checked against the mask itself: the key at the query's own position is seen."""
+    from attncli.problem import masks, visibility
+
+    problem = build_problem({"Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
+                             "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "mask": mask})
+    seen = masks.visible(problem)[0]
+    for i, q in enumerate(problem.q_positions):
+        assert seen[i, list(problem.k_positions).index(q)]  # a query sees the key at its own position
+    assert "query i may attend key j when k_pos[j] ≤ q_pos[i]" in masks.rule_lines(problem)[0]
+    last = int(problem.q_positions[-1])
+    assert visibility.row_rule(problem, len(problem.q_positions) - 1) == f"k_pos ≤ {last} (causal)"

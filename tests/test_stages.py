@@ -522,3 +522,13 @@ def _checked(run, tmp_path, answers: dict, code: int) -> dict:
     marks = json.loads(result.stdout)
     assert marks["all_correct"] == (code == 0)
     return marks
+
+
+def test_a_csv_of_a_stage_the_problem_lacks_suggests_the_stage_just_before_it(run, problem_file):
+    """Mutation: `stages.stand_in` gives the first present stage before the missing one (scores)
+    rather than the last (capped): the CSV error must point at the stage shown in its place."""
+
+    doc = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "softcap": 2.0}
+    assert stages.stand_in(build_problem(doc), "masked") == "capped"
+    result = run("compute", problem_file(doc), "--format", "csv", "--stages", "masked")
+    assert result.exit_code == 2 and "use --stages capped" in result.stderr, result.stderr
