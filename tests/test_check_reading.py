@@ -249,3 +249,51 @@ def test_a_stage_written_twice_with_different_values_is_an_error(run, problem_fi
     same = problem_file({"weights": right, "output": [[0.2775, 1.3491]],
                          "heads": [{"weights": right, "output": [[0.2775, 1.3491]]}]}, "s.json")
     assert run("check", same, problem, "-f", "json").exit_code == 0
+
+
+SCOOTER_FILE = SAMPLES / "scooter.json"
+
+
+def test_a_large_negative_must_be_at_most_minus_1e9(run, problem_file):
+    """Mutation: LARGE_NEGATIVE = -1e8: -5e8 in a blocked cell is a (wrong) number, not −∞."""
+    causal = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "mask": "causal", "scale": 1})
+    result = run("check", causal, "--masked", "1, -5e8; 0, 1", "--format", "json")
+    masked = json.loads(result.stdout)["stages"]["masked"]
+    assert masked["cells"] == [["correct", "wrong"], ["correct", "correct"]]
+    assert masked["notes"] == []
+
+
+def _stage(run, *args, name):
+    result = run("check", *args, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)["stages"][name]
+
+
+def test_a_large_negative_in_a_transposed_answer_is_read_where_the_problem_blocks(run, problem_file):
+    """Mutation: _as_blocked does not turn the blocked cells round for an answer written keys ×
+    queries, so its -1e9 are never read as −∞."""
+    path = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]],
+                         "mask": "causal", "scale": 1})
+    masked = _stage(run, path, "--masked", "1,0;-1e9,1;-1e9,-1e9", name="masked")
+    assert "read -1e+09 as −∞ (a large negative stands for a blocked position)" in masked["notes"]
+    assert "transposed" in masked["diagnosis"]
+
+
+@pytest.mark.parametrize("key, value", [("decimals", 4), ("ask", ["weights"])])
+def test_an_answers_files_own_ask_and_decimals_are_set_aside(run, problem_file, key, value):
+    """Mutation: ASKED loses "decimals" (or "ask"): an answers file that is a filled-in exercise,
+    with its marking settings, is then refused for an unknown key."""
+    answers = problem_file({"weights": [[0.0454, 0.7679, 0.1867]], key: value}, "answers.json")
+    result = run("check", answers, "-p", SCOOTER_FILE, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["right"] == 3
+    assert "unknown" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("key", ["Name", "STUDENT_ID", "Comment"])
+def test_metadata_keys_are_read_whatever_their_case(run, problem_file, key):
+    """Mutation: answer_keys compares a key with METADATA as written, so `Name` is an unknown key."""
+    answers = problem_file({"weights": [[0.0454, 0.7679, 0.1867]], key: "Ada"}, "answers.json")
+    result = run("check", answers, "-p", SCOOTER_FILE, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["right"] == 3

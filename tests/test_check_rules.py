@@ -450,3 +450,47 @@ def test_compute_output_of_a_split_heads_problem_marks_itself_all_correct(run, p
     other = dict(problem, Q=[[[0, 4]], [[1, 2]]])
     result = run("check", answers, problem_file(other, "other.json"))
     assert_error(result, "not the problem's Q")
+
+
+def _stage(run, *args, name):
+    result = run("check", *args, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)["stages"][name]
+
+
+PLAIN = {"Q": [[1, 2], [3, 4]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]}  # scores = Q, scale 1/√2
+
+
+def test_a_mistake_that_contradicts_an_imprecise_cell_is_not_named(run, problem_file):
+    """Mutation: _diagnose checks the mistake only against correct and carried cells, not the
+    imprecise ones. 0.7 is 0.7071 at one decimal (imprecise); no_scale would have written 1 there, so
+    it is not what the learner did, though it gives the three wrong cells."""
+    path = problem_file(PLAIN)
+    scaled = _stage(run, path, "--scaled", "0.7,2;3,4", name="scaled")
+    assert scaled["cells"] == [["imprecise", "wrong"], ["wrong", "wrong"]]
+    assert scaled["diagnosis"] == []
+
+
+def test_a_mistake_explaining_half_the_wrong_cells_is_not_named(run, problem_file):
+    """Mutation: _diagnose names a mistake that explains exactly half the wrong cells (2·best <
+    total instead of ≤): here transposing explains one of two."""
+    path = problem_file(PLAIN)
+    scores = _stage(run, path, "--scores", "1,3;99,4", name="scores")
+    assert scores["cells"] == [["correct", "wrong"], ["wrong", "correct"]]
+    assert scores["diagnosis"] == []
+
+
+def test_rounded_and_carried_from_a_wrong_stage_is_carried_not_correct(run, problem_file):
+    """Mutation: _followings gives the rounded-and-carried following the status "correct" whatever
+    the learner's basis, so weights reached from their own wrong scores (scaled rounded to 2
+    decimals on the way) are counted correct rather than carried."""
+    path = problem_file(PLAIN)
+    s = np.round(np.array([[1, 2], [3, 5]]) / np.sqrt(2), 2)  # the learner's scores[1][1] = 5 is wrong
+    e = np.exp(s - s.max(1, keepdims=True))
+    w = e / e.sum(1, keepdims=True)
+    text = ";".join(",".join(f"{x:.6f}" for x in row) for row in w)
+    result = run("check", path, "--scores", "1,2;3,5", "--weights", text, "--format", "json")
+    stages = json.loads(result.stdout)["stages"]
+    assert stages["scores"]["cells"] == [["correct", "correct"], ["correct", "wrong"]]
+    assert stages["weights"]["cells"] == [["carried", "carried"], ["carried", "carried"]]
+    assert stages["weights"]["notes"] == ["rounded scaled carried (2 decimals)"]

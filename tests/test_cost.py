@@ -214,3 +214,11 @@ def test_a_bias_and_a_mask_matrix_are_read_for_the_tiles_computed():
     assert found.tiled["masked"].read == n * n * (8 + 1)
     alibi = cost.cost(problem(n, 8, "float64", heads=2, alibi=True), 1 << 10)
     assert alibi.tiled["masked"] == cost.Count(2 * 4 * n * n)  # −slope·|q − k| + on chip, nothing read
+
+
+def test_the_key_tile_is_the_ceiling_of_sram_over_4_d_itemsize():
+    """Mutation: B_c = M // (4·d·itemsize), the floor: 196609 bytes over 4·64·4 is 192.001, so 193."""
+    problem = build_problem({"Q": np.zeros((1024, 64)), "K": np.zeros((1024, 64)), "V": np.zeros((1024, 64)),
+                             "dtype": "float32"})
+    assert cost.cost(problem, 196609).tiling.block_cols == 193
+    assert cost.cost(problem, 196608).tiling.block_cols == 192

@@ -204,3 +204,16 @@ def test_written_matrices_read_back_exactly(rows, header, labelled):
 def test_inline_rows_read_back_exactly(rows, entries, separator):
     text = separator.join(entries.join(repr(x) for x in row) for row in rows)
     assert parse_inline(text, "--q") == rows
+
+
+@pytest.mark.parametrize("cell, point", [("-0,5", "-0.5"), ("+1,25", "+1.25"), ("\u22120,75", "-0.75")])
+def test_a_signed_decimal_comma_label_is_refused(cell, point):
+    """Mutations: text_input's comma-decimal pattern loses its sign ([+-]?), or reads the cell
+    without turning U+2212 into `-`: a signed 0,5 as a TSV row's first cell is then taken for a
+    row label."""
+    from attncli.base.errors import InputError
+    from attncli.document.text_input import comma_decimal, parse_csv
+
+    assert comma_decimal(cell) == point
+    with pytest.raises(InputError, match="decimal written with a comma"):
+        parse_csv(f"{cell}\t1\n2\t3\n", "x.tsv", "number")

@@ -250,3 +250,13 @@ def test_the_causal_header_words_say_the_inclusive_rule_the_mask_applies(mask):
     assert "query i may attend key j when k_pos[j] ≤ q_pos[i]" in masks.rule_lines(problem)[0]
     last = int(problem.q_positions[-1])
     assert visibility.row_rule(problem, len(problem.q_positions) - 1) == f"k_pos ≤ {last} (causal)"
+
+
+def test_mask_option_replaces_the_files_causal_too(run, problem_file):
+    """Mutation: gather forgets to drop the file's `causal` when --mask replaces its mask rule."""
+    path = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "causal": True})
+    result = run("compute", path, "--mask", "1,1;1,1", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert "causal" not in doc or not doc["causal"]
+    assert doc["heads"][0]["weights"][0][1] > 0  # the first query sees the second key

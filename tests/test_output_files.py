@@ -373,3 +373,24 @@ def test_a_binary_file_refuses_what_it_cannot_hold(run, tmp_path, suffix, option
 def test_a_binary_file_takes_what_it_holds(run, tmp_path):
     assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "a.npy", "--stages", "output").exit_code == 0
     assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "b.npz", "--stages", "weights").exit_code == 0
+
+
+QKV = ("--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1,0;0,1")
+
+
+def test_npy_with_heatmap_in_stages_names_heatmap_alone(run, problem_file, tmp_path):
+    """Mutation: _binary_holds counts `heatmap` in --stages as a stage an .npy drops, naming
+    --stages beside --heatmap."""
+    path = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]})
+    result = run("compute", path, "--stages", "output,heatmap", "-o", tmp_path / "x.npy")
+    assert result.exit_code == 2
+    assert "--heatmap would be lost" in result.stderr and "--stages" not in result.stderr
+
+
+def test_round_0_is_refused_beside_an_npy_file(run, tmp_path):
+    """Mutation: _binary_holds tests `--round` by truth, so --round 0 (a value, not off) slips by
+    and the .npy silently drops it."""
+    result = run("compute", *QKV, "--round", "0", "-o", tmp_path / "x.npy")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --round: ") and "would be lost" in result.stderr
+    assert not (tmp_path / "x.npy").exists()

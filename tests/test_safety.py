@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 from rich.style import Style
 
+from attncli.base.errors import visible
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
 from attncli.render.explain import explain
@@ -282,3 +283,42 @@ def test_markdown_labels_never_become_autolinks(label, escaped):
     text = markdown(trace, ("weights",), 4, [], None)
     assert escaped in text
     assert not re.search(r"(?<!\\)://|www\.|(?<!\\)@", text.replace(escaped, ""))
+
+
+SCOOTER_FILE = SAMPLES / "scooter.json"
+
+
+def test_invisible_operators_up_to_u2064_are_escaped():
+    """Mutation: the word joiner's range stops at U+2063, so U+2064 (invisible plus) shows nothing."""
+    for c in ("\u2061", "\u2062", "\u2063", "\u2064"):
+        assert visible(f"{c}ok.json") == f"\\u{ord(c):04x}ok.json"
+
+
+def test_markdown_autolink_escape_ignores_case():
+    """Mutation: the autolink pattern loses re.IGNORECASE: `WWW.evil.example` and `HTTPS://…` are
+    autolinked by GitHub's Markdown all the same."""
+    from attncli.compute.attention import attend
+    from attncli.render.export import markdown
+
+    doc = json.loads(SCOOTER_FILE.read_text())
+    trace = attend(build_problem(dict(doc, key_labels=["WWW.evil.example", "b", "c"])))
+    text = markdown(trace, ("weights",), 4, [], None)
+    assert "WWW\\.evil.example" in text and "WWW.evil" not in text
+
+
+@pytest.mark.parametrize("text, escaped", [
+    ("awww.example", "awww.example"),  # www inside a word is no autolink: left as written
+    ("a.www.b", "a.www.b"),
+    ("x &amp; y", "x \\&amp; y"),  # an entity would show as "&"
+    ("&lt;b&gt;", "\\&lt;b\\&gt;"),
+    ("  - x", "  \\- x"),  # indented, still a list item
+    ("  1. x", "  1\\. x"),
+    (" + y", " \\+ y"),
+])
+def test_markdown_text_is_escaped_exactly(text, escaped):
+    """Mutations: the www autolink escape loses its (?<![\\w.]) guard (escaping inside words);
+    `&` is dropped from the inline specials (entities render); the line-start escape forgets
+    leading spaces (an indented `- x` is still a list)."""
+    from attncli.render.export import md
+
+    assert md(text) == escaped
