@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attncli.base.errors import AttnError, NumericError
+from attncli.compute import blocks
 from attncli.compute.attention import attend
 from attncli.compute.blocks import attend_output
 from attncli.document.reading import build_problem
@@ -307,3 +308,27 @@ def test_scaled_scores_that_overflow_are_refused_on_the_output_only_path():
     for path in (attend, attend_output):
         with pytest.raises(NumericError, match=r"scaled = scores · scale overflows float64 at head 0, query 0, key 0"):
             path(problem)
+
+
+def _long(lq: int, **keys):
+    return build_problem({"Q": np.ones((lq, 1)).tolist(), "K": np.ones((lq, 1)).tolist(),
+                          "V": np.ones((lq, 1)).tolist(), **keys})
+
+
+def test_a_causal_block_holds_at_most_masked_rows():
+    """Mutation: `narrowed` drops `min(step, MASKED_ROWS)`: a causal problem's blocks of 1000 rows
+    become half the middle block's band rather than 256."""
+    assert blocks.narrowed(_long(4000, mask="causal"), 1000) == blocks.MASKED_ROWS == 256
+    assert blocks.narrowed(_long(4000), 1000) == 1000  # no mask rules: as given
+
+
+def test_a_window_narrows_blocks_to_half_its_band():
+    """Mutation: a quarter of the window's band rather than a half (at least MIN_ROWS)."""
+    assert blocks.narrowed(_long(4000, window=[399, 0]), 1000) == 399 // 2
+    assert blocks.narrowed(_long(4000, window=[99, 0]), 1000) == blocks.MIN_ROWS
+
+
+def test_a_block_at_most_min_rows_is_never_widened():
+    """Mutation: `narrowed` drops its early return for steps of at most MIN_ROWS: a narrow window's
+    `max(MIN_ROWS, band // 2)` then turns the 60 rows asked for into 64."""
+    assert blocks.narrowed(_long(4000, window=[99, 0]), 60) == 60

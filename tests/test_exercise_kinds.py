@@ -15,7 +15,7 @@ from attncli.marking import exercise, slip
 from attncli.marking.exercise import KINDS, Options, build, make_exercise, problem_set
 from attncli.marking.marks import mark_document
 from attncli.stages import table as stages
-from tests.conftest import assert_error
+from tests.conftest import SCOOTER, assert_error
 
 MULTI = ("multihead", "gqa")  # kinds with 2 heads by default
 
@@ -230,3 +230,17 @@ def test_no_function_of_the_exercise_modules_is_long():
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef):
                 assert node.end_lineno - node.lineno < 60, (module.__name__, node.name)
+
+
+def test_a_two_stage_slip_is_right_at_either_stage():
+    """Mutation: the stage must be the mistake's first (`==` rather than `in (stage, *also)`): RoPE
+    left out shows in Q_rope and K_rope alike, and naming K_rope is as right."""
+    from attncli.marking.slip import mark_slip
+
+    trace = attend(build_problem(dict(SCOOTER, rope={"style": "half"})))
+    key = {"stage": "Q_rope", "mistake": "rope_skipped"}
+    for stage in ("Q_rope", "K_rope"):
+        assert mark_slip(trace, {"stage": stage, "mistake": "rope_skipped"}, key).cells.tolist() == \
+            [["correct", "correct"]]
+    assert mark_slip(trace, {"stage": "scores", "mistake": "rope_skipped"}, key).cells.tolist() == \
+        [["wrong", "correct"]]

@@ -204,3 +204,13 @@ def test_a_minus_infinity_bias_is_masked_and_a_uniform_row_shows_its_weights():
     assert lines[2].split() == ["0", "███", "1.00", MASKED] and lines[3].split() == ["1", "▒▒▒", "0.50", "▒▒▒", "0.50"]
     zero = _trace({**doc, "masked_rows": "zero"})
     assert masked_cells(zero, 0).tolist() == [[False, True], [True, True]]
+
+
+def test_a_table_exactly_as_wide_as_the_terminal_is_not_split():
+    """Mutation: `column_chunks` splits when a run would reach the width (`>=`), not pass it: a
+    table that fits exactly is cut into two ranges."""
+    from attncli.render.tables import column_chunks
+
+    # the label column takes 2 + 4 characters, each column its width + 3: 6 + 8 + 8 = 22
+    assert column_chunks([5, 5], 2, 22) == [[0, 1]]
+    assert column_chunks([5, 5], 2, 21) == [[0], [1]]

@@ -322,3 +322,13 @@ def test_markdown_text_is_escaped_exactly(text, escaped):
     from attncli.render.export import md
 
     assert md(text) == escaped
+
+
+def test_a_hash_in_a_label_is_escaped_for_latex():
+    """Mutation: `#` dropped from the LaTeX escapes: a label `#1` would be a macro parameter."""
+    from attncli.render.export import latex, tex
+
+    assert tex("#1 & 50%") == r"\#1 \& 50\%"
+    trace = attend(build_problem(dict(SCOOTER, key_labels=["#1", "b", "c"])))
+    text = latex(trace, ["weights"], 2, [], None)
+    assert r"\#1" in text and "#1" not in text.replace(r"\#1", "")
