@@ -297,3 +297,33 @@ def test_metadata_keys_are_read_whatever_their_case(run, problem_file, key):
     result = run("check", answers, "-p", SCOOTER_FILE, "--format", "json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["right"] == 3
+
+
+GOOD = {"weights": [0.05, 0.77, 0.19], "output": [0.28, 1.35]}
+
+
+def test_a_csv_stage_block_given_twice_is_refused(run, problem_file):
+    """Found by the second user trial (issues 16 and 17): a CSV answers file with a stage block twice is
+    refused, naming the stage and both rows."""
+    twice = problem_file("weights\n0.05,0.77,0.19\noutput\n0.28,1.35\nweights\n0.1,0.8,0.1\n", "twice.csv")
+    result = run("check", twice, "-p", SCOOTER_FILE)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "weights is given twice, at rows 1 and 5; keep one block" in result.stderr
+    heads = problem_file("heads[0].weights\n0.05,0.77,0.19\nheads[00].weights\n0.1,0.8,0.1\n", "heads.csv")
+    assert "heads[0].weights is given twice, at rows 1 and 3" in run("check", heads, "-p", SCOOTER_FILE).stderr
+    once = problem_file("weights\n0.05,0.77,0.19\noutput\n0.28,1.35\n", "once.csv")
+    assert run("check", once, "-p", SCOOTER_FILE).exit_code == 0
+
+
+def test_check_given_a_problem_set_says_how_to_pick_one(run, problem_file):
+    """Found by the second user trial (issues 16 and 17): attn check given a problem set says how to pick
+    one, as compute does."""
+    problems = json.loads(run("exercise", "--count", "3", "--answers").stdout)
+    assert len(problems["problems"]) == 3
+    path = problem_file(problems, "set.json")
+    for args in ((path,), (path, "--weights", "1,2"), (problem_file(GOOD, "a.json"), path),
+                 (problem_file(GOOD, "b.json"), "-p", path)):
+        result = run("check", *args)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, args
+        assert "a problem set of 3 problems (from attn exercise): pick one, e.g. jq '.problems[0]'" in result.stderr
+    assert "a problem set of 3 problems" in run("compute", path).stderr

@@ -494,3 +494,85 @@ def test_rounded_and_carried_from_a_wrong_stage_is_carried_not_correct(run, prob
     assert stages["scores"]["cells"] == [["correct", "correct"], ["correct", "wrong"]]
     assert stages["weights"]["cells"] == [["carried", "carried"], ["carried", "carried"]]
     assert stages["weights"]["notes"] == ["rounded scaled carried (2 decimals)"]
+
+
+SCOOTER_FILE = SAMPLES / "scooter.json"
+
+
+def _exercise(run, tmp_path, *args):
+    doc = json.loads(run("exercise", *args, "--answers").stdout)
+    path = tmp_path / "key.json"
+    path.write_text(json.dumps(doc))
+    return doc, path
+
+
+def _csv_row(run, answers, key, *options):
+    result = run("check", answers, "-p", key, "-f", "csv", *options)
+    header, row = result.stdout.splitlines()[:2]
+    return result.exit_code, dict(zip(header.split(","), row.split(",")))
+
+
+def test_an_asked_tile_not_given_is_missing(run, tmp_path, problem_file):
+    """Found by the second user trial (issues 16 and 17): a problem's ask (and --require, --points) must
+    cover every answer key check marks: an asked tile table not given is missing, not skipped."""
+    doc, key = _exercise(run, tmp_path, "--seed", "3", "--kind", "tiles")
+    assert doc["ask"] == ["tiles"] and len(doc["heads"][0]["tiles"]) == 2
+    first = problem_file({"tiles": doc["heads"][0]["tiles"][:1]}, "first.json")
+    code, row = _csv_row(run, first, key)
+    assert code == 1 and (row["score"], row["max"]) == ("5", "10")
+    # Stages answered beyond what is asked are marked and shown but not scored (README "A teacher's
+    # workflow"): a file of weights alone is 0 of the two tiles' 10 cells.
+    weights = problem_file({"weights": doc["heads"][0]["weights"]}, "weights.json")
+    code, row = _csv_row(run, weights, key)
+    assert code == 1 and (row["score"], row["max"]) == ("0", "10") and row["weights right"] == "3"
+    code, row = _csv_row(run, weights, key, "--points", "tiles=2")  # each tile table is worth 2
+    assert code == 1 and (row["score"], row["max"]) == ("0", "4")
+    assert _csv_row(run, weights, key, "--require", "weights")[0] == 0
+
+
+def test_asked_gradients_not_given_are_missing(run, tmp_path, problem_file):
+    """Found by the second user trial (issues 16 and 17): asked gradients not given are missing, and
+    --require replaces the problem's ask."""
+    doc, key = _exercise(run, tmp_path, "--seed", "5", "--kind", "backward")
+    assert len(doc["ask"]) == 11 and "d_V" in doc["ask"]
+    forward = problem_file({s: doc["heads"][0][s] for s in ("scores", "scaled", "weights", "output")}, "fwd.json")
+    code, row = _csv_row(run, forward, key)
+    assert code == 1 and row["d_V max"] == "6" and row["d_V right"] == "0" and row["score"] == "11"
+    # --require replaces the problem's ask: only d_V is scored (2 points), the forward stages are shown
+    code, row = _csv_row(run, forward, key, "--require", "d_V", "--points", "d_V=2")
+    assert code == 1 and (row["score"], row["max"]) == ("0", "2") and row["weights right"] == "3"
+
+
+def test_an_asked_slip_not_given_is_missing(run, tmp_path, problem_file):
+    """Found by the second user trial (issues 16 and 17): an asked slip not given is missing; --require
+    slip or d_Q on a problem without them is refused."""
+    doc, key = _exercise(run, tmp_path, "--seed", "5", "--find-the-slip")
+    assert doc["ask"] == ["slip"]
+    scores = problem_file({"scores": doc["heads"][0]["scores"]}, "scores.json")
+    code, row = _csv_row(run, scores, key)
+    # Only what is asked is scored: the slip's two cells; the scores are marked and shown.
+    assert code == 1 and (row["slip right"], row["slip max"], row["score"], row["max"]) == ("0", "2", "0", "2")
+    assert row["scores right"] == "3"
+    assert _csv_row(run, scores, key, "--points", "slip=4")[1]["max"] == "4"
+    plain = problem_file({"weights": [0.05, 0.77, 0.19]}, "plain.json")
+    refused = run("check", plain, "-p", SCOOTER_FILE, "--require", "slip")
+    assert refused.exit_code == 2 and "plants no slip" in refused.stderr
+    refused = run("check", plain, "-p", SCOOTER_FILE, "--require", "d_Q")
+    assert refused.exit_code == 2 and "no dO" in refused.stderr
+    assert run("check", plain, "-p", SCOOTER_FILE, "--require", "tilez").exit_code == 2
+
+
+def test_compute_refuses_a_bad_ask_or_decimals_as_check_does(run, problem_file):
+    """Found by the second user trial (issues 16 and 17): attn compute refuses a bad ask or decimals, with
+    attn check's words."""
+    problem = {"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]]}
+    answers = problem_file({"weights": [[0.73, 0.27]]}, "a.json")
+    for setting, fragment in ((("ask", ["wieghts"]), 'naming an unknown stage "wieghts" (did you mean "weights"?)'),
+                              (("ask", "weights"), "ask is"), (("decimals", -1), "decimals is the number -1"),
+                              (("decimals", True), "decimals is true"), (("decimals", 2.5), "decimals is")):
+        path = problem_file(problem | dict([setting]), "p.json")
+        computed, checked = run("compute", path, "-f", "json"), run("check", answers, "-p", path)
+        assert computed.exit_code == checked.exit_code == 2, setting
+        assert fragment in computed.stderr and computed.stderr == checked.stderr, (computed.stderr, checked.stderr)
+    fine = problem_file(problem | {"ask": ["weights", "d_V", "tiles"], "decimals": 3}, "fine.json")
+    assert run("compute", fine, "-f", "json").exit_code == 0

@@ -217,3 +217,18 @@ def test_a_signed_decimal_comma_label_is_refused(cell, point):
     assert comma_decimal(cell) == point
     with pytest.raises(InputError, match="decimal written with a comma"):
         parse_csv(f"{cell}\t1\n2\t3\n", "x.tsv", "number")
+
+
+def test_decimal_commas_are_never_taken_as_labels_or_a_header(run, problem_file):
+    """Found by the second user trial (issues 16 and 17): a label column or header row of decimal-comma
+    numbers (TSV, quoted CSV) is refused, not taken for labels or a header."""
+    for text, name, fragment in (("2,5\t3\n1,5\t4\n", "a.tsv", '"2,5", read as the row\'s label'),
+                                 ("0,5\t1,25\n2\t3\n", "b.tsv", '"0,5", read as a header'),
+                                 ('"0,5","1,25"\n2,3\n', "c.csv", '"0,5", read as a header')):
+        result = run("compute", "--q", problem_file(text, name), "--k", "1,1", "--v", "1", "-f", "json")
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, text
+        assert fragment in result.stderr and "write decimals with a point" in result.stderr, result.stderr
+    labels = problem_file("a\t1.5\nb\t2.5\n", "labels.tsv")
+    assert run("compute", "--q", labels, "--k", "1", "--v", "1", "-f", "json").exit_code == 0
+    header = problem_file("d0\td1\n0.5\t1.25\n", "header.tsv")
+    assert run("compute", "--q", header, "--k", "1,1", "--v", "1", "-f", "json").exit_code == 0

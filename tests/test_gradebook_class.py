@@ -85,3 +85,40 @@ def test_lenient_json_marks_a_hand_written_file_with_a_note(run, problem_file):
     hopeless = problem_file('{"weights": [0.05, 0.77, 0.19]', "hopeless.json")
     row = run("check", hopeless, good, "-p", SCOOTER, "-f", "csv", "--lenient-json").stdout.splitlines()[1]
     assert row.startswith(f"{hopeless},0,5,0.0") and "invalid JSON" in row
+
+
+def test_points_and_max_score_are_bounded(run, problem_file):
+    """Found by the second user trial (issues 16 and 17): --points and --max-score of 1e308 or inf ended in
+    an OverflowError; they are bounded: finite, above 0, at most 1,000,000."""
+    good = problem_file(GOOD, "a.json")
+    for options, flag in ((("--points", "weights=1e308,output=1e308", "-f", "csv"), "--points"),
+                          (("--points", "weights=inf"), "--points"), (("--points", "weights=1000001"), "--points"),
+                          (("--max-score", "inf", "-f", "gradescope"), "--max-score"),
+                          (("--max-score", "1e308", "-f", "gradescope"), "--max-score"),
+                          (("--max-score", "0", "-f", "gradescope"), "--max-score")):
+        result = run("check", good, "-p", SCOOTER, *options)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, options
+        assert result.stderr.startswith(f"error: {flag}: ") and "at most 1,000,000" in result.stderr, options
+    scope = json.loads(run("check", good, "-p", SCOOTER, "--max-score", "1e6", "--points", "weights=1e6",
+                           "-f", "gradescope").stdout)
+    assert scope["score"] == 1e6
+
+
+TWO_HEADS = {"Q": [[1, 0, 0, 1]], "K": [[1, 0, 0, 1], [0, 1, 1, 0]], "V": [[1, 0], [0, 1]], "heads": 2}
+
+
+def test_points_name_heads_the_problem_has_and_each_stage_once(run, problem_file):
+    """Found by the second user trial (issues 16 and 17): --points naming a head the problem does not have,
+    or a stage twice, is refused."""
+    good = problem_file(GOOD, "a.json")
+    for points, fragment in (("heads[1].weights=2", "the problem has one head; name the stage alone (weights=…)"),
+                             ("heads[0].weights=2", "the problem has one head"),
+                             ("weights=1,weights=2", '"weights" is given twice (weights=1 and weights=2)')):
+        result = run("check", good, "-p", SCOOTER, "--points", points)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--points" in result.stderr, points
+        assert fragment in result.stderr, (points, result.stderr)
+    two = problem_file(TWO_HEADS, "two.json")
+    answers = problem_file({"heads": [{"weights": [0.5, 0.5]}, {"weights": [0.5, 0.5]}]}, "b.json")
+    result = run("check", answers, "-p", two, "--points", "heads[2].weights=2")
+    assert result.exit_code == 2 and "the problem has 2 heads, numbered from 0" in result.stderr
+    assert run("check", answers, "-p", two, "--points", "heads[1].weights=2", "-f", "csv").exit_code in (0, 1)
