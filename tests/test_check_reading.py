@@ -3,6 +3,7 @@ CSV answers files, transposed matrices, some heads only, and classes of self-con
 
 import json
 
+import numpy as np
 import pytest
 
 from tests.conftest import SAMPLES, SCOOTER, assert_error
@@ -126,7 +127,7 @@ def test_csv_answers_in_a_class_with_heads_and_blocked_cells(run, problem_file):
     ("wieghts\n0.1,0.2,0.3\n", ['alice.csv: row 1: unknown stage "wieghts" (did you mean "weights"?)']),
     ("weights\n0.1,x,0.3\n", ['weights[0][1] is the string "x"; expected a number']),
     # a line meant as a stage name is one, not a row of the stage above ("weights[1] has 1 entry")
-    # ("Output" is read as output with a note, as JSON reads it: tests/test_trial3.py)
+    # ("Output" is read as output with a note, as JSON reads it: test_csv_blocks_read_aliases_and_metadata_as_json_does)
     ("weights\n0.1,0.2,0.3\nouptut\n1,2\n", ['alice.csv: row 3: unknown stage "ouptut" (did you mean "output"?)']),
     ("weights\n0.1,0.2,0.3\n[bold]x\x1b[2J\n1,2\n", ['row 3: unknown stage "[bold]x\\u001b[2J"; stages are']),
     ("heads[1024].weights\n0.1,0.2,0.3\n", ['row 1: "heads[1024].weights" names head 1024']),
@@ -327,3 +328,87 @@ def test_check_given_a_problem_set_says_how_to_pick_one(run, problem_file):
         assert result.exit_code == 2 and result.stderr.count("\n") == 1, args
         assert "a problem set of 3 problems (from attn exercise): pick one, e.g. jq '.problems[0]'" in result.stderr
     assert "a problem set of 3 problems" in run("compute", path).stderr
+
+
+def _npz(run, tmp_path, name, change=None, only=None):
+    path = tmp_path / "c.npz"
+    if not path.exists():
+        assert run("compute", SCOOTER_FILE, "-o", path).exit_code == 0
+    with np.load(path) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    if change:
+        arrays = change(arrays)
+    if only:
+        arrays = {key: arrays[key] for key in only}
+    out = tmp_path / name
+    np.savez(out, **arrays)
+    return out
+
+
+def test_npz_heads_members_are_marked(run, tmp_path):
+    """Found by the third user trial of attn check (issue 16): an .npz's heads/<stage> members are the
+    per-head answers, marked as the JSON's heads are."""
+    good = _npz(run, tmp_path, "good.npz")
+    result = run("check", good, "-p", SCOOTER_FILE, "-f", "csv")
+    assert result.exit_code == 0 and result.stdout.splitlines()[1].split(",")[1:3] == ["11", "11"]
+    half = _npz(run, tmp_path, "half.npz", lambda a: a | {"heads/weights": np.full_like(a["heads/weights"], 0.5)})
+    result = run("check", half, "-p", SCOOTER_FILE, "-f", "csv")
+    assert result.exit_code == 1 and result.stdout.splitlines()[1].split(",")[1:3] == ["8", "11"]
+    nan = _npz(run, tmp_path, "nan.npz", lambda a: a | {"heads/weights": np.full_like(a["heads/weights"], np.nan)})
+    result = run("check", nan, "-p", SCOOTER_FILE)
+    assert result.exit_code == 2 and "heads[0].weights[0][0] is nan" in result.stderr
+    only = _npz(run, tmp_path, "only.npz", only=("heads/weights",))
+    result = run("check", only, "-p", SCOOTER_FILE, "-f", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["stages"]["weights"]["right"] == 3
+    for files in ((only, SCOOTER_FILE), (SCOOTER_FILE, only)):  # told from the problem by its heads/ members
+        assert run("check", *files, "-f", "csv").stdout.splitlines()[1].split(",")[1:3] == ["3", "3"], files
+    tampered = _npz(run, tmp_path, "k.npz", lambda a: a | {"heads/K": a["heads/K"] + 1})
+    result = run("check", tampered, "-p", SCOOTER_FILE)
+    assert result.exit_code == 2 and "heads[0].K" in result.stderr
+
+
+def test_npz_heads_member_headers_are_checked_before_reading(run, tmp_path):
+    """Found by the third user trial of attn check (issue 16): an .npz's heads/<stage> members' headers are
+    checked before they are read."""
+    two = _npz(run, tmp_path, "two.npz", lambda a: a | {"heads/weights": np.zeros((2, 1, 3))})
+    result = run("check", two, "-p", SCOOTER_FILE)
+    assert result.exit_code == 2 and "heads/weights is declared float64 (2, 1, 3)" in result.stderr
+    big = _npz(run, tmp_path, "big.npz", lambda a: a | {"heads/weights": np.zeros((1, 1, 500))})
+    assert "heads/weights is declared" in run("check", big, "-p", SCOOTER_FILE).stderr
+
+
+def test_csv_blocks_read_aliases_and_metadata_as_json_does(run, problem_file):
+    """Found by the third user trial of attn check (issue 16): CSV answers sort their keys as JSON's do:
+    aliases read with a note, metadata set aside."""
+    weights = "0.0454,0.7679,0.1867\n"
+    alias = problem_file("attention_weights\n" + weights, "alias.csv")
+    doc = json.loads(run("check", alias, "-p", SCOOTER_FILE, "-f", "json").stdout)
+    assert doc["all_correct"] and doc["stages"]["weights"]["notes"] == ['read "attention_weights" as weights']
+    meta = problem_file("name,Ada\nweights\n" + weights + "student_id,12345\n", "meta.csv")
+    result = run("check", meta, "-p", SCOOTER_FILE)
+    assert result.exit_code == 0, result.stderr
+    row = run("check", meta, meta, "-p", SCOOTER_FILE, "-f", "csv").stdout.splitlines()[1]
+    assert row.endswith(",name: Ada; student_id: 12345")
+    other_case = problem_file("weights\n" + weights + "Output\n0.2775,1.3491\n", "case.csv")
+    doc = json.loads(run("check", other_case, "-p", SCOOTER_FILE, "-f", "json").stdout)
+    assert doc["all_correct"] and doc["stages"]["output"]["notes"] == ['read "Output" as output']
+    both = problem_file("Weights\n" + weights + "weights\n" + weights, "both.csv")
+    assert "keep one" in run("check", both, "-p", SCOOTER_FILE).stderr
+    # a block's first row is still a header, even when its corner is a metadata word (pandas' index name)
+    header = problem_file("heads[0].probs\nid,mechanic,scooter,petrol\nit," + weights, "header.csv")
+    assert run("check", header, "-p", SCOOTER_FILE).exit_code == 0
+
+
+def test_csv_decimal_comma_cells_are_refused_at_their_cell(run, problem_file):
+    """Found by the third user trial of attn check (issue 16): a decimal-comma cell in answers CSV is
+    refused, naming its own cell (never taken as a label)."""
+    for text, row, cell in (('weights\n"0,7311","0,2689"\n', "row 2, column 1", 'weights[0][0] is "0,7311"'),
+                            ('weights\n0.0454,"0,7679",0.1867\n', "row 2, column 2", 'weights[0][1] is "0,7679"'),
+                            ('weights\n,a,b,c\nit,0.0454,"0,7679",0.1867\n', "row 3, column 3",
+                             'weights[0][1] is "0,7679"'),
+                            ("weights\n0.0454\t0,7679\t0.1867\n", "row 2, column 2", 'weights[0][1] is "0,7679"')):
+        name = "a.tsv" if "\t" in text else "a.csv"
+        result = run("check", problem_file(text, name), "-p", SCOOTER_FILE)
+        assert result.exit_code == 2 and result.stdout == "", text
+        assert f"{row}: {cell}, a decimal written with a comma; write decimals with a point" in result.stderr, \
+            result.stderr
