@@ -412,3 +412,25 @@ def test_csv_decimal_comma_cells_are_refused_at_their_cell(run, problem_file):
         assert result.exit_code == 2 and result.stdout == "", text
         assert f"{row}: {cell}, a decimal written with a comma; write decimals with a point" in result.stderr, \
             result.stderr
+
+
+def test_an_empty_answers_file_says_answers_were_expected(run, problem_file):
+    """Found by a user trial: an empty answers file is "empty file: no answers", with what was expected."""
+    empty = problem_file(b"", "answers.json")
+    assert_error(run("check", empty, "--problem", SAMPLES / "scooter.json"),
+                 "answers.json: empty file: no answers; write at least one of")
+    result = run("check", empty, "--problem", SAMPLES / "scooter.json", "-f", "gradescope")
+    assert "empty file: no answers" in json.loads(result.stdout)["output"]
+
+
+def test_messages_nan_in_answers_and_the_problems_own_stages(run, problem_file):
+    """Found by a user trial (messages that said the wrong thing): NaN in answers, and the stages of the
+    problem at hand."""
+    nan = problem_file('{"weights": [[NaN, 1, 0]]}', "nan.json")
+    result = run("check", nan, "--problem", SAMPLES / "scooter.json")
+    assert_error(result, "NaN is not valid JSON; write −∞ as null (a bias's blocked cells, or an answer's masked ones)")
+    for content in ("{}", ""):
+        result = run("check", problem_file(content, "a.json"), "--problem", SAMPLES / "scooter.json")
+        assert_error(result, "write at least one of scores, scaled, weights, output")
+    result = run("check", problem_file("{}", "a.json"), "--problem", SAMPLES / "rope.json")
+    assert "write at least one of Q_rope, K_rope, scores, scaled, masked, weights, output" in result.stderr

@@ -576,3 +576,15 @@ def test_compute_refuses_a_bad_ask_or_decimals_as_check_does(run, problem_file):
         assert fragment in computed.stderr and computed.stderr == checked.stderr, (computed.stderr, checked.stderr)
     fine = problem_file(problem | {"ask": ["weights", "d_V", "tiles"], "decimals": 3}, "fine.json")
     assert run("compute", fine, "-f", "json").exit_code == 0
+
+
+@pytest.mark.parametrize("content", [b"{}", b""])
+@pytest.mark.parametrize("format", ["table", "json", "gradescope", "csv"])
+def test_a_file_with_no_answers_exits_alike_in_every_format(run, problem_file, content, format):
+    """Found by a user trial: a single file with no answers exits 2 in every format (1 in a class, as a
+    file that differs)."""
+    answers = problem_file(content, "answers.json")
+    result = run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", format)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    right = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, "right.json")
+    assert run("check", answers, right, "--problem", SAMPLES / "scooter.json", "-f", format).exit_code == 1

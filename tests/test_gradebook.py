@@ -24,7 +24,7 @@ from attncli.render.gradebook import (
     tallies,
 )
 from attncli.render.summary import print_class_summary
-from tests.conftest import SCOOTER
+from tests.conftest import SAMPLES, SCOOTER
 
 LONG = ("softmax_wrong_axis", "scale_multiplied", "mask_inverted_and_more_words", "values_transposed")
 
@@ -261,3 +261,15 @@ def test_points_by_a_head_path_with_a_two_digit_head(run, problem_file):
     result = run("check", answers, "-p", problem, "--points", "heads[10].weights=2,weights=3", "-f", "csv")
     assert "is not STAGE=N" not in result.stderr
     assert result.exit_code == 0, result.stderr
+
+
+def test_gradescope_names_the_submission_by_its_file_name(run, problem_file, tmp_path):
+    """Found by a user trial (cosmetics): Gradescope's output names the submission by its file name, not
+    the teacher's path."""
+    answers = problem_file({"weightz": [[1, 2, 3]]}, "answers.json")
+    alone = json.loads(run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", "gradescope").stdout)
+    right = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, "b.json")
+    both = json.loads(run("check", answers, right, "--problem", SAMPLES / "scooter.json", "-f", "gradescope").stdout)
+    for output in (alone["output"], both["files"][0]["results"]["output"]):
+        assert "no answers found in answers.json:" in output and str(tmp_path) not in output
+    assert both["files"][0]["file"] == str(answers)  # the teacher's key: the path as given

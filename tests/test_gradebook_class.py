@@ -122,3 +122,40 @@ def test_points_name_heads_the_problem_has_and_each_stage_once(run, problem_file
     result = run("check", answers, "-p", two, "--points", "heads[2].weights=2")
     assert result.exit_code == 2 and "the problem has 2 heads, numbered from 0" in result.stderr
     assert run("check", answers, "-p", two, "--points", "heads[1].weights=2", "-f", "csv").exit_code in (0, 1)
+
+
+FULL = {"scores": [[0, 4, 2]], "scaled": [[0, 2.8284, 1.4142]], "weights": [[0.0454, 0.7679, 0.1867]],
+        "output": [[0.2775, 1.3491]]}
+
+
+def _maxima(run, problem_file, *options):
+    files = [problem_file({"weights": FULL["weights"], "output": FULL["output"]}, "good.json"),
+             problem_file({"weights": FULL["weights"], "output": FULL["output"]}, "good2.json"),
+             problem_file(FULL, "all.json"), problem_file(b"", "blank.json"),
+             problem_file(b'{"weights": [1,', "broken.json")]
+    result = run("check", *files, "--problem", SAMPLES / "scooter.json", "-f", "csv", *options)
+    rows = [line.split(",") for line in result.stdout.splitlines()[1:]]
+    return {row[0].rsplit("/", 1)[-1]: (int(row[1]), int(row[2])) for row in rows}, result
+
+
+def test_with_require_every_file_is_out_of_the_required_cells(run, problem_file):
+    """Found by a user trial: gradebook maxima: with --require every file is out of the required cells."""
+    maxima, _ = _maxima(run, problem_file, "--require", "weights,output")
+    assert maxima == {"good.json": (5, 5), "good2.json": (5, 5), "all.json": (5, 5), "blank.json": (0, 5),
+                      "broken.json": (0, 5)}
+    files = [problem_file(FULL, "all.json"), problem_file(b"", "blank.json")]
+    doc = json.loads(run("check", *files, "--problem", SAMPLES / "scooter.json", "-f", "gradescope",
+                         "--require", "weights,output").stdout)
+    full, blank = (entry["results"] for entry in doc["files"])
+    assert full["score"] == 5 and full["output"].startswith("5/5 cells right")
+    assert [t["max_score"] for t in full["tests"]] == [0, 0, 3, 2]
+    assert full["tests"][0]["output"].startswith("not required, not scored: 3/3 right")
+    assert blank["score"] == 0
+
+
+def test_without_require_an_unmarked_file_is_out_of_the_common_maximum(run, problem_file):
+    """Found by a user trial: gradebook maxima: without --require, a file that could not be marked is out
+    of the class's common maximum."""
+    maxima, _ = _maxima(run, problem_file)
+    assert maxima == {"good.json": (5, 5), "good2.json": (5, 5), "all.json": (11, 11), "blank.json": (0, 5),
+                      "broken.json": (0, 5)}

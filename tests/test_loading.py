@@ -3,6 +3,11 @@ reads stdin), .npy and .npz."""
 
 import json
 
+import numpy as np
+import pytest
+
+from tests.conftest import SAMPLES, assert_error
+
 QKV = ("--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1,0;0,1")
 
 
@@ -47,3 +52,43 @@ def test_a_matrix_option_of_dash_reads_the_matrix_from_stdin(run):
         assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and fragment in refused.stderr, args
     piped = run("compute", "--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1;2", "-f", "json", input='{"mask": "causal"}')
     assert json.loads(piped.stdout)["mask_rule"].startswith("causal")  # stdin as the document, as before
+
+
+def test_bias_null_is_blocked_like_minus_infinity(run):
+    """Found by a user trial: --bias takes null for −∞ (as --help says)."""
+    null = run.json("compute", SAMPLES / "scooter.json", "--bias", "null,0,0")
+    assert null["heads"][0]["weights"] == run.json("compute", SAMPLES / "scooter.json", "--bias", "-inf,0,0")[
+        "heads"][0]["weights"]
+    assert null["heads"][0]["weights"][0][0] == 0
+
+
+def _pipe(text: str) -> str:
+    """A path like bash's <(printf …): /dev/fd/N, a pipe holding `text` (no suffix, not a regular file)."""
+    import os
+
+    read, write = os.pipe()
+    os.write(write, text.encode())
+    os.close(write)
+    return f"/dev/fd/{read}"
+
+
+def test_a_pipe_path_without_a_suffix_is_read_as_a_file(run):
+    """Found by a user trial: a path that exists is a file, suffix or not (a pipe such as bash's <(printf
+    …))."""
+    assert_error(run("compute", SAMPLES / "scooter.json", "--bias", _pipe("0,,0\n")),
+                 "row 1, column 2 is empty; expected a number or -inf")
+    weights = run.json("compute", SAMPLES / "scooter.json", "--bias", _pipe("null,0,0\n"))["heads"][0]["weights"]
+    assert weights[0][0] == 0
+    # Not "0,4": a row of two whole numbers is an ambiguous decimal comma (issue 17, item 2).
+    assert run.json("compute", SAMPLES / "scooter.json", "--q", _pipe("0,4.0\n"))["output"] == \
+        run.json("compute", SAMPLES / "scooter.json")["output"]
+
+
+def test_messages_a_long_double_too_large_names_its_dtype(run, tmp_path):
+    """Found by a user trial (messages that said the wrong thing): a long double too large for float64
+    names the file's dtype."""
+    if not np.isfinite(np.longdouble("1e4000")):
+        pytest.skip("no long double beyond float64 here")
+    np.save(tmp_path / "q.npy", np.array([[np.longdouble("1e4000"), 1]], dtype=np.longdouble))
+    assert_error(run("compute", SAMPLES / "scooter.json", "--q", tmp_path / "q.npy"),
+                 "is 1e+4000, too large for float64 (the file's dtype is float128)")

@@ -260,3 +260,11 @@ def test_mask_option_replaces_the_files_causal_too(run, problem_file):
     doc = json.loads(result.stdout)
     assert "causal" not in doc or not doc["causal"]
     assert doc["heads"][0]["weights"][0][1] > 0  # the first query sees the second key
+
+
+def test_the_causal_header_says_when_positions_are_given(run):
+    """Found by a user trial (cosmetics): the causal header says when positions are given."""
+    given = run.json("compute", SAMPLES / "causal.json", "--q-positions", "1,2,3,4", "--k-positions", "1,2,3,4")
+    assert given["mask_rule"] == "causal: query i may attend key j when k_pos[j] ≤ q_pos[i] (by the positions given)"
+    default = run.json("compute", SAMPLES / "causal.json")
+    assert "(top-left with the default positions 0 … L − 1, as PyTorch is_causal=True)" in default["mask_rule"]

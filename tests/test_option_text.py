@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.conftest import assert_error
+
 QKV = ("--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1,0;0,1")
 
 
@@ -32,3 +34,32 @@ def test_one_sink_for_every_head(run):
     assert result.exit_code == 0, result.stderr
     total = sum(json.loads(result.stdout)["heads"][1]["weights"][0])
     assert total < 1
+
+
+def _explained_rows(run, path, *rows):
+    args = [a for r in rows for a in ("--row", r)]
+    result = run("compute", path, "--explain", *args)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_row_a_label_wins_and_hash_is_an_index(run, problem_file):
+    """Found by a user trial: --row: a label wins, #N is an index."""
+    doc = {"Q": [[1, 0], [0, 1], [1, 1], [2, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]],
+           "query_labels": ["1", "0", "x", "y"]}
+    path = problem_file(doc)
+    by_label = _explained_rows(run, path, "1")
+    assert by_label == _explained_rows(run, path, "#0")  # "1" is the label of row 0
+    assert _explained_rows(run, path, "#1") == _explained_rows(run, path, "0")  # row 1 is labelled "0"
+    assert by_label != _explained_rows(run, path, "#1")
+    assert _explained_rows(run, path, "#3") == _explained_rows(run, path, "y")
+    assert_error(run("compute", path, "--explain", "--row", "#4"), '--row: no query "#4"',
+                 "the queries are 1, 0, x, y (by index #0 to #3)")
+
+
+def test_row_a_label_several_queries_share_is_refused(run, problem_file):
+    """Found by a user trial: --row: a label several queries share is refused with the indices."""
+    doc = {"Q": [[1, 0], [0, 1], [1, 1], [2, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]],
+           "query_labels": ["a", "a", "b", "c"]}
+    assert_error(run("compute", problem_file(doc), "--explain", "--row", "a"),
+                 '--row: "a" labels 2 queries (#0, #1); give the one to explain by index: --row #0 or --row #1')

@@ -3,7 +3,11 @@ recomputation; every key the tool writes reads back."""
 
 import json
 
+import numpy as np
+import pytest
 from conftest import SAMPLES
+
+from tests.conftest import assert_error
 
 
 def test_results_written_with_no_decimals_read_back(run):
@@ -48,3 +52,61 @@ def test_tampered_compute_echoes_are_refused(run, problem_file):
     rows = result.stdout.splitlines()
     assert result.exit_code == 2 and rows[1].split(",")[1:3] == ["11", "11"]
     assert rows[2].split(",")[1:3] == ["0", "11"] and "d_k is 3" in rows[2]
+
+
+def _npz_with(tmp_path, run, change, *options):
+    first = tmp_path / "out.npz"
+    assert run("compute", SAMPLES / "scooter.json", *options, "-o", first).exit_code == 0
+    arrays = dict(np.load(first))
+    change(arrays)
+    np.savez(tmp_path / "changed.npz", **arrays)
+    return tmp_path / "changed.npz"
+
+
+def test_an_npz_reads_back_its_own_results(run, tmp_path):
+    """Found by a user trial: an .npz's heads/… and grads/… members read back like JSON's results."""
+    same = _npz_with(tmp_path, run, lambda a: None, "--do", "ones")
+    assert run("compute", same, "-f", "json").exit_code == 0
+
+
+@pytest.mark.parametrize("change, fragments", [
+    (lambda a: a.update({"heads/foo": np.zeros(2)}), ['unknown member "heads/foo.npy"']),
+    (lambda a: a.update({"extra/weights": np.zeros(2)}), ['unknown member "extra/weights.npy"']),
+    (lambda a: a.update({"heads/Q": a["heads/Q"] + 1}), ["heads/Q[0][0][0] is 1.0 but recomputing gives 0.0",
+                                                          "to mark answers, use attn check"]),
+    (lambda a: a.update({"grads/Q": a["grads/Q"] * 2}), ["grads/Q[0][0] is", "but recomputing gives"]),
+    (lambda a: a.update({"heads/weights": np.zeros((1, 2, 3))}),
+     ["heads/weights is declared float64 (1, 2, 3), but this problem's weights is (1, 1, 3)"]),
+    (lambda a: a.update({"heads/Q_rope": np.zeros((1, 1, 2))}), ["heads/Q_rope is given, but this problem has no Q_rope"]),
+])
+def test_an_npz_refuses_unknown_or_altered_results(run, tmp_path, change, fragments):
+    """Found by a user trial: an .npz's unknown or altered heads/… and grads/… members are refused, as
+    JSON's are."""
+    assert_error(run("compute", _npz_with(tmp_path, run, change, "--do", "ones")), *fragments)
+
+
+def test_a_changed_mask_rule_shows_where_the_rules_differ(run, problem_file):
+    """Found by a user trial: two long rules that differ are shown where they differ, with how to
+    recompute."""
+    out = run("compute", SAMPLES / "causal.json", "--alibi", "-f", "json").stdout
+    result = run("compute", problem_file(out, "al_out.json"), "--window", "1,0")
+    assert_error(result, 'mask_rule is "… 1, as PyTorch is_causal=True)", but from',
+                 'it is "… 1, as PyTorch is_causal=True); window [1, 0]: query i may attend',
+                 "--window changed the problem these came from; to recompute it with them, drop its results: "
+                 "jq 'del(.attncli, .d_k, .d_v, .alibi_slopes, .mask_rule, .heads, .output, .warnings)' FILE")
+    dropped = {k: v for k, v in json.loads(out).items()
+               if k not in ("attncli", "d_k", "d_v", "alibi_slopes", "mask_rule", "heads", "output", "warnings")}
+    assert run.json("compute", problem_file(dropped), "--window", "1,0")["window"] == [1, 0]
+
+
+def test_short_echoes_are_shown_whole(run, problem_file):
+    """Found by a user trial: an echo that differs is shown whole when it is short."""
+    doc = run.json("compute", SAMPLES / "scooter.json")
+    assert_error(run("compute", problem_file(dict(doc, d_k=3))), "d_k is 3, but from")
+
+
+def test_messages_an_echo_without_its_source(run, problem_file):
+    """Found by a user trial (messages that said the wrong thing): an echo without the key it echoes."""
+    doc = run.json("compute", SAMPLES / "rope.json")
+    del doc["rope"]
+    assert_error(run("compute", problem_file(doc)), "rope_rule is given, but rope gives none")

@@ -332,3 +332,13 @@ def test_a_hash_in_a_label_is_escaped_for_latex():
     trace = attend(build_problem(dict(SCOOTER, key_labels=["#1", "b", "c"])))
     text = latex(trace, ["weights"], 2, [], None)
     assert r"\#1" in text and "#1" not in text.replace(r"\#1", "")
+
+
+def test_a_description_may_break_lines_other_controls_stay_escaped(run, problem_file):
+    """Found by a user trial (cosmetics): line breaks in a description are kept; other controls stay
+    escaped."""
+    doc = {"Q": [[1]], "K": [[1]], "V": [[1]], "description": "line one\nline two\u0007bell"}
+    out = run("compute", problem_file(doc), "-f", "table").stdout
+    assert "\nline one\nline two\\u0007bell\n" in out and "\\u000a" not in out
+    latex = run("compute", problem_file(doc), "-f", "latex").stdout
+    assert "% line one\n% line two" in latex
