@@ -4,9 +4,11 @@ below per file, with the reasoning), and the same marks through the Python API."
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
+from conftest import SAMPLES
 
 from attncli import check
 
@@ -193,3 +195,20 @@ def test_the_api_gives_the_same_marks(marked_class):
             continue
         marks = check(folder / name, folder / "problem.json", require=REQUIRE)
         assert marks.score == mark, name
+
+
+def test_the_teachers_class_exits_as_its_guide_says(run, tmp_path, monkeypatch):
+    """docs/howto/teachers.md's class (Cy's file is not JSON) exits 2, as its sentence says, and
+    writes its marks page."""
+    guide = (SAMPLES.parent / "docs" / "howto" / "teachers.md").read_text(encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for name, text in re.findall(r"<!-- file: (answers/\w+\.json) -->\n```json\n(.*?)```", guide, re.S):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    key = run("exercise", "--seed", "5", "--queries", "2", "--keys", "3", "--answers")
+    (tmp_path / "key.json").write_text(key.stdout, encoding="utf-8")
+    files = sorted(str(path.relative_to(tmp_path)) for path in (tmp_path / "answers").iterdir())
+    result = run("check", *files, "--problem", "key.json", "-o", "report.html")
+    said = re.search(r"Expecting property name enclosed in double quotes\n```\n\nThe exit code is (\d)", guide)
+    assert said and result.exit_code == int(said[1]) == 2, (said, result.exit_code)
+    assert "answers/bob.json" in (tmp_path / "report.html").read_text(encoding="utf-8")

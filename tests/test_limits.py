@@ -489,3 +489,19 @@ def test_the_memory_count_for_float32_alibi_is_close_to_what_attend_allocates():
     one = heads * n * n * 4
     peak = peak_bytes(attend, problem)
     assert limits.score_arrays(problem) - peak / one < 1, (limits.score_arrays(problem), peak / one)
+
+
+def test_the_memory_guard_counts_each_threads_block(run, problem_file, monkeypatch, tmp_path):
+    """--threads 64 on the output-only path: 8 blocks of 8 queries × 4,096 keys (256 KiB each), so 8
+    workers hold 2 MiB of scores where one holds 256 KiB. With 1 MiB free the guard refuses it
+    before computing, naming the threads' blocks and --threads 1, which fits."""
+    from attncli.compute import limits
+
+    path = problem_file(np.savez(tmp_path / "p.npz", Q=np.ones((64, 2)), K=np.ones((4096, 2)), V=np.ones((4096, 1)))
+                        or (tmp_path / "p.npz").read_bytes(), "p.npz")
+    out = tmp_path / "out.npy"
+    monkeypatch.setattr(limits, "available_bytes", lambda: 1 << 20)
+    result = run("compute", path, "--output", out, "--threads", "64")
+    assert_error(result, "this problem would need", "8 threads' blocks (1 × 8 × 4096 each) 2.0 MiB", "--threads 1")
+    assert not out.exists()
+    assert run("compute", path, "--output", out, "--threads", "1").exit_code == 0

@@ -300,3 +300,37 @@ def test_the_first_row_is_derived_even_past_the_budget(monkeypatch):
     monkeypatch.setattr(page_derive, "BUDGET", page_derive.row_cost(trace) - 1)
     found = page_derive.derivations(trace, [0], 4)
     assert list(found["rows"]) == ["0"] and found["missing"] == []
+
+
+def test_the_page_derives_with_the_carry_explain_uses(run, tmp_path):
+    """`--explain --carry rounded -o page.html`: a click shows the rounded carry's lines (0.05 ×
+    [2.0, 0.0] = [0.10, 0.00]), the same as the explanation printed above the tables, not the
+    exact carry's (0.09)."""
+    page = tmp_path / "page.html"
+    result = run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2",
+                 "-o", page)
+    assert result.exit_code == 0, result.stderr
+    explained = run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2",
+                    "--format", "table").stdout
+    lines = data_block(page.read_text())["rows"]["0"]["lines"]
+    assert "  0.05 × [2.0, 0.0] = [0.10, 0.00]" in lines
+    assert all(line in explained for line in lines if line.strip())
+
+
+def test_the_page_without_explain_derives_exactly(run, tmp_path):
+    """Found by a trial of merged main as its users would use it (issues 18-20): without --explain the
+    page's derivations carry exactly, as --explain does by default."""
+    page = tmp_path / "page.html"
+    assert run("compute", SAMPLES / "scooter.json", "--precision", "2", "-o", page).exit_code == 0
+    lines = data_block(page.read_text())["rows"]["0"]["lines"]
+    assert any(line.startswith("  0.05 × [2.0, 0.0] = [0.09, 0.00]") for line in lines)
+
+
+def test_the_command_a_page_names_for_a_row_carries_as_the_page_does(run, tmp_path):
+    """A row past the page's budget names the command that explains it: with the page's
+    precision and carry, so that its lines are the ones the page would have shown."""
+    page = tmp_path / "page.html"
+    run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2", "-o", page)
+    assert data_block(page.read_text())["command"].endswith("scooter.json --precision 2 --carry rounded")
+    run("compute", SAMPLES / "scooter.json", "-o", page)
+    assert data_block(page.read_text())["command"].endswith("scooter.json")
