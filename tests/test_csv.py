@@ -1,13 +1,15 @@
 """CSV/TSV and inline text: headers and labels by rule, never by guess; other separators,
 unterminated quotes and empty entries are errors that say so."""
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attncli.base.errors import InputError
 from attncli.document.text_input import parse_csv, parse_inline
-from tests.conftest import assert_error
+from tests.conftest import SAMPLES, assert_error
 
 KV = ("--k", "1,0;0,1", "--v", "1;2")
 
@@ -232,3 +234,39 @@ def test_decimal_commas_are_never_taken_as_labels_or_a_header(run, problem_file)
     assert run("compute", "--q", labels, "--k", "1", "--v", "1", "-f", "json").exit_code == 0
     header = problem_file("d0\td1\n0.5\t1.25\n", "header.tsv")
     assert run("compute", "--q", header, "--k", "1,1", "--v", "1", "-f", "json").exit_code == 0
+
+
+COMMA_HINT = ('"0,7311" reads as two numbers, 0 and 7311: did you mean 0.7311? Write decimals with a point, '
+              "and use spaces (or ';' between rows) between numbers")
+
+
+def test_a_decimal_comma_where_another_shape_is_expected_is_named_in_the_error(run):
+    """Issue 19's leftovers from earlier trials: an inline "0,7311" reads as two numbers; where another
+    shape is expected the error names the decimal comma."""
+    result = run("check", SAMPLES / "scooter.json", "--weights", "0,7311")
+    assert result.exit_code == 2 and result.stderr == (
+        "error: --weights: weights has shape (1 × 2); expected (1 × 3): queries × keys (" + COMMA_HINT + ")\n")
+
+
+def test_a_decimal_comma_that_fits_the_shape_is_read_as_two_numbers_with_a_note(run, problem_file):
+    """Issue 19's leftovers from earlier trials: an inline "0,7311" that fits the shape is read as two
+    numbers, with a note."""
+    path = problem_file({"Q": [0, 4], "K": [[1, 0], [0, 1]], "V": [[1], [2]]})
+    result = run("check", path, "--weights", "0,7311", "-f", "json")
+    marks = json.loads(result.stdout)["stages"]["weights"]
+    assert result.exit_code == 1 and marks["cells"] == [["imprecise", "wrong"]] and COMMA_HINT in marks["notes"]
+    for plain in ("0.0180, 0.9820", "0 7311", "[0, 7311]", "0, 7311", "0; 7311"):
+        result = run("check", path, "--weights", plain, "-f", "json")
+        assert "did you mean" not in result.stdout + result.stderr, plain
+
+
+def test_only_a_single_comma_between_digits_is_marked():
+    """Issue 19's leftovers from earlier trials: only a single comma between digits is marked as a possible
+    decimal comma."""
+    from attncli.document.text_input import parse_inline
+
+    assert parse_inline("0,7311", "--weights").comma == "0.7311"
+    assert parse_inline(" −1,5 ", "--weights").comma == "-1.5"
+    for text in ("0, 7311", "0,7311,2", "0.5,1", "1,0;0,1", "1"):
+        assert getattr(parse_inline(text, "--weights"), "comma", None) is None, text
+    assert getattr(parse_inline("1,0", "--mask", "mask"), "comma", None) is None
