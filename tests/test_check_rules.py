@@ -588,3 +588,37 @@ def test_a_file_with_no_answers_exits_alike_in_every_format(run, problem_file, c
     assert result.exit_code == 2, (result.stdout, result.stderr)
     right = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, "right.json")
     assert run("check", answers, right, "--problem", SAMPLES / "scooter.json", "-f", format).exit_code == 1
+
+
+DIGITS_5000 = "9" * 5000  # more digits than Python's int() reads by default (4300)
+
+
+@pytest.mark.filterwarnings("error")  # a RuntimeWarning would be an internal error
+@pytest.mark.parametrize("cell", ["0e-99999999999999999999", "0e-400", "0e-" + DIGITS_5000])
+def test_check_with_an_absurd_exponent_is_marked(run, cell):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: written
+    numbers with absurd exponents: decimals are capped, marking prints no warning."""
+    result = run("check", SAMPLES / "scooter.json", "--weights", f"{cell},1,0", "--format", "json")
+    assert result.exit_code == 1 and result.stderr == "", result.stderr
+    assert json.loads(result.stdout)["stages"]["weights"]["cells"][0][0] == "wrong"
+
+
+@pytest.mark.filterwarnings("error")
+def test_many_decimals_on_a_large_value_still_mark_correct(run):
+    # t · 10^308 overflows for the output 1.349…: the value is kept, not turned into NaN.
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: many written
+    decimals on a large value still mark correct (the value is kept, not turned into NaN)."""
+    result = run("check", SAMPLES / "scooter.json", "--output",
+                 "0.2774704267750921" + "0" * 300 + ",1.3491421713299023" + "0" * 300, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["all_correct"] is True
+
+
+@pytest.mark.filterwarnings("error")  # a RuntimeWarning from rounding would be an internal error
+@pytest.mark.parametrize("option, value", [("--scores", "1e308,-1e308,1e308"), ("--scaled", "1e308,-1e308,1e308"),
+                                           ("--weights", "1e308,1e308,1e308"), ("--output", "1e308,-1e308")])
+def test_marking_huge_answers_prints_no_warning(run, option, value):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: marking huge
+    answers prints no RuntimeWarning."""
+    result = run("check", SAMPLES / "scooter.json", option, value, "--format", "json")
+    assert result.exit_code == 1 and result.stderr == "", result.stderr

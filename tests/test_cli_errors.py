@@ -219,3 +219,32 @@ def test_messages_a_byte_that_is_not_utf8_in_a_label(run):
     label = b"a\xff".decode("utf-8", "surrogateescape")
     assert_error(run("compute", SAMPLES / "scooter.json", "--key-labels", f"{label},b,c"),
                  "key_labels[0] holds the byte 0xff, which is not UTF-8, at character 2")
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("title", '"\\ud800"', "title holds a lone surrogate \\ud800 at character 1"),
+    ("description", '"ok \\udfff"', "description holds a lone surrogate \\udfff at character 4"),
+    ("query_labels", '["a\\ud83d"]', "query_labels[0] holds a lone surrogate \\ud83d at character 2"),
+    ("key_labels", '["x", "\\udc00"]', "key_labels[1] holds a lone surrogate \\udc00"),
+])
+def test_lone_surrogates_are_refused_at_input(run, problem_file, key, value, fragment):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: lone
+    surrogates (valid JSON escapes that no UTF-8 output can hold) are refused at input."""
+    text = '{"Q": [[1, 2]], "K": [[1, 2], [3, 4]], "V": [[1], [2]], "%s": %s}' % (key, value)
+    result = run("compute", problem_file(text), "--format", "json")
+    assert_error(result, fragment, "expected text that is valid Unicode")
+
+
+def test_a_surrogate_pair_is_one_character_and_fine(run, problem_file):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a surrogate
+    pair is one character, and fine."""
+    text = '{"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "title": "\\ud83d\\ude00"}'
+    assert run.json("compute", problem_file(text))["title"] == "\U0001f600"
+
+
+def test_undecodable_label_bytes_on_the_command_line(run):
+    # Python decodes a non-UTF-8 argument byte 0xff to the lone surrogate U+DCFF: said as the byte.
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a label's byte
+    that is not UTF-8 on the command line is said as the byte."""
+    assert_error(run("compute", SAMPLES / "scooter.json", "--query-labels", "a\udcff", "--format", "json"),
+                 "--query-labels: query_labels[0] holds the byte 0xff, which is not UTF-8")

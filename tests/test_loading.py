@@ -92,3 +92,28 @@ def test_messages_a_long_double_too_large_names_its_dtype(run, tmp_path):
     np.save(tmp_path / "q.npy", np.array([[np.longdouble("1e4000"), 1]], dtype=np.longdouble))
     assert_error(run("compute", SAMPLES / "scooter.json", "--q", tmp_path / "q.npy"),
                  "is 1e+4000, too large for float64 (the file's dtype is float128)")
+
+
+needs_long_double = pytest.mark.skipif(np.finfo(np.longdouble).max <= np.finfo(np.float64).max,
+                                       reason="long double is float64 on this platform")
+
+
+@needs_long_double
+@pytest.mark.filterwarnings("error")
+def test_a_long_double_beyond_float64_is_named(run, tmp_path):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a long double
+    .npy beyond float64 is named, with no RuntimeWarning."""
+    np.save(tmp_path / "q.npy", np.array([[np.longdouble("1e400"), 1]]))
+    result = run("compute", "--q", tmp_path / "q.npy", "--k", "1,2", "--v", "1")
+    assert_error(result, "q.npy: Q[0][0] is 1e+400, too large for float64 (the file's dtype is float128)")
+    assert "RuntimeWarning" not in result.stderr
+
+
+@needs_long_double
+@pytest.mark.filterwarnings("error")
+def test_a_long_double_within_float64_is_accepted(run, tmp_path):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a long double
+    .npy within float64 is read as JSON numbers are (rounded to float64)."""
+    np.save(tmp_path / "q.npy", np.array([[0, 4]], dtype=np.longdouble))
+    doc = run.json("compute", "--q", tmp_path / "q.npy", "--k", "1,0;0,1;.5,.5", "--v", "2,0;0,2;1,-1")
+    assert doc["output"] == run.json("compute", "--q", "0,4", "--k", "1,0;0,1;.5,.5", "--v", "2,0;0,2;1,-1")["output"]

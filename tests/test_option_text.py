@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import assert_error
+from tests.conftest import SAMPLES, assert_error
 
 QKV = ("--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1,0;0,1")
 
@@ -63,3 +63,18 @@ def test_row_a_label_several_queries_share_is_refused(run, problem_file):
            "query_labels": ["a", "a", "b", "c"]}
     assert_error(run("compute", problem_file(doc), "--explain", "--row", "a"),
                  '--row: "a" labels 2 queries (#0, #1); give the one to explain by index: --row #0 or --row #1')
+
+
+@pytest.mark.parametrize("row", ["²", "٣", "１", "-0", "9" * 5000])
+def test_rows_are_ascii_digits_or_labels(run, row):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: --row takes
+    ASCII digits or a label; other digits are no index."""
+    assert_error(run("compute", SAMPLES / "scooter.json", "--explain", "--row", row),
+                 "--row: no query", "the queries are it")
+
+
+def test_row_by_index_still_works(run):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: --row by index
+    still works beside the digit check."""
+    result = run("compute", SAMPLES / "scooter.json", "--explain", "--row", "0")
+    assert result.exit_code == 0 and "0.2775" in result.stdout

@@ -4,7 +4,10 @@ terminal controls, LaTeX, Markdown, CSV formulas), through the views and through
 import csv
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from rich.console import Console
@@ -18,7 +21,7 @@ from attncli.render.export import csv_stage, latex, markdown
 from attncli.render.heatmap import cell_style, heatmap, print_heatmaps
 from attncli.render.tables import make_console, render
 from attncli.render.text import header_lines
-from tests.conftest import SAMPLES, SCOOTER
+from tests.conftest import ROOT, SAMPLES, SCOOTER
 
 LINK = "[link=file:///etc/passwd]click[/link]"
 TITLE = "T\u001b]0;PWNED\u0007\u001b[2J"
@@ -342,3 +345,27 @@ def test_a_description_may_break_lines_other_controls_stay_escaped(run, problem_
     assert "\nline one\nline two\\u0007bell\n" in out and "\\u000a" not in out
     latex = run("compute", problem_file(doc), "-f", "latex").stdout
     assert "% line one\n% line two" in latex
+
+
+def test_a_file_name_that_is_not_utf8_is_an_escape_in_json(tmp_path):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a file name
+    whose bytes are not UTF-8 (a lone surrogate in Python) is an escape in JSON."""
+    name = os.fsdecode(tmp_path / os.fsdecode(b"\xff.json"))
+    with open(name, "w", encoding="utf-8") as handle:
+        json.dump({"weights": [[0.0454, 0.7679, 0.1867]]}, handle)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8:strict")  # as en_US.UTF-8
+    result = subprocess.run([sys.executable, "-m", "attncli", "check", name, name, "--problem",
+                             str(SAMPLES / "scooter.json"), "--format", "json"],
+                            cwd=ROOT, env=env, capture_output=True)
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+    result.stdout.decode("utf-8")  # valid UTF-8 throughout
+    marked = json.loads(result.stdout)["files"]
+    assert [os.fsencode(m["file"]) for m in marked] == [os.fsencode(name)] * 2
+
+
+def test_json_dumps_escapes_only_lone_surrogates():
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: the JSON
+    writer escapes lone surrogates and nothing else."""
+    from attncli.render.json import dumps
+
+    assert dumps({"file": "a\udcffb", "label": "√∞ \U0001f600"}) == '{"file": "a\\udcffb", "label": "√∞ \U0001f600"}'

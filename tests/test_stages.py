@@ -26,7 +26,7 @@ from attncli.marking.mistakes import MISTAKES, step
 from attncli.render.explain import explain
 from attncli.stages import grads
 from attncli.stages import table as stages
-from tests.conftest import SCOOTER, assert_error
+from tests.conftest import SAMPLES, SCOOTER, assert_error
 from tests.test_backward import finite_differences
 from tests.test_explain import NOTE, NUM, assert_rounded_carry, check_equations
 from tests.test_explain_backward import assert_carried
@@ -532,3 +532,12 @@ def test_a_csv_of_a_stage_the_problem_lacks_suggests_the_stage_just_before_it(ru
     assert stages.stand_in(build_problem(doc), "masked") == "capped"
     result = run("compute", problem_file(doc), "--format", "csv", "--stages", "masked")
     assert result.exit_code == 2 and "use --stages capped" in result.stderr, result.stderr
+
+
+def test_csv_of_the_masked_stage_without_mask_or_bias(run):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a CSV of the
+    masked stage of a problem without one names the stage to give instead."""
+    assert_error(run("compute", SAMPLES / "scooter.json", "--format", "csv", "--stages", "masked"),
+                 "--stages: this problem has no mask, bias or ALiBi, so it has no masked stage", "--stages scaled")
+    result = run("compute", SAMPLES / "causal.json", "--format", "csv", "--stages", "masked")
+    assert result.exit_code == 0 and "-inf" in result.stdout
