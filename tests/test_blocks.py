@@ -170,7 +170,7 @@ def rules(draw, lq, lk):
         doc["k_positions"] = draw(st.lists(spread, min_size=lk, max_size=lk))
     if lower_right:
         doc["mask"] = "causal_lower_right"
-        if min(doc.get("k_positions", [0])) > lk - 1:  # every key after every query: refused (test_hostile)
+        if min(doc.get("k_positions", [0])) > lk - 1:  # every key after every query: refused (test_masks.py: test_causal_lower_right_with_keys_after_every_query_is_refused)
             doc["k_positions"][0] = lk - 1
     elif draw(st.booleans()):
         doc["causal"] = True

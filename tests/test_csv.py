@@ -270,3 +270,32 @@ def test_only_a_single_comma_between_digits_is_marked():
     for text in ("0, 7311", "0,7311,2", "0.5,1", "1,0;0,1", "1"):
         assert getattr(parse_inline(text, "--weights"), "comma", None) is None, text
     assert getattr(parse_inline("1,0", "--mask", "mask"), "comma", None) is None
+
+
+def test_a_column_of_decimal_commas_is_refused(run, tmp_path):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): one column
+    of decimals written with commas is not two columns of whole numbers."""
+    (tmp_path / "v.csv").write_text("0,5\n1,25\n-0,75\n")
+    result = run("compute", "--q", "1,0;0,1;1,1", "--k", "1,0;0,1;1,1", "--v", str(tmp_path / "v.csv"))
+    assert_error(result, 'v.csv: row 1 is "0,5"', "decimals written with commas", "(0.5)",
+                 "add a header row (d0,d1)", 'quote the cells ("0","5")')
+
+
+@pytest.mark.parametrize("text, matrix", [
+    ("d0,d1\n0,5\n1,25\n", [[0, 5], [1, 25]]),        # a header says two columns
+    ('"0","5"\n"1","25"\n', [[0, 5], [1, 25]]),       # so do quotes
+    ("0.5\n1.25\n", [[0.5], [1.25]]),                 # decimals with a point
+    ("0,-5\n1,25\n", [[0, -5], [1, 25]]),             # a sign: no decimal comma
+    ("0,5,1\n1,25,0\n", [[0, 5, 1], [1, 25, 0]]),     # three fields
+    ("it,0,5\n", [[0, 5]]),                           # a label column
+])
+def test_unambiguous_two_column_files_still_read(text, matrix):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): two-column
+    files that are not decimal commas (a header, quotes, signs, labels) still read."""
+    assert parse_csv(text, "x.csv")[0] == matrix
+
+
+def test_a_two_column_mask_of_whole_numbers_reads(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): a
+    two-column mask of whole numbers reads (a mask has no decimals)."""
+    assert parse_csv("1,0\n1,1\n", "m.csv", "mask")[0] == [[1, 0], [1, 1]]  # a mask has no decimals

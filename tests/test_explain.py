@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from attncli.compute.attention import attend
@@ -434,3 +435,30 @@ def test_a_dead_rows_uniform_output_is_the_mean_of_v_under_rounded_carry(run, pr
     result = run("compute", problem_file(doc), "--explain", "--row", "0", "--carry", "rounded")
     assert result.exit_code == 0, result.stderr
     assert "  output = [2.0000]" in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("shapes, options, fragment", [
+    (((1, 2000), (2, 2000), (2, 1)), [], "this problem has rows 2,000 numbers wide"),
+    (((1, 2), (5000, 2), (5000, 1)), [], "this problem has 5,000 keys"),
+    (((1, 40), (2, 40), (2, 20)), ["--heads", "20"], "this problem has 20 heads: choose one with --head N"),
+    (((70, 2), (2, 2), (2, 1)), ["--row", *",".join(str(i) for i in range(65)).split(",")], "65 rows × heads")])
+def test_explain_refuses_what_is_not_hand_sized(run, tmp_path, shapes, options, fragment):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): --explain
+    is bounded: refused past a stated size, saying which --row or --head to choose."""
+    paths = []
+    for name, shape in zip("qkv", shapes):
+        np.save(tmp_path / f"{name}.npy", np.ones(shape))
+        paths += [f"--{name}", str(tmp_path / f"{name}.npy")]
+    if options[:1] == ["--row"]:
+        options = [a for i in options[1:] for a in ("--row", i)]
+    assert_error(run("compute", *paths, *options, "--explain"), "--explain: is a hand calculation", fragment)
+
+
+def test_explain_of_one_head_among_many_is_allowed(run, tmp_path):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): --explain
+    of one head among many is allowed."""
+    for name, shape in zip("qkv", ((1, 40), (2, 40), (2, 20))):
+        np.save(tmp_path / f"{name}.npy", np.ones(shape))
+    result = run("compute", *(a for n in "qkv" for a in (f"--{n}", str(tmp_path / f"{n}.npy"))),
+                 "--heads", "20", "--head", "3", "--explain")
+    assert result.exit_code == 0, result.stderr

@@ -505,3 +505,45 @@ def test_the_memory_guard_counts_each_threads_block(run, problem_file, monkeypat
     assert_error(result, "this problem would need", "8 threads' blocks (1 × 8 × 4096 each) 2.0 MiB", "--threads 1")
     assert not out.exists()
     assert run("compute", path, "--output", out, "--threads", "1").exit_code == 0
+
+
+def test_the_guard_counts_the_backward_tables_in_json(run, monkeypatch):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): --do with
+    JSON is counted by the memory guard."""
+    problem = build_problem(SCOOTER | {"dO": "ones"})
+    shown = ("output", "d_weights", "d_scores", "grads")
+    with_grads = limits.view_bytes(problem, "json", shown)
+    assert with_grads - limits.view_bytes(problem, "json", ("output",)) >= 2 * 3 * limits.JSON_NUMBER
+    big = 1500  # 1500 × 1500 score-sized arrays: the JSON of d_weights and d_scores alone is ~430 MB
+    q = np.zeros((big, 2)).tolist()
+    doc = {"Q": q, "K": q, "V": q}
+    plain = limits.needs(build_problem(doc), "json", ("output", "weights"))
+    backward = limits.needs(build_problem(doc | {"dO": "ones"}), "json",
+                            ("output", "weights", "d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K",
+                             "grads"))
+    assert backward["its JSON"] - plain["its JSON"] > 2 * big * big * limits.JSON_NUMBER
+
+
+def test_the_guard_advises_what_works_with_do(run, monkeypatch, tmp_path):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): the memory
+    guard's advice works with --do."""
+    monkeypatch.setattr(limits, "available_bytes", lambda: 3_000_000)
+    q = tmp_path / "q.npy"
+    np.save(q, np.zeros((200, 4)))
+    result = run("compute", "--q", str(q), "--k", str(q), "--v", str(q), "--do", "ones", "--format", "json")
+    assert_error(result, "this problem would need", "--output grads.npz (every stage and gradient, no text)")
+    assert "--stages output" not in result.stderr  # --do refuses it
+
+
+def test_out_of_memory_in_check_advises_checks_own_way(run, monkeypatch):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): out of
+    memory in `check` advises no option of `compute`."""
+    import attncli.commands.check_run
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(attncli.commands.check_run, "mark_document", exhausted)
+    result = run("check", str(SAMPLES / "scooter.json"), "--weights", "0.1,0.8,0.1")
+    assert_error(result, "out of memory; check keeps every stage of the problem in memory")
+    assert "--stages" not in result.stderr and "--output" not in result.stderr

@@ -117,3 +117,28 @@ def test_a_long_double_within_float64_is_accepted(run, tmp_path):
     np.save(tmp_path / "q.npy", np.array([[0, 4]], dtype=np.longdouble))
     doc = run.json("compute", "--q", tmp_path / "q.npy", "--k", "1,0;0,1;.5,.5", "--v", "2,0;0,2;1,-1")
     assert doc["output"] == run.json("compute", "--q", "0,4", "--k", "1,0;0,1;.5,.5", "--v", "2,0;0,2;1,-1")["output"]
+
+
+QKV_OPTIONS = ["--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1;2"]
+
+
+def test_piped_stdin_is_read_beside_matrix_options(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): piped
+    stdin beside matrix options is read; the options override its keys."""
+    doc = run.json("compute", *QKV_OPTIONS, input='{"mask": "causal"}')
+    assert doc["mask"] == "causal" and doc["heads"][0]["weights"][0] == [1.0, 0.0]
+    over = run.json("compute", *QKV_OPTIONS, input=json.dumps({"Q": [[9, 9], [9, 9]], "scale": 2}))
+    assert over["Q"] == [[1, 0], [0, 1]] and over["scale"] == 2  # --q over the piped Q; its scale stays
+
+
+def test_empty_stdin_beside_matrix_options_gives_nothing(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): empty
+    stdin beside matrix options gives nothing."""
+    assert run.json("compute", *QKV_OPTIONS, input="")["heads"][0]["weights"][0][0] > 0.5
+    assert run.json("compute", *QKV_OPTIONS, input=" \n")["mask_rule"] == "none"
+
+
+def test_piped_garbage_beside_matrix_options_is_an_error(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): piped
+    garbage beside matrix options is an error."""
+    assert_error(run("compute", *QKV_OPTIONS, input="not json"), "<stdin>: invalid JSON")

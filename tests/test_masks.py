@@ -268,3 +268,14 @@ def test_the_causal_header_says_when_positions_are_given(run):
     assert given["mask_rule"] == "causal: query i may attend key j when k_pos[j] ≤ q_pos[i] (by the positions given)"
     default = run.json("compute", SAMPLES / "causal.json")
     assert "(top-left with the default positions 0 … L − 1, as PyTorch is_causal=True)" in default["mask_rule"]
+
+
+def test_causal_lower_right_with_keys_after_every_query_is_refused(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"):
+    causal_lower_right with keys after every query is refused."""
+    three = ["--q", "1,0;0,1;1,1", "--k", "1,0;0,1;1,1", "--v", "1;2;3", "--mask", "causal_lower_right"]
+    assert_error(run("compute", *three, "--k-positions", "5,6,7"),
+                 "--k-positions: k_positions start at 5, after every query position that mask causal_lower_right "
+                 "sets (Lk − Lq … Lk − 1 = 0 … 2)", "give mask causal with the queries' q_positions")
+    some = run("compute", *three, "--k-positions", "2,6,7", "--format", "json")
+    assert some.exit_code == 0 and "every key is masked for query 0, 1" in some.stderr  # some rows: a warning

@@ -78,3 +78,22 @@ def test_row_by_index_still_works(run):
     still works beside the digit check."""
     result = run("compute", SAMPLES / "scooter.json", "--explain", "--row", "0")
     assert result.exit_code == 0 and "0.2775" in result.stdout
+
+
+QKV_OPTIONS = ["--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1;2"]
+
+
+@pytest.mark.parametrize("option, value", [("--softcap", ""), ("--softcap", "none"), ("--sinks", ""),
+                                           ("--sinks", "null"), ("--alibi-slopes", "None"), ("--window", ""),
+                                           ("--key-mask", "null"), ("--q-positions", " ")])
+def test_empty_or_null_option_values_are_refused(run, option, value):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): no value
+    means "off": an option is off when it is left out, so an empty or null value is refused."""
+    assert_error(run("compute", *QKV_OPTIONS, option, value), f"{option}: is", "which gives no value",
+                 f"an option is off when it is left out: drop {option}")
+
+
+def test_a_null_side_of_a_window_is_still_unbounded(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): a null
+    side of a window is still unbounded."""
+    assert run.json("compute", *QKV_OPTIONS, "--window", "none,0")["window"] == [None, 0]

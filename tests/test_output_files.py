@@ -394,3 +394,26 @@ def test_round_0_is_refused_beside_an_npy_file(run, tmp_path):
     assert result.exit_code == 2
     assert result.stderr.startswith("error: --round: ") and "would be lost" in result.stderr
     assert not (tmp_path / "x.npy").exists()
+
+
+def test_output_over_the_do_file_is_refused(run, tmp_path):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): -o never
+    writes over an input: the dO file."""
+    d_o = tmp_path / "dO.json"
+    d_o.write_text("[[1, 1]]")
+    assert_error(run("compute", str(SAMPLES / "scooter.json"), "--do", str(d_o), "-o", str(d_o)),
+                 "is an input of this run", "refusing to overwrite it")
+    assert d_o.read_text() == "[[1, 1]]"
+
+
+@pytest.mark.parametrize("option, text", [("--mask", "true,false\n"), ("--bias", "0,-inf\n"),
+                                          ("--q", "[[1, 0]]"), ("--wo", "[[1]]")])
+def test_output_over_any_matrix_file_is_refused(run, tmp_path, option, text):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): -o never
+    writes over an input: any matrix file."""
+    path = tmp_path / ("m.csv" if option in ("--mask", "--bias") else "m.json")
+    path.write_text(text)
+    args = {"--q": ["--k", "1,0;0,1", "--v", "1;2"], "--wo": ["--q", "1,0", "--k", "1,0;0,1", "--v", "1;2"]}
+    base = args.get(option, ["--q", "1,0", "--k", "1,0;0,1", "--v", "1;2"])
+    assert_error(run("compute", *base, option, str(path), "-o", str(path)), "is an input of this run")
+    assert path.read_text() == text
