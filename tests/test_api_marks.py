@@ -125,3 +125,19 @@ def test_the_api_refuses_a_slip_against_a_problem_that_plants_none():
     for problem in (SCOOTER, core_attend(build_problem(SCOOTER))):
         with pytest.raises(InputError, match="plants no slip"):
             api.check(answer, problem)
+
+
+SELF = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+ASKING = dict(SELF, ask=["weights", "output"], decimals=3)
+
+
+def test_the_api_reads_ask_and_decimals_from_the_problem(problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): the Python API
+    reads ask and decimals from the problem."""
+    from attncli import check
+
+    marks = check({"weights": [[0.045, 0.768, 0.187]]}, problem_file(ASKING))
+    assert marks.score == (3, 5) and not marks.all_correct
+    assert check({"weights": [[0.045, 0.768, 0.187]]}, ASKING, require=()).all_correct

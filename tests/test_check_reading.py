@@ -434,3 +434,124 @@ def test_messages_nan_in_answers_and_the_problems_own_stages(run, problem_file):
         assert_error(result, "write at least one of scores, scaled, weights, output")
     result = run("check", problem_file("{}", "a.json"), "--problem", SAMPLES / "rope.json")
     assert "write at least one of Q_rope, K_rope, scores, scaled, masked, weights, output" in result.stderr
+
+
+def _marks_of(run, *args, name="weights"):
+    result = run("check", *args, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)["stages"][name]
+
+
+BIASED = {"Q": [[1, 0]], "K": [[1, 0], [-1, 0], [0, 1]], "V": [[1], [2], [3]], "bias": [[0, -1e9, 0]], "scale": 1}
+
+
+def test_the_tools_own_key_passes_its_own_check_with_a_finite_bias(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a large negative is
+    −∞ only where the problem's cell is −∞: the tool's own key passes its own check with a finite
+    bias of -1e9."""
+    problem = problem_file(BIASED)
+    key = run("compute", problem, "-f", "json")
+    assert key.exit_code == 0
+    answers = problem_file(key.stdout, "key.json")
+    result = run("check", answers, problem, "--format", "json")
+    assert result.exit_code == 0, result.stdout
+    assert json.loads(result.stdout)["right"] == 13
+    masked = _marks_of(run, problem, "--masked", "1, -1e9, 0", name="masked")
+    assert masked["notes"] == []  # a number (equal to -1000000001 within 1e-9 of its size), not −∞
+    minus_infinity = _marks_of(run, problem, "--masked", "1, -inf, 0", name="masked")
+    assert minus_infinity["cells"] == [["correct", "wrong", "correct"]]
+
+
+def test_a_large_negative_where_the_problem_blocks_is_read_as_minus_infinity(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a large negative is
+    −∞ where the problem blocks, and only there."""
+    causal = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "mask": "causal", "scale": 1})
+    masked = _marks_of(run, causal, "--masked", "1, -1e9; 0, 1", name="masked")
+    assert masked["cells"] == [["correct"] * 2] * 2
+    assert masked["notes"] == ["read -1e+09 as −∞ (a large negative stands for a blocked position)"]
+    wrong_place = _marks_of(run, causal, "--masked", "1, -1e9; -1e9, 1", name="masked")
+    assert wrong_place["cells"] == [["correct", "correct"], ["wrong", "correct"]]
+
+
+GOOD_WEIGHTS = {"weights": [0.05, 0.77, 0.19]}
+
+
+SELF = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+def test_two_self_contained_files_are_each_marked(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): with two files,
+    which is the problem is decided by content: two self-contained files are each marked."""
+    alice = problem_file(SELF | {"weights": [0.05, 0.77, 0.19]}, "alice.json")
+    bob = problem_file(SELF | {"weights": [0.33, 0.33, 0.33]}, "bob.json")
+    result = run("check", alice, bob, "--format", "csv")
+    assert result.exit_code == 1, result.stdout
+    rows = result.stdout.splitlines()
+    assert rows[1].startswith(f"{alice},3,3,100.0") and rows[2].startswith(f"{bob},0,3,0.0")
+
+
+def test_answers_are_never_taken_as_the_problem(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): with two files,
+    answers are never taken as the problem, whatever the order."""
+    answers = problem_file({"weights": [0.05, 0.77, 0.19]}, "answers.json")
+    for order in ((answers, SCOOTER_FILE), (SCOOTER_FILE, answers)):
+        result = run("check", *order, "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["right"] == 3
+
+
+def test_two_bare_problems_ask_for_the_problem_option(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): two bare problems
+    ask for --problem."""
+    other = problem_file(SELF, "other.json")
+    result = run("check", SCOOTER_FILE, other)
+    assert result.exit_code == 2
+    assert "hold a problem and no answers: name the problem with --problem" in result.stderr
+
+
+def test_metadata_keys_are_set_aside_and_shown_in_the_gradebook(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): metadata keys are
+    set aside and shown in the gradebook."""
+    ada = problem_file({"name": "Ada", "student_id": "s123", "comment": "done", "weights": [0.05, 0.77, 0.19]},
+                       "ada.json")
+    result = run("check", ada, SCOOTER_FILE, "--format", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["right"] == 3
+    book = run("check", ada, "--problem", SCOOTER_FILE, "--format", "csv").stdout.splitlines()
+    assert book[1].startswith(f"{ada},3,3,100.0") and book[1].endswith("name: Ada; student_id: s123; comment: done")
+
+
+def test_aliases_are_read_as_their_stage_with_a_note(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): aliases are read as
+    their stage, with a note."""
+    for key in ("attention_weights", "attn_weights", "probs", "softmax", "attention", "Weights"):
+        weights = _marks_of(run, problem_file({key: [0.05, 0.77, 0.19]}, "a.json"), SCOOTER_FILE)
+        assert weights["right"] == 3 and weights["notes"] == [f'read "{key}" as weights'], key
+    scaled = _marks_of(run, problem_file({"logits": [0, 2.83, 1.41]}, "a.json"), SCOOTER_FILE, name="scaled")
+    assert scaled["right"] == 3  # the scaled scores: what this problem's softmax reads
+    causal = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "mask": "causal",
+                           "scale": 1})
+    masked = _marks_of(run, problem_file({"logits": [[1, "-inf"], [0, 1]]}, "a.json"), causal, name="masked")
+    assert masked["right"] == 4
+    both = run("check", problem_file({"softmax": [0.05, 0.77, 0.19], "weights": [0.05, 0.77, 0.19]}, "b.json"),
+               SCOOTER_FILE)
+    assert both.exit_code == 2 and 'both "weights" and "softmax" (read as weights) are given' in both.stderr
+
+
+def test_did_you_mean_prefers_the_stages_a_learner_could_mean(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): did-you-mean
+    prefers the stages a learner could mean."""
+    result = run("check", problem_file({"attention_weight": [0.05, 0.77, 0.19]}, "a.json"), SCOOTER_FILE)
+    assert result.exit_code == 2 and '(did you mean "weights"?)' in result.stderr
+    assert "d_weights" not in result.stderr
+
+
+def test_an_unknown_key_in_a_class_is_a_note_and_the_rest_is_marked(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): an unknown key in a
+    class is a note, and the rest is marked."""
+    odd = problem_file({"weights": [0.05, 0.77, 0.19], "foo": 1}, "odd.json")
+    good = problem_file(GOOD_WEIGHTS, "good.json")
+    result = run("check", odd, good, "--problem", SCOOTER_FILE, "--format", "csv")
+    rows = result.stdout.splitlines()
+    assert rows[1].startswith(f"{odd},3,3,100.0") and 'unknown key ""foo"" not marked' in rows[1]
+    table = run("check", odd, good, "--problem", SCOOTER_FILE, "--format", "table").stdout
+    assert 'unknown key "foo" not marked' in table

@@ -622,3 +622,84 @@ def test_marking_huge_answers_prints_no_warning(run, option, value):
     answers prints no RuntimeWarning."""
     result = run("check", SAMPLES / "scooter.json", option, value, "--format", "json")
     assert result.exit_code == 1 and result.stderr == "", result.stderr
+
+
+def _marks_of(run, *args, name="weights"):
+    result = run("check", *args, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)["stages"][name]
+
+
+def test_a_wrong_value_with_few_decimals_is_wrong_not_imprecise(run):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): few decimals are
+    imprecise only when the exact value correctly rounded, else wrong."""
+    output = _marks_of(run, SCOOTER_FILE, "--output", "0.4,1.2", name="output")  # exact 0.2775, 1.3491
+    assert output["cells"] == [["wrong", "wrong"]]
+    weights = _marks_of(run, SCOOTER_FILE, "--weights", "0.1,0.7,0.2")  # exact 0.0454, 0.7679, 0.1867
+    assert weights["cells"] == [["wrong", "wrong", "imprecise"]]
+    rounded = _marks_of(run, SCOOTER_FILE, "--weights", "0.0,0.8,0.2")  # each correctly rounded to 1 decimal
+    assert rounded["cells"] == [["imprecise"] * 3]
+
+
+def test_a_tie_at_the_decimals_written_rounds_either_way(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a tie at the
+    decimals written rounds either way."""
+    halves = problem_file({"Q": [[0, 0]], "K": [[1, 0], [0, 1]], "V": [[0.25], [0.25]]})
+    assert _marks_of(run, halves, "--output", "0.2", name="output")["cells"] == [["imprecise"]]
+    assert _marks_of(run, halves, "--output", "0.3", name="output")["cells"] == [["imprecise"]]
+    assert _marks_of(run, halves, "--output", "0.1", name="output")["cells"] == [["wrong"]]
+
+
+def test_a_diagnosis_the_numbers_contradict_is_not_named(run):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a diagnosis is
+    named only when its numbers give the learner's at their precision."""
+    weights = _marks_of(run, SCOOTER_FILE, "--weights", "1,1,1")
+    # no_softmax gives the scaled scores 0.71, 1.41, 2.12: 2 at no decimals, not 1
+    assert "no_softmax" not in weights["diagnosis"]
+    # one query row normalised over its one query: 1 in every cell, exactly what was written
+    assert weights["diagnosis"] == ["softmax_wrong_axis"]
+    one_decimal = _marks_of(run, SCOOTER_FILE, "--weights", "0.1,0.7,0.2")
+    assert one_decimal["diagnosis"] == ["scale_by_dk"]  # softmax(0, 2, 1) = 0.09, 0.67, 0.24: 0.1, 0.7, 0.2
+
+
+SELF = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+ASKING = dict(SELF, ask=["weights", "output"], decimals=3)
+
+
+def test_a_problems_ask_is_required_and_its_decimals_apply(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a problem carries
+    what it asks: its "ask" is required and its "decimals" apply."""
+    problem = problem_file(ASKING)
+    partial = problem_file({"weights": [0.045, 0.768, 0.187]}, "a.json")
+    result = run("check", partial, problem, "--format", "json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["missing"] == ["output"] and (doc["right"], doc["max"]) == (3, 5)
+    two = _marks_of(run, problem_file({"weights": [0.05, 0.77, 0.19]}, "b.json"), problem)
+    assert two["cells"] == [["imprecise"] * 3]  # 3 decimals asked
+    override = run("check", partial, problem, "--format", "json", "--require", "weights", "--decimals", "2")
+    assert override.exit_code == 0  # the options win over the problem's
+
+
+def test_ask_and_decimals_are_checked(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a problem's ask and
+    decimals are checked."""
+    for bad, fragment in (({"ask": ["wieghts"]}, "ask is"), ({"ask": "weights"}, "ask is"),
+                          ({"decimals": 2.5}, "decimals is the number 2.5"), ({"decimals": 40}, "from 0 to 17")):
+        result = run("check", problem_file({"weights": [0.05, 0.77, 0.19]}, "a.json"), problem_file(SELF | bad))
+        assert result.exit_code == 2 and fragment in result.stderr, bad
+
+
+def test_carrying_on_from_a_stage_with_too_few_decimals_is_not_carried(run):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): no more credit for
+    showing less: carrying on from a too-coarse stage is rounding early, not carried."""
+    alone = _marks_of(run, SCOOTER_FILE, "--output", "0.2000,1.4000", name="output")
+    assert alone["cells"] == [["wrong", "wrong"]] and alone["diagnosis"] == ["rounded_early"]
+    shown = run("check", SCOOTER_FILE, "--weights", "0.0,0.8,0.2", "--output", "0.2000,1.4000", "-f", "json")
+    output = json.loads(shown.stdout)["stages"]["output"]
+    assert output["cells"] == [["wrong", "wrong"]] and output["diagnosis"] == ["rounded_early"]
+    # from weights wrong at 4 decimals (a real slip, precisely written) the output is still carried
+    carried = run("check", SCOOTER_FILE, "--weights", "0.1000,0.7000,0.2000", "--output", "0.4000,1.2000", "-f", "json")
+    assert json.loads(carried.stdout)["stages"]["output"]["cells"] == [["carried", "carried"]]

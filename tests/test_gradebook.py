@@ -273,3 +273,17 @@ def test_gradescope_names_the_submission_by_its_file_name(run, problem_file, tmp
     for output in (alone["output"], both["files"][0]["results"]["output"]):
         assert "no answers found in answers.json:" in output and str(tmp_path) not in output
     assert both["files"][0]["file"] == str(answers)  # the teacher's key: the path as given
+
+
+SCOOTER_FILE = SAMPLES / "scooter.json"
+
+
+GOOD_WEIGHTS = {"weights": [0.05, 0.77, 0.19]}
+
+
+def test_without_ask_the_summary_says_how_many_stages_were_answered(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): without ask, the
+    class summary says how many stages were answered."""
+    files = [problem_file({"weights": [0.05, 0.77, 0.19]}, "a.json"), problem_file(GOOD_WEIGHTS, "b.json")]
+    table = run("check", *files, "--problem", SCOOTER_FILE, "--format", "table").stdout
+    assert "answered" in table and "1/4" in table

@@ -547,3 +547,22 @@ def test_out_of_memory_in_check_advises_checks_own_way(run, monkeypatch):
     result = run("check", str(SAMPLES / "scooter.json"), "--weights", "0.1,0.8,0.1")
     assert_error(result, "out of memory; check keeps every stage of the problem in memory")
     assert "--stages" not in result.stderr and "--output" not in result.stderr
+
+
+SCOOTER_FILE = SAMPLES / "scooter.json"
+
+
+GOOD_WEIGHTS = {"weights": [0.05, 0.77, 0.19]}
+
+
+def test_an_npz_answers_bomb_is_refused_from_its_zip_directory(run, tmp_path, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): an .npz answers
+    bomb is refused from its zip directory."""
+    import numpy as np
+
+    bomb = tmp_path / "bomb.npz"
+    np.savez_compressed(bomb, weights=np.zeros((1, 3)), output=np.zeros((4000, 2000)))
+    assert bomb.stat().st_size < 200_000  # 61 MiB of zeros, compressed
+    result = run("check", bomb, problem_file(GOOD_WEIGHTS, "good.json"), "--problem", SCOOTER_FILE, "--format", "csv")
+    row = result.stdout.splitlines()[1]
+    assert row.startswith(f"{bomb},0,") and "its arrays unpack to 61 MiB; an answers file for this problem" in row

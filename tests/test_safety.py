@@ -369,3 +369,15 @@ def test_json_dumps_escapes_only_lone_surrogates():
     from attncli.render.json import dumps
 
     assert dumps({"file": "a\udcffb", "label": "√∞ \U0001f600"}) == '{"file": "a\\udcffb", "label": "√∞ \U0001f600"}'
+
+
+SELF = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+def test_a_students_file_name_reaches_the_terminal_as_text(run, problem_file):
+    """The class's stderr lines name students' files: a name's controls are escaped, as in errors."""
+    files = [problem_file(SELF | {"weights": [0.05, 0.77, 0.19]}, f"s{i}.json") for i in range(3)]
+    cheat = problem_file({"Q": [[0]], "K": [[0]], "V": [[0]], "weights": [[1]]}, "a\x1b[2J\u202eb.json")
+    result = run("check", *files, cheat, "--format", "csv")
+    assert "a\\u001b[2J\\u202eb.json: its problem differs" in result.stderr
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
