@@ -53,9 +53,9 @@ def test_rounded_carry_says_what_it_carries_in_the_output_and_in_help(run):
 
 
 def test_the_logit_stays_unrounded_through_the_bias_and_the_softcap_and_says_so():
-    # 4/√2 + 0.5 = 3.32842…: e^3.32842… = 27.8944, where a re-typed 3.3284 would give 27.8932.
     """Issue 19's leftovers from earlier trials: under rounded carry a key's logit stays unrounded through
     the bias and the softcap, and the line says so."""
+    # 4/√2 + 0.5 = 3.32842…: e^3.32842… = 27.8944, where a re-typed 3.3284 would give 27.8932.
     doc = {**SCOOTER, "bias": [[0, 0.5, 0]]}
     lines = explain(attend(build_problem(doc)), carry="rounded")
     assert "  1: 4.0000 / √2 = 2.8284" in lines and "  1: 2.8284 + 0.5 = 3.3284" in lines

@@ -605,9 +605,9 @@ def test_check_with_an_absurd_exponent_is_marked(run, cell):
 
 @pytest.mark.filterwarnings("error")
 def test_many_decimals_on_a_large_value_still_mark_correct(run):
-    # t · 10^308 overflows for the output 1.349…: the value is kept, not turned into NaN.
     """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: many written
     decimals on a large value still mark correct (the value is kept, not turned into NaN)."""
+    # t · 10^308 overflows for the output 1.349…: the value is kept, not turned into NaN.
     result = run("check", SAMPLES / "scooter.json", "--output",
                  "0.2774704267750921" + "0" * 300 + ",1.3491421713299023" + "0" * 300, "--format", "json")
     assert result.exit_code == 0, result.stderr

@@ -243,8 +243,8 @@ def test_a_surrogate_pair_is_one_character_and_fine(run, problem_file):
 
 
 def test_undecodable_label_bytes_on_the_command_line(run):
-    # Python decodes a non-UTF-8 argument byte 0xff to the lone surrogate U+DCFF: said as the byte.
     """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a label's byte
     that is not UTF-8 on the command line is said as the byte."""
+    # Python decodes a non-UTF-8 argument byte 0xff to the lone surrogate U+DCFF: said as the byte.
     assert_error(run("compute", SAMPLES / "scooter.json", "--query-labels", "a\udcff", "--format", "json"),
                  "--query-labels: query_labels[0] holds the byte 0xff, which is not UTF-8")

@@ -462,3 +462,14 @@ def test_explain_of_one_head_among_many_is_allowed(run, tmp_path):
     result = run("compute", *(a for n in "qkv" for a in (f"--{n}", str(tmp_path / f"{n}.npy"))),
                  "--heads", "20", "--head", "3", "--explain")
     assert result.exit_code == 0, result.stderr
+
+
+def test_explain_uses_the_explained_rows_bias(run, problem_file):
+    """Mutation testing got this through (issue 8, rule 6): --explain adds the explained row's bias, not
+    row 0's."""
+    problem = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]],
+                            "bias": [[0.25, 0], [0, -0.75]]})
+    result = run("compute", problem, "--explain", "--row", "1")
+    assert result.exit_code == 0, result.stderr
+    assert "1: 0.7071 + -0.75 = -0.0429" in result.stdout
+    assert "+ 0.25 =" not in result.stdout  # row 0's bias, as given

@@ -280,9 +280,9 @@ QKV_OPTIONS = ["--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1;2"]
 
 
 def test_alibi_distances_are_rounded_once_into_float32():
-    # 2^53 + 2^29 + 1: float64 rounds it to a float32 tie (2^53 + 2^29), which float32 rounds down.
     """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): ALiBi
     distances are exact whole numbers rounded once into float32."""
+    # 2^53 + 2^29 + 1: float64 rounds it to a float32 tie (2^53 + 2^29), which float32 rounds down.
     problem = build_problem({"Q": [[1.0]], "K": [[1.0]], "V": [[1.0]], "alibi": [1], "dtype": "float32",
                              "q_positions": [2**53], "k_positions": [-(2**29 + 1)]})
     assert int(masks.bias(problem)[0, 0, 0]) == -(2**53 + 2**30)
