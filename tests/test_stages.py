@@ -78,7 +78,9 @@ def test_an_added_stage_is_computed_in_the_trace_and_read_by_the_next(doubled, d
 def test_an_added_stage_is_in_the_json_and_the_tables(doubled, run, problem_file):
     path = problem_file(CAUSAL)
     doc = run.json("compute", path)
-    assert list(doc["heads"][0]) == ["Q", "K", "V", "scores", "scaled", "doubled", "masked", "weights", "output", "lse"]
+    present = [s.name for s in stages.present(build_problem(CAUSAL))]  # the table's order, doubled after scaled
+    assert present.index("doubled") == present.index("scaled") + 1
+    assert list(doc["heads"][0]) == ["Q", "K", "V", *present, "lse"]
     assert np.allclose(doc["heads"][0]["doubled"], 2 * np.array(doc["heads"][0]["scaled"]))
     table = run("compute", path, "--format", "table", "--stages", "doubled,weights")
     assert table.exit_code == 0, table.stderr
@@ -429,8 +431,9 @@ def test_a_stage_with_its_compute_vjp_and_hand_step_runs_every_path(monkeypatch,
 
 def _the_full_trace_computes_it(trace) -> None:
     p = trace.problem
-    assert [s.name for s in stages.present(p)] == ["Q_rope", "K_rope", "scores", "scaled", "doubled", "capped",
-                                                   "masked", "weights", "output"]
+    present = [s.name for s in stages.present(p)]
+    assert {"Q_rope", "K_rope", "capped", "masked"} <= set(present)  # every variant the problem has
+    assert present.index("doubled") == present.index("scaled") + 1  # where the throwaway entry was put
     np.testing.assert_array_equal(trace.doubled, 2 * trace.scaled)
     np.testing.assert_allclose(trace.capped, p.softcap * np.tanh(trace.doubled / p.softcap), rtol=1e-15)
     x, sink = trace.masked, p.sinks[:, None, None]  # the softmax over masked and each head's sink
@@ -454,7 +457,8 @@ def _the_output_only_path_and_the_tiles_agree(problem, trace) -> None:
 def _the_json_holds_it_and_reads_back(run, problem_file, doc) -> None:
     written = run.json("compute", problem_file(doc))
     head = written["heads"][1]
-    assert list(head)[:9] == ["Q", "K", "V", "Q_rope", "K_rope", "scores", "scaled", "doubled", "capped"]
+    present = [s.name for s in stages.present(build_problem(doc))]
+    assert "doubled" in present and [key for key in head if key in present] == present  # the table's order
     np.testing.assert_array_equal(head["doubled"], 2 * np.array(head["scaled"]))
     assert run.json("compute", problem_file(written, "out.json")) == written  # read back: the same document
     tampered = json.loads(json.dumps(written))
