@@ -1,7 +1,9 @@
+import ast
 import functools
 import json
 import os
 import tracemalloc
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,35 @@ def _one_click_command():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(typer.testing, "_get_command", functools.cache(get_command))
         yield
+
+
+@dataclass(frozen=True)
+class Module:
+    """One module of attncli/ as the tests that walk the source see it (read and parsed once)."""
+
+    path: Path  # the file
+    name: str  # attncli.render.page; a package's __init__.py is the package, attncli.render
+    text: str
+    tree: ast.Module  # shared by every test of the session: read it, never change it
+
+    @property
+    def relative(self) -> str:
+        """Its path inside attncli/: render/page.py."""
+        return self.path.relative_to(ROOT / "attncli").as_posix()
+
+
+@pytest.fixture(scope="session")
+def sources() -> tuple[Module, ...]:
+    """Every module of attncli/, sorted by path, read and parsed once per session (per xdist worker):
+    the tests of the layers, the CLI edge, start-up, the rules' words and safety walk them all, and
+    parsing the package for each of them was a good part of their time."""
+    modules = []
+    for path in sorted((ROOT / "attncli").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        text = path.read_text(encoding="utf-8")
+        modules.append(Module(path, ".".join(parts[:-1] if parts[-1] == "__init__" else parts), text,
+                              ast.parse(text, filename=str(path))))
+    return tuple(modules)
 
 
 class Run:
