@@ -1,9 +1,11 @@
 import ast
 import functools
+import importlib
 import json
 import os
 import tracemalloc
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,32 @@ def _one_click_command():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(typer.testing, "_get_command", functools.cache(get_command))
         yield
+
+
+class Lazy:
+    """A module, or one of its names, imported when a test first uses it. The `attn capture` tests name
+    torch, transformers and attncli.capture.driver at their top; every xdist worker collects every test
+    file, and importing those there cost a worker that never runs these tests 3 s of CPU."""
+
+    def __init__(self, module: str, name: str | None = None):
+        self._module, self._name = module, name
+
+    def _target(self):
+        found = importlib.import_module(self._module)
+        return getattr(found, self._name) if self._name else found
+
+    def __getattr__(self, attribute):
+        if attribute.startswith("_") or attribute == "pytestmark":  # what pytest's collection looks for
+            raise AttributeError(attribute)
+        return getattr(self._target(), attribute)
+
+    def __call__(self, *args, **kwargs):
+        return self._target()(*args, **kwargs)
+
+
+# The `attn capture` tests: skipped without the models extra, found without importing it.
+MODELS = pytest.mark.skipif(find_spec("torch") is None or find_spec("transformers") is None,
+                            reason="needs the models extra: pip install -e '.[models]'")
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,12 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from tests.conftest import MODELS, Lazy
 
-from attncli.capture.driver import capture, load, pad_left  # noqa: E402
+pytestmark = MODELS
+torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
+capture, load, pad_left = (Lazy("attncli.capture.driver", name) for name in ("capture", "load", "pad_left"))
+
 from attncli.capture.families import CaptureError  # noqa: E402
 from attncli.compute.attention import attend  # noqa: E402
 from attncli.document.agreement import compare  # noqa: E402

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import MODELS, ROOT, Lazy
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytestmark = MODELS
+torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
 
 
 @pytest.fixture(scope="module")
