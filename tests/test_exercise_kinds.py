@@ -119,10 +119,17 @@ def _degenerate(trace) -> list[str]:
     return found
 
 
+# The seeds 0-999 whose first plain draw (before the re-draw) had a zero query or uniform weights
+# (`_degenerate` of `_first_draw`, below): a regression each, checked in the fast suite.
+ONCE_DEGENERATE = (2, 14, 110, 276, 404, 414, 444, 624, 662, 795, 812, 829, 965, 973, 980, 990)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_problem_has_a_zero_query_or_uniform_weights(kind):
     # Before the re-draw, 12 of seeds 0-999 gave a plain exercise a zero query and 16 uniform weights.
-    seeds = range(1000) if kind == "plain" else range(0, 1000, 5)  # every seed: the slow twin below
+    # Here every fifth seed (every 25th for the other kinds) and the once degenerate ones; every seed
+    # of every kind: the slow twin below.
+    seeds = sorted({*range(0, 1000, 5), *ONCE_DEGENERATE}) if kind == "plain" else range(0, 1000, 25)
     for seed in seeds:
         made = build(options(seed, kind))
         assert not _degenerate(made.trace), (kind, seed, _degenerate(made.trace))
