@@ -3,6 +3,7 @@ import functools
 import importlib
 import json
 import os
+import sys
 import tracemalloc
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -14,8 +15,6 @@ from hypothesis import settings
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from attncli.cli import app
-
 # Property tests are derandomized (a fixed seed, no example database) in the test command and in
 # CI, so a change that touched nothing a fuzzer could find never fails on a new random draw.
 # Exploration is on purpose: ATTN_HYPOTHESIS=explore python -m pytest -m "slow or not slow";
@@ -23,6 +22,15 @@ from attncli.cli import app
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("ATTN_HYPOTHESIS", "ci"))
+
+
+def pytest_configure(config):
+    """Write bytecode even where PYTHONDONTWRITEBYTECODE is set (this project's containers set it).
+    Without it every run, in each xdist worker, pytest rewrote the asserts of every test module and
+    Python compiled attncli again (collection alone: 6 s of CPU a worker, not 2), and each `python
+    -m attncli` the tests start compiled attncli too. The bytecode goes to __pycache__/, which git
+    ignores; nothing above this hook imports attncli (`Run` imports the CLI when first called)."""
+    sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).parent.parent
 SAMPLES = ROOT / "samples"
@@ -101,6 +109,8 @@ class Run:
         self.runner = CliRunner()
 
     def __call__(self, *args, input=None, env=None):
+        from attncli.cli import app  # after pytest_configure: its modules' bytecode is written
+
         return self.runner.invoke(app, [str(a) for a in args], input=input, env=env)
 
     def json(self, *args, input=None):
