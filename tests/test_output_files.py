@@ -302,6 +302,7 @@ SIGNAL_MID_WRITE = """
 import os, signal, sys
 import numpy as np
 real, signum = np.savez, getattr(signal, sys.argv.pop(1))
+signal.signal(signum, signal.SIG_DFL)  # as started from a shell: under nohup SIGHUP comes ignored, and stays so
 def savez(handle, **arrays):  # half the archive is on disk when the signal comes
     handle.write(b"PK" * 50_000)
     handle.flush()
