@@ -13,9 +13,10 @@ The Python API (see `attncli.api`):
 import importlib
 
 __version__ = "0.1.0"
-__all__ = ["attend", "check", "load_answers", "view", "Marks", "AttnError", "InputError"]
+__all__ = ["attend", "check", "check_code", "load_answers", "view", "Marks", "AttnError", "InputError"]
 
-_LAZY = {"attend": "attncli.api", "check": "attncli.api", "load_answers": "attncli.api", "view": "attncli.api",
+_LAZY = {"attend": "attncli.api", "check": "attncli.api", "check_code": "attncli.api", "load_answers": "attncli.api",
+         "view": "attncli.api",
          "Marks": "attncli.api",
          "AttnError": "attncli.base.errors", "InputError": "attncli.base.errors"}
 

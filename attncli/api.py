@@ -8,6 +8,9 @@
     >>> marks.all_correct, marks.score
     (True, (3, 3))
 
+`check_code(function, signature=…, cases=…)` marks a learner's function instead of their numbers
+(`attn check --code`), for pytest, nbgrader and otter-grader autograders.
+
 Keyword names are the input document's keys (`attn compute` JSON): Q, K, V, or X with W_Q, W_K,
 W_V (and X_kv, biases b_Q…, W_O, b_O), mask (true = may attend, or "causal"), bias, heads, scale,
 labels. Arrays or nested lists are both accepted. Errors are `attncli.base.errors.InputError` (or
@@ -25,12 +28,17 @@ from os import PathLike
 
 import numpy as np
 
+from attncli.base.choices import CODE_ARRAYS
 from attncli.base.errors import AttnError, InputError, did_you_mean, quote
 from attncli.base.names import ASKABLE
-from attncli.base.values import Written, describe
+from attncli.base.values import Typed, describe
+from attncli.code.calling import check_convention, check_layout, parse_signature
+from attncli.code.cases import battery
+from attncli.code.code_marks import CodeMarks, mark_function
+from attncli.code.runner import Runner
 from attncli.compute.attention import attend as _attend
 from attncli.compute.limits import answers_cap
-from attncli.document.reading import INPUT_KEYS, build_problem
+from attncli.document.reading import build_problem, input_keys
 from attncli.marking.answer_files import load_answers
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
 from attncli.marking.grading import DECIMALS, StageMark
@@ -49,10 +57,11 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
     "ones"), `trace.gradients` holds the backward pass: `.heads["d_Q"]` … per head, `.grads["Q"]` …
     per input as given."""
     doc = {key: value for key, value in {"Q": Q, "K": K, "V": V, **inputs}.items() if value is not None}
-    unknown = [key for key in doc if key not in INPUT_KEYS]
+    known = input_keys()
+    unknown = [key for key in doc if key not in known]
     if unknown:
         raise TypeError(f"attend() got an unexpected keyword argument {unknown[0]!r}; "
-                        f"expected any of {', '.join(INPUT_KEYS)}")
+                        f"expected any of {', '.join(known)}")
     return _attend(build_problem({key: _plain(value) for key, value in doc.items()}, invert_mask=invert_mask))
 
 
@@ -172,6 +181,35 @@ class Marks(Mapping):
         return MarksView(self.trace, self._marks)._repr_html_()
 
 
+def check_code(function, signature: str = "Q, K, V", cases=None, *, mask_convention: str = "keep",
+               layout: str = "L,d", array: str = "numpy", timeout: float = 5.0, memory: int | None = 2048,
+               forbid=(), tol: float | None = None) -> CodeMarks:
+    """Run `function` (a function object, or "FILE.py:NAME" / "module:NAME") on the battery of
+    cases `attn check --code` runs, each in a child process (`timeout` seconds, `memory` MiB, no
+    stdin), and mark what it returns: a `CodeMarks` with `.all_pass`, `.cases` (per case `.passed`,
+    `.marks`: a StageMark per stage returned, `.failure`, `.frame`), `.flat()` (`case.stage` →
+    StageMark) and `score`. `signature`, `mask_convention`, `layout`, `array`, `forbid` and `tol`
+    are the options of the same names; `cases`: names of the battery and problem files (a list, or
+    "scooter,causal"). It runs the code with your permissions: it is not a sandbox.
+
+        marks = check_code(my_attention, "Q, K, V")
+        assert marks.all_pass, marks.note()
+    """
+    parsed = parse_signature(signature)
+    check_layout(layout)
+    check_convention(mask_convention)
+    if array not in CODE_ARRAYS:
+        raise InputError(f"array is {describe(array)}; expected one of {', '.join(CODE_ARRAYS)}", field="array")
+    chosen = [c.strip() for c in cases.split(",") if c.strip()] if isinstance(cases, str) else \
+        (list(cases) if cases is not None else None)
+    run, skipped = battery(parsed, layout, chosen)
+    if not run:
+        raise InputError("no case can call this function: " + "; ".join(f"{n}: {w}" for n, w in skipped),
+                         field="cases")
+    with Runner(array, timeout, memory, tuple(forbid)) as runner:
+        return mark_function(function, parsed, layout, mask_convention, run, runner, tol, skipped=skipped)
+
+
 def view(obj: Trace | Marks, precision: int = 4) -> TraceView | MarksView:
     """What a notebook (or `rich.print`) shows as the terminal's tables: `view(trace)` is `attn
     compute`'s tables, `view(marks)` `attn check`'s. A trace is a plain record and does not render
@@ -200,5 +238,5 @@ def _plain(value, typed: bool = False):
         value = value.item()
     if typed and type(value) is float and "e" not in repr(value) \
             and len(repr(value).partition(".")[2]) <= TYPED_DECIMALS:
-        return Written.parse(repr(value))
+        return Typed.parse(repr(value))
     return value

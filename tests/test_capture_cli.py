@@ -3,12 +3,13 @@ agreement line and its exit code (as diff: 0 agrees, 1 differs); the JSON's "agr
 the errors (no model, no tokenizer, the models extra missing); --text with a tokenizer built offline."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import MODELS, ROOT, Lazy
+from tests.conftest import MODELS, ROOT, Lazy, assert_error
 
 pytestmark = MODELS
 torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
@@ -100,7 +101,7 @@ def test_decode_and_batch_index_from_the_command_line(run, tiny, tmp_path):
     (("/nowhere/model", "--ids", "1"), "error: MODEL /nowhere/model is neither a directory nor a model in the local "
                                        "Hugging Face cache (attn capture never downloads"),
     (("{tiny}",), "error: --ids: give the tokens: --ids 3,1,4,1,5 or --text"),
-    (("{tiny}", "--ids", "1,x"), "error: --ids: is '1,x'; expected whole numbers ≥ 0 separated by commas"),
+    (("{tiny}", "--ids", "1,x"), "error: --ids: is \"1,x\"; expected whole numbers ≥ 0 (digits 0-9) separated by commas"),
     (("{tiny}", "--ids", "1,64"), "error: --ids: has id 64, but the model's vocabulary has 64 ids (0 to 63)"),
     (("{tiny}", "--ids", "1,2", "--layer", "3"), "error: --layer: layer is 3; expected 0 to 0 (1 layer)"),
     (("{tiny}", "--ids", "1,2", "--batch-index", "1"), "error: --batch-index: is 1, but there is 1 sequence"),
@@ -141,14 +142,74 @@ def test_no_other_command_loads_torch(args):
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
-def test_an_untested_family_is_captured_with_a_warning_after_it(run, tiny, tmp_path, monkeypatch):
-    from attncli.commands import capture_run
+@pytest.mark.parametrize("name", ["config.json", "tokenizer.json", "generation_config.json"])
+def test_output_never_overwrites_a_file_of_the_model(run, tiny, name):
+    """`attn capture ./tiny -o tiny/config.json` replaced the model's config with the document: every
+    file of the model directory is an input of the run, refused before the model is loaded."""
+    before = (tiny / name).read_bytes()
+    assert_error(run("capture", tiny, "--ids", "3,1,4", "-o", tiny / name),
+                 f'error: --output: "{tiny / name}" is an input of this run; refusing to overwrite it')
+    assert (tiny / name).read_bytes() == before
 
-    monkeypatch.setattr(capture_run, "TESTED", ("gpt2",))
-    result = run("capture", tiny, "--ids", "3,1", "-o", tmp_path / "x.json")
-    assert result.exit_code == 0
-    assert result.stderr.splitlines()[-1] == ("warning: attn capture is not tested on llama models (it is on gpt2); "
-                                              "attn compute's agreement line says whether it read the layer right")
+
+def test_output_never_overwrites_the_model_by_another_name(run, tiny, tmp_path):
+    """A hard link (and a symbolic one) to a model file: the same file, compared by inode."""
+    (tmp_path / "hard.json").hardlink_to(tiny / "config.json")
+    (tmp_path / "soft.json").symlink_to(tiny / "model.safetensors")
+    for name, model_file in (("hard.json", "config.json"), ("soft.json", "model.safetensors")):
+        assert_error(run("capture", tiny, "--ids", "3,1", "-o", tmp_path / name),
+                     "is an input of this run (as ", f'{model_file}"); refusing to overwrite it')
+    json.loads((tiny / "config.json").read_text())
+
+
+def test_output_errors_are_one_line_and_leave_the_previous_file(run, tiny, tmp_path):
+    """A folder, a missing folder: refused before the model is loaded; nothing half-written."""
+    (tmp_path / "folder.json").mkdir()
+    assert_error(run("capture", tiny, "--ids", "3,1", "-o", tmp_path / "folder.json"),
+                 "error: --output: cannot write", 'folder.json": it is a folder; name a file in it')
+    assert_error(run("capture", tiny, "--ids", "3,1", "-o", tmp_path / "no" / "x.json"),
+                 "error: --output: cannot write", '/no" does not exist')
+
+
+def test_a_full_disk_leaves_the_previous_file_whole(run, tiny, tmp_path, monkeypatch):
+    """The write fails as a full disk fails it (ENOSPC when the data is synced): one error line, the
+    previous document intact, no temporary file left."""
+    import errno
+
+    from attncli.render import files
+
+    target = tmp_path / "layer.json"
+    target.write_text('{"previous": true}')
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    assert_error(run("capture", tiny, "--ids", "3,1,4", "-o", target),
+                 f'error: --output: cannot write "{target}": no space left on device')
+    assert target.read_text() == '{"previous": true}' and os.listdir(tmp_path) == ["layer.json"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_device_is_one_error(run, tiny, tmp_path):
+    from tests.test_output_files import device
+
+    device(tmp_path / "full.json", "full")
+    assert_error(run("capture", tiny, "--ids", "3,1", "-o", tmp_path / "full.json"),
+                 "error: --output: cannot write", 'full.json": no space left on device')
+
+
+def test_the_output_is_written_atomically(run, tiny, tmp_path, monkeypatch):
+    """Through render/files.py's writer, as attn compute -o: a temporary file renamed over FILE."""
+    from attncli.render import files
+
+    seen = []
+    real = files.os.replace
+    monkeypatch.setattr(files.os, "replace", lambda a, b: (seen.append((os.path.basename(a), b)), real(a, b)))
+    target = tmp_path / "layer.json"
+    assert run("capture", tiny, "--ids", "3,1", "-o", target).exit_code == 0
+    assert len(seen) == 1 and files.TEMPORARY.fullmatch(seen[0][0]) and seen[0][1] == str(target)
+    assert json.loads(target.read_text())["model"]["layer"] == 0
 
 
 def test_the_wrote_line_escapes_the_model_and_file_names(run, tiny, tmp_path):

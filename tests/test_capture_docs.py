@@ -27,3 +27,20 @@ def test_the_tiny_model_is_what_its_script_makes(tmp_path):
     for name in made:
         np.testing.assert_array_equal(made[name], committed[name], err_msg=name)
     assert (tmp_path / "tokenizer.json").read_text() == (SAMPLES / "models" / "tiny-llama" / "tokenizer.json").read_text()
+
+
+def test_the_families_table_is_the_registrys():
+    """docs/real-models.md's families table: one row per record of attncli/capture/families.py, in order."""
+    from attncli.capture.families import FAMILIES
+
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split("<!-- families:", 1)[1].split("\n\n", 1)[0].splitlines()[3:]
+    assert table == [f"| {f.label} | {f.exercises} |" for f in FAMILIES.values()]
+
+
+def test_the_architecture_page_has_the_capture_family_recipe():
+    """docs/architecture.md names the files a capture family takes, and they exist."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    recipe = text.split("- **A capture family**", 1)[1].split("\n- **", 1)[0]
+    for path in ("attncli/capture/families.py", "attncli/capture/layouts.py", "tests/test_capture.py"):
+        assert path in recipe and (ROOT / path).exists(), path

@@ -23,7 +23,7 @@ from attncli.base.errors import InputError, visible
 from attncli.cli import app
 from attncli.compute.attention import attend
 from attncli.document.loading import decode, load_npy, parse_csv, parse_inline, parse_json
-from attncli.document.reading import INPUT_KEYS
+from attncli.document.reading import input_keys
 from tests.test_fuzz_variants import variant_keys
 from tests.test_safety import RAW, SGR
 
@@ -291,7 +291,7 @@ json_values = st.recursive(
 
 
 @settings(SHORT, max_examples=60)  # the slow run has 5,000
-@given(st.sampled_from(INPUT_KEYS + ("heads", "q", "output", "weights")), json_values)
+@given(st.sampled_from(input_keys() + ("heads", "q", "output", "weights")), json_values)
 def test_wrong_types_at_every_key(key, value):
     doc = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]], key: value}
     assert_clean(invoke(["compute", "-", "--format", "json"], input=json.dumps(doc)), json_out=True)
@@ -299,7 +299,7 @@ def test_wrong_types_at_every_key(key, value):
 
 @pytest.mark.slow
 @LONG
-@given(st.sampled_from(INPUT_KEYS + ("heads", "q", "output", "weights")), json_values)
+@given(st.sampled_from(input_keys() + ("heads", "q", "output", "weights")), json_values)
 def test_wrong_types_at_every_key_long(key, value):
     test_wrong_types_at_every_key.hypothesis.inner_test(key, value)
 
@@ -315,7 +315,7 @@ extreme_scalars = st.one_of(
 
 
 @SHORT
-@given(st.sampled_from(INPUT_KEYS + ("heads", "q", "weights")), extreme_scalars,
+@given(st.sampled_from(input_keys() + ("heads", "q", "weights")), extreme_scalars,
        st.sampled_from(["{}", "[{}]", "[[{}, 1]]", "[[1, {}], [2, 3]]"]),
        st.sampled_from([["--format", "json"], ["--format", "table"], ["--round", "2"]]))
 def test_extreme_scalars_at_every_key(key, scalar, shape, options):

@@ -10,7 +10,7 @@ import pytest
 
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
-from attncli.problem.variants import alibi_slopes
+from attncli.problem.variants import paper_slopes
 from tests.fixtures.variants import cases
 
 SLOPES = cases("alibi_slopes")
@@ -26,9 +26,9 @@ def test_the_slope_cases_cover_the_head_counts():
 def test_paper_slopes_are_blooms(case):
     """BLOOM's slopes are torch.pow(rounded base, k): a few units in the last place from 2^(−8k/n)."""
     n = case["inputs"]["heads"]
-    np.testing.assert_allclose(alibi_slopes(n), case["expected"]["alibi_slopes"], rtol=4e-15, atol=0)
+    np.testing.assert_allclose(paper_slopes(n), case["expected"]["alibi_slopes"], rtol=4e-15, atol=0)
     problem = build_problem({"Q": np.ones((n, 1, 2)), "K": np.ones((n, 1, 2)), "V": np.ones((n, 1, 2)), "alibi": True})
-    np.testing.assert_array_equal(problem.alibi_slopes, alibi_slopes(n))
+    np.testing.assert_array_equal(problem.alibi_slopes, paper_slopes(n))
 
 
 @pytest.mark.parametrize("n", list(range(1, 17)) + [24, 32])
@@ -38,7 +38,7 @@ def test_paper_slopes_are_correctly_rounded(n):
     low = 2 ** (n.bit_length() - 1)
     exponents = [Decimal(-8 * k) / low for k in range(1, low + 1)]
     exponents += [Decimal(-8 * k) / (2 * low) for k in range(1, 2 * (n - low), 2)]
-    assert alibi_slopes(n).tolist() == [float(Decimal(2) ** e) for e in exponents]
+    assert paper_slopes(n) == [float(Decimal(2) ** e) for e in exponents]
 
 
 def test_sinks_rows_sum_to_less_than_one_and_a_fully_masked_row_is_zero():

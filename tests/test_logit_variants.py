@@ -11,7 +11,8 @@ from attncli.compute.attention import attend
 from attncli.compute.blocks import attend_output
 from attncli.document.reading import build_problem
 from attncli.problem import masks
-from attncli.stages.table import names, softmax
+from attncli.problem.variants import VARIANTS
+from attncli.stages.table import names, previous, softmax
 from tests.conftest import SAMPLES, assert_error
 
 RNG = np.random.default_rng(10)
@@ -23,10 +24,12 @@ def trace_of(**keys):
     return attend(build_problem({**BASE, **keys}))
 
 
-def test_stage_order_is_scores_scaled_capped_masked_weights_output():
+def test_the_trace_holds_each_variants_stage_in_the_tables_order_and_the_softcap_comes_before_the_mask():
     trace = trace_of(softcap=2.0, alibi=True, sinks=0.5, mask="causal")
-    assert list(trace.stages) == ["scores", "scaled", "capped", "masked", "weights", "output"]
-    assert names().index("capped") == names().index("scaled") + 1
+    assert list(trace.stages) == [name for name in names() if name in trace.stages]
+    assert {variant.stage for variant in VARIANTS} <= set(trace.stages)  # each brings or joins its stage
+    # Gemma 2: the softcap caps the scaled scores, and the bias, ALiBi and the mask come after it.
+    assert previous(trace.problem, "capped") == "scaled" and previous(trace.problem, "masked") == "capped"
 
 
 def test_softcap_is_c_tanh_of_scaled_and_comes_before_bias_and_masks():

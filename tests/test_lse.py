@@ -7,14 +7,21 @@ import mpmath
 import numpy as np
 import pytest
 
+from attncli.base.softmax import softmax
 from attncli.compute.attention import attend
 from attncli.compute.blocks import attend_output
 from attncli.document.reading import build_problem
-from attncli.stages.table import log_sum_exp, softmax
 from tests.conftest import SAMPLES
 
 FIXTURES = json.loads(Path(__file__).parent.joinpath("fixtures", "lse_reference.json").read_text())["cases"]
 KNOWN_KEYS = {"Q", "K", "V", "mask", "bias", "scale", "softcap", "sinks"}  # every key the fixtures use
+
+
+def log_sum_exp(x, sinks=None):
+    """The lse every path keeps: written by the softmax from its own sums."""
+    lse = np.empty(x.shape[:-1])
+    softmax(x, sinks=sinks, lse=lse)
+    return lse
 
 
 def _expected(rows):
@@ -87,16 +94,14 @@ def test_lse_of_each_variant_sample_is_the_log_of_its_softmax_sum(run, sample):
 
 
 def test_log_sum_exp_with_sinks_adds_each_heads_sink_to_every_row():
-    """Mutation: `softmax.log_sum_exp` forgets the sink's e^sink in its sum. Every path's lse comes
-    from the softmax's own sums, so only the function itself (stages.log_sum_exp) shows it: with
-    sinks it must be ln(e^sink + Σ e^x), and a row with every key masked has lse = its sink."""
+    """Mutation: the softmax's lse forgets the sink's e^sink in its sum: with sinks it must be
+    ln(e^sink + Σ e^x), and a row with every key masked has lse = its sink."""
     x = np.array([[[0.0, 2.0, -1.5], [-np.inf, -np.inf, -np.inf]],
                   [[800.0, 799.0, -np.inf], [1.0, 1.0, 1.0]]])  # (2 heads, 2 rows, 3 keys)
     sinks = np.array([0.5, 800.5])[:, None, None]
     expected = [[float(np.logaddexp.reduce(np.append(row[np.isfinite(row)], s))) for row in head]
                 for head, s in zip(x, (0.5, 800.5))]
-    np.testing.assert_allclose(log_sum_exp(x, sinks), expected, rtol=1e-15)
-    assert log_sum_exp(x, sinks)[0, 1] == 0.5
     lse = np.empty(x.shape[:-1])
     softmax(x, sinks=sinks, lse=lse)  # the trace's lse, from the softmax's own sums
-    np.testing.assert_allclose(log_sum_exp(x, sinks), lse, rtol=1e-15)
+    np.testing.assert_allclose(lse, expected, rtol=1e-15)
+    assert lse[0, 1] == 0.5

@@ -9,7 +9,9 @@ After adding, moving or removing a module or a test file, rewrite the map:
 It keeps each row's test files that still exist, drops the rows of modules that are gone, and gives
 a new module the test files named for it (tests/test_<module>.py, tests/test_<package>_<module>.py)
 and the ones that import it: check what it guessed (it prints it), and name the tests of a module it
-could not guess by hand, in the row it leaves empty.
+could not guess by hand, in the row it leaves empty. A test file of the package as a whole (the
+docs, the fuzzers, the import graph) is named in the paragraph after the map instead; the script
+prints any test file named in neither.
 """
 
 import ast
@@ -26,6 +28,10 @@ HEADER = "| module | its tests |\n|---|---|"
 ROW = re.compile(r"^\| \[`([^`]+)`\]\([^)]*\) \| (.*) \|$")
 FILE = re.compile(r"\[`?([^`\]]+?)`?\]\(\.\./tests/([^)]+)\)")
 MOST_IMPORTERS = 4  # a new module imported by more test files than this is a helper, not their subject
+WHOLE = "Tests of the package as a whole rather than of one module:"  # the paragraph after the map
+# Words of a file name that say when its tests were written, not what they are about.
+WHEN = re.compile(r"(?:trials?|rounds?|leftovers?|more|fixes|new|newer|misc|extra|again|old|later|latest"
+                  r"|mutations|honesty|fair|hostile)\d*|\d+")
 
 
 def modules(root: Path = ROOT) -> list[str]:
@@ -66,6 +72,27 @@ def write(text: str, rows: dict[str, list[str]]) -> str:
         lines.append(f"| [`{module}`](../{module}) | {files} |")
     start, end = section(text)
     return text[:start] + "\n" + "\n".join(lines) + "\n" + text[end:]
+
+
+def whole(text: str) -> list[str]:
+    """The test files the paragraph after the map names: tests of the package, not of one module."""
+    start = text.find(WHOLE, section(text)[1])
+    assert start >= 0, f"docs/contributing.md has lost its paragraph {WHOLE!r} after the module map"
+    return [path for _, path in FILE.findall(text[start:text.find("\n\n", start)])]
+
+
+def unnamed(rows: dict[str, list[str]], whole: list[str], tests: list[str]) -> list[str]:
+    """The test files that neither a module's row nor the paragraph of whole-package tests names."""
+    named = {path for paths in rows.values() for path in paths} | set(whole)
+    return [f"tests/{path} is named neither in the map nor in its paragraph {WHOLE!r}" for path in tests
+            if path not in named] + [f"the paragraph {WHOLE!r} names tests/{path}, which does not exist"
+                                     for path in whole if path not in tests]
+
+
+def named_for_when(tests: list[str]) -> list[str]:
+    """The test files whose name says when they were written (test_trial3.py, test_errors_more.py)."""
+    return [f"tests/{path}: {word!r} says when its tests were written, not what they are about"
+            for path in tests for word in Path(path).stem.split("_")[1:] if WHEN.fullmatch(word)]
 
 
 def problems(rows: dict[str, list[str]], modules: list[str], tests: list[str]) -> list[str]:
@@ -126,6 +153,33 @@ def test_every_module_has_its_tests_named_and_they_exist():
                        "module's tests by guess: check them):\n  " + "\n  ".join(found))
 
 
+def test_every_test_file_is_named_in_the_map_or_as_a_test_of_the_whole_package():
+    text = DOC.read_text(encoding="utf-8")
+    found = unnamed(read(text), whole(text), suite_files())
+    assert not found, "name each test file in the row of the module it tests (docs/contributing.md):\n  " + \
+        "\n  ".join(found)
+
+
+def test_no_test_file_is_named_for_when_it_was_written():
+    found = named_for_when(suite_files())
+    assert not found, "move its tests to the file of their subject, each docstring naming the bug:\n  " + \
+        "\n  ".join(found)
+
+
+def test_a_file_in_no_row_and_a_file_named_for_a_trial_are_each_found():
+    rows = {"attncli/a.py": ["test_a.py"]}
+    assert unnamed(rows, ["test_docs.py", "test_gone.py"], ["test_a.py", "test_b.py", "test_docs.py"]) == [
+        f"tests/test_b.py is named neither in the map nor in its paragraph {WHOLE!r}",
+        f"the paragraph {WHOLE!r} names tests/test_gone.py, which does not exist"]
+    names = ["test_trial3.py", "test_mutations_round2.py", "test_leftovers.py", "test_errors_more.py",
+             "test_check_fair.py", "test_capture_honesty.py", "test_rounding.py", "test_fixtures.py",
+             "test_float32.py", "test_errors_2.py", "test_backward_fixtures.py"]
+    assert [line.split(":")[0] for line in named_for_when(names)] == [
+        "tests/test_trial3.py", "tests/test_mutations_round2.py", "tests/test_mutations_round2.py",
+        "tests/test_leftovers.py", "tests/test_errors_more.py", "tests/test_check_fair.py",
+        "tests/test_capture_honesty.py", "tests/test_errors_2.py"]
+
+
 def test_a_module_without_a_row_a_gone_module_and_a_missing_file_are_each_found():
     rows = {"attncli/a.py": ["test_a.py"], "attncli/gone.py": ["test_a.py"], "attncli/c.py": ["test_gone.py"],
             "attncli/d.py": []}
@@ -159,4 +213,5 @@ def test_the_script_keeps_the_rows_drops_the_gone_and_guesses_the_new(tmp_path):
 if __name__ == "__main__":
     text, said = regenerate(DOC.read_text(encoding="utf-8"))
     DOC.write_text(text, encoding="utf-8")
+    said += unnamed(read(text), whole(text), suite_files()) + named_for_when(suite_files())
     print("\n".join(said) or "docs/contributing.md's module map: every row kept", file=sys.stderr)

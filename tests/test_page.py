@@ -22,6 +22,7 @@ from attncli.render.page import MAX_CELLS, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.text import number
 from tests.conftest import SCOOTER
+from tests.test_render_tables import GRADIENT_TITLES, backward_problem
 
 HOSTILE = ['<img src=x onerror="document.title=\'PWNED\'">', "</script><script>document.title='PWNED'</script>",
            "a&amp;b"]
@@ -98,7 +99,7 @@ def test_the_policy_allows_the_pages_own_script_and_style_only(scooter_page):
 
 def test_every_value_cell_is_pinned_and_shows_the_terminals_number(scooter_page):
     trace = api.attend(**{k: v for k, v in json.loads((SAMPLES / "scooter.json").read_text()).items()
-                          if k in api.INPUT_KEYS})
+                          if k in api.input_keys()})
     cells = [(attrs, text) for attrs, text in parsed(scooter_page).cells if "data-row" in attrs]
     assert cells and all({"data-stage", "data-head", "data-row", "data-col"} <= set(attrs) for attrs, _ in cells)
     stages = {attrs["data-stage"] for attrs, _ in cells}
@@ -334,3 +335,11 @@ def test_the_command_a_page_names_for_a_row_carries_as_the_page_does(run, tmp_pa
     assert data_block(page.read_text())["command"].endswith("scooter.json --precision 2 --carry rounded")
     run("compute", SAMPLES / "scooter.json", "-o", page)
     assert data_block(page.read_text())["command"].endswith("scooter.json")
+
+
+@pytest.mark.parametrize("sample, without, d_Q, d_K", GRADIENT_TITLES)
+def test_the_pages_gradient_tables_are_titled_by_what_the_scores_read(run, sample, without, d_Q, d_K):
+    page = run("compute", "-", "--stages", "d_Q,d_K", "-f", "html",
+               input=json.dumps(backward_problem(sample, without))).stdout
+    titles = re.findall(r"<h2>(d_[QK] = [^<]*)</h2>", page)
+    assert titles and {title.split(" · head")[0] for title in titles} == {d_Q, d_K}

@@ -297,6 +297,15 @@ def test_errors_name_the_field_the_type_and_the_parameter(scaling, field, fragme
         assert fragment in error.value.message, error.value.message
 
 
+def test_the_model_keys_page_says_longrope_needs_one_of_three():
+    """docs/reference/model-keys.md listed longrope's factor as optional (issue 24 item 19): one of
+    factor, attention_factor and max_position_embeddings is required, as the reader refuses above."""
+    page = (Path(__file__).parent.parent / "docs" / "reference" / "model-keys.md").read_text(encoding="utf-8")
+    row = next(line for line in page.splitlines() if line.startswith("| `longrope` |"))
+    needs = row.split(" | ")[1]
+    assert "one of `factor`, `attention_factor`, `max_position_embeddings`" in needs, row
+
+
 def test_numbers_the_type_cannot_compute_are_refused():
     with pytest.raises(InputError, match="dynamic raises the base to dims/"):
         build_problem({**scaled({"rope_type": "dynamic", "factor": 2, "max_position_embeddings": 4}),

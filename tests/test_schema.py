@@ -9,7 +9,8 @@ from conftest import SAMPLES, SCOOTER
 
 from attncli.base.errors import InputError
 from attncli.document import schema
-from attncli.document.reading import INPUT_KEYS, build_problem
+from attncli.document.reading import build_problem, input_keys
+from attncli.problem import rules, variants
 
 GQA = {"Q": [[[1, 0], [0, 1]], [[0.5, 0.5], [1, 1]], [[0, 1], [1, 0]], [[1, 2], [0, 1]]],
        "K": [[[1, 0], [0, 1], [1, 1]], [[0, 1], [1, 0], [0.5, 0]]],
@@ -93,24 +94,37 @@ def test_the_output_only_path_checks_the_results_it_does_not_compute(run):
 
 
 def test_the_schema_lists_each_key_once_with_a_kind():
-    names = [key.name for key in schema.KEYS]
+    names = [key.name for key in schema.keys()]
     assert len(names) == len(set(names))
     assert all(key.kind in (schema.INPUT, schema.SETTING, schema.LABEL, schema.ECHO, schema.RESULT)
-               for key in schema.KEYS + schema.HEAD_KEYS)
-    assert all(key.source for key in schema.KEYS if key.kind == schema.ECHO)
-    assert set(INPUT_KEYS) == {"Q", "K", "V", "X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O",
-                               "heads", "kv_heads", "mask", "bias", "scale", "query_labels", "key_labels", "title",
-                               "description", "masked_rows", "dtype", "rope", "dO", "causal", "window", "key_mask",
-                               "q_positions", "k_positions", "alibi", "softcap", "sinks", "q_norm", "k_norm",
-                               "model", "reference",  # attn capture's (issue 18)
-                               "ask", "decimals", "worked", "slip"}  # an exercise's words (issue 16)
+               for key in schema.keys() + schema.HEAD_KEYS)
+    assert all(key.source for key in schema.keys() if key.kind == schema.ECHO)
+
+
+def test_every_rules_and_variants_key_is_an_input_key_and_their_echoes_are_echoes():
+    """The schema takes them from the registries (rules.RULES, variants.VARIANTS), not a copy."""
+    kinds = {key.name: key.kind for key in schema.keys()}
+    for name in rules.key_words():
+        assert kinds[name] == schema.INPUT, name
+    for variant in variants.VARIANTS:
+        assert kinds[variant.name] == schema.INPUT, variant.name
+        assert all(kinds[echo] == schema.ECHO and schema.key(echo).source == variant.name for echo, _ in variant.echoes)
+    assert set(input_keys()) == set(schema.top_names(schema.INPUT, schema.SETTING, schema.LABEL))
+
+
+@pytest.mark.parametrize("name", schema.top_names(schema.INPUT, schema.SETTING))
+def test_every_input_and_setting_key_is_read_never_accepted_and_ignored(name):
+    """A key of the problem with a value nothing could mean is refused, by a message naming it: the
+    schema lists no key the reader skips."""
+    with pytest.raises(InputError, match=name):
+        build_problem({**SCOOTER, name: {"nonsense": 1}})
 
 
 def test_a_key_the_writer_does_not_list_is_a_bug():
     with pytest.raises(AssertionError, match="weightz"):
-        schema.check_written({"attncli": 1, "weightz": 1})
+        schema.check_output({"attncli": 1, "weightz": 1})
     with pytest.raises(AssertionError, match=r"heads\[\]\.weightz"):
-        schema.check_written({"heads": [{"weights": [], "weightz": 1}]})
+        schema.check_output({"heads": [{"weights": [], "weightz": 1}]})
 
 
 def _scooter_json(run, *options) -> dict:
@@ -120,7 +134,7 @@ def _scooter_json(run, *options) -> dict:
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.update(d_k=3), "d_k is 3, but from Q (or W_Q) and heads it is 2: d_k is derived"),
     (lambda d: d.update(d_v=5), "d_v is 5, but from V (or W_V) and heads it is 2"),
-    (lambda d: d.update(mask_rule="causal"), 'mask_rule is "causal", but from mask, causal, window, key_mask, q_positions and k_positions it is "none"'),
+    (lambda d: d.update(mask_rule="causal"), 'mask_rule is "causal", but from mask, causal, window, key_mask, prefix, q_positions and k_positions it is "none"'),
     (lambda d: d.update(attncli=2), "attncli is 2, but from this version of attn it is 1"),
     (lambda d: d.update(rope_rule="x"), "rope_rule is given, but rope gives none"),
     (lambda d: d["heads"][0]["weights"][0].__setitem__(1, 0.5), "heads[0].weights[0][1] is 0.5 but recomputing"),

@@ -3,7 +3,7 @@ where a number belongs, integers too long to convert, the decimals a number is w
 
 import pytest
 
-from attncli.base.values import MAX_DECIMALS, Written
+from attncli.base.values import MAX_DECIMALS, Typed
 from tests.conftest import SAMPLES, assert_error
 
 QKV = {"Q": [[1, 2]], "K": [[1, 2], [3, 4]], "V": [[1], [2]]}
@@ -79,4 +79,4 @@ def test_5000_digit_numbers_inline_and_in_answers(run, problem_file):
 def test_written_decimals_are_capped(token, decimals):
     """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: the decimals
     of a written number are capped (absurd exponents, 1000 zeros)."""
-    assert Written.parse(token).decimals == decimals
+    assert Typed.parse(token).decimals == decimals

@@ -1,85 +1,48 @@
-"""`attn capture`'s driver: load a Hugging Face model from a local directory (or the local cache,
-never the network), run it once with the library's eager attention and hooks on one layer, and
-write that layer as an ordinary attncli document with the model's own results beside it.
-
-The one module of attncli that imports torch and transformers (the `models` extra); only
-`attn capture` loads it. The document holds:
+"""`attn capture`'s driver: run a loaded Hugging Face model (capture/loading.py) once with the
+library's eager attention and hooks on one layer, and make that layer an ordinary attncli document
+with the model's own results beside it. Running is as quiet and closed as loading (`quiet`,
+`library`: an error inside torch is one CaptureError). The document holds:
 
     X              the layer's attention input (after its input norm)     (L, d_model)
-    W_Q … b_O      capture_families.read_layer: the projections as x W
+    W_Q … b_O      reading.read_layer: the projections as x W, through the model type's family
     mask           causal (by index, as the eager path), key_mask from the attention mask,
                    q_positions/k_positions for a decode step, masked_rows "uniform" (the eager
                    path's fully masked rows: every score is the dtype's minimum)
     reference      {"weights": (H, Lq, Lk) eager weights, "output": (Lq, d_model) after o_proj, "dtype"}
     model          {"name", "class", "layer"}
 
+Every number is finite and the document is one `attn compute` accepts (document/reading.py's
+build_problem, the agreement's reader), or the capture is refused with the reason.
+
 `--dtype float64` runs the model in float64 and, for an exact comparison, also computes in float64
 the two things the eager path keeps in float32 whatever the dtype: the softmax and the RoPE angles
 (`exact_float64`). GPT-J computes Q Kᵀ in float32 as well, Gemma 3 its QK-norm: their reference says
-float32 (capture_families.FLOAT32_INSIDE).
+float32 (the family's `float32`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import os
-import sys
 
 import numpy as np
 import torch
-import transformers
 
-from attncli.capture.families import (
-    BIDIRECTIONAL,
-    FLOAT32_INSIDE,
-    CaptureError,
+from attncli.base.errors import InputError
+from attncli.capture.families import CaptureError
+from attncli.capture.loading import library, quiet
+from attncli.capture.reading import (
     array,
     attention,
+    family,
     layers,
+    norm_eps,
     norm_modules,
     read_layer,
-    weight_offset,
+    text_config,
 )
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def load(name: str, dtype: str | None):
-    """(model, tokenizer or None): from a save_pretrained directory or the local cache, eager attention."""
-    local = os.path.isdir(name)
-    transformers.logging.set_verbosity_error()  # its notes on deprecations are not the user's
-    if not sys.stderr.isatty():  # the loading bar is for a terminal
-        transformers.utils.logging.disable_progress_bar()
-    try:
-        config = transformers.AutoConfig.from_pretrained(name, local_files_only=True)
-    except (OSError, ValueError) as error:
-        where = f"has no config.json a transformers model can be built from ({str(error).splitlines()[0]})" \
-            if local else "is neither a directory nor a model in the local Hugging Face cache (attn capture " \
-            "never downloads: fetch it first, e.g. with hf download)"
-        raise CaptureError(f"MODEL {name} {where}", field="MODEL")
-    names = getattr(config, "architectures", None) or []
-    cls = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
-    if cls is None:
-        cls = transformers.AutoModel
-    kwargs = {"attn_implementation": "eager", "local_files_only": True}
-    if dtype is not None:
-        kwargs["dtype"] = DTYPES[dtype]
-    if dtype == "float64":  # mixture-of-experts layers' grouped matmul has no float64 kernel
-        kwargs["experts_implementation"] = "eager"
-    try:
-        model = cls.from_pretrained(name, **kwargs)
-    except (OSError, ValueError) as error:
-        raise CaptureError(f"MODEL {name!r} could not be loaded: {str(error).splitlines()[0]}", field="MODEL")
-    model.train(False)  # inference mode: no dropout
-    return model, _tokenizer(name)
-
-
-def _tokenizer(name: str):
-    try:
-        return transformers.AutoTokenizer.from_pretrained(name, local_files_only=True)
-    except Exception:  # no tokenizer saved beside the model: --text is refused, --ids still work
-        return None
+from attncli.document import agreement
+from attncli.document.reading import build_problem
 
 
 def pad_left(rows: list[list[int]], pad: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -103,11 +66,11 @@ def exact_float64(model):
     tables = {m: m.embed_positions for m in rotary if hasattr(m, "embed_positions")}  # GPT-J: a sin/cos table
     for module, table in tables.items():
         module.embed_positions = _exact_table(*table.shape).to(table.dtype)
-    config = getattr(model.config, "text_config", None) or model.config
-    norms = [n for i in range(len(layers(model))) for n in norm_modules(attention(model, i)[0])
+    found = family(model)
+    norms = [n for i in range(len(layers(model))) for n in norm_modules(found, attention(model, i)[0])
              if n is not None and type(n).__name__.endswith("RMSNorm")]
     for norm in norms:
-        _exact_rms(norm, weight_offset(config))
+        _exact_rms(norm, found.qk_norm.offset)
     torch.nn.functional.softmax = softmax64
     try:
         yield
@@ -121,7 +84,7 @@ def exact_float64(model):
 
 def _exact_rms(norm, offset: int):
     """A q_norm/k_norm RMSNorm in float64 (transformers' RMSNorms compute in float32)."""
-    eps = next(getattr(norm, n) for n in ("variance_epsilon", "eps", "epsilon") if hasattr(norm, n))
+    eps = norm_eps(norm)
 
     def forward(x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (norm.weight + offset)
@@ -208,9 +171,10 @@ def run(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: 
 def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, batch_index: int = 0,
             decode: bool = False, labels: list[str] | None = None, name: str = "model") -> dict:
     """The attncli document of one layer for one sequence of the batch (`batch_index`)."""
-    config = getattr(model.config, "text_config", None) or model.config
-    if decode and config.model_type in BIDIRECTIONAL:
-        raise CaptureError(f"decode is a step of a causal model's generation, but {config.model_type} is an encoder "
+    found = family(model)
+    causal = found.is_causal(text_config(model))
+    if decode and not causal:
+        raise CaptureError(f"decode is a step of a causal model's generation, but {found.label} is an encoder "
                            "(every query sees every key, no cache): capture the whole sequence, without decode",
                            field="decode")
     if decode and len(ids[0]) < 2:
@@ -221,7 +185,7 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
         _one_scaling(read.get("rope", {}).get("scaling"), len(ids[0]))
     dtype = next(model.parameters()).dtype
     exact = exact_float64(model) if dtype == torch.float64 else contextlib.nullcontext()
-    with exact:
+    with quiet(), library(f"the {found.label} model could not run"), exact:
         x, x_kv, weights, output = run(model, ids, mask, layer, decode)
     doc = {"title": f"{name} layer {layer} ({type(model).__name__})"}
     doc["X"] = array(x[batch_index])
@@ -233,17 +197,45 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
         doc["q_positions"] = [length - 1]
         doc["k_positions"] = list(range(length - lk, length))
     doc |= read
-    doc |= _masks(config, mask[batch_index][length - lk:], lk)
+    doc |= _masks(causal, mask[batch_index][length - lk:])
     if labels is not None:
         doc["key_labels"] = labels[length - lk:]
         doc["query_labels"] = labels[-1:] if decode else labels
     # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
     # only the default ones): such a layer's float64 reference is float32's.
-    float32 = dtype != torch.float64 or config.model_type in FLOAT32_INSIDE or "scaling" in doc.get("rope", {})
+    float32 = dtype != torch.float64 or found.float32 is not None or "scaling" in doc.get("rope", {})
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
-    return _listed(doc)
+    _finite(doc, layer, _word(dtype))
+    doc = _listed(doc)
+    _accepted(doc, layer)
+    return doc
+
+
+def _finite(doc: dict, layer: int, dtype: str) -> None:
+    """Every number of the document is finite: NaN or ±∞ in the weights, the input or the model's
+    results is refused, naming where (JSON holds neither, and attncli would have nothing to agree with)."""
+    for key, value in doc.items():
+        if key == "reference":
+            for stage, result in value.items():
+                if isinstance(result, np.ndarray) and not np.isfinite(result).all():
+                    raise CaptureError(f"the model's attention {stage} of layer {layer} hold NaN or ±∞ (its "
+                                       f"weights or config overflow {dtype}): nothing for attncli to agree with")
+        elif isinstance(value, dict):
+            _finite({f"{key}.{k}": v for k, v in value.items()}, layer, dtype)
+        elif isinstance(value, np.ndarray) and not np.isfinite(value).all():
+            where = "the layer's input (the layers before it overflow)" if key in ("X", "X_kv") else "the weights"
+            raise CaptureError(f"{key} of layer {layer} holds NaN or ±∞: {where} hold them in {dtype}")
+
+
+def _accepted(doc: dict, layer: int) -> None:
+    """The document is one `attn compute` reads: what it would refuse, capture refuses, with its reason."""
+    try:
+        build_problem(doc)
+        agreement.read(doc)
+    except InputError as error:
+        raise CaptureError(f"layer {layer} is not a document attn compute accepts: {error.text(source=False)}")
 
 
 def _one_scaling(scaling: dict | None, length: int) -> None:
@@ -271,10 +263,10 @@ def _word(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _masks(config, key_mask: list[int], lk: int) -> dict:
+def _masks(causal: bool, key_mask: list[int]) -> dict:
     """causal (by index; bidirectional for encoders), key_mask from the attention mask, and the eager
     path's fully masked rows (uniform weights)."""
-    doc = {} if config.model_type in BIDIRECTIONAL else {"causal": True}
+    doc = {"causal": True} if causal else {}
     if not all(key_mask):
         doc["key_mask"] = [bool(k) for k in key_mask]
     doc["masked_rows"] = "uniform"

@@ -1,247 +1,201 @@
-"""One attention layer of a Hugging Face model read as attncli's keys: the projections transposed to
-attncli's `x W` (a Linear's `weight` is (out, in)), fused layouts split, and the layer's variants
-(RoPE, ALiBi, softcap, sliding window, sinks, QK-norm, grouped kv heads) under attncli's key names.
+"""The capture families: one `Family` record per Hugging Face model type, saying where a layer's
+attention sits in the model and how it computes, in attncli's terms. Every path of `attn capture`
+that meets the model reads the record of its `config.model_type` (`family_of`): the model
+directory's checks (capture/directory.py), the loading (capture/loading.py), the layer's reading
+(capture/reading.py) and the run (capture/driver.py). A model type with no record is refused
+before anything is loaded, naming it. A new family is one `Family(...)` in FAMILIES (and, when
+its projections are fused in a new way, one split function in capture/layouts.py): the recipe is
+in docs/architecture.md, and tests/test_capture_families.py adds one on a tiny model.
 
-Pure attribute reading: no torch or transformers import (attncli/capture/driver.py runs the model). Each
-family is told apart by the names of its modules, as transformers 5.x writes them:
+Pure data and attribute reading: no torch or transformers import. As transformers 5.x writes them:
 
-    Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2, gpt-oss, Phi   q_proj, k_proj, v_proj, o_proj (Phi: dense)
-    Phi-3                                                       qkv_proj: rows [q; k; v]
-    GPT-NeoX, BLOOM                                             query_key_value: per head [q_h; k_h; v_h]
-    GPT-J                                                       q_proj, k_proj, v_proj, out_proj; interleaved rotary
-    GPT-2                                                       c_attn (Conv1D, already (in, out)): columns [q | k | v]
-    BERT                                                        query, key, value; output.dense
+    family                    projections                               positions           variants
+    Llama, Mistral, Qwen2     q_proj, k_proj, v_proj, o_proj           RoPE half           GQA, window
+    Gemma 2 / 3               q_proj, k_proj, v_proj, o_proj           RoPE half           softcap, window, QK-norm
+    Phi                       q_proj, k_proj, v_proj, dense            RoPE half, partial  q_layernorm
+    Phi-3                     qkv_proj: rows [q; k; v]                  RoPE half           GQA, config window
+    GPT-NeoX, BLOOM           query_key_value: per head [q_h; k_h; v_h] RoPE half / ALiBi
+    GPT-J                     q_proj, k_proj, v_proj, out_proj         RoPE interleaved    Q Kᵀ in float32
+    GPT-2                     c_attn (Conv1D): columns [q | k | v]      none (learned)
+    BERT                      query, key, value; output.dense          none (learned)      bidirectional
 """
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, quote
+from attncli.capture.layouts import BERT, C_ATTN, PER_HEAD, SEPARATE, STACKED, Layout
 
-# Where each family keeps its layers (a path of attributes from the loaded model), tried in order.
-LAYER_LISTS = (("model", "layers"), ("gpt_neox", "layers"), ("transformer", "h"), ("encoder", "layer"),
-               ("model", "language_model", "layers"), ("bert", "encoder", "layer"))
-ATTENTION_NAMES = ("self_attn", "attention", "attn", "self_attention")
-OUTPUT_NAMES = ("o_proj", "dense", "out_proj", "c_proj")
-ALIBI_TYPES = ("bloom",)
-NO_ROPE = ("gpt2", "bert", "bloom")
-BIDIRECTIONAL = ("bert",)  # encoders: every query sees every key
-# The model types the tests capture (tests/test_capture.py); another is read by the same module names,
-# with a warning: the agreement line says whether it was read right.
-TESTED = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "gemma3_text", "phi", "phi3", "gpt_neox",
-          "gptj", "gpt2", "bert", "bloom", "gpt_oss", "olmo2")
-# Families that compute part of attention in float32 whatever the model's dtype: GPT-J its Q Kᵀ.
-FLOAT32_INSIDE = ("gptj",)
-# Families whose attention module has no sliding_window of its own: the mask takes the config's (Phi-3-mini: 2047).
-CONFIG_WINDOW = ("mistral", "phi3")
+Config = Any  # a transformers PretrainedConfig (the text model's, for a multimodal one)
 
 
 class CaptureError(InputError):
     """A model attncli cannot capture (yet), naming what is missing."""
 
 
-def array(tensor) -> np.ndarray:
-    """A tensor as float64 numpy (the exact values of a float32 tensor)."""
-    return tensor.detach().to("cpu").double().numpy()
+# --- what a record's readers are -----------------------------------------------------------------
 
-
-def _walk(obj, path: tuple[str, ...]):
-    for name in path:
-        obj = getattr(obj, name, None)
-        if obj is None:
-            return None
-    return obj
-
-
-def layers(model):
-    """The model's list of layers."""
-    for path in LAYER_LISTS:
-        found = _walk(model, path)
-        if found is not None and hasattr(found, "__len__"):
-            return found
-    raise CaptureError(f"{type(model).__name__} keeps its layers under none of "
-                       f"{', '.join('.'.join(p) for p in LAYER_LISTS)}: attn capture does not know this family yet")
-
-
-def attention(model, layer: int):
-    """(attention module, its output projection) of layer `layer`."""
-    stack = layers(model)
-    if not 0 <= layer < len(stack):
-        count = f"{len(stack)} layer{'s' * (len(stack) != 1)}"
-        raise CaptureError(f"layer is {layer}; expected 0 to {len(stack) - 1} ({count})", field="layer")
-    block = stack[layer]
-    module = next((getattr(block, name) for name in ATTENTION_NAMES if hasattr(block, name)), None)
-    if module is None:
-        raise CaptureError(f"layer {layer} ({type(block).__name__}) has none of {', '.join(ATTENTION_NAMES)}: "
-                           "attn capture does not know this family yet")
-    if hasattr(module, "self") and hasattr(module, "output"):  # BERT: attention.self, attention.output.dense
-        return module.self, module.output.dense
-    out = next((getattr(module, name) for name in OUTPUT_NAMES if hasattr(module, name)), None)
-    if out is None:
-        raise CaptureError(f"{type(module).__name__} has no output projection ({', '.join(OUTPUT_NAMES)})")
-    return module, out
-
-
-def _linear(module, doc: dict, key: str) -> None:
-    """W_key (in, out) and b_key from a torch Linear (weight (out, in))."""
-    doc[f"W_{key}"] = array(module.weight).T
-    if getattr(module, "bias", None) is not None:
-        doc[f"b_{key}"] = array(module.bias)
-
-
-def _per_head_fused(weight: np.ndarray, bias, heads: int, d: int, doc: dict) -> None:
-    """query_key_value of GPT-NeoX and BLOOM: output rows per head [q_h; k_h; v_h] (each d rows)."""
-    w = weight.reshape(heads, 3, d, -1)  # (H, 3, d, in)
-    b = None if bias is None else bias.reshape(heads, 3, d)
-    for i, key in enumerate("QKV"):
-        doc[f"W_{key}"] = w[:, i].reshape(heads * d, -1).T
-        if b is not None:
-            doc[f"b_{key}"] = b[:, i].reshape(-1)
-
-
-def projections(module, out, heads: int, kv_heads: int, d: int) -> dict:
-    """W_Q, W_K, W_V, W_O and their biases, in attncli's `x W` convention."""
-    doc: dict = {}
-    if hasattr(module, "q_proj"):
-        for key, name in zip("QKV", ("q_proj", "k_proj", "v_proj")):
-            _linear(getattr(module, name), doc, key)
-    elif hasattr(module, "qkv_proj"):  # Phi-3: rows [q (H·d); k (N·d); v (N·d)]
-        w = array(module.qkv_proj.weight)
-        b = None if module.qkv_proj.bias is None else array(module.qkv_proj.bias)
-        ends = np.cumsum([heads * d, kv_heads * d])
-        for key, part in zip("QKV", np.split(w, ends)):
-            doc[f"W_{key}"] = part.T
-        if b is not None:
-            for key, part in zip("QKV", np.split(b, ends)):
-                doc[f"b_{key}"] = part
-    elif hasattr(module, "query_key_value"):
-        fused = module.query_key_value
-        _per_head_fused(array(fused.weight), None if fused.bias is None else array(fused.bias), heads, d, doc)
-    elif hasattr(module, "c_attn"):  # GPT-2's Conv1D: weight (in, 3·hidden), columns [q | k | v]
-        w, b = array(module.c_attn.weight), array(module.c_attn.bias)
-        for key, part, bias in zip("QKV", np.split(w, 3, axis=1), np.split(b, 3)):
-            doc[f"W_{key}"], doc[f"b_{key}"] = part, bias
-    elif hasattr(module, "query"):  # BERT
-        for key, name in zip("QKV", ("query", "key", "value")):
-            _linear(getattr(module, name), doc, key)
-    else:
-        raise CaptureError(f"{type(module).__name__} has none of q_proj, qkv_proj, query_key_value, c_attn, "
-                           "query: attn capture does not know its projections")
-    if type(out).__name__ == "Conv1D":  # GPT-2's c_proj is already (in, out)
-        doc["W_O"], doc["b_O"] = array(out.weight), array(out.bias)
-    else:
-        _linear(out, doc, "O")
-    return doc
-
-
-def head_counts(module, config) -> tuple[int, int, int]:
-    """(heads, kv heads, head width)."""
+def config_heads(config: Config) -> tuple[int, int]:
+    """(query heads, kv heads): num_attention_heads, and num_key_value_heads when grouped."""
     heads = config.num_attention_heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    d = getattr(module, "head_dim", None) or getattr(module, "head_size", None) or \
-        getattr(module, "attention_head_size", None) or getattr(config, "head_dim", None) or \
-        config.hidden_size // heads
-    return heads, kv_heads, int(d)
+    return heads, getattr(config, "num_key_value_heads", None) or heads
 
 
-def scale(module, d: int) -> float:
-    """The factor on Q Kᵀ the module uses."""
-    for name in ("scaling", "inv_norm_factor"):
-        value = getattr(module, name, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    return d ** -0.5
+def module_window(module, config: Config, layer: int) -> int | None:
+    """The attention module's own sliding_window (W keys, itself included), per layer."""
+    return getattr(module, "sliding_window", None)
 
 
-def _rope_parameters(config, layer: int) -> dict:
+def config_window(module, config: Config, layer: int) -> int | None:
+    """The config's sliding_window, for families whose modules hold none (Mistral, Phi-3-mini: 2047)."""
+    return getattr(config, "sliding_window", None)
+
+
+def no_window(module, config: Config, layer: int) -> int | None:
+    return None
+
+
+def rope_parameters(config: Config, layer: int) -> dict:
     """The layer's rope_parameters (Gemma 3 keeps one dict per layer type)."""
     params = dict(getattr(config, "rope_parameters", None) or {})
     types = getattr(config, "layer_types", None)
-    if types and types[layer] in params and isinstance(params[types[layer]], dict):
+    if types and layer < len(types) and isinstance(params.get(types[layer]), dict):
         params = dict(params[types[layer]])
     return params
 
 
-def rope(module, config, layer: int, d: int) -> dict | None:
-    """attncli's `rope` for the layer, or None."""
-    if config.model_type in NO_ROPE:
-        return None
-    if config.model_type == "gptj":
-        return {"style": "interleaved", "base": 10000.0, "dims": int(config.rotary_dim or d)}
-    params = _rope_parameters(config, layer)
+def partial_rotary(config: Config, d: int, params: dict) -> int:
+    """head width × partial_rotary_factor (from rope_parameters, else the config; 1 when absent)."""
     factor = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)) or 1.0
-    value = {"style": "half", "base": float(params.get("rope_theta", 10000.0)), "dims": int(d * factor)}
-    kind = params.get("rope_type", "default")
-    if kind != "default":  # with transformers' rope_parameters names (attncli/problem/rope_scaling.py)
-        value["scaling"] = {k: v for k, v in params.items()
-                            if k not in ("rope_theta", "partial_rotary_factor") and v is not None}
-        if kind in ("dynamic", "longrope"):  # transformers reads the config's (the pre-training length)
-            value["scaling"].setdefault("max_position_embeddings", config.max_position_embeddings)
-    return value
+    return int(d * factor)
 
 
-def window(module, config) -> list[int] | None:
-    """A sliding window of W keys (HF: key > query − W, itself included) as attncli's [W − 1, 0]."""
-    size = getattr(module, "sliding_window", None) if hasattr(module, "sliding_window") else \
-        getattr(config, "sliding_window", None) if config.model_type in CONFIG_WINDOW else None
-    return None if not size else [int(size) - 1, 0]
+def rotary_dim(config: Config, d: int, params: dict) -> int:
+    """GPT-J: the config's rotary_dim leading dims of each head (all when absent)."""
+    return int(getattr(config, "rotary_dim", None) or d)
 
 
-def _norm(norm, over: str, weight_offset: int) -> dict:
-    """A q_norm/k_norm module as attncli's {type, weight, bias, eps, over, weight_offset}."""
-    kind = "layer" if type(norm).__name__ == "LayerNorm" or getattr(norm, "bias", None) is not None else "rms"
-    eps = next(getattr(norm, n) for n in ("variance_epsilon", "eps", "epsilon") if hasattr(norm, n))
-    value = {"type": kind, "weight": array(norm.weight), "eps": float(eps), "over": over}
-    if kind == "layer" and getattr(norm, "bias", None) is not None:
-        value["bias"] = array(norm.bias)
-    if weight_offset:
-        value["weight_offset"] = weight_offset
-    return value
+def every_layer(config: Config, layer: int) -> bool:
+    return True
 
 
-def norm_modules(module) -> tuple:
-    """The attention module's (q_norm, k_norm) modules, or (None, None)."""
-    pairs = [(getattr(module, q, None), getattr(module, k, None))
-             for q, k in (("q_norm", "k_norm"), ("q_layernorm", "k_layernorm"))]
-    return next(((q, k) for q, k in pairs if q is not None), (None, None))
+@dataclass(frozen=True)
+class Rope:
+    """How a family rotates Q and K: the pairing (`half`: Llama's rotate_half, dim i with i + dims/2;
+    `interleaved`: GPT-J's rotate_every_two, 2i with 2i + 1), which dims of a head (`dims(config,
+    head width, the layer's rope_parameters)`), and which layers rotate at all (`on(config, layer)`).
+    The base and the scaling are the layer's rope_parameters (rope_theta, rope_type and its keys)."""
+
+    style: str = "half"
+    dims: Callable[[Config, int, dict], int] = partial_rotary
+    on: Callable[[Config, int], bool] = every_layer
 
 
-def weight_offset(config) -> int:
-    """1 for the Gemma family's norms, which multiply by (1 + weight)."""
-    return 1 if config.model_type.startswith("gemma") else 0
+@dataclass(frozen=True)
+class Norm:
+    """A family's QK-norm: the attention module's (q, k) norm modules by name, and the weight's
+    offset (Gemma's norms multiply by 1 + weight). Per head or over the whole projection is read
+    from the weight's length."""
+
+    names: tuple[str, str] = ("q_norm", "k_norm")
+    offset: int = 0
 
 
-def qk_norms(module, config, heads: int, d: int) -> dict:
-    """`q_norm`/`k_norm` (Qwen3, Gemma 3: per head; OLMo 2: over the whole projection; Phi: q_layernorm)."""
-    q_norm, k_norm = norm_modules(module)
-    if q_norm is None:
-        return {}
-    over = "head" if q_norm.weight.shape[-1] == d else "all"
-    offset = weight_offset(config)
-    return {"q_norm": _norm(q_norm, over, offset), "k_norm": _norm(k_norm, over, offset)}
+@dataclass(frozen=True)
+class Cannot:
+    """A config setting a family's model may have that attncli cannot express yet: refused, naming
+    `key` and `what` it does, when `when(value)` holds."""
+
+    key: str
+    what: str
+    when: Callable[[Any], bool] = bool
 
 
-def read_layer(model, layer: int) -> dict:
-    """The layer's weights and variants as attncli's keys (no X, masks or results)."""
-    config = getattr(model.config, "text_config", None) or model.config
-    module, out = attention(model, layer)
-    heads, kv_heads, d = head_counts(module, config)
-    doc = projections(module, out, heads, kv_heads, d)
-    if kv_heads != heads:  # grouped: query head h reads kv head h // (heads / kv_heads), as repeat_kv
-        doc["kv_heads"] = kv_heads
-    doc |= {"heads": heads, "scale": scale(module, d)}
-    doc |= qk_norms(module, config, heads, d)
-    found = rope(module, config, layer, d)
-    if found is not None:
-        doc["rope"] = found
-    cap = getattr(module, "attn_logit_softcapping", None) or getattr(config, "attn_logit_softcapping", None)
-    if cap:
-        doc["softcap"] = float(cap)
-    if window(module, config) is not None:
-        doc["window"] = window(module, config)
-    if getattr(module, "sinks", None) is not None:
-        doc["sinks"] = array(module.sinks)
-    if config.model_type in ALIBI_TYPES:
-        doc["alibi"] = True
-    return doc
+@dataclass(frozen=True)
+class Family:
+    """One model type as `attn capture` reads it. Paths are dotted attribute names: `blocks` from
+    the base model (`model.base_model`) to its list of layers, `attention` and `output` from one
+    layer to its attention module (whose input is X) and its output projection (whose output is
+    the reference output)."""
+
+    model_type: str
+    label: str  # the name people call it by, for the docs and messages
+    blocks: str = "layers"
+    attention: str = "self_attn"
+    output: str = "self_attn.o_proj"
+    layout: Layout = SEPARATE  # where W_Q, W_K, W_V are (capture/layouts.py)
+    heads: Callable[[Config], tuple[int, int]] = config_heads  # (query heads, kv heads)
+    rope: Rope | None = Rope()  # None: no rotary embedding
+    window: Callable[[Any, Config, int], int | None] = module_window  # (module, config, layer) → W keys or None
+    alibi: bool | Callable[[Config], bool] = False
+    causal: bool | Callable[[Config], bool] = True  # False: an encoder, every query sees every key
+    softcap: str | None = None  # the config key of its logit softcap
+    sinks: str | None = None  # the attention module's attribute of one sink logit per head
+    qk_norm: Norm | None = None
+    float32: str | None = None  # what its eager path computes in float32 whatever the dtype, in words
+    cannot: tuple[Cannot, ...] = ()
+    exercises: str = ""  # what its test exercises, for the docs' table
+
+    def is_causal(self, config: Config) -> bool:
+        return self.causal(config) if callable(self.causal) else self.causal
+
+    def has_alibi(self, config: Config) -> bool:
+        return self.alibi(config) if callable(self.alibi) else self.alibi
+
+
+GEMMA_NORM = Norm(offset=1)
+
+FAMILIES: dict[str, Family] = {f.model_type: f for f in (
+    Family("llama", "Llama", exercises="grouped kv heads, q/k/v/o biases, RoPE base 500000, each RoPE scaling type"),
+    Family("mistral", "Mistral", window=config_window, exercises="sliding window, with a decode step against the cache"),
+    Family("qwen2", "Qwen2", exercises="q/k/v biases, sliding layers"),
+    Family("qwen3", "Qwen3", qk_norm=Norm(), exercises="QK-norm per head"),
+    Family("gemma2", "Gemma 2", softcap="attn_logit_softcapping",
+           exercises="softcap, `query_pre_attn_scalar`, alternating sliding windows"),
+    Family("gemma3_text", "Gemma 3", softcap="attn_logit_softcapping", qk_norm=GEMMA_NORM,
+           exercises="QK-norm per head with (1 + weight), sliding windows"),
+    Family("gemma3", "Gemma 3 (multimodal)", blocks="language_model.layers", softcap="attn_logit_softcapping",
+           qk_norm=GEMMA_NORM, exercises="the text model of Gemma3ForConditionalGeneration"),
+    Family("olmo2", "OLMo 2", qk_norm=Norm(), exercises="QK-norm over the whole projection"),
+    Family("phi", "Phi", output="self_attn.dense", qk_norm=Norm(("q_layernorm", "k_layernorm")),
+           exercises="partial rotary, `dense` output; with `qk_layernorm`, QK-norm as a LayerNorm per head"),
+    Family("phi3", "Phi-3", layout=STACKED("qkv_proj"), window=config_window,
+           exercises="fused `qkv_proj`, grouped kv heads, the sliding window its config holds (as Mistral's)"),
+    Family("gpt_neox", "GPT-NeoX", attention="attention", output="attention.dense", layout=PER_HEAD,
+           exercises="fused per-head `query_key_value`, partial rotary"),
+    Family("gptj", "GPT-J", blocks="h", attention="attn", output="attn.out_proj", window=no_window,
+           rope=Rope("interleaved", dims=rotary_dim), float32="Q Kᵀ",
+           exercises="interleaved rotary on the first `rotary_dim` dims (its Q Kᵀ in float32: 1e-6)"),
+    Family("gpt2", "GPT-2", blocks="h", attention="attn", output="attn.c_proj", layout=C_ATTN, rope=None,
+           window=no_window, exercises="Conv1D `c_attn`, no RoPE"),
+    Family("bert", "BERT", blocks="encoder.layer", attention="attention.self", output="attention.output.dense",
+           layout=BERT, rope=None, window=no_window, causal=lambda config: bool(getattr(config, "is_decoder", False)),
+           exercises="bidirectional (no causal mask; causal with `is_decoder`), post-norm"),
+    Family("bloom", "BLOOM", blocks="h", attention="self_attention", output="self_attention.dense", layout=PER_HEAD,
+           rope=None, window=no_window, alibi=True,
+           exercises="ALiBi with 4 and with 6 heads (the paper's slopes for a count that is not a power of two), "
+                     "fused per-head `query_key_value`"),
+    Family("gpt_oss", "gpt-oss", sinks="sinks", exercises="sinks, grouped kv heads, sliding layers"),
+)}
+
+
+def family_of(model_type) -> Family:
+    """The record of `model_type`, or a CaptureError naming it and what attn capture would need."""
+    found = FAMILIES.get(model_type) if isinstance(model_type, str) else None
+    if found is None:
+        raise CaptureError(f"model type {quote(str(model_type))} has no capture family: attncli has no record of "
+                           "where its attention's projections sit or how it places positions and masks, so it "
+                           f"cannot write its layers; attn capture reads {', '.join(sorted(FAMILIES))}",
+                           field="model_type")
+    return found
+
+
+def refused(family: Family, config: dict) -> str | None:
+    """What `config` (config.json as read) sets that attncli cannot express for this family, or None."""
+    for cannot in family.cannot:
+        if cannot.key in config and cannot.when(config[cannot.key]):
+            return (f"{family.label} with {cannot.key} {quote(str(config[cannot.key]))} {cannot.what}, which attncli "
+                    "cannot express yet")
+    return None

@@ -12,8 +12,9 @@ EXTRA_MODULES = ("torch", "transformers", "safetensors", "tokenizers")
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 CAPTURE: tuple[Option, ...] = (
-    Option("model", "A directory written by save_pretrained (config and weights), or a model id already in "
-           "the local Hugging Face cache (nothing is downloaded).", argument=True, default=None),
+    Option("model", "A directory written by save_pretrained (config and safetensors weights), or a model id "
+           "already in the local Hugging Face cache (nothing is downloaded). Its own code (auto_map) is never run "
+           "and pickles are never opened.", argument=True, default=None),
     Option("ids", "Token ids, comma-separated (3,1,4,1,5); several sequences separated by ; are a batch, "
            "left-padded as generate() pads them (pick one with --batch-index).", metavar="IDS"),
     Option("text", "Text to tokenize with the tokenizer saved in MODEL's directory (labels are then the tokens).",
@@ -24,8 +25,8 @@ CAPTURE: tuple[Option, ...] = (
            "q_positions and k_positions.", type=bool),
     Option("dtype", "The model's dtype (default: as saved). float64 also runs the eager path's float32 "
            "softmax and RoPE angles in float64, for an exact comparison.", choices=DTYPES),
-    Option("output_file", "Write the document to this .json file (default: stdout).", flags=("--output", "-o"),
-           metavar="FILE"),
+    Option("output_file", "Write the document to this .json file (default: stdout), atomically as attn compute "
+           "-o does; never over a file of MODEL.", flags=("--output", "-o"), metavar="FILE"),
 )
 
 
@@ -34,7 +35,7 @@ class MissingExtra(AttnError):
 
 
 @spec.command(CAPTURE)
-def capture(**given) -> None:
+def capture(**values) -> None:
     """Capture one attention layer of a Hugging Face model as an attncli document.
 
     attn capture ./tiny-llama --ids 3,1,4,1,5 -o layer0.json && attn compute layer0.json
@@ -44,7 +45,7 @@ def capture(**given) -> None:
     (causal by index, key_mask from the attention mask), masked_rows uniform (the library's eager
     path), and the model's own results under "reference": attn compute prints whether it agrees.
     """
-    o = spec.given(CAPTURE, given)
+    o = spec.chosen(CAPTURE, values)
     try:
         # Imported here, for start-up: capture_run loads torch and transformers (seconds), which no
         # other command needs, and which are an optional extra.

@@ -4,7 +4,10 @@ computed stages."""
 import math
 import re
 
-from attncli.base import names  # one --STAGE option per stage of the table (no numpy at start-up)
+from attncli.base import (
+    choices,
+    names,  # one --STAGE option per stage of the table (no numpy at start-up)
+)
 from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, formats
@@ -53,12 +56,40 @@ OPTIONS: tuple[Option, ...] = (
            "line, or comments, and mark them with a note (without it such a file scores 0, with the line and "
            "column).", flags=("--lenient-json",), type=bool),
 )
+# attn check --code (attncli/code/): marking a learner's function, not their numbers. One block, kept
+# apart so that edits to the options above merge cleanly.
+CODE = "Marking code (--code)"
+OPTIONS += (
+    Option("code", "Mark a function instead of answers: FILE.py:FUNCTION (or module:FUNCTION); a quoted glob "
+           "('submissions/*.py:attention') marks a class; repeatable. Each case runs in a child process with "
+           "--timeout and --memory and no stdin. NOT A SANDBOX: it runs the file's code with your permissions, "
+           "as pytest and nbgrader do.", metavar="FILE.py:FUNCTION", type=list, panel=CODE),
+    Option("signature", "The function's parameters, in order: Q, K, V (default); Q, K, V, mask; Q, K, V, is_causal; "
+           "x, W_Q, W_K, W_V; Q, K, V, block_q, block_k (a FlashAttention-2 forward returning (output, lse)); "
+           "Q, K, V, O, lse, dO (a backward returning (dQ, dK, dV)).", default="Q, K, V", metavar="\"Q, K, V\"",
+           panel=CODE),
+    Option("mask_convention", "How the mask argument reads: keep (True = attend, PyTorch SDPA), block (True = "
+           "blocked, nn.MultiheadAttention), additive (0 or −∞, added to the scores).", flags=("--mask-convention",),
+           default="keep", choices=choices.MASK_CONVENTIONS, panel=CODE),
+    Option("layout", "The axes of Q, K and V: L,d (one sequence), B,L,d (a batch), B,H,L,d (a batch of heads; "
+           "K and V with the kv heads).", default="L,d", choices=choices.CODE_LAYOUTS, panel=CODE),
+    Option("array", "Call the function with numpy arrays, torch tensors or jax arrays (torch and jax are imported "
+           "only then).", default="numpy", choices=choices.CODE_ARRAYS, panel=CODE),
+    Option("cases", "Which cases, comma-separated: names of the battery (docs/reference/check.md lists them) "
+           "and problem files or folders of them (attn compute's input; each file one case). Default: every "
+           "case the signature and layout can take.", metavar="CASES", panel=CODE),
+    Option("timeout", "Seconds each case may take (loading the file included).", type=float, default=5.0,
+           low=0.1, high=3600.0, panel=CODE),
+    Option("memory", "MiB of memory each case may allocate.", type=int, default=2048, low=16, panel=CODE),
+    Option("forbid", "Modules a submission may not import, comma-separated (e.g. attncli,torch.nn.functional): "
+           "an import of one fails in the child and every case scores 0.", metavar="MODULES", panel=CODE),
+)
 CheckFormat = spec.find(OPTIONS, "format").enum
 Visibility = spec.find(OPTIONS, "visibility").enum
 
 
 @spec.command(OPTIONS)
-def check(**given) -> None:
+def check(**values) -> None:
     """Mark a learner's answers: each cell ✓ correct, ↪ carried, ~ imprecise, ✗ wrong, with diagnoses.
 
     attn check answers.json problem.json
@@ -76,9 +107,21 @@ def check(**given) -> None:
     Carried: wrong, but right when recomputed from the learner's own (wrong) earlier stage; it
     earns the mark. Stages not answered are listed and do not fail, unless --require names them.
 
+    Code: attn check --code my_attention.py:attention runs the function on a battery of cases (each
+    in a child process) and marks what it returns, stage by stage, with a diagnosis of each failing
+    case; exit 0 when every case passes. It runs the file's code with your permissions, as pytest
+    and nbgrader do: it is not a sandbox.
+
     Exit codes: 0 every given cell right, 1 some not right (or a file with no answers), 2 trouble.
     """
-    o = spec.given(OPTIONS, given)
+    o = spec.chosen(OPTIONS, values)
+    if o.code:
+        _max_score(o.max_score)
+        # Imported here, for start-up (as check_run below): the code path loads numpy and the core.
+        from attncli.commands.check_code import run_code
+
+        run_code(o, [option.name for option in OPTIONS if option.panel == ANSWERS])
+        return
     required = _stages(o.require)
     answers = {option.key: getattr(o, option.name) for option in OPTIONS if option.panel == ANSWERS}
     # The one import kept inside a function, for start-up: numpy, the core and the views load when

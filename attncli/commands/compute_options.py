@@ -14,6 +14,7 @@ from attncli.base.rule_words import WINDOW_ENDS, masked_rows_help, sliding_windo
 from attncli.commands import option_text as opt
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
+from attncli.problem import variants  # the records, without numpy (start-up)
 
 
 def views() -> tuple[str, ...]:
@@ -23,7 +24,7 @@ def views() -> tuple[str, ...]:
 
 
 MATRICES = "Matrices (a path or inline text)"
-MASKING, ROPE, VARIANTS, OUTPUT, LEARNING = "Masking", "Positions (RoPE)", "Variants", "Output", "Learning"
+MASKING, ROPE, VARIANTS_PANEL, OUTPUT, LEARNING = "Masking", "Positions (RoPE)", "Variants", "Output", "Learning"
 
 
 def _matrix(name: str, key: str, help: str) -> Option:
@@ -34,6 +35,20 @@ def _one_value(flag: str):
     """--softcap 30, --sinks 0.5: one number alone as itself, several as a list (an empty, none or
     null value is refused: an option is off when it is left out)."""
     return lambda text: opt.one(opt.values(text, flag))
+
+
+def variant_options() -> tuple[Option, ...]:
+    """Each variant's options, from its record (attncli/problem/variants.py, which loads no numpy):
+    `--NAME VALUE` (one number alone, several as a list), an on/off switch, or a part of a key that
+    several options make (joined by PARTS)."""
+    found = []
+    for variant in variants.VARIANTS:
+        for flag in variant.options:
+            name = flag.name or variant.name
+            read = None if flag.part or flag.switch else _one_value("--" + name.replace("_", "-"))
+            found.append(Option(name, flag.help, key=variant.name, part=flag.part, read=read, metavar=flag.metavar,
+                                type=bool if flag.switch else str, panel=VARIANTS_PANEL))
+    return tuple(found)
 
 
 def _listed(flag: str):
@@ -73,6 +88,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("key_mask", "Key padding, one per key: 1,1,0; 1/true = a real key (Hugging Face attention_mask; "
            "the inverse of nn.MultiheadAttention's key_padding_mask).", key="key_mask", read=_listed("--key-mask"),
            panel=MASKING),
+    Option("prefix", "Prefix-LM (T5, PaLM): every query sees the first P keys (k_pos < P) in both directions, the "
+           "others causally: query i sees key j when k_pos < P or k_pos ≤ q_pos. Widens the causal rule "
+           "(--mask causal or causal_lower_right; causal when --mask is not given); 0: causal alone.",
+           key="prefix", type=int, low=0, metavar="P", panel=MASKING),
     Option("rope", "Rotary positions (RoPE): rotate each head's Q and K by q_positions and k_positions before "
            "scores (default style half, base 10000, every dim).", key="rope", part="on", type=bool, panel=ROPE),
     Option("rope_style", "half: dim i pairs with i + dims/2 (Hugging Face Llama rotate_half; default); "
@@ -84,16 +103,7 @@ OPTIONS: tuple[Option, ...] = (
            "GPT-NeoX rotary_pct; default d_k). Implies --rope.", key="rope", part="dims", type=int, panel=ROPE),
     Option("masked_rows", f"A query whose every key is masked: {masked_rows_help()}. A warning names such rows.",
            key="masked_rows", choices=MASKED_ROWS, panel=MASKING),
-    Option("softcap", "Softcap c > 0: capped = c·tanh(scaled/c), after scaling, before bias, ALiBi and masks "
-           "(Gemma 2).", key="softcap", read=_one_value("--softcap"), metavar="C", panel=VARIANTS),
-    Option("alibi", "ALiBi with the paper's slopes for the query heads: 2^(−8k/n), k = 1 to n (not a power of "
-           "two: as BLOOM); adds −slope·|q_pos − k_pos| after scaling, with any bias.",
-           key="alibi", part="paper", type=bool, panel=VARIANTS),
-    Option("alibi_slopes", "ALiBi with these slopes, one per query head: 0.5,0.25 (instead of --alibi's).",
-           key="alibi", part="slopes", metavar="SLOPES", panel=VARIANTS),
-    Option("sinks", "Attention sinks (gpt-oss): one logit per query head, or one for all: 0.5 or 0.5,-1; each "
-           "joins its row's softmax and is dropped, so rows sum to less than 1.",
-           key="sinks", read=_one_value("--sinks"), metavar="LOGITS", panel=VARIANTS),
+    *variant_options(),
     Option("heads", "Split the feature axis of 2-D Q/K/V into this many contiguous heads.", key="heads", type=int),
     Option("scale", "Scale for Q Kᵀ (default 1/√d_k): a number, a fraction (1/1.4142) or a root (1/sqrt(2)).",
            key="scale", read=opt.scale, metavar="<number>"),

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 
 from attncli.base.errors import AttnError, InputError, quote
-from attncli.problem import groups, masks
+from attncli.problem import groups, masks, variants
 from attncli.problem.trace import Problem
 from attncli.stages import table as stages
 
@@ -214,12 +214,23 @@ def cost(problem: Problem, sram: int = DEFAULT_SRAM) -> Cost:
     tiles = tiling(problem, shape, sram)
     naive, tiled = {}, {}
     for stage in stages.present(problem):
-        if stage.name not in COUNTS:
-            raise AttnError(f"the stage {stage.name} has no cost count (attncli/compute/cost.py COUNTS)")
-        count_naive, count_tiled = COUNTS[stage.name]
+        count_naive, count_tiled = counts(stage.name)
         naive[stage.name] = _heads(count_naive(problem, shape), shape.heads)
         tiled[stage.name] = _heads(count_tiled(problem, shape, tiles), shape.heads)
     return Cost(shape, tiles, naive, tiled)
+
+
+def counts(name: str) -> tuple:
+    """(naive count, tiled count) of stage `name`: its line in COUNTS, or, for the stage a variant
+    brings (variants.VARIANTS: the softcap's capped), its record's FLOPs per score cell, every stage
+    an array in main memory. Raises AttnError for a stage with neither."""
+    if name in COUNTS:
+        return COUNTS[name]
+    own = next((variant for variant in variants.VARIANTS if variant.stage == name), None)
+    if own is None:
+        raise AttnError(f"the stage {name} has no cost count (attncli/compute/cost.py COUNTS, or the flops of "
+                        "the variant that brings it)")
+    return _naive_cells(own.flops), _tiled_cells(own.flops)
 
 
 def _heads(count: Count, heads: int) -> Count:
@@ -228,14 +239,15 @@ def _heads(count: Count, heads: int) -> Count:
 
 def _logit_terms(problem: Problem, shape: Shape) -> tuple[int, int, int]:
     """(FLOPs per cell of the additive terms, bytes per cell a naive pass reads for them, bytes
-    per cell the tiled pass reads): a bias adds 1 FLOP and is read; ALiBi's −slope·|q − k| is 4
-    (made from positions on chip, read as an array by the naive pass); a given mask matrix is one
-    byte a cell, read by both; the other rules come from positions."""
+    per cell the tiled pass reads): a bias adds 1 FLOP and is read; a variant that joins the masked
+    stage adds its `flops` (ALiBi's −slope·|q − k| is 4), made from positions and parameters on chip
+    and read as an array by the naive pass; a given mask matrix is one byte a cell, read by both;
+    the other rules come from positions."""
     s = shape.itemsize
-    bias, alibi = problem.bias is not None, problem.alibi_slopes is not None
+    bias, joining = problem.bias is not None, variants.joining(problem, "masked")
     matrix = problem.mask is not None
-    flops = bias + 4 * alibi
-    naive = (bias + alibi) * s + masks.has_rules(problem)
+    flops = bias + sum(variant.flops for variant in joining)
+    naive = (bias + len(joining)) * s + masks.has_rules(problem)
     return flops, naive, bias * s + matrix
 
 
@@ -323,7 +335,8 @@ def _tiled_output(problem, shape, tiles):
     return Count(flops, tiles.key_loads * d_v * s, shape.lq * d_v * s)
 
 
-# stage name -> (naive count, tiled count): one line per stage of the stage table (attncli/stages/table.py).
+# stage name -> (naive count, tiled count): one line per stage of the stage table (attncli/stages/table.py);
+# a variant's own stage (capped) is counted from its record instead (`counts`).
 COUNTS = {
     "Q_normed": (_naive_norm("lq", "q_norm"), _tiled_norm("lq", "q_norm")),
     "K_normed": (_naive_norm("lk", "k_norm"), _tiled_norm("lk", "k_norm")),
@@ -331,7 +344,6 @@ COUNTS = {
     "K_rope": (_naive_rope("lk"), _tiled_rope("lk")),
     "scores": (_naive_scores, _tiled_scores),
     "scaled": (_naive_cells(1), _tiled_cells(1)),
-    "capped": (_naive_cells(3), _tiled_cells(3)),  # ÷ c, tanh, × c
     "masked": (_naive_masked, _tiled_masked),
     "weights": (_naive_cells(5), _tiled_weights),  # naive: max, − max, exp, Σ, ÷
     "output": (_naive_output, _tiled_output),

@@ -23,7 +23,7 @@ from attncli.stages.grads import GRADIENTS, GRADS
 
 # Parsing costs many times its text (peak RSS over file size): 4-5× for JSON of full-precision
 # numbers in long rows, 9× for short numbers, 37× for JSON with one number per row, 135× for a CSV
-# with one short number per row (its cells, rows and Written floats). 24 MiB keeps that worst
+# with one short number per row (its cells, rows and Typed floats). 24 MiB keeps that worst
 # case near 3.2 GiB, under 4 GiB.
 MAX_INPUT = 24 << 20
 MAX_INPUT_VARIABLE = "ATTN_MAX_INPUT"
@@ -139,13 +139,14 @@ def available_bytes() -> int | None:
     return min(limits) if limits else None
 
 
-def check_fits(needs: dict[str, int], available: int | None = None) -> None:
-    """Raise ResourceError when the parts in `needs` (what → bytes) would not fit together."""
+def check_fits(needs: dict[str, int], available: int | None = None, what: str = "this problem") -> None:
+    """Raise ResourceError when the parts in `needs` (what → bytes) would not fit together; the
+    message says `what` would need them (attn capture: "this capture")."""
     available = available_bytes() if available is None else available
     total = sum(needs.values())
     if available is not None and total > available:
         parts = ", ".join(f"{what} {size_text(n)}" for what, n in needs.items() if n)
-        raise ResourceError(f"this problem would need {size_text(total)} ({parts}), and "
+        raise ResourceError(f"{what} would need {size_text(total)} ({parts}), and "
                             f"{size_text(available)} is available")
 
 

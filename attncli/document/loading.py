@@ -23,6 +23,7 @@ from attncli.document import schema
 from attncli.document.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.document.schema import check_keys
 from attncli.document.text_input import parse_csv, parse_inline  # noqa: F401  (re-exported)
+from attncli.problem import rules, variants
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
 ONE_MATRIX_SUFFIXES = (".npy", ".csv", ".tsv")  # files that hold one matrix, never a whole problem
@@ -313,23 +314,23 @@ def gather(file: str | None, matrices: dict[str, str | None],
     the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
     are their own keys); `--alibi`/`--alibi-slopes` its `alibi` and `alibi_slopes`. `--heads` over
     a file whose `heads` is the list of per-head results must give their count."""
-    given = {key: value for key, value in matrices.items() if value is not None}
-    if file is None and not given.keys() & {"Q", "K", "V", "X"}:
+    from_options = {key: value for key, value in matrices.items() if value is not None}
+    if file is None and not from_options.keys() & {"Q", "K", "V", "X"}:
         file = "-"
     doc, source = read_document(file) if file is not None else read_piped() if piped else ({}, None)
     if not isinstance(doc, dict):
         return doc, {}, source  # build_problem reports the wrong top-level type
     origin = {}
-    for key, value in given.items():
+    for key, value in from_options.items():
         origin[key] = "--" + key.lower().replace("_", "-").replace("w-", "w")
         doc.pop(key.lower(), None)  # an alias (q, k, v) in the file is overridden too
-        if key == "mask":
-            doc.pop("causal", None)
+        for other in replaced(key):
+            doc.pop(other, None)
         doc[key], labels = _matrix_option(key, value, origin)
         # A CSV's label column: Q's (or X's) name the queries, K's (or X_kv's) the keys.
         for label_key in LABELS_FROM.get(key, ()):
             if labels and settings.get(label_key) is None and not (key == "X" and label_key == "key_labels"
-                                                                    and "X_kv" in given | doc):
+                                                                    and "X_kv" in from_options | doc):
                 doc[label_key], origin[label_key] = labels, origin[key]
     for key, value in settings.items():
         if value is None:
@@ -339,23 +340,31 @@ def gather(file: str | None, matrices: dict[str, str | None],
                 raise InputError(f"{value} contradicts the file's heads, the per-head results of "
                                  f"{len(doc['heads'])} heads; drop one", f"--{key}")
             continue  # the same count: the file's list, results and all, stays
-        if key == "alibi":
-            doc.pop("alibi_slopes", None)
+        for other in replaced(key):
+            doc.pop(other, None)
         if key == "rope":
             value = _rope_over(doc.get("rope"), value)
         doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
     return doc, origin, source
 
 
-def _rope_over(file_rope, given):
+def replaced(key: str) -> set[str]:
+    """The file's keys an option setting `key` replaces besides `key`: the others of the mask rules
+    that read it (--mask: `causal`, the whole mask rule) and of the variant it belongs to (--alibi
+    and --alibi-slopes: `alibi_slopes`)."""
+    found = {other for rule in rules.RULES if key in rule.keys for other in rule.keys}
+    return (found | set(variants.replaced(key))) - {key}
+
+
+def _rope_over(file_rope, from_options):
     """The rope object from the --rope options over the file's: each --rope-… option replaces only
     its own field; --rope alone keeps the file's fields (or turns RoPE on with the defaults). A
     file's object may be JSON text (as an .npz holds it); anything else it holds is left for
     rope.read to refuse unless an option replaces it."""
     file_rope = object_text(file_rope)
     if not isinstance(file_rope, dict):
-        return given
-    return {**file_rope, **given} if isinstance(given, dict) else file_rope
+        return from_options
+    return {**file_rope, **from_options} if isinstance(from_options, dict) else file_rope
 
 
 def _matrix_option(key: str, value: str, origin: dict):

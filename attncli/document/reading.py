@@ -13,20 +13,24 @@ from attncli.base.values import HugeInt, as_array, describe, scalar, whole_count
 from attncli.compute.backward import final_shape
 from attncli.document import schema
 from attncli.document.json_text import written_decimals
-from attncli.problem import groups
+from attncli.problem import groups, variants
 from attncli.problem.qk_norm import read as read_norm
 from attncli.problem.rope import read as read_rope
-from attncli.problem.rules import Reading, rule_keys
+from attncli.problem.rules import Reading
 from attncli.problem.rules import read as read_rules
 from attncli.problem.trace import Problem
-from attncli.problem.variants import read_variants
+from attncli.problem.variant_input import Reading as VariantReading
 
 QKV = ("Q", "K", "V")
 PROJECTIONS = ("X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
-# The keys a problem is made of (attncli/document/schema.py: inputs, settings and labels).
-INPUT_KEYS = schema.top_names(schema.INPUT, schema.SETTING, schema.LABEL)
 ALIASES = schema.ALIASES
 MAX_HEADS = 1_000_000  # more heads than any matrix has columns; larger counts are refused as such
+
+
+def input_keys() -> tuple[str, ...]:
+    """The keys a problem is made of (attncli/document/schema.py: inputs, settings and labels, the
+    mask rules' and the variants' among them)."""
+    return schema.top_names(schema.INPUT, schema.SETTING, schema.LABEL)
 
 
 def output_keys() -> tuple[str, ...]:
@@ -235,40 +239,6 @@ def _scale(value, d_k: int) -> float | None:
     return None if scale == float(1.0 / np.sqrt(d_k)) else scale
 
 
-def _variants(doc: dict, heads: int) -> dict:
-    """The variants' `Problem` fields. `alibi_slopes` (written beside `alibi` as the slopes used)
-    given alone means "use these slopes"; beside `alibi` it must be what `alibi` gives."""
-    slopes = doc.get("alibi_slopes")
-    if slopes is None:
-        return read_variants(doc, heads)
-    alibi = doc.get("alibi")
-    try:
-        given = read_variants({**doc, "alibi": slopes}, heads)
-    except InputError as error:
-        if error.key == "alibi":  # said of the key the user wrote
-            error.message = "alibi_slopes" + error.message.removeprefix("alibi")
-            error.field = "alibi_slopes" + error.field.removeprefix("alibi")
-        raise
-    if alibi is None:
-        return given
-    if alibi is False:
-        raise InputError("alibi is false but alibi_slopes is given: drop alibi_slopes, or alibi to use "
-                         "these slopes", field="alibi_slopes")
-    fields = read_variants(doc, heads)
-    found, used = given["alibi_slopes"], fields["alibi_slopes"]
-    places = np.array([written_decimals(x) for x in np.ravel(slopes).tolist()], dtype=np.float64)
-    if not np.all(np.abs(found - used) <= 0.5 * 10.0 ** -places * (1 + 1e-9) + 1e-12 * np.abs(used)):
-        what = "the paper's slopes" if alibi is True else "its slopes"
-        raise InputError(f"alibi_slopes {_short(found.tolist())} contradicts alibi ({what}: "
-                         f"{_short(used.tolist())}); keep alibi, or drop it and give the slopes as alibi_slopes",
-                         field="alibi_slopes")
-    return fields
-
-
-def _short(values: list[float]) -> str:
-    return "[" + ", ".join(f"{x:.6g}" for x in values[:8]) + (", …" if len(values) > 8 else "") + "]"
-
-
 def _inputs(doc: dict) -> tuple[dict, int, int, int, bool, int]:
     """The matrices (Q, K, V, or X with W_Q, W_K, W_V; X_kv, W_O and the biases) checked against
     each other: (inputs, query heads, Lq, Lk, whether they are projections, kv heads)."""
@@ -287,7 +257,7 @@ def _inputs(doc: dict) -> tuple[dict, int, int, int, bool, int]:
         inputs[key] = _as_heads_matrix(doc[key], key) if key in QKV else _as_2d(doc[key], key)
     kv_heads = groups.read_count(doc.get("kv_heads"))
     heads, lq, lk = (_projection_shapes if has_proj else _qkv_shapes)(inputs, heads, kv_heads)
-    kv_heads = groups.given(inputs, heads, kv_heads)
+    kv_heads = groups.from_inputs(inputs, heads, kv_heads)
     for b, w in (("b_Q", "W_Q"), ("b_K", "W_K"), ("b_V", "W_V"), ("b_O", "W_O")):
         if doc.get(b) is not None:
             if w not in inputs:
@@ -319,7 +289,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         if not isinstance(doc, dict):
             raise InputError(f"the top level is {describe(doc)}; expected a JSON object with Q, K and V")
         _head_keys_at_top(doc)
-        doc = schema.check_keys(doc, rule_keys())  # rule_keys: a rule added later (tests/test_rules.py)
+        doc = schema.check_keys(doc)
         schema.asked(doc)  # an exercise's ask and decimals, refused as attn check refuses them
         inputs, heads, lq, lk, has_proj, kv_heads = _inputs(doc)
         if invert_mask and not isinstance(doc.get("mask"), (list, np.ndarray)):
@@ -335,7 +305,8 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         query_labels = _labels(doc.get("query_labels"), "query_labels", lq, "query")
         key_labels = _labels(doc.get("key_labels"), "key_labels", lk, "key")
         problem = Problem(
-            inputs=inputs, heads=heads, lq=lq, lk=lk, kv_heads=kv_heads, **rules, bias=bias, **_variants(doc, heads),
+            inputs=inputs, heads=heads, lq=lq, lk=lk, kv_heads=kv_heads, **rules, bias=bias,
+            variants=variants.read(doc, VariantReading(doc, heads, written_decimals)),
             scale=scale, rope=rope, **norms, dO=dO,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
             dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),
@@ -346,7 +317,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         # rope.dims to --rope-dims when that option gave it).
         # A key from the file checked against one from an option (K against --q's Q): the option.
         key, origin = error.key, origin or {}
-        given = (origin.get(error.field) or origin.get(ALIASES.get(key, key))) if key else None
-        given = given or next((origin[other] for other in error.also if other in origin), None)
-        raise error.at(given or source)
+        came_from = (origin.get(error.field) or origin.get(ALIASES.get(key, key))) if key else None
+        came_from = came_from or next((origin[other] for other in error.also if other in origin), None)
+        raise error.at(came_from or source)
     return problem

@@ -1,7 +1,7 @@
 """The document's keys, defined once: every key `attn compute` writes or reads, and what it is.
 
 The reader (`problem.build_problem`, through `check_keys`) and the JSON writer (`render/json.py`,
-through `check_written`) both read this table, and tests/test_schema.py checks that every key
+through `check_output`) both read this table, and tests/test_schema.py checks that every key
 of every variant's JSON output is in it and reads back. The rule: a key the tool writes is read
 back with the same meaning, or refused with a hint; never accepted and ignored.
 
@@ -22,11 +22,13 @@ backward pass (attncli/stages/grads.py), plus HEAD_KEYS.
 
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 
 from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.base.names import ASKABLE
 from attncli.base.values import describe
+from attncli.problem import rules, variants
 from attncli.stages import grads
 from attncli.stages import table as stages
 
@@ -34,7 +36,8 @@ INPUT, SETTING, LABEL, ECHO, RESULT = "input", "setting", "label", "echo", "resu
 # name, kind, what it is; for an echo, `source` names the keys it is derived from
 Key = namedtuple("Key", "name kind about source", defaults=("",))
 
-KEYS: tuple[Key, ...] = (
+# The keys before the mask rules' and the variants' (which their registries give: `keys()`), and after.
+PROBLEM: tuple[Key, ...] = (
     Key("attncli", ECHO, "the document format's version: 1", "this version of attn"),
     Key("title", LABEL, "a title for the header"),
     Key("description", LABEL, "a description for the header"),
@@ -49,20 +52,9 @@ KEYS: tuple[Key, ...] = (
     Key("d_v", ECHO, "each head's value width", "V (or W_V) and heads"),
     *(Key(name, INPUT, "a matrix of the problem") for name in (
         "Q", "K", "V", "X", "X_kv", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O")),
-    # The mask keys: read by attncli/problem/mask_input.py (the rules lane), as they are today.
-    Key("mask", INPUT, "a true/false matrix (true = may attend), or causal / causal_lower_right"),
-    Key("causal", INPUT, "true: query i sees keys at positions ≤ its own"),
-    Key("window", INPUT, "[left, right]: keys this far before and after the query, null = unbounded"),
-    Key("key_mask", INPUT, "one true/false per key, true = a real key"),
-    Key("q_positions", INPUT, "one whole number per query"),
-    Key("k_positions", INPUT, "one whole number per key"),
-    Key("bias", INPUT, "added to the logits; null is −∞"),
-    Key("alibi", INPUT, "true (the paper's slopes) or one slope per query head"),
-    Key("alibi_slopes", ECHO, "the slopes ALiBi used; given alone: use these slopes", "alibi"),
-    Key("softcap", INPUT, "c > 0: capped = c · tanh(scaled / c)"),
-    Key("sinks", INPUT, "one extra logit per query head"),
-    Key("mask_rule", ECHO, "the mask rules in words",
-        "mask, causal, window, key_mask, q_positions and k_positions"),
+    # Here: the mask rules' keys (attncli/problem/rules.py), the bias, the variants' (attncli/problem/variants.py).
+)
+AFTER: tuple[Key, ...] = (
     Key("masked_rows", SETTING, "zero, uniform or error: rows whose every key is masked"),
     Key("rope", INPUT, "rotary positions on Q and K: true or {style, base, dims, scaling}"),
     Key("rope_rule", ECHO, "the RoPE convention in words", "rope"),
@@ -99,7 +91,29 @@ HEAD_KEYS: tuple[Key, ...] = (
 # The gradients in "grads" beside the inputs': QK-norm's parameters (attncli/problem/qk_norm.py, as its vjp names them).
 PARAMETER_GRADS = tuple(f"{norm}.{part}" for norm in ("q_norm", "k_norm") for part in ("weight", "bias"))
 ALIASES = {"q": "Q", "k": "K", "v": "V"}
-VERSION = 1  # the value of "attncli"
+
+
+def keys() -> tuple[Key, ...]:
+    """Every top-level key, in the order written: the problem's, each mask rule's keys and the
+    positions (rules.RULES), the bias, each variant's keys (variants.VARIANTS), the rules' echo,
+    then the settings, results and labels. The registries are read at each call, so a rule or a
+    variant registered later has its keys here, in every reader and writer."""
+    return _keys(rules.RULES, variants.VARIANTS)
+
+
+@functools.cache
+def _keys(kinds: tuple, records: tuple) -> tuple[Key, ...]:
+    rule_keys = rules.key_words(kinds)
+    return (*PROBLEM, *(Key(name, INPUT, about) for name, about in rule_keys.items()),
+            Key("bias", INPUT, "added to the logits; null is −∞"),
+            *(key for variant in records for key in (
+                Key(variant.name, INPUT, variant.about),
+                *(Key(name, ECHO, about, variant.name) for name, about in variant.echoes))),
+            Key("mask_rule", ECHO, "the mask rules in words", _listed(tuple(rule_keys))), *AFTER)
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
 
 
 def stage_names() -> tuple[str, ...]:
@@ -109,7 +123,7 @@ def stage_names() -> tuple[str, ...]:
 
 def top_names(*kinds: str) -> tuple[str, ...]:
     """The top-level keys of these kinds (all kinds when none is named)."""
-    return tuple(key.name for key in KEYS if not kinds or key.kind in kinds)
+    return tuple(key.name for key in keys() if not kinds or key.kind in kinds)
 
 
 def head_names() -> tuple[str, ...]:
@@ -117,7 +131,7 @@ def head_names() -> tuple[str, ...]:
 
 
 def key(name: str) -> Key | None:
-    return next((k for k in KEYS if k.name == name), None)
+    return next((k for k in keys() if k.name == name), None)
 
 
 def one_head() -> tuple[str, ...]:
@@ -164,10 +178,9 @@ def refuse_problem_set(doc, command: str = "attn compute") -> None:
                          f"e.g. jq '.problems[0]' set.json | {command} (problems count from 0)")
 
 
-def check_keys(doc: dict, extra: tuple[str, ...] = ()) -> dict:
-    """The document with aliases resolved; an unknown key is refused, suggesting the closest.
-    `extra`: keys the registries know beyond the table (a mask rule added later)."""
-    names = known() + tuple(k for k in extra if k not in known())
+def check_keys(doc: dict) -> dict:
+    """The document with aliases resolved; an unknown key is refused, suggesting the closest."""
+    names = known()
     if "problems" not in names:
         refuse_problem_set(doc)
     out = {}
@@ -183,11 +196,10 @@ def check_keys(doc: dict, extra: tuple[str, ...] = ()) -> dict:
     return out
 
 
-def check_written(doc: dict, extra: tuple[str, ...] = ()) -> dict:
+def check_output(doc: dict) -> dict:
     """The writer's side: every key of a document `attn compute` is about to write is in the
-    schema or `extra` (a mask rule's keys) (a key missing here is a bug, found by the tests).
-    Returns the document."""
-    unknown = [name for name in doc if name not in top_names() and name not in extra]
+    schema (a key missing here is a bug, found by the tests). Returns the document."""
+    unknown = [name for name in doc if name not in top_names()]
     for head in doc.get("heads") or ():
         unknown += [f"heads[].{name}" for name in head if name not in head_names()]
     if unknown:

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 
 from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.base.values import describe
-from attncli.document.reading import ALIASES, INPUT_KEYS, output_keys
+from attncli.document.reading import ALIASES, input_keys, output_keys
 from attncli.document.schema import asked, refuse_problem_set
-from attncli.problem.rules import rule_keys
 from attncli.stages import grads
 from attncli.stages.table import names
 
@@ -98,7 +97,7 @@ def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorte
     if not isinstance(doc, dict):
         return out
     refuse_problem_set(doc, "attn check answers.json -p -")
-    top = ("heads",) + INPUT_KEYS + output_keys() + rule_keys()  # rule_keys: a mask rule registered later
+    top = ("heads",) + input_keys() + output_keys()
     out.doc = _sort(doc, top, "", "", before_weights, strict, out)
     heads = out.doc.get("heads")
     if isinstance(heads, list):

@@ -21,8 +21,8 @@ import re
 import numpy as np
 
 from attncli.base.errors import InputError, did_you_mean, quote
-from attncli.base.values import Written, as_array, decimals_of, describe
-from attncli.document.reading import ALIASES, INPUT_KEYS, PROJECTIONS, QKV, output_keys
+from attncli.base.values import Typed, as_array, decimals_of, describe
+from attncli.document.reading import ALIASES, PROJECTIONS, QKV, input_keys, output_keys
 from attncli.document.text_input import comma_decimal, comma_hint, is_value, is_word
 from attncli.marking.answer_keys import METADATA, alias_of
 from attncli.marking.grading import Answer, marked_gradient
@@ -75,7 +75,7 @@ def _leaf(x, masked: bool, large: bool = True):
         if masked and text.lower() in NEGATIVE_INFINITY:
             return None
         try:
-            number = Written.parse(text.replace("−", "-"))
+            number = Typed.parse(text.replace("−", "-"))
         except ValueError:
             return x  # as_array names it
         return number if math.isfinite(number) else x
@@ -159,7 +159,7 @@ def read_answers(doc, trace: Trace) -> tuple[list[dict[str, Answer]], Answer | N
     p = trace.problem
     if not isinstance(doc, dict):
         raise InputError(f"the top level is {describe(doc)}; expected a JSON object of answers")
-    _check_keys(doc, ("heads",) + INPUT_KEYS + output_keys(), "")
+    _check_keys(doc, ("heads",) + input_keys() + output_keys(), "")
     same_problem(doc, trace)
     shapes = {stage.name: trace.stage(stage.name).shape[1:] for stage in present_stages(p)}  # (Lq, ·)
     what = {stage.name: f"{stage.rows} × {stage.columns}" for stage in present_stages(p)}

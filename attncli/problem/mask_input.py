@@ -1,4 +1,4 @@
-"""The values of the mask rules' input keys, validated: positions, a window, a key mask, a flag
+"""The values of the mask rules' input keys, validated: positions, a window, a key mask, a length, a flag
 (attncli/problem/rules.py reads each rule with them).
 
 Every error carries the key it is about as its `field`, and starts with it
@@ -78,6 +78,13 @@ def key_mask(value, field: str, lk: int) -> np.ndarray:
     array = array.copy()
     array.flags.writeable = False
     return array
+
+
+def length(value, field: str) -> int:
+    """A whole number ≥ 0 (a prefix's length): 2 or 2.0, not 2.5, true or "2"."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value < 0:
+        raise InputError(f"{field} is {describe(value)}; expected a whole number ≥ 0", field=field)
+    return _whole(value, field, 0, "a whole number ≥ 0")
 
 
 def flag(value, field: str) -> bool:

@@ -3,7 +3,8 @@ keys. Masks are rules of positions (attncli/problem/rules.py, `Problem.rules`), 
 needed: the full trace asks for everything at once and shows it; the output-only path asks block by
 block (and for the span of keys a block can see at all), so a rule never exists as an (Lq × Lk)
 matrix there. Every function here is a loop over the rules, ANDed (True = the query may attend the
-key); none knows a rule by name.
+key); rules joined by OR are one rule here (rules.AnyOf answers for its parts); none knows a rule by
+name.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.base.errors import Advice, Notice
+from attncli.problem import variants
 
 EVERYTHING = slice(None)
 MASK_WORDS = ("causal", "causal_lower_right")
@@ -22,9 +24,9 @@ def has_rules(problem) -> bool:
 
 
 def has_logit_changes(problem) -> bool:
-    """Whether the problem has a `masked` stage: some key may be hidden or some bias added.
-    Positions alone change nothing."""
-    return has_rules(problem) or problem.bias is not None or problem.alibi_slopes is not None
+    """Whether the problem has a `masked` stage: some key may be hidden, or a bias or a variant
+    that joins it (ALiBi) added. Positions alone change nothing."""
+    return has_rules(problem) or problem.bias is not None or bool(variants.joining(problem, "masked"))
 
 
 def visible(problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING) -> np.ndarray | None:

@@ -6,7 +6,7 @@ Stage names (attncli/stages/table.py) are the same words everywhere: Trace keys,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
@@ -17,7 +17,8 @@ from attncli.base.choices import MASKED_ROWS  # noqa: F401  (the policies, read 
 from attncli.problem.masks import MASK_WORDS
 from attncli.problem.qk_norm import Norm
 from attncli.problem.rope import Rope
-from attncli.problem.rules import Causal, KeyMask, Matrix, Rule, Window, find
+from attncli.problem.rules import Causal, Matrix, Rule, Window, find
+from attncli.problem.variants import attributes
 
 
 def frozen(array: np.ndarray | None) -> np.ndarray | None:
@@ -51,8 +52,9 @@ class Problem:
     lq: int
     lk: int
     kv_heads: int | None = None  # K and V's heads (grouped-query attention, attncli/problem/groups.py); None: from the inputs
-    # The mask rules (attncli/problem/rules.py: Causal, Window, KeyMask, Matrix), ANDed; attncli/problem/masks.py
-    # evaluates them. Positions are (L,) int64, 0 … L − 1 by default.
+    # The mask rules (attncli/problem/rules.py: Causal, Window, KeyMask, Matrix, and AnyOf for those joined by
+    # OR: causal OR prefix), ANDed; attncli/problem/masks.py evaluates them. Positions are (L,) int64, 0 … L − 1
+    # by default.
     rules: tuple[Rule, ...] = ()
     q_positions: np.ndarray | None = None  # (Lq,)
     k_positions: np.ndarray | None = None  # (Lk,)
@@ -61,11 +63,11 @@ class Problem:
     # QK-norm on the projected Q and K, before RoPE (attncli/problem/qk_norm.py): the Q_normed and K_normed stages
     q_norm: Norm | None = None
     k_norm: Norm | None = None
-    # The logit variants (attncli/problem/variants.py reads them); per query head, read-only.
-    alibi_slopes: np.ndarray | None = None  # (H,): masks.bias adds −slope_h · |q_pos − k_pos|
-    alibi_rule: str | None = None  # "paper" (alibi: true) or "given" (a list of slopes)
-    softcap: float | None = None  # c: the `capped` stage, c · tanh(scaled / c)
-    sinks: np.ndarray | None = None  # (H,): one extra logit per head in the softmax, then dropped
+    # The logit variants (attncli/problem/variants.py: one record each), by the attributes they set, read
+    # as problem.softcap (c: the `capped` stage), problem.alibi_slopes ((H,): masks.bias adds
+    # −slope_h · |q_pos − k_pos|) and alibi_rule ("paper" or "given"), problem.sinks ((H,): one extra
+    # logit per head in the softmax, then dropped); None without it. Arrays per query head, read-only.
+    variants: Mapping[str, object] = field(default_factory=dict)
     scale: float | None = None  # None: 1/sqrt(d_k)
     masked_rows: str = "zero"  # the policy for rows whose every key is masked
     dtype: str = "float64"
@@ -76,10 +78,17 @@ class Problem:
     dO: np.ndarray | None = None  # (Lq, d_out): the gradient of a loss by the final output (attncli/compute/backward.py)
 
     def __post_init__(self):
-        _freeze(self, ("bias", "dO"), ("inputs",))
+        _freeze(self, ("bias", "dO"), ("inputs", "variants"))
 
-    # The rules as the fields they were before `rules` (read-only), for readers not yet moved to
-    # `rules`; new code loops over `rules` (attncli/problem/masks.py) instead.
+    def __getattr__(self, name: str):
+        """A variant's attribute (`problem.softcap`), None when the problem does not have it; the
+        registry is read at each call, so a variant registered later has its attribute too."""
+        if name in attributes():  # through __dict__: no recursion before __init__ has set `variants`
+            return self.__dict__.get("variants", {}).get(name)
+        raise AttributeError(name)
+
+    # The rules as the fields they were before `rules` (read-only; a rule inside an OR counts), for
+    # readers not yet moved to `rules`; new code loops over `rules` (attncli/problem/masks.py) instead.
     @property
     def mask(self) -> np.ndarray | None:  # a GIVEN (1 or H, Lq, Lk) bool matrix, True = may attend
         found = find(self, Matrix)
@@ -91,18 +100,9 @@ class Problem:
         return "matrix" if self.mask is not None else None if causal is None else MASK_WORDS[causal.lower_right]
 
     @property
-    def causal(self) -> bool:
-        return find(self, Causal) is not None
-
-    @property
     def window(self) -> tuple[int | None, int | None] | None:
         found = find(self, Window)
         return None if found is None else (found.left, found.right)
-
-    @property
-    def key_mask(self) -> np.ndarray | None:
-        found = find(self, KeyMask)
-        return None if found is None else found.keep
 
     @property
     def projected(self) -> bool:

@@ -1,10 +1,13 @@
 """Why a query may see a key, in words: the mask rules (attncli/problem/rules.py) spelled out for one
-query row with its numbers, for `--explain`. Each rule says its own condition and reasons; this
-module joins them (all ANDed, as in `masks.visible`) and adds a −∞ bias, which is not a rule but
-hides a key too. Pure: no numpy work beyond reading positions.
+query row with its numbers, for `--explain`. Each rule says its own condition and reasons (rules
+joined by OR say theirs together: a key they hide is hidden by every part); this module joins them
+(all ANDed, as in `masks.visible`) and adds a −∞ bias, which is not a rule but hides a key too.
+Pure: no numpy work beyond reading positions.
 
-    condition   "k_pos ≤ 3 (causal) and 3 − 1 ≤ k_pos ≤ 3 + 0 (window [1, 0])"
-    hidden      "causal: k_pos 4 > q_pos 3; window [1, 0]: k_pos 0 < 3 − 1", "bias −∞"
+    condition   "k_pos ≤ 3 (causal) and 3 − 1 ≤ k_pos ≤ 3 + 0 (window [1, 0])",
+                "(k_pos ≤ 1 (causal) or k_pos < 2 (prefix))"
+    hidden      "causal: k_pos 4 > q_pos 3; window [1, 0]: k_pos 0 < 3 − 1", "bias −∞",
+                "causal: k_pos 3 > q_pos 1 and prefix 2: k_pos 3 ≥ 2"
 """
 
 from __future__ import annotations

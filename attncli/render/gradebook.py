@@ -57,6 +57,8 @@ def counts(mark: StageMark) -> str:
 def stage_order(name: str) -> tuple[float, int]:
     """Sort key: head by head in computation order; the final `output` after every head."""
     prefix, _, stage = name.rpartition(".")
+    if prefix and not prefix.startswith("heads["):
+        return -1, 0  # a case's stage (attn check --code marks `case.stage`): kept in the order marked
     head = int(prefix[len("heads["):-1]) if prefix.startswith("heads[") else (math.inf if stage == "output" else -1)
     order = names()
     return head, order.index(stage) if stage in order else len(order)

@@ -1,0 +1,326 @@
+"""The model directory `attn capture` reads, checked before anything of it is loaded or run:
+
+- MODEL is a directory, or a model id whose snapshot is in the local Hugging Face cache (its
+  folder is then read as a directory: nothing is downloaded, and nothing is looked up by name).
+- config.json is strict JSON of at most 4 MiB. It must not name code of the model's own
+  (`auto_map`): attn capture never imports a model directory's Python (transformers is always
+  called with trust_remote_code=False, and never asks on stdin). Its model type must be one
+  transformers has built in and one with a capture family (capture/families.py), without a
+  setting the family's record says attncli cannot express.
+- Its sizes are whole numbers ≥ 1 that fit together (heads in equal groups over the kv heads, the
+  hidden size in equal heads), its RoPE base and norm eps finite and positive, its dtype one
+  torch runs: a hostile config is one error naming its key, not an error deep in transformers.
+- `architectures` names a model class transformers has for that model type, or nothing (the base
+  model): never an arbitrary attribute of transformers.
+- The weights are safetensors (each file's header checked here); a pickle (pytorch_model.bin and
+  the like, which can run code when opened) is refused unopened.
+- Every file is a regular file: a FIFO would block whatever opens it, a device never end.
+
+Every file of the directory is an input of the run: `attn capture -o` refuses to overwrite one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import safetensors
+import torch  # noqa: F401  (before transformers: without it, the models extra's error is the only line)
+import transformers
+from huggingface_hub import try_to_load_from_cache
+from transformers.models.auto import modeling_auto
+
+from attncli.base.errors import quote
+from attncli.base.values import describe
+from attncli.capture.families import CaptureError, Family, family_of, refused
+from attncli.compute.limits import Cap
+from attncli.document.json_text import parse_json
+from attncli.document.loading import decode, read_bytes
+
+CONFIG_CAP = Cap(4 << 20, "a model's config.json is a few kilobytes: attn capture reads at most 4 MiB of it")
+PICKLES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack")
+# The sizes every family's config has, by transformers' standard names (a config class's
+# attribute_map gives a family's own: GPT-2's n_embd); True: may be null (then derived).
+SIZES = {"hidden_size": False, "num_attention_heads": False, "num_hidden_layers": False, "vocab_size": False,
+         "max_position_embeddings": False, "intermediate_size": True, "num_key_value_heads": True,
+         "head_dim": True}
+LARGEST = 2**31 - 1  # torch's sizes past this overflow its 32-bit kernels
+EPS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps")
+DTYPES = ("float32", "float64", "bfloat16", "float16")
+MAX_FILES = 10_000  # a model directory holds a few dozen files
+
+
+@dataclass(frozen=True)
+class ModelDir:
+    """A checked model directory: `path` to load from, `name` for titles, `config` as read,
+    `family`, `sizes` of its text model (given, or its config class's defaults), `model_class`
+    (a transformers class name, or None for the base model), and every `files` of it."""
+
+    path: str
+    name: str
+    config: dict
+    family: Family
+    sizes: SimpleNamespace
+    model_class: str | None
+    files: tuple[str, ...]
+    dtype: str | None  # config.json's dtype, when it names one
+
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.path, "config.json")
+
+
+def locate(model: str) -> str:
+    """MODEL's directory: itself, or the cached snapshot of a model id (no network)."""
+    if os.path.isdir(model):
+        return model
+    try:
+        found = try_to_load_from_cache(model, "config.json")
+    except Exception:  # not a valid repository id (HFValidationError), or no cache at all
+        found = None
+    if isinstance(found, str) and os.path.isfile(found):
+        return os.path.dirname(found)
+    raise CaptureError(f"MODEL {model} is neither a directory nor a model in the local Hugging Face cache (attn "
+                       "capture never downloads: fetch it first, e.g. with hf download)", field="MODEL")
+
+
+def open_model(model: str) -> ModelDir:
+    """MODEL checked as the module docstring says; raises CaptureError (source: the file at fault)."""
+    path = locate(model)
+    name = os.path.basename(os.path.normpath(model)) if os.path.isdir(model) else model
+    source = os.path.join(path, "config.json")
+    files = _files(path)
+    config = _read_config(source)
+    try:
+        family = _family(config)
+        text, text_class = _text_part(config, family)
+        sizes = _sizes(text, text_class, "text_config." if text is not config else "")
+        _numbers(text, "text_config." if text is not config else "")
+        model_class = _model_class(config)
+        dtype = _dtype(config)
+    except CaptureError as error:
+        raise error.at(source)
+    _weights(path, files)
+    return ModelDir(path, name, config, family, sizes, model_class, files, dtype)
+
+
+def _read_config(source: str) -> dict:
+    if not os.path.isfile(source):
+        raise CaptureError("no such file: a model directory holds config.json beside its weights (as "
+                           "save_pretrained writes them)", source)
+    data, _ = read_bytes(source, CONFIG_CAP)
+    config = parse_json(decode(data, source, "a model's config: a JSON object with model_type"), source)
+    if not isinstance(config, dict):
+        raise CaptureError(f"the top level is {describe(config)}; expected a JSON object with model_type", source)
+    return config
+
+
+def _family(config: dict) -> Family:
+    if "auto_map" in config:
+        named = config["auto_map"]
+        shown = ", ".join(str(v) for v in named.values()) if isinstance(named, dict) else describe(named)
+        raise CaptureError(f"auto_map names Python code of the model's own ({shown}); attn capture never runs a model "
+                           "directory's code: it reads model types transformers has built in", field="auto_map")
+    kind = config.get("model_type")
+    if not isinstance(kind, str):
+        raise CaptureError(f"model_type is {describe(kind)}; expected the name of a transformers model type, as "
+                           "\"llama\"", field="model_type")
+    if kind not in transformers.CONFIG_MAPPING:
+        raise CaptureError(f"model_type {quote(kind)} is not a model type transformers {transformers.__version__} "
+                           "has built in (attn capture never runs a model directory's own code)", field="model_type")
+    family = family_of(kind)
+    why = refused(family, config)
+    if why is not None:
+        raise CaptureError(why, field="model_type")
+    return family
+
+
+def _text_part(config: dict, family: Family) -> tuple[dict, type]:
+    """(the text model's config as read, its config class): a multimodal config's text_config."""
+    outer = transformers.CONFIG_MAPPING[config["model_type"]]
+    text = config.get("text_config")
+    if "text_config" not in getattr(outer, "sub_configs", {}):
+        return config, outer
+    if text is None:
+        return {}, outer.sub_configs["text_config"]
+    if not isinstance(text, dict):
+        raise CaptureError(f"text_config is {describe(text)}; expected a JSON object", field="text_config")
+    kind = text.get("model_type")
+    if kind is not None and kind not in transformers.CONFIG_MAPPING:
+        raise CaptureError(f"text_config.model_type {quote(str(kind))} is not a model type transformers has built in",
+                           field="text_config.model_type")
+    return text, transformers.CONFIG_MAPPING[kind] if kind else outer.sub_configs["text_config"]
+
+
+def _sizes(text: dict, config_class: type, prefix: str) -> SimpleNamespace:
+    """The text model's sizes by standard name: each given one checked, the others the class's defaults."""
+    names = getattr(config_class, "attribute_map", {}) or {}
+    defaults = None
+    found = {}
+    for size, nullable in SIZES.items():
+        key = names.get(size, size)
+        if key in text:
+            value = text[key]
+            if not (value is None and nullable) and not (type(value) is int and 1 <= value <= LARGEST):
+                raise CaptureError(f"{prefix}{key} is {describe(value)}; expected a whole number from 1 to {LARGEST:,}"
+                                   + (" (or null)" if nullable else ""), field=prefix + key)
+        else:
+            defaults = defaults or config_class()
+            value = getattr(defaults, size, None)
+        found[size] = value
+    missing = [size for size, nullable in SIZES.items() if found[size] is None and not nullable and
+               size != "max_position_embeddings"]  # ALiBi models (BLOOM) have no position limit
+    if missing:
+        raise CaptureError(f"{prefix}config has no {missing[0]}; expected a whole number ≥ 1", field=prefix + missing[0])
+    s = SimpleNamespace(**found)
+    s.num_key_value_heads = s.num_key_value_heads or s.num_attention_heads
+    if s.num_attention_heads % s.num_key_value_heads:
+        raise CaptureError(f"{prefix}{names.get('num_attention_heads', 'num_attention_heads')} {s.num_attention_heads} "
+                           f"is not a multiple of num_key_value_heads {s.num_key_value_heads}; expected the query "
+                           "heads in equal groups over the kv heads", field=prefix + "num_key_value_heads")
+    if s.head_dim is None and s.hidden_size % s.num_attention_heads:
+        raise CaptureError(f"{prefix}{names.get('hidden_size', 'hidden_size')} {s.hidden_size} is not a multiple of "
+                           f"{names.get('num_attention_heads', 'num_attention_heads')} {s.num_attention_heads}; "
+                           "expected equal heads (or give head_dim)", field=prefix + "hidden_size")
+    s.head_dim = s.head_dim or s.hidden_size // s.num_attention_heads
+    s.intermediate_size = s.intermediate_size or 4 * s.hidden_size
+    s.experts = next((text[k] for k in ("num_local_experts", "num_experts", "n_routed_experts")
+                      if type(text.get(k)) is int and text[k] >= 1), 1)
+    return s
+
+
+def _numbers(text: dict, prefix: str) -> None:
+    """RoPE bases, partial rotary factors and norm eps: finite, positive (0 < factor ≤ 1)."""
+    params = text.get("rope_parameters") or text.get("rope_scaling")
+    places = [(text, prefix)]
+    if isinstance(params, dict):
+        places.append((params, f"{prefix}rope_parameters."))
+        places += [(v, f"{prefix}rope_parameters.{k}.") for k, v in params.items() if isinstance(v, dict)]
+    elif params is not None:
+        raise CaptureError(f"{prefix}rope_parameters is {describe(params)}; expected a JSON object",
+                           field=prefix + "rope_parameters")
+    for place, at in places:
+        theta = place.get("rope_theta")
+        if theta is not None and not _number(theta, lambda x: x > 0):
+            raise CaptureError(f"{at}rope_theta is {describe(theta)}; expected a finite number > 0 (the RoPE base, "
+                               "as 10000)", field=at + "rope_theta")
+        factor = place.get("partial_rotary_factor")
+        if factor is not None and not _number(factor, lambda x: 0 < x <= 1):
+            raise CaptureError(f"{at}partial_rotary_factor is {describe(factor)}; expected a number in (0, 1]",
+                               field=at + "partial_rotary_factor")
+        kind = place.get("rope_type", place.get("type"))
+        known = ("default",) + tuple(transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS)
+        if place is not text and kind is not None and kind not in known:
+            raise CaptureError(f"{at}rope_type is {describe(kind)}; expected one of {', '.join(known)}",
+                               field=at + "rope_type")
+    for key in EPS:
+        if key in text and not _number(text[key], lambda x: x >= 0):
+            raise CaptureError(f"{prefix}{key} is {describe(text[key])}; expected a finite number ≥ 0 (as 1e-06)",
+                               field=prefix + key)
+
+
+def _number(value, test) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and test(value)
+
+
+def _model_class(config: dict) -> str | None:
+    """The first of `architectures` that transformers has as a model class for this model type."""
+    names = config.get("architectures") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise CaptureError(f"architectures is {describe(names)}; expected a list of model class names, as "
+                           "[\"LlamaForCausalLM\"]", field="architectures")
+    known = set()
+    for mapping in (getattr(modeling_auto, n) for n in dir(modeling_auto) if n.startswith("MODEL_") and
+                    n.endswith("_MAPPING_NAMES")):
+        value = mapping.get(config["model_type"])
+        known |= set(value if isinstance(value, (tuple, list)) else [value] if value else [])
+    found = next((n for n in names if n in known), None)
+    if names and found is None:
+        raise CaptureError(f"architectures is [{', '.join(quote(n) for n in names)}]: no model class transformers has for "
+                           f"model type {quote(config['model_type'])}; expected one of "
+                           f"{', '.join(sorted(known)[:6])}{', …' if len(known) > 6 else ''}", field="architectures")
+    return found
+
+
+def _dtype(config: dict) -> str | None:
+    value = config.get("dtype", config.get("torch_dtype"))
+    if value in (None, "auto"):
+        return None
+    if value not in DTYPES:
+        raise CaptureError(f"dtype is {describe(value)}; expected one of {', '.join(DTYPES)} (or choose the dtype to "
+                           "run it in)", field="dtype")
+    return value
+
+
+def _files(path: str) -> tuple[str, ...]:
+    """Every file of the directory (links followed to files, not to folders), each a regular file: a
+    FIFO would block the reader that opens it (the tokenizer's, transformers'), a device never end."""
+    found = []
+    for folder, _, names in os.walk(path):
+        found += [os.path.join(folder, n) for n in names]
+        if len(found) > MAX_FILES:
+            raise CaptureError(f"holds more than {MAX_FILES:,} files; expected a model directory (config.json, "
+                               "weights, tokenizer)", path)
+    for file in found:
+        try:
+            regular = stat.S_ISREG(os.stat(file).st_mode)
+        except OSError:  # a dangling link: nothing will read it
+            continue
+        if not regular:
+            raise CaptureError(f"{quote(os.path.relpath(file, path))} is not a regular file (a FIFO, a device or a "
+                               "socket, or a link to one); expected a model directory of files", path)
+    return tuple(found)
+
+
+def _weights(path: str, files: tuple[str, ...]) -> None:
+    """safetensors weights whose headers hold; a directory with only pickles is refused unopened."""
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        shards = _shards(index, path)
+    elif os.path.isfile(os.path.join(path, "model.safetensors")):
+        shards = ["model.safetensors"]
+    else:
+        pickles = sorted(os.path.relpath(f, path) for f in files if f.endswith(PICKLES))
+        if pickles:
+            raise CaptureError(f"holds its weights as {pickles[0]}, a pickle (opening one can run code), and no "
+                               "model.safetensors; attn capture reads safetensors only: convert the weights "
+                               "(save_pretrained writes safetensors)", path)
+        raise CaptureError("has no model.safetensors (nor model.safetensors.index.json): the weights "
+                           "save_pretrained writes", path)
+    for shard in shards:
+        where = os.path.join(path, shard)
+        try:
+            with safetensors.safe_open(where, framework="np"):
+                pass  # opening reads and checks the header: every tensor's dtype, shape and offsets
+        except (safetensors.SafetensorError, OSError) as error:
+            raise CaptureError(f"is not a safetensors file attn capture can read ({_first(error)})", where)
+
+
+def _shards(index: str, path: str) -> list[str]:
+    data, _ = read_bytes(index, CONFIG_CAP)
+    doc = parse_json(decode(data, index, "a JSON object with weight_map"), index)
+    weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CaptureError(f"weight_map is {describe(weight_map)}; expected a JSON object of tensor names to "
+                           "safetensors files", index)
+    shards = sorted(set(weight_map.values()), key=str)
+    for shard in shards:
+        if not (isinstance(shard, str) and shard.endswith(".safetensors") and os.path.basename(shard) == shard
+                and os.path.isfile(os.path.join(path, shard))):
+            named = quote(shard) if isinstance(shard, str) else describe(shard)
+            raise CaptureError(f"weight_map names {named}; expected the name of a .safetensors file in "
+                               "the model directory", index)
+    return shards
+
+
+def _first(error: Exception) -> str:
+    text = " ".join(str(error).split())
+    return text[:300] or type(error).__name__
+
+
+def library_error(error: Exception) -> str:
+    """An error raised inside transformers or torch, as one short line: its type and message."""
+    return f"{type(error).__name__}: {_first(error)}"

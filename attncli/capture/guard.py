@@ -1,0 +1,58 @@
+"""`attn capture`'s memory guard, before the model is built or run: what loading the model, running
+it with every layer's attention weights kept (`output_attentions`), and writing the document take,
+from the config's sizes and the tokens, against the memory available (attncli/compute/limits.py's
+`check_fits`, as `attn compute`'s guard). A config of 10,000,000 layers, or 20,000 tokens, is
+refused at once instead of building layers or allocating until the system kills the process.
+
+Measured (tiny Llama, GPT-2, BERT; peak RSS): each layer's modules cost about 40 KB of Python and
+torch objects beside its weights; the eager path holds each layer's (batch × heads × L × L)
+weights to the end of the call and about three more score-sized arrays (scores, their float32
+softmax, the weights) while a layer runs.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from attncli.compute.limits import JSON_NUMBER, check_fits
+
+LAYER_BYTES = 64 << 10  # a layer's modules, beside its weights (about 40 KB measured)
+WORKING = 3  # score-sized arrays a layer's eager attention holds while it runs
+ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, None: 4}
+
+
+def model_bytes(s: SimpleNamespace, dtype: str | None) -> dict[str, int]:
+    """The model's weights (an upper estimate from the config's sizes) and its layers' modules."""
+    width = s.num_attention_heads * s.head_dim
+    attention = s.hidden_size * (width + 2 * s.num_key_value_heads * s.head_dim) + width * s.hidden_size
+    mlp = 3 * s.hidden_size * s.intermediate_size * s.experts
+    numbers = s.num_hidden_layers * (attention + mlp) + (2 * s.vocab_size + (s.max_position_embeddings or 0)) * s.hidden_size
+    return {f"its weights (about {numbers:,} numbers)": numbers * ITEMSIZE[dtype],
+            _modules(s.num_hidden_layers): s.num_hidden_layers * LAYER_BYTES}
+
+
+def _modules(layers: int) -> str:
+    return f"its {layers:,} layers' modules" if layers != 1 else "its layer's modules"
+
+
+def run_bytes(s: SimpleNamespace, dtype: str | None, rows: int, length: int) -> dict[str, int]:
+    """Running it on `rows` sequences of `length` tokens, and the document's JSON."""
+    heads, layers = s.num_attention_heads, s.num_hidden_layers
+    scores = rows * heads * length * length
+    itemsize = max(ITEMSIZE[dtype], 4)  # the eager softmax is float32 at least
+    numbers = heads * length * length + 2 * length * s.hidden_size + 4 * s.hidden_size * heads * s.head_dim
+    shape = (f"{layers:,} layer{'s' * (layers != 1)} × {rows} sequence{'s' * (rows != 1)} × {heads} heads × "
+             f"{length:,} × {length:,} tokens")
+    return {f"every layer's attention weights ({shape})":
+            layers * scores * itemsize,
+            "a layer's scores while it runs": WORKING * scores * itemsize,
+            "its hidden states": (layers + 1) * rows * length * s.hidden_size * itemsize * 4,
+            "the document's JSON": numbers * JSON_NUMBER}
+
+
+def check(s: SimpleNamespace, dtype: str | None, rows: int = 0, length: int = 0) -> None:
+    """Raise ResourceError when the model (and, given tokens, its run) would not fit."""
+    needs = model_bytes(s, dtype)
+    if rows:
+        needs |= run_bytes(s, dtype, rows, length)
+    check_fits(needs, what="this capture")

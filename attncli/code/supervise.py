@@ -1,0 +1,62 @@
+"""The parent's side of one forked case: wait for the child, and stop it at the time limit.
+
+The child (child.py) arms its own watchdog, which writes the stack and exits at the limit; this is
+the backstop: at the limit plus a grace period the child's whole process group (it calls setsid)
+is killed, whatever it is doing, and so is anything it left running when it ended.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from attncli.code import child
+
+GRACE = 1.0  # seconds past the limit before the kill: the watchdog's stack is written first
+
+
+def fork_case(request: dict, function=None) -> dict:
+    """Fork, run `request` in the child (`child.run`, which never returns) and supervise it."""
+    pid = os.fork()
+    if pid == 0:  # the child
+        child.run(request, function)
+    return supervise(pid, request["timeout"])
+
+
+def supervise(pid: int, timeout: float) -> dict:
+    """{"status": "exit", "code": n} | {"status": "signal", "signal": n, "name": "SIGSEGV"} |
+    {"status": "timeout"}, and "seconds" the child took."""
+    start = time.monotonic()
+    deadline = start + timeout + GRACE
+    pause = 0.001
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            _kill(pid)
+            os.waitpid(pid, 0)
+            return {"status": "timeout", "seconds": round(time.monotonic() - start, 3)}
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+    _kill(pid)  # what the child started and left behind
+    seconds = round(time.monotonic() - start, 3)
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return {"status": "signal", "signal": number, "name": name, "seconds": seconds}
+    return {"status": "exit", "code": os.WEXITSTATUS(status), "seconds": seconds}
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,9 @@
+"""Multiplies Q by K where Kᵀ was needed."""
+import numpy as np
+
+
+def attention(Q, K, V):
+    scores = Q @ K / np.sqrt(K.shape[-1])
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)
+    return weights @ V, weights

@@ -1,0 +1,68 @@
+"""attncli/capture/guard.py: `attn capture` refuses, before building or running the model, what would
+not fit in memory (issue 24 item 14): a config of 10,000,000 layers (which built layers until killed),
+20,000 ids or 100 kB of text (torch allocated 3 GB for one layer's scores). The memory available is
+fixed here (8 GiB), so the tests do not depend on the machine."""
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from attncli.capture import guard
+from attncli.compute import limits
+from tests.conftest import MODELS, SAMPLES, assert_error
+
+pytestmark = MODELS
+
+TINY = SAMPLES / "models" / "tiny-llama"
+SIZES = SimpleNamespace(hidden_size=8, num_attention_heads=2, num_key_value_heads=1, head_dim=4, num_hidden_layers=1,
+                        intermediate_size=16, vocab_size=16, max_position_embeddings=32, experts=1)
+
+
+@pytest.fixture
+def eight_gib(monkeypatch):
+    monkeypatch.setattr(limits, "available_bytes", lambda: 8 << 30)
+
+
+def test_ten_million_layers_are_refused_before_a_layer_is_built(run, tmp_path, eight_gib, monkeypatch):
+    from attncli.commands import capture_run
+
+    monkeypatch.setattr(capture_run, "load_config", lambda *a: pytest.fail("the config was built"))
+    shutil.copytree(TINY, tmp_path / "deep")
+    config = json.loads((tmp_path / "deep" / "config.json").read_text()) | {"num_hidden_layers": 10_000_000}
+    (tmp_path / "deep" / "config.json").write_text(json.dumps(config))
+    assert_error(run("capture", tmp_path / "deep", "--ids", "3,1"),
+                 f"error: {tmp_path / 'deep'}: this capture would need ", "its 10,000,000 layers' modules 610 GiB",
+                 "and 8.0 GiB is available; attn capture cannot load this model here")
+
+
+def test_twenty_thousand_ids_are_refused_before_the_model_runs(run, eight_gib, monkeypatch):
+    from attncli.commands import capture_run
+
+    monkeypatch.setattr(capture_run, "load_model", lambda *a: pytest.fail("the model was loaded"))
+    assert_error(run("capture", TINY, "--ids", ",".join(["3"] * 20_000)),
+                 "this capture would need ", "every layer's attention weights (1 layer × 1 sequence × 2 heads × 20,000 × 20,000 tokens) "
+                 "3.0 GiB", "the document's JSON 72 GiB", "is available; give fewer tokens")
+
+
+def test_a_hundred_kilobytes_of_text_are_refused_before_the_model_runs(run, eight_gib, monkeypatch):
+    from attncli.commands import capture_run
+
+    monkeypatch.setattr(capture_run, "load_model", lambda *a: pytest.fail("the model was loaded"))
+    assert_error(run("capture", TINY, "--text", "the cat sat on a mat " * 5000),
+                 "this capture would need ", "(1 layer × 1 sequence × 2 heads × 30,000 × 30,000 tokens)", "; give fewer tokens")
+
+
+def test_the_estimate_grows_with_each_part():
+    """Layers, tokens, heads and the dtype each count (a guard that ignored one would let it through)."""
+    base = sum(guard.model_bytes(SIZES, None).values()) + sum(guard.run_bytes(SIZES, None, 1, 100).values())
+    for change, run in (({"num_hidden_layers": 2}, (1, 100)), ({}, (2, 100)), ({}, (1, 200)),
+                        ({"num_attention_heads": 4, "num_key_value_heads": 2}, (1, 100))):
+        sizes = SimpleNamespace(**vars(SIZES) | change)
+        assert sum(guard.model_bytes(sizes, None).values()) + sum(guard.run_bytes(sizes, None, *run).values()) > base
+    assert sum(guard.model_bytes(SIZES, "float64").values()) > sum(guard.model_bytes(SIZES, "float32").values())
+
+
+def test_a_small_capture_passes(run, tmp_path, eight_gib):
+    assert run("capture", TINY, "--ids", "3,1,4", "-o", tmp_path / "x.json").exit_code == 0

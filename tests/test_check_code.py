@@ -1,0 +1,350 @@
+"""`attn check --code`: a learner's function run on the battery of cases, each in a child process,
+marked with a diagnosis. The implementations marked are small files in tests/code_samples/: the
+textbook's function and one per classic bug. A representative subset runs in the fast suite; the
+whole battery for every sample is in the slow profile."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attncli import check_code
+from attncli.base.errors import InputError
+from attncli.cli import app
+from tests.conftest import ROOT
+
+SAMPLES = ROOT / "tests" / "code_samples"
+runner = CliRunner()
+
+
+def attn(*args):
+    return runner.invoke(app, ["check", *args])
+
+
+def sample(name: str, function: str = "attention") -> str:
+    return f"{SAMPLES / name}.py:{function}"
+
+
+def diagnoses(marks, case: str) -> set[str]:
+    found = next(c for c in marks.cases if c.case.name == case)
+    return {d for mark in found.marks.values() for d in mark.diagnosis}
+
+
+# (sample, signature, layout, case, the diagnosis it must get)
+CLASSIC = [
+    ("no_scale", "Q, K, V", "L,d", "scooter", "no_scale"),
+    ("scale_dk", "Q, K, V", "L,d", "random", "scale_by_dk"),
+    ("wrong_axis", "Q, K, V", "L,d", "scooter", "softmax_wrong_axis"),
+    ("no_max", "Q, K, V", "L,d", "large_logits", "softmax_no_max"),
+    ("fill_1e9", "Q, K, V, mask", "L,d", "masked_row", "mask_fill_finite"),
+    ("mask_inverted", "Q, K, V, mask", "L,d", "causal", "mask_inverted"),
+    ("causal_bottom_right", "Q, K, V, is_causal", "L,d", "causal_non_square", "causal_misaligned"),
+    ("transposed_k", "Q, K, V", "L,d", "dk_dv", "transposed_k"),
+    ("unnormalised", "Q, K, V", "L,d", "scooter", "weights_unnormalised"),
+    ("heads_mixed", "Q, K, V", "B,H,L,d", "batch", "batch_heads_mixed"),
+    ("float32_sum", "Q, K, V", "L,d", "random", "float32"),
+    ("infinite_loop", "Q, K, V", "L,d", "scooter", "timeout"),
+    ("raises", "Q, K, V", "L,d", "scooter", "exception"),
+    ("returns_list", "Q, K, V", "L,d", "scooter", "unreadable"),
+]
+
+
+@pytest.mark.parametrize("name, signature, layout, case, wanted", CLASSIC, ids=[c[0] for c in CLASSIC])
+def test_each_classic_bug_gets_its_diagnosis(name, signature, layout, case, wanted):
+    marks = check_code(sample(name), signature, [case], layout=layout, timeout=1)
+    assert not marks.all_pass
+    assert wanted in diagnoses(marks, case)
+
+
+def test_the_textbook_function_passes_every_case_it_can_be_called_on():
+    marks = check_code(sample("textbook", "scaled_dot_product_attention"))
+    assert marks.all_pass, marks.note()
+    assert {c.case.name for c in marks.cases} == {"scooter", "random", "non_square", "dk_dv", "vector",
+                                                  "large_logits", "float32"}
+    assert all(set(c.marks) == {"output", "weights"} for c in marks.cases)  # (output, weights) both marked
+    assert dict(marks.not_run)["causal"] == "needs a mask or is_causal parameter"
+
+
+def test_a_function_object_runs_in_a_forked_child_and_is_marked():
+    def attention(Q, K, V):
+        s = Q @ K.T / np.sqrt(K.shape[-1])
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True) @ V
+
+    assert check_code(attention, cases="scooter,random").all_pass
+
+    def broken(Q, K, V):
+        return Q @ K.T @ V  # no softmax, no scale
+
+    marks = check_code(broken, cases=["scooter"])
+    assert not marks.all_pass and marks.score == (0, 1)
+
+
+def test_the_flash_attention_forward_is_marked_against_its_tiles():
+    signature = "Q, K, V, block_q, block_k"
+    assert check_code(sample("fa2_forward", "flash_forward"), signature, "random").all_pass
+    assert "l_without_alpha" in diagnoses(check_code(sample("fa2_l_without_alpha", "flash_forward"), signature,
+                                                     "random"), "random")
+    o_marks = check_code(sample("fa2_o_without_alpha", "flash_forward"), signature, "random")
+    assert diagnoses(o_marks, "random") == {"O_without_alpha"}
+
+
+def test_a_backward_pass_is_marked_against_attnclis():
+    marks = check_code(sample("fa2_backward", "flash_backward"), "Q, K, V, O, lse, dO", "random,non_square")
+    assert marks.all_pass
+    assert set(marks.cases[0].marks) == {"d_Q", "d_K", "d_V"}
+
+
+def test_a_passing_class_member_and_a_failing_one_exit_1_with_the_diagnosis(tmp_path):
+    done = attn("--code", sample("textbook", "scaled_dot_product_attention"), "--cases", "scooter",
+                "--format", "table")
+    assert done.exit_code == 0, done.output
+    assert "✓ scooter" in done.output and "all cases pass" in done.output
+    done = attn("--code", sample("no_scale"), "--cases", "scooter", "--format", "table")
+    assert done.exit_code == 1
+    assert "no_scale: forgot to divide the scores by √d_k" in done.output
+
+
+def test_a_class_marks_in_one_run_with_a_gradebook_and_results_json(tmp_path):
+    for name in ("textbook", "no_scale", "raises", "infinite_loop", "returns_list"):
+        text = (SAMPLES / f"{name}.py").read_text().replace("def scaled_dot_product_attention", "def attention")
+        (tmp_path / f"{name}.py").write_text(text)
+    pattern = f"{tmp_path}/*.py:attention"
+    done = attn("--code", pattern, "--cases", "scooter,random", "--timeout", "1", "--format", "csv")
+    assert done.exit_code == 1, done.output
+    rows = done.output.strip().splitlines()
+    assert rows[0].startswith("file,score,max,percent,scooter.output right")
+    by_file = {row.split(",")[0].rsplit("/", 1)[1]: row for row in rows[1:]}
+    assert by_file["textbook.py:attention"].split(",")[1:4] == ["2", "2", "100.0"]
+    assert "no_scale" in by_file["no_scale.py:attention"] and "timeout" in by_file["infinite_loop.py:attention"]
+    done = attn("--code", pattern, "--cases", "scooter", "--timeout", "1", "--format", "gradescope",
+                "--points", "scooter=5")
+    doc = json.loads(done.output)
+    scores = {os.path.basename(f["file"]): f["results"]["score"] for f in doc["files"]}
+    assert scores == {"infinite_loop.py:attention": 0, "no_scale.py:attention": 0, "raises.py:attention": 0,
+                      "returns_list.py:attention": 0, "textbook.py:attention": 5}
+
+
+HOSTILE = '''
+import ctypes, sys
+import numpy as np
+
+def loops(Q, K, V):
+    while True:
+        pass
+
+def allocates(Q, K, V):
+    return np.ones(100 * 2**30, dtype=np.uint8)
+
+def crashes(Q, K, V):
+    ctypes.string_at(0)
+
+def shouts(Q, K, V):
+    print("\\x1b[2J\\x1b]0;pwned\\x07 hello")
+    raise RuntimeError("\\x1b[31mred\\x1b[0m")
+
+def reads(Q, K, V):
+    return np.asarray(float(sys.stdin.readline() or "nan"))
+'''
+
+
+def test_hostile_submissions_never_stop_the_class_nor_reach_the_terminal_raw(tmp_path):
+    (tmp_path / "hostile.py").write_text(HOSTILE)
+    args = []
+    for function in ("loops", "allocates", "crashes", "shouts", "reads"):
+        args += ["--code", f"{tmp_path}/hostile.py:{function}"]
+    for form in ("table", "json", "csv", "gradescope"):
+        done = attn(*args, "--cases", "scooter", "--timeout", "0.5", "--memory", "512", "--format", form)
+        assert done.exit_code == 1, done.output
+        assert "\x1b" not in done.output and "\x07" not in done.output
+    doc = json.loads(attn(*args, "--cases", "scooter", "--timeout", "0.5", "--format", "json").output)
+    kinds = {f["file"].rsplit(":", 1)[1]: f["cases"]["scooter"].get("kind") for f in doc["files"]}
+    assert kinds == {"loops": "timeout", "allocates": "memory", "crashes": "crash", "shouts": "exception",
+                     "reads": None}  # stdin is empty: it returned NaN, of the wrong shape, marked wrong
+    read = next(f for f in doc["files"] if f["file"].endswith("reads"))["cases"]["scooter"]
+    assert read["stages"]["output"]["diagnosis"] == ["wrong_shape"]
+    shouted = next(f for f in doc["files"] if f["file"].endswith("shouts"))["cases"]["scooter"]
+    assert shouted["frame"]["function"] == "shouts" and "\\u001b[31mred" in shouted["failure"]
+    page = tmp_path / "marks.html"
+    done = attn(*args, "--cases", "scooter", "--timeout", "0.5", "--report", str(page))
+    assert "\x1b" not in page.read_text()
+
+
+def test_the_last_frame_in_the_learners_file_is_named(tmp_path):
+    marks = check_code(sample("infinite_loop"), cases="scooter", timeout=1)
+    frame = marks.cases[0].frame if marks.cases else marks.frame
+    assert frame is not None, (marks.failure, marks.cases and marks.cases[0].failure)
+    assert (frame.file, frame.function, frame.code) == ("infinite_loop.py", "attention", "while True:")
+
+
+def test_a_forbidden_import_scores_0_everywhere(tmp_path):
+    (tmp_path / "cheat.py").write_text("import attncli\n\ndef attention(Q, K, V):\n"
+                                       "    return attncli.attend(Q=Q, K=K, V=V).final\n")
+    marks = check_code(f"{tmp_path}/cheat.py:attention", cases="scooter,random", forbid=("attncli",))
+    assert "attncli" in marks.forbidden and marks.score == (0, 2)
+    assert all(c.kind == "forbidden" for c in marks.cases)
+    # named through an attribute chain, never imported by name: the source is read for it too
+    (tmp_path / "sneaky.py").write_text("import numpy\n\ndef attention(Q, K, V):\n"
+                                        "    return V[:1] * numpy.linalg.norm(Q)\n")
+    marks = check_code(f"{tmp_path}/sneaky.py:attention", cases="scooter", forbid=("numpy.linalg",))
+    assert marks.forbidden == ("numpy.linalg.norm",) and marks.score == (0, 1)
+
+
+def test_a_function_called_with_torch_tensors_returns_tensors(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "t.py").write_text("import torch\n\ndef attention(Q, K, V, mask):\n"
+                                   "    return torch.nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=mask)\n")
+    marks = check_code(f"{tmp_path}/t.py:attention", "Q, K, V, mask", "scooter,causal,padding,heads",
+                       layout="B,H,L,d", array="torch")
+    assert marks.all_pass, marks.note()
+
+
+def test_a_teachers_problem_file_is_a_case(tmp_path):
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    (folder / "mine.json").write_text(json.dumps({"Q": [[1, 0], [0, 1]], "K": [[1, 1], [0, 2]],
+                                                  "V": [[1, 2], [3, 4]], "description": "the teacher's own"}))
+    marks = check_code(sample("textbook", "scaled_dot_product_attention"), cases=[str(folder), "scooter"])
+    assert [c.case.name for c in marks.cases] == ["mine", "scooter"] and marks.all_pass
+
+
+def test_bad_options_are_one_error_line_and_exit_2(tmp_path):
+    done = attn("--code", sample("textbook"), "--signature", "Q, K, W")
+    assert done.exit_code == 2 and "unknown parameter" in done.output
+    done = attn("--code", f"{tmp_path}/absent.py:attention")
+    assert done.exit_code == 2 and "no such file" in done.output
+    done = attn("--code", sample("textbook"), "--cases", "scoter")
+    assert done.exit_code == 2 and 'did you mean "scooter"' in done.output.lower() or "scooter" in done.output
+    done = attn("--code", sample("textbook"), "--weights", "1,2")
+    assert done.exit_code == 2 and "marks answers, not code" in done.output
+    with pytest.raises(InputError):
+        check_code(sample("textbook"), "Q, K, V", layout="L,d,x")
+
+
+def test_a_file_that_cannot_be_loaded_is_trouble_alone_and_a_zero_in_a_class(tmp_path):
+    (tmp_path / "broken.py").write_text("def attention(Q, K, V:\n    pass\n")
+    done = attn("--code", f"{tmp_path}/broken.py:attention", "--format", "json")
+    assert done.exit_code == 2
+    doc = json.loads(done.stdout)
+    assert doc["error"].startswith("SyntaxError") and doc["frame"]["line"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, signature, layout, case, wanted", CLASSIC, ids=[c[0] for c in CLASSIC])
+def test_each_classic_bug_over_the_whole_battery(name, signature, layout, case, wanted):
+    marks = check_code(sample(name), signature, layout=layout, timeout=1)
+    assert wanted in diagnoses(marks, case)
+    passed = {c.case.name for c in marks.cases if c.passed}
+    assert case not in passed
+
+
+GQA_SDPA = '''
+import numpy as np
+
+def attention(Q, K, V, mask):
+    """(B, H, L, d), K and V with the kv heads; mask as the convention given."""
+    group = Q.shape[1] // K.shape[1]
+    K, V = np.repeat(K, group, axis=1), np.repeat(V, group, axis=1)
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    scores = CONVENTION
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(top), top, 0))
+    sums = e.sum(axis=-1, keepdims=True)
+    return (e / np.where(sums == 0, 1, sums)) @ V
+'''
+CONVENTIONS = {"keep": "np.where(mask, scores, -np.inf)", "block": "np.where(mask, -np.inf, scores)",
+               "additive": "scores + mask"}
+
+
+@pytest.mark.parametrize("convention", list(CONVENTIONS))
+def test_each_mask_convention_and_grouped_query_heads(tmp_path, convention):
+    (tmp_path / "sdpa.py").write_text(GQA_SDPA.replace("CONVENTION", CONVENTIONS[convention]))
+    spec = f"{tmp_path}/sdpa.py:attention"
+    cases = "causal,padding,masked_row,heads,gqa,batch"
+    marks = check_code(spec, "Q, K, V, mask", cases, layout="B,H,L,d", mask_convention=convention)
+    assert marks.all_pass, marks.note()
+    if convention == "block":  # read as True = attend, its mask is the other way round
+        assert "mask_inverted" in diagnoses(check_code(spec, "Q, K, V, mask", "causal", layout="B,H,L,d"), "causal")
+
+
+FAKE_JAX = '''
+import numpy as np
+
+class Array:
+    def __init__(self, value):
+        self.value = np.asarray(value)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.value
+
+def asarray(value):
+    return Array(value)
+'''
+
+
+def test_jax_arrays_in_and_out(tmp_path, monkeypatch):
+    """The jax path, with a stand-in jax (its numpy.asarray and an array type of its own): the function
+    gets jax arrays and what it returns is read back."""
+    (tmp_path / "jax").mkdir()
+    (tmp_path / "jax" / "__init__.py").write_text("")
+    (tmp_path / "jax" / "numpy.py").write_text(FAKE_JAX)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    (tmp_path / "j.py").write_text("import numpy as np\nimport jax.numpy as jnp\n\ndef attention(Q, K, V):\n"
+                                   "    assert type(Q).__module__ == 'jax.numpy'\n"
+                                   "    q, k, v = (np.asarray(a) for a in (Q, K, V))\n"
+                                   "    s = q @ k.T / np.sqrt(k.shape[-1])\n"
+                                   "    w = np.exp(s - s.max(-1, keepdims=True))\n"
+                                   "    return jnp.asarray(w / w.sum(-1, keepdims=True) @ v)\n")
+    assert check_code(f"{tmp_path}/j.py:attention", cases="scooter,random", array="jax").all_pass
+
+
+def test_the_numpy_path_never_loads_torch():
+    code = (f"from attncli import check_code; check_code({sample('textbook', 'scaled_dot_product_attention')!r}, "
+            "cases='scooter'); import sys; print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_the_marks_page_shows_each_case(tmp_path):
+    page = tmp_path / "marks.html"
+    done = attn("--code", sample("no_scale"), "--cases", "scooter,random", "-o", str(page))
+    assert done.exit_code == 1
+    text = page.read_text()
+    assert "scooter.output" in text and "no_scale: forgot to divide" in text and "not a sandbox" in text
+
+
+def test_an_installed_module_is_named_module_colon_function(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    done = attn("--code", "tests.code_samples.no_scale:attention", "--cases", "scooter", "--format", "json")
+    assert done.exit_code == 1
+    assert json.loads(done.stdout)["cases"]["scooter"]["stages"]["output"]["diagnosis"] == ["no_scale"]
+
+
+def test_a_case_and_a_mistake_added_as_records_reach_every_path(monkeypatch, tmp_path):
+    """The battery and the code mistakes are registries: one record each, and the runner, the marks
+    and --cases read it."""
+    from types import MappingProxyType
+
+    from attncli.code import cases as battery_module
+    from attncli.code import code_mistakes
+    from attncli.marking.mistakes import Mistake
+    from attncli.stages.table import compute_weights
+
+    entry = battery_module.Entry("tiny", "a throwaway case", lambda projected, batched: None if projected else
+                                 battery_module._case("tiny", "a throwaway case", {"Q": [[1, 2]], "K": [[1, 0], [0, 1]],
+                                                                                  "V": [[3, 4], [5, 6]]}))
+    monkeypatch.setattr(battery_module, "BATTERY", battery_module.BATTERY + (entry,))
+    halved = Mistake("weights", "halved the weights", lambda block, x: compute_weights(block, x) / 2)
+    monkeypatch.setattr(code_mistakes, "ALL", MappingProxyType({**code_mistakes.ALL, "halved": halved}))
+    (tmp_path / "half.py").write_text("import numpy as np\n\ndef attention(Q, K, V):\n"
+                                      "    s = Q @ K.T / np.sqrt(K.shape[-1])\n"
+                                      "    w = np.exp(s - s.max(-1, keepdims=True))\n"
+                                      "    return (w / w.sum(-1, keepdims=True) / 2) @ V\n")
+    marks = check_code(f"{tmp_path}/half.py:attention", cases="tiny")
+    assert [c.case.name for c in marks.cases] == ["tiny"]
+    assert diagnoses(marks, "tiny") == {"halved"}
