@@ -287,3 +287,21 @@ def test_without_ask_the_summary_says_how_many_stages_were_answered(run, problem
     files = [problem_file({"weights": [0.05, 0.77, 0.19]}, "a.json"), problem_file(GOOD_WEIGHTS, "b.json")]
     table = run("check", *files, "--problem", SCOOTER_FILE, "--format", "table").stdout
     assert "answered" in table and "1/4" in table
+
+
+# Gradescope's `output` copied a student's metadata with its control characters (an ESC that
+# colours Gradescope's log view, a newline that forges a line, a bidi override); the CSV gradebook
+# escaped them. Both say the same visible text now.
+def test_gradescope_output_escapes_a_students_metadata_as_the_gradebook_does(run, tmp_path):
+    answers = tmp_path / "ada.json"
+    answers.write_text(json.dumps({"name": "Ada\x1b[31mRED\nscore: 100%", "student": "x\u202ey",
+                                   "weights": [[0.0454, 0.7679, 0.1867]]}))
+    results = json.loads(run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", "gradescope").stdout)
+    note = "name: Ada\\u001b[31mRED\\u000ascore: 100%; student: x\\u202ey"
+    assert results["output"] == "3/3 cells right (100%)\n" + note
+    gradebook = run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", "csv").stdout
+    assert list(csv.reader(io.StringIO(gradebook)))[1][-1] == note
+    texts = [results["output"]] + [test["output"] for test in results["tests"]]
+    assert not any(c in text for text in texts for c in "\x1b\u202e")
+    unread = gradescope(None, f"{tmp_path}/b\x1bad.json: is a directory", file=f"{tmp_path}/b\x1bad.json")
+    assert unread["output"] == "could not be marked: b\\u001bad.json: is a directory"

@@ -72,4 +72,4 @@ def test_posenc_command(run):
 def test_posenc_base_must_be_finite(run, base):
     """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: options that
     typer reads as infinity (attn posenc --base 1e309) are refused."""
-    assert_error(run("posenc", "--base", base, "--format", "json"), "--base: base is inf; expected a finite number")
+    assert_error(run("posenc", "--base", base, "--format", "json"), "--base: expected a finite number ≥ 1, found inf")

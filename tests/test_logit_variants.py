@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from attncli.base.errors import InputError
 from attncli.compute.attention import attend
 from attncli.compute.blocks import attend_output
 from attncli.document.reading import build_problem
@@ -316,3 +317,19 @@ def test_float32_variants_out_of_range_are_named(run, option, value, fragment):
     softcap or sink that the dtype cannot hold is named, not "output overflows"; no numpy
     RuntimeWarning beside the error line."""
     assert_error(run("compute", *QKV_OPTIONS, "--dtype", "float32", option, value), fragment, "or use --dtype float64")
+
+
+# `"alibi_slopes": false` beside `"alibi"` was a TypeError in the reader: slopes are a list.
+@pytest.mark.parametrize("alibi", [True, [0.5, 0.125], None])
+@pytest.mark.parametrize("slopes", [False, True, 0, 0.5, "x", {"a": 1}])
+def test_alibi_slopes_that_are_no_list_are_refused(run, alibi, slopes):
+    doc = json.loads((SAMPLES / "alibi.json").read_text()) | {"alibi_slopes": slopes}
+    if alibi is None:
+        del doc["alibi"]
+    else:
+        doc["alibi"] = alibi
+    assert_error(run("compute", "-", input=json.dumps(doc)),
+                 "<stdin>: alibi_slopes is ", "; expected a list of 2 slopes, one per query head")
+    with pytest.raises(InputError, match="alibi_slopes is .*expected a list of 2 slopes") as error:
+        build_problem({k: v for k, v in doc.items() if k not in ("title", "description")})
+    assert error.value.field == "alibi_slopes"
