@@ -102,10 +102,13 @@ def test_an_argmax_is_not_a_softmax(run, problem_file):
     result = run("check", path, "--weights", "0,1,0; 1,0,0", "--format", "json")
     assert result.exit_code == 1
     weights = json.loads(result.stdout)["stages"]["weights"]
-    assert weights["right"] == 0 and weights["imprecise"] == 6
-    assert weights["notes"] == ["imprecise: write at least 2 decimals (or the exact value)"]
+    # each cell is also the exact weight rounded to 0 decimals, but the argmax gives these very
+    # numbers: a diagnosis wins over precision advice (issue 29)
+    assert weights["right"] == 0 and weights["imprecise"] == 0 and weights["wrong"] == 6
+    assert weights["diagnosis"] == ["argmax"]
+    assert not any(note.startswith("imprecise") for note in weights["notes"])
     table = run("check", path, "--weights", "0,1,0; 1,0,0", "--format", "table").stdout
-    assert "weights: 0/6 right (6 imprecise)" in table and "0 ~ 0.0229" in table
+    assert "weights: 0/6 right (6 wrong)" in table and "0 ✗ 0.0229" in table
 
 
 def test_one_decimal_is_imprecise_unless_exact(run, problem_file):
@@ -287,7 +290,7 @@ def test_two_units_off_is_never_correct(doc, decimals, data):
 def test_the_textbooks_output_is_correct_whatever_the_weights_written(run, problem_file):
     doc = marked(run, problem_file, {"weights": [[0, 1, 0], [1, 0, 0]], "output": OUTPUT_5}, problem=EXERCISE_5,
                  code=1)
-    assert doc["stages"]["weights"]["imprecise"] == 6
+    assert doc["stages"]["weights"]["diagnosis"] == ["argmax"]
     assert doc["stages"]["output"]["correct"] == 4
 
 
@@ -692,14 +695,28 @@ def test_ask_and_decimals_are_checked(run, problem_file):
         assert result.exit_code == 2 and fragment in result.stderr, bad
 
 
-def test_carrying_on_from_a_stage_with_too_few_decimals_is_not_carried(run):
+def test_carrying_on_from_a_stage_with_too_few_decimals_costs_the_precision_once(run):
     """Issue 16, "marks that are wrong" (this failed on the main it was filed against): no more credit for
-    showing less: carrying on from a too-coarse stage is rounding early, not carried."""
+    showing less: carrying on from a too-coarse stage is rounding early; issue 29: it costs the
+    precision mark once, on the stage written too coarsely."""
+    # hidden, the early rounding costs the output its precision mark (1 point of 2) ...
     alone = _marks_of(run, SCOOTER_FILE, "--output", "0.2000,1.4000", name="output")
     assert alone["cells"] == [["wrong", "wrong"]] and alone["diagnosis"] == ["rounded_early"]
-    shown = run("check", SCOOTER_FILE, "--weights", "0.0,0.8,0.2", "--output", "0.2000,1.4000", "-f", "json")
-    output = json.loads(shown.stdout)["stages"]["output"]
-    assert output["cells"] == [["wrong", "wrong"]] and output["diagnosis"] == ["rounded_early"]
+    assert (alone["points"], alone["worth"]) == (1, 2)
+    # ... shown, it costs the weights' (2 of 3), and the output computed from them is carried (issue 29)
+    shown = json.loads(run("check", SCOOTER_FILE, "--weights", "0.0,0.8,0.2", "--output", "0.2000,1.4000",
+                           "-f", "json").stdout)
+    assert shown["stages"]["output"]["cells"] == [["carried", "carried"]] and shown["stages"]["output"]["points"] == 2
+    assert (shown["stages"]["weights"]["imprecise"], shown["stages"]["weights"]["points"]) == (3, 2)
     # from weights wrong at 4 decimals (a real slip, precisely written) the output is still carried
     carried = run("check", SCOOTER_FILE, "--weights", "0.1000,0.7000,0.2000", "--output", "0.4000,1.2000", "-f", "json")
     assert json.loads(carried.stdout)["stages"]["output"]["cells"] == [["carried", "carried"]]
+
+
+def test_the_decimals_noted_are_the_decimals_written_not_the_minus_infinity_cells():
+    """A −∞ cell has no decimals: the precision noted is the written cells' (it counted as 4)."""
+    from attncli.marking.grading import Answer
+
+    masked = Answer(values=np.array([[1.4, -np.inf], [0.0, 0.7]]), decimals=np.array([[1, -1], [1, 1]]))
+    assert masked.precision == 1  # a −∞ cell has no decimals (it counted as 4)
+    assert Answer(values=np.full((1, 2), -np.inf), decimals=np.full((1, 2), -1)).precision == 0
