@@ -42,7 +42,9 @@ def test_the_lines():
     assert compare(doc, trace).line() == "agrees with m layer 3 to 3e-07 (the model computes in float32)"
     doc, trace = captured("float64", 0.25, ("weights", 0, 0, 1))
     assert compare(doc, trace).line() == ("differs from m layer 3: weights, head 0, row 0, column 1: attncli 0.767918, "
-                                          "the model 1.01792 (largest difference 2e-01; the model ran in float64)")
+                                          "the model 1.01792 (largest difference 2e-01; the model ran in float64); no "
+                                          "convention guess (RoPE pairing, sliding window, scale, ALiBi, causal mask) "
+                                          "reproduces the model")
     del doc["model"]
     assert compare(doc, trace).line().startswith("differs from the model: weights")
 
@@ -177,3 +179,58 @@ def test_the_model_name_reaches_the_terminal_as_text(run, problem_file):
         text = getattr(result, stream)
         assert "agrees with \\u001b]0;owned\\u0007m\\u202e layer 0" in text
         assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+
+
+# --- the most likely reason of a difference (attncli/document/guesses.py) -----------------------
+
+def _layer(**keys) -> dict:
+    """A causal layer of 2 heads over 6 tokens, with RoPE: X and projections from a fixed seed."""
+    rng = np.random.default_rng(3)
+    doc = {"X": rng.normal(size=(6, 8)).tolist(), "W_Q": rng.normal(size=(8, 8)).tolist(),
+           "W_K": rng.normal(size=(8, 8)).tolist(), "W_V": rng.normal(size=(8, 8)).tolist(), "heads": 2,
+           "causal": True, "rope": {"style": "half"}, "model": {"name": "m", "class": "C", "layer": 0}}
+    return {**doc, **keys}
+
+
+def _modelled(doc: dict, **model) -> dict:
+    """`doc` with a reference computed by attncli under the model's convention (`model`: the keys that differ)."""
+    truth = {k: v for k, v in {**doc, **model}.items() if v is not None}
+    trace = attend(build_problem(truth))
+    return dict(doc, reference={"weights": trace.stage("weights").tolist(), "output": trace.final.tolist(),
+                                "dtype": "float64"})
+
+
+@pytest.mark.parametrize("document, model, reason", [
+    (_layer(), {"rope": {"style": "interleaved"}}, "the RoPE pairing: the model's is interleaved (rotate_every_two: "
+                                                   "dims 2i, 2i + 1), the document's half (rotate_half"),
+    (_layer(window=[2, 0]), {"window": [3, 0]}, "the sliding window off by one: the model's window is [3, 0], the "
+                                                "document's [2, 0]"),
+    (_layer(), {"window": [2, 0]}, "a sliding window the document lacks: the model sees 3 keys, the query's own "
+                                   "among them (sliding_window 3, attncli's window [2, 0])"),
+    (_layer(window=[2, 0]), {"window": None}, "a window the model does not have (the document's [2, 0])"),
+    (_layer(scale=0.5), {"scale": 1.0}, "the scale: the model multiplies Q Kᵀ by 1 (as T5), the document by 0.5"),
+    (_layer(rope=None), {"alibi": True}, "ALiBi missing: the model adds −slope · |i − j| (the paper's slopes)"),
+    (_layer(), {"causal": None}, "the causal mask: the model is bidirectional"),
+])
+def test_a_difference_names_the_convention_that_reproduces_the_model(document, model, reason):
+    """Each guess: the document says one convention, the model (here attncli under the other) another;
+    the line names the one that reproduces the model, in `attn compute`'s JSON too."""
+    doc = _modelled({k: v for k, v in document.items() if v is not None}, **model)
+    found = compare(doc, attend(build_problem(doc)))
+    assert not found.agrees
+    assert found.reason.startswith(reason), found.reason
+    assert found.line().endswith(": recomputed with the model's, attncli agrees")
+    assert found.to_json()["reason"] == found.reason
+
+
+def test_a_difference_no_guess_explains_says_so(run, problem_file):
+    doc = _modelled(_layer())
+    doc["reference"]["output"][2][3] += 0.5  # the model's o_proj read wrong, say: no convention reproduces it
+    found = compare(doc, attend(build_problem(doc)))
+    assert found.reason is None and found.line().endswith(
+        "; no convention guess (RoPE pairing, sliding window, scale, ALiBi, causal mask) reproduces the model")
+    written = run("compute", problem_file(doc), "--format", "json")
+    assert written.exit_code == 1 and json.loads(written.stdout)["agreement"]["reason"] is None
+    assert "no convention guess" in written.stderr
+    agreed = _modelled(_layer())
+    assert compare(agreed, attend(build_problem(agreed))).reason is None  # agreeing: no reason sought

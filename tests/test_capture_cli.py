@@ -210,3 +210,16 @@ def test_the_wrote_line_escapes_the_model_and_file_names(run, tiny, tmp_path):
     assert "layer 0 of tiny\\u001b[2J\\u202ellama, 3 queries; attn compute " in result.stderr
     assert "out\\u0007.json" in result.stderr
     assert not {"\x1b", "\x07", "\u202e"} & set(result.stderr)
+
+
+@pytest.mark.parametrize("family", ["deepseek_v2", "deepseek_v3"])
+def test_a_layer_written_as_q_k_v_given_directly_is_captured_on_the_command_line(run, tmp_path, family):
+    """DeepSeek's latent attention has no X (Q, K, V are given): the line after writing counts Q's rows
+    (it read X and failed with an internal error after the file was written), and the file agrees."""
+    from tests.test_capture import build
+
+    out = tmp_path / "layer.json"
+    result = run("capture", build(family, tmp_path), "--ids", "3,1,4,1,5", "--dtype", "float64", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == f"wrote {out}: layer 0 of {family}, 5 queries; attn compute {out}"
+    assert run.json("compute", out)["agreement"]["line"].startswith(f"agrees with {family} layer 0 to ")

@@ -26,11 +26,13 @@ def trace_of(**keys):
 
 
 def test_the_trace_holds_each_variants_stage_in_the_tables_order_and_the_softcap_comes_before_the_mask():
-    trace = trace_of(softcap=2.0, alibi=True, sinks=0.5, mask="causal")
+    trace = trace_of(softcap=2.0, alibi=True, sinks=0.5, mask="causal", relative_bias={
+        "buckets": 4, "max_distance": 8, "bidirectional": False, "embedding": [[0.5, -1], [1, 2], [0, 0.25], [3, 1]]})
     assert list(trace.stages) == [name for name in names() if name in trace.stages]
     assert {variant.stage for variant in VARIANTS} <= set(trace.stages)  # each brings or joins its stage
     # Gemma 2: the softcap caps the scaled scores, and the bias, ALiBi and the mask come after it.
-    assert previous(trace.problem, "capped") == "scaled" and previous(trace.problem, "masked") == "capped"
+    assert previous(trace.problem, "capped") == "scaled" and previous(trace.problem, "biased") == "capped"
+    assert previous(trace.problem, "masked") == "biased"  # T5's relative bias, then ALiBi and the mask
 
 
 def test_softcap_is_c_tanh_of_scaled_and_comes_before_bias_and_masks():

@@ -208,11 +208,14 @@ def _checked(run, tmp_path, answers: dict, code: int) -> dict:
 
 # --- the registry's own variants -----------------------------------------------------------------
 
+VALUES = {"softcap": 2.0, "alibi": True, "sinks": 0.5,  # a value of each, for the scooter problem (one head)
+          "relative_bias": {"buckets": 4, "max_distance": 8, "bidirectional": True, "embedding": [[0.5], [-1], [2], [0]]}}
+
 @pytest.mark.parametrize("variant", variants.VARIANTS, ids=lambda v: v.name)
 def test_each_variant_brings_or_joins_its_stage_and_says_its_line(variant):
     """Given alone, a variant's stage is among the problem's, its header line is said, and its
     input keys read back to the same problem."""
-    value = {"softcap": 2.0, "alibi": True, "sinks": 0.5}[variant.name]
+    value = VALUES[variant.name]
     problem = build_problem({**SCOOTER, variant.name: value})
     assert variant.present(problem) and variant.stage in [s.name for s in stages.present(problem)]
     assert variant.line(problem) in variants.variant_lines(problem)
@@ -228,7 +231,7 @@ def test_every_stage_a_variant_names_is_in_the_table_and_its_flops_are_counted()
     that joins the masked stage adds them there."""
     for variant in variants.VARIANTS:
         assert variant.stage in stages.names(), variant.name
-        problem = build_problem({**SCOOTER, variant.name: {"softcap": 2.0, "alibi": True, "sinks": 0.5}[variant.name]})
+        problem = build_problem({**SCOOTER, variant.name: VALUES[variant.name]})
         plain = cost.cost(build_problem({**SCOOTER, "bias": [[0, 0, 0]]})).naive
         counted, cells = cost.cost(problem).naive, problem.heads * problem.lq * problem.lk
         if variant.stage not in cost.COUNTS:

@@ -7,7 +7,7 @@ attncli/stages/grads.py) import numpy at their top; tests/test_stages.py holds t
 so a stage added to the table is added here too, or that test fails.
 """
 
-STAGES = ("Q_normed", "K_normed", "Q_rope", "K_rope", "scores", "scaled", "capped", "masked", "weights", "output")  # stages.names()
+STAGES = ("Q_normed", "K_normed", "Q_rope", "K_rope", "scores", "scaled", "capped", "biased", "masked", "weights", "output")  # stages.names()
 GRADIENTS = ("d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K")  # grads.names()
 PROJECTED = ("Q", "K", "V")  # X W_Q, X W_K, X W_V: a projected problem's stages before the heads' own
 ASKABLE = PROJECTED + STAGES + GRADIENTS + ("tiles", "slip")  # what `ask`, --require and --points may name

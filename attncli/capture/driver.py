@@ -34,9 +34,11 @@ from attncli.capture.loading import library, quiet
 from attncli.capture.reading import (
     array,
     attention,
+    block_of,
     family,
-    layers,
+    layer_count,
     norm_eps,
+    norm_kind,
     norm_modules,
     read_layer,
     text_config,
@@ -67,10 +69,10 @@ def exact_float64(model):
     for module, table in tables.items():
         module.embed_positions = _exact_table(*table.shape).to(table.dtype)
     found = family(model)
-    norms = [n for i in range(len(layers(model))) for n in norm_modules(found, attention(model, i)[0])
-             if n is not None and type(n).__name__.endswith("RMSNorm")]
+    norms = list({id(n): n for i in range(layer_count(model)) for n in norm_modules(found, attention(model, i)[0])
+                  if n is not None and _in_float32(n)}.values())  # one module may be both (Llama 4's qk_norm)
     for norm in norms:
-        _exact_rms(norm, found.qk_norm.offset)
+        (_exact_rms if norm_kind(norm) == "rms" else _exact_layer)(norm, found.qk_norm.offset)
     torch.nn.functional.softmax = softmax64
     try:
         yield
@@ -82,12 +84,36 @@ def exact_float64(model):
             module.embed_positions = table
 
 
+def _in_float32(norm) -> bool:
+    """A QK-norm of the model's own class (transformers' RMSNorms, Cohere's LayerNorm) computes in
+    float32 whatever the dtype; torch's LayerNorm (and a list of them, StableLM's) in the dtype."""
+    return type(norm).__name__.endswith("Norm") and not isinstance(norm, torch.nn.LayerNorm) and \
+        not hasattr(norm, "norms")
+
+
+def _scale(norm, offset: int):
+    """What a norm multiplies by: weight + offset, or 1 for a norm without weight (Llama 4's)."""
+    weight = getattr(norm, "weight", None)
+    return 1.0 if weight is None else weight + offset
+
+
+def _exact_layer(norm, offset: int):
+    """A q_norm/k_norm LayerNorm of the model's own (Cohere's, without bias) in float64."""
+    eps = norm_eps(norm)
+
+    def forward(x):
+        centred = x - x.mean(-1, keepdim=True)
+        return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps) * _scale(norm, offset)
+
+    norm.forward = forward
+
+
 def _exact_rms(norm, offset: int):
     """A q_norm/k_norm RMSNorm in float64 (transformers' RMSNorms compute in float32)."""
     eps = norm_eps(norm)
 
     def forward(x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (norm.weight + offset)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * _scale(norm, offset)
 
     norm.forward = forward
 
@@ -105,17 +131,32 @@ def _exact_rotary(module):
     original = module.forward
 
     def forward(x, position_ids, *args, **kwargs):
-        cos, _ = original(x, position_ids, *args, **kwargs)
+        found = original(x, position_ids, *args, **kwargs)
+        if not isinstance(found, tuple):  # complex cos + i sin (Llama 4, DeepSeek-V2): rotated in float32 anyway
+            return found
+        cos = found[0]
         layer_type = (args or (None,))[0] if "layer_type" not in kwargs else kwargs["layer_type"]
         prefix = f"{layer_type}_" if layer_type else ""
         inv_freq = getattr(module, f"{prefix}inv_freq").to(torch.float64)
         scaling = getattr(module, f"{prefix}attention_scaling", 1.0)
         freqs = position_ids[..., None].to(torch.float64) * _exact_inv_freq(module, layer_type, inv_freq)
-        emb = freqs if cos.shape[-1] == freqs.shape[-1] else torch.cat((freqs, freqs), dim=-1)
+        emb = _layout_of(cos, freqs, scaling)
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
     module.forward = forward
     return module
+
+
+def _layout_of(cos, freqs, scaling):
+    """The angles laid out as the original's cos: θ once (gpt-oss), [θ, θ] (Llama's cat) or each θ
+    twice in a row (Cohere's repeat_interleave), whichever the original's float32 cos is."""
+    if cos.shape[-1] == freqs.shape[-1]:
+        return freqs
+    interleaved = torch.repeat_interleave(freqs, 2, dim=-1)
+    if torch.allclose((interleaved.cos() * scaling).to(cos.dtype), cos, atol=1e-5) and \
+            not torch.allclose(interleaved, torch.cat((freqs, freqs), dim=-1)):
+        return interleaved
+    return torch.cat((freqs, freqs), dim=-1)
 
 
 def _exact_inv_freq(module, layer_type, inv_freq):
@@ -134,12 +175,15 @@ class Hooks:
     output, per call."""
 
     def __init__(self, module, out):
-        self.inputs, self.outputs = [], []
+        self.inputs, self.outputs, self.kv = [], [], []  # kv: a cross-attention's key_value_states
         self.handles = [module.register_forward_pre_hook(self._input, with_kwargs=True),
                         out.register_forward_hook(lambda m, args, result: self.outputs.append(result))]
 
     def _input(self, module, args, kwargs):
         self.inputs.append(kwargs["hidden_states"] if "hidden_states" in kwargs else args[0])
+        kv = kwargs.get("key_value_states", kwargs.get("encoder_hidden_states"))  # UMT5 names it the latter
+        if kv is not None:
+            self.kv.append(kv)
 
     def remove(self):
         for handle in self.handles:
@@ -149,64 +193,131 @@ class Hooks:
 def run(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: bool):
     """(X rows (B, L, d), X_kv (B, Lk, d) or None, weights (B, H, Lq, Lk), output (B, Lq, d)) of layer `layer`."""
     module, out = attention(model, layer)
+    _, call, calls = block_of(model, layer)  # a module shared by several layers (ALBERT) is called once by each
+    last = call - calls  # the layer's call among the last forward's calls of the module
     hooks = Hooks(module, out)
     ids_t, mask_t = torch.tensor(ids), torch.tensor(mask)
     try:
         with torch.no_grad():
             if not decode:
                 result = model(input_ids=ids_t, attention_mask=mask_t, output_attentions=True)
-                return hooks.inputs[-1], None, result.attentions[layer], hooks.outputs[-1]
+                return hooks.inputs[last], None, result.attentions[layer], hooks.outputs[last]
             first = model(input_ids=ids_t[:, :-1], attention_mask=mask_t[:, :-1], use_cache=True)
-            before = hooks.inputs[-1]
+            before = hooks.inputs[last]
             cached = getattr(first, "cache", None) or first.past_key_values
             named = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
             result = model(input_ids=ids_t[:, -1:], attention_mask=mask_t, use_cache=True, output_attentions=True,
                            **{named: cached})
-            x = hooks.inputs[-1]
-            return x, torch.cat([before, x], dim=1), result.attentions[layer], hooks.outputs[-1]
+            x = hooks.inputs[last]
+            return x, torch.cat([before, x], dim=1), result.attentions[layer], hooks.outputs[last]
     finally:
         hooks.remove()
 
 
+def run_seq2seq(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: bool, part: str):
+    """`run` for an encoder-decoder model (its family's `decoder`): the ids are the decoder's tokens and
+    the encoder reads the same ids (or the family's fixed features, Whisper's); (X rows, X_kv (the cache's
+    inputs, or a cross-attention's encoder output) or None, weights, output) of the part's layer."""
+    module, out = attention(model, layer, part)
+    hooks = Hooks(module, out)
+    ids_t, mask_t = torch.tensor(ids), torch.tensor(mask)
+    features = family(model).decoder.features
+    if features is None:
+        encoder = {"input_ids": ids_t, "attention_mask": mask_t}
+    else:
+        key, value = features(text_config(model), len(ids))
+        encoder = {key: torch.tensor(value, dtype=next(model.parameters()).dtype)}
+    pick = {"self": "encoder_attentions", "decoder": "decoder_attentions", "cross": "cross_attentions"}[part]
+    try:
+        with torch.no_grad():
+            if not decode:
+                result = model(**encoder, decoder_input_ids=ids_t, decoder_attention_mask=mask_t, output_attentions=True)
+                kv = hooks.kv[-1] if part == "cross" else None
+                return hooks.inputs[-1], kv, getattr(result, pick)[layer], hooks.outputs[-1]
+            first = model(**encoder, decoder_input_ids=ids_t[:, :-1], decoder_attention_mask=mask_t[:, :-1],
+                          use_cache=True)
+            before = hooks.inputs[-1]
+            cached = getattr(first, "cache", None) or first.past_key_values
+            named = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+            result = model(**encoder, decoder_input_ids=ids_t[:, -1:], decoder_attention_mask=mask_t, use_cache=True,
+                           output_attentions=True, **{named: cached})
+            x = hooks.inputs[-1]
+            kv = hooks.kv[0] if part == "cross" else torch.cat([before, x], dim=1)
+            return x, kv, getattr(result, pick)[layer], hooks.outputs[-1]
+    finally:
+        hooks.remove()
+
+
+def _causal(found, model, part: str) -> bool:
+    """A decoder's self-attention is causal, a cross-attention is not; a layer's own, as its family says."""
+    return {"decoder": True, "cross": False}.get(part, found.is_causal(text_config(model)))
+
+
+def _cross_keys(found, doc: dict, x_kv, mask: list[int], labels: list[str] | None, decode: bool) -> list[int]:
+    """A cross-attention's keys: X_kv, the encoder's output (every position, whatever the decoder's step);
+    their labels, the encoder's tokens (none for features); the encoder's attention mask, returned."""
+    doc["X_kv"] = array(x_kv)
+    features = found.decoder.features is not None
+    if labels is not None:
+        doc["query_labels"] = labels[-1:] if decode else labels
+        if not features:
+            doc["key_labels"] = labels
+    return [1] * len(doc["X_kv"]) if features else mask
+
+
 def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, batch_index: int = 0,
-            decode: bool = False, labels: list[str] | None = None, name: str = "model") -> dict:
-    """The attncli document of one layer for one sequence of the batch (`batch_index`)."""
+            decode: bool = False, labels: list[str] | None = None, name: str = "model", part: str = "self") -> dict:
+    """The attncli document of one layer for one sequence of the batch (`batch_index`); for an
+    encoder-decoder, `part` "decoder" or "cross" is its decoder's self- or cross-attention."""
     found = family(model)
-    causal = found.is_causal(text_config(model))
-    if decode and not causal:
+    causal = _causal(found, model, part)
+    if decode and not causal and part != "cross":
         raise CaptureError(f"decode is a step of a causal model's generation, but {found.label} is an encoder "
                            "(every query sees every key, no cache): capture the whole sequence, without decode",
                            field="decode")
     if decode and len(ids[0]) < 2:
         raise CaptureError("decode needs at least 2 tokens: the last is the decode step, the others the cache",
                            field="decode")
-    read = read_layer(model, layer)
+    dtype = next(model.parameters()).dtype
+    if dtype == torch.float64 and found.no_float64:
+        raise CaptureError(f"{found.label} cannot run in float64: {found.no_float64}; capture it in float32")
+    read = read_layer(model, layer, part)
     if decode:
         _one_scaling(read.get("rope", {}).get("scaling"), len(ids[0]))
-    dtype = next(model.parameters()).dtype
     exact = exact_float64(model) if dtype == torch.float64 else contextlib.nullcontext()
     with quiet(), library(f"the {found.label} model could not run"), exact:
-        x, x_kv, weights, output = run(model, ids, mask, layer, decode)
-    doc = {"title": f"{name} layer {layer} ({type(model).__name__})"}
+        x, x_kv, weights, output = (run_seq2seq(model, ids, mask, layer, decode, part) if found.decoder else
+                                    run(model, ids, mask, layer, decode))
+    doc = {"title": f"{name} {'' if part == 'self' else f'{part} '}layer {layer} ({type(model).__name__})"}
     doc["X"] = array(x[batch_index])
     length = len(ids[0])
     weights = array(weights[batch_index])
     lk = weights.shape[-1]
-    if x_kv is not None:
-        doc["X_kv"] = array(x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
-        doc["q_positions"] = [length - 1]
-        doc["k_positions"] = list(range(length - lk, length))
+    if part == "cross":
+        keys = _cross_keys(found, doc, x_kv[batch_index], mask[batch_index], labels, decode)
+    elif part == "self" and found.decoder is not None and found.decoder.features is not None:
+        keys = [1] * lk  # an audio encoder's frames (Whisper's): no padding, no token labels
+    else:
+        keys = mask[batch_index][length - lk:]
+        if x_kv is not None:
+            doc["X_kv"] = array(x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
+            doc["q_positions"] = [length - 1]
+            doc["k_positions"] = list(range(length - lk, length))
+        if labels is not None:
+            doc["key_labels"] = labels[length - lk:]
+            doc["query_labels"] = labels[-1:] if decode else labels
+    _direct(found, model, layer, doc)
     doc |= read
-    doc |= _masks(causal, mask[batch_index][length - lk:])
-    if labels is not None:
-        doc["key_labels"] = labels[length - lk:]
-        doc["query_labels"] = labels[-1:] if decode else labels
+    doc |= _masks(causal, keys)
     # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
     # only the default ones): such a layer's float64 reference is float32's.
     float32 = dtype != torch.float64 or found.float32 is not None or "scaling" in doc.get("rope", {})
     doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
                         "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
     doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
+    if part != "self":  # which attention of the layer: the document's own title says it too
+        doc["model"]["part"] = part
+    _within_limits(found, text_config(model), layer, doc, _word(dtype))
     _finite(doc, layer, _word(dtype))
     doc = _listed(doc)
     _accepted(doc, layer)
@@ -227,6 +338,27 @@ def _finite(doc: dict, layer: int, dtype: str) -> None:
         elif isinstance(value, np.ndarray) and not np.isfinite(value).all():
             where = "the layer's input (the layers before it overflow)" if key in ("X", "X_kv") else "the weights"
             raise CaptureError(f"{key} of layer {layer} holds NaN or ±∞: {where} hold them in {dtype}")
+
+
+def _direct(found, model, layer: int, doc: dict) -> None:
+    """A family whose Q, K and V no single projection gives (DeepSeek's latent attention): Q, K and V
+    computed from X (and X_kv) by its layout's `direct` function, in place of X."""
+    config = text_config(model)
+    direct = found.layout_for(config).direct
+    if direct is None:
+        return
+    x, x_kv = doc.pop("X"), doc.pop("X_kv", None)
+    doc["Q"], doc["K"], doc["V"] = direct(attention(model, layer)[0], x, x if x_kv is None else x_kv, config, array)
+    if found.description:
+        doc["description"] = found.description
+
+
+def _within_limits(found, config, layer: int, doc: dict, dtype: str) -> None:
+    """What the layer does on this input that the document cannot say (a clamp that bites, a chunk
+    crossed): refused, naming it (capture/families.py's `limits`)."""
+    why = found.limited(config, layer, doc, dtype)
+    if why:
+        raise CaptureError(f"{found.label} layer {layer} {why}")
 
 
 def _accepted(doc: dict, layer: int) -> None:

@@ -3,11 +3,16 @@ hold all three in some order. A fused layout is its `split`: (heads H, kv heads 
 the output features of q, of k and of v, each in head order; the reader takes those rows of a
 Linear's weight (out, in) or columns of a Conv1D's (in, out), and of the bias.
 
-    STACKED    Phi-3 qkv_proj, GPT-2 c_attn     [q (H·d); k (N·d); v (N·d)]
-    PER_HEAD   GPT-NeoX, BLOOM query_key_value  per head [q_h; k_h; v_h] (N = H)
+    STACKED    Phi-3 qkv_proj, GPT-2 c_attn,    [q (H·d); k (N·d); v (N·d)]
+               MPT/DBRX/ModernBERT Wqkv,
+               Falcon multi_query, GPTBigCode
+    PER_HEAD   GPT-NeoX, BLOOM, Falcon          per head [q_h; k_h; v_h] (N = H)
+               query_key_value, GPTBigCode
+               c_attn without multi_query
+    GROUPED    Falcon new_decoder_architecture  per kv head [q_1 … q_g; k; v]
+    SHARDED    CodeGen qkv_proj                 4 shards, each [q | v | k] of H·d / 4 features
 
-A new fused layout (Falcon's per kv-head groups [q…q; k; v], CodeGen's blocks) is one split
-function and one Layout.
+A new fused layout is one split function and one Layout.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class Layout:
     modules: tuple[str, ...]
     split: Split | None = None
     words: str = ""
+    direct: Callable | None = None  # Q, K, V from the inputs when no W_Q, W_K, W_V exist (capture/latent.py)
 
     def expected(self, heads: int, kv_heads: int, d: int) -> int:
         """A fused module's output features: H·d + 2·N·d."""
@@ -46,6 +52,23 @@ def per_head(heads: int, kv_heads: int, d: int):
     return tuple(grid[:, i].reshape(-1) for i in range(3))
 
 
+def grouped(heads: int, kv_heads: int, d: int):
+    """Per kv head n, its group's queries then its key and value: [q_1 … q_g, k_n, v_n] (Falcon's
+    new_decoder_architecture)."""
+    group = heads // kv_heads
+    grid = np.arange((heads + 2 * kv_heads) * d).reshape(kv_heads, group + 2, d)  # (N, g + 2, d)
+    return grid[:, :group].reshape(-1), grid[:, group].reshape(-1), grid[:, group + 1].reshape(-1)
+
+
+def sharded(heads: int, kv_heads: int, d: int, shards: int = 4):
+    """CodeGen's qkv_proj: 4 model-parallel shards, each [q | v | k] of a quarter of the heads' width
+    (H·d / 4 features each); q, k and v are each shard's part, shard after shard."""
+    local = heads * d // shards
+    index = np.arange(heads * d)
+    start = (index // local) * 3 * local + index % local  # where q's feature sits in its shard
+    return start, start + 2 * local, start + local
+
+
 def STACKED(name: str) -> Layout:
     return Layout((name,), stacked, f"{name}: [q; k; v]")
 
@@ -54,3 +77,5 @@ SEPARATE = Layout(("q_proj", "k_proj", "v_proj"), words="q_proj, k_proj, v_proj"
 BERT = Layout(("query", "key", "value"), words="query, key, value")
 PER_HEAD = Layout(("query_key_value",), per_head, "query_key_value: per head [q_h; k_h; v_h]")
 C_ATTN = STACKED("c_attn")
+GROUPED = Layout(("query_key_value",), grouped, "query_key_value: per kv head [q_1 … q_g; k; v]")
+SHARDED = Layout(("qkv_proj",), sharded, "qkv_proj: 4 shards of [q | v | k]")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.capture.families import CaptureError, Family, family_of, rope_parameters
+from attncli.capture.families import FAMILIES, CaptureError, Family, family_of, rope_parameters
 
 
 def array(tensor) -> np.ndarray:
@@ -36,19 +36,57 @@ def _walk(obj, path: str, what: str):
     return obj
 
 
-def layers(model):
-    """The model's list of layers, where its family keeps them."""
-    return _walk(model.base_model, family(model).blocks, "layers")
+def decoder_of(found: Family, part: str):
+    """The family's Decoder record, for the decoder's parts ("decoder", "cross"); a CaptureError when
+    the family has none."""
+    if part == "self":
+        return None
+    if found.decoder is None:
+        pairs = ", ".join(family.label for family in FAMILIES.values() if family.decoder is not None)
+        raise CaptureError(f"{found.label} has no decoder: the decoder's self-attention and its cross-attention are an "
+                           f"encoder-decoder model's ({pairs})", field=part)
+    return found.decoder
 
 
-def attention(model, layer: int):
-    """(attention module, its output projection) of layer `layer`."""
-    stack = layers(model)
-    if not 0 <= layer < len(stack):
-        count = f"{len(stack)} layer{'s' * (len(stack) != 1)}"
-        raise CaptureError(f"layer is {layer}; expected 0 to {len(stack) - 1} ({count})", field="layer")
+def layers(model, part: str = "self"):
+    """The model's list of layers, where its family keeps them (ALBERT's: its groups of shared layers;
+    an encoder-decoder's encoder's, or for `part` "decoder" and "cross" its decoder's), from the base
+    model (or its `model`, where a causal LM's base model is itself: Llama 4's)."""
     found = family(model)
-    return _walk(stack[layer], found.attention, "attention"), _walk(stack[layer], found.output, "output projection")
+    decoder = decoder_of(found, part)
+    base, path = model.base_model, found.blocks if decoder is None else decoder.blocks
+    if getattr(base, path.split(".")[0], None) is None and getattr(base, "model", None) is not None:
+        base = base.model
+    return _walk(base, path, "layers")
+
+
+def layer_count(model, part: str = "self") -> int:
+    """The layers a forward runs: the list's, or the config's count when layers share a module (ALBERT)."""
+    found = family(model)
+    return text_config(model).num_hidden_layers if found.shared and part == "self" else len(layers(model, part))
+
+
+def block_of(model, layer: int, part: str = "self") -> tuple[int, int, int]:
+    """(the index of layer `layer`'s module in the list, which of that module's calls in one forward
+    it is, how many calls that module has in one forward): (layer, 0, 1) unless layers share modules."""
+    found = family(model)
+    if found.shared is None or part != "self":
+        return layer, 0, 1
+    config = text_config(model)
+    owners = [found.shared(config, i) for i in range(layer_count(model))]
+    return owners[layer], owners[:layer].count(owners[layer]), owners.count(owners[layer])
+
+
+def attention(model, layer: int, part: str = "self"):
+    """(attention module, its output projection) of layer `layer` (of the decoder's self-attention or
+    cross-attention for `part` "decoder" or "cross")."""
+    count = layer_count(model, part)
+    if not 0 <= layer < count:
+        raise CaptureError(f"layer is {layer}; expected 0 to {count - 1} ({count} layer{'s' * (count != 1)})",
+                           field="layer")
+    found, block = family(model), layers(model, part)[block_of(model, layer, part)[0]]
+    paths = (found.attention, found.output) if part != "cross" else (found.decoder.cross, found.decoder.cross_output)
+    return _walk(block, paths[0], "attention"), _walk(block, paths[1], "output projection")
 
 
 def _x_w(module, name: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -60,9 +98,12 @@ def _x_w(module, name: str) -> tuple[np.ndarray, np.ndarray | None]:
     return (array(weight) if type(module).__name__ == "Conv1D" else array(weight).T), bias
 
 
-def projections(found: Family, module, out, heads: int, kv_heads: int, d: int) -> dict:
+def projections(found: Family, module, out, heads: int, kv_heads: int, d: int, config=None) -> dict:
     """W_Q, W_K, W_V, W_O and their biases, in attncli's `x W` convention."""
-    layout, doc = found.layout, {}
+    layout, doc = found.layout_for(config), {}
+    if layout.direct is not None:  # Q, K, V given directly (capture.driver), then W_O as usual
+        doc["W_O"], bias = _x_w(out, found.output)
+        return doc | ({} if bias is None else {"b_O": bias})
     named = [getattr(module, name, None) for name in layout.modules]
     if any(m is None for m in named):
         raise CaptureError(f"{type(module).__name__} has none of {', '.join(layout.modules)}, where the "
@@ -91,6 +132,7 @@ def head_counts(found: Family, module, config) -> tuple[int, int, int]:
     """(heads, kv heads, head width): the family's counts, the module's head width when it has one."""
     heads, kv_heads = found.heads(config)
     d = getattr(module, "head_dim", None) or getattr(module, "head_size", None) or \
+        getattr(module, "qk_head_dim", None) or \
         getattr(module, "attention_head_size", None) or getattr(config, "head_dim", None) or \
         config.hidden_size // heads
     return heads, kv_heads, int(d)
@@ -98,7 +140,7 @@ def head_counts(found: Family, module, config) -> tuple[int, int, int]:
 
 def scale(module, d: int) -> float:
     """The factor on Q Kᵀ the module uses."""
-    for name in ("scaling", "inv_norm_factor"):
+    for name in ("scaling", "inv_norm_factor", "softmax_scale"):
         value = getattr(module, name, None)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -110,7 +152,8 @@ def rope(found: Family, config, layer: int, d: int) -> dict | None:
     if found.rope is None or not found.rope.on(config, layer):
         return None
     params = rope_parameters(config, layer)
-    value = {"style": found.rope.style, "base": float(params.get("rope_theta", 10000.0)),
+    style = found.rope.style(config) if callable(found.rope.style) else found.rope.style
+    value = {"style": style, "base": float(params.get("rope_theta", 10000.0)),
              "dims": found.rope.dims(config, d, params)}
     kind = params.get("rope_type", "default")
     if kind != "default":  # with transformers' rope_parameters names (attncli/problem/rope_scaling.py)
@@ -121,12 +164,26 @@ def rope(found: Family, config, layer: int, d: int) -> dict | None:
     return value
 
 
-def _norm(norm, over: str, weight_offset: int) -> dict:
-    """A q_norm/k_norm module as attncli's {type, weight, bias, eps, over, weight_offset}."""
-    kind = "layer" if type(norm).__name__ == "LayerNorm" or getattr(norm, "bias", None) is not None else "rms"
-    value = {"type": kind, "weight": array(norm.weight), "eps": float(norm_eps(norm)), "over": over}
-    if kind == "layer" and getattr(norm, "bias", None) is not None:
-        value["bias"] = array(norm.bias)
+def norm_kind(norm) -> str:
+    """"layer" for a LayerNorm (torch's, Cohere's: it subtracts the mean), else "rms"."""
+    name = type(norm).__name__
+    return "layer" if ("LayerNorm" in name and "RMS" not in name) or getattr(norm, "bias", None) is not None \
+        else "rms"
+
+
+def _norm(norm, over: str, weight_offset: int, d: int) -> dict:
+    """A q_norm/k_norm module as attncli's {type, weight, bias, eps, over, weight_offset}: a weight of
+    (heads, d_k) (Cohere's), or a list of one norm per head (StableLM's `norms`), as one row per head;
+    a norm without weight (Llama 4's) multiplies by ones."""
+    parts = list(getattr(norm, "norms", None) or [norm])
+    kind = norm_kind(parts[0])
+    if getattr(norm, "weight", None) is None and len(parts) == 1:
+        weight = np.ones(d)
+    else:
+        weight = np.stack([array(part.weight) for part in parts]) if len(parts) > 1 else array(norm.weight)
+    value = {"type": kind, "weight": weight, "eps": float(norm_eps(parts[0])), "over": over}
+    if kind == "layer" and getattr(parts[0], "bias", None) is not None:
+        value["bias"] = np.stack([array(part.bias) for part in parts]) if len(parts) > 1 else array(norm.bias)
     if weight_offset:
         value["weight_offset"] = weight_offset
     return value
@@ -152,17 +209,37 @@ def qk_norms(found: Family, module, d: int) -> dict:
     q_norm, k_norm = norm_modules(found, module)
     if q_norm is None:
         return {}
-    over = "head" if q_norm.weight.shape[-1] == d else "all"
+    first = next(iter(getattr(q_norm, "norms", None) or [q_norm]))
+    weight = getattr(first, "weight", None)
+    over = "head" if weight is None or weight.shape[-1] == d else "all"
     offset = found.qk_norm.offset
-    return {"q_norm": _norm(q_norm, over, offset), "k_norm": _norm(k_norm, over, offset)}
+    return {"q_norm": _norm(q_norm, over, offset, d), "k_norm": _norm(k_norm, over, offset, d)}
 
 
-def read_layer(model, layer: int) -> dict:
+def relative_bias(found: Family, model, part: str, layer: int = 0) -> dict | None:
+    """T5's relative position bias of a self-attention (the first layer's embedding serves every layer,
+    or each layer has its own: UMT5; the encoder's buckets are bidirectional, the decoder's causal); None
+    for a cross-attention."""
+    if found.relative is None or part == "cross":
+        return None
+    own, _ = attention(model, layer, part)
+    first = own if getattr(own, found.relative, None) is not None else attention(model, 0, part)[0]
+    embedding = getattr(first, found.relative, None)
+    if embedding is None:
+        raise CaptureError(f"{type(first).__name__} of layer 0 has no {found.relative}, where the {found.label} "
+                           "family keeps its relative position bias")
+    config = text_config(model)
+    return {"buckets": int(config.relative_attention_num_buckets),
+            "max_distance": int(config.relative_attention_max_distance), "bidirectional": part == "self",
+            "embedding": array(embedding.weight)}
+
+
+def read_layer(model, layer: int, part: str = "self") -> dict:
     """The layer's weights and variants as attncli's keys (no X, masks or results)."""
     found, config = family(model), text_config(model)
-    module, out = attention(model, layer)
+    module, out = attention(model, layer, part)
     heads, kv_heads, d = head_counts(found, module, config)
-    doc = projections(found, module, out, heads, kv_heads, d)
+    doc = projections(found, module, out, heads, kv_heads, d, config)
     if kv_heads != heads:  # grouped: query head h reads kv head h // (heads / kv_heads), as repeat_kv
         doc["kv_heads"] = kv_heads
     doc |= {"heads": heads, "scale": scale(module, d)}
@@ -174,10 +251,16 @@ def read_layer(model, layer: int) -> dict:
     if cap:
         doc["softcap"] = float(cap)
     size = found.window(module, config, layer)
-    if size:  # HF's sliding_window W: key > query − W, itself included, is attncli's [W − 1, 0]
+    if isinstance(size, tuple):  # (before, after): a bidirectional window (ModernBERT: |i − j| ≤ w)
+        doc["window"] = [int(size[0]), int(size[1])]
+    elif size:  # HF's sliding_window W: key > query − W, itself included, is attncli's [W − 1, 0]
         doc["window"] = [int(size) - 1, 0]
     if found.sinks and getattr(module, found.sinks, None) is not None:
         doc["sinks"] = array(getattr(module, found.sinks))
-    if found.has_alibi(config):
-        doc["alibi"] = True
+    alibi = found.has_alibi(config)
+    if alibi:  # True: the paper's slopes; a list: the family's own
+        doc["alibi"] = alibi
+    relative = relative_bias(found, model, part, layer)
+    if relative is not None:
+        doc["relative_bias"] = relative
     return doc

@@ -14,6 +14,7 @@ import time
 from attncli.code import child
 
 GRACE = 1.0  # seconds past the limit before the kill: the watchdog's stack is written first
+SLACK = 4.0  # more seconds, while the watchdog has written nothing yet (a loaded machine is slow to run it)
 
 
 def fork_case(request: dict, function=None) -> dict:
@@ -21,12 +22,14 @@ def fork_case(request: dict, function=None) -> dict:
     pid = os.fork()
     if pid == 0:  # the child
         child.run(request, function)
-    return supervise(pid, request["timeout"])
+    return supervise(pid, request["timeout"], os.path.join(request["folder"], child.FAULTS))
 
 
-def supervise(pid: int, timeout: float) -> dict:
+def supervise(pid: int, timeout: float, faults: str | None = None) -> dict:
     """{"status": "exit", "code": n} | {"status": "signal", "signal": n, "name": "SIGSEGV"} |
-    {"status": "timeout"}, and "seconds" the child took."""
+    {"status": "timeout"}, and "seconds" the child took. Past the limit and its grace, the child is
+    killed at once if its watchdog has written the stack to `faults`, else after SLACK more seconds
+    (the stack names the learner's line: worth waiting for on a busy machine)."""
     start = time.monotonic()
     deadline = start + timeout + GRACE
     pause = 0.001
@@ -34,7 +37,8 @@ def supervise(pid: int, timeout: float) -> dict:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             break
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline and (now > deadline + SLACK or faults is None or _written(faults)):
             _kill(pid)
             os.waitpid(pid, 0)
             return {"status": "timeout", "seconds": round(time.monotonic() - start, 3)}
@@ -50,6 +54,13 @@ def supervise(pid: int, timeout: float) -> dict:
             name = f"signal {number}"
         return {"status": "signal", "signal": number, "name": name, "seconds": seconds}
     return {"status": "exit", "code": os.WEXITSTATUS(status), "seconds": seconds}
+
+
+def _written(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
 
 
 def _kill(pid: int) -> None:

@@ -23,6 +23,11 @@ CAPTURE: tuple[Option, ...] = (
     Option("batch_index", "Which sequence of the batch the document holds, from 0.", type=int, low=0, default=0),
     Option("decode", "The last token as a decode step against the cache of the others: one query, "
            "q_positions and k_positions.", type=bool),
+    Option("decoder", "An encoder-decoder model's (T5, BART, Whisper) decoder self-attention instead of its encoder's: "
+           "--ids are the decoder's tokens, and the encoder reads the same ids (Whisper's: a fixed input of noise "
+           "features).", type=bool),
+    Option("cross", "An encoder-decoder model's cross-attention: queries from the decoder's tokens (--ids), keys and "
+           "values from the encoder's output on the same ids, as X_kv.", type=bool),
     Option("dtype", "The model's dtype (default: as saved). float64 also runs the eager path's float32 "
            "softmax and RoPE angles in float64, for an exact comparison.", choices=DTYPES),
     Option("output_file", "Write the document to this .json file (default: stdout), atomically as attn compute "

@@ -21,7 +21,7 @@ from attncli.render.files import Interrupted, write_output
 from attncli.render.json import dumps
 from attncli.render.target import OutputError, check_target
 
-FLAGS = {"layer": "--layer", "decode": "--decode", "MODEL": "MODEL"}
+FLAGS = {"layer": "--layer", "decode": "--decode", "MODEL": "MODEL", "decoder": "--decoder", "cross": "--cross"}
 ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit takes ², and int() reads ٣ as 3
 
 
@@ -74,6 +74,9 @@ def run(o: SimpleNamespace) -> None:
         raise CaptureError("MODEL is missing: a save_pretrained directory or a cached model id", "MODEL")
     if o.output_file is not None and not o.output_file.endswith(".json"):
         raise CaptureError(f"is {o.output_file!r}; attn capture writes JSON: name a .json file", "--output")
+    if o.decoder and o.cross:
+        raise CaptureError("--decoder and --cross are both given; give one: the decoder's self-attention, or its "
+                           "cross-attention", "--cross")
     found = open_model(o.model)
     if o.output_file is not None:
         try:
@@ -103,7 +106,8 @@ def run(o: SimpleNamespace) -> None:
     else:
         labels = ["pad"] * (len(ids[0]) - len(labels)) + labels
     try:
-        doc = capture(model, ids, mask, o.layer, o.batch_index, o.decode, labels, found.name)
+        doc = capture(model, ids, mask, o.layer, o.batch_index, o.decode, labels, found.name,
+                      part="cross" if o.cross else "decoder" if o.decoder else "self")
     except CaptureError as error:  # the core's field, named by its option
         raise error.at(FLAGS.get(error.field, o.model))
     text = dumps(doc) + "\n"
@@ -111,7 +115,8 @@ def run(o: SimpleNamespace) -> None:
         out.write_all(text)
         return
     _write(o.output_file, text)
-    queries = f"{len(doc['X'])} quer{'y' if len(doc['X']) == 1 else 'ies'}"
+    rows = len(doc["X"]) if "X" in doc else len(doc["Q"][0])  # Q given directly (DeepSeek's latent): heads × rows
+    queries = f"{rows} quer{'y' if rows == 1 else 'ies'}"
     # The file's and the model's names are text (an unpacked download's directory, say), not controls.
     sys.stderr.write(one_line(f"wrote {o.output_file}: layer {o.layer} of {found.name}, {queries}; "
                               f"attn compute {o.output_file}") + "\n")

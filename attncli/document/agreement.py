@@ -3,11 +3,14 @@ attention output after o_proj, written by `attn capture`) against attncli's reco
 
     agrees with MODEL layer N to 3e-07 (the model computes in float32)
     agrees with MODEL layer N to 3e-07 in the output (weights not computed here, so not compared; …)
-    differs from MODEL layer N: weights, head 1, row 2, key 0: attncli 0.25, the model 0.31 (…)
+    differs from MODEL layer N: weights, head 1, row 2, key 0: attncli 0.25, the model 0.31 (…); most likely
+        the RoPE pairing: the model's is interleaved (…), the document's half (…)
 
 A cell agrees when |attncli − model| ≤ tolerance · max(1, largest |model| of that stage); the
 tolerance is the reference's precision's (TOLERANCE). "to 3e-07" is the largest |attncli − model|
-over both stages. As `diff`: `attn compute` exits 1 when the document differs from its model.
+over both stages. As `diff`: `attn compute` exits 1 when the document differs from its model. A
+difference names its most likely reason: the first convention guess (attncli/document/guesses.py)
+whose rewritten document agrees with the model, or says that none of them does.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import numpy as np
 
 from attncli.base.errors import InputError
 from attncli.base.values import as_array, describe
+from attncli.compute.attention import attend
+from attncli.document import guesses
+from attncli.document.reading import build_problem, input_keys
 
 # The model's own precision decides how close is "the same": float32 rounding in the model's
 # softmax, products and sums, relative to the stage's largest value.
@@ -35,6 +41,7 @@ class Agreement(NamedTuple):
     first: dict | None  # the first cell that differs: stage, head, row, column, attncli, model
     kept: dict = {}  # the document's own model and reference, written back beside the agreement
     uncompared: tuple[str, ...] = ()  # reference stages the recomputation left out (the output alone)
+    reason: str | None = None  # when it differs: the convention guess that reproduces the model, in words
 
     @property
     def agrees(self) -> bool:
@@ -52,13 +59,15 @@ class Agreement(NamedTuple):
         cell = self.first
         at = ", ".join(f"{name} {cell[name]}" for name in ("head", "row", "column") if cell.get(name) is not None)
         mine, theirs = _apart(cell["attncli"], cell["model"])
+        why = (f"most likely {self.reason}: recomputed with the model's, attncli agrees" if self.reason else
+               f"no convention guess ({guesses.TRIED}) reproduces the model")
         return (f"differs from {where}: {cell['stage']}, {at}: attncli {mine}, the model {theirs} "
-                f"(largest difference {self.difference:.0e}; {words})")
+                f"(largest difference {self.difference:.0e}; {words}); {why}")
 
     def to_json(self) -> dict:
         compared = [name for name in self.kept.get("reference", {}) if name in STAGES and name not in self.uncompared]
         return {"agrees": self.agrees, "difference": self.difference, "first": self.first, "line": self.line(),
-                "compared": compared}
+                "compared": compared, "reason": self.reason}
 
     @property
     def keys(self) -> dict:
@@ -85,11 +94,27 @@ def read(doc: dict) -> tuple[dict[str, np.ndarray], str, str, int | None] | None
     stages = {name: as_array(reference[name], f"reference.{name}", max_dims=3) for name in STAGES if name in reference}
     model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
     layer = model.get("layer")
-    return stages, dtype, str(model.get("name", "the model")), layer if isinstance(layer, int) else None
+    name = str(model.get("name", "the model")) + {"decoder": " decoder", "cross": " decoder cross-attention"}.get(
+        model.get("part"), "")  # an encoder-decoder's decoder (attn capture --decoder, --cross)
+    return stages, dtype, name, layer if isinstance(layer, int) else None
 
 
-def compare(doc: dict, trace) -> Agreement | None:
-    """The agreement of `trace` (attncli's recomputation) with the document's reference, or None."""
+def compare(doc: dict, trace, why: bool = True) -> Agreement | None:
+    """The agreement of `trace` (attncli's recomputation) with the document's reference, or None; when
+    it differs (and `why`), with its most likely reason (attncli/document/guesses.py)."""
+    found = _compare(doc, trace)
+    if found is None or found.agrees or not why:
+        return found
+    inputs = {key: value for key, value in doc.items() if key in input_keys() and key != "agreement"}
+    return found._replace(reason=guesses.likely(inputs, _agrees))
+
+
+def _agrees(doc: dict) -> bool:
+    """Whether a rewritten document's recomputation agrees with its reference."""
+    return _compare(doc, attend(build_problem(doc))).agrees
+
+
+def _compare(doc: dict, trace) -> Agreement | None:
     found = read(doc)
     if found is None:
         return None

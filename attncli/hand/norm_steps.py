@@ -49,8 +49,8 @@ def _sqrt_inverse(x: Decimal) -> Decimal:
 
 
 def _part(norm, values, head: int, heads: int) -> list:
-    """The head's part of the weight or bias (over "all" its kv head's d_k numbers)."""
-    if norm.over == "head":
+    """The head's part of the weight or bias (over "all", or each head its own, its kv head's d_k numbers)."""
+    if not norm.parts:
         return list(values)
     d_k = len(values) // norm.heads
     kv = head // (heads // norm.heads)

@@ -9,7 +9,9 @@ OLMo 2). The `q_norm` and `k_norm` keys, read into a `Norm`, and its math in pla
     w      weight, or 1 + weight with weight_offset 1   Gemma's RMSNorm (Gemma3RMSNorm)
 
     over "head"  each head's d_k numbers of a row; one weight of d_k entries for every head
-                 (Qwen3, Gemma 3)
+                 (Qwen3, Gemma 3), or a (heads × d_k) weight: each head its own row (Cohere's
+                 q_norm of shape (heads, head_dim), StableLM's LayerNorm per head; n × d_k with n
+                 the kv heads for k_norm)
     over "all"   every head's columns of a row together, as the projection gives them (OLMo 2):
                  weight of heads·d_k entries for Q, kv_heads·d_k for K
 
@@ -41,7 +43,8 @@ LIKE = {("rms", 0): "RMSNorm, as Qwen3RMSNorm", ("rms", 1): "RMSNorm with 1 + we
 @dataclass(frozen=True, eq=False)
 class Norm:
     """One QK-norm as read: `weight` (d_k,) over "head", (n·d_k,) over "all" with n = `heads`
-    (query heads for q_norm, kv heads for k_norm); `bias` only for "layer"."""
+    (query heads for q_norm, kv heads for k_norm), or over "head" with `each` (n·d_k,) too, head
+    by head (given as n rows of d_k); `bias` only for "layer", shaped as the weight."""
 
     name: str  # "q_norm" or "k_norm"
     type: str  # "rms" or "layer"
@@ -50,7 +53,8 @@ class Norm:
     over: str = "head"
     offset: int = 0  # weight_offset: 1 multiplies by 1 + weight
     bias: np.ndarray | None = None
-    heads: int = 1  # the heads a row holds over "all"
+    heads: int = 1  # the heads a row holds (over "all", or with `each`: the weight's rows)
+    each: bool = False  # over "head": each head normalised with its own row of the weight
 
     def __post_init__(self):
         for name in ("weight", "bias"):
@@ -65,10 +69,19 @@ class Norm:
         """What the normalised x is multiplied by: weight, or 1 + weight."""
         return self.weight + self.offset if self.offset else self.weight
 
+    @property
+    def parts(self) -> bool:
+        """Whether the weight holds one part per head (over "all", or `each`), n = `heads` of d_k."""
+        return self.over == "all" or self.each
+
+    def written(self, values: np.ndarray) -> list:
+        """The weight or bias as the key holds it: n rows of d_k with `each`, else one list."""
+        return values.reshape(self.heads, -1).tolist() if self.each else values.tolist()
+
     def to_json(self) -> dict:
-        out = {"type": self.type, "weight": self.weight.tolist()}
+        out = {"type": self.type, "weight": self.written(self.weight)}
         if self.bias is not None:
-            out["bias"] = self.bias.tolist()
+            out["bias"] = self.written(self.bias)
         return out | {"eps": self.eps, "over": self.over, "weight_offset": self.offset}
 
     def formula(self, x: str) -> str:
@@ -80,7 +93,8 @@ class Norm:
 
     def title(self, x: str) -> str:
         """The stage's formula with what it runs over: "Q / √(mean(Q²) + eps) · weight, per head"."""
-        return self.formula(x) + (", per head" if self.over == "head" else ", over a row's every head")
+        return self.formula(x) + (", per head" + " (each head's own weight)" * self.each if self.over == "head"
+                                  else ", over a row's every head")
 
     @property
     def like(self) -> str:
@@ -89,13 +103,15 @@ class Norm:
 
     @property
     def d_k(self) -> int:
-        return len(self.weight) // (self.heads if self.over == "all" else 1)
+        return len(self.weight) // (self.heads if self.parts else 1)
 
     def describe(self) -> str:
         """The header line: what it is, over what, with which eps."""
         x, d_k = self.name[0], self.d_k
         over = (f"each head's {plural(d_k, 'number')} of a row" if self.over == "head" else
                 f"all {plural(self.heads, 'head')}' {plural(self.heads * d_k, 'number')} of a row together")
+        if self.each:
+            over += f", each head with its own weight ({self.heads} × {d_k})"
         return f"{self.name}: {x}_normed = {self.formula(x)}, over {over}; eps {self.eps:g} " \
                f"({self.like}; after the projection, before RoPE)"
 
@@ -132,14 +148,17 @@ def read(value, name: str, d_k: int, heads: int) -> Norm | None:
     if "weight" not in value:
         raise InputError(f"{name} has no weight; expected {plural(n * d_k, 'number')}, one per number of {what}",
                          field=f"{name}.weight")
-    weight = _vector(value["weight"], f"{name}.weight", n * d_k, over, what)
+    each = over == "head" and _as_rows(value["weight"])
+    if each:  # one row per head: (heads × d_k)
+        n, what = heads, f"each head's d_k = {plural(d_k, 'number')}, one row per head ({heads} × {d_k})"
+    weight = _vector(value["weight"], f"{name}.weight", n * d_k, over, what, (heads, d_k) if each else None)
     bias = None
     if value.get("bias") is not None:
         if kind == "rms":
             raise InputError(f'{name}.bias is given with type "rms": RMSNorm has no bias; drop bias, or give '
                              'type "layer"', field=f"{name}.bias")
-        bias = _vector(value["bias"], f"{name}.bias", n * d_k, over, what)
-    return Norm(name, kind, weight, float(eps), over, int(offset), bias, heads)
+        bias = _vector(value["bias"], f"{name}.bias", n * d_k, over, what, (heads, d_k) if each else None)
+    return Norm(name, kind, weight, float(eps), over, int(offset), bias, heads, bool(each))
 
 
 def _word(value, field: str, choices: tuple[str, ...], expected: str) -> str:
@@ -149,7 +168,23 @@ def _word(value, field: str, choices: tuple[str, ...], expected: str) -> str:
     return value
 
 
-def _vector(value, field: str, length: int, over: str, what: str) -> np.ndarray:
+def _as_rows(value) -> bool:
+    """Whether a weight is given as rows (a list of lists, or a 2-D array): one per head."""
+    return (isinstance(value, list) and bool(value) and isinstance(value[0], (list, np.ndarray))) or \
+        (isinstance(value, np.ndarray) and value.ndim == 2)
+
+
+def _vector(value, field: str, length: int, over: str, what: str, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """A weight or bias: `length` numbers, or with `shape` (heads × d_k) as many rows (flattened)."""
+    if shape is not None:
+        array = as_array(value, field, max_dims=2)
+        if array.ndim != 2 or array.shape != shape:
+            raise InputError(f"{field} has shape ({' × '.join(map(str, array.shape))}); given as rows it needs "
+                             f"({shape[0]} × {shape[1]}): {what}", field=field)
+        return array.astype(np.float64).reshape(-1)
+    if over == "all" and _as_rows(value):
+        raise InputError(f'{field} is given as rows; over "all" it is one list of {length} numbers: {what}',
+                         field=field)
     array = as_array(value, field, max_dims=1)
     if array.ndim != 1 or array.shape[0] != length:
         n = array.shape[0]
@@ -173,9 +208,9 @@ def statistics(norm: Norm, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndar
 
 
 def _per_head(norm: Norm, values: np.ndarray, heads: int, head: int | None) -> np.ndarray:
-    """`values` (weight or bias) as (H or 1, 1, d_k): over "all" each query head's part (a kv
-    head's repeated over its group), over "head" the one vector."""
-    if norm.over == "head":
+    """`values` (weight or bias) as (H or 1, 1, d_k): over "all" or with `each` each query head's
+    part (a kv head's repeated over its group), over "head" the one vector."""
+    if not norm.parts:
         return values[None, None, :]
     parts = values.reshape(norm.heads, -1)  # (n, d_k)
     if heads % norm.heads:
@@ -241,10 +276,12 @@ def vjp(norm: Norm, x: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, dict[str,
 
 def _parameter(norm: Norm, per_head: np.ndarray, heads: int) -> np.ndarray:
     """A parameter's gradient from its per-query-head sums (H, d_k): over "head" their sum (d_k,),
-    over "all" each kv head's group summed, side by side (n·d_k,)."""
-    if norm.over == "head":
+    over "all" each kv head's group summed, side by side (n·d_k,); with `each` the same as rows
+    (n × d_k), the weight's shape."""
+    if not norm.parts:
         return per_head.sum(axis=0)
-    return per_head.reshape(norm.heads, heads // norm.heads, -1).sum(axis=1).reshape(-1)
+    grouped = per_head.reshape(norm.heads, heads // norm.heads, -1).sum(axis=1)  # (n, d_k)
+    return grouped if norm.each else grouped.reshape(-1)
 
 
 def applies(which: str):

@@ -14,6 +14,7 @@ import numpy as np
 
 from attncli.base.errors import InputError, plural
 from attncli.base.values import HugeInt, describe
+from attncli.problem import relative
 
 
 def _number(value, field: str, expected: str) -> float:
@@ -56,3 +57,7 @@ class Reading:
         array = np.array([_number(x, f"{field}[{i}]", "a finite number") for i, x in enumerate(value)], np.float64)
         array.flags.writeable = False
         return array
+
+    def relative_bias(self, value, field: str = "relative_bias"):
+        """T5's relative position bias (attncli/problem/relative.py) for the query heads."""
+        return relative.read(value, self.heads, field)

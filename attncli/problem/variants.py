@@ -3,6 +3,8 @@ input key and its reader, the table header's line, the JSON echo, the float32 ch
 `attn compute` and the cost row.
 
     softcap  c > 0: the `capped` stage, c · tanh(scaled / c), before bias and masks (Gemma 2)
+    relative_bias  T5's relative position bias: the `biased` stage adds a learned number per head for
+             the bucket of k_pos − q_pos (attncli/problem/relative.py)
     alibi    true (the paper's slopes for the query heads) or one slope per query head;
              masks.bias adds −slope_h · |q_pos − k_pos| to the logits (after scaling and softcap)
     sinks    one logit per query head (or one number for all): the softmax runs over the keys and
@@ -142,6 +144,27 @@ SOFTCAP = Variant(
     float32=_softcap_float32, stage="capped", flops=3)  # ÷ c, tanh, × c
 
 
+# relative position bias (T5) ------------------------------------------------------------------------
+
+def _relative_float32(bias) -> None:
+    """An embedding number float32 turns into ∞ is named here, not later as an overflow of the logits."""
+    beyond = [(i, h) for i, row in enumerate(bias.embedding.tolist()) for h, x in enumerate(row) if abs(x) > FLOAT32_MAX]
+    if beyond:
+        i, h = beyond[0]
+        raise InputError(f"relative_bias.embedding[{i}][{h}] is {number(float(bias.embedding[i, h]))}, beyond "
+                         f"float32's largest finite value {FLOAT32_MAX:.3g}", field="relative_bias.embedding",
+                         advice=FLOAT64)
+
+
+RELATIVE = Variant(
+    "relative_bias", "T5's relative position bias: {buckets, max_distance, bidirectional, embedding (buckets × "
+    "heads)}, added to the scaled scores by bucket of k_pos − q_pos",
+    lambda value, reading: reading.relative_bias(value), lambda problem: problem.relative_bias.line(),
+    echo=lambda problem: {"relative_bias": problem.relative_bias.to_json()},
+    float32=_relative_float32, stage="biased", flops=2,  # the bucket's lookup, the +
+    template=lambda problem: {})
+
+
 # ALiBi --------------------------------------------------------------------------------------------
 
 def paper_slopes(heads: int) -> list[float]:
@@ -262,7 +285,7 @@ SINKS = Variant(
 
 
 # The registry, in the order the header says them (the order of their stages).
-VARIANTS: tuple[Variant, ...] = (SOFTCAP, ALIBI, SINKS)
+VARIANTS: tuple[Variant, ...] = (SOFTCAP, RELATIVE, ALIBI, SINKS)
 
 
 def attributes() -> tuple[str, ...]:

@@ -80,7 +80,8 @@ def npz_arrays(trace: Trace) -> dict:
     if "W_O" in p.inputs:  # as in JSON: the heads side by side before W_O
         arrays["concat"] = trace.concat
     arrays.update({key: np.asarray(value) for key, value in mask_and_bias(p).items()})
-    arrays.update({key: np.asarray(value) for key, value in variant_keys(p).items()})  # alibi, softcap, sinks
+    arrays.update({key: np.array(json.dumps(value)) if isinstance(value, dict) else np.asarray(value)
+                   for key, value in variant_keys(p).items()})  # alibi, softcap, sinks; relative_bias as JSON text
     if p.window is not None:  # an array holds no null: NaN stands for an unbounded side
         arrays["window"] = np.array([np.nan if b is None else b for b in p.window])
     if p.rope is not None:  # an array holds no object: the rope object as JSON text (rope.read takes it)

@@ -16,6 +16,7 @@ a slice of keys; it takes the stage before it (`x`, None for the first) and retu
     scores  = Q Kᵀ (Q_rope K_ropeᵀ with rope)         (H, b, c)
     scaled  = scores · scale                          (H, b, c)
     capped  = c · tanh(scaled / c)                    (H, b, c)   only with a softcap
+    biased  = capped + embedding[bucket(k − q)]       (H, b, c)   only with relative_bias (T5: attncli/problem/relative.py)
     masked  = capped + bias + ALiBi, −∞ where masked  (H, b, c)   only with a mask, bias or ALiBi
     weights = softmax(masked [, sink]) over keys      (H, b, c)   a sink logit joins the sum, then is dropped
     output  = weights V                               (H, b, d_v)
@@ -38,6 +39,7 @@ is what it adds to a gradient's title (grads.title):
     scores   d Q = d scores K,  d K = d scoresᵀ Q                (Q_rope, K_rope with rope)
     scaled   d x = scale · d scaled
     capped   d x = d capped ∘ (1 − tanh²) = d capped ∘ (1 − (capped / c)²)
+    biased   d x = d biased
     masked   d x = d masked, 0 where masked is −∞ (the bias is not an input here)
     weights  d x = P ∘ (d P − D), D = rowsum(d P ∘ P); 0 on a row whose every key is masked;
              d sink = −Σ_rows (1 − Σ_j P_j) · D, per head
@@ -62,7 +64,7 @@ import numpy as np
 from attncli.base.arrays import check_finite
 from attncli.base.errors import AttnError
 from attncli.base.softmax import softmax
-from attncli.hand import norm_steps, rope_steps, softmax_steps, stage_steps
+from attncli.hand import norm_steps, relative_steps, rope_steps, softmax_steps, stage_steps
 from attncli.problem import masks, qk_norm, variants
 from attncli.problem.rope import length, rotate
 from attncli.problem.trace import Problem
@@ -180,6 +182,14 @@ def compute_capped(block: Block, x: np.ndarray) -> np.ndarray:
     np.tanh(out, out=out)
     out *= cap
     return out
+
+
+def compute_biased(block: Block, x: np.ndarray) -> np.ndarray:
+    """x + T5's relative position bias of each query and key (their buckets' embedding, per head)."""
+    p = block.problem
+    bias = p.relative_bias.bias(p.q_positions[block.rows], p.k_positions[block.cols], x.dtype)  # (H, b, c)
+    bias = bias if block.head is None else bias[block.head:block.head + 1]
+    return np.add(x, bias, out=_into(block, x))  # (H, b, c)
 
 
 def compute_masked(block: Block, x: np.ndarray) -> np.ndarray:
@@ -301,6 +311,12 @@ STAGES: tuple[Stage, ...] = (
           vjp=vjps.capped, vjp_title=" ∘ (1 − (capped / c)²)", vjp_latex=r" \circ (1 - (\text{capped} / c)^2)",
           applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap",
           hand=stage_steps.CAPPED),
+    Stage("biased", "biased = $previous + relative bias (T5: bucket of k_pos − q_pos)",
+          "$previous + embedding[bucket(k_pos − q_pos)]", r"\text{$previous} + B_{\text{bucket}(j - i)}",
+          compute_biased, vjp=vjps.biased, vjp_title="", vjp_latex="",
+          temporaries=lambda problem: 1,  # the block's bias
+          applies=lambda problem: problem.relative_bias is not None, absent="this problem has no relative_bias",
+          check=_finite("biased = x + relative bias"), hand=relative_steps.BIASED),
     Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous$bias, −∞ where masked",
           r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
           vjp=vjps.masked, vjp_title="", vjp_latex="",  # its zeros are in the title already: "0 where masked"

@@ -55,6 +55,11 @@ def scores(block, x, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
     return {"Q": d @ block.K, "K": d.transpose(0, 2, 1) @ block.Q}  # (H, b, d_k), (H, c, d_k)
 
 
+def biased(block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+    """biased = x + relative bias: d x = d biased (the bias is a parameter, not an input here)."""
+    return {PREVIOUS: d}  # (H, b, c)
+
+
 def scaled(block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
     """scaled = x · scale: d x = scale · d scaled."""
     return {PREVIOUS: block.scale * d}  # (H, b, c)
