@@ -407,7 +407,7 @@ def test_csv_decimal_comma_cells_are_read_at_their_cell(run, problem_file):
                        ('weights\n,a,b,c\nit,0.0454,"0,7679",0.1867\n', 'weights[0][1] "0,7679"'),
                        ("weights\n0.0454\t0,7679\t0.1867\n", 'weights[0][1] "0,7679"')):
         name = "a.tsv" if "\t" in text else "a.csv"
-        result = run("check", problem_file(text, name), "-p", SCOOTER, "-f", "json")
+        result = run("check", problem_file(text, name), "-p", SCOOTER_FILE, "-f", "json")
         assert result.exit_code == 0, (text, result.stderr)
         notes = json.loads(result.stdout)["stages"]["weights"]["notes"]
         assert notes == [f"read {cell} as {cell.split(chr(34))[1].replace(',', '.')}, a decimal written with a "

@@ -562,11 +562,11 @@ def test_an_asked_slip_not_given_is_missing(run, tmp_path, problem_file):
     assert row["note"] == "not required, not scored: scores 3/3 right"
     assert _csv_row(run, scores, key, "--points", "slip=4")[1]["max"] == "4"
     plain = problem_file({"weights": [0.05, 0.77, 0.19]}, "plain.json")
-    refused = run("check", plain, "-p", SCOOTER, "--require", "slip")
+    refused = run("check", plain, "-p", SCOOTER_FILE, "--require", "slip")
     assert refused.exit_code == 2 and "plants no slip" in refused.stderr
-    refused = run("check", plain, "-p", SCOOTER, "--require", "d_Q")
+    refused = run("check", plain, "-p", SCOOTER_FILE, "--require", "d_Q")
     assert refused.exit_code == 2 and "no dO" in refused.stderr
-    assert run("check", plain, "-p", SCOOTER, "--require", "tilez").exit_code == 2
+    assert run("check", plain, "-p", SCOOTER_FILE, "--require", "tilez").exit_code == 2
 
 
 def test_compute_refuses_a_bad_ask_or_decimals_as_check_does(run, problem_file):

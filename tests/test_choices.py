@@ -61,7 +61,7 @@ def test_every_format_a_command_offers_it_writes(run, monkeypatch, enum, args):
     for word in values(enum):
         result = run(*args, "--format", word)
         assert result.exit_code == 0 and result.stdout.strip(), (word, result.stderr)
-    for word in (f for f in edge.FORMATS if f not in values(enum)):
+    for word in (f for f in formats.names() if f not in values(enum)):
         refused = run(*args, "--format", word)
         assert refused.exit_code == 2 and f"'{word}' is not one of" in refused.stderr, (word, refused.stderr)
 
