@@ -22,14 +22,13 @@ the CLI. `view(trace)` and `view(marks)` show them as the terminal's tables in J
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from os import PathLike
 
 import numpy as np
 
-from attncli.base.choices import CODE_ARRAYS, DTYPES
-from attncli.base.errors import AttnError, InputError, did_you_mean, plural, quote
+from attncli.base.choices import CODE_ARRAYS, CODE_MEMORY, CODE_TIMEOUT, DTYPES
+from attncli.base.errors import AttnError, InputError, did_you_mean, out_of_bounds, plural, quote
 from attncli.base.names import ASKABLE, stage_of
 from attncli.base.points import read_max_score, read_points
 from attncli.base.values import Typed, describe
@@ -116,9 +115,7 @@ def _settings(decimals, require, tol) -> tuple[int, tuple[str, ...], float | Non
     if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or not 0 <= decimals <= MAX_DECIMALS:
         raise InputError(f"decimals is {describe(decimals)}; expected a whole number from 0 to {MAX_DECIMALS}",
                          field="decimals")
-    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float, np.number))
-                            or not math.isfinite(tol) or tol < 0):
-        raise InputError(f"tol is {describe(tol)}; expected a finite number of at least 0 (or None)", field="tol")
+    tol = _number("tol", tol, 0.0)
     stages = tuple(s.strip() for s in require.split(",") if s.strip()) if isinstance(require, str) else require
     if not isinstance(stages, (tuple, list)) or not all(isinstance(s, str) for s in stages):
         raise InputError(f"require is {describe(require)}; expected stage names, as (\"weights\", \"output\") "
@@ -128,6 +125,21 @@ def _settings(decimals, require, tol) -> tuple[int, tuple[str, ...], float | Non
             hint = did_you_mean(stage_of(stage), ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
             raise InputError(f"require names an unknown stage {quote(stage)}{hint}", field="require")
     return int(decimals), tuple(stages), None if tol is None else float(tol)
+
+
+def _number(name: str, value, low=None, high=None, none: bool = True) -> float | None:
+    """A numeric setting read as the command line reads its option (--tol, --timeout): a real
+    number, finite, within the option's bounds (None when `none` allows it); else an InputError
+    naming the keyword: `tol is inf; expected a finite number ≥ 0, found inf`."""
+    if value is None and none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        expected = "a number" + (" or None" if none else "")
+        raise InputError(f"{name} is {describe(value)}; expected {expected}", field=name)
+    wrong = out_of_bounds(float(value), low, high)
+    if wrong:
+        raise InputError(f"{name} is {describe(value)}; {wrong}", field=name)
+    return float(value)
 
 
 def _inputs(doc):
@@ -236,12 +248,29 @@ def check_code(function, signature: str = "Q, K, V", cases=None, *, mask_convent
         raise InputError(f"array is {describe(array)}; expected one of {', '.join(CODE_ARRAYS)}", field="array")
     chosen = [c.strip() for c in cases.split(",") if c.strip()] if isinstance(cases, str) else \
         (list(cases) if cases is not None else None)
+    tol = _number("tol", tol, 0.0)
+    timeout = _number("timeout", timeout, *CODE_TIMEOUT, none=False)
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer))
+                               or memory < CODE_MEMORY):
+        raise InputError(f"memory is {describe(memory)}; expected a whole number of MiB, at least {CODE_MEMORY} "
+                         "(or None: no limit)", field="memory")
+    forbid = _names("forbid", forbid)
     run, skipped = battery(parsed, layout, chosen)
     if not run:
         raise InputError("no case can call this function: " + "; ".join(f"{n}: {w}" for n, w in skipped),
                          field="cases")
-    with Runner(array, timeout, memory, tuple(forbid)) as runner:
+    with Runner(array, timeout, None if memory is None else int(memory), forbid) as runner:
         return mark_function(function, parsed, layout, mask_convention, run, runner, tol, skipped=skipped)
+
+
+def _names(name: str, value) -> tuple[str, ...]:
+    """Module names as --forbid reads them: "attncli,torch.nn.functional", or a list of names
+    (a single string is one list, never its letters)."""
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple, set, frozenset)) or not all(isinstance(n, str) for n in names):
+        raise InputError(f"{name} is {describe(value)}; expected module names, as (\"torch\", \"attncli\") or "
+                         "\"torch,attncli\"", field=name)
+    return tuple(n.strip() for n in names if n.strip())
 
 
 def view(obj: Trace | Marks, precision: int = 4) -> TraceView | MarksView:

@@ -23,7 +23,7 @@ FIFTHS = {"Q": [[1]], "K": [[0], [math.log(4.1)]], "V": [[1], [2]], "scale": 1}
     (W, {"require": ("bogus",)}, "require", 'unknown stage "bogus"'),
     (W, {"require": 3}, "require", "require is the number 3"),
     (W, {"tol": -1}, "tol", "tol is the number -1"),
-    (W, {"tol": float("nan")}, "tol", "expected a finite number of at least 0"),
+    (W, {"tol": float("nan")}, "tol", "expected a finite number ≥ 0, found nan"),
     (W, {"tol": "0.1"}, "tol", 'tol is the string "0.1"'),
     (W, {"decimals": -1}, "decimals", "expected a whole number from 0 to 17"),
     (W, {"decimals": 2.5}, "decimals", "decimals is the number 2.5"),

@@ -348,3 +348,40 @@ def test_a_case_and_a_mistake_added_as_records_reach_every_path(monkeypatch, tmp
     marks = check_code(f"{tmp_path}/half.py:attention", cases="tiny")
     assert [c.case.name for c in marks.cases] == ["tiny"]
     assert diagnoses(marks, "tiny") == {"halved"}
+
+
+def _zeros(Q, K, V):
+    return np.zeros((len(Q), len(V[0])))
+
+
+@pytest.mark.parametrize("settings, field, fragment", [
+    ({"tol": float("inf")}, "tol", "expected a finite number ≥ 0, found inf"),
+    ({"tol": 1e308 * 10}, "tol", "found inf"),
+    ({"tol": float("nan")}, "tol", "found nan"),
+    ({"tol": -1}, "tol", "found -1"),
+    ({"tol": "x"}, "tol", 'tol is the string "x"'),
+    ({"timeout": float("nan")}, "timeout", "expected a finite number from 0.1 to 3,600, found nan"),
+    ({"timeout": -1}, "timeout", "found -1"),
+    ({"timeout": float("inf")}, "timeout", "found inf"),
+    ({"timeout": "5"}, "timeout", 'timeout is the string "5"'),
+    ({"timeout": None}, "timeout", "expected a number"),
+    ({"memory": 0}, "memory", "at least 16"),
+    ({"memory": 100.5}, "memory", "memory is the number 100.5"),
+    ({"memory": True}, "memory", "memory is"),
+    ({"forbid": 3}, "forbid", "expected module names"),
+])
+def test_check_codes_settings_are_read_as_the_options_are(settings, field, fragment):
+    with pytest.raises(InputError) as caught:
+        check_code(_zeros, cases="scooter", **settings)
+    assert caught.value.field == field and fragment in str(caught.value)
+
+
+def _imports_fractions(Q, K, V):
+    import fractions  # noqa: F401  (forbidden below: the import fails in the child)
+    return _zeros(Q, K, V)
+
+
+def test_check_codes_forbid_as_a_string_is_module_names_not_letters():
+    marks = check_code(_imports_fractions, cases="scooter", forbid="fractions")
+    assert not marks.all_pass and "fractions" in marks.note()
+    assert check_code(_imports_fractions, cases="scooter", forbid=("json", "fractions")).cases[0].failure
