@@ -41,6 +41,7 @@ from attncli.compute.limits import answers_cap
 from attncli.document.reading import build_problem, input_keys
 from attncli.marking.answer_files import read_answers_file
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
+from attncli.marking.answers import check_document_shapes
 from attncli.marking.grading import DECIMALS, TYPED_DECIMALS, StageMark
 from attncli.marking.marks import all_correct, before_weights
 from attncli.marking.scoring import score
@@ -82,19 +83,23 @@ def check(answers, problem, *, decimals: int | None = None, require=None, tol: f
     written, computed floats and arrays at the problem's decimals). A find-the-slip answer
     (`"slip": {"stage", "mistake"}`) is marked against the slip `problem` plants, as `attn check`
     marks it (a Trace plants none). A wrong argument is an `InputError` naming it."""
-    trace, asked, key = _trace(problem)
+    built, asked, key, source = _built(problem)
     decimals = asked.get("decimals", DECIMALS) if decimals is None else decimals
     require = asked.get("require", ()) if require is None else require
     decimals, require, tol = _settings(decimals, require, tol)
     points = read_points(points)
     read = None
+    problem_of = built.problem if isinstance(built, Trace) else built
     if isinstance(answers, (str, PathLike)):
-        doc, read = read_answers_file(answers, answers_cap(trace.problem), lenient=bool(lenient_json))
+        doc, read = read_answers_file(answers, answers_cap(problem_of), lenient=bool(lenient_json))
     elif isinstance(answers, Mapping):
         doc = _document(answers, typed=True)
     else:
         raise InputError(f"answers is {describe(answers)}; expected a dict of stages or the path of an answers file",
                          field="answers")
+    if not isinstance(built, Trace) and not (isinstance(doc, dict) and doc.keys() & {"Q", "K", "V", "X"}):
+        check_document_shapes(doc, built)  # before the problem is computed: a wrong shape is said at once
+    trace = built if isinstance(built, Trace) else _computed(built, source)
     marks = mark_document(trace, doc, key=key, tol=tol, decimals=decimals, require=require, strict=bool(strict),
                           tile_size=asked.get("tile_size"))  # stages, --tiles' tiles, the slip
     notes = ([f"{read} (lenient_json=True)"] if read else []) + sort_keys(doc, before_weights(trace), False).notes()
@@ -147,23 +152,30 @@ def _inputs(doc):
     return sort_keys({k: v for k, v in doc.items() if k not in ASKED} if isinstance(doc, dict) else doc).doc
 
 
-def _trace(problem) -> tuple[Trace, dict, dict]:
-    """A Trace, an input document (dict) or a problem file's path, as a trace; the document's
-    own marking settings (`ask`, `decimals`); and the document, whose `slip` is a find-the-slip
-    exercise's key ({} for a Trace)."""
+def _built(problem) -> tuple:
+    """A Trace as it is, or an input document (dict) or a problem file's path built (not yet
+    computed: `_computed`, once the answers' shapes are checked); the document's own marking
+    settings (`ask`, `decimals`); the document, whose `slip` is a find-the-slip exercise's key
+    ({} for a Trace); and the file's name (None)."""
     if isinstance(problem, Trace):
-        return problem, {}, {}
+        return problem, {}, {}, None
     if isinstance(problem, (str, PathLike)):
         doc, source = read_answers_file(problem, csv=False)[0], str(problem)
         try:
-            return _attend(build_problem(_inputs(doc), source=source)), asked_of(doc), doc
+            return build_problem(_inputs(doc), source=source), asked_of(doc), doc, source
         except AttnError as error:
             raise error.at(source)
     if isinstance(problem, Mapping):
-        return _attend(build_problem(_inputs(_document(problem)))), \
-            asked_of(problem), dict(problem)
+        return build_problem(_inputs(_document(problem))), asked_of(problem), dict(problem), None
     raise InputError(f"problem is {describe(problem)}; expected a Trace (from attend), an input dict or the path "
                      "of a problem file", field="problem")
+
+
+def _computed(built, source: str | None) -> Trace:
+    try:
+        return _attend(built)
+    except AttnError as error:
+        raise error.at(source) if source else error
 
 
 class Marks(Mapping):
