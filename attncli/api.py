@@ -22,14 +22,13 @@ the CLI. `view(trace)` and `view(marks)` show them as the terminal's tables in J
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from os import PathLike
 
 import numpy as np
 
-from attncli.base.choices import CODE_ARRAYS, DTYPES
-from attncli.base.errors import AttnError, InputError, did_you_mean, plural, quote
+from attncli.base.choices import CODE_ARRAYS, CODE_MEMORY, CODE_TIMEOUT, DTYPES
+from attncli.base.errors import AttnError, InputError, did_you_mean, out_of_bounds, plural, quote
 from attncli.base.names import ASKABLE, stage_of
 from attncli.base.points import read_max_score, read_points
 from attncli.base.values import Typed, describe
@@ -42,6 +41,7 @@ from attncli.compute.limits import answers_cap
 from attncli.document.reading import build_problem, input_keys
 from attncli.marking.answer_files import read_answers_file
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
+from attncli.marking.answers import check_document_shapes
 from attncli.marking.grading import DECIMALS, TYPED_DECIMALS, StageMark
 from attncli.marking.marks import all_correct, before_weights
 from attncli.marking.scoring import score
@@ -83,19 +83,23 @@ def check(answers, problem, *, decimals: int | None = None, require=None, tol: f
     written, computed floats and arrays at the problem's decimals). A find-the-slip answer
     (`"slip": {"stage", "mistake"}`) is marked against the slip `problem` plants, as `attn check`
     marks it (a Trace plants none). A wrong argument is an `InputError` naming it."""
-    trace, asked, key = _trace(problem)
+    built, asked, key, source = _built(problem)
     decimals = asked.get("decimals", DECIMALS) if decimals is None else decimals
     require = asked.get("require", ()) if require is None else require
     decimals, require, tol = _settings(decimals, require, tol)
     points = read_points(points)
     read = None
+    problem_of = built.problem if isinstance(built, Trace) else built
     if isinstance(answers, (str, PathLike)):
-        doc, read = read_answers_file(answers, answers_cap(trace.problem), lenient=bool(lenient_json))
+        doc, read = read_answers_file(answers, answers_cap(problem_of), lenient=bool(lenient_json))
     elif isinstance(answers, Mapping):
         doc = _document(answers, typed=True)
     else:
         raise InputError(f"answers is {describe(answers)}; expected a dict of stages or the path of an answers file",
                          field="answers")
+    if not isinstance(built, Trace) and not (isinstance(doc, dict) and doc.keys() & {"Q", "K", "V", "X"}):
+        check_document_shapes(doc, built)  # before the problem is computed: a wrong shape is said at once
+    trace = built if isinstance(built, Trace) else _computed(built, source)
     marks = mark_document(trace, doc, key=key, tol=tol, decimals=decimals, require=require, strict=bool(strict),
                           tile_size=asked.get("tile_size"))  # stages, --tiles' tiles, the slip
     notes = ([f"{read} (lenient_json=True)"] if read else []) + sort_keys(doc, before_weights(trace), False).notes()
@@ -116,9 +120,7 @@ def _settings(decimals, require, tol) -> tuple[int, tuple[str, ...], float | Non
     if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or not 0 <= decimals <= MAX_DECIMALS:
         raise InputError(f"decimals is {describe(decimals)}; expected a whole number from 0 to {MAX_DECIMALS}",
                          field="decimals")
-    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float, np.number))
-                            or not math.isfinite(tol) or tol < 0):
-        raise InputError(f"tol is {describe(tol)}; expected a finite number of at least 0 (or None)", field="tol")
+    tol = _number("tol", tol, 0.0)
     stages = tuple(s.strip() for s in require.split(",") if s.strip()) if isinstance(require, str) else require
     if not isinstance(stages, (tuple, list)) or not all(isinstance(s, str) for s in stages):
         raise InputError(f"require is {describe(require)}; expected stage names, as (\"weights\", \"output\") "
@@ -130,28 +132,50 @@ def _settings(decimals, require, tol) -> tuple[int, tuple[str, ...], float | Non
     return int(decimals), tuple(stages), None if tol is None else float(tol)
 
 
+def _number(name: str, value, low=None, high=None, none: bool = True) -> float | None:
+    """A numeric setting read as the command line reads its option (--tol, --timeout): a real
+    number, finite, within the option's bounds (None when `none` allows it); else an InputError
+    naming the keyword: `tol is inf; expected a finite number ≥ 0, found inf`."""
+    if value is None and none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        expected = "a number" + (" or None" if none else "")
+        raise InputError(f"{name} is {describe(value)}; expected {expected}", field=name)
+    wrong = out_of_bounds(float(value), low, high)
+    if wrong:
+        raise InputError(f"{name} is {describe(value)}; {wrong}", field=name)
+    return float(value)
+
+
 def _inputs(doc):
     """A problem document without its marking settings and metadata, for build_problem."""
     return sort_keys({k: v for k, v in doc.items() if k not in ASKED} if isinstance(doc, dict) else doc).doc
 
 
-def _trace(problem) -> tuple[Trace, dict, dict]:
-    """A Trace, an input document (dict) or a problem file's path, as a trace; the document's
-    own marking settings (`ask`, `decimals`); and the document, whose `slip` is a find-the-slip
-    exercise's key ({} for a Trace)."""
+def _built(problem) -> tuple:
+    """A Trace as it is, or an input document (dict) or a problem file's path built (not yet
+    computed: `_computed`, once the answers' shapes are checked); the document's own marking
+    settings (`ask`, `decimals`); the document, whose `slip` is a find-the-slip exercise's key
+    ({} for a Trace); and the file's name (None)."""
     if isinstance(problem, Trace):
-        return problem, {}, {}
+        return problem, {}, {}, None
     if isinstance(problem, (str, PathLike)):
         doc, source = read_answers_file(problem, csv=False)[0], str(problem)
         try:
-            return _attend(build_problem(_inputs(doc), source=source)), asked_of(doc), doc
+            return build_problem(_inputs(doc), source=source), asked_of(doc), doc, source
         except AttnError as error:
             raise error.at(source)
     if isinstance(problem, Mapping):
-        return _attend(build_problem(_inputs(_document(problem)))), \
-            asked_of(problem), dict(problem)
+        return build_problem(_inputs(_document(problem))), asked_of(problem), dict(problem), None
     raise InputError(f"problem is {describe(problem)}; expected a Trace (from attend), an input dict or the path "
                      "of a problem file", field="problem")
+
+
+def _computed(built, source: str | None) -> Trace:
+    try:
+        return _attend(built)
+    except AttnError as error:
+        raise error.at(source) if source else error
 
 
 class Marks(Mapping):
@@ -236,12 +260,29 @@ def check_code(function, signature: str = "Q, K, V", cases=None, *, mask_convent
         raise InputError(f"array is {describe(array)}; expected one of {', '.join(CODE_ARRAYS)}", field="array")
     chosen = [c.strip() for c in cases.split(",") if c.strip()] if isinstance(cases, str) else \
         (list(cases) if cases is not None else None)
+    tol = _number("tol", tol, 0.0)
+    timeout = _number("timeout", timeout, *CODE_TIMEOUT, none=False)
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer))
+                               or memory < CODE_MEMORY):
+        raise InputError(f"memory is {describe(memory)}; expected a whole number of MiB, at least {CODE_MEMORY} "
+                         "(or None: no limit)", field="memory")
+    forbid = _names("forbid", forbid)
     run, skipped = battery(parsed, layout, chosen)
     if not run:
         raise InputError("no case can call this function: " + "; ".join(f"{n}: {w}" for n, w in skipped),
                          field="cases")
-    with Runner(array, timeout, memory, tuple(forbid)) as runner:
+    with Runner(array, timeout, None if memory is None else int(memory), forbid) as runner:
         return mark_function(function, parsed, layout, mask_convention, run, runner, tol, skipped=skipped)
+
+
+def _names(name: str, value) -> tuple[str, ...]:
+    """Module names as --forbid reads them: "attncli,torch.nn.functional", or a list of names
+    (a single string is one list, never its letters)."""
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple, set, frozenset)) or not all(isinstance(n, str) for n in names):
+        raise InputError(f"{name} is {describe(value)}; expected module names, as (\"torch\", \"attncli\") or "
+                         "\"torch,attncli\"", field=name)
+    return tuple(n.strip() for n in names if n.strip())
 
 
 def view(obj: Trace | Marks, precision: int = 4) -> TraceView | MarksView:

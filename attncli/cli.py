@@ -44,9 +44,13 @@ def _command(args) -> str | None:
 
 
 def fail(message: str) -> None:
-    """One line on stderr, nothing on stdout, exit 2."""
-    sys.stderr.write(f"error: {one_line(message)}\n")
-    sys.stderr.flush()
+    """One line on stderr, nothing on stdout, exit 2 (also when stderr cannot take the line:
+    `2>/dev/full` or closed)."""
+    try:
+        sys.stderr.write(f"error: {one_line(message)}\n")
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
     sys.exit(EXIT_TROUBLE)
 
 
@@ -258,6 +262,8 @@ def _root(
 def main() -> None:
     """Console-script entry point. Output is UTF-8 whatever the locale (JSON is UTF-8 by
     RFC 8259, and the tables use √, ∞ and box drawing)."""
+    if sys.stdin is None:  # closed at start (`<&-`): no stdin, as /dev/null, its descriptor held
+        sys.stdin = open(os.open(os.devnull, os.O_RDONLY), encoding="utf-8")
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure") and stream.encoding.lower().replace("-", "") != "utf8":
             stream.reconfigure(encoding="utf-8")

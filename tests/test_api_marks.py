@@ -23,7 +23,7 @@ FIFTHS = {"Q": [[1]], "K": [[0], [math.log(4.1)]], "V": [[1], [2]], "scale": 1}
     (W, {"require": ("bogus",)}, "require", 'unknown stage "bogus"'),
     (W, {"require": 3}, "require", "require is the number 3"),
     (W, {"tol": -1}, "tol", "tol is the number -1"),
-    (W, {"tol": float("nan")}, "tol", "expected a finite number of at least 0"),
+    (W, {"tol": float("nan")}, "tol", "expected a finite number ≥ 0, found nan"),
     (W, {"tol": "0.1"}, "tol", 'tol is the string "0.1"'),
     (W, {"decimals": -1}, "decimals", "expected a whole number from 0 to 17"),
     (W, {"decimals": 2.5}, "decimals", "decimals is the number 2.5"),
@@ -192,3 +192,16 @@ def test_a_decimal_comma_in_a_json_string_marks_through_the_api(tmp_path):
     marks = check(path, SCOOTER)
     assert marks.all_correct
     assert any("2,8284" in note for note in marks["scaled"].notes)
+
+
+def test_answers_of_the_wrong_shape_are_refused_before_the_problem_is_computed(monkeypatch, tmp_path):
+    """check({'weights': 2 × 2}, 'big.npz') computed the whole problem (390 MB at 1500²) first."""
+    import attncli.api
+
+    monkeypatch.setattr(attncli.api, "_attend", lambda *a, **k: pytest.fail("computed first"))
+    (tmp_path / "w.json").write_text(json.dumps({"weights": [[0.5, 0.5], [0.5, 0.5]]}))
+    for problem in (SCOOTER, str(SAMPLES / "scooter.json")):
+        for answers in ({"weights": [[0.5, 0.5], [0.5, 0.5]]}, str(tmp_path / "w.json")):
+            with pytest.raises(InputError) as caught:
+                check(answers, problem)
+            assert caught.value.field == "weights" and "weights has shape (2 × 2); expected (1 × 3)" in str(caught.value)

@@ -66,3 +66,8 @@ def test_the_estimate_grows_with_each_part():
 
 def test_a_small_capture_passes(run, tmp_path, eight_gib):
     assert run("capture", TINY, "--ids", "3,1,4", "-o", tmp_path / "x.json").exit_code == 0
+
+
+def test_the_guards_shape_counts_in_words():
+    sizes = SimpleNamespace(**vars(SIZES) | {"num_attention_heads": 1, "num_key_value_heads": 1})
+    assert "(1 layer × 1 sequence × 1 head × 1 × 1 token)" in " ".join(guard.run_bytes(sizes, None, 1, 1))

@@ -423,3 +423,26 @@ def test_a_single_answers_file_given_as_a_pipe_is_read_once(tmp_path, how, probl
         os.close(read)
     assert done.returncode == 0 and done.stderr == "", done.stderr  # 0: all correct (an empty or refused file is 2)
     assert "named pipe" not in done.stdout and "empty file" not in done.stdout
+
+
+def test_a_class_files_shapes_are_checked_before_the_problem_is_computed(run, problem_file, monkeypatch):
+    """`attn check w1.json w2.json -p big.npz -f csv` computed the whole problem (381 MB at 1500²)
+    before saying the answers' shape was wrong: now each file is checked first, a file of the wrong
+    shape scores 0 with its error and the others are marked; with none left, nothing is computed."""
+    from attncli.commands import check_run
+
+    square = {"weights": [[0.5, 0.5], [0.5, 0.5]]}
+    w1, w2 = problem_file(square, "w1.json"), problem_file(square, "w2.json")
+    monkeypatch.setattr(check_run.attention, "attend", lambda *a, **k: pytest.fail("computed first"))
+    for fmt in ("csv", "gradescope", "json", "table", "html"):
+        result = run("check", w1, w2, "--problem", SCOOTER_FILE, "--format", fmt)
+        assert result.exit_code == 2, (fmt, result.stdout, result.stderr)
+        assert f"{w1}: weights has shape (2 × 2); expected (1 × 3)" in result.stderr
+    rows = run("check", w1, w2, "--problem", SCOOTER_FILE, "--format", "csv").stdout.splitlines()
+    assert rows[1].startswith(f"{w1},0,") and "weights has shape (2 × 2)" in rows[1] and rows[2].startswith(f"{w2},0,")
+    monkeypatch.undo()
+    good = problem_file(GOOD_WEIGHTS, "good.json")
+    result = run("check", good, w1, "--problem", SCOOTER_FILE, "--format", "csv")
+    assert result.exit_code == 2 and result.stderr.count("error:") == 1
+    rows = result.stdout.splitlines()
+    assert rows[1].startswith(f"{good},3,3,100.0") and rows[2].startswith(f"{w1},0,3,0.0")

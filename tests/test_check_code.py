@@ -348,3 +348,68 @@ def test_a_case_and_a_mistake_added_as_records_reach_every_path(monkeypatch, tmp
     marks = check_code(f"{tmp_path}/half.py:attention", cases="tiny")
     assert [c.case.name for c in marks.cases] == ["tiny"]
     assert diagnoses(marks, "tiny") == {"halved"}
+
+
+def _zeros(Q, K, V):
+    return np.zeros((len(Q), len(V[0])))
+
+
+@pytest.mark.parametrize("settings, field, fragment", [
+    ({"tol": float("inf")}, "tol", "expected a finite number ≥ 0, found inf"),
+    ({"tol": 1e308 * 10}, "tol", "found inf"),
+    ({"tol": float("nan")}, "tol", "found nan"),
+    ({"tol": -1}, "tol", "found -1"),
+    ({"tol": "x"}, "tol", 'tol is the string "x"'),
+    ({"timeout": float("nan")}, "timeout", "expected a finite number from 0.1 to 3,600, found nan"),
+    ({"timeout": -1}, "timeout", "found -1"),
+    ({"timeout": float("inf")}, "timeout", "found inf"),
+    ({"timeout": "5"}, "timeout", 'timeout is the string "5"'),
+    ({"timeout": None}, "timeout", "expected a number"),
+    ({"memory": 0}, "memory", "at least 16"),
+    ({"memory": 100.5}, "memory", "memory is the number 100.5"),
+    ({"memory": True}, "memory", "memory is"),
+    ({"forbid": 3}, "forbid", "expected module names"),
+])
+def test_check_codes_settings_are_read_as_the_options_are(settings, field, fragment):
+    with pytest.raises(InputError) as caught:
+        check_code(_zeros, cases="scooter", **settings)
+    assert caught.value.field == field and fragment in str(caught.value)
+
+
+def _imports_fractions(Q, K, V):
+    import fractions  # noqa: F401  (forbidden below: the import fails in the child)
+    return _zeros(Q, K, V)
+
+
+def test_check_codes_forbid_as_a_string_is_module_names_not_letters():
+    marks = check_code(_imports_fractions, cases="scooter", forbid="fractions")
+    assert not marks.all_pass and "fractions" in marks.note()
+    assert check_code(_imports_fractions, cases="scooter", forbid=("json", "fractions")).cases[0].failure
+
+
+def test_a_one_by_one_case_and_one_nan_cell_are_said_in_the_singular(tmp_path):
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    (folder / "one.json").write_text(json.dumps({"Q": [[1]], "K": [[1]], "V": [[2]]}))
+    (tmp_path / "nan.py").write_text("import numpy as np\ndef attention(Q, K, V):\n    return np.full((1, 1), np.nan)\n")
+    done = attn("--code", f"{tmp_path}/nan.py:attention", "--cases", str(folder), "--format", "table")
+    assert done.exit_code == 1
+    text = " ".join(done.stdout.split())
+    assert "(1 query × 1 key)" in text and "1 cell is NaN" in text
+
+
+def test_a_named_pipe_among_the_cases_or_as_the_code_is_refused_unopened(tmp_path):
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    (folder / "mine.json").write_text(json.dumps({"Q": [[1]], "K": [[1]], "V": [[2]]}))
+    os.mkfifo(folder / "pipe.json")
+    done = attn("--code", sample("textbook"), "--cases", str(folder))  # opening the pipe would wait forever
+    assert done.exit_code == 2 and f"{folder / 'pipe.json'}: is a named pipe, not a regular file" in done.output
+    with pytest.raises(InputError, match="named pipe"):
+        check_code(_zeros, cases=[str(folder)])
+    os.mkfifo(tmp_path / "pipe.py")
+    done = attn("--code", f"{tmp_path}/pipe.py:attention")
+    assert done.exit_code == 2 and "pipe.py: is a named pipe, not a regular file" in done.output
+    (tmp_path / "mine.py").write_text((SAMPLES / "textbook.py").read_text())
+    done = attn("--code", f"{tmp_path}/*.py:attention", "--format", "csv")  # a class: the pipe scores 0
+    assert done.exit_code == 2 and "pipe.py:attention: could not be marked: is a named pipe" in done.output

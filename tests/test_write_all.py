@@ -148,3 +148,40 @@ def test_a_reader_that_goes_away_is_still_not_an_error():
                               "0.1,0.2,0.7"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     child.stdout.close()
     assert child.wait() == 1 and child.stderr.read() == b""  # check's verdict, nothing said
+
+
+def _closed(fd):
+    return lambda: os.close(fd)
+
+
+@pytest.mark.parametrize("name", ["compute", "table", "check", "exercise", "posenc", "help"])
+def test_a_closed_stdout_is_one_error_line_for_every_command(name):
+    """`attn compute s.json -f json >&-`: Python starts with sys.stdout None (was: an internal error
+    and a traceback, exit 1)."""
+    done = attn(COMMANDS[name], None, preexec_fn=_closed(1))
+    assert (done.returncode, done.stderr) == (2, "error: cannot write stdout: it is closed\n")
+
+
+def test_a_closed_stdout_is_no_error_when_nothing_goes_to_it(tmp_path):
+    target = tmp_path / "out.json"
+    done = attn(["compute", str(SAMPLES / "scooter.json"), "-o", str(target)], None, preexec_fn=_closed(1))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(target.read_text())["output"]
+
+
+def test_a_closed_stdin_is_no_stdin():
+    done = attn(COMMANDS["compute"], subprocess.PIPE, stdin=None, preexec_fn=_closed(0))
+    assert done.returncode == 0 and json.loads(done.stdout)["output"]
+    done = attn(["compute", "-f", "json"], subprocess.PIPE, stdin=None, preexec_fn=_closed(0))
+    assert (done.returncode, done.stdout) == (2, "") and done.stderr.startswith("error: <stdin>: empty input")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_an_error_line_that_stderr_cannot_take_still_exits_2(tmp_path):
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "attncli", "compute", str(tmp_path / "absent.json")],
+                              stdout=subprocess.PIPE, stderr=full, cwd=ROOT)
+    assert done.returncode == 2 and done.stdout == b""
+    done = subprocess.run([sys.executable, "-m", "attncli", "compute", str(tmp_path / "absent.json")],
+                          stdout=subprocess.PIPE, preexec_fn=_closed(2), cwd=ROOT)
+    assert done.returncode == 2 and done.stdout == b""

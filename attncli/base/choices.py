@@ -22,3 +22,5 @@ EXERCISE_MASKS = ("causal", "random")  # an exercise's mask: the causal rule, or
 CODE_LAYOUTS = ("L,d", "B,L,d", "B,H,L,d")
 MASK_CONVENTIONS = ("keep", "block", "additive")  # True = attend (SDPA); True = blocked (nn.MultiheadAttention); 0/−∞
 CODE_ARRAYS = ("numpy", "torch", "jax")
+CODE_TIMEOUT = (0.1, 3600.0)  # seconds a case may take: --timeout's bounds, and check_code(timeout=)'s
+CODE_MEMORY = 16  # the fewest MiB a case may be given: --memory's bound, and check_code(memory=)'s

@@ -7,6 +7,7 @@ the Python API as keyword arguments (`dtype='float64'`). Nothing here names an o
 
 import difflib
 import json
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -105,6 +106,21 @@ class StdoutError(Exception):
 
 class NumericError(AttnError):
     """The input is valid but the arithmetic cannot be carried out in the chosen dtype."""
+
+
+def number_text(x: float) -> str:
+    """1000000.0 → 1,000,000; 0.5 → 0.5; inf, nan."""
+    return f"{int(x):,}" if math.isfinite(x) and float(x).is_integer() else f"{x:g}"
+
+
+def out_of_bounds(value: float, low=None, high=None) -> str | None:
+    """What is wrong with a numeric setting (an option's or the API's keyword's, read alike), or
+    None: `expected a finite number ≥ 0, found inf` (nan passes no bound, inf is no answer)."""
+    if math.isfinite(value) and (low is None or value >= low) and (high is None or value <= high):
+        return None
+    low, high = (None if bound is None else number_text(bound) for bound in (low, high))
+    within = f" from {low} to {high}" if low and high else f" ≥ {low}" if low else f" ≤ {high}" if high else ""
+    return f"expected a finite number{within}, found {number_text(value)}"
 
 
 def did_you_mean(word: str, choices, cutoff: float = 0.6) -> str:

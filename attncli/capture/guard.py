@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from attncli.base.errors import plural
 from attncli.compute.limits import JSON_NUMBER, check_fits
 
 LAYER_BYTES = 64 << 10  # a layer's modules, beside its weights (about 40 KB measured)
@@ -41,8 +42,8 @@ def run_bytes(s: SimpleNamespace, dtype: str | None, rows: int, length: int) -> 
     scores = rows * heads * length * length
     itemsize = max(ITEMSIZE[dtype], 4)  # the eager softmax is float32 at least
     numbers = heads * length * length + 2 * length * s.hidden_size + 4 * s.hidden_size * heads * s.head_dim
-    shape = (f"{layers:,} layer{'s' * (layers != 1)} × {rows} sequence{'s' * (rows != 1)} × {heads} heads × "
-             f"{length:,} × {length:,} tokens")
+    shape = (f"{plural(layers, 'layer')} × {plural(rows, 'sequence')} × {plural(heads, 'head')} × "
+             f"{length:,} × {plural(length, 'token')}")
     return {f"every layer's attention weights ({shape})":
             layers * scores * itemsize,
             "a layer's scores while it runs": WORKING * scores * itemsize,

@@ -20,12 +20,12 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from attncli.base.errors import AttnError, InputError, did_you_mean, quote
+from attncli.base.errors import AttnError, InputError, did_you_mean, plural, quote
 from attncli.base.rule_words import MASKED_ROWS_LIKE, MASKED_ROWS_WORDS
 from attncli.code.calling import Signature
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
-from attncli.marking.answer_files import load_answers
+from attncli.marking.answer_files import load_answers, refuse_special
 from attncli.marking.answer_keys import ASKED
 from attncli.problem import groups
 from attncli.problem.rules import Causal, Matrix, find
@@ -65,10 +65,10 @@ class Case:
 
     def shape_text(self) -> str:
         p = self.problems[0]
-        batch = f"{len(self.problems)} sequences × " if len(self.problems) > 1 else ""
-        heads = f"{p.heads} heads" + (f" ({self.kv_heads} kv)" if self.kv_heads != p.heads else "") + " × " \
+        batch = f"{plural(len(self.problems), 'sequence')} × " if len(self.problems) > 1 else ""
+        heads = plural(p.heads, "head") + (f" ({self.kv_heads} kv)" if self.kv_heads != p.heads else "") + " × " \
             if p.heads > 1 else ""
-        return f"{batch}{heads}{p.lq} {'query' if p.lq == 1 else 'queries'} × {p.lk} keys"
+        return f"{batch}{heads}{plural(p.lq, 'query')} × {plural(p.lk, 'key')}"
 
 
 class Entry(NamedTuple):
@@ -272,6 +272,8 @@ def battery(signature: Signature, layout: str, chosen: list[str] | None = None) 
             files = sorted(os.path.join(item, f) for f in os.listdir(item) if f.endswith(".json"))
             if not files:
                 raise InputError(f"{quote(item)} holds no .json problem files", field="cases")
+            for path in files:  # a named pipe among them would wait for a writer forever: refused unopened
+                refuse_special(path, "each case of a folder is read from a regular file")
             cases += [from_file(path) for path in files]
         elif item.endswith(".json") or os.path.exists(item):
             cases.append(from_file(item))

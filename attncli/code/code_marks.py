@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from attncli.base.errors import visible
+from attncli.base.errors import plural, visible
 from attncli.code import code_mistakes as extra
 from attncli.code.arguments import BLOCKS, Mismatch, arguments, expected, from_layout, slot_names
 from attncli.code.calling import Signature, Unreadable, returned
@@ -192,7 +192,7 @@ def mark_case(case: Case, outcome: Outcome, signature: Signature, layout: str, t
         notes.append(f"your numbers first leave the expected ones at {wrong[0]}")
     nans = sum(int(np.isnan(m.given.values).sum()) for m in marks.values())
     if nans:
-        notes.append(f"{nans} cells are NaN")
+        notes.append(f"{plural(nans, 'cell')} {'is' if nans == 1 else 'are'} NaN")
     return CaseMark(case, marks, None, None, None, printed, tuple(notes), outcome.seconds)
 
 

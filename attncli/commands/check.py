@@ -82,8 +82,8 @@ OPTIONS += (
            "and problem files or folders of them (attn compute's input; each file one case). Default: every "
            "case the signature and layout can take.", metavar="CASES", panel=CODE),
     Option("timeout", "Seconds each case may take (loading the file included).", type=float, default=5.0,
-           low=0.1, high=3600.0, panel=CODE),
-    Option("memory", "MiB of memory each case may allocate.", type=int, default=2048, low=16, panel=CODE),
+           low=choices.CODE_TIMEOUT[0], high=choices.CODE_TIMEOUT[1], panel=CODE),
+    Option("memory", "MiB of memory each case may allocate.", type=int, default=2048, low=choices.CODE_MEMORY, panel=CODE),
     Option("forbid", "Modules a submission may not import, comma-separated (e.g. attncli,torch.nn.functional): "
            "an import of one fails in the child and every case scores 0.", metavar="MODULES", panel=CODE),
 )

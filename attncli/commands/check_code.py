@@ -16,6 +16,7 @@ from attncli.code.cases import battery
 from attncli.code.code_marks import CodeMarks, mark_function
 from attncli.code.runner import Runner
 from attncli.commands.edge import auto_is_table
+from attncli.marking.answer_files import special
 from attncli.render import out
 from attncli.render.code_view import code_dict, code_page, points_of, print_code
 from attncli.render.files import Interrupted, write_output
@@ -49,15 +50,18 @@ def run_code(o, answer_options: list[str]) -> None:
     with Runner(o.array, o.timeout, o.memory, forbid) as runner:
         for label, target in targets:
             if target is None:
-                results.append(CodeMarks(label, (), tuple(skipped), failure="no such file"))
+                what = special(label.rpartition(":")[0])  # a named pipe would be opened by no one: said, not run
+                failure = f"is {what}, not a regular file; a submission is read from a regular file" if what \
+                    else "no such file"
+                results.append(CodeMarks(label, (), tuple(skipped), failure=failure))
                 continue
             results.append(mark_function(target, signature, o.layout, o.mask_convention, cases, runner, o.tol,
                                          label, skipped))
     for marks in results:
         if marks.failure and len(results) > 1:
             sys.stderr.write(f"error: {one_line(marks.file)}: could not be marked: {one_line(marks.failure)}\n")
-    if len(results) == 1 and results[0].failure == "no such file":
-        raise InputError("no such file", results[0].file.rpartition(":")[0])
+    if len(results) == 1 and targets[0][1] is None:
+        raise InputError(results[0].failure, results[0].file.rpartition(":")[0])
     _report(results, format, o, output, [c.name for c in cases])
 
 
@@ -79,7 +83,7 @@ def _targets(given: list[str]) -> list[tuple[str, str | None]]:
             files = sorted(glob.glob(where))
             if not files:
                 raise InputError(f"{quote(where)} matches no file", "--code")
-            found += [(f"{path}:{name}", f"{path}:{name}") for path in files]
+            found += [(f"{path}:{name}", None if special(path) else f"{path}:{name}") for path in files]
         elif where.endswith(".py"):
             found.append((item, item if os.path.isfile(where) else None))
         else:

@@ -91,7 +91,11 @@ def _run(files: list[str] | None, problem: str | None, answers: dict[str, str | 
                 except AttnError as error:
                     raise error.at(f"--{stage}")
         one = files[0] if len(files) == 1 and files[0] != problem and format not in ("csv", "gradescope") else None
-        if built is None or one is None:
+        if built is not None:
+            before_computing["problem"] = built
+        if built is not None and one is None:
+            return _shapes_first(built, cap)
+        if built is None:
             return
         try:
             early[one] = read_answers_file(one, cap, lenient=lenient)
@@ -102,12 +106,35 @@ def _run(files: list[str] | None, problem: str | None, answers: dict[str, str | 
         except AttnError as error:
             raise error.at(one)
 
+    refused = {}  # a class's file whose answers have the wrong shape: its error, found before computing
+
+    def _shapes_first(built, cap) -> bool:
+        """Each file of a class read and its shapes checked before the problem is computed: a
+        file of the wrong shape scores 0 with its error (as a single file is refused at once);
+        False (nothing to compute) when every file was refused and nothing is answered inline."""
+        for name in files:
+            if name in (problem, "-"):
+                continue
+            try:
+                doc = read_answers_file(name, cap, lenient=lenient, regular=len(files) > 1)[0]
+            except AttnError:
+                continue  # said when it is marked, as before
+            if not isinstance(doc, dict) or doc.keys() & {"Q", "K", "V", "X", "q", "k", "v"}:
+                continue  # answers beside their own problem: that is said first, when it is marked
+            try:
+                check_document_shapes(doc, built)
+            except AttnError as error:
+                refused[name] = error.at(name)
+        return not (files and not inline and all(name in refused for name in files))
+
+    before_computing = {}  # the problem, as read_inline saw it before it was computed
     shared = None if each_own else _problem(problem, inline_matrices=matrices or None, before=read_inline)
     if shared is None:
         read_inline()
+    built = shared[2].problem if shared and shared[2] is not None else before_computing.get("problem")
     if shared and grading:
-        _points_fit(grading.get("points"), shared[2].problem)
-    cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
+        _points_fit(grading.get("points"), built)
+    cap = answers_cap(built) if shared else None  # bigger answers are refused unread
 
     def answers_of(name: str | None):
         """(document, trace, note on how it was read)."""
@@ -120,6 +147,8 @@ def _run(files: list[str] | None, problem: str | None, answers: dict[str, str | 
             own = _problem(name, doc)
             problems[name] = _fingerprint(own[2])
             return doc, own[2], note, own[3]
+        if name in refused:
+            raise refused[name]
         doc, note = early.pop(name) if name in early else \
             read_answers_file(name, cap, lenient=lenient, regular=len(names) > 1)  # a class: no FIFO holds it up
         return doc, shared[2], note, shared[3]
@@ -132,7 +161,7 @@ def _run(files: list[str] | None, problem: str | None, answers: dict[str, str | 
     origin = {stage: f"--{stage}" for stage in inline}
     # None: the problem's, else the default; `key`: the problem's document (a find-the-slip key's slip)
     settings = {"tol": tol, "decimals": decimals, "require": required, "key": shared[0] if shared else None}
-    stages = problem_stages(shared[2]) if shared else None  # listed when a file answers none
+    stages = problem_stages(shared[2]) if shared and shared[2] is not None else None  # listed when a file answers none
     results = [_mark_one(name or problem, lambda n=name: answers_of(n), inline_answers, settings, many, origin, stages)
                for name in names]
     results = _flag_odd_problems(results, problems)
@@ -268,8 +297,8 @@ def _problem(name: str | None, doc=None, inline_matrices: dict[str, str] | None 
         raise InputError(f"its own problem has {built.heads * built.lq * built.lk:,} scores (heads × queries × keys); "
                          f"a learner's file may set one of at most {OWN_PROBLEM_CELLS:,}: give the class's problem "
                          "with --problem", source)
-    if before is not None:
-        before(built)
+    if before is not None and before(built) is False:
+        return doc, source, None, asked  # nothing to compute: every answers file was refused
     try:
         return doc, source, attention.attend(built), asked
     except AttnError as error:

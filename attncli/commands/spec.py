@@ -13,14 +13,13 @@ Light: no numpy, no rich; start-up builds the tables.
 """
 
 import inspect
-import math
 from enum import Enum
 from types import SimpleNamespace
 from typing import Annotated, Callable, Optional
 
 import typer
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, out_of_bounds
 from attncli.commands.edge import choices as choice_enum
 
 # What an option's value is read into, for Typer: its Python type (a choice is an Enum).
@@ -97,12 +96,10 @@ class Option:
         """A float option's value: a finite number within its bounds. Typer's own bound check
         let `inf` and `1e400` (read as inf) through, and said of `nan` that it "should be greater
         than or equal to 0"; this says what was expected, naming the option."""
-        if value is None or (math.isfinite(value) and (self.low is None or value >= self.low)
-                             and (self.high is None or value <= self.high)):
+        wrong = None if value is None else out_of_bounds(value, self.low, self.high)
+        if wrong is None:
             return value
-        low, high = (None if bound is None else _number(bound) for bound in (self.low, self.high))
-        within = f" from {low} to {high}" if low and high else f" ≥ {low}" if low else f" ≤ {high}" if high else ""
-        raise InputError(f"expected a finite number{within}, found {_number(value)}", self.flag)
+        raise InputError(wrong, self.flag)
 
     def typer_default(self):
         """The default as Typer holds it: a choice's default as its Enum member."""
@@ -123,11 +120,6 @@ def command(table: tuple[Option, ...]):
         function.__signature__ = signature(table)
         return function
     return decorate
-
-
-def _number(x: float) -> str:
-    """1000000.0 → 1,000,000; 0.5 → 0.5; inf, nan."""
-    return f"{int(x):,}" if math.isfinite(x) and float(x).is_integer() else f"{x:g}"
 
 
 def chosen(table: tuple[Option, ...], values: dict) -> SimpleNamespace:

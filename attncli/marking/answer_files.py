@@ -94,17 +94,23 @@ SPECIAL = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S
            (stat.S_ISBLK, "a device"))
 
 
-def refuse_special(name: str) -> None:
-    """One file of a class (answers/*) must be a regular file, checked before it is opened:
-    opening a named pipe waits for a writer, which held up the whole class forever. (A single
-    input may be a pipe: `attn check <(…) problem.json` reads it, as `cat` would.)"""
+def special(name: str) -> str | None:
+    """What a file that is no regular file is ("a named pipe", "a socket", "a device"), or None
+    (a regular file, a folder, or nothing there: reading it says what is wrong)."""
     try:
         mode = os.stat(name).st_mode
     except OSError:
-        return  # reading it says what is wrong
-    for test, what in SPECIAL:
-        if test(mode):
-            raise InputError(f"is {what}, not a regular file; each file of a class is read from a regular file", name)
+        return None
+    return next((what for test, what in SPECIAL if test(mode)), None)
+
+
+def refuse_special(name: str, why: str = "each file of a class is read from a regular file") -> None:
+    """One file of a class (answers/*) must be a regular file, checked before it is opened:
+    opening a named pipe waits for a writer, which held up the whole class forever. (A single
+    input may be a pipe: `attn check <(…) problem.json` reads it, as `cat` would.)"""
+    what = special(name)
+    if what:
+        raise InputError(f"is {what}, not a regular file; {why}", name)
 
 
 def read_answers_file(path, cap: Cap | None = None, csv: bool = True, lenient: bool = False,

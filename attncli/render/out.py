@@ -68,10 +68,28 @@ class WholeWrites(io.RawIOBase):
         super().close()
 
 
+class ClosedWrites(WholeWrites):
+    """Stdout that was closed when the process started (`attn … >&-`): its descriptor holds
+    /dev/null (so that no file the command opens takes its place), and a write is the error a
+    write to it would have been; a command that writes nothing to stdout (`-o FILE`) ends well."""
+
+    said = False  # the error is raised once; what is flushed after it (at exit) goes nowhere
+
+    def write(self, data) -> int:
+        if not len(data) or self.said:
+            return len(data)
+        self.said = True
+        raise StdoutError("cannot write stdout: it is closed")
+
+
 def whole_stdout(stream):
     """`stream` (sys.stdout) as a UTF-8 text stream over `WholeWrites` of its descriptor, keeping
     its line buffering, write-through (`python -u`) and error handler; a stream without a
-    descriptor (a test's) is returned as it is."""
+    descriptor (a test's) is returned as it is; None (stdout closed at start: `>&-`) writes nothing
+    and says so (`ClosedWrites`)."""
+    if stream is None:
+        fd = os.open(os.devnull, os.O_WRONLY)  # the lowest free descriptor: 1, the closed one
+        return io.TextIOWrapper(io.BufferedWriter(ClosedWrites(fd), buffer_size=BUFFER), encoding="utf-8")
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):
