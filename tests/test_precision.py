@@ -63,6 +63,16 @@ def test_a_float16_score_past_65504_is_named_where_it_is_born(run, problem_file)
     assert "nonfinite" not in float32  # bfloat16 has float32's range
 
 
+def test_the_inputs_are_rounded_to_the_dtype_first(run, problem_file):
+    """A mutation trial: not rounding Q, K and V to the dtype went unnoticed (every other test's
+    inputs are exact in float16). 0.1 and 0.3 are not; 70000 is past float16's range."""
+    doc, stderr = compute(run, problem_file, {"Q": [[0.1, 0.3]], "K": [[0.1, 0.3], [0.7, -0.2]],
+                                              "V": [[70000, 1], [0.3, 0.9]]}, "--dtype", "float16")
+    assert doc["heads"][0]["Q"] == [[0.0999755859375, 0.300048828125]]
+    assert doc["heads"][0]["V"][0][0] == "inf"
+    assert doc["nonfinite"]["stage"] == "V" and "70000 overflows float16 (max 65504)" in doc["nonfinite"]["cause"]
+
+
 def test_a_float32_logit_near_89_overflows_only_without_the_max_subtracted(run, problem_file):
     near = {"Q": [[89, 0]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "scale": 1}
     doc, stderr = compute(run, problem_file, near, "--dtype", "float32", "--no-max-subtraction")

@@ -203,7 +203,8 @@ def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
     with np.errstate(over="ignore"):  # as the dtype holds it: −1e9 is −∞ in float16 (a warning says so)
         fill = float(rnd(np.asarray(recipes.fill_value(problem), compute)))
     given = _heads(problem, {name: np.asarray(problem.inputs[name], np.float64) for name in INPUTS})
-    low = {name: rnd(array.astype(compute)) for name, array in given.items()}
+    with np.errstate(over="ignore"):  # an input past the dtype's range is ±∞, named where it is born
+        low = {name: rnd(array.astype(compute)) for name, array in given.items()}
     Q, K, V = low["Q"], low["K"], low["V"]
     visible = masks.visible(problem)
     dead = np.zeros(Q.shape[:2], bool)  # (H, Lq): every key masked, under a −∞ fill
