@@ -178,7 +178,8 @@ def test_the_last_frame_in_the_learners_file_is_named(tmp_path):
     marks = check_code(sample("infinite_loop"), cases="scooter", timeout=1)
     frame = marks.cases[0].frame if marks.cases else marks.frame
     assert frame is not None, (marks.failure, marks.cases and marks.cases[0].failure)
-    assert (frame.file, frame.function, frame.code) == ("infinite_loop.py", "attention", "while True:")
+    # the watchdog stops the loop at either of its two lines
+    assert (frame.file, frame.function) == ("infinite_loop.py", "attention") and frame.code in ("while True:", "pass")
 
 
 def test_a_forbidden_import_scores_0_everywhere(tmp_path):
