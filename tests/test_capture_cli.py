@@ -103,10 +103,12 @@ def test_decode_and_batch_index_from_the_command_line(run, tiny, tmp_path):
     (("{tiny}",), "error: --ids: give the tokens: --ids 3,1,4,1,5 or --text"),
     (("{tiny}", "--ids", "1,x"), "error: --ids: is \"1,x\"; expected whole numbers ≥ 0 (digits 0-9) separated by commas"),
     (("{tiny}", "--ids", "1,64"), "error: --ids: has id 64, but the model's vocabulary has 64 ids (0 to 63)"),
-    (("{tiny}", "--ids", "1,2", "--layer", "3"), "error: --layer: layer is 3; expected 0 to 0 (1 layer)"),
+    (("{tiny}", "--ids", "1,2", "--layer", "3"), "error: --layer: is '3', but there is 1 layer (0 to 0)"),
+    (("{tiny}", "--ids", "1,2", "--layer", "0,x"), "error: --layer: is '0,x'; expected all, a layer number (3) or"),
+    (("{tiny}", "--ids", "1,2", "--layer", "2-1"), "error: --layer: is '2-1': the range 2-1 runs backwards"),
     (("{tiny}", "--ids", "1,2", "--batch-index", "1"), "error: --batch-index: is 1, but there is 1 sequence"),
     (("{tiny}", "--ids", "1", "--decode"), "error: --decode: decode needs at least 2 tokens"),
-    (("{tiny}", "--ids", "1", "-o", "x.npz"), "error: --output: is 'x.npz'; attn capture writes JSON"),
+    (("{tiny}", "--ids", "1", "-o", "x.txt"), "error: --output: is 'x.txt'; attn capture writes JSON or .npz"),
 ])
 def test_errors_are_one_line(run, tiny, args, message):
     result = run("capture", *(str(a).format(tiny=tiny) for a in args))

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from attncli.base.errors import InputError
 from attncli.capture.families import CaptureError
+from attncli.capture.gguf_file import dequantized
 from attncli.capture.loading import library, quiet
 from attncli.capture.reading import (
     array,
@@ -146,31 +148,51 @@ class Hooks:
             handle.remove()
 
 
-def run(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: bool):
-    """(X rows (B, L, d), X_kv (B, Lk, d) or None, weights (B, H, Lq, Lk), output (B, Lq, d)) of layer `layer`."""
-    module, out = attention(model, layer)
-    hooks = Hooks(module, out)
+class Layer(NamedTuple):
+    """What one call of the model gave for one layer: X rows (B, L, d), X_kv (B, Lk, d) or None,
+    weights (B, H, Lq, Lk), output (B, Lq, d)."""
+
+    x: object
+    x_kv: object
+    weights: object
+    output: object
+
+
+def run(model, ids: list[list[int]], mask: list[list[int]], layers: list[int], decode: bool) -> dict[int, Layer]:
+    """Each of `layers` from one call of the model (two for a decode step: the cache, then the step)."""
+    hooks = {layer: Hooks(*attention(model, layer)) for layer in layers}
     ids_t, mask_t = torch.tensor(ids), torch.tensor(mask)
     try:
         with torch.no_grad():
             if not decode:
                 result = model(input_ids=ids_t, attention_mask=mask_t, output_attentions=True)
-                return hooks.inputs[-1], None, result.attentions[layer], hooks.outputs[-1]
+                return {layer: Layer(h.inputs[-1], None, result.attentions[layer], h.outputs[-1])
+                        for layer, h in hooks.items()}
             first = model(input_ids=ids_t[:, :-1], attention_mask=mask_t[:, :-1], use_cache=True)
-            before = hooks.inputs[-1]
             cached = getattr(first, "cache", None) or first.past_key_values
             named = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
             result = model(input_ids=ids_t[:, -1:], attention_mask=mask_t, use_cache=True, output_attentions=True,
                            **{named: cached})
-            x = hooks.inputs[-1]
-            return x, torch.cat([before, x], dim=1), result.attentions[layer], hooks.outputs[-1]
+            return {layer: Layer(h.inputs[-1], torch.cat([h.inputs[-2], h.inputs[-1]], dim=1),
+                                 result.attentions[layer], h.outputs[-1]) for layer, h in hooks.items()}
     finally:
-        hooks.remove()
+        for h in hooks.values():
+            h.remove()
 
 
 def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, batch_index: int = 0,
             decode: bool = False, labels: list[str] | None = None, name: str = "model") -> dict:
-    """The attncli document of one layer for one sequence of the batch (`batch_index`)."""
+    """The attncli document of one layer for one sequence of the batch (`batch_index`), as JSON values."""
+    return listed(capture_layers(model, ids, mask, [layer], batch_index, decode, labels, name)[0])
+
+
+def capture_layers(model, ids: list[list[int]], mask: list[list[int]], layers: list[int], batch_index: int = 0,
+                   decode: bool = False, labels: list[str] | None = None, name: str = "model",
+                   word_ids: list | None = None, quantization=None) -> list[dict]:
+    """The attncli document of each of `layers` for one sequence of the batch (`batch_index`), from
+    one run of the model; arrays stay numpy arrays (`listed` makes them JSON values). `word_ids`: the
+    word of each token (None for special tokens and padding); `quantization(layer)`: the GGUF types
+    each layer's weights were dequantized from ({"W_Q": "Q4_1", …}), or None."""
     found = family(model)
     causal = found.is_causal(text_config(model))
     if decode and not causal:
@@ -180,36 +202,53 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
     if decode and len(ids[0]) < 2:
         raise CaptureError("decode needs at least 2 tokens: the last is the decode step, the others the cache",
                            field="decode")
-    read = read_layer(model, layer)
+    read = {layer: read_layer(model, layer) for layer in layers}
     if decode:
-        _one_scaling(read.get("rope", {}).get("scaling"), len(ids[0]))
+        for layer in layers:
+            _one_scaling(read[layer].get("rope", {}).get("scaling"), len(ids[0]))
     dtype = next(model.parameters()).dtype
     exact = exact_float64(model) if dtype == torch.float64 else contextlib.nullcontext()
     with quiet(), library(f"the {found.label} model could not run"), exact:
-        x, x_kv, weights, output = run(model, ids, mask, layer, decode)
-    doc = {"title": f"{name} layer {layer} ({type(model).__name__})"}
-    doc["X"] = array(x[batch_index])
-    length = len(ids[0])
-    weights = array(weights[batch_index])
+        ran = run(model, ids, mask, layers, decode)
+    docs = []
+    for layer in layers:
+        types = quantization(layer) if quantization is not None else None
+        doc = _document(ran[layer], read[layer], layer, batch_index, len(ids[0]), causal, mask[batch_index],
+                        labels, word_ids)
+        doc["title"] = f"{name} layer {layer} ({type(model).__name__}" + \
+            (f"; weights {dequantized(types)})" if types else ")")
+        # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
+        # only the default ones): such a layer's float64 reference is float32's.
+        float32 = dtype != torch.float64 or found.float32 is not None or "scaling" in doc.get("rope", {})
+        doc["reference"]["dtype"] = "float32" if float32 and dtype == torch.float64 else _word(dtype)
+        doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
+        if types:
+            doc["model"]["dequantized_from"] = types
+        _finite(doc, layer, _word(dtype))
+        _accepted(doc, layer)
+        docs.append(doc)
+    return docs
+
+
+def _document(ran: Layer, read: dict, layer: int, batch_index: int, length: int, causal: bool, mask: list[int],
+              labels: list[str] | None, word_ids: list | None) -> dict:
+    """One layer's keys, in the order a reader meets them: title, X (and X_kv), the weights and
+    variants, the mask, the labels and word ids, the model's own results."""
+    doc = {"title": None, "X": array(ran.x[batch_index])}
+    weights = array(ran.weights[batch_index])
     lk = weights.shape[-1]
-    if x_kv is not None:
-        doc["X_kv"] = array(x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
+    if ran.x_kv is not None:
+        doc["X_kv"] = array(ran.x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
         doc["q_positions"] = [length - 1]
         doc["k_positions"] = list(range(length - lk, length))
     doc |= read
-    doc |= _masks(causal, mask[batch_index][length - lk:])
+    doc |= _masks(causal, mask[length - lk:])
     if labels is not None:
         doc["key_labels"] = labels[length - lk:]
-        doc["query_labels"] = labels[-1:] if decode else labels
-    # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
-    # only the default ones): such a layer's float64 reference is float32's.
-    float32 = dtype != torch.float64 or found.float32 is not None or "scaling" in doc.get("rope", {})
-    doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
-                        "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
-    doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
-    _finite(doc, layer, _word(dtype))
-    doc = _listed(doc)
-    _accepted(doc, layer)
+        doc["query_labels"] = labels[-1:] if ran.x_kv is not None else labels
+    if word_ids is not None:  # one per key, as key_labels: the word each token belongs to
+        doc["word_ids"] = list(word_ids[length - lk:])
+    doc["reference"] = {"weights": weights, "output": array(ran.output[batch_index])}
     return doc
 
 
@@ -273,8 +312,10 @@ def _masks(causal: bool, key_mask: list[int]) -> dict:
     return doc
 
 
-def _listed(value):
-    """Arrays (also inside dicts) as lists, for JSON."""
+def listed(value):
+    """Arrays (also inside dicts and lists) as lists, for JSON."""
     if isinstance(value, dict):
-        return {k: _listed(v) for k, v in value.items()}
+        return {k: listed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [listed(v) for v in value]
     return value.tolist() if isinstance(value, np.ndarray) else value

@@ -23,6 +23,7 @@ from attncli.base.values import as_array, describe
 # softmax, products and sums, relative to the stage's largest value.
 TOLERANCE = {"float64": 1e-9, "float32": 1e-5, "bfloat16": 2e-2, "float16": 2e-3}
 STAGES = ("weights", "output")  # the reference's keys: the trace's per-head weights, its final output
+CAPTURED = ("model", "reference", "word_ids")  # attn capture's keys, written back beside the recomputation
 WORDS = {"float64": "the model ran in float64", "float32": "the model computes in float32",
          "bfloat16": "the model computes in bfloat16", "float16": "the model computes in float16"}
 
@@ -83,6 +84,7 @@ def read(doc: dict) -> tuple[dict[str, np.ndarray], str, str, int | None] | None
         raise InputError(f"reference.dtype is {describe(dtype)}; expected one of {', '.join(TOLERANCE)}",
                          field="reference.dtype")
     stages = {name: as_array(reference[name], f"reference.{name}", max_dims=3) for name in STAGES if name in reference}
+    _word_ids(doc.get("word_ids"))
     model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
     layer = model.get("layer")
     return stages, dtype, str(model.get("name", "the model")), layer if isinstance(layer, int) else None
@@ -109,8 +111,21 @@ def compare(doc: dict, trace) -> Agreement | None:
         bad = np.argwhere(diff > TOLERANCE[dtype] * max(1.0, float(np.abs(theirs).max(initial=0.0))))
         if first is None and len(bad):
             first = _cell(name, tuple(int(i) for i in bad[0]), mine, theirs)
-    given = {key: doc[key] for key in ("model", "reference") if key in doc}
+    words = doc.get("word_ids")
+    if words is not None and len(words) != trace.problem.lk:
+        raise InputError(f"word_ids has {len(words)} entries, but there are {trace.problem.lk} keys; expected one per "
+                         "key (as key_labels)", field="word_ids")
+    given = {key: doc[key] for key in CAPTURED if key in doc}
     return Agreement(model, layer, dtype, largest, first, given, tuple(uncompared))
+
+
+def _word_ids(value) -> None:
+    """word_ids: a list of whole numbers ≥ 0 (the word of each key's token) or null."""
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(v is None or (type(v) is int and v >= 0) for v in value):
+        raise InputError(f"word_ids is {describe(value)}; expected one whole number ≥ 0 (or null) per key, as "
+                         "attn capture writes it", field="word_ids")
 
 
 def _apart(mine: float, theirs: float) -> tuple[str, str]:

@@ -19,7 +19,7 @@ import numpy as np
 from attncli.base.errors import AttnError, InputError, did_you_mean, quote
 from attncli.base.values import object_text
 from attncli.compute.limits import Cap, check_fits, text_cap
-from attncli.document import schema
+from attncli.document import layers, schema
 from attncli.document.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.document.schema import check_keys
 from attncli.document.text_input import parse_csv, parse_inline  # noqa: F401  (re-exported)
@@ -160,14 +160,14 @@ def _npz_keys(handle) -> tuple[list[str], dict]:
     with zipfile.ZipFile(handle) as archive:
         members, results = {}, {}
         for info in archive.infolist():
-            if "/" in info.filename:
+            if "/" in info.filename and layers.member_key(info.filename) is None:
                 results[_result_name(info.filename)] = info
                 continue
             if not info.filename.endswith(".npy"):
                 raise InputError(f"cannot read .npz: it holds {quote(info.filename)}, which is not an .npy "
                                  "array; an .npz archive holds arrays, as numpy.savez writes them")
             members[info.filename[:-4]] = info
-        check_keys(dict.fromkeys(members))  # the same unknown-key error as a JSON problem's
+        check_keys(dict.fromkeys(layers.document_keys(members)))  # the same unknown-key error as a JSON problem's
         declared, headers = 0, {}
         for key, info in (members | results).items():
             try:
@@ -254,15 +254,20 @@ def load_npz(path: str) -> dict:
     """An .npz archive as a document: arrays by name; 0-d arrays become numbers or strings, and
     1-D string arrays lists (labels)."""
     arrays, results = _numpy_file(path, ".npz")
-    doc = NpzDocument({}, path, results)
+    values = {}
     for name, array in arrays.items():
         if array.dtype.kind == "U":
-            doc[name] = array.tolist()
+            values[name] = array.tolist()
         elif array.ndim == 0:
-            doc[name] = array.item()
+            values[name] = array.item()
         else:
-            doc[name] = array
-    return doc
+            values[name] = array
+    if any("/" in name for name in values):  # a captured document's folders: reference/, layers/<i>/
+        try:
+            values = layers.from_members({layers.member_key(name + ".npy"): value for name, value in values.items()})
+        except AttnError as error:
+            raise error.at(path)
+    return NpzDocument(values, path, results)
 
 
 def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None = None):

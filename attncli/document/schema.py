@@ -69,6 +69,8 @@ AFTER: tuple[Key, ...] = (
     Key(grads.GRADS, RESULT, "one gradient per input, in the shape it was given"),
     Key("query_labels", LABEL, "one label per query"),
     Key("key_labels", LABEL, "one label per key"),
+    Key("word_ids", LABEL, "one per key: the word its token belongs to (sub-tokens of a word share it), null for "
+        "special tokens and padding (attn capture --text: the tokenizer's word_ids())"),
     Key("warnings", RESULT, "what the computation warned about"),
     Key("tile_size", RESULT, "[BQ, BK]: the tile sizes of the tiled online softmax"),
     Key("tiled_max_difference", RESULT, "the largest |tiled − plain| over every head's output"),
@@ -178,11 +180,20 @@ def refuse_problem_set(doc, command: str = "attn compute") -> None:
                          f"e.g. jq '.problems[0]' set.json | {command} (problems count from 0)")
 
 
+def refuse_layers(doc, command: str = "attn compute") -> None:
+    """A document of several layers (attn capture --layer all: {"layers": [...]}) where one problem
+    belongs is refused, saying how to take one layer out."""
+    if isinstance(doc, dict) and isinstance(doc.get("layers"), list):
+        raise InputError(f"a document of {len(doc['layers'])} layers (attn capture --layer): {command} reads one "
+                         "problem; attn compute FILE --layer N --format json writes layer N as one", field="layers")
+
+
 def check_keys(doc: dict) -> dict:
     """The document with aliases resolved; an unknown key is refused, suggesting the closest."""
     names = known()
     if "problems" not in names:
         refuse_problem_set(doc)
+    refuse_layers(doc)
     out = {}
     for name, value in doc.items():
         resolved = ALIASES.get(name, name)

@@ -103,16 +103,17 @@ def npz_arrays(trace: Trace) -> dict:
     return arrays
 
 
-def write_output(trace: Trace, path: str, suffix: str, json_text=None) -> None:
+def write_output(trace: Trace, path: str, suffix: str, json_text=None, arrays=None) -> None:
     """Write FILE as the module docstring says. `json_text()` gives the text of a .json,
-    .md, .tex or .csv file. Raises OutputError for what the system refused, Interrupted on a signal of CLEAN_UP_ON."""
+    .md, .tex or .csv file; `arrays()` an .npz's members, when not the trace's (attn capture's documents).
+    Raises OutputError for what the system refused, Interrupted on a signal of CLEAN_UP_ON."""
     def content(handle) -> None:
         if suffix in TEXT_SUFFIXES:
             out.write_all(json_text().encode("utf-8"), handle)
         elif suffix == ".npy":
             np.save(handle, trace.final)
         else:
-            np.savez(handle, **npz_arrays(trace))
+            np.savez(handle, **(arrays() if arrays is not None else npz_arrays(trace)))
 
     target = os.path.realpath(path)
     try:
