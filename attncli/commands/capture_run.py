@@ -19,7 +19,7 @@ from attncli.capture.directory import ModelDir
 from attncli.capture.driver import capture_layers, listed, pad_left
 from attncli.capture.families import CaptureError
 from attncli.capture.gguf_file import dequantized
-from attncli.capture.loading import load_config, load_model, load_tokenizer
+from attncli.capture.loading import load_config, load_model, load_tokenizer, threads
 from attncli.capture.source import open_source
 from attncli.compute.limits import ResourceError
 from attncli.document import layers as layers_doc
@@ -126,6 +126,13 @@ def _run(o: SimpleNamespace) -> None:
     json_size = len(wanted) * guard.layer_numbers(found.sizes, len(ids[0])) * JSON_CHARS
     _guard(found, o.dtype, len(ids), len(ids[0]), len(wanted), suffix == ".npz" or (suffix is None and
                                                                                    json_size > JSON_MOST))
+    with threads(len(ids) * len(ids[0])):
+        _capture(o, found, config, tokenizer, ids, mask, labels, words, wanted, suffix)
+
+
+def _capture(o: SimpleNamespace, found: ModelDir, config, tokenizer, ids, mask, labels, words, wanted: list[int],
+             suffix: str | None) -> None:
+    """Load the model, run it once, write the layers' document."""
     model = load_model(found, config, o.dtype)
     if labels is None:  # the tokens when MODEL has a tokenizer, else the ids
         shown = tokenizer.convert_ids_to_tokens(ids[o.batch_index]) if tokenizer is not None else ids[o.batch_index]
@@ -156,7 +163,9 @@ def _run(o: SimpleNamespace) -> None:
 
 def _title(found: ModelDir, model, wanted: list[int]) -> str:
     which = f"layer {wanted[0]}" if len(wanted) == 1 else f"layers {layers_doc.spans(wanted)}"
-    source = f"; weights {dequantized(found.gguf.quantization(wanted[0]))}" if found.gguf is not None else ""
+    types = {} if found.gguf is None else {f"{key} of layer {n}": kind for n in wanted
+                                           for key, kind in found.gguf.quantization(n).items()}
+    source = f"; weights {dequantized(types, which=False)}" if types else ""
     return f"{found.name} {which} ({type(model).__name__}{source})"
 
 
