@@ -31,7 +31,7 @@ import numpy as np
 from attncli.base.choices import CODE_ARRAYS
 from attncli.base.errors import AttnError, InputError, did_you_mean, quote
 from attncli.base.names import ASKABLE
-from attncli.base.values import Written, describe
+from attncli.base.values import Typed, describe
 from attncli.code.calling import check_convention, check_layout, parse_signature
 from attncli.code.cases import battery
 from attncli.code.code_marks import CodeMarks, mark_function
@@ -238,5 +238,5 @@ def _plain(value, typed: bool = False):
         value = value.item()
     if typed and type(value) is float and "e" not in repr(value) \
             and len(repr(value).partition(".")[2]) <= TYPED_DECIMALS:
-        return Written.parse(repr(value))
+        return Typed.parse(repr(value))
     return value

@@ -9,6 +9,7 @@ The table stands between `<!-- keys: document -->` and `<!-- end keys: document 
 
 import sys
 from pathlib import Path
+from string import Template
 
 from attncli.commands.reference import between
 from attncli.document import schema
@@ -17,14 +18,14 @@ from attncli.stages import table as stages
 
 PAGE = Path(__file__).resolve().parent / "reference" / "output.md"
 START, END = "<!-- keys: document -->\n", "<!-- end keys: document -->\n"
-WORDS = {"$q": "Q", "$kᵀ": "Kᵀ", "$previous": "the stage before", "$scale": "scale", "$softcap": "c",
-         "$bias": " + bias", "$sink": " (and the head's sink)"}
+# A template's fields (attncli/stages/table.py's `fields`) in general words.
+WORDS = {"q": "Q", "k": "K", "qin": "Q", "kin": "K", "qnorm": "norm(Q)", "knorm": "norm(K)",
+         "previous": "the stage before", "scale": "scale", "softcap": "c", "bias": " + bias",
+         "sink": " (and the head's sink)", "chain": ""}
 
 
 def plain(template: str) -> str:
-    for name, word in WORDS.items():
-        template = template.replace(name, word)
-    return template
+    return Template(template).safe_substitute(WORDS)
 
 
 def cell(text: str) -> str:
@@ -51,13 +52,13 @@ def table() -> str:
     return START + "\n".join(lines) + "\n" + END
 
 
-def written(text: str) -> str:
+def rewritten(text: str) -> str:
     return between(text, START, END, table(), PAGE.name)
 
 
 def main() -> int:
     text = PAGE.read_text(encoding="utf-8")
-    new = written(text)
+    new = rewritten(text)
     if new != text:
         PAGE.write_text(new, encoding="utf-8")
         print(f"rewrote the key table in {PAGE}")

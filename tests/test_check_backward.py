@@ -1,11 +1,16 @@
 """`attn check` with gradients: a learner's backward pass marked, with follow-through."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
+from attncli.marking.grading import marked_gradient
+from attncli.marking.marking_backward import _recompute
+from attncli.stages import grads
+from attncli.stages import table as stages
 from tests.conftest import assert_error, checker
 
 PROBLEM = {"Q": [[0, 4], [1, 1]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]],
@@ -92,3 +97,22 @@ def test_a_csv_answers_file_with_gradients(run, tmp_path):
     result = run("check", tmp_path / "answers.csv", tmp_path / "problem.json", "--format", "json")
     assert result.exit_code == 0, result.stdout + result.stderr
     assert set(json.loads(result.stdout)["stages"]) == {"d_Q", "D"}
+
+
+def test_follow_through_recomputes_by_the_stage_tables_vjps(monkeypatch):
+    """A learner's d_V and d_weights are recomputed from their own weights and d_output by the
+    output stage's vjp in the table (a vjp changed there changes them), and d_scores by the
+    softmax's P ∘ (dP − D) with their own D."""
+    trace = attend(build_problem(PROBLEM))
+    own = {name: marked_gradient(trace, 0, name) for name in grads.names()}
+    own |= {"weights": trace.weights[0] + 0.1, "output": trace.output[0], "D": own["D"] + 1}
+    scaled = {stages.PREVIOUS: 3 * own["d_output"] @ trace.V[0].T, "V": 3 * own["weights"].T @ own["d_output"]}
+    expected = own["weights"] * (own["d_weights"] - own["D"])
+    expected[0, 2] = 0  # masked
+    np.testing.assert_allclose(_recompute(trace, 0, "d_scores", own), expected)
+    output = stages.get("output")
+    table = tuple(replace(s, vjp=lambda block, x, y, d: {k: v[None] for k, v in scaled.items()}) if s is output
+                  else s for s in stages.STAGES)
+    monkeypatch.setattr(stages, "STAGES", table)
+    np.testing.assert_allclose(_recompute(trace, 0, "d_V", own), scaled["V"])
+    np.testing.assert_allclose(_recompute(trace, 0, "d_weights", own), scaled[stages.PREVIOUS])

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attncli.base.values import Written
+from attncli.base.values import Typed
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
 from attncli.marking.answers import read_answers
@@ -250,7 +250,7 @@ def small_problems(draw):
 
 
 def _written(array, decimals):
-    return [[Written.parse(f"{x:.{decimals}f}") for x in row] for row in array]
+    return [[Typed.parse(f"{x:.{decimals}f}") for x in row] for row in array]
 
 
 @settings(max_examples=40, deadline=None)

@@ -8,7 +8,6 @@ from attncli.commands import check, compute, edge, learn
 from attncli.compute.attention import MASKED_ROWS_POLICY
 from attncli.document import reading as problem
 from attncli.hand import carry
-from attncli.marking import exercise
 from attncli.problem import rope, trace
 
 
@@ -21,7 +20,6 @@ def values(enum) -> tuple[str, ...]:
     (compute.Carry, carry.CARRIES),
     (compute.RopeStyle, rope.STYLES),
     (compute.DType, problem.DTYPES),
-    (learn.ExerciseKind, exercise.KINDS),
     (learn.MaskKind, choices.EXERCISE_MASKS),
 ])
 def test_each_option_offers_exactly_the_core_choices(option, core):
@@ -31,7 +29,7 @@ def test_each_option_offers_exactly_the_core_choices(option, core):
 def test_the_core_reads_the_one_list():
     assert trace.MASKED_ROWS == choices.MASKED_ROWS and carry.CARRIES == choices.CARRIES
     assert problem.DTYPES == choices.DTYPES
-    assert rope.STYLES is choices.ROPE_STYLES and exercise.KINDS is choices.EXERCISE_KINDS
+    assert rope.STYLES is choices.ROPE_STYLES
     assert set(MASKED_ROWS_POLICY) <= set(choices.MASKED_ROWS)
 
 

@@ -32,9 +32,9 @@ def test_only_the_output_is_computed_in_blocks_when_nothing_else_is_shown():
 
 def test_an_output_file_decides_the_view_and_what_is_built(tmp_path):
     chosen = plan(output_file=str(tmp_path / "out.md"))
-    assert (chosen.format, chosen.view, chosen.written, chosen.suffix) == ("markdown", "markdown", "markdown", ".md")
+    assert (chosen.format, chosen.view, chosen.built, chosen.suffix) == ("markdown", "markdown", "markdown", ".md")
     chosen = plan(output_file=str(tmp_path / "out.npz"))
-    assert (chosen.view, chosen.written, chosen.output_only) == ("json", "npz", False)
+    assert (chosen.view, chosen.built, chosen.output_only) == ("json", "npz", False)
     assert plan(output_file=str(tmp_path / "out.npy")).output_only
     with pytest.raises(InputError, match="--heatmap would be lost"):  # an .npy holds no heatmap
         plan(output_file=str(tmp_path / "out.npy"), heatmap=True)

@@ -402,7 +402,7 @@ def test_every_option_of_every_command_is_on_the_options_page():
     from attncli.commands import reference
 
     text = (REFERENCE / "options.md").read_text(encoding="utf-8")
-    assert reference.written(text) == text, "run python -m attncli.commands.reference"
+    assert reference.rewritten(text) == text, "run python -m attncli.commands.reference"
     flags = {flag for table in reference.TABLES.values() for option in table for flag in option.flags}
     assert sorted(flag for flag in flags if f"`{flag}`" not in text) == []
 
@@ -432,7 +432,7 @@ def test_the_key_table_on_the_output_page_is_made_from_the_schema():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     text = module.PAGE.read_text(encoding="utf-8")
-    assert module.written(text) == text, "run python docs/make_reference.py"
+    assert module.rewritten(text) == text, "run python docs/make_reference.py"
     assert module.table().count("\n| `") == len(module.rows())
 
 

@@ -13,7 +13,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from attncli.base.arrays import EXACT_INTEGERS, plain
-from attncli.base.values import MAX_DECIMALS, Written
+from attncli.base.values import MAX_DECIMALS, Typed
 from attncli.render import tables
 from tests.conftest import ROOT, SAMPLES, SCOOTER, assert_error
 
@@ -117,7 +117,7 @@ def test_undecodable_label_bytes_on_the_command_line(run):
                  "--query-labels: query_labels[0] holds the byte 0xff, which is not UTF-8")
 
 
-# Written numbers with absurd exponents: decimals are capped, marking prints no warning.
+# Typed numbers with absurd exponents: decimals are capped, marking prints no warning.
 @pytest.mark.filterwarnings("error")  # a RuntimeWarning would be an internal error
 @pytest.mark.parametrize("cell", ["0e-99999999999999999999", "0e-400", "0e-" + DIGITS_5000])
 def test_check_with_an_absurd_exponent_is_marked(run, cell):
@@ -139,7 +139,7 @@ def test_many_decimals_on_a_large_value_still_mark_correct(run):
                                              ("0e-99999999999999999999", MAX_DECIMALS),
                                              ("1e+" + DIGITS_5000, 0), ("1." + "0" * 1000, MAX_DECIMALS)])
 def test_written_decimals_are_capped(token, decimals):
-    assert Written.parse(token).decimals == decimals
+    assert Typed.parse(token).decimals == decimals
 
 
 # Options that typer reads as infinity.

@@ -2,12 +2,16 @@
 kinds of problem, distinct keys, and seeds that never alias."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from attncli.commands.learn_run import command_line
-from attncli.marking.exercise import KINDS, SELF, ExerciseError, Options, build, make_exercise
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
+from attncli.marking.exercise import KINDS, ExerciseError, Options, build
+from attncli.render import worksheet
 from tests.conftest import assert_error
 
 COMMAND = ("attn exercise --seed 5 --kind plain --queries 2 --keys 3 --dim 2 --value-dim 2 --heads 1")
@@ -55,7 +59,7 @@ def test_every_kind_computes_and_its_key_checks(run, kind):
     doc = json.loads(problem.stdout)
     key = run("exercise", "--seed", "3", "--kind", kind, "--keys", "4", "--answers").stdout
     assert run("check", "-", input=key).exit_code == 0
-    if kind in SELF:
+    if KINDS[kind].sentence == "one":
         assert doc["query_labels"] == doc["key_labels"] and len(doc["key_labels"]) == 4
     elif kind == "decode":  # the newest word over the sentence so far
         assert doc["query_labels"] == doc["key_labels"][-1:]
@@ -71,10 +75,10 @@ def test_every_kind_computes_and_its_key_checks(run, kind):
 
 
 def test_a_causal_mask_is_self_attention_over_one_sentence():
-    doc = make_exercise(11, keys=4, mask="causal")
+    doc = build(Options(11, keys=4, mask="causal")).doc
     assert doc["query_labels"] == doc["key_labels"] and len(doc["Q"]) == 4
     with pytest.raises(ExerciseError, match="queries \\(2\\) must equal keys \\(4\\)"):
-        make_exercise(11, queries=2, keys=4, kind="causal")
+        build(Options(11, queries=2, keys=4, kind="causal"))
 
 
 def test_posenc_adds_the_rounded_sinusoidal_encoding_to_the_embeddings():
@@ -90,15 +94,15 @@ def test_posenc_adds_the_rounded_sinusoidal_encoding_to_the_embeddings():
 @pytest.mark.parametrize("seed", range(40))
 def test_no_two_keys_are_identical(seed):
     for kind in ("plain", "causal"):
-        K = make_exercise(seed, keys=6, dim=1, kind=kind)["K"]
+        K = build(Options(seed, keys=6, dim=1, kind=kind)).doc["K"]
         assert len({tuple(k) for k in K}) == 6
     for kind in ("multihead", "cross", "posenc"):
-        doc = make_exercise(seed, keys=5, kind=kind, heads=2)
+        doc = build(Options(seed, keys=5, kind=kind, heads=2)).doc
         X = np.array(doc.get("X_kv", doc["X"]))
         K = X @ np.array(doc["W_K"])
         assert len({tuple(k) for k in K.tolist()}) == 5, (kind, seed)
     with pytest.raises(ExerciseError, match="different keys"):
-        make_exercise(seed, keys=12, dim=1)  # only 9 values for 12 one-number keys
+        build(Options(seed, keys=12, dim=1))  # only 9 values for 12 one-number keys
 
 
 def test_a_problem_set_is_one_json_document_of_reproducible_problems(run):
@@ -216,7 +220,7 @@ def test_impossible_exercises_are_one_line_errors(run):
 
 
 def test_an_alibi_exercise_has_easy_slopes_and_its_key_holds_the_masked_stage(run):
-    doc = make_exercise(5, keys=3, heads=2, kind="alibi")
+    doc = build(Options(5, keys=3, heads=2, kind="alibi")).doc
     assert doc["alibi"] == [0.5, 0.25] and doc["mask"] == "causal"
     key = json.loads(run("exercise", "--seed", "5", "--kind", "alibi", "--heads", "2", "--answers").stdout)
     assert key["alibi_slopes"] == [0.5, 0.25] and all("masked" in head for head in key["heads"])
@@ -231,3 +235,13 @@ def test_a_rope_exercise_starts_its_positions_at_1_so_every_row_turns(run):
     assert key["q_positions"] == key["k_positions"] == [1, 2, 3]
     for name, given in (("Q_rope", key["Q"]), ("K_rope", key["K"])):
         assert all(row != plain for row, plain in zip(key["heads"][0][name], given))
+
+
+def test_a_worksheets_gradient_grids_are_titled_by_what_the_scores_read():
+    """A RoPE problem's backward pass: d_Q is by K_rope, rotated back (grads.title), on the sheet too."""
+    rope = build(Options(3, "rope", dim=4))
+    doc = rope.doc | {"dO": "ones"}
+    trace = attend(build_problem(doc))
+    sheet = worksheet.markdown([(replace(rope, doc=doc, trace=trace), trace)], False)
+    assert "**d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹)**" in sheet
+    assert "**d_K = scale · d_scoresᵀ Q_rope, rotated back (RoPE⁻¹)**" in sheet

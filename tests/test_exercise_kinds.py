@@ -10,19 +10,19 @@ import numpy as np
 import pytest
 
 from attncli.compute.attention import attend
+from attncli.document import schema
 from attncli.document.reading import build_problem
-from attncli.marking import exercise, slip
-from attncli.marking.exercise import KINDS, Options, build, make_exercise, problem_set
+from attncli.marking import exercise, kinds, slip
+from attncli.marking.exercise import KINDS, Options, build
 from attncli.marking.marks import mark_document
+from attncli.render import worksheet
 from attncli.stages import table as stages
 from tests.conftest import assert_error
 
-MULTI = ("multihead", "gqa")  # kinds with 2 heads by default
-
 
 def options(seed: int, kind: str, **more) -> Options:
-    """The command line's defaults for a kind: 2 heads for multihead and gqa, d_k 4 for rope."""
-    return Options(seed, kind, heads=2 if kind in MULTI else 1, dim=4 if kind == "rope" else 2, **more)
+    """The command line's defaults for a kind (its record's heads and d_k)."""
+    return Options(seed, kind, **({"heads": KINDS[kind].heads, "dim": KINDS[kind].dim} | more))
 
 
 def key_of(run, *args) -> dict:
@@ -32,12 +32,12 @@ def key_of(run, *args) -> dict:
 
 
 def test_each_new_kind_adds_its_one_thing(run):
-    sinks = make_exercise(3, kind="sinks", heads=2)
-    assert len(sinks["sinks"]) == 2 and set(sinks["sinks"]) <= set(exercise.SINK_VALUES)
-    assert make_exercise(3, kind="softcap")["softcap"] == exercise.SOFTCAP
-    padding = make_exercise(3, kind="padding", keys=4)
+    sinks = build(Options(3, kind="sinks", heads=2)).doc
+    assert len(sinks["sinks"]) == 2 and set(sinks["sinks"]) <= set(kinds.SINK_VALUES)
+    assert build(Options(3, kind="softcap")).doc["softcap"] == kinds.SOFTCAP
+    padding = build(Options(3, kind="padding", keys=4)).doc
     assert padding["key_mask"] == [True, True, True, False] and padding["key_labels"][-1] == "[PAD]"
-    gqa = make_exercise(3, kind="gqa", heads=4)
+    gqa = build(Options(3, kind="gqa", heads=4)).doc
     assert np.array(gqa["Q"]).shape == (4, 1, 2) and np.array(gqa["K"]).shape == (2, 3, 2)
     assert "heads" not in gqa  # the 3-D Q says it
     backward = key_of(run, "--seed", "3", "--kind", "backward", "--queries", "2")
@@ -73,7 +73,6 @@ def test_a_comma_list_of_kinds_is_a_numbered_mixed_set(run):
     keys = json.loads(run("exercise", "--seed", "10", "--kind", "plain,causal", "--answers").stdout)["problems"]
     assert keys[1]["description"].endswith("attn exercise --seed 11 --kind causal --queries 3 --keys 3 --dim 2 "
                                            "--value-dim 2 --heads 1")
-    assert problem_set(options(10, "plain"), 2, ("plain", "causal"))[1].doc == build(options(11, "causal")).doc
     told = run("exercise", "--kind", "plain,causal")
     assert "--kind plain,causal" in told.stderr and told.stderr.rstrip().endswith("--count 2 --answers")
     assert_error(run("exercise", "--kind", "plain,casual"), "--kind", '"casual" is not a kind', "causal")
@@ -97,7 +96,7 @@ def test_every_generated_problem_says_what_it_asks(run):
         assert doc["ask"] == (["tiles"] if kind == "tiles" else present + (
             ["d_output", "d_V", "d_weights", "D", "d_scores", "d_Q", "d_K"] if kind == "backward" else [])), kind
     assert build(options(4, "rope")).doc["ask"][:2] == ["Q_rope", "K_rope"]
-    assert make_exercise(4, decimals=3)["decimals"] == 3
+    assert build(Options(4, decimals=3)).doc["decimals"] == 3
     sheet = run("exercise", "--seed", "4", "--decimals", "3", "--kind", "softcap", "--format", "latex").stdout
     assert "answer: scores, scaled, capped, weights, output; write each value with at least 3 decimals" in sheet
     key = key_of(run, "--seed", "4", "--decimals", "3")
@@ -138,9 +137,9 @@ def test_no_problem_of_seeds_0_to_999_is_degenerate(kind):
 def test_a_sound_first_draw_keeps_its_problem_and_a_degenerate_one_is_redrawn():
     # Seed 2's first plain draw had a zero query (the issue's `attn exercise --seed 2`).
     assert any(not any(q) for q in _first_draw(2)["Q"])
-    doc = make_exercise(2)
+    doc = build(Options(2)).doc
     assert all(any(q) for q in doc["Q"]) and doc != _first_draw(2) | {"ask": doc["ask"], "decimals": 2}
-    assert {k: v for k, v in make_exercise(42).items() if k not in ("ask", "decimals")} == _first_draw(42)
+    assert {k: v for k, v in build(Options(42)).doc.items() if k not in ("ask", "decimals")} == _first_draw(42)
 
 
 def _first_draw(seed: int) -> dict:
@@ -208,7 +207,7 @@ def test_find_the_slip_sheets_show_the_worked_solution(run):
 
 
 def test_scaling_by_the_model_width_is_diagnosed_only_when_it_gives_the_numbers():
-    doc = make_exercise(6, kind="multihead", keys=3, heads=3)  # d_k 2, d_model 6: √6 is neither 2 nor √2
+    doc = build(Options(6, kind="multihead", keys=3, heads=3)).doc  # d_k 2, d_model 6: √6 is neither 2 nor √2
     trace = attend(build_problem(doc))
     scores = trace.stage("scores")
     slipped = {"heads": [{"scores": s.round(4).tolist(), "scaled": (s / np.sqrt(6)).round(4).tolist()}
@@ -218,15 +217,97 @@ def test_scaling_by_the_model_width_is_diagnosed_only_when_it_gives_the_numbers(
     other = {"heads": [{"scores": s.round(4).tolist(), "scaled": (s / 2.3).round(4).tolist()} for s in scores]}
     marks = mark_document(trace, other)
     assert all("scale_by_d_model" not in marks[f"heads[{h}].scaled"].diagnosis for h in range(3))
-    one_head = attend(build_problem(make_exercise(6)))  # d_model = d_k: the mistake cannot be made
+    one_head = attend(build_problem(build(Options(6)).doc))  # d_model = d_k: the mistake cannot be made
     s = one_head.stage("scores")[0]
     assert "scale_by_d_model" not in mark_document(one_head, {"scores": s.tolist(), "scaled": (s / 2).round(4).tolist()}
                                                    )["scaled"].diagnosis
 
 
 def test_no_function_of_the_exercise_modules_is_long():
-    for module in (exercise, slip):
+    for module in (exercise, kinds, slip):
         tree = ast.parse(inspect.getsource(module))
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef):
                 assert node.end_lineno - node.lineno < 60, (module.__name__, node.name)
+
+
+# --- every kind's sheet shows its whole problem; a kind is one record ------------------------------
+
+SHEETS = {"markdown": (worksheet.markdown, lambda cells: " | ".join(cells)),
+          "latex": (worksheet.latex, lambda cells: " & ".join(f"${c}$" for c in cells))}
+PLAIN_TEXT = {"\\_": "_", "{[}": "[", "{]}": "]"}  # LaTeX's escapes, read back
+
+
+def _on_sheet(sheet: str, row, key: str, value, shown: dict) -> str | None:
+    """Why `key` (= value) is not on `sheet`, or None when it is: a matrix as a table titled by its
+    name with its values as written (or, when the sheet shows others in its place, as the grid the
+    learner computes: X = E + PE); a mask as 1s and 0s; anything else named (case and _ aside) with
+    each of its numbers."""
+    matrix = isinstance(value, list) and value and isinstance(value[0], list)
+    if key == "mask" and matrix:
+        missing = [r for r in value if row([str(int(x)) for x in r]) not in sheet]
+        return f"mask rows {missing}" if missing or "mask (1 = may attend)" not in sheet else None
+    if matrix:
+        if key not in shown:
+            return None if f"{key} = " in sheet else f"{key}: no grid computes it"
+        heads = value if isinstance(value[0][0], list) else [value]
+        missing = [r for m in heads for r in m if row([worksheet.given_text(x) for x in r]) not in sheet]
+        return f"{key}: rows {missing} not shown" if missing else None
+    words = sheet.casefold().replace("_", " ")
+    if key.casefold().replace("_", " ") not in words:
+        return f"{key} is not named"
+    numbers = [x for x in np.ravel(np.array(value, dtype=object)).tolist()
+               if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    missing = [x for x in numbers if f"{x:g}" not in sheet]
+    return f"{key}: {missing} not shown" if missing else None
+
+
+def _problems(kind: str):
+    """A few problems of `kind`: seeds, a random mask, two heads, more keys (what the kind accepts)."""
+    for seed, more in ((0, {}), (1, {"mask": "random"}), (2, {"keys": 4}), (3, {"heads": 2 * KINDS[kind].heads})):
+        try:
+            yield build(options(seed, kind, **more))
+        except exercise.ExerciseError:
+            continue
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_input_key_of_every_kinds_problem_is_on_its_sheets(kind):
+    """Each input and setting of the document (attncli/document/schema.py) is on the students'
+    markdown and LaTeX sheets (gqa's sheets failed with an internal error: its Q is 3-D)."""
+    for made in _problems(kind):
+        for name, (write, row) in SHEETS.items():
+            sheet = write([(made, made.trace)], False)
+            for escape, text in PLAIN_TEXT.items():
+                sheet = sheet.replace(escape, text)
+            for key, value in made.doc.items():
+                if schema.key(key).kind in (schema.INPUT, schema.SETTING):
+                    assert _on_sheet(sheet, row, key, value, made.shown) is None, (kind, made.options, name)
+
+
+def _bias(d: kinds.Draw) -> None:
+    """A throwaway kind's settings: an additive bias of -1, 0 and 1 (drawn after the matrices)."""
+    d.doc["bias"] = d.matrix(d.options.lq, d.options.keys, (-1, 0, 1))
+    d.describe("; add the given bias to the scaled scores")
+
+
+def test_a_kind_is_one_record(run, monkeypatch, tmp_path):
+    """A throwaway `bias` kind added as one record runs through the problem, its sheets, its key
+    and `attn check` of the key; its sheet prints the bias it asks the learner to add."""
+    monkeypatch.setitem(kinds.KINDS, "bias", kinds.ExerciseKind("bias", "a given additive bias.", settings=_bias))
+    doc = json.loads(run("exercise", "--seed", "5", "--kind", "bias", "--queries", "2").stdout)
+    assert np.array(doc["bias"]).shape == (2, 3) and doc["ask"] == ["scores", "scaled", "masked", "weights", "output"]
+    keys = doc["key_labels"]
+    sheet = run("exercise", "--seed", "5", "--kind", "bias", "--queries", "2", "--format", "markdown").stdout
+    assert f"**bias**\n\n| | {' | '.join(keys)} |" in sheet
+    for label, bias in zip(doc["query_labels"], doc["bias"]):
+        assert f"| {label} | {' | '.join(worksheet.given_text(x) for x in bias)} |" in sheet
+    latex = run("exercise", "--seed", "5", "--kind", "bias", "--queries", "2", "--format", "latex").stdout
+    assert r"\paragraph{bias}" in latex and "add the given bias" in latex
+    key = run("exercise", "--seed", "5", "--kind", "bias", "--queries", "2", "--answers")
+    (tmp_path / "key.json").write_text(key.stdout)
+    assert json.loads(key.stdout)["description"].endswith("--kind bias --queries 2 --keys 3 --dim 2 --value-dim 2 "
+                                                          "--heads 1")
+    marked = run("check", str(tmp_path / "key.json"), str(tmp_path / "key.json"), "-f", "json")
+    assert marked.exit_code == 0 and json.loads(marked.stdout)["all_correct"]
+    assert run("exercise", "--seed", "5", "--kind", "plain,bias", "--format", "latex").exit_code == 0

@@ -6,26 +6,26 @@ import re
 
 import numpy as np
 
-from attncli.marking.exercise import make_exercise
+from attncli.marking.exercise import Options, build
 from attncli.problem.posenc import positional_encoding
 from tests.conftest import SAMPLES, assert_error
 
 
 def test_the_same_seed_gives_the_same_problem_everywhere():
     # A golden copy: a change here breaks every teacher's seed, so it must be deliberate.
-    assert make_exercise(42) == {
+    assert build(Options(42)).doc == {
         "title": "Exercise",  # no seed on the students' sheet: they could regenerate the key
         "description": "Compute the attention weights and output for the query",
         "Q": [[-0.5, -1]], "K": [[-1.5, 2], [-1.5, 1], [-2, -2]], "V": [[-3, -2], [-2, 1], [1, -3]],
         "query_labels": ["home"], "key_labels": ["cat", "we", "bird"],
         "ask": ["scores", "scaled", "weights", "output"], "decimals": 2}  # what it asks (issue 16)
-    assert make_exercise(5, queries=2, keys=2, dim=1, heads=2, mask="random") == make_exercise(
-        5, queries=2, keys=2, dim=1, heads=2, mask="random")
-    assert make_exercise(1) != make_exercise(2)
+    assert build(Options(5, queries=2, keys=2, dim=1, heads=2, mask="random")).doc == build(Options(
+        5, queries=2, keys=2, dim=1, heads=2, mask="random")).doc
+    assert build(Options(1)).doc != build(Options(2)).doc
 
 
 def test_exercise_numbers_are_doable_by_hand():
-    doc = make_exercise(9, queries=3, keys=4, dim=2, value_dim=3, heads=2, mask="random")
+    doc = build(Options(9, queries=3, keys=4, dim=2, value_dim=3, heads=2, mask="random")).doc
     assert np.array(doc["Q"]).shape == (3, 4) and np.array(doc["V"]).shape == (4, 6) and doc["heads"] == 2
     values = np.concatenate([np.ravel(doc[k]) for k in "QKV"])
     assert (values * 2 == np.round(values * 2)).all() and np.abs(values).max() <= 3

@@ -35,19 +35,17 @@ def test_weights_vjp_is_zero_on_a_row_whose_every_key_is_masked_under_uniform():
 
 
 def test_log_sum_exp_with_sinks_adds_each_heads_sink_to_every_row():
-    """Mutation: `softmax.log_sum_exp` forgets the sink's e^sink in its sum. Every path's lse comes
-    from the softmax's own sums, so only the function itself (stages.log_sum_exp) shows it: with
-    sinks it must be ln(e^sink + Σ e^x), and a row with every key masked has lse = its sink."""
+    """Mutation: the softmax's lse forgets the sink's e^sink in its sum: with sinks it must be
+    ln(e^sink + Σ e^x), and a row with every key masked has lse = its sink."""
     x = np.array([[[0.0, 2.0, -1.5], [-np.inf, -np.inf, -np.inf]],
                   [[800.0, 799.0, -np.inf], [1.0, 1.0, 1.0]]])  # (2 heads, 2 rows, 3 keys)
     sinks = np.array([0.5, 800.5])[:, None, None]
     expected = [[float(np.logaddexp.reduce(np.append(row[np.isfinite(row)], s))) for row in head]
                 for head, s in zip(x, (0.5, 800.5))]
-    np.testing.assert_allclose(stages.log_sum_exp(x, sinks), expected, rtol=1e-15)
-    assert stages.log_sum_exp(x, sinks)[0, 1] == 0.5
     lse = np.empty(x.shape[:-1])
     stages.softmax(x, sinks=sinks, lse=lse)  # the trace's lse, from the softmax's own sums
-    np.testing.assert_allclose(stages.log_sum_exp(x, sinks), lse, rtol=1e-15)
+    np.testing.assert_allclose(lse, expected, rtol=1e-15)
+    assert lse[0, 1] == 0.5
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

@@ -15,7 +15,7 @@ import pytest
 from attncli.base.errors import InputError
 from attncli.compute import blocks
 from attncli.compute.attention import attend
-from attncli.document.agreement import Agreement, check_written, compare
+from attncli.document.agreement import Agreement, check_claim, compare
 from attncli.document.reading import build_problem
 from attncli.problem import groups, qk_norm, rope_scaling
 from attncli.render.explain import explain
@@ -188,16 +188,16 @@ def test_the_first_difference_is_the_weights_before_the_output():
 
 
 def test_a_written_agreement_must_say_what_the_recomputation_says():
-    """Mutation: `check_written` checks only that the agreement is an object, so a document that
+    """Mutation: `check_claim` checks only that the agreement is an object, so a document that
     says it agrees with a model it differs from is read without a word."""
     differs = Agreement("m", 0, "float32", 0.5, {"stage": "weights", "head": 0, "row": 0, "column": 0,
                                                   "attncli": 0.5, "model": 1.0})
     with pytest.raises(InputError, match="the recomputation says: differs from m layer 0"):
-        check_written({"agrees": True}, differs)
+        check_claim({"agrees": True}, differs)
     agrees = differs._replace(first=None, difference=1e-8)
-    check_written({"agrees": True}, agrees)
+    check_claim({"agrees": True}, agrees)
     with pytest.raises(InputError):
-        check_written({"agrees": False}, agrees)
+        check_claim({"agrees": False}, agrees)
 
 
 # --- capture_families.py (attribute reading alone: no torch) --------------------------------------

@@ -115,7 +115,7 @@ def test_reference_escapes_pipes_and_names_keys():
 
 def test_the_options_page_lists_exactly_the_tables_options():
     text = (ROOT / "docs" / "reference" / "options.md").read_text(encoding="utf-8")
-    assert reference.written(text) == text, "the options page's lists differ from the tables: run " \
+    assert reference.rewritten(text) == text, "the options page's lists differ from the tables: run " \
                                             "python -m attncli.commands.reference"
     for command, _ in TABLES:
         assert reference.block(command) in text
@@ -129,7 +129,7 @@ def test_reference_rewrites_only_the_marked_lists(tmp_path):
     assert reference.main(["x", str(readme)]) == 0
     assert readme.read_text(encoding="utf-8") == f"intro\n{reference.block('compute')}outro\n{others}"
     with pytest.raises(ValueError, match="options: compute"):
-        reference.written("no lists here")
+        reference.rewritten("no lists here")
 
 
 FLAG = r"(?<![\w-])--[A-Za-z][\w-]*"

@@ -18,6 +18,7 @@ from attncli.render import page as page_module
 from attncli.render.page import MAX_CELLS, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.text import number
+from tests.test_render_tables import GRADIENT_TITLES, backward_problem
 
 HOSTILE = ['<img src=x onerror="document.title=\'PWNED\'">', "</script><script>document.title='PWNED'</script>",
            "a&amp;b"]
@@ -233,3 +234,11 @@ def test_a_class_page_has_the_summary_and_a_section_per_file(run, tmp_path, prob
                  "writes a file only as the marks page (.html)")
     assert_error(run("check", good, "--problem", SAMPLES / "scooter.json", "-f", "csv", "-o", path),
                  "is written as html, but --format is csv")
+
+
+@pytest.mark.parametrize("sample, without, d_Q, d_K", GRADIENT_TITLES)
+def test_the_pages_gradient_tables_are_titled_by_what_the_scores_read(run, sample, without, d_Q, d_K):
+    page = run("compute", "-", "--stages", "d_Q,d_K", "-f", "html",
+               input=json.dumps(backward_problem(sample, without))).stdout
+    titles = re.findall(r"<h2>(d_[QK] = [^<]*)</h2>", page)
+    assert titles and {title.split(" · head")[0] for title in titles} == {d_Q, d_K}

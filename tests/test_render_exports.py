@@ -3,9 +3,11 @@
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from rich.console import Console
 
 from attncli.compute.attention import attend
@@ -15,6 +17,7 @@ from attncli.render.export import csv_stage, latex, markdown
 from attncli.render.heatmap import print_heatmaps, shade
 from attncli.render.text import header_lines
 from tests.conftest import SAMPLES, assert_error
+from tests.test_render_tables import GRADIENT_TITLES, backward_problem
 
 
 def trace_of(name):
@@ -189,3 +192,27 @@ def test_heatmap_through_a_pipe_is_drawn_not_dropped(run):
     out = run("compute", SAMPLES / "scooter.json", "--heatmap").stdout
     assert "heatmap of weights" in out and "▓▓▓ 0.77" in out and not out.startswith("{")
     assert run("compute", SAMPLES / "scooter.json", "--heatmap", "-f", "json").stdout.startswith("{")
+
+
+# The LaTeX of GRADIENT_TITLES' formulas (tests/test_render_tables.py), by sample and the keys left out.
+GRADIENT_LATEX = {
+    ("rope.json", ()): (r"\text{scale} \cdot dS\, K_{\text{rope}},\ \text{rotated back } (\operatorname{RoPE}^{-1})",
+                        r"\text{scale} \cdot dS^\top Q_{\text{rope}},\ \text{rotated back } (\operatorname{RoPE}^{-1})"),
+    ("qk_norm.json", ()): (r"\text{scale} \cdot dS\, K_{\text{rope}},\ \text{rotated back } (\operatorname{RoPE}^{-1}),"
+                           r"\ \text{back through q\_norm}",
+                           r"\text{scale} \cdot dS^\top Q_{\text{rope}},\ \text{rotated back } (\operatorname{RoPE}^{-1}),"
+                           r"\ \text{back through k\_norm}"),
+    ("qk_norm.json", ("rope",)): (r"\text{scale} \cdot dS\, K_{\text{normed}},\ \text{back through q\_norm}",
+                                  r"\text{scale} \cdot dS^\top Q_{\text{normed}},\ \text{back through k\_norm}"),
+}
+
+
+@pytest.mark.parametrize("sample, without, d_Q, d_K", GRADIENT_TITLES)
+def test_markdown_and_latex_title_the_gradients_by_what_the_scores_read(sample, without, d_Q, d_K):
+    trace = attend(build_problem(backward_problem(sample, without)))
+    text = markdown(trace, ("d_Q", "d_K"), 4, header_lines(trace, 4), None)
+    formulas = set(re.findall(r"\*\*d_[QK](?: \(head \d\))?\*\* = (.*)", text))
+    assert formulas == {d_Q.split(" = ", 1)[1], d_K.split(" = ", 1)[1]}
+    text = latex(trace, ("d_Q", "d_K"), 4, header_lines(trace, 4), None)
+    captions = set(re.findall(r"\\caption\{d\\_[QK](?: \(head \d\))?: \$(.*)\$\}", text))
+    assert captions == set(GRADIENT_LATEX[sample, without])

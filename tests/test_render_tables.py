@@ -3,6 +3,7 @@
 import io
 
 import numpy as np
+import pytest
 from rich.console import Console
 
 from attncli.compute.attention import attend
@@ -138,3 +139,30 @@ def test_a_long_explanation_line_folds_between_terms_on_a_terminal():
     wide = Console(file=io.StringIO(), width=1000, color_system=None)
     render(trace, wide, (), 4, None, explain(trace, [0], [0], 4, "exact"))  # a pipe: nothing folds
     assert "sum = 22.0321  (2.82842…, 1.41421… unrounded)" in wide.file.getvalue()
+
+
+# d_Q's and d_K's titles for a problem whose scores are by K_rope, K_normed (grads.title): every view says them.
+GRADIENT_TITLES = [
+    ("rope.json", (), "d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹)",
+     "d_K = scale · d_scoresᵀ Q_rope, rotated back (RoPE⁻¹)"),
+    ("qk_norm.json", (), "d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹), back through q_norm",
+     "d_K = scale · d_scoresᵀ Q_rope, rotated back (RoPE⁻¹), back through k_norm"),
+    ("qk_norm.json", ("rope",), "d_Q = scale · d_scores K_normed, back through q_norm",
+     "d_K = scale · d_scoresᵀ Q_normed, back through k_norm"),
+]
+
+
+def backward_problem(sample: str, without=()) -> dict:
+    """A sample with dO = ones (and without the keys `without`)."""
+    doc, _ = read_document(str(SAMPLES / sample))
+    return {key: value for key, value in doc.items() if key not in without} | {"dO": "ones"}
+
+
+@pytest.mark.parametrize("sample, without, d_Q, d_K", GRADIENT_TITLES)
+def test_the_gradient_tables_are_titled_by_what_the_scores_read(sample, without, d_Q, d_K):
+    doc = backward_problem(sample, without)
+    text = rendered(doc, ("d_Q", "d_K"), width=300)
+    titles = [line for line in text.splitlines() if line.startswith(("d_Q", "d_K"))]
+    heads = build_problem(doc).heads
+    heads = [f" · head {h}" for h in range(heads)] if heads > 1 else [""]
+    assert titles == [title + head for head in heads for title in (d_Q, d_K)]

@@ -122,9 +122,9 @@ def test_every_input_and_setting_key_is_read_never_accepted_and_ignored(name):
 
 def test_a_key_the_writer_does_not_list_is_a_bug():
     with pytest.raises(AssertionError, match="weightz"):
-        schema.check_written({"attncli": 1, "weightz": 1})
+        schema.check_output({"attncli": 1, "weightz": 1})
     with pytest.raises(AssertionError, match=r"heads\[\]\.weightz"):
-        schema.check_written({"heads": [{"weights": [], "weightz": 1}]})
+        schema.check_output({"heads": [{"weights": [], "weightz": 1}]})
 
 
 def _scooter_json(run, *options) -> dict:

@@ -1,18 +1,17 @@
 """The core's choice lists, in a module without numpy.
 
 The command line makes its option choices (`--masked-rows`, `--carry`, `--rope-style`, `--dtype`,
-`--kind`, `--mask` of `attn exercise`) from these tuples at start-up, when numpy must not load yet
-(`attn --version` and `--help` never import it); the core reads the same tuples (rope.STYLES,
-exercise.KINDS; trace.MASKED_ROWS, steps.CARRIES and problem.DTYPES are held to them by
-tests/test_choices.py). A new choice is added here, once.
+`--mask` of `attn exercise`) from these tuples at start-up, when numpy must not load yet
+(`attn --version` and `--help` never import it); the core reads the same tuples (rope.STYLES;
+trace.MASKED_ROWS, steps.CARRIES and problem.DTYPES are held to them by
+tests/test_choices.py). A new choice is added here, once. The exercise kinds are records of their
+own (attncli/marking/kinds.py), which `--kind` reads.
 """
 
 MASKED_ROWS = ("zero", "uniform", "error")  # a query whose every key is masked (trace.MASKED_ROWS)
 CARRIES = ("exact", "rounded")  # how --explain carries its numbers (steps.CARRIES)
 ROPE_STYLES = ("half", "interleaved")  # RoPE's pairing of dims (rope.STYLES)
 DTYPES = ("float64", "float32")  # the arithmetic (problem.DTYPES)
-EXERCISE_KINDS = ("plain", "causal", "multihead", "cross", "posenc", "window", "decode", "rope", "alibi", "sinks",
-                  "softcap", "gqa", "padding", "tiles", "backward")
 EXERCISE_MASKS = ("causal", "random")  # an exercise's mask: the causal rule, or a random matrix
 # attn check --code (attncli/code/): the axes of the arrays a learner's function takes, how its
 # boolean or additive mask reads, and the array library it is called with.

@@ -14,7 +14,7 @@ import numpy as np
 def row_policy(row_max: np.ndarray, sinks: np.ndarray | None = None, masked_rows: str = "zero",
                lk: int = 1) -> tuple[np.ndarray, np.ndarray, float]:
     """The softmax's rules for its rows, written once for every path that computes it (`softmax`
-    and `log_sum_exp` here, the output-only path's fused softmax in blocks.py, the tiles' online
+    here, the output-only path's fused softmax in blocks.py, the tiles' online
     softmax in tiles.py): (shift, dead, fill) for the rows' maxima `row_max` (..., b[, 1]).
     shift: what a stable softmax subtracts from each row: its max, or its head's sink logit when
       that is larger (`sinks` broadcast against row_max); 0 for a row whose every logit is −∞ and
@@ -35,7 +35,9 @@ def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = N
     `sinks` ((H or 1, 1, 1) logits): each row's softmax also runs over its head's sink, which is
     then dropped, weights = e^x / (e^sink + Σ e^x): the max includes the sink (stable for a sink or
     scores of 1000), rows sum to less than 1, and a dead row's weights are 0 whatever the policy.
-    `lse` ((..., b)): also write each row's `log_sum_exp` there, from the same sums."""
+    `lse` ((..., b)): also write each row's log-sum-exp there, from the same sums: ln Σ_j e^(x_j)
+    (and e^sink), m + ln Σ e^(x − m) so nothing overflows, −∞ for a dead row without a sink
+    (natural log, as flash-attn's softmax_lse; kernels that keep base 2 hold lse / ln 2)."""
     shift, dead, fill = row_policy(x.max(axis=-1, keepdims=True), sinks, masked_rows, x.shape[-1])  # (..., b, 1)
     weights = np.subtract(x, shift, out=out)  # x − max ≤ 0, so e^(x − max) ≤ 1 never overflows
     np.exp(weights, out=weights)
@@ -52,18 +54,3 @@ def softmax(x: np.ndarray, masked_rows: str = "zero", out: np.ndarray | None = N
         weights[np.broadcast_to(dead, weights.shape)] = fill
     return weights, dead[..., 0]
 
-
-def log_sum_exp(x: np.ndarray, sinks: np.ndarray | None = None) -> np.ndarray:
-    """(..., b): ln Σ_j e^(x_j) over the last axis, from the row max as the softmax computes it:
-    m + ln Σ e^(x − m), so nothing overflows. −∞ for a row whose every entry is −∞. `sinks`
-    ((H or 1, 1, 1), as `softmax` takes them): each head's sink logit joins every row's sum, so a
-    row with every key masked has lse = its sink. Natural log (flash-attn's softmax_lse; kernels
-    that keep base 2 hold lse / ln 2)."""
-    shift = row_policy(x.max(axis=-1, keepdims=True), sinks)[0]  # (..., b, 1); a dead row sums to 0, ln 0 = −∞
-    total = np.subtract(x, shift)  # one temporary as large as x
-    np.exp(total, out=total)
-    total = total.sum(axis=-1, keepdims=True)
-    if sinks is not None:
-        total += np.exp(sinks - shift)
-    with np.errstate(divide="ignore"):
-        return (shift + np.log(total))[..., 0]  # (..., b)

@@ -14,7 +14,7 @@ from attncli.base.errors import InputError, quote
 
 FLOAT_MAX = float(np.finfo(np.float64).max)  # a Python float: int comparisons stay exact
 FLOAT_DIGITS = 309  # FLOAT_MAX has 309 digits: an integer with more is always too large for float64
-MAX_DECIMALS = 308  # decimals a `Written` number remembers at most: 10^308 is the last finite power
+MAX_DECIMALS = 308  # decimals a `Typed` number remembers at most: 10^308 is the last finite power
 
 
 class HugeInt:
@@ -105,7 +105,7 @@ def _leaves(value, path: str, depth: int):
 def _number(x, where: str, kind: str):
     """One checked scalar of the given kind: 'number', 'bias' (-inf allowed) or 'mask'."""
     if kind == "mask":
-        if isinstance(x, (bool, int, float)) and x in (0, 1):  # floats include `Written` ones
+        if isinstance(x, (bool, int, float)) and x in (0, 1):  # floats include `Typed` ones
             return bool(x)
         raise InputError(f"{where} is {describe(x)}; expected true/false or 1/0", field=where)
     if kind == "bias" and (x is None or (isinstance(x, str) and x.strip().lower() in ("-inf", "-∞", "−∞"))):
@@ -115,7 +115,7 @@ def _number(x, where: str, kind: str):
         raise InputError(f"{where} is a {digits}-digit integer, too large for float64", field=where)
     if type(x) is int:
         return float(x)
-    if isinstance(x, float):  # a float, or a `Written` float that remembers its decimals
+    if isinstance(x, float):  # a float, or a `Typed` float that remembers its decimals
         if math.isfinite(x):
             return x
         if kind == "bias" and x == -math.inf:
@@ -209,14 +209,14 @@ def _checked_ndarray(array: np.ndarray, field: str, kind: str, max_dims: int) ->
     return converted
 
 
-class Written(float):
-    """A number as a learner wrote it: the float, and how many decimals the text had
+class Typed(float):
+    """A number as a learner typed it: the float, and how many decimals the text had
     (`0.0454` → 4, `4.54e-2` → 4, `3` → 0). `attn check` marks at that precision."""
 
     __slots__ = ("decimals",)
 
     @classmethod
-    def parse(cls, token: str) -> "Written":
+    def parse(cls, token: str) -> "Typed":
         value = cls(token)
         mantissa, _, exponent = token.strip().lower().partition("e")
         places = len(mantissa.partition(".")[2])

@@ -39,7 +39,7 @@ class MissingExtra(AttnError):
 
 
 @spec.command(CAPTURE)
-def capture(**given) -> None:
+def capture(**values) -> None:
     """Capture attention layers of a Hugging Face model (or a GGUF file) as an attncli document.
 
     attn capture ./tiny-llama --ids 3,1,4,1,5 -o layer0.json && attn compute layer0.json
@@ -52,7 +52,7 @@ def capture(**given) -> None:
     path), and the model's own results under "reference": attn compute prints whether it agrees.
     Several layers are one document with a "layers" list.
     """
-    o = spec.given(CAPTURE, given)
+    o = spec.chosen(CAPTURE, values)
     try:
         # Imported here, for start-up: capture_run loads torch and transformers (seconds), which no
         # other command needs, and which are an optional extra.

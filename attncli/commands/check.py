@@ -89,7 +89,7 @@ Visibility = spec.find(OPTIONS, "visibility").enum
 
 
 @spec.command(OPTIONS)
-def check(**given) -> None:
+def check(**values) -> None:
     """Mark a learner's answers: each cell ✓ correct, ↪ carried, ~ imprecise, ✗ wrong, with diagnoses.
 
     attn check answers.json problem.json
@@ -114,7 +114,7 @@ def check(**given) -> None:
 
     Exit codes: 0 every given cell right, 1 some not right (or a file with no answers), 2 trouble.
     """
-    o = spec.given(OPTIONS, given)
+    o = spec.chosen(OPTIONS, values)
     if o.code:
         _max_score(o.max_score)
         # Imported here, for start-up (as check_run below): the code path loads numpy and the core.

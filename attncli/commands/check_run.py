@@ -59,7 +59,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     if shared and grading:
         _points_fit(grading.get("points"), shared[2].problem)
     cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
-    given = {stage: load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
+    inline_answers = {stage: load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
              for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
@@ -85,7 +85,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
     # None: the problem's, else the default; `key`: the problem's document (a find-the-slip key's slip)
     settings = {"tol": tol, "decimals": decimals, "require": required, "key": shared[0] if shared else None}
     stages = problem_stages(shared[2]) if shared else None  # listed when a file answers none
-    results = [_mark_one(name or problem, lambda n=name: answers_of(n), given, settings, many, origin, stages)
+    results = [_mark_one(name or problem, lambda n=name: answers_of(n), inline_answers, settings, many, origin, stages)
                for name in names]
     results = _flag_odd_problems(results, problems)
     rule = (shared[3] if shared else {}) | {k: v for k, v in settings.items() if v is not None and k != "key"}
@@ -217,7 +217,7 @@ def _problem(name: str, doc=None):
         raise error.at(source)
 
 
-def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origin: dict[str, str],
+def _mark_one(name: str, answers, inline_answers: dict, settings: dict, many: bool, origin: dict[str, str],
               stages: tuple[str, ...] | None = None):
     """(file, marks or None, error or None). With several files a bad one is reported and skipped,
     and a file with no answers scores 0 (the message lists the problem's `stages`, or its own
@@ -226,7 +226,7 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         trace = None
         doc, trace, read, asked = answers()
         doc = npz_heads(doc, trace)  # before the overlay, which keeps a plain dict
-        doc = _overlay(doc, given, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
+        doc = _overlay(doc, inline_answers, trace) if isinstance(doc, dict) else doc  # read_answers names a wrong type
         chosen = asked | {key: value for key, value in settings.items() if value is not None}
         marks = mark_document(trace, doc, strict=not many, **chosen)  # in a class an unknown key is a note
         notes = ([f"{read} (--lenient-json)"] if read else []) + sort_keys(doc, before_weights(trace), False).notes()
@@ -251,15 +251,15 @@ def _mark_one(name: str, answers, given: dict, settings: dict, many: bool, origi
         return name, None, note
 
 
-def _overlay(doc: dict, given: dict, trace) -> dict:
+def _overlay(doc: dict, inline_answers: dict, trace) -> dict:
     """The inline answers laid over a document's: each replaces that stage at the top level and in
     heads[0], where read_answers would otherwise prefer the file's (the final output only when it is
     head 0's output)."""
-    doc = doc | given
+    doc = doc | inline_answers
     heads = doc.get("heads")
-    if given and isinstance(heads, list) and heads and isinstance(heads[0], dict):
+    if inline_answers and isinstance(heads, list) and heads and isinstance(heads[0], dict):
         single = trace.problem.heads == 1 and "W_O" not in trace.problem.inputs
-        replaced = {stage for stage in given if stage != "output" or single}
+        replaced = {stage for stage in inline_answers if stage != "output" or single}
         doc["heads"] = [{k: v for k, v in heads[0].items() if k not in replaced}] + heads[1:]
     return doc
 

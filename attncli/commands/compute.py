@@ -25,7 +25,7 @@ TEXT_ONLY_FORMATS = ("markdown", "latex", "csv")  # formats with no tile view
 
 
 @spec.command(OPTIONS)
-def compute(**given) -> None:
+def compute(**values) -> None:
     """Compute softmax(Q Kᵀ · scale + bias) V and show every stage, per head.
 
     attn example scooter | attn compute
@@ -53,7 +53,7 @@ def compute(**given) -> None:
     rope half pairs dim i with i + dims/2 (Llama rotate_half), interleaved 2i with 2i+1 (GPT-J),
     θ_i = base^(−2i/dims), angle = position · θ_i: attn example rope | attn compute --explain.
     """
-    o = parse(given)
+    o = parse(values)
     chosen = plan(o, stdin_is_terminal=sys.stdin.isatty())
     if chosen.output_only:
         before_numpy()  # BLAS on one thread in each of the blocks' workers, set before numpy loads
@@ -64,10 +64,10 @@ def compute(**given) -> None:
     run(o, chosen)
 
 
-def parse(given: dict) -> SimpleNamespace:
+def parse(values: dict) -> SimpleNamespace:
     """compute's options by name, as Typer passed them: choices as their words, the rest at their
     defaults (a test or a caller may name only some)."""
-    return spec.given(OPTIONS, given)
+    return spec.chosen(OPTIONS, values)
 
 
 def matrices(o: SimpleNamespace) -> dict[str, str | None]:
@@ -96,7 +96,7 @@ def _stdin_matrix(o: SimpleNamespace, stdin_is_terminal: bool) -> str | None:
 def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     """What compute will do, decided from its options alone (before any input is read): `shown`
     (the --stages words), `format` (--output's suffix decides it), `view` (what is printed or
-    written: table, json, markdown, latex or csv), `written` (what is built: a view, or npz, npy),
+    written: table, json, markdown, latex or csv), `built` (what is built: a view, or npz, npy),
     `suffix`, `tile_sizes`, `stdin` ("-" when the document comes from a pipe), `output_only`
     (only the output is computed, in blocks) and `threads` (its workers; None: every core).
     Usage errors are raised here."""
@@ -128,8 +128,8 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     need_input(o.file, matrices(o), stdin_is_terminal)
     view = _view(format, o.output_file and suffix, o.explain or "heatmap" in shown)
     # what is built: json, npz, npy, or a text view
-    written = suffix[1:] if o.output_file and suffix not in SUFFIX_FORMATS else view
-    return SimpleNamespace(shown=shown, format=format, view=view, written=written, suffix=suffix,
+    built = suffix[1:] if o.output_file and suffix not in SUFFIX_FORMATS else view
+    return SimpleNamespace(shown=shown, format=format, view=view, built=built, suffix=suffix,
                            tile_sizes=tile_sizes, stdin=stdin, output_only=output_only, threads=o.threads)
 
 
@@ -140,11 +140,11 @@ def _cost_alone(o: SimpleNamespace) -> None:
         if o.sram is not None:
             raise InputError("sets the on-chip memory --cost counts with; add --cost", "--sram")
         return
-    ignored = [flag for flag, given in (
+    ignored = [flag for flag, on in (
         ("--stages", o.stages is not None), ("--explain", o.explain), ("--tiles", o.tiles is not None),
         ("--heatmap", o.heatmap), ("--carry", o.carry is not None), ("--row", bool(o.row)),
         ("--head", o.head is not None), ("--do", o.do is not None), ("--round", o.round_ is not None),
-        ("--full", o.full)) if given]
+        ("--full", o.full)) if on]
     if ignored:
         raise InputError(f"shows the counts alone, so {ignored[0]} would be ignored; drop it, or drop --cost",
                          "--cost")
@@ -159,8 +159,8 @@ def _binary_holds(o: SimpleNamespace, shown: tuple[str, ...], suffix: str | None
     holds the final output alone; text (--explain, the heatmap) and --round go to text or JSON."""
     if suffix not in (".npy", ".npz"):
         return
-    dropped = [flag for flag, given in (("--explain", o.explain), ("--heatmap", "heatmap" in shown),
-                                        ("--round", o.round_ is not None)) if given]
+    dropped = [flag for flag, on in (("--explain", o.explain), ("--heatmap", "heatmap" in shown),
+                                        ("--round", o.round_ is not None)) if on]
     if suffix == ".npy" and o.stages is not None and set(shown) - {"output", "heatmap"}:
         dropped.append("--stages")
     if dropped:

@@ -61,7 +61,7 @@ def _agreement(doc, trace, source):
     try:
         agreed = agreement.compare(doc, trace)
         if isinstance(doc, dict) and "agreement" in doc:
-            agreement.check_written(doc["agreement"], agreed)
+            agreement.check_claim(doc["agreement"], agreed)
     except AttnError as error:
         raise error.at(source) if source else error
     return agreed
@@ -94,7 +94,7 @@ def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str
         _bound_explain(problem, opt.rows(o.row, problem.query_labels, problem.lq),
                        None if o.head is None else [opt.head(o.head, problem.heads)])
     if plan.tile_sizes is not None:
-        _check_tile_count(problem, *plan.tile_sizes, table=plan.written != "json")
+        _check_tile_count(problem, *plan.tile_sizes, table=plan.built != "json")
     return shown, warnings
 
 
@@ -106,7 +106,7 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
     that every view (stderr, the JSON's "warnings") says them all."""
     source, doc, options = read_back
     try:
-        _guard(problem, plan.written, shown, full, plan.output_only, plan.tile_sizes, plan.threads)
+        _guard(problem, plan.built, shown, full, plan.output_only, plan.tile_sizes, plan.threads)
         trace = _attend(problem, plan.output_only, plan.threads)
         trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
         # echoes and results the document holds, read back (a captured layer's agreement: _agreement)

@@ -10,7 +10,7 @@ from attncli.commands.edge import flag
 from attncli.compute import cost
 from attncli.compute.attention import scale_of
 from attncli.document.readback import counts_only, has_results, verify, verify_counts
-from attncli.document.schema import check_written
+from attncli.document.schema import check_output
 from attncli.document.writing import problem_dict
 from attncli.render import out
 from attncli.render.cost import CostView, markdown
@@ -57,7 +57,7 @@ def document(problem, found: cost.Cost) -> dict:
     doc = problem_dict(problem, scale_of(problem, shape.d_k), shape.d_k, shape.d_v)
     doc["heads"] = [{} for _ in range(problem.heads)]
     doc["cost"] = cost.to_dict(found)
-    return check_written(doc)
+    return check_output(doc)
 
 
 def _text(view: str, problem, found: cost.Cost) -> str:

@@ -6,35 +6,33 @@ import math
 import sys
 from pathlib import Path
 
-from attncli.base.choices import EXERCISE_KINDS, EXERCISE_MASKS
+from attncli.base.choices import EXERCISE_MASKS
 from attncli.base.errors import InputError, did_you_mean, quote
-from attncli.base.rule_words import sliding_window
 from attncli.commands import spec
-from attncli.commands.edge import AUTO_HELP, choices, formats
+from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
+from attncli.marking import kinds
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
-KIND_HELP = ("plain: Q, K, V given. causal: self-attention over one sentence, causal mask. multihead: X with "
-             "projections and W_O. cross: X and X_kv with projections. posenc: X = E + PE (sinusoidal) with "
-             f"projections. window: causal in a sliding window ({sliding_window()}). decode: one KV-cache step, "
-             "the last word's query at position t over keys 0 … t. rope: causal self-attention with rotary "
-             "positions (Q_rope, K_rope), d_k 4. alibi: causal with ALiBi, slopes 0.5, 0.25 and so on per head. "
-             "sinks: a sink logit per head. softcap: softcap 2. gqa: grouped-query, query heads in pairs over one "
-             "kv head each. padding: the last key is padding (key_mask). tiles: the tiled online softmax, m, "
-             "alpha, l, O per tile (--tiles). backward: the backward pass from a given dO. A comma list "
-             "(plain,causal,rope) makes a mixed set: problem k is of the k-th kind, round and round (--count "
-             "defaults to the list's length).")
+
+def kind_help() -> str:
+    """`--kind`'s help: each kind's sentence (with --tiles for a kind that takes it), then the mixed set."""
+    return " ".join(f"{kind.name}: {kind.help.rstrip('.') + ' (--tiles).' if kind.tiles else kind.help}"
+                    for kind in kinds.KINDS.values()) + (
+        " A comma list (plain,causal,rope) makes a mixed set: problem k is of the k-th kind, round and round "
+        "(--count defaults to the list's length).")
+
 
 EXERCISE: tuple[Option, ...] = (
     Option("seed", "Same seed, same problem (default: a random one, told on stderr).", type=int, low=0),
-    Option("kind", KIND_HELP, metavar="KIND[,KIND…]", default="plain"),
+    Option("kind", kind_help(), metavar="KIND[,KIND…]", default="plain"),
     Option("queries", "Number of queries (default 1; for self-attention the sentence length, --keys).",
            type=int, low=1, high=64),
     Option("keys", "Number of keys (words in the sentence).", type=int, low=1, high=64, default=3),
-    Option("dim", "d_k, per head (default 2; 4 for rope).", type=int, low=1, high=64),
+    Option("dim", f"d_k, per head (default 2; {kinds.defaults('dim', 2)}).", type=int, low=1, high=64),
     Option("value_dim", "d_v per head (default: --dim).", type=int, low=1, high=64),
-    Option("heads", "Number of heads (default 2 for multihead, else 1).", type=int, low=1, high=16),
+    Option("heads", f"Number of heads (default {kinds.defaults('heads', 1)}, else 1).", type=int, low=1, high=16),
     Option("mask", "causal (self-attention), or random (every query keeps a key).", choices=EXERCISE_MASKS),
     Option("count", "A problem set: problem k is the problem of seed + k - 1, with the same options (default 1, "
            "or the number of kinds listed).", type=int, low=1, high=100),
@@ -62,12 +60,11 @@ POSENC: tuple[Option, ...] = (
 )
 # The choice options' Enums (Typer's choices), made from the core's tuples by the tables.
 MaskKind, SheetFormat = (spec.find(EXERCISE, name).enum for name in ("mask", "format"))
-ExerciseKind = choices("ExerciseKind", EXERCISE_KINDS)  # --kind takes a comma list of these (_kinds checks it)
 TableFormat = spec.find(POSENC, "format").enum
 
 
 @spec.command(EXERCISE)
-def exercise(**given) -> None:
+def exercise(**values) -> None:
     """Print a fresh practice problem (small integers and halves): attn compute input, or a worksheet.
 
     attn exercise --seed 7 > problem.json && attn compute problem.json
@@ -87,29 +84,30 @@ def exercise(**given) -> None:
     # `attn --version` and `attn --help` never import numpy.
     from attncli.commands.learn_run import run_exercise
 
-    o = spec.given(EXERCISE, given)
-    kinds = _kinds(o.kind)
-    run_exercise(o.seed, kinds, o.queries, o.keys, o.dim, o.value_dim, o.heads, o.mask, o.count or len(kinds),
-                 o.format, o.answers, _tile_size(o.tiles, kinds), o.find_the_slip, o.decimals)
+    o = spec.chosen(EXERCISE, values)
+    chosen = _kinds(o.kind)
+    run_exercise(o.seed, chosen, o.queries, o.keys, o.dim, o.value_dim, o.heads, o.mask, o.count or len(chosen),
+                 o.format, o.answers, _tile_size(o.tiles, chosen), o.find_the_slip, o.decimals)
 
 
 def _kinds(text: str) -> tuple[str, ...]:
-    """`--kind plain,causal`: the kinds of a mixed set, each one of EXERCISE_KINDS."""
-    kinds = tuple(part.strip() for part in text.split(","))
-    for kind in kinds:
-        if kind not in EXERCISE_KINDS:
-            hint = did_you_mean(kind, EXERCISE_KINDS)
-            raise InputError(f"{quote(kind)} is not a kind{hint}; the kinds are {', '.join(EXERCISE_KINDS)}",
+    """`--kind plain,causal`: the kinds of a mixed set, each one of the registry's (attncli/marking/kinds.py)."""
+    chosen = tuple(part.strip() for part in text.split(","))
+    for kind in chosen:
+        if kind not in kinds.KINDS:
+            hint = did_you_mean(kind, kinds.names())
+            raise InputError(f"{quote(kind)} is not a kind{hint}; the kinds are {', '.join(kinds.KINDS)}",
                              "--kind")
-    return kinds
+    return chosen
 
 
-def _tile_size(text: str | None, kinds: tuple[str, ...]) -> tuple[int, int] | None:
-    """`--tiles BQ,BK`: two whole numbers ≥ 1, for a tiles exercise only."""
+def _tile_size(text: str | None, chosen: tuple[str, ...]) -> tuple[int, int] | None:
+    """`--tiles BQ,BK`: two whole numbers ≥ 1, for a kind that takes it (tiles) only."""
     if text is None:
         return None
-    if "tiles" not in kinds:
-        raise InputError("a tile size is for --kind tiles (the tiled online softmax)", "--tiles")
+    tiled = [name for name, kind in kinds.KINDS.items() if kind.tiles]
+    if not set(tiled) & set(chosen):
+        raise InputError(f"a tile size is for --kind {' or '.join(tiled)} (the tiled online softmax)", "--tiles")
     parts = text.replace(" ", "").split(",")
     if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
         raise InputError(f"the tile size is {quote(text)}; expected BQ,BK, two whole numbers of at least 1 (e.g. 1,2)", "--tiles")
@@ -117,12 +115,12 @@ def _tile_size(text: str | None, kinds: tuple[str, ...]) -> tuple[int, int] | No
 
 
 @spec.command(EXAMPLE)
-def example(**given) -> None:
+def example(**values) -> None:
     """List the bundled examples, or print one as JSON.
 
     attn example scooter | attn compute
     """
-    name = spec.given(EXAMPLE, given).name
+    name = spec.chosen(EXAMPLE, values).name
     found = {path.stem: path for path in sorted(EXAMPLES.glob("*.json"))}
     if name is None:
         width = max(len(n) for n in found)
@@ -137,12 +135,12 @@ def example(**given) -> None:
 
 
 @spec.command(POSENC)
-def posenc(**given) -> None:
+def posenc(**values) -> None:
     """Sinusoidal positional encodings: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(…).
 
     attn posenc --positions 4 --dim 6
     """
-    o = spec.given(POSENC, given)
+    o = spec.chosen(POSENC, values)
     positions, dim, base = o.positions, o.dim, o.base
     if not math.isfinite(base):  # typer reads 1e309 as inf, and nan passes min=1.0
         raise InputError(f"base is {base}; expected a finite number ≥ 1", "--base")

@@ -11,7 +11,8 @@ from attncli.compute.tiles import attend_tiles
 from attncli.document.readback import add_tiles
 from attncli.document.reading import build_problem
 from attncli.document.writing import to_dict
-from attncli.marking.exercise import DECIMALS, DEFAULT_TILES, ExerciseError, Options, build
+from attncli.marking.exercise import build
+from attncli.marking.kinds import DECIMALS, DEFAULT_TILES, KINDS, ExerciseError, Options
 from attncli.problem.posenc import positional_encoding
 from attncli.render import export, worksheet
 from attncli.render.json import dumps
@@ -44,11 +45,10 @@ def run_exercise(seed: int | None, kinds: tuple[str, ...], queries: int | None, 
 
 
 def _options(seed: int, kind: str, queries, keys, dim, value_dim, heads, mask, tiles, slip, decimals) -> Options:
-    """One kind's options, its defaults filled in: 2 heads for multihead and gqa, d_k 4 for rope."""
-    heads = heads or (2 if kind in ("multihead", "gqa") else 1)
-    dim = dim or (4 if kind == "rope" else 2)
-    return Options(seed, kind, queries, keys, dim, value_dim, heads, mask, tiles if kind == "tiles" else None, slip,
-                   decimals)
+    """One kind's options, its defaults filled in (the kind's heads and d_k)."""
+    record = KINDS[kind]
+    return Options(seed, kind, queries, keys, dim or record.dim, value_dim, heads or record.heads, mask,
+                   tiles if record.tiles else None, slip, decimals)
 
 
 def _set_command(command: str, kinds: tuple[str, ...], count: int) -> str:
@@ -65,7 +65,7 @@ def command_line(options) -> str:
              f"--dim {o.dim}", f"--value-dim {o.value_dim or o.dim}", f"--heads {o.heads}"]
     if o.mask:
         parts.append(f"--mask {o.mask}")
-    if o.kind == "tiles":
+    if KINDS[o.kind].tiles:
         parts.append("--tiles {},{}".format(*(o.tiles or DEFAULT_TILES)))
     if o.decimals != DECIMALS:
         parts.append(f"--decimals {o.decimals}")

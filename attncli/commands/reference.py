@@ -36,7 +36,7 @@ def between(text: str, start: str, end: str, new: str, page: str) -> str:
     return before + new + rest.split(end, 1)[1]
 
 
-def written(text: str) -> str:
+def rewritten(text: str) -> str:
     """`text` (the options page) with every command's list rewritten from its table; a missing marker is
     an error naming it."""
     for command in TABLES:
@@ -47,7 +47,7 @@ def written(text: str) -> str:
 def main(argv: list[str]) -> int:
     path = Path(argv[1]) if len(argv) > 1 else OPTIONS_DOC
     text = path.read_text(encoding="utf-8")
-    new = written(text)
+    new = rewritten(text)
     if new != text:
         path.write_text(new, encoding="utf-8")
         print(f"rewrote the option lists in {path}")

@@ -5,7 +5,7 @@ it sets (None for a view option: how the result is shown), its help, its help pa
 choices, and the reader that turns its text into the key's value. From that one table come:
 - the Typer parameters (`command(table)` gives the command function the signature Typer reads),
   so `--help`, parsing, usage errors and shell completion are Typer's own;
-- the options as values (`given(table, values)`: choices as their words, defaults filled in);
+- the options as values (`chosen(table, values)`: choices as their words, defaults filled in);
 - the settings a document gets from them (each command's options module maps keys with it);
 - the README's option lists (`reference(table)`, written by commands/reference.py).
 
@@ -103,14 +103,14 @@ def signature(table: tuple[Option, ...]) -> inspect.Signature:
 
 
 def command(table: tuple[Option, ...]):
-    """Decorate `def cmd(**given)`: Typer sees the table's options as its parameters."""
+    """Decorate `def cmd(**values)`: Typer sees the table's options as its parameters."""
     def decorate(function):
         function.__signature__ = signature(table)
         return function
     return decorate
 
 
-def given(table: tuple[Option, ...], values: dict) -> SimpleNamespace:
+def chosen(table: tuple[Option, ...], values: dict) -> SimpleNamespace:
     """The options as Typer passed them (or a test names them), each choice as its word and each
     option not given at its default."""
     unknown = set(values) - {o.name for o in table}

@@ -173,9 +173,6 @@ def to_inputs(trace: Trace, d: np.ndarray, head: int | None = None) -> tuple[np.
     return found[d_Q.of], found[d_K.of]
 
 
-# The names attncli/marking/marking_backward.py imports (its lane moves it to the two above).
-through_softcap, through_rope = to_d_scores, to_inputs
-
 
 def _as_given(d: np.ndarray, given: np.ndarray, query_3d: bool, heads: int) -> np.ndarray:
     """A per-query-head gradient (H, L, w) in the shape its input was given, with its `heads`

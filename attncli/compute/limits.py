@@ -23,7 +23,7 @@ from attncli.stages.grads import GRADIENTS, GRADS
 
 # Parsing costs many times its text (peak RSS over file size): 4-5× for JSON of full-precision
 # numbers in long rows, 9× for short numbers, 37× for JSON with one number per row, 135× for a CSV
-# with one short number per row (its cells, rows and Written floats). 24 MiB keeps that worst
+# with one short number per row (its cells, rows and Typed floats). 24 MiB keeps that worst
 # case near 3.2 GiB, under 4 GiB.
 MAX_INPUT = 24 << 20
 MAX_INPUT_VARIABLE = "ATTN_MAX_INPUT"

@@ -34,7 +34,7 @@ class Agreement(NamedTuple):
     dtype: str
     difference: float  # the largest |attncli − model| over every stage compared
     first: dict | None  # the first cell that differs: stage, head, row, column, attncli, model
-    given: dict = {}  # the document's own model and reference, written back beside the agreement
+    kept: dict = {}  # the document's own model and reference, written back beside the agreement
     uncompared: tuple[str, ...] = ()  # reference stages the recomputation left out (the output alone)
 
     @property
@@ -57,14 +57,14 @@ class Agreement(NamedTuple):
                 f"(largest difference {self.difference:.0e}; {words})")
 
     def to_json(self) -> dict:
-        compared = [name for name in self.given.get("reference", {}) if name in STAGES and name not in self.uncompared]
+        compared = [name for name in self.kept.get("reference", {}) if name in STAGES and name not in self.uncompared]
         return {"agrees": self.agrees, "difference": self.difference, "first": self.first, "line": self.line(),
                 "compared": compared}
 
     @property
     def keys(self) -> dict:
         """The keys a JSON document of the recomputation holds: model, reference and agreement."""
-        return self.given | {"agreement": self.to_json()}
+        return self.kept | {"agreement": self.to_json()}
 
 
 def read(doc: dict) -> tuple[dict[str, np.ndarray], str, str, int | None] | None:
@@ -115,8 +115,8 @@ def compare(doc: dict, trace) -> Agreement | None:
     if words is not None and len(words) != trace.problem.lk:
         raise InputError(f"word_ids has {len(words)} entries, but there are {trace.problem.lk} keys; expected one per "
                          "key (as key_labels)", field="word_ids")
-    given = {key: doc[key] for key in CAPTURED if key in doc}
-    return Agreement(model, layer, dtype, largest, first, given, tuple(uncompared))
+    kept = {key: doc[key] for key in CAPTURED if key in doc}
+    return Agreement(model, layer, dtype, largest, first, kept, tuple(uncompared))
 
 
 def _word_ids(value) -> None:
@@ -143,11 +143,11 @@ def _cell(stage: str, index: tuple[int, ...], mine: np.ndarray, theirs: np.ndarr
     return {"stage": stage, **dict(zip(names, index)), "attncli": float(mine[index]), "model": float(theirs[index])}
 
 
-def check_written(written, agreement: Agreement | None) -> None:
+def check_claim(claimed, agreement: Agreement | None) -> None:
     """A document's `agreement` (as attn compute writes it) read back: it must say what the
     recomputation says."""
     if agreement is None:
         raise InputError("agreement is given, but there is no reference to agree with", field="agreement")
-    if not isinstance(written, dict) or written.get("agrees") is not agreement.agrees:
-        raise InputError(f"agreement is {describe(written)}, but the recomputation says: {agreement.line()}",
+    if not isinstance(claimed, dict) or claimed.get("agrees") is not agreement.agrees:
+        raise InputError(f"agreement is {describe(claimed)}, but the recomputation says: {agreement.line()}",
                          field="agreement")

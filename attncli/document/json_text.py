@@ -9,7 +9,7 @@ import json
 import math
 
 from attncli.base.errors import InputError, quote
-from attncli.base.values import Written, excerpt, json_int
+from attncli.base.values import Typed, excerpt, json_int
 
 
 def _reject_constant(token: str):
@@ -23,8 +23,8 @@ def _finite_float(token: str, kind=float) -> float:
     return value
 
 
-def _written_float(token: str) -> Written:
-    return _finite_float(token, Written.parse)
+def _typed_float(token: str) -> Typed:
+    return _finite_float(token, Typed.parse)
 
 
 class _Bad(str):
@@ -86,12 +86,12 @@ def _json_hint(text: str, position: int) -> str:
 
 def parse_json(text: str, source: str, keep_decimals: bool = False):
     """Strict RFC 8259 JSON: no NaN/Infinity tokens, no numbers that overflow float64, no key
-    twice in one object (at any depth). With `keep_decimals`, floats are `Written`: they
+    twice in one object (at any depth). With `keep_decimals`, floats are `Typed`: they
     remember how many decimals they had."""
     try:
         return json.loads(text, parse_constant=_reject_constant, parse_int=json_int,
                           object_pairs_hook=_unique_keys,
-                          parse_float=_written_float if keep_decimals else _finite_float)
+                          parse_float=_typed_float if keep_decimals else _finite_float)
     except json.JSONDecodeError as error:
         raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
                          + _json_hint(text, error.pos), source) from None
@@ -103,10 +103,10 @@ def parse_json(text: str, source: str, keep_decimals: bool = False):
 
 
 def written_decimals(x) -> int:
-    """The decimals a JSON number was written with: a `Written` float's own; a plain float's from
+    """The decimals a JSON number was written with: a `Typed` float's own; a plain float's from
     its shortest form (what json.dumps writes: 0.7679 → 4, 2.0 → 1, 1e-05 → 5); an int's 0."""
-    if isinstance(x, Written):
+    if isinstance(x, Typed):
         return x.decimals
     if isinstance(x, float) and math.isfinite(x):
-        return Written.parse(repr(x)).decimals
+        return Typed.parse(repr(x)).decimals
     return 0

@@ -319,14 +319,14 @@ def gather(file: str | None, matrices: dict[str, str | None],
     the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
     are their own keys); `--alibi`/`--alibi-slopes` its `alibi` and `alibi_slopes`. `--heads` over
     a file whose `heads` is the list of per-head results must give their count."""
-    given = {key: value for key, value in matrices.items() if value is not None}
-    if file is None and not given.keys() & {"Q", "K", "V", "X"}:
+    from_options = {key: value for key, value in matrices.items() if value is not None}
+    if file is None and not from_options.keys() & {"Q", "K", "V", "X"}:
         file = "-"
     doc, source = read_document(file) if file is not None else read_piped() if piped else ({}, None)
     if not isinstance(doc, dict):
         return doc, {}, source  # build_problem reports the wrong top-level type
     origin = {}
-    for key, value in given.items():
+    for key, value in from_options.items():
         origin[key] = "--" + key.lower().replace("_", "-").replace("w-", "w")
         doc.pop(key.lower(), None)  # an alias (q, k, v) in the file is overridden too
         for other in replaced(key):
@@ -335,7 +335,7 @@ def gather(file: str | None, matrices: dict[str, str | None],
         # A CSV's label column: Q's (or X's) name the queries, K's (or X_kv's) the keys.
         for label_key in LABELS_FROM.get(key, ()):
             if labels and settings.get(label_key) is None and not (key == "X" and label_key == "key_labels"
-                                                                    and "X_kv" in given | doc):
+                                                                    and "X_kv" in from_options | doc):
                 doc[label_key], origin[label_key] = labels, origin[key]
     for key, value in settings.items():
         if value is None:
@@ -361,15 +361,15 @@ def replaced(key: str) -> set[str]:
     return (found | set(variants.replaced(key))) - {key}
 
 
-def _rope_over(file_rope, given):
+def _rope_over(file_rope, from_options):
     """The rope object from the --rope options over the file's: each --rope-… option replaces only
     its own field; --rope alone keeps the file's fields (or turns RoPE on with the defaults). A
     file's object may be JSON text (as an .npz holds it); anything else it holds is left for
     rope.read to refuse unless an option replaces it."""
     file_rope = object_text(file_rope)
     if not isinstance(file_rope, dict):
-        return given
-    return {**file_rope, **given} if isinstance(given, dict) else file_rope
+        return from_options
+    return {**file_rope, **from_options} if isinstance(from_options, dict) else file_rope
 
 
 def _matrix_option(key: str, value: str, origin: dict):

@@ -24,7 +24,7 @@ import numpy as np
 
 from attncli.base.arrays import plain
 from attncli.base.errors import InputError, did_you_mean, quote
-from attncli.base.values import Written, describe
+from attncli.base.values import Typed, describe
 from attncli.compute import cost
 from attncli.compute.attention import attend, scale_of
 from attncli.compute.tiles import attend_tiles, head_dicts, max_difference
@@ -56,8 +56,8 @@ def add_tiles(doc: dict, tiled, output, decimals: int | None = None) -> dict:
 
 def has_results(doc: dict) -> bool:
     """Whether a (key-checked) document holds any echo or result to check."""
-    written = schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
-    return isinstance(doc.get("heads"), list) or any(key in doc for key in written)
+    results = schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
+    return isinstance(doc.get("heads"), list) or any(key in doc for key in results)
 
 
 def verify(doc: dict, trace: Trace, say=None, options: tuple[str, ...] = ()) -> None:
@@ -145,9 +145,9 @@ def _check(doc: dict, expected: dict, problem, options: tuple[str, ...], members
             _lines(value)
         elif name == "heads" and isinstance(value, list):
             for h, head in enumerate(value):
-                for stage, written in head.items():
+                for stage, held in head.items():
                     _head_key(stage, h)
-                    _same(written, expected["heads"][h].get(stage, MISSING), f"heads[{h}].{stage}", rtol, hint)
+                    _same(held, expected["heads"][h].get(stage, MISSING), f"heads[{h}].{stage}", rtol, hint)
         elif entry is not None and entry.kind == schema.ECHO:
             _echo(entry, value, expected.get(name, MISSING), rtol, changed)
         elif entry is not None and entry.kind == schema.RESULT:  # counts are whole numbers: exactly
@@ -164,8 +164,8 @@ def _recompute(doc: dict, members: dict) -> str:
     problem's), e.g. jq 'del(.heads, .output)'."""
     if members:
         return " (to recompute it, give it without its heads/ and grads/ members and results)"
-    written = schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
-    drop = [name for name in doc if name in written or (name == "heads" and isinstance(doc[name], list))]
+    results = schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
+    drop = [name for name in doc if name in results or (name == "heads" and isinstance(doc[name], list))]
     return f"; to recompute it with them, drop its results: jq 'del({', '.join('.' + n for n in drop)})' FILE"
 
 
@@ -190,8 +190,8 @@ def _npz_results(members: dict, read, expected: dict, rtol: float, hint: str) ->
         wanted[path] = value
     for path, array in read().items():
         if path.startswith("heads/"):
-            for h, (written, computed) in enumerate(zip(_listed(array), wanted[path])):
-                _same(written, computed, f"{path}[{h}]", rtol, hint)
+            for h, (held, computed) in enumerate(zip(_listed(array), wanted[path])):
+                _same(held, computed, f"{path}[{h}]", rtol, hint)
         else:
             _same(_listed(array), wanted[path], path, rtol, hint)
 
@@ -270,50 +270,50 @@ def _lines(value) -> None:
                          "writes it)", field="explanation")
 
 
-def _echo(entry, written, computed, rtol: float, changed: str) -> None:
+def _echo(entry, held, computed, rtol: float, changed: str) -> None:
     if computed is MISSING:
         gives = "give" if "," in entry.source or " and " in entry.source else "gives"
         raise InputError(f"{entry.name} is given, but {entry.source} {gives} none ({entry.about}); "
                          f"drop {entry.name}{changed}", field=entry.name)
-    if not _agree(written, computed, rtol):
-        written, computed = _differ(written, computed)
-        raise InputError(f"{entry.name} is {written}, but from {entry.source} it is {computed}: "
+    if not _agree(held, computed, rtol):
+        held, computed = _differ(held, computed)
+        raise InputError(f"{entry.name} is {held}, but from {entry.source} it is {computed}: "
                          f"{entry.name} is derived; drop it, or fix {entry.source}{changed}", field=entry.name)
 
 
-def _same(written, computed, path: str, rtol: float, hint: str) -> None:
+def _same(held, computed, path: str, rtol: float, hint: str) -> None:
     """Raise naming the first place where a written result and the recomputed one differ."""
     if computed is MISSING:
         raise InputError(f"{path} is given, but this problem has no {path.rsplit('.', 1)[-1]}; {hint}",
                          field=path)
-    if isinstance(written, dict) and isinstance(computed, dict):
-        for key, value in written.items():
+    if isinstance(held, dict) and isinstance(computed, dict):
+        for key, value in held.items():
             _same(value, computed.get(key, MISSING), f"{path}.{key}", rtol, hint)
         return
-    if isinstance(written, list) and isinstance(computed, list) and len(written) == len(computed):
-        if _numbers(written) and _numbers(computed):  # a row: at once
-            bad = _disagree(written, computed, rtol)
+    if isinstance(held, list) and isinstance(computed, list) and len(held) == len(computed):
+        if _numbers(held) and _numbers(computed):  # a row: at once
+            bad = _disagree(held, computed, rtol)
             if bad is None:
                 return
-            written, computed, path = written[bad], computed[bad], f"{path}[{bad}]"
+            held, computed, path = held[bad], computed[bad], f"{path}[{bad}]"
         else:
-            for i, (w, c) in enumerate(zip(written, computed)):
+            for i, (w, c) in enumerate(zip(held, computed)):
                 _same(w, c, f"{path}[{i}]", rtol, hint)
             return
-    if not _agree(written, computed, rtol):
-        raise InputError(f"{path} is {shown(written)} but recomputing gives {shown(computed)}; {hint}",
+    if not _agree(held, computed, rtol):
+        raise InputError(f"{path} is {shown(held)} but recomputing gives {shown(computed)}; {hint}",
                          field=path)
 
 
 def _numbers(row: list) -> bool:
-    return all(x is None or (type(x) in (int, float, Written)) for x in row)
+    return all(x is None or (type(x) in (int, float, Typed)) for x in row)
 
 
-def _disagree(written: list, computed: list, rtol: float) -> int | None:
+def _disagree(held: list, computed: list, rtol: float) -> int | None:
     """The first index where two rows of numbers (None = −∞) differ, or None. A written number
     agrees when it is the computed one within float noise, or that rounded to some d decimals (so
     to the decimals it was written with: 0.768 is 0.76791… to 3, and never 0.7679 to 3)."""
-    w = np.array([-np.inf if x is None else x for x in written], dtype=np.float64)
+    w = np.array([-np.inf if x is None else x for x in held], dtype=np.float64)
     c = np.array([-np.inf if x is None else x for x in computed], dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         noise = rtol * np.maximum(1.0, np.abs(c))
@@ -326,30 +326,30 @@ def _disagree(written: list, computed: list, rtol: float) -> int | None:
     return int(rest[0]) if rest.size else None
 
 
-def _agree(written, computed, rtol: float) -> bool:
-    """Equal; for numbers, equal to the decimals `written` was written with (0.7679 agrees with
+def _agree(held, computed, rtol: float) -> bool:
+    """Equal; for numbers, equal to the decimals `held` was written with (0.7679 agrees with
     0.76789…) within float noise."""
     numbers = (int, float)
-    if isinstance(written, bool) or isinstance(computed, bool) or not (
-            isinstance(written, numbers) and isinstance(computed, numbers)):
-        return written == computed
-    if isinstance(written, list) or isinstance(computed, list):
+    if isinstance(held, bool) or isinstance(computed, bool) or not (
+            isinstance(held, numbers) and isinstance(computed, numbers)):
+        return held == computed
+    if isinstance(held, list) or isinstance(computed, list):
         return False
-    return _disagree([written], [computed], rtol) is None
+    return _disagree([held], [computed], rtol) is None
 
 
-def _differ(written, computed, context: int = 30) -> tuple[str, str]:
+def _differ(held, computed, context: int = 30) -> tuple[str, str]:
     """Two values as a message shows them; two long strings from the first character where they
     differ, with some context before it ("…j ≤ i (top-left…" against "…j ≤ i; window…")."""
-    if not (isinstance(written, str) and isinstance(computed, str)) or max(len(written), len(computed)) <= 200:
-        return shown(written), shown(computed)
-    start = next((i for i, (a, b) in enumerate(zip(written, computed)) if a != b), min(len(written), len(computed)))
+    if not (isinstance(held, str) and isinstance(computed, str)) or max(len(held), len(computed)) <= 200:
+        return shown(held), shown(computed)
+    start = next((i for i, (a, b) in enumerate(zip(held, computed)) if a != b), min(len(held), len(computed)))
     start = max(0, start - context)
 
     def part(text: str) -> str:
         cut = text[start:start + 2 * context + 40]
         return ("…" if start else "") + quote(cut)[1:-1] + ("…" if start + len(cut) < len(text) else "")
-    return f'"{part(written)}"', f'"{part(computed)}"'
+    return f'"{part(held)}"', f'"{part(computed)}"'
 
 
 def shown(value) -> str:

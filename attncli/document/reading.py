@@ -257,7 +257,7 @@ def _inputs(doc: dict) -> tuple[dict, int, int, int, bool, int]:
         inputs[key] = _as_heads_matrix(doc[key], key) if key in QKV else _as_2d(doc[key], key)
     kv_heads = groups.read_count(doc.get("kv_heads"))
     heads, lq, lk = (_projection_shapes if has_proj else _qkv_shapes)(inputs, heads, kv_heads)
-    kv_heads = groups.given(inputs, heads, kv_heads)
+    kv_heads = groups.from_inputs(inputs, heads, kv_heads)
     for b, w in (("b_Q", "W_Q"), ("b_K", "W_K"), ("b_V", "W_V"), ("b_O", "W_O")):
         if doc.get(b) is not None:
             if w not in inputs:
@@ -317,7 +317,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
         # rope.dims to --rope-dims when that option gave it).
         # A key from the file checked against one from an option (K against --q's Q): the option.
         key, origin = error.key, origin or {}
-        given = (origin.get(error.field) or origin.get(ALIASES.get(key, key))) if key else None
-        given = given or next((origin[other] for other in error.also if other in origin), None)
-        raise error.at(given or source)
+        came_from = (origin.get(error.field) or origin.get(ALIASES.get(key, key))) if key else None
+        came_from = came_from or next((origin[other] for other in error.also if other in origin), None)
+        raise error.at(came_from or source)
     return problem

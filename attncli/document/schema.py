@@ -1,7 +1,7 @@
 """The document's keys, defined once: every key `attn compute` writes or reads, and what it is.
 
 The reader (`problem.build_problem`, through `check_keys`) and the JSON writer (`render/json.py`,
-through `check_written`) both read this table, and tests/test_schema.py checks that every key
+through `check_output`) both read this table, and tests/test_schema.py checks that every key
 of every variant's JSON output is in it and reads back. The rule: a key the tool writes is read
 back with the same meaning, or refused with a hint; never accepted and ignored.
 
@@ -207,7 +207,7 @@ def check_keys(doc: dict) -> dict:
     return out
 
 
-def check_written(doc: dict) -> dict:
+def check_output(doc: dict) -> dict:
     """The writer's side: every key of a document `attn compute` is about to write is in the
     schema (a key missing here is a bug, found by the tests). Returns the document."""
     unknown = [name for name in doc if name not in top_names()]

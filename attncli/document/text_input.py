@@ -22,7 +22,7 @@ import re
 from decimal import Decimal
 
 from attncli.base.errors import InputError
-from attncli.base.values import Written, excerpt
+from attncli.base.values import Typed, excerpt
 from attncli.document.json_text import parse_json
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -59,7 +59,7 @@ def is_word(cell: str, kind: str) -> bool:
 
 
 def cell_value(text: str, where: str, source: str, kind: str):
-    """One cell as a number (a `Written` float that remembers its decimals, for `attn check`);
+    """One cell as a number (a `Typed` float that remembers its decimals, for `attn check`);
     a mask's true/false as a bool, a bias's −∞ as None (as JSON's null)."""
     cell = _ascii(text)
     low = cell.lower()
@@ -76,7 +76,7 @@ def cell_value(text: str, where: str, source: str, kind: str):
         if _PERCENT.fullmatch(cell):
             hint = f" (write {cell} as {Decimal(cell[:-1]).scaleb(-2)})"
         raise InputError(f"{where}: {excerpt(cell, quoted=True)} is not {EXPECTED[kind]}{hint}", source)
-    value = Written.parse(cell)
+    value = Typed.parse(cell)
     if not math.isfinite(value):
         if kind == "bias" and value == -math.inf:
             return None

@@ -87,7 +87,7 @@ class Factor(namedtuple("Factor", "true printed divides symbol", defaults=(None,
     def text(self, places: int) -> str:  # √d_k is computed; a given scale is written as given
         if self.divides:
             return f"/ {self.symbol or hw.number(self.printed, places)}"
-        return f"× {hw.given(self.printed, places)}"
+        return f"× {hw.short(self.printed, places)}"
 
     def apply(self, d: Decimal) -> Decimal:
         return d / self.printed if self.divides else d * self.printed

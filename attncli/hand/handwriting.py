@@ -19,7 +19,7 @@ def number(d: Decimal, places: int) -> str:
     return f"{d:.{places}e}" if abs(d) >= E_NOTATION_FROM else f"{d:.{places}f}"
 
 
-def given(d: Decimal, places: int) -> str:
+def short(d: Decimal, places: int) -> str:
     """A number as a person writes it: 4.0, 0.5, 0.125, -1.0 (no trailing zeros past the first).
     Given inputs arrive exact (carry.given), computed values rounded to `places`: either is written
     with the decimals it has, never more than max(places, carry.GIVEN_DECIMALS)."""
@@ -41,8 +41,8 @@ def vector(values, places: int, write=number) -> str:
 
 def dot(xs, ws, places: int, bias=None) -> str:
     """(x0)(w0) + (x1)(w1) + … (+ b): the left side of a dot product's line."""
-    text = terms_sum([f"({given(a, places)})({given(b, places)})" for a, b in zip(xs, ws)])
-    return text if bias is None else f"{text} + {given(bias, places)}"
+    text = terms_sum([f"({short(a, places)})({short(b, places)})" for a, b in zip(xs, ws)])
+    return text if bias is None else f"{text} + {short(bias, places)}"
 
 
 def terms_sum(terms: list[str]) -> str:

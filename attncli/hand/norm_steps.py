@@ -122,7 +122,7 @@ def _header(page: Page, r: Normed, step: int, what: str) -> str:
 
 
 def _vector_lines(page: Page, r: Normed, v: Normalised, key: str, x: str, indent: str) -> list[str]:
-    n, g = page.n, page.given
+    n, g = page.n, page.short
     shown = lambda d: f"({g(d)})" if d < 0 else g(d)  # noqa: E731  (a given or projected number)
     mean = "" if v.mean is None else f"({n(v.mean)})" if v.mean < 0 else n(v.mean)  # computed
     count = len(v.every)

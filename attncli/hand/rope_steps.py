@@ -154,15 +154,15 @@ def _write_k(row: Row, name: str) -> Rotated:
 
 
 def _pair_lines(page: Page, r: Rotated, turns: list[Turn], key) -> list[str]:
-    n, given, out = page.n, page.given, []
+    n, short, out = page.n, page.short, []
     af = "" if r.factor is None else "af·"
     for i, t in enumerate(turns):  # pair i turns by θ_i
         (a, b), (xa, xb), (ra, rb) = t.dims, t.before, t.after
         c, s = n(t.cos), n(t.sin)
         out.append(f"    dims {a}, {b}:   angle = {t.position} × {n(r.theta[i])}"
                    f" = {n(t.angle)}   {af}cos = {c}   {af}sin = {s}   "
-                   f"({given(xa)})({c}) − ({given(xb)})({s}) = {n(ra)}   "
-                   f"({given(xb)})({c}) + ({given(xa)})({s}) = {n(rb)}{page.note((key, a))}")
+                   f"({short(xa)})({c}) − ({short(xb)})({s}) = {n(ra)}   "
+                   f"({short(xb)})({c}) + ({short(xa)})({s}) = {n(rb)}{page.note((key, a))}")
     return out
 
 

@@ -67,7 +67,7 @@ def _masked_lines(page: Page, r: Masked, step: int) -> list[str]:
             return f"{key} masked → −∞, excluded" + (f" ({why[j]})" if why and why[j] else "")
         if r.bias is None and r.alibi is None:
             return f"{key} {n(r.pairs[j][1])}"
-        terms = " + ".join([n(r.before[j][1])] + ([] if r.bias is None else [page.given(r.bias[j])]))
+        terms = " + ".join([n(r.before[j][1])] + ([] if r.bias is None else [page.short(r.bias[j])]))
         if r.alibi is None:
             return f"{key} {terms} = {n(r.pairs[j][1])}{page.note((r.name, j))}"
         a = r.alibi[j]
@@ -167,7 +167,7 @@ def _weights_lines(page: Page, r: Softmax, step: int) -> list[str]:
 def _softmax_lines(page: Page, r: Softmax) -> list[str]:
     n, keys, width, places = page.n, page.keys, page.width, page.places
     if not any(r.allowed) and r.sink is not None:
-        sink = page.given(r.sink)
+        sink = page.short(r.sink)
         return [f"  every key is masked: the sink takes the whole row (e^{sink} of e^{sink}), "
                 "so every weight is 0"]
     if not any(r.allowed):
@@ -189,7 +189,7 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
     shown = [j for j in shown_keys(len(keys)) if j is None or r.allowed[j]]
     terms = ["…" if j is None else f"{power(j)} = {n(r.exps[j])}" for j in shown]
     if r.sink is not None:  # one more logit in the sum, whose weight is then dropped
-        sink = f"e^({page.given(r.sink)} − {n(r.shift)})" if r.shift is not None else f"e^{page.given(r.sink)}"
+        sink = f"e^({page.short(r.sink)} − {n(r.shift)})" if r.shift is not None else f"e^{page.short(r.sink)}"
         terms.append(f"sink {sink} = {n(r.sink_exp)}")
     line_keys = [("exps", j) for j in range(len(keys))] + [("sink", 0), ("total", 0)]
     lines.append("  " + "   ".join(terms) + f"   sum = {n(r.total)}" + page.note(*line_keys))

@@ -80,8 +80,8 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
     def n(self, x: Decimal) -> str:
         return hw.number(x, self.places)
 
-    def given(self, x: Decimal) -> str:
-        return hw.given(x, self.places)
+    def short(self, x: Decimal) -> str:
+        return hw.short(x, self.places)
 
     def vector(self, values, write=hw.number) -> str:
         return hw.vector(values, self.places, write)
@@ -200,8 +200,8 @@ def _scaled_lines(page: Page, r: Scaled, step: int) -> list[str]:
         out = [f"Step {step}: scale by 1/√d_k, d_k = {d_k}, √{d_k} {approx} {n(r.divisor)}{unrounded}"]
         by = f"/ {r.symbol or n(r.divisor)}"
     else:
-        out = [f"Step {step}: scale by {page.given(r.scale)} (given)"]
-        by = f"× {page.given(r.scale)}"
+        out = [f"Step {step}: scale by {page.short(r.scale)} (given)"]
+        by = f"× {page.short(r.scale)}"
     return out + page.each(lambda j, key: f"{key} {n(r.before[j][1])} {by} = {n(r.pairs[j][1])}"
                            f"{page.note((r.name, j))}")
 
@@ -273,7 +273,7 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
         if j is None:
             out.append(f"  … {len(r.V) - hw.MAX_KEYS + 1} more keys …")
         elif r.allowed[j]:
-            out.append(f"  {page.n(r.weights[j])} × {vector(r.V[j], hw.given)} = "
+            out.append(f"  {page.n(r.weights[j])} × {vector(r.V[j], hw.short)} = "
                        f"{vector(r.contributions[j])}{page.note(('contributions', j))}")
     if not all(r.allowed):
         out.append("  (masked keys have weight 0 and add nothing)")

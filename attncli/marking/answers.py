@@ -21,7 +21,7 @@ import re
 import numpy as np
 
 from attncli.base.errors import InputError, did_you_mean, quote
-from attncli.base.values import Written, as_array, decimals_of, describe
+from attncli.base.values import Typed, as_array, decimals_of, describe
 from attncli.document.reading import ALIASES, PROJECTIONS, QKV, input_keys, output_keys
 from attncli.document.text_input import comma_decimal, comma_hint, is_value, is_word
 from attncli.marking.answer_keys import METADATA, alias_of
@@ -75,7 +75,7 @@ def _leaf(x, masked: bool, large: bool = True):
         if masked and text.lower() in NEGATIVE_INFINITY:
             return None
         try:
-            number = Written.parse(text.replace("−", "-"))
+            number = Typed.parse(text.replace("−", "-"))
         except ValueError:
             return x  # as_array names it
         return number if math.isfinite(number) else x

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.compute.backward import through_rope, through_softcap
+from attncli.compute.backward import to_d_scores, to_inputs
 from attncli.marking.grading import Answer, Rule, StageMark, grade, mark_cells, missing
 from attncli.marking.grading import marked_gradient as expected
 from attncli.problem.trace import Trace
+from attncli.stages import table as stages
 from attncli.stages.grads import GRADIENTS
+from attncli.stages.vjps import softmax_back
 
 # Which stages (the learner's, where given) each gradient is computed from.
 FROM = {"d_output": (), "d_V": ("weights", "d_output"), "d_weights": ("d_output",), "D": ("d_output", "output"),
@@ -27,21 +29,20 @@ FROM = {"d_output": (), "d_V": ("weights", "d_output"), "d_weights": ("d_output"
 
 
 def _recompute(trace: Trace, head: int, name: str, own: dict[str, np.ndarray]) -> np.ndarray:
-    """Gradient `name` of `head` from the values in `own` (the learner's where given, else exact)."""
-    V = trace.V[head]
-    P, dO = own["weights"], own["d_output"]
-    if name == "d_V":
-        return P.T @ dO
-    if name == "d_weights":
-        return dO @ V.T
-    if name == "D":
-        return (dO * own["output"]).sum(axis=1, keepdims=True)
+    """Gradient `name` of `head` from the values in `own` (the learner's where given, else exact),
+    by the stage table's vjps (output's, the softmax's, and back to d_scores, d_Q and d_K)."""
+    pick = slice(head, head + 1)
+    if name in ("d_V", "d_weights"):  # output = weights V
+        block = stages.Block(trace.problem, trace.Q[pick], trace.K[pick], trace.V[pick], trace.scale, head=head)
+        found = stages.get(stages.OUTPUT).vjp(block, own["weights"][None], None, own["d_output"][None])
+        return found["V" if name == "d_V" else stages.PREVIOUS][0]
+    if name == "D":  # the title's form, from the learner's own d_output and output
+        return (own["d_output"] * own["output"]).sum(axis=1, keepdims=True)
     if name == "d_scores":
-        dead = [i for h, i in trace.fully_masked if h == head]
-        d_scores = np.where(trace.weights[head] == 0, 0.0, P * (own["d_weights"] - own["D"]))
-        d_scores[dead] = 0.0
-        return through_softcap(trace, d_scores[None], head)[0]
-    d_Q, d_K = through_rope(trace, trace.scale * own["d_scores"][None], head)
+        logits = trace.stage(stages.previous(trace.problem, stages.SOFTMAX))[pick]
+        d = softmax_back(logits, own["weights"][None], own["d_weights"][None], own["D"][None, :, 0])
+        return to_d_scores(trace, d, head)[0]
+    d_Q, d_K = to_inputs(trace, trace.scale * own["d_scores"][None], head)
     return (d_Q if name == "d_Q" else d_K)[0]
 
 

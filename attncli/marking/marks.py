@@ -64,7 +64,7 @@ class _Basis:
     coarse: bool = False
 
 
-def _given(basis: _Basis) -> dict[str, np.ndarray]:
+def _own(basis: _Basis) -> dict[str, np.ndarray]:
     """The learner's stages up to `basis`, by name: those that stand in for Q or K (Q_rope,
     K_rope) are carried into the stages after them."""
     return {b.stage: b.values for b in basis.earlier + (basis,) if b.stage is not None}
@@ -80,7 +80,7 @@ def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Bas
         if start.coarse:
             continue  # written with too few decimals: what follows from it was rounded early, not carried
         note = f"rounded {start.stage} carried ({plural(start.precision, 'decimal')})" if start.sound else None
-        yield (chain(trace, head, start.stage, start.values, stage, given=_given(start)),
+        yield (chain(trace, head, start.stage, start.values, stage, own=_own(start)),
                "correct" if start.sound else "carried", note)
     # Rounded and carried from the learner's basis; then from Q and K (right whatever they wrote before).
     starts = ([(basis, status)] if not basis.coarse else []) \
@@ -89,7 +89,7 @@ def _followings(trace: Trace, head: int, stage: str, answer: Answer, basis: _Bas
         steps = span(trace, start.stage, stage)
         for k in range(min(answer.precision, FINEST_ROUNDING), rule.decimals - 1, -1):
             for stages in roundings(steps):
-                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k), given=_given(start)),
+                yield (chain(trace, head, start.stage, start.values, stage, rounded=(stages, k), own=_own(start)),
                        outcome,
                        f"rounded {rounding_text(stages)} carried ({plural(k, 'decimal')})")
 
@@ -105,25 +105,25 @@ def _diagnose(trace: Trace, head: int, stage: str, answer: Answer, cells: np.nda
     wrong, right = cells == "wrong", (cells == "correct") | (cells == "carried") | (cells == "imprecise")
     steps = span(trace, basis.stage, stage)
     exact = trace.stage(stage)[head]
-    given = _given(basis)
-    candidates = [(m, f"{m}: {mistake.text}", chain(trace, head, basis.stage, basis.values, stage, m, given=given))
+    own = _own(basis)
+    candidates = [(m, f"{m}: {mistake.text}", chain(trace, head, basis.stage, basis.values, stage, m, own=own))
                   for m, mistake in MISTAKES.items() if any(made_at(m, name) for name in steps)]
     candidates.append((TRANSPOSED, f"{TRANSPOSED}: {TRANSPOSED_TEXT}", exact.T))
     if "scaled" in steps:
         candidates += [(ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {text}",
-                        chain(trace, head, basis.stage, basis.values, stage, scale=scale, given=given))
+                        chain(trace, head, basis.stage, basis.values, stage, scale=scale, own=own))
                        for scale, text in rounded_scales(trace)]
     if basis.coarse:  # carried on from the learner's own too-coarse stage: an early rounding
         candidates.append((ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {basis.stage} was written with "
                            f"{plural(basis.precision, 'decimal')} and carried on",
-                           chain(trace, head, basis.stage, basis.values, stage, given=given)))
+                           chain(trace, head, basis.stage, basis.values, stage, own=own)))
     for k in range(min(rule.decimals, answer.precision + 1) - 1, -1, -1):
         for stages in roundings(steps):
             verb = "was" if len(stages) == 1 else "were"
             candidates.append((ROUNDED_EARLY, f"{ROUNDED_EARLY}: right method, but {rounding_text(stages)} {verb} "
                                f"rounded to {plural(k, 'decimal')} before the next step",
                                chain(trace, head, basis.stage, basis.values, stage, rounded=(stages, k),
-                                     given=given)))
+                                     own=own)))
     best, named = 0, []
     for mistake, note, prediction in candidates:
         if prediction is None or prediction.shape != answer.values.shape:
@@ -237,13 +237,13 @@ def mark_all(trace: Trace, answers: list[dict[str, Answer]], final: Answer | Non
         raise InputError(f"{', '.join(s for s in require if s in GRADIENTS)} required, but the problem has no "
                          "dO (no backward pass)", field="require")
     marks, outputs = {}, []
-    for h, given in enumerate(answers):
+    for h, head_answers in enumerate(answers):
         prefix = f"heads[{h}]." if several else ""
-        head_marks = mark_head(trace, h, given, rule, per_head)
+        head_marks = mark_head(trace, h, head_answers, rule, per_head)
         if trace.gradients is not None:
-            head_marks.update(mark_gradients(trace, h, given, rule, head_marks, per_head))
+            head_marks.update(mark_gradients(trace, h, head_answers, rule, head_marks, per_head))
         marks.update({prefix + stage: m for stage, m in head_marks.items()})
-        outputs.append(head_marks.get("output") if "output" in given else None)
+        outputs.append(head_marks.get("output") if "output" in head_answers else None)
     if several and final is not None:
         marks["output"] = mark_final(trace, final, outputs if None not in outputs else None, rule)
     elif several and "output" in require:

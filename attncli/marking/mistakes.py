@@ -239,12 +239,12 @@ def span(trace: Trace, start: str | None, stop: str) -> tuple[str, ...]:
 
 
 def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mistake: str | None = None,
-         scale: float | None = None, given: dict[str, np.ndarray] | None = None,
+         scale: float | None = None, own: dict[str, np.ndarray] | None = None,
          table: Mapping[str, Mistake] | None = None):
     """Stage `stage` of one head from the stage before it (the stage table's compute function, or
     the mistake's in its place), optionally with `scale` in place of the problem's (a learner's
     rounded 1/√d_k). A stage that stands in for Q or K (Q_rope, K_rope) before `stage` does so
-    with its `given` value (the learner's), else the trace's. None when the mistake cannot apply
+    with its `own` value (the learner's), else the trace's. None when the mistake cannot apply
     to these shapes. `table`: where `mistake` is defined (MISTAKES unless given: marking code
     adds its own, attncli/code/code_mistakes.py)."""
     one = slice(head, head + 1)
@@ -252,7 +252,7 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
     inputs = {"Q": trace.Q[one], "K": trace.K[one]}  # (1, Lq, d_k), (1, Lk, d_k)
     for earlier in stages.inputs(trace.problem):
         if order.index(earlier.name) < order.index(stage):
-            value = (given or {}).get(earlier.name)
+            value = (own or {}).get(earlier.name)
             inputs[earlier.replaces] = trace.stage(earlier.name)[one] if value is None else value[None]
     block = stages.Block(trace.problem, inputs["Q"], inputs["K"], trace.V[one],
                          trace.scale if scale is None else scale, head=head)
@@ -268,25 +268,25 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
 
 def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None, stop: str,
           mistake: str | None = None, rounded: tuple[tuple[str, ...], int] | None = None,
-          scale: float | None = None, given: dict[str, np.ndarray] | None = None,
+          scale: float | None = None, own: dict[str, np.ndarray] | None = None,
           table: Mapping[str, Mistake] | None = None) -> np.ndarray | None:
     """Recompute from stage `start` (the learner's `values`; None: from Q and K) up to `stop`,
     making `mistake` at its stage. `rounded` = (stages, k) rounds those stages to k decimals on
     the way, as a learner who writes each stage down and carries the written numbers; `scale`
-    replaces the problem's scale; `given` holds the learner's earlier stages that stand in for Q
+    replaces the problem's scale; `own` holds the learner's earlier stages that stand in for Q
     or K (their Q_rope carried into their scores); `table`: where `mistake` is defined (as `step`)."""
     current = values
-    given = dict(given or {})  # the learner's Q_rope and K_rope, then the ones recomputed here
+    own = dict(own or {})  # the learner's Q_rope and K_rope, then the ones recomputed here
     if start is not None and values is not None:
-        given[start] = values
+        own[start] = values
     for name in span(trace, start, stop):
-        current = step(trace, head, name, current, mistake if made_at(mistake, name, table) else None, scale, given,
+        current = step(trace, head, name, current, mistake if made_at(mistake, name, table) else None, scale, own,
                        table)
         if current is None:
             return None
         if rounded and name in rounded[0] and name != stop:
             current = round_finite(current, rounded[1])
-        given[name] = current
+        own[name] = current
     return current
 
 

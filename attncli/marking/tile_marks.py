@@ -183,7 +183,7 @@ def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str,
         own_m = answers["m"].values if "m" in answers else None
         own_alpha = answers["alpha"].values if "alpha" in answers else None
         running = (S, V[cols], learner.m, learner.l, learner.O)
-        c_m, c_alpha, _, c_l, c_O = step(*running, m=own_m, alpha=own_alpha)
+        c_m, _, _, c_l, c_O = step(*running, m=own_m, alpha=own_alpha)
         carried = {"m": step(*running)[0], "alpha": step(*running, m=own_m)[1], "l": c_l, "O": c_O}
         cells, sound = {}, learner.sound
         for f in fields:

@@ -19,7 +19,7 @@ from attncli.base.errors import InputError
 from attncli.base.values import whole_count
 
 
-def given(inputs, heads: int, kv_heads: int | None) -> int:
+def from_inputs(inputs, heads: int, kv_heads: int | None) -> int:
     """The kv heads: `kv_heads` when given, else what the inputs give (a 3-D K's first axis; 1 for
     a 2-D K beside a 3-D Q; else one per query head)."""
     if kv_heads is not None:
@@ -32,7 +32,7 @@ def given(inputs, heads: int, kv_heads: int | None) -> int:
 
 def count(problem) -> int:
     """The problem's kv heads (`Problem.kv_heads`, or what its inputs give)."""
-    return given(problem.inputs, problem.heads, problem.kv_heads)
+    return from_inputs(problem.inputs, problem.heads, problem.kv_heads)
 
 
 def grouped(problem) -> bool:

@@ -12,7 +12,7 @@ import re
 
 from attncli.base.rule_words import masked_rows_words
 from attncli.explain.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
-from attncli.hand.handwriting import MAX_KEYS, comparison, dot, given, note, number, shown_keys, vector
+from attncli.hand.handwriting import MAX_KEYS, comparison, dot, note, number, short, shown_keys, vector
 from attncli.hand.stage_steps import Page
 from attncli.problem import groups, visibility
 from attncli.problem.masks import has_rules
@@ -34,9 +34,9 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     reads = groups.reads(p, w.head)
     head = f"Head {w.head}{f' ({reads})' if reads else ''}, query" if p.heads > 1 else "Query"
     if w.projection is None:
-        lines, step = [f"{head} {query} (row {w.row}): q = {vector(w.q, places, given)}"], 1
+        lines, step = [f"{head} {query} (row {w.row}): q = {vector(w.q, places, short)}"], 1
     else:
-        lines = [f"{head} {query} (row {w.row}): x = {vector(w.projection.x, places, given)}"]
+        lines = [f"{head} {query} (row {w.row}): x = {vector(w.projection.x, places, short)}"]
         lines += _projection_lines(trace, w, keys, width)
         step = 2
     for stage in present(p):

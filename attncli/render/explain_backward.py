@@ -8,7 +8,7 @@ from __future__ import annotations
 from attncli.explain.backward_steps import WrittenBackward, written_backward
 from attncli.explain.steps import Written
 from attncli.hand.hand_backward import Share, Steps
-from attncli.hand.handwriting import comparison, given, shown_keys, vector
+from attncli.hand.handwriting import comparison, short, shown_keys, vector
 from attncli.hand.stage_steps import Page
 from attncli.problem.groups import group_text
 from attncli.problem.trace import Trace
@@ -23,7 +23,7 @@ def backward_lines(trace: Trace, w: Written) -> list[str]:
     width = max(len(keys[j]) for j in shown_keys(p.lk) if j is not None) + 1
     page = Page(trace, b, keys, width, "", lambda name: fields(p, name))
     lines = ["Backward pass (the gradient of the loss by each number, from dO back):",
-             f"  dO = {vector(b.dO, b.places, given)}  (this row of {b.seed})"] + b.preamble
+             f"  dO = {vector(b.dO, b.places, short)}  (this row of {b.seed})"] + b.preamble
     steps = Steps()
     for stage in reversed(present(p)):
         lines += stage.hand.backward.lines(page, b.stages[stage.name], steps)
@@ -40,7 +40,7 @@ def _share_lines(page: Page, b: WrittenBackward, steps: Steps, group: str = "") 
     header = f"Step {steps.number()}: this row's share of {whats}; {sums} add up every query's share{group}{notes}"
 
     def share(s: Share, j: int) -> str:
-        return (f"d_{s.name} += {page.n(s.factors[j])} × {page.vector(s.vector, given)}{s.by} = "
+        return (f"d_{s.name} += {page.n(s.factors[j])} × {page.vector(s.vector, short)}{s.by} = "
                 f"{page.vector(s.results[j])}")
 
     def line(j: int, key: str) -> str:

@@ -28,7 +28,7 @@ def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
     out = {stage.name: (fill(stage.plain, p, stage.name), fill(stage.latex, p, stage.name))
            for stage in present(p)}
     if trace.gradients is not None:
-        out |= {g.name: (title(g, trace.problem).split(" = ", 1)[1], g.latex) for g in GRADIENTS}
+        out |= {g.name: (title(g, p).split(" = ", 1)[1], title(g, p, latex=True)) for g in GRADIENTS}
     inputs = trace.problem.inputs
     if "W_O" not in inputs:
         out["final"] = ("the heads' outputs side by side", r"\text{the heads' outputs side by side}")
@@ -109,9 +109,9 @@ def markdown_table(title: str, formula: str | None, m: np.ndarray, rows, columns
 
 def markdown(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
     parts = ["\n".join(f"{md(line)}  " for line in header)]
-    written = formulas(trace)
+    formula = formulas(trace)
     for name, heading, m, rows, columns in _matrices(trace, stages):
-        parts.append(markdown_table(heading, written[name][0] if name in written else None, m, rows, columns,
+        parts.append(markdown_table(heading, formula[name][0] if name in formula else None, m, rows, columns,
                                     precision))
     if explanation:
         parts.append(fence(explanation))
@@ -200,9 +200,9 @@ def latex(trace: Trace, stages, precision: int, header: list[str], explanation: 
     """The header as comments, then one `latex_table` per stage and head."""
     # The header as comments, every line (as written: TeX skips a comment before reading its characters)
     parts = ["\n".join("% " + tex(line, symbols=False) for line in header)]
-    written = formulas(trace)
+    formula = formulas(trace)
     for name, heading, m, rows, columns in _matrices(trace, stages):
-        parts.append(latex_table(heading, written[name][1] if name in written else name, m, rows, columns, precision))
+        parts.append(latex_table(heading, formula[name][1] if name in formula else name, m, rows, columns, precision))
     if explanation:
         parts.append(tex_lines(explanation))
     return with_attnchar("\n\n".join(parts) + "\n")

@@ -6,7 +6,7 @@ import json
 import re
 
 from attncli.document.readback import add_tiles
-from attncli.document.schema import check_written
+from attncli.document.schema import check_output
 from attncli.document.writing import to_dict
 from attncli.problem.trace import Trace
 
@@ -39,4 +39,4 @@ def document(trace: Trace, stages, decimals: int | None = None, explanation: lis
     if explanation is not None:
         doc["explanation"] = explanation
     doc.update(extra or {})  # keys the command adds beside the trace's (attn capture's model, reference, agreement)
-    return dumps(check_written(doc)) + "\n"
+    return dumps(check_output(doc)) + "\n"

@@ -27,7 +27,7 @@ def summary(name: str, mark: StageMark) -> str:
     return f"{name}: {counts(mark)}" + "".join(f"\n  {note}" for note in mark.notes)
 
 
-def _written(value: float, decimals: int, precision: int) -> str:
+def _typed(value: float, decimals: int, precision: int) -> str:
     return number(value, decimals if decimals >= 0 else precision)
 
 
@@ -64,7 +64,7 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
         cells.append([])
         for j in range(len(columns)):
             verdict = mark.cells[i, j]
-            text = Text(_written(mark.given.values[i, j], mark.given.decimals[i, j], precision) + " ")
+            text = Text(_typed(mark.given.values[i, j], mark.given.decimals[i, j], precision) + " ")
             text.append(SYMBOLS[verdict], style=STYLE[verdict])
             if verdict != "correct":
                 text.append(f" {number(mark.expected[i, j], precision)}", style="dim")

@@ -31,10 +31,10 @@ def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str]:
     """(text, what a click shows) of one marked cell."""
     verdict = mark.cells[i, j]
     value, decimals = mark.given.values[i, j], mark.given.decimals[i, j]
-    given = "—" if math.isnan(value) else number(value, decimals if decimals >= 0 else precision)
+    answer = "—" if math.isnan(value) else number(value, decimals if decimals >= 0 else precision)
     expected = number(mark.expected[i, j], precision)
-    said = f"{MEANING[verdict]}: yours {given}, expected {expected}"
-    return f"{given} {SYMBOLS[verdict]}", said + "".join(f"\n{note}" for note in mark.notes)
+    said = f"{MEANING[verdict]}: yours {answer}, expected {expected}"
+    return f"{answer} {SYMBOLS[verdict]}", said + "".join(f"\n{note}" for note in mark.notes)
 
 
 def stage_table(trace: Trace, name: str, mark, precision: int) -> str:

@@ -52,8 +52,8 @@ def _chunks(widths: list[int], first: int, rest: int) -> list[list[int]]:
 
 def answered(marks, stages: list[str]) -> str:
     """`k/n`: stages answered (not only missing) of the stages asked for."""
-    given = [name for name, mark in (marks or {}).items() if mark.count("missing") < mark.cells.size]
-    return f"{len([name for name in given if name in stages])}/{len(stages)}"
+    answered = [name for name, mark in (marks or {}).items() if mark.count("missing") < mark.cells.size]
+    return f"{len([name for name in answered if name in stages])}/{len(stages)}"
 
 
 def _students(results: list[Result], console: Console, points: Points | None = None,

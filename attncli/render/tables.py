@@ -177,7 +177,7 @@ def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: l
             if gradient.name in stages:
                 matrix = trace.gradients.heads[gradient.name][h]
                 columns = keys if gradient.columns == "keys" else [gradient.name] if matrix.ndim == 1 else None
-                show(gradient.title + head, matrix.reshape(matrix.shape[0], -1),
+                show(grads.title(gradient, p) + head, matrix.reshape(matrix.shape[0], -1),
                      queries if gradient.rows == "queries" else keys, columns, what=(gradient.name, h))
 
 

@@ -58,12 +58,6 @@ def number(x: float, precision: int) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.0000"
 
 
-def given(x: float, precision: int) -> str:
-    """An input value as a person writes it: 4.0, 0.5, -1.0 (rounded to `precision` decimals)."""
-    x = round(float(x), precision)
-    return repr(x + 0.0)  # + 0.0 turns -0.0 into 0.0
-
-
 def labels(names: list[str] | None, n: int) -> list[str]:
     """Row or column headers: the given labels (escaped by `shown`), or indices."""
     return [shown(name) for name in names] if names else [str(i) for i in range(n)]
@@ -94,8 +88,8 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
     lines += [shown(p.title)] if p.title else []
     # A description may have line breaks (each its own header line); other controls stay escaped.
     lines += [shown(line) for line in p.description.replace("\r\n", "\n").split("\n")] if p.description else []
-    given = " · ".join(f"{name} {shape_text(a.shape)}" for name, a in p.inputs.items())
-    lines.append(f"{given} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
+    shapes = " · ".join(f"{name} {shape_text(a.shape)}" for name, a in p.inputs.items())
+    lines.append(f"{shapes} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
                  f"d_v = {trace.d_v} · {p.dtype}")
     lines += [groups_line(p)] if groups_line(p) else []
     lines.append(f"scale = {scale_text(trace, precision)}")

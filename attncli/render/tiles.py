@@ -1,19 +1,15 @@
 """The tile view of `attn compute --tiles BQ,BK`: per head, each tile's tables, then O / ℓ with lse
 and the largest difference from the plain output; and `--explain --tiles`, one query row through
-the tiles. Views never compute: the tables read `attncli.compute.tiles.Tiles`; the explanation redoes each
-step from the numbers as printed (Decimal arithmetic), so every printed equation holds.
+the tiles. Views never compute: the tables read `attncli.compute.tiles.Tiles`; the explanation lays
+out attncli/hand/tile_steps.py's walk, each step from the numbers as printed.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal, localcontext
-
-import numpy as np
-
 from attncli.base.rule_words import MASKED_ROWS_WORDS
 from attncli.compute.tiles import Tiles, max_difference, sink_logits, start
-from attncli.hand.carry import round_to
-from attncli.hand.handwriting import number as written
+from attncli.hand import handwriting as hw
+from attncli.hand.tile_steps import Tile, TileStep, online_softmax
 from attncli.problem.groups import title as head_title
 from attncli.problem.trace import Trace
 from attncli.render.text import MINUS_INF, labels, number
@@ -57,10 +53,6 @@ def tile_parts(tiled: Tiles, trace: Trace, precision: int, heads: list[int] | No
     yield f"max |tiled output − plain output| = {difference:.3g} (every head, every query, every column)"
 
 
-def _d(x: float) -> Decimal:
-    return Decimal(repr(float(x)))
-
-
 def explain_tiles(tiled: Tiles, trace: Trace, rows: list[int] | None, heads: list[int] | None,
                   places: int) -> list[str]:
     """One query row (the first of `rows`, else 0) of each head shown, through its tiles. Every
@@ -78,59 +70,46 @@ def explain_tiles(tiled: Tiles, trace: Trace, rows: list[int] | None, heads: lis
 def _explain_row(tiled: Tiles, trace: Trace, h: int, row: int, places: int) -> list[str]:
     p = tiled.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-    r = lambda x: round_to(x, places)  # noqa: E731  round half even, as printed (any magnitude)
-    n = lambda x: MINUS_INF if x is None else written(x, places)  # noqa: E731  e-notation when huge
+    n = lambda x: MINUS_INF if x is None else hw.number(x, places)  # noqa: E731  e-notation when huge
     vec = lambda xs: "[" + ", ".join(n(x) for x in xs) + "]"  # noqa: E731
     head = f", {head_title(p, h)}" if p.heads > 1 else ""
     m0, l0, _ = start(p, 1, 1, tiled.V.shape[2], float, head=h)  # before the first tile; the sink, if any
-    m = None if m0[0, 0] == -np.inf else r(_d(m0[0, 0]))  # None = −∞
-    l = r(_d(l0[0, 0]))
-    O = [Decimal(0)] * tiled.V.shape[2]
-    begin = "m = −∞, l = 0, O = 0" if m is None else f"m = sink = {n(m)}, l = e^(sink − m) = {n(l)}, O = 0"
+    tiles = [Tile(t.k_block, t.skipped, tuple(t.S[h, row - t.q_block[0]]) if not t.skipped else (),
+                  tuple(map(tuple, tiled.V[h, slice(*t.k_block)])))
+             for t in tiled.tiles if t.q_block[0] <= row < t.q_block[1]]
+    walk = online_softmax(float(m0[0, 0]), float(l0[0, 0]), tiled.V.shape[2], tiles, places)
+    begin = "m = −∞, l = 0, O = 0" if walk.m0 is None else f"m = sink = {n(walk.m0)}, l = e^(sink − m) = {n(walk.l0)}, O = 0"
     lines = [f"query {queries[row]}{head} through the tiles (each step from the numbers as printed, "
              f"{places} decimals); start: {begin}"]
-    tiles = [t for t in tiled.tiles if t.q_block[0] <= row < t.q_block[1]]
-    with localcontext() as context:
-        context.prec = 40
-        for n_tile, tile in enumerate(tiles, 1):
-            names = keys[slice(*tile.k_block)]
-            lines.append(f"tile {n_tile}: keys {block_text(tile.k_block, keys)} [{tile.k_block[0]}, {tile.k_block[1]})")
-            if tile.skipped:
-                lines.append("  skipped: every key of the block is masked for this query block; m, l, O unchanged")
-                continue
-            i = row - tile.q_block[0]
-            S = [None if x == -np.inf else r(_d(x)) for x in tile.S[h, i]]
-            lines.append("  S = " + ", ".join(f"{name}: {n(s)}" for name, s in zip(names, S)))
-            finite = [s for s in S if s is not None]
-            new = max([m] + finite if m is not None else finite) if finite else m
-            lines.append(f"  m = max({n(m)}, {n(max(finite)) if finite else MINUS_INF}) = {n(new)}")
-            if new is None:
-                lines.append("  every key so far is masked: alpha = 1, P = 0, l and O stay 0")
-                continue
-            alpha = Decimal(0) if m is None else r((m - new).exp())
-            lines.append(f"  alpha = e^({n(m)} − {n(new)}) = {n(alpha)}" if m is not None
-                         else f"  alpha = e^(−∞) = {n(alpha)} (nothing to rescale yet)")
-            P = [Decimal(0) if s is None else r((s - new).exp()) for s in S]
-            lines.append("  P = e^(S − m): " + ", ".join(
-                f"{name}: {'0 (masked)' if s is None else f'e^({n(s)} − {n(new)}) = {n(x)}'}"
-                for name, s, x in zip(names, S, P)))
-            l_new = r(alpha * l + sum(P))
-            lines.append(f"  l = {n(alpha)} · {n(l)} + {' + '.join(n(x) for x in P)} = {n(l_new)}")
-            Vt = [[r(_d(v)) for v in tiled.V[h, j]] for j in range(*tile.k_block)]
-            PV = [sum(x * v[c] for x, v in zip(P, Vt)) for c in range(len(O))]
-            O_new = [r(alpha * o + pv) for o, pv in zip(O, PV)]
-            terms = " + ".join(f"{n(x)} · {vec(v)}" for x, v in zip(P, Vt))
-            lines.append(f"  O = {n(alpha)} · {vec(O)} + {terms} = {vec(O_new)}")
-            m, l, O = new, l_new, O_new
-        if m is None:
-            policy = MASKED_ROWS_WORDS[p.masked_rows]
-            lines.append(f"every key is masked for this query: l = 0, lse = −∞; --masked-rows {p.masked_rows}: {policy}")
-            return lines
-        out = [r(o / l) for o in O]
-        lse = r(m + l.ln())
-        lines.append(f"output = O / l = {vec(O)} / {n(l)} = {vec(out)}")
-        lines.append(f"lse = m + ln l = {n(m)} + ln {n(l)} = {n(lse)}")
+    for number_, step in enumerate(walk.steps, 1):
+        lines.append(f"tile {number_}: keys {block_text(step.k_block, keys)} [{step.k_block[0]}, {step.k_block[1]})")
+        lines += _step_lines(step, keys[slice(*step.k_block)], n, vec)
+    if walk.output is None:
+        policy = MASKED_ROWS_WORDS[p.masked_rows]
+        lines.append(f"every key is masked for this query: l = 0, lse = −∞; --masked-rows {p.masked_rows}: {policy}")
+        return lines
+    lines.append(f"output = O / l = {vec(walk.O)} / {n(walk.l)} = {vec(walk.output)}")
+    lines.append(f"lse = m + ln l = {n(walk.m)} + ln {n(walk.l)} = {n(walk.lse)}")
     exact = trace.stage("output")[h, row]
     lines.append(f"exact: output = [{', '.join(number(x, places) for x in exact)}], "
                  f"lse = {number(tiled.lse[h, row], places)} (the same, up to the rounding of each printed step)")
+    return lines
+
+
+def _step_lines(step: TileStep, names: list[str], n, vec) -> list[str]:
+    """One tile's lines under its heading: S, m, alpha, P, l, O (`n`, `vec`: a number, a vector as written)."""
+    if step.skipped:
+        return ["  skipped: every key of the block is masked for this query block; m, l, O unchanged"]
+    lines = ["  S = " + ", ".join(f"{name}: {n(s)}" for name, s in zip(names, step.S)),
+             f"  m = max({n(step.m_old)}, {n(step.S_max)}) = {n(step.m)}"]
+    if step.m is None:
+        return lines + ["  every key so far is masked: alpha = 1, P = 0, l and O stay 0"]
+    lines.append(f"  alpha = e^({n(step.m_old)} − {n(step.m)}) = {n(step.alpha)}" if step.m_old is not None
+                 else f"  alpha = e^(−∞) = {n(step.alpha)} (nothing to rescale yet)")
+    lines.append("  P = e^(S − m): " + ", ".join(
+        f"{name}: {'0 (masked)' if s is None else f'e^({n(s)} − {n(step.m)}) = {n(x)}'}"
+        for name, s, x in zip(names, step.S, step.P)))
+    lines.append(f"  l = {n(step.alpha)} · {n(step.l_old)} + {' + '.join(n(x) for x in step.P)} = {n(step.l)}")
+    terms = " + ".join(f"{n(x)} · {vec(v)}" for x, v in zip(step.P, step.V))
+    lines.append(f"  O = {n(step.alpha)} · {vec(step.O_old)} + {terms} = {vec(step.O)}")
     return lines

@@ -27,7 +27,7 @@ GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional en
 KEY_DECIMALS = 4
 
 
-def written(x) -> str:
+def given_text(x) -> str:
     """A given value as a person writes it: 1.5, -2, 0.84 (never 1.5000, never -0)."""
     return f"{float(x) + 0.0:g}"
 
@@ -77,7 +77,7 @@ def _gradient_grids(trace: Trace) -> list[tuple[str, np.ndarray, list[str], list
     for h in range(p.heads):
         for g in grads.GRADIENTS:
             m = marked_gradient(trace, h, g.name)
-            title = f"{g.title} ({groups.title(p, h)})" if p.heads > 1 else g.title
+            title = grads.title(g, p) + (f" ({groups.title(p, h)})" if p.heads > 1 else "")
             columns = keys if g.columns == "keys" else [g.name] if g.name == "D" else [str(j) for j in range(m.shape[1])]
             out.append((title, m, keys if g.rows == "keys" else queries, columns))
     return out
@@ -113,13 +113,21 @@ def _asks(exercise: Exercise) -> list[str]:
 
 
 def _givens(exercise: Exercise, trace: Trace) -> list[tuple[str, list, list[str], list[str]]]:
+    """The matrices the kind's sheet shows (`Exercise.shown`), as given; a 3-D one (gqa's Q, K, V)
+    one table per head or kv head."""
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-    rows_of = {"Q": queries, "X": queries, "K": keys, "V": keys, "X_kv": keys, "E": keys, "PE": keys}
+    rows_of = {"Q": queries, "X": queries, "bias": queries, "K": keys, "V": keys, "X_kv": keys, "E": keys,
+               "PE": keys}
     out = []
     for name, m in exercise.shown.items():
-        rows = rows_of.get(name) or [str(i) for i in range(len(m))]
-        out.append((GIVEN_TITLES.get(name, name), m, rows, [str(j) for j in range(len(m[0]))]))
+        per_head = isinstance(m[0][0], list)
+        word = "head" if name == "Q" or not per_head or len(m) == p.heads else "kv head"
+        for h, matrix in enumerate(m) if per_head else [(None, m)]:
+            title = GIVEN_TITLES.get(name, name) + (f" ({word} {h})" if per_head else "")
+            rows = rows_of.get(name) or [str(i) for i in range(len(matrix))]
+            columns = keys if name == "bias" else [str(j) for j in range(len(matrix[0]))]
+            out.append((title, matrix, rows, columns))
     return out
 
 
@@ -127,6 +135,7 @@ def _notes(trace: Trace) -> list[str]:
     p = trace.problem
     scale = f"1/√d_k, d_k = {trace.d_k}" if np.isclose(trace.scale, trace.d_k ** -0.5) else f"{trace.scale:g}"
     lines = [f"scale = {scale}" + (f"; {p.heads} heads, each its own columns" if p.heads > 1 else "")]
+    lines += [groups.header_line(p)] if groups.header_line(p) else []  # grouped-query: which kv head each reads
     if has_rules(p):
         lines += [f"mask: {rule}" for rule in rule_lines(p)]
     if positions_line(p):  # a KV-cache step's query position decides what it sees
@@ -152,7 +161,7 @@ def markdown(items: list[tuple[Exercise, Trace]], key: bool) -> str:
         parts.append("\n".join(f"- {line}" for line in _notes(trace) + _asks(exercise)))
         givens = _givens(exercise, trace) + ([_mask(trace)] if _mask(trace) else [])
         for title, m, rows, columns in givens:
-            parts.append(_md_table(title, [[written(x) for x in row] for row in m], rows, columns))
+            parts.append(_md_table(title, [[given_text(x) for x in row] for row in m], rows, columns))
         for title, m, rows, columns in _grids(trace, exercise):
             cells = [[number(x, KEY_DECIMALS) if key or exercise.worked else " " for x in row] for row in m]
             parts.append(_md_table(title, cells, rows, columns))
@@ -181,7 +190,7 @@ def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
                      + " \\\\\n".join(_text(n) for n in _notes(trace) + _asks(exercise)))
         givens = _givens(exercise, trace) + ([_mask(trace)] if _mask(trace) else [])
         for title, m, rows, columns in givens:
-            parts.append(_tex_table(title, [[f"${written(x)}$" for x in row] for row in m], rows, columns, False))
+            parts.append(_tex_table(title, [[f"${given_text(x)}$" for x in row] for row in m], rows, columns, False))
         for title, m, rows, columns in _grids(trace, exercise):
             filled = key or exercise.worked is not None
             cells = [[(r"$-\infty$" if x == -np.inf else f"${number(x, KEY_DECIMALS)}$") if filled else r"\hspace{4em}"

@@ -28,8 +28,8 @@ A stage's `vjp` (vector-Jacobian product, attncli/stages/vjps.py) is its part of
 it read (`x`, the stage before it), its value `y` and the gradient `d` of a loss by `y`, it returns
 the gradients of what it read, by name: PREVIOUS for x, a block input ("Q", "K", "V": for scores,
 Q_rope's and K_rope's values stand in), a problem parameter ("sinks"), and any number it reports
-("D"); a stage without one is refused by the backward pass. Its `vjp_title` is what it adds to a
-gradient's title (grads.title):
+("D"); a stage without one is refused by the backward pass. Its `vjp_title` (`vjp_latex` in LaTeX)
+is what it adds to a gradient's title (grads.title):
 
     Q_normed d Q = the norm's vjp per row (attncli/problem/qk_norm.py); d q_norm.weight, d q_norm.bias
     K_normed d K the same, by k_norm
@@ -61,7 +61,7 @@ import numpy as np
 
 from attncli.base.arrays import check_finite
 from attncli.base.errors import AttnError
-from attncli.base.softmax import log_sum_exp, softmax  # noqa: F401 (log_sum_exp: tests read it as stages.log_sum_exp)
+from attncli.base.softmax import softmax
 from attncli.hand import norm_steps, rope_steps, softmax_steps, stage_steps
 from attncli.problem import masks, qk_norm, variants
 from attncli.problem.rope import length, rotate
@@ -134,6 +134,7 @@ class Stage:
     compute: Callable[[Block, np.ndarray | None], np.ndarray]
     vjp: Callable[[Block, np.ndarray | None, np.ndarray, np.ndarray], dict[str, np.ndarray]] | None = None  # backward
     vjp_title: str | None = None  # what the vjp adds to a gradient's title (a template); None: " (through NAME)"
+    vjp_latex: str | None = None  # the same in LaTeX; None: "\ (\text{through NAME})"
     temporaries: Callable[[Problem], int] = lambda problem: 0  # score-sized arrays compute needs beside its value
     applies: Callable[[Problem], bool] = lambda problem: True
     check: Callable[[Block, np.ndarray], None] | None = None  # raises NumericError on overflow
@@ -245,8 +246,8 @@ def _bias_arrays(problem: Problem) -> int:
     stage: ALiBi alone in the problem's dtype (one array); ALiBi beside a given bias in float64 (its
     term and the sum); and a float32 run's copy of a given bias (or that sum) in float32."""
     wide = 2 if problem.dtype == "float32" else 1  # a float64 array, in units of a float32 one
-    alibi, given = problem.alibi_slopes is not None, problem.bias is not None
-    return (alibi and not given) + 2 * wide * (alibi and given) + (given and problem.dtype == "float32")
+    alibi, biased = problem.alibi_slopes is not None, problem.bias is not None
+    return (alibi and not biased) + 2 * wide * (alibi and biased) + (biased and problem.dtype == "float32")
 
 
 def _check_masked(block: Block, x: np.ndarray) -> None:
@@ -264,26 +265,27 @@ def _check_masked(block: Block, x: np.ndarray) -> None:
 
 ROPE_ABSENT = "this problem has no rope (rotary positions)"
 ROTATED_BACK = ", rotated back (RoPE⁻¹)"
+ROTATED_BACK_TEX = r",\ \text{rotated back } (\operatorname{RoPE}^{-1})"
 STAGES: tuple[Stage, ...] = (
     Stage("Q_normed", "Q_normed = $qnorm", "$qnorm", r"\operatorname{norm}(Q)", qk_norm.compute("Q"),
           applies=qk_norm.applies("Q"),
-          vjp=vjps.normed("Q"), vjp_title=", back through q_norm",
+          vjp=vjps.normed("Q"), vjp_title=", back through q_norm", vjp_latex=r",\ \text{back through q\_norm}",
           check=_finite("Q_normed = q_norm(Q)", ("head", "query", "dim")), columns="dims",
           absent="this problem has no q_norm", replaces="Q", hand=norm_steps.Q_NORMED),
     Stage("K_normed", "K_normed = $knorm", "$knorm", r"\operatorname{norm}(K)", qk_norm.compute("K"),
           applies=qk_norm.applies("K"),
-          vjp=vjps.normed("K"), vjp_title=", back through k_norm",
+          vjp=vjps.normed("K"), vjp_title=", back through k_norm", vjp_latex=r",\ \text{back through k\_norm}",
           check=_finite("K_normed = k_norm(K)", ("head", "key", "dim")), columns="dims",
           absent="this problem has no k_norm", rows="keys", replaces="K", hand=norm_steps.K_NORMED),
     Stage("Q_rope", "Q_rope = $qin rotated by q_positions (RoPE)", "$qin rotated by q_positions (RoPE)",
           r"\operatorname{RoPE}($qintex, \text{q\_positions})", compute_q_rope, applies=_rope,
-          vjp=vjps.q_rope, vjp_title=ROTATED_BACK,
+          vjp=vjps.q_rope, vjp_title=ROTATED_BACK, vjp_latex=ROTATED_BACK_TEX,
           check=_finite("Q_rope = Q rotated", ("head", "query", "dim")), columns="dims", absent=ROPE_ABSENT,
           replaces="Q",
           hand=rope_steps.Q_ROPE),
     Stage("K_rope", "K_rope = $kin rotated by k_positions (RoPE)", "$kin rotated by k_positions (RoPE)",
           r"\operatorname{RoPE}($kintex, \text{k\_positions})", compute_k_rope, applies=_rope,
-          vjp=vjps.k_rope, vjp_title=ROTATED_BACK,
+          vjp=vjps.k_rope, vjp_title=ROTATED_BACK, vjp_latex=ROTATED_BACK_TEX,
           check=_finite("K_rope = K rotated", ("head", "key", "dim")), columns="dims", absent=ROPE_ABSENT,
           rows="keys", replaces="K",
           hand=rope_steps.K_ROPE),
@@ -296,12 +298,12 @@ STAGES: tuple[Stage, ...] = (
           hand=stage_steps.SCALED),
     Stage("capped", "capped = $softcap · tanh($previous / $softcap)",
           "cap · tanh($previous / cap), cap = $softcap", r"$softcap \tanh(\text{$previous} / $softcap)", compute_capped,
-          vjp=vjps.capped, vjp_title=" ∘ (1 − (capped / c)²)",
+          vjp=vjps.capped, vjp_title=" ∘ (1 − (capped / c)²)", vjp_latex=r" \circ (1 - (\text{capped} / c)^2)",
           applies=lambda problem: problem.softcap is not None, absent="this problem has no softcap",
           hand=stage_steps.CAPPED),
     Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous$bias, −∞ where masked",
           r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
-          vjp=vjps.masked, vjp_title="",  # its zeros are in the title already: "0 where masked"
+          vjp=vjps.masked, vjp_title="", vjp_latex="",  # its zeros are in the title already: "0 where masked"
           temporaries=_bias_arrays,
           applies=masks.has_logit_changes, check=_check_masked, blocked=True,
           absent="this problem has no mask, bias or ALiBi",
@@ -379,8 +381,8 @@ def previous(problem: Problem, name: str) -> str | None:
     return order[i - 1] if i else None
 
 
-def fields(problem: Problem, name: str, **given) -> dict[str, str]:
-    """A stage's template fields for this problem; `given` adds view-formatted ones ($scale)."""
+def fields(problem: Problem, name: str, **extra) -> dict[str, str]:
+    """A stage's template fields for this problem; `extra` adds view-formatted ones ($scale)."""
     rope = _rope(problem)
     bias = problem.bias is not None
     norms = qk_norm.fields(problem)  # $qnorm, $knorm, and $qin, $kin: what RoPE and the scores read
@@ -390,11 +392,20 @@ def fields(problem: Problem, name: str, **given) -> dict[str, str]:
             "previous": previous(problem, name) or "",
             "q": "Q_rope" if rope else norms["qin"], "k": "K_rope" if rope else norms["kin"],
             "qtex": r"Q_{\text{rope}}" if rope else norms["qintex"],
-            "ktex": r"K_{\text{rope}}" if rope else norms["kintex"], **given}
+            "ktex": r"K_{\text{rope}}" if rope else norms["kintex"], **extra}
 
 
-def fill(template: str, problem: Problem, name: str, **given) -> str:
-    return Template(template).safe_substitute(fields(problem, name, **given))
+def chain_part(stage: Stage, latex: bool = False) -> str:
+    """What `stage`'s vjp adds to a gradient's title (grads.title), a template: its `vjp_title`
+    (`vjp_latex`), or " (through NAME)" for a stage that says nothing."""
+    if latex:
+        return stage.vjp_latex if stage.vjp_latex is not None else \
+            r"\ (\text{through " + stage.name.replace("_", r"\_") + "})"
+    return stage.vjp_title if stage.vjp_title is not None else f" (through {stage.name})"
+
+
+def fill(template: str, problem: Problem, name: str, **extra) -> str:
+    return Template(template).safe_substitute(fields(problem, name, **extra))
 
 
 def run(block: Block, start: str | None = None, x: np.ndarray | None = None, stop: str | None = None,

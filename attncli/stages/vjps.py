@@ -81,17 +81,23 @@ def weights(block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.
     weights V (FlashAttention-2's form); 0 on a row whose every key is masked (its weights, 0 or
     uniform, do not depend on x). With sinks, d sink = −Σ_rows (1 − Σ_j P_j) · D, per head."""
     D = np.einsum("hqk,hqk->hq", d, y)  # (H, b)
-    out = np.subtract(d, D[..., None])  # (H, b, c)
-    out *= y
-    dead = row_policy(x.max(axis=-1))[1]  # (H, b): uniform weights do not depend on the logits
-    if dead.any():
-        out[dead] = 0.0
-    found = {PREVIOUS: out, "D": D}
+    found = {PREVIOUS: softmax_back(x, y, d, D), "D": D}
     if block.problem.sinks is not None:
         # The sink's weight is what the keys leave of 1; ∂weights_j/∂sink = −weights_j · sink weight,
         # so ∂loss/∂sink = −Σ_rows sink weight · D.
         found["sinks"] = -((1 - y.sum(axis=-1)) * D).sum(axis=-1)  # (H,)
     return found
+
+
+def softmax_back(x: np.ndarray, y: np.ndarray, d: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """The weights vjp's d x = P ∘ (d P − D) for weights `y` of logits `x`, given D (H, b): 0 on a
+    row whose every key is masked. Marking calls it with a learner's own P, dP and D."""
+    out = np.subtract(d, D[..., None])  # (H, b, c)
+    out *= y
+    dead = row_policy(x.max(axis=-1))[1]  # (H, b): uniform weights do not depend on the logits
+    if dead.any():
+        out[dead] = 0.0
+    return out
 
 
 def output(block, x: np.ndarray, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
