@@ -44,8 +44,35 @@ MOST_LAYERS = 100_000
 MEMBER = re.compile(r"(?:layers/(0|[1-9][0-9]{0,5})/)?(?:(reference)/)?([A-Za-z_][A-Za-z0-9_]*)\.npy")
 
 
+class SeveralLayers(Exception):
+    """A document of several layers, several of which were chosen: the caller takes each in turn
+    (`layer_document`). Not an error: `attn compute` catches it (commands/compute_layers.py)."""
+
+    def __init__(self, doc: dict, places: list[int], source: str | None):
+        super().__init__(f"{len(places)} layers")
+        self.doc, self.places, self.source = doc, places, source
+
+
 def is_layered(doc) -> bool:
     return isinstance(doc, dict) and LAYERS in doc
+
+
+def chosen(doc: dict, layer: str | None, source: str | None = None, flag: str = "--layer") -> dict:
+    """The document to compute: a layer document as it is (`layer`, when given, must be its own
+    model.layer), or the one layer of a document of several that `layer` names (all when None);
+    several chosen raise SeveralLayers."""
+    if not is_layered(doc):
+        if layer is not None:
+            model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+            if parse_layers(layer, None, flag) not in (None, [model.get("layer")]):
+                raise InputError(f"is {layer!r}, but {source or 'the document'} holds one layer"
+                                 + (f" (layer {model['layer']})" if type(model.get("layer")) is int else "")
+                                 + " and no layers list; drop --layer", flag)
+        return doc
+    places = select(doc, None if layer is None else parse_layers(layer, None, flag), flag)
+    if len(places) > 1:
+        raise SeveralLayers(doc, places, source)
+    return layer_document(doc, places[0])
 
 
 def assemble(docs: list[dict], title: str | None = None) -> dict:

@@ -309,22 +309,37 @@ def read_piped(cap: Cap | None = None) -> tuple[dict, str | None]:
 
 
 def gather(file: str | None, matrices: dict[str, str | None],
-           settings: dict, piped: bool = False) -> tuple[dict, dict[str, str], str | None]:
+           settings: dict, piped: bool = False, layer: str | None = None) -> tuple[dict, dict[str, str], str | None]:
     """The problem document: the JSON file (or stdin, when neither a file nor Q, K, V or X is
     given, or when no file is named and stdin is `piped`: empty, it gives nothing), then
-    command-line options over it. Returns (document, where each option-given key came from, the
-    file's name).
+    command-line options over it (`overlay`). Returns (document, where each option-given key came
+    from, the file's name).
 
-    An option replaces the file's key of the same name, and what that key stands with: `--mask`
-    the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
-    are their own keys); `--alibi`/`--alibi-slopes` its `alibi` and `alibi_slopes`. `--heads` over
-    a file whose `heads` is the list of per-head results must give their count."""
+    A document of several layers (attncli/document/layers.py) gives the layer `layer` names (a
+    layer number, or numbers and ranges: --layer's text; None: all) before the options go over it;
+    when that is several layers, layers.SeveralLayers is raised, holding the document, for the
+    caller to take each in turn (`overlay` each)."""
     from_options = {key: value for key, value in matrices.items() if value is not None}
     if file is None and not from_options.keys() & {"Q", "K", "V", "X"}:
         file = "-"
     doc, source = read_document(file) if file is not None else read_piped() if piped else ({}, None)
     if not isinstance(doc, dict):
         return doc, {}, source  # build_problem reports the wrong top-level type
+    try:
+        doc = layers.chosen(doc, layer, source)
+    except AttnError as error:
+        raise error.at(source) if source and not error.source else error
+    return (*overlay(doc, matrices, settings), source)
+
+
+def overlay(doc: dict, matrices: dict[str, str | None], settings: dict) -> tuple[dict, dict[str, str]]:
+    """Command-line options over a document: (the document, where each option-given key came from).
+
+    An option replaces the file's key of the same name, and what that key stands with: `--mask`
+    the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
+    are their own keys); `--alibi`/`--alibi-slopes` its `alibi` and `alibi_slopes`. `--heads` over
+    a file whose `heads` is the list of per-head results must give their count."""
+    from_options = {key: value for key, value in matrices.items() if value is not None}
     origin = {}
     for key, value in from_options.items():
         origin[key] = "--" + key.lower().replace("_", "-").replace("w-", "w")
@@ -350,7 +365,7 @@ def gather(file: str | None, matrices: dict[str, str | None],
         if key == "rope":
             value = _rope_over(doc.get("rope"), value)
         doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
-    return doc, origin, source
+    return doc, origin
 
 
 def replaced(key: str) -> set[str]:
