@@ -115,8 +115,14 @@ def compare(doc: dict, trace) -> Agreement | None:
     if words is not None and len(words) != trace.problem.lk:
         raise InputError(f"word_ids has {len(words)} entries, but there are {trace.problem.lk} keys; expected one per "
                          "key (as key_labels)", field="word_ids")
-    kept = {key: doc[key] for key in CAPTURED if key in doc}
+    kept = {key: _json_values(doc[key]) for key in CAPTURED if key in doc}  # an .npz's arrays as JSON's lists
     return Agreement(model, layer, dtype, largest, first, kept, tuple(uncompared))
+
+
+def _json_values(value):
+    if isinstance(value, dict):
+        return {k: _json_values(v) for k, v in value.items()}
+    return value.tolist() if isinstance(value, np.ndarray) else value
 
 
 def _word_ids(value) -> None:
