@@ -160,3 +160,16 @@ def test_a_file_that_is_not_gguf_is_named(run, tmp_path):
     path = tmp_path / "weights.bin"
     path.write_bytes(b"\x00" * 64)
     assert_error(run("capture", path, "--ids", "1,2"), "weights.bin", "not a GGUF file")
+
+
+def test_a_big_document_with_no_output_goes_to_an_npz_named_after_the_model(run, tiny, tmp_path, monkeypatch):
+    from attncli.commands import capture_run
+
+    monkeypatch.setattr(capture_run, "JSON_MOST", 1000)  # a real model's layer is 13-18 MB of JSON
+    monkeypatch.chdir(tmp_path)
+    result = run("capture", tiny, "--ids", "1,2,3", "--layer", "all")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "" and "Tiny-Llama-layers-0-1.npz" in result.stderr
+    assert {"layers/1/W_Q", "model"} <= set(np.load(tmp_path / "Tiny-Llama-layers-0-1.npz").files)
+    again = run("capture", tiny, "--ids", "1,2,3", "--layer", "all")
+    assert_error(again, "--output", "Tiny-Llama-layers-0-1.npz is there already", "-o FILE.npz")
