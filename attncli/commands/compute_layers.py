@@ -72,7 +72,7 @@ def computed(several: layers.SeveralLayers, o, plan) -> Iterator[LayerRun]:
     numbers = layers.numbers(several.doc)
     source = several.source
     for place in several.places:
-        doc, found = overlay(layers.layer_document(several.doc, place), matrices, settings)
+        doc, found = overlay(layers.layer_document(several.doc, place), matrices, settings, source)
         found |= origin
         problem = build_problem(doc, found | {"invert_mask": "--invert-mask"}, source, invert_mask=o.invert_mask)
         shown, warnings = compute_run.check(problem, plan, o)
