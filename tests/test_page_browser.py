@@ -264,3 +264,26 @@ def test_a_512_page_is_interactive_in_under_two_seconds(browser, tmp_path):
     took = time.monotonic() - start
     page.close()
     assert took < 2.0, f"{took:.2f} s"
+
+
+def test_a_class_page_lays_out_beside_the_panel_at_1280_pixels(opened, tmp_path, monkeypatch):
+    """Issue 29: the class summary's notes column ran under the derivation panel. Its tables now
+    wrap their words and fit beside the panel (file names as a teacher types them); a table still
+    too wide (long paths) scrolls in its own box, never under the panel."""
+    folder = Path(__file__).parent / "classes" / "causal"
+    monkeypatch.chdir(folder)
+    for name, files in (("short.html", sorted(p.name for p in folder.iterdir() if p.name[:2].isdigit())),
+                        ("long.html", sorted(str(p) for p in folder.iterdir() if p.name[:2].isdigit()))):
+        path = tmp_path / name
+        result = CliRunner().invoke(app, ["check", *files, "-p", "problem.json", "--lenient-json", "-o", str(path)])
+        assert result.exit_code == 1, result.stderr  # some answers differ (an empty file among them)
+        page = opened(path)
+        boxes = page.tab.evaluate("""() => {
+          const panel = document.getElementById('derivation').getBoundingClientRect().left;
+          return Array.from(document.querySelectorAll('section:not([hidden]) .wide')).map(box => ({
+            right: box.getBoundingClientRect().right, panel: panel, fits: box.scrollWidth <= box.clientWidth}));
+        }""")
+        assert len(boxes) == 3  # the class, the cells per stage, the diagnoses
+        assert all(box["right"] <= box["panel"] for box in boxes), boxes
+        assert name == "long.html" or all(box["fits"] for box in boxes), boxes
+        assert page.errors == [] and page.requests == []
