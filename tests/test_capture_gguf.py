@@ -99,6 +99,10 @@ def test_a_range_of_layers_as_npz_reads_back(run, tiny, tmp_path):
     result = run("compute", path, "--layer", "0", "--stages", "weights", "--format", "table")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1].startswith("agrees with Tiny Llama layer 0 to ")
+    as_json = run("compute", path, "--layer", "1", "--format", "json")  # the .npz's arrays written as JSON lists
+    assert as_json.exit_code == 0, as_json.stderr
+    doc = json.loads(as_json.stdout)
+    assert doc["agreement"]["agrees"] and doc["model"]["layer"] == 1 and len(doc["reference"]["weights"]) == 4
 
 
 def test_a_directory_holding_one_gguf_is_that_file(run, tiny, tmp_path):
