@@ -159,7 +159,8 @@ def test_dtype_takes_numpys_types_as_their_names(dtype, name):
                                                  "dtype": dtype}).trace.problem.dtype == name
 
 
-@pytest.mark.parametrize("dtype, found", [(np.float16, "dtype is numpy's float16; expected float64 or float32"),
+@pytest.mark.parametrize("dtype, found", [(np.complex64, "dtype is numpy's complex64; expected float64 or float32 or "
+                                                          "bfloat16 or float16"),
                                           (np.int8, "dtype is numpy's int8"), (object, "dtype is type")])
 def test_other_dtypes_are_refused_by_name(dtype, found):
     with pytest.raises(InputError, match=re.escape(found)) as error:

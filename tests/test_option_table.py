@@ -68,7 +68,7 @@ def test_every_input_key_is_a_key_of_the_schema_or_none():
 def test_view_options_are_exactly_the_ones_that_change_no_number():
     view = {o.name for o in compute_options.OPTIONS if o.key is None and not o.argument}
     assert view == {"format", "stages", "precision", "round_", "explain", "carry", "row", "head", "heatmap",
-                    "output_file", "full", "tiles", "cost", "sram", "threads", "layer"}
+                    "output_file", "full", "tiles", "cost", "sram", "threads", "error", "layer"}
 
 
 def test_each_option_sets_its_key_with_its_reader():

@@ -15,7 +15,7 @@ from tests.conftest import ROOT, SAMPLES
 
 RUN = "import sys; sys.argv[0] = 'attn'; from attncli.cli import main; main()"
 LOADED = ("import atexit, sys; atexit.register(lambda: sys.stderr.write(repr(sorted("
-          "{m.split('.')[0] for m in sys.modules} & {'numpy', 'rich', 'torch', 'transformers'})) + '\\n')); ")
+          "{m.split('.')[0] for m in sys.modules} & {'numpy', 'rich', 'torch', 'transformers', 'ml_dtypes'})) + '\\n')); ")
 
 
 def loaded(*args: str) -> str:
@@ -29,6 +29,8 @@ def loaded(*args: str) -> str:
     (("compute", "--help"), "['rich']"),  # typer draws the help with rich, and nothing more
     (("compute", str(SAMPLES / "scooter.json"), "--format", "json"), "['numpy']"),
     (("compute", str(SAMPLES / "scooter.json"), "--format", "markdown"), "['numpy']"),
+    (("compute", str(SAMPLES / "scooter.json"), "--format", "json", "--dtype", "float16"), "['numpy']"),
+    (("compute", str(SAMPLES / "scooter.json"), "--format", "json", "--dtype", "bfloat16"), "['ml_dtypes', 'numpy']"),
     (("exercise", "--seed", "1"), "['numpy']"),
     (("compute", str(SAMPLES / "scooter.json"), "--format", "table"), "['numpy', 'rich']"),
     (("check", str(SAMPLES / "scooter.json"), "--weights", "0.05,0.77,0.19", "--format", "json"), "['numpy']"),
@@ -62,9 +64,12 @@ def test_an_import_inside_a_function_says_it_is_there_for_start_up():
 def test_the_core_imports_at_module_top():
     """Below the commands and the views, no module keeps an import inside a function: the start-up
     ones belong to the commands (and to the views that load rich), which load the core lazily, and to
-    the packages that load torch on one path only (attn capture, attn check --code --array torch)."""
+    the packages that load torch on one path only (attn capture, attn check --code --array torch), and
+    to the precision lab's run, which loads ml_dtypes for bfloat16 alone (issue 31: the float64 path's
+    start-up unchanged)."""
     core = [path for path in sorted((ROOT / "attncli").rglob("*.py"))
-            if path.parent.name not in ("attncli", "commands", "render", "capture", "code")]
+            if path.parent.name not in ("attncli", "commands", "render", "capture", "code")
+            and path != ROOT / "attncli" / "compute" / "precision.py"]
     assert len(core) > 40
     inside = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in core for node in function_level_imports(path)]
     assert inside == []

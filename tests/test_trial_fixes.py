@@ -223,8 +223,8 @@ def test_messages_an_echo_without_its_source(run, problem_file):
 def test_messages_tiles_and_dtype(run):
     assert_error(run("compute", SAMPLES / "scooter.json", "--tiles", "0,1"),
                  '--tiles: got "0,1"; expected two whole numbers BQ,BK of at least 1')
-    result = run("compute", SAMPLES / "scooter.json", "--dtype", "float16")
-    assert_error(result, "'float16' is not one of 'float64', 'float32'")
+    result = run("compute", SAMPLES / "scooter.json", "--dtype", "float8")
+    assert_error(result, "'float8' is not one of 'float64', 'float32', 'bfloat16', 'float16'")
     assert "did you mean" not in result.stderr
     assert 'did you mean "float32"' in run("compute", SAMPLES / "scooter.json", "--dtype", "flaot32").stderr
 

@@ -68,10 +68,20 @@ def round_finite(array: np.ndarray, decimals: int) -> np.ndarray:
     return np.where(np.abs(array) < EXACT_INTEGERS, result, array)
 
 
+NONFINITE = {"inf": np.inf, "nan": np.nan}  # how JSON writes +∞ and NaN (the precision lab's runs)
+
+
 def plain(array: np.ndarray, decimals: int | None = None):
-    """Nested lists for JSON: −∞ becomes None (strict JSON has no Infinity), optionally rounded."""
+    """Nested lists for JSON: −∞ becomes None (strict JSON has no Infinity), optionally rounded;
+    +∞ and NaN (only the precision lab's runs hold them, attncli/compute/precision.py) become the
+    strings "inf" and "nan"."""
     if decimals is not None:
         array = round_finite(array, decimals)
-    if np.isneginf(array).any():
-        return np.where(np.isneginf(array), None, array).tolist()
-    return array.tolist()
+    finite = np.isfinite(array)
+    if finite.all():
+        return array.tolist()
+    out = np.asarray(array, dtype=np.float64).astype(object)  # Python floats
+    out[np.isneginf(array)] = None
+    out[np.isposinf(array)] = "inf"
+    out[np.isnan(array)] = "nan"
+    return out.tolist()

@@ -11,7 +11,11 @@ own (attncli/marking/kinds.py), which `--kind` reads.
 MASKED_ROWS = ("zero", "uniform", "error")  # a query whose every key is masked (trace.MASKED_ROWS)
 CARRIES = ("exact", "rounded")  # how --explain carries its numbers (steps.CARRIES)
 ROPE_STYLES = ("half", "interleaved")  # RoPE's pairing of dims (rope.STYLES)
-DTYPES = ("float64", "float32")  # the arithmetic (problem.DTYPES)
+DTYPES = ("float64", "float32", "bfloat16", "float16")  # the arithmetic (problem.DTYPES)
+LOW_DTYPES = ("bfloat16", "float16")  # stored in fewer bits; computed by a recipe (attncli/problem/recipes.py)
+ACCUMULATE = ("float32", "same")  # where a low dtype's products and sums accumulate (recipes.py)
+STORE = ("stages", "output")  # what a low dtype's run rounds to its dtype: every stage, or the output alone
+MASK_FILLS = ("-inf", "min", "-1e4", "-1e9")  # what a masked score becomes (or any number: --mask-fill VALUE)
 EXERCISE_MASKS = ("causal", "random")  # an exercise's mask: the causal rule, or a random matrix
 # attn check --code (attncli/code/): the axes of the arrays a learner's function takes, how its
 # boolean or additive mask reads, and the array library it is called with.

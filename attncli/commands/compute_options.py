@@ -9,7 +9,7 @@ mask matrix is read. Light: no numpy (start-up reads this table).
 """
 
 from attncli.base import names  # the tables' names without numpy (start-up)
-from attncli.base.choices import CARRIES, DTYPES, MASKED_ROWS, ROPE_STYLES
+from attncli.base.choices import ACCUMULATE, CARRIES, DTYPES, MASKED_ROWS, ROPE_STYLES, STORE
 from attncli.base.rule_words import WINDOW_ENDS, masked_rows_help, sliding_window, window_condition
 from attncli.commands import option_text as opt
 from attncli.commands.edge import AUTO_HELP, formats
@@ -25,6 +25,7 @@ def views() -> tuple[str, ...]:
 
 MATRICES = "Matrices (a path or inline text)"
 MASKING, ROPE, VARIANTS_PANEL, OUTPUT, LEARNING = "Masking", "Positions (RoPE)", "Variants", "Output", "Learning"
+PRECISION = "Precision (docs/explanations/precision.md)"
 
 
 def _matrix(name: str, key: str, help: str) -> Option:
@@ -109,7 +110,23 @@ OPTIONS: tuple[Option, ...] = (
            key="scale", read=opt.scale, metavar="<number>"),
     Option("query_labels", "Row labels, comma-separated: it,they", key="query_labels", read=opt.labels),
     Option("key_labels", "Key labels, comma-separated.", key="key_labels", read=opt.labels),
-    Option("dtype", "Arithmetic: float64 (default) or float32.", key="dtype", choices=DTYPES),
+    Option("dtype", "Arithmetic: float64 (default), float32, or bfloat16 and float16 (16 bits, computed by a "
+           "recipe: --accumulate, --store; bfloat16 needs the ml-dtypes package).", key="dtype", choices=DTYPES,
+           panel=PRECISION),
+    Option("accumulate", "bfloat16, float16: where products, sums and the softmax are computed: float32 (default, "
+           "as PyTorch's CPU kernels) or same (every operation rounded to the dtype).", key="accumulate",
+           choices=ACCUMULATE, panel=PRECISION),
+    Option("store", "bfloat16, float16: stages (default: each stage stored in the dtype, as transformers' eager "
+           "attention) or output (only the output, as PyTorch's SDPA).", key="store", choices=STORE,
+           panel=PRECISION),
+    Option("mask_fill", "What a masked score becomes: -inf (default), min (the dtype's most negative finite "
+           "number, as transformers), -1e4, -1e9 or any number; a finite fill lets masked keys through.",
+           key="mask_fill", read=opt.mask_fill, metavar="-inf|min|NUMBER", panel=PRECISION),
+    Option("no_max_subtraction", "The softmax takes e^x without subtracting each row's max (the naive way, to "
+           "see where it overflows).", key="max_subtraction", type=bool, read=lambda flag: False,
+           panel=PRECISION),
+    Option("error", "Each stage's error against a float64 reference: absolute, relative and in ulps of the "
+           "dtype (tables and JSON).", type=bool, panel=PRECISION),
     Option("format", f"{AUTO_HELP} (text with --explain or --heatmap). markdown/latex: write-up tables; csv: "
            "one stage; html: the explorer page (docs/explorer.md).", flags=("--format", "-f"), panel=OUTPUT,
            default="auto", choices=formats("Format", "auto", "table", "json", "markdown", "latex", "csv", "html")),

@@ -24,6 +24,7 @@ from attncli.document import agreement
 from attncli.document.loading import OneMatrixError, gather
 from attncli.document.readback import verify
 from attncli.document.reading import build_problem
+from attncli.problem import recipes
 from attncli.problem.masks import distance_notes, positions_line
 from attncli.problem.rope import angle_notes
 from attncli.render import out
@@ -46,6 +47,10 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
         return
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
+    if o.error:  # each stage's error against float64, beside it (tables) or per head (JSON)
+        if plan.view not in ("table", "json"):
+            raise InputError(f"shows each stage's error in tables and JSON, not {plan.view}", "--error")
+        shown += ("errors",)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options), warnings)
     agreed = _agreement(doc, trace, source)
     render(trace, tiled, shown, plan, o, agreed)
@@ -93,6 +98,10 @@ def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str
     if o.explain:  # before computing: the bound needs only the problem
         _bound_explain(problem, opt.rows(o.row, problem.query_labels, problem.lq),
                        None if o.head is None else [opt.head(o.head, problem.heads)])
+    if plan.tile_sizes is not None and recipes.lab(problem):
+        raise InputError("the tiled online softmax runs in float64 or float32, with a −∞ fill and each row's max "
+                         "subtracted; the precision lab's settings (--dtype bfloat16/float16, --mask-fill, "
+                         "--no-max-subtraction) have no tiles: drop --tiles", "--tiles")
     if plan.tile_sizes is not None:
         _check_tile_count(problem, *plan.tile_sizes, table=plan.built != "json")
     return shown, warnings
@@ -225,10 +234,13 @@ def _bound_explain(problem, rows: list[int] | None, heads_shown: list[int] | Non
 def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
     """--explain's lines: the hand calculation of the rows asked for, or one row through the tiles."""
     # Imported here, for start-up (see above): only --explain needs the hand calculation.
+    from attncli.explain.roundings import refuse_nonfinite
     from attncli.render.explain import explain
     from attncli.render.tiles import explain_tiles
 
     if tiled is None:
+        refuse_nonfinite(trace, rows if rows is not None else list(range(min(trace.problem.lq, 3))) if
+                         trace.problem.lq <= 3 else [0], heads_shown, "--row")
         return explain(trace, rows, heads_shown, o.precision, o.carry or "exact")
     if o.carry is not None:
         raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry", "--carry")
@@ -275,7 +287,7 @@ def _guard(problem, view: str, shown, full: bool, output_only: bool, tile_sizes=
     the ways out that would fit: only the output (in blocks), a binary file, single precision,
     one thread (each of the output-only path's threads holds a block of its own)."""
     available = limits.available_bytes()
-    itemsize = 8 if problem.dtype == "float64" else 4
+    itemsize = 8 if problem.dtype == "float64" or recipes.lab(problem) else 4  # the lab keeps float64 copies
     plan = {"view": view, "shown": shown, "full": full, "output_only": output_only, "itemsize": itemsize}
 
     def total(threads=threads, **change) -> dict[str, int]:
@@ -322,7 +334,7 @@ def _attend(problem, output_only: bool, threads: int | None):
     """The full trace, or only the output in blocks on `threads` workers (None: every core); a
     progress bar when it takes a while."""
     with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
-        if output_only:
+        if output_only and not recipes.lab(problem):  # the lab computes every stage, always
             # Imported here, for start-up (see above): only the output-only path computes in blocks.
             from attncli.compute.blocks import attend_output
 

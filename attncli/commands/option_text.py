@@ -30,6 +30,18 @@ def scale(text: str | None) -> float | None:
     return value
 
 
+def mask_fill(text: str):
+    """--mask-fill: -inf, min (the dtype's most negative finite number) or a number (-1e4); the
+    reader (attncli/document/reading.py) checks the number."""
+    if text in ("-inf", "min"):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{quote(text)} is not a mask fill; expected -inf, min, -1e4, -1e9 or a number",
+                         "--mask-fill") from None
+
+
 def tile_sizes(text: str | None) -> tuple[int, int] | None:
     """--tiles BQ,BK: two whole numbers of at least 1 (larger than the problem: one tile)."""
     if text is None:

@@ -15,9 +15,10 @@ import numpy as np
 from attncli.base.arrays import cannot_overflow, check_finite, merge_heads, split_heads
 from attncli.base.errors import Advice, InputError, Notice, quote
 from attncli.base.rule_words import MASKED_ROWS_LIKE, MASKED_ROWS_WORDS
+from attncli.compute import precision
 from attncli.compute.backward import backward
 from attncli.compute.limits import backward_bytes, check_fits, score_arrays, stage_bytes
-from attncli.problem import groups
+from attncli.problem import groups, recipes
 from attncli.problem.trace import Problem, Trace
 from attncli.stages import table as stages
 
@@ -97,7 +98,12 @@ def project_output(problem: Problem, output: np.ndarray) -> tuple[np.ndarray, np
 
 def attend(problem: Problem, progress=None) -> Trace:
     """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head.
-    `progress(rows)` is told, after each stage, how far along (in query rows) the work is."""
+    `progress(rows)` is told, after each stage, how far along (in query rows) the work is.
+    A problem of the precision lab (a low dtype, a finite mask fill, no max subtraction) is
+    computed by attncli/compute/precision.py."""
+    if recipes.lab(problem):
+        check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, 8, score_arrays(problem) + 8))
+        return precision.attend(problem, tuple(stage.name for stage in stages.present(problem)))
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_finite
         trace = _attend(problem, progress or (lambda rows: None))
     if problem.dO is None:

@@ -163,7 +163,7 @@ def shape_of(problem: Problem) -> Shape:
         d_k, d_v = inputs["K"].shape[-1], inputs["V"].shape[-1]
     else:
         d_k, d_v = inputs["Q"].shape[1] // heads, inputs["V"].shape[1] // kv_heads
-    itemsize = 8 if problem.dtype == "float64" else 4
+    itemsize = {"float64": 8, "float32": 4}.get(problem.dtype, 2)  # bfloat16, float16: 2 bytes
     dims = 0 if problem.rope is None else problem.rope.dims or d_k
     return Shape(heads, kv_heads, problem.lq, problem.lk, d_k, d_v, itemsize, dims)
 

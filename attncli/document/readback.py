@@ -32,12 +32,15 @@ from attncli.document import schema
 from attncli.document.writing import problem_dict, to_dict
 from attncli.problem.trace import Trace
 from attncli.stages.grads import GRADS
+from attncli.stages.grads import names as grad_names
+from attncli.stages.table import names
 
 TILED = {"tiles", "tiled_output", "tiled_lse"}
 MISSING = object()  # a key the recomputed document does not have
 MAX_PLACES = 17  # beyond, a float64's decimals are float noise (rtol covers them)
 MAX_TILES = 100_000  # the most tiles attn compute writes in JSON
-RTOL = {"float64": 1e-9, "float32": 1e-5}  # float noise between the full trace, blocks and tiles
+RTOL = {"float64": 1e-9, "float32": 1e-5,  # float noise between the full trace, blocks and tiles
+        "bfloat16": 1e-9, "float16": 1e-9}  # the precision lab: one path, its stored values exact in float64
 ANSWERS_HINT = "results in a problem document must be this problem's; to mark answers, use attn check"
 
 
@@ -207,8 +210,9 @@ def _shape(value) -> tuple[int, ...]:
 
 def _expected(trace: Trace, tile_size: tuple[int, int] | None, say) -> dict:
     """The document the writer would write for `trace`, every stage unrounded; with `tile_size`,
-    the tiles too; the warnings said with `say`."""
-    expected = to_dict(trace)
+    the tiles too; the warnings said with `say`; the precision lab's errors (--error), which a
+    document may hold."""
+    expected = to_dict(trace, ("inputs",) + names() + grad_names() + (GRADS, "errors"))  # all a document may hold
     expected["warnings"] = [w.render(say) if say is not None and hasattr(w, "render") else str(w)
                             for w in trace.warnings]
     if tile_size is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.base.choices import DTYPES, MASKED_ROWS
+from attncli.base.choices import ACCUMULATE, DTYPES, LOW_DTYPES, MASKED_ROWS, STORE
 from attncli.base.errors import InputError, plural
 from attncli.base.values import HugeInt, as_array, describe, scalar, whole_count
 from attncli.compute.backward import final_shape
@@ -122,6 +122,41 @@ def _choice(value, field: str, choices: tuple[str, ...], default: str) -> str:
     if value not in choices:
         raise InputError(f"{field} is {describe(value)}; expected one of {', '.join(choices)}", field=field)
     return value
+
+
+def _precision(doc: dict) -> dict:
+    """The precision lab's settings (attncli/problem/recipes.py), checked against the dtype: a recipe's
+    keys are a low dtype's; the fill is −∞, "min" or a finite number (one past the dtype's range, −1e9
+    in float16, is −∞ once stored: the run warns)."""
+    dtype = _choice(doc.get("dtype"), "dtype", DTYPES, "float64")
+    accumulate = _choice(doc.get("accumulate"), "accumulate", ACCUMULATE, None)
+    store = _choice(doc.get("store"), "store", STORE, "stages")
+    for key in ("accumulate", "store"):
+        if doc.get(key) is not None and dtype not in LOW_DTYPES:
+            raise InputError(f"{key} is {describe(doc[key])}, but dtype is {dtype}: a recipe is for "
+                             f"{' and '.join(LOW_DTYPES)}, whose stages are stored in 16 bits; drop {key}, "
+                             "or set dtype", field=key, also=("dtype",))
+    if accumulate == "same" and store == "output":
+        raise InputError("store is output, but accumulate is same: with no wider accumulator every stage is "
+                         "in the dtype already; use accumulate float32, or store stages", field="store",
+                         also=("accumulate",))
+    subtract = doc.get("max_subtraction", True)
+    if not isinstance(subtract, bool):
+        raise InputError(f"max_subtraction is {describe(subtract)}; expected true or false", field="max_subtraction")
+    return {"accumulate": accumulate, "store": store, "max_subtraction": subtract,
+            "mask_fill": _mask_fill(doc.get("mask_fill"), dtype)}
+
+
+def _mask_fill(value, dtype: str):
+    """"-inf" (or absent) -> −∞; "min" as it is; a finite number as a float."""
+    if value is None or value == "-inf":
+        return -np.inf
+    if value == "min":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise InputError(f'mask_fill is {describe(value)}; expected "-inf", "min" or a finite number such as '
+                         "-1e4", field="mask_fill")
+    return float(value)
 
 
 def _qkv_shapes(inputs: dict, heads: int | None, kv_heads: int | None = None) -> tuple[int, int, int]:
@@ -305,7 +340,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
             variants=variants.read(doc, VariantReading(doc, heads, written_decimals)),
             scale=scale, rope=rope, **norms, dO=dO,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
-            dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"),
+            dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"), **_precision(doc),
             query_labels=query_labels, key_labels=key_labels,
             title=_text(doc.get("title"), "title"), description=_text(doc.get("description"), "description"))
     except InputError as error:

@@ -48,7 +48,12 @@ PROBLEM: tuple[Key, ...] = (
         "teacher's: no view shows it)"),
     Key("worked", LABEL, "find-the-slip: a worked solution with one planted mistake, shown, never computed"),
     Key("slip", LABEL, "find-the-slip: the stage and mistake of the planted slip (the key's answer)"),
-    Key("dtype", SETTING, "float64 or float32: the precision every stage is computed in"),
+    Key("dtype", SETTING, "float64, float32, bfloat16 or float16: the precision every stage is stored in"),
+    Key("accumulate", SETTING, "bfloat16, float16: float32 or same, where products and sums accumulate"),
+    Key("store", SETTING, "bfloat16, float16: stages (each stage stored in the dtype) or output (the output alone)"),
+    Key("mask_fill", SETTING, "what a masked score becomes: \"-inf\" (default), \"min\" (the dtype's most negative) "
+        "or a number"),
+    Key("max_subtraction", SETTING, "false: the softmax takes e^x without subtracting each row's max"),
     Key("scale", SETTING, "the factor on Q Kᵀ; written as used (1/√d_k when not given)"),
     Key("d_k", ECHO, "each head's query/key width", "Q (or W_Q) and heads"),
     Key("d_v", ECHO, "each head's value width", "V (or W_V) and heads"),
@@ -74,6 +79,8 @@ AFTER: tuple[Key, ...] = (
     Key("word_ids", LABEL, "one per key: the word its token belongs to (sub-tokens of a word share it), null for "
         "special tokens and padding (attn capture from text: the tokenizer's word_ids())"),
     Key("warnings", RESULT, "what the computation warned about"),
+    Key("nonfinite", RESULT, "the first inf or NaN a run produced: {stage, head, query, key, value, cause}"),
+    Key("recipe", ECHO, "the precision recipe in words", "dtype, accumulate and store"),
     Key("tile_size", RESULT, "[BQ, BK]: the tile sizes of the tiled online softmax"),
     Key("tiled_max_difference", RESULT, "the largest |tiled − plain| over every head's output"),
     Key("explanation", RESULT, "the hand calculation's lines"),
@@ -88,6 +95,7 @@ HEAD_KEYS: tuple[Key, ...] = (
     *(Key(name, RESULT, f"this head's {name} (the input split into heads, or projected)")
       for name in ("Q", "K", "V")),
     Key("lse", RESULT, "ln Σ e^logit per query"),
+    Key("errors", RESULT, "when asked for: each stage's error against float64, {stage: {abs, rel, ulps}}"),
     Key("tiles", RESULT, "tiled: every tile's running max, sum and output"),
     Key("tiled_output", RESULT, "tiled: the output computed tile by tile"),
     Key("tiled_lse", RESULT, "tiled: the lse computed tile by tile"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.base.arrays import plain
-from attncli.problem import groups
+from attncli.problem import groups, recipes
 from attncli.problem.masks import input_keys, rule_lines
 from attncli.problem.trace import Problem, Trace
 from attncli.problem.variants import input_keys as variant_keys
@@ -32,7 +32,7 @@ def problem_dict(problem: Problem, scale: float, d_k: int, d_v: int) -> dict:
     for key in ("title", "description"):
         if getattr(problem, key) is not None:
             doc[key] = getattr(problem, key)
-    doc.update({"dtype": problem.dtype, "scale": scale, "d_k": d_k, "d_v": d_v})
+    doc.update({"dtype": problem.dtype, **precision_keys(problem), "scale": scale, "d_k": d_k, "d_v": d_v})
     doc.update({name: plain(array) for name, array in problem.inputs.items()})
     if groups.grouped(problem):  # `heads` (the list of per-head results) gives the query heads
         doc["kv_heads"] = groups.count(problem)
@@ -52,10 +52,25 @@ def problem_dict(problem: Problem, scale: float, d_k: int, d_v: int) -> dict:
     return doc
 
 
+def precision_keys(problem: Problem) -> dict:
+    """The precision lab's settings (attncli/problem/recipes.py) as input keys, each only when it is
+    not the default: a low dtype's recipe (and its words, an echo), the mask fill, max_subtraction."""
+    keys: dict = {}
+    recipe = recipes.recipe(problem)
+    if recipe is not None:
+        keys.update(accumulate=recipe.accumulate, store=recipe.store, recipe=recipe.line(problem.dtype))
+    if problem.mask_fill != -np.inf:
+        keys["mask_fill"] = problem.mask_fill
+    if not problem.max_subtraction:
+        keys["max_subtraction"] = False
+    return keys
+
+
 def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     """The JSON document `attn compute` writes. It is also valid input: the problem's keys are
     echoed at the top level (the mask normalised to true = may attend), results beside them.
-    `stages`: the names to write ("inputs" for Q, K, V per head); None: all."""
+    `stages`: the names to write ("inputs" for Q, K, V per head; "errors" for the precision lab's
+    errors, --error); None: all but the errors."""
     stages = ("inputs",) + stage_names() + grads.names() + (grads.GRADS,) if stages is None else stages
     problem = trace.problem
     doc = problem_dict(problem, trace.scale, trace.d_k, trace.d_v)
@@ -66,6 +81,11 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     if trace.lse is not None and ("weights" in stages or "output" in stages):
         for head, lse in zip(doc["heads"], trace.lse):
             head["lse"] = plain(lse, decimals)
+    lab = trace.precision
+    if lab is not None and "errors" in stages:  # --error: each stage shown, against float64
+        for h, head in enumerate(doc["heads"]):
+            head["errors"] = {name: {kind: plain(array[h], decimals) for kind, array in error.items()}
+                              for name, error in lab.errors.items() if name in per_head}
     if "W_O" in problem.inputs:
         doc["concat"] = plain(trace.concat, decimals)
     doc["output"] = plain(trace.final, decimals)
@@ -74,6 +94,8 @@ def to_dict(trace: Trace, stages=None, decimals: int | None = None) -> dict:
     doc["query_labels"] = problem.query_labels
     doc["key_labels"] = problem.key_labels
     doc["warnings"] = list(trace.warnings)
+    if lab is not None and lab.nonfinite is not None:
+        doc["nonfinite"] = lab.nonfinite.to_json()
     return doc
 
 

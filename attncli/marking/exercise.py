@@ -62,7 +62,7 @@ def build(options: Options) -> Exercise:
     for _ in range(REDRAWS):
         doc, shown = _draw(o, rng)
         trace = attention.attend(build_problem(doc))
-        if not degenerate(trace) and workable(trace, o.decimals):
+        if not degenerate(trace) and workable(trace, o.decimals, KINDS[o.kind].large_scores):
             return _finish(o, doc, shown, trace)
     raise ExerciseError(f"could not draw a problem without a zero query or uniform weights, workable by hand, from "
                         f"these options (keys {o.keys}, dim {o.dim}); ask for a wider dim", field="dim")
@@ -154,11 +154,15 @@ def score_bound(d_k: int) -> float:
     return SCORE_BOUND * max(1.0, d_k / 2) ** 0.5
 
 
-def workable(trace, decimals: int) -> bool:
+def workable(trace, decimals: int, large_scores: bool = False) -> bool:
     """A problem a learner can work by hand at the decimals asked: no score beyond ±score_bound (e^x
     of the scaled scores stays a few hundred at most), and no query that sees two keys or more puts
-    a weight that rounds to 1 at the decimals asked (at least 2) on one key, leaving the others 0."""
+    a weight that rounds to 1 at the decimals asked (at least 2) on one key, leaving the others 0.
+    `large_scores`: a kind whose scores are large on purpose (precision: 2048 and more, worked as
+    e^(x − max)) has the bound on x − max instead."""
     scores = trace.stage("scores")
+    if large_scores:  # what the learner takes e^ of
+        scores = scores - scores.max(axis=-1, keepdims=True)
     if np.abs(scores[np.isfinite(scores)]).max(initial=0) > score_bound(trace.d_k):
         return False
     weights = trace.stage("weights")  # (H, Lq, Lk)

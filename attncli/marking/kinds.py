@@ -25,6 +25,9 @@ The kinds:
   softcap 2, the last key padding (`key_mask`), or a dO to run the backward pass from.
 - gqa: grouped-query attention, query heads in pairs over one kv head each (3-D Q, K and V).
 - tiles: `plain` with scale 1 and `tile_size` [BQ, BK]: the tiled online softmax (m, alpha, l, O).
+- precision: one head in float16 (transformers' eager recipe, attncli/problem/recipes.py), scale 1,
+  scores just past 2048 where float16 holds only even whole numbers: q = (64, a), k = (32, b), so
+  q · k = 2048 + a·b, and an odd one is rounded to even; the weights differ from float64's.
 
 Plain Python only (`random.Random`, lists), no numpy: the command line reads the names and the help
 at start-up. Every random choice comes from the problem's generator (`Draw.rng`), in a fixed order
@@ -270,6 +273,31 @@ def tiles(d: Draw) -> None:
                "tile write the running max m, alpha = e^(m_old − m), the running sum l and the running output O")
 
 
+PRECISION_QUERY = (1, 3)  # odd, so an odd key value gives an odd score, which float16 rounds
+PRECISION_KEYS = (1, 2, 3, 4, 5, 6, 7)
+
+
+def draw_precision(d: Draw) -> dict:
+    """q = (64, a), k_j = (32, b_j) with the b_j all different and one odd: q · k_j = 2048 + a·b_j, in
+    [2048, 4096), and an odd a·b_j is rounded to even in float16."""
+    o = d.options
+    d.doc["Q"] = [[64, d.rng.choice(PRECISION_QUERY)] for _ in range(o.lq)]
+    for _ in range(REDRAWS):  # some b odd: its score is odd, and float16 rounds it
+        values = d.rng.sample(PRECISION_KEYS, o.keys)
+        if any(b % 2 for b in values):
+            break
+    d.doc["K"] = [[32, b] for b in values]
+    d.doc["V"] = d.matrix(o.keys, o.value_dim or o.dim, V_VALUES)
+    return {}
+
+
+def precision(d: Draw) -> None:
+    d.doc |= {"dtype": "float16", "scale": 1}
+    d.describe(" in float16, as transformers' eager attention does (each stage computed in float32, then stored in "
+               "float16), scale 1: float16 holds only the even whole numbers from 2048 to 4096 (ties to even); "
+               "say which scores change, and why the weights differ from float64's")
+
+
 def backward(d: Draw) -> None:
     o = d.options
     d.doc["dO"] = d.matrix(o.lq, (o.value_dim or o.dim) * o.heads, DO_VALUES)
@@ -332,6 +360,13 @@ def head_pairs(o: Options) -> None:
                             f"({o.heads}) must be even", field="heads")
 
 
+def precision_shape(o: Options) -> None:
+    if (o.heads, o.dim) != (1, 2) or o.keys > len(PRECISION_KEYS):
+        raise ExerciseError(f"a precision exercise is one head with d_k 2 and at most {len(PRECISION_KEYS)} keys, "
+                            f"q = (64, a) and k = (32, b) (heads {o.heads}, dim {o.dim}, keys {o.keys})",
+                            field="keys" if o.keys > len(PRECISION_KEYS) else "dim" if o.dim != 2 else "heads")
+
+
 def posenc_sheet(doc: dict, drawn: dict) -> dict:
     """E and PE in place of their sum X (the learner adds them)."""
     return drawn | {key: value for key, value in matrices(doc).items() if key != "X"}
@@ -357,6 +392,7 @@ class ExerciseKind:
     tiles: bool = False  # takes --tiles: the tiled online softmax
     slip: bool = True  # can be a find-the-slip exercise (one head, Q, K and V given)
     check: Callable[[Options], None] | None = None  # raises ExerciseError for options that cannot make one
+    large_scores: bool = False  # its scores are large on purpose (precision), worked as e^(x − max)
 
 
 KINDS: dict[str, ExerciseKind] = {kind.name: kind for kind in (
@@ -387,6 +423,9 @@ KINDS: dict[str, ExerciseKind] = {kind.name: kind for kind in (
                  asks=lambda trace: ["tiles"], tiles=True, slip=False, title="the tiled online softmax"),
     ExerciseKind("backward", "the backward pass from a given dO.", settings=backward, slip=False,
                  title="the backward pass"),
+    ExerciseKind("precision", "float16, scores just past 2048: where does rounding change the answer, and why?",
+                 draw_precision, settings=precision, slip=False, check=precision_shape, title="float16's rounding",
+                 large_scores=True),
 )}
 
 

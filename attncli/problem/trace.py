@@ -72,6 +72,14 @@ class Problem:
     scale: float | None = None  # None: 1/sqrt(d_k)
     masked_rows: str = "zero"  # the policy for rows whose every key is masked
     dtype: str = "float64"
+    # The precision lab (attncli/problem/recipes.py): where a low dtype accumulates ("float32" or "same";
+    # None: float32 for bfloat16 and float16, the dtype itself otherwise) and what it stores in the dtype
+    # ("stages" or "output"); what a masked score becomes (−∞, "min" or a number); whether the softmax
+    # subtracts each row's max.
+    accumulate: str | None = None
+    store: str = "stages"
+    mask_fill: object = -float("inf")
+    max_subtraction: bool = True
     query_labels: list[str] | None = None
     key_labels: list[str] | None = None
     title: str | None = None
@@ -135,6 +143,7 @@ class Trace:
     # masked row. JSON's per-head "lse", the tables' column beside the weights.
     lse: np.ndarray | None = None
     gradients: object = None  # backward.Gradients when the problem has dO
+    precision: object = None  # precision.Lab: the lab's roundings, errors and first non-finite value
 
     def __repr__(self) -> str:
         """One line (a notebook shows `view(trace)` for the tables)."""

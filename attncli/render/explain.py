@@ -12,6 +12,7 @@ import re
 
 from attncli.base.errors import plural
 from attncli.base.rule_words import masked_rows_words
+from attncli.explain.roundings import refuse_nonfinite, rounding_lines
 from attncli.explain.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
 from attncli.hand.handwriting import MAX_KEYS, comparison, dot, note, number, short, shown_keys, vector
 from attncli.hand.stage_steps import Page
@@ -157,6 +158,7 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
         rows = list(range(p.lq)) if p.lq <= 3 else [0]
         if p.lq > 3:
             lines.append(f"(showing query 0 of {p.lq}; pick others with --row LABEL or --row INDEX)")
+    refuse_nonfinite(trace, rows, heads)  # the precision lab's inf and NaN: no hand calculation
     every_head = heads is None or list(heads) == list(range(p.heads))
     combined = p.heads > 1 or "W_O" in p.inputs
     for i in rows:
@@ -166,6 +168,8 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
                 lines.append("")
             done.append(written(trace, h, i, precision, carry))
             lines += explain_row(trace, done[-1])
+            rounded = rounding_lines(trace, h, i, labels(p.key_labels, p.lk))
+            lines += [""] + rounded if rounded else []
             if trace.gradients is not None:
                 lines += [""] + backward_lines(trace, done[-1])
         if combined and every_head:

@@ -21,6 +21,7 @@ import shlex
 import numpy as np
 
 from attncli.base.errors import InputError
+from attncli.explain.roundings import finite_row
 from attncli.problem.trace import Trace
 from attncli.render.page_assets import CSS, JS
 from attncli.render.page_derive import derivations
@@ -92,6 +93,9 @@ class Tables:
         blocked = self.blocked[head] if (self.blocked is not None and head is not None and key_columns
                                          and not key_rows and tile is None and after) else None
         levels = _levels(matrix, name)
+        born = getattr(self.trace.precision, "nonfinite", None)  # the precision lab's first inf or NaN: marked
+        born = (born.query - first_row, born.key) if born is not None and (born.stage, born.head) == (name, head) \
+            and tile is None else None
         h = "" if head is None else str(head)
         common = f' data-stage="{escape(name)}" data-head="{h}"' + ("" if tile is None else f' data-tile="{tile}"')
         out = [f'<h2>{escape(title)}</h2>\n<table data-title="{escape(title)}"><thead><tr><th></th>']
@@ -117,6 +121,8 @@ class Tables:
                     out.append("<td>⋯</td>")
                     continue
                 mark = "x" if blocked is not None and blocked[i, j] else levels[i, j]
+                if born == (i, j):
+                    mark = f'{mark} nf" title="{escape(self.trace.precision.nonfinite.cause)}'.strip()
                 mark = f' class="{mark}"' if mark else ""
                 focus = ' tabindex="0"' if focusable else ""
                 focusable = False
@@ -243,7 +249,8 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
     the page title and the commands a derivation names; `carry`: --explain's --carry."""
     p = trace.problem
     tables, notes = collect(trace, stages, precision, full, tiled)
-    found = derivations(trace, sorted(tables.rows), precision, tiled, carry)
+    # a precision lab run's rows that hold an inf or a NaN have no hand calculation
+    found = derivations(trace, sorted(r for r in tables.rows if finite_row(trace, r)), precision, tiled, carry)
     data = {"rows": found["rows"], "tiles": found["tiles"], "why": found.get("why"), "heads": p.heads,
             "command": "attn compute " + (shlex.quote(source) if source and source != "-" else "FILE")
             + (f" --precision {precision}" if precision != 4 else "") + (" --carry rounded" if carry == "rounded" else ""),
@@ -255,6 +262,9 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
              "calculation of this size takes about a second a row): clicking one of their numbers names the "
              "command that explains it.</p>") if missing else ""]
     body += [f'<pre class="note">{escape(line)}</pre>' for line in notes]
+    born = getattr(trace.precision, "nonfinite", None)
+    if born is not None:  # the precision lab's first inf or NaN, its cell outlined in its table
+        body.append(f'<p class="note">{escape(born.line())} (outlined below).</p>')
     if explanation:
         body.append(f'<h2>explanation</h2><pre>{escape_lines(explanation)}</pre>')
     body.append(tabbed(sections(trace, tables)))

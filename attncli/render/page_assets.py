@@ -26,6 +26,7 @@ body.attn{margin:0;padding:0 1rem 2rem}
 .attn td:focus{outline:2px solid var(--focus);outline-offset:-2px}
 .attn .hr>th,.attn th.hc,.attn td.hr,.attn td.hc{box-shadow:inset 0 0 0 999px rgba(127,127,127,.18)}
 .attn td.on{outline:2px solid var(--focus);outline-offset:-2px}
+.attn td.nf{outline:3px solid rgba(220,50,50,.9);outline-offset:-3px}
 .attn td.x{color:var(--muted);background:repeating-linear-gradient(135deg,transparent 0 4px,var(--line) 4px 6px)}
 .attn td.p1{background:rgba(var(--pos),.08)}.attn td.p2{background:rgba(var(--pos),.16)}
 .attn td.p3{background:rgba(var(--pos),.24)}.attn td.p4{background:rgba(var(--pos),.32)}

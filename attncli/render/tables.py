@@ -172,6 +172,14 @@ def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: l
         title = stage_table.fill(stage.title, p, stage.name, scale=scale)
         rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
         show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra, what=(stage.name, h))
+        lab = trace.precision
+        if "errors" in stages and lab is not None and stage.name in lab.errors:  # --error
+            error = lab.errors[stage.name]
+            worst = [float(np.nanmax(error[kind][h])) if np.isfinite(error[kind][h]).any() else float("nan")
+                     for kind in ("abs", "rel")]
+            show(f"{stage.name}: error against float64 in ulps of {p.dtype}{head} (largest: {worst[0]:.3g} "
+                 f"absolute, {worst[1]:.3g} relative)", error["ulps"][h], rows,
+                 keys if stage.columns == "keys" else None, what=(f"{stage.name}.error", h))
     if trace.gradients is not None:
         for gradient in grads.GRADIENTS:
             if gradient.name in stages:

@@ -12,6 +12,7 @@ import math
 
 from attncli.base.errors import plural, visible
 from attncli.base.rule_words import masked_rows_words
+from attncli.problem import recipes
 from attncli.problem.groups import header_line as groups_line
 from attncli.problem.masks import positions_line, rule_lines
 from attncli.problem.trace import Trace
@@ -81,6 +82,20 @@ def scale_text(trace: Trace, precision: int) -> str:
     return f"1/√d_k = {exact} = {value}" if exact else f"{value} (given)"
 
 
+def precision_lines(p) -> list[str]:
+    """The precision lab's settings in words (attncli/problem/recipes.py): the recipe, the mask fill,
+    the softmax without its max subtracted."""
+    lines = []
+    recipe = recipes.recipe(p)
+    if recipe is not None:
+        lines.append(f"recipe: {recipe.line(p.dtype)} (accumulate {recipe.accumulate}, store {recipe.store})")
+    if p.mask_fill != -math.inf:
+        lines.append(f"mask fill: {recipes.fill_word(p)} (a masked score becomes this, not −∞)")
+    if not p.max_subtraction:
+        lines.append("softmax: e^x without subtracting each row's max (--no-max-subtraction: it may overflow)")
+    return lines
+
+
 def header_lines(trace: Trace, precision: int) -> list[str]:
     """The problem in a few lines: shapes, scale and every convention that libraries disagree on."""
     p = trace.problem
@@ -101,7 +116,8 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
     if p.bias is not None:
         lines.append("bias: added after scaling, before the mask; −∞ blocks")
     lines += variant_lines(p)
-    if trace.masked is not None and p.sinks is None:  # with sinks such a row is all zero: its own line says so
+    lines += precision_lines(p)
+    if trace.masked is not None and p.sinks is None and p.mask_fill == -math.inf:  # a finite fill: no dead rows  # with sinks such a row is all zero: its own line says so
         lines.append("rows with every key masked: " + masked_rows_words(p.masked_rows))
     if p.projected:
         lines.append("projections: Q = X W_Q, W is (d_in × d_out) (PyTorch's Linear.weight is Wᵀ)")

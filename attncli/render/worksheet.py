@@ -22,7 +22,7 @@ from attncli.problem.masks import has_rules, positions_line, rule_lines
 from attncli.problem.trace import Trace
 from attncli.problem.variants import variant_lines
 from attncli.render.export import formulas, md, tex, tex_unicode, with_attnchar
-from attncli.render.text import labels, number
+from attncli.render.text import labels, number, precision_lines
 from attncli.stages import grads
 from attncli.stages.table import get
 
@@ -141,6 +141,8 @@ def _notes(trace: Trace) -> list[str]:
     scale = f"1/√d_k, d_k = {trace.d_k}" if np.isclose(trace.scale, trace.d_k ** -0.5) else f"{trace.scale:g}"
     lines = [f"scale = {scale}" + (f"; {p.heads} heads, each its own columns" if p.heads > 1 else "")]
     lines += [groups.header_line(p)] if groups.header_line(p) else []  # grouped-query: which kv head each reads
+    if p.dtype != "float64":  # the precision every stage is stored in, and how (the precision lab's recipe)
+        lines += [f"dtype = {p.dtype}"] + precision_lines(p)
     if has_rules(p):
         lines += [f"mask: {rule}" for rule in rule_lines(p)]
     if positions_line(p):  # a KV-cache step's query position decides what it sees
