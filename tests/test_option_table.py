@@ -68,7 +68,7 @@ def test_every_input_key_is_a_key_of_the_schema_or_none():
 def test_view_options_are_exactly_the_ones_that_change_no_number():
     view = {o.name for o in compute_options.OPTIONS if o.key is None and not o.argument}
     assert view == {"format", "stages", "precision", "round_", "explain", "carry", "row", "head", "heatmap",
-                    "output_file", "full", "tiles", "cost", "sram", "threads", "error"}
+                    "output_file", "full", "tiles", "cost", "sram", "threads", "error", "layer"}
 
 
 def test_each_option_sets_its_key_with_its_reader():
@@ -138,7 +138,8 @@ def test_reference_rewrites_only_the_marked_lists(tmp_path):
 FLAG = r"(?<![\w-])--[A-Za-z][\w-]*"
 # Not attn's flags: a placeholder, a flag said not to exist, sed's flag, a prefix (`--rope-…`), and
 # benchmarks/bench.py's own flags (docs/performance.md).
-NOT_FLAGS = {"--STAGE", "--d_Q", "--follow-symlinks", "--rope-", "--quick", "--rounds", "--write-docs"}
+NOT_FLAGS = {"--STAGE", "--d_Q", "--follow-symlinks", "--rope-", "--quick", "--rounds", "--write-docs",
+             "--no-deps"}  # pip's, for the real models
 
 
 def test_the_readme_and_docs_name_only_flags_that_exist():

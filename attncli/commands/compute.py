@@ -57,7 +57,7 @@ def compute(**values) -> None:
         before_numpy()  # BLAS on one thread in each of the blocks' workers, set before numpy loads
     # The one import kept inside a function, for start-up: numpy, the core and the views load when
     # compute runs, so that `attn --version` and `attn --help` never import numpy.
-    from attncli.commands.compute_run import run
+    from attncli.commands.compute_layers import run
 
     run(o, chosen)
 

@@ -2,14 +2,15 @@
 
 A `Format` says what `--format NAME` (or `--output FILE.SUFFIX`) writes: the suffixes that choose
 it, what it can hold beside the stages (the tiles, the --cost counts, the heatmap, the
-explanation, the backward pass), which stages (every one, one, or the final output alone),
-whether it is binary, how user text is escaped in it (render/escapes.py), what it builds beside
-the arrays (for the memory guard), and its writers: one for a trace, one for --cost's counts.
-Read by: Typer's `--format` choices (`names`, commands/edge.formats), `--output`'s suffixes
-(render/target.py, render/files.py), `attn compute`'s plan, which refuses from the options alone
-any option the format cannot hold (commands/compute.py), the memory guard and the writers
-(commands/compute_run.render, commands/cost_run), and tests/test_formats.py, which adds a
-throwaway `rst` format and runs every path on it.
+explanation, the backward pass, several layers of a captured document), which stages (every one,
+one, or the final output alone), whether it is binary, how user text is escaped in it
+(render/escapes.py), what it builds beside the arrays (for the memory guard), and its writers: one
+for a trace, one for --cost's counts. Read by: Typer's `--format` choices (`names`,
+commands/edge.formats), `--output`'s suffixes (render/target.py, render/files.py), `attn compute`'s
+plan, which refuses from the options alone any option the format cannot hold (commands/compute.py;
+several layers, once the document is read: commands/compute_layers.py), the memory guard and the
+writers (commands/compute_run.render, commands/cost_run, commands/compute_layers), and
+tests/test_formats.py, which adds a throwaway `rst` format and runs every path on it.
 
 A new format is one record here and its writer (a view in render/). Light: no numpy, no rich (the
 names are read at start-up); each writer imports its view when it runs. The records are
@@ -23,7 +24,8 @@ from attncli.render import escapes
 
 # What a format may hold beside the stages, and how the refusals say it.
 CONTENTS = {"tiles": "the tiles", "cost": "the counts", "heatmap": "the heatmap",
-            "explanation": "the explanation", "backward": "the backward pass"}
+            "explanation": "the explanation", "backward": "the backward pass",
+            "layers": "several layers"}  # a captured document's (commands/compute_layers.py)
 STAGES = ("every", "one", "output")  # every stage; one stage of the table (CSV); the final output alone (.npy)
 BUILDS = ("json", "text", "table", "nothing")  # beside the arrays, for the memory guard (compute/limits.py)
 
@@ -157,9 +159,9 @@ def _markdown_cost(problem, found) -> str:
 
 FORMATS: tuple[Format, ...] = (
     Format("table", "tables on the terminal", terminal=True, escape=visible, builds="table", trace=_table,
-           cost=_table_cost, holds=frozenset({"tiles", "heatmap", "explanation", "backward"})),
+           cost=_table_cost, holds=frozenset({"tiles", "heatmap", "explanation", "backward", "layers"})),
     Format("json", "the JSON document", (".json",), escape=escapes.json_string, builds="json",
-           trace=_json, cost=_json_cost, holds=frozenset({"tiles", "explanation", "backward"})),
+           trace=_json, cost=_json_cost, holds=frozenset({"tiles", "explanation", "backward", "layers"})),
     Format("markdown", "write-up tables", (".md",), escape=escapes.md, trace=_markdown, cost=_markdown_cost,
            holds=frozenset({"explanation", "backward"})),
     Format("latex", "write-up tables", (".tex",), escape=escapes.tex, trace=_latex,
