@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - older typer on the real click
 
 from attncli import __version__
 from attncli.base.errors import AttnError, ReaderGone, did_you_mean, one_line
-from attncli.commands import capture, check, compute, learn
+from attncli.commands import capture, check, compute, heads, learn
 from attncli.commands.edge import message
 
 EXIT_TROUBLE = 2  # as diff: 0 same/ok, 1 answers differ, 2 trouble
@@ -149,6 +149,7 @@ app.command(cls=AttnCommand, help=prose(learn.exercise.__doc__))(learn.exercise)
 app.command(cls=AttnCommand)(learn.example)
 app.command(cls=AttnCommand)(learn.posenc)
 app.command(cls=AttnCommand)(capture.capture)
+app.command(cls=AttnCommand)(heads.heads)
 
 
 def main() -> None:

@@ -127,6 +127,8 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
                          "(or --output FILE.npy), or drop --threads", "--threads")
     need_input(o.file, matrices(o), stdin_is_terminal)
     view = _view(format, o.output_file and suffix, o.explain or "heatmap" in shown)
+    if o.heatmap and o.stages is None and view == "table":
+        shown = ("heatmap",)  # the picture alone, as --stages heatmap (not every stage's tables before it)
     # what is built: json, npz, npy, or a text view
     built = suffix[1:] if o.output_file and suffix not in SUFFIX_FORMATS else view
     return SimpleNamespace(shown=shown, format=format, view=view, built=built, suffix=suffix,

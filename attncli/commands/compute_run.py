@@ -48,7 +48,7 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
     shown, warnings = check(problem, plan, o)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options), warnings)
     agreed = _agreement(doc, trace, source)
-    render(trace, tiled, shown, plan, o, agreed)
+    render(trace, tiled, shown, plan, o, agreed, doc.get("word_ids") if isinstance(doc, dict) else None)
     for notice in trace.warnings:  # the command line's and the computation's, as in the JSON
         sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
     if agreed is not None and not agreed.agrees:
@@ -91,7 +91,7 @@ def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str
                         "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
     warnings += distance_notes(problem) + angle_notes(problem)  # positions past the dtype's precision
     if o.explain:  # before computing: the bound needs only the problem
-        _bound_explain(problem, opt.rows(o.row, problem.query_labels, problem.lq),
+        _bound_explain(problem, explained_rows(o, problem),
                        None if o.head is None else [opt.head(o.head, problem.heads)])
     if plan.tile_sizes is not None:
         _check_tile_count(problem, *plan.tile_sizes, table=plan.built != "json")
@@ -117,12 +117,29 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
     return trace, tiled
 
 
-def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: SimpleNamespace, agreed=None) -> None:
+def picked(o: SimpleNamespace, problem, word_ids=None) -> tuple[list[int], list[int]]:
+    """(query positions, key positions) that --query and --key name (attncli/base/tokens.py reads
+    the labels and words)."""
+    queries = opt.picks(o.query, problem.query_labels, problem.lq, "--query", word_ids if problem.lq == problem.lk
+                        else None)
+    keys = opt.picks(o.key, problem.key_labels, problem.lk, "--key", word_ids, "key")
+    return opt.positions(queries), opt.positions(keys)
+
+
+def explained_rows(o: SimpleNamespace, problem, word_ids=None) -> list[int] | None:
+    """The rows --explain explains: --row's, else --query's, else its default (None)."""
+    return opt.rows(o.row, problem.query_labels, problem.lq) or picked(o, problem, word_ids)[0] or None
+
+
+def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: SimpleNamespace, agreed=None,
+           word_ids=None) -> None:
     """Show the trace through the planned view: tables, a text document on stdout, or --output's file.
     `agreed` (a captured layer's agreement with its model): its line after the tables (on stderr beside
-    a document, which holds it as the key "agreement" when JSON)."""
+    a document, which holds it as the key "agreement" when JSON); `word_ids` (a capture's): the words
+    --query and --key may name."""
     problem = trace.problem
-    rows = opt.rows(o.row, problem.query_labels, problem.lq)
+    chosen = picked(o, problem, word_ids)
+    rows = explained_rows(o, problem, word_ids)
     heads_shown = None if o.head is None else [opt.head(o.head, problem.heads)]
     explanation = _explain(o, trace, tiled, rows, heads_shown) if o.explain else None
     view = plan.view
@@ -135,7 +152,7 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
         # than numpy; the JSON and text views never import it.
         from attncli.render.tables import print_tables
 
-        print_tables(trace, shown, o.precision, explanation, heads_shown, o.full, tiled)
+        print_tables(trace, shown, o.precision, explanation, heads_shown, o.full, tiled, chosen)
     else:
         out.write_all(_text(view, trace, shown, o.precision, o.round_, explanation, tiled, o, extra))
     if agreed is not None:  # after the tables; on stderr beside a document (stdout stays the document)

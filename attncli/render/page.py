@@ -72,17 +72,18 @@ class Tables:
         self.cells = 0
 
     def show(self, title: str, matrix: np.ndarray, rows: list[str], columns: list[str] | None = None,
-             extra=(), what=(None, None)) -> None:
+             extra=(), what=(None, None), keep=((), ())) -> None:
         name, head = what
         section = head if head is not None else "inputs" if name in self.trace.problem.inputs else "all"
-        self.parts.append((section, self.table(title, matrix, rows, columns, extra, name or "", head)))
+        self.parts.append((section, self.table(title, matrix, rows, columns, extra, name or "", head, keep=keep)))
 
     def table(self, title: str, matrix: np.ndarray, rows: list[str], columns: list[str] | None, extra,
-              name: str, head: int | None, tile: int | None = None, first_row: int = 0) -> str:
-        """One titled table: a header row of keys (or column numbers), a row per query (or key)."""
+              name: str, head: int | None, tile: int | None = None, first_row: int = 0, keep=((), ())) -> str:
+        """One titled table: a header row of keys (or column numbers), a row per query (or key);
+        `keep`: the rows and columns never elided."""
         n_rows, n_cols = matrix.shape
-        keep = max(n_rows, n_cols) if self.full else KEEP
-        row_ids, col_ids = kept(n_rows, keep), kept(n_cols, keep)
+        most = max(n_rows, n_cols) if self.full else KEEP
+        row_ids, col_ids = kept(n_rows, most, keep[0]), kept(n_cols, most, keep[1])
         self.cells += sum(i is not None for i in row_ids) * (sum(j is not None for j in col_ids) + len(extra))
         key_rows = name in KEY_ROWS or (name.startswith(grads.GRADS + "/") and name[6:] in ("K", "V", "X_kv"))
         key_columns = columns is not None and matrix.shape[1] == self.trace.problem.lk and columns != [name]
