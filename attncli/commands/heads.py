@@ -33,9 +33,9 @@ HEADS: tuple[Option, ...] = (
 def heads(**values) -> None:
     """Rank every head of every layer by how much a query attends some keys.
 
-    attn capture MODEL --text "The mechanic fixed the scooter because it was leaking petrol." --layer all -o s.npz
-
     attn heads s.npz --query it --key scooter --words
+
+    (s.npz: every layer of a model on a sentence, as attn capture writes it with its own --layer all)
 
     The weight is the query's softmax weight summed over the keys named (a word: its sub-tokens);
     first_key is the weight on the first key (where many trained heads park attention), sink the
