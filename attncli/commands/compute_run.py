@@ -13,6 +13,7 @@ import sys
 from dataclasses import replace
 from types import SimpleNamespace
 
+from attncli.base import tokens
 from attncli.base.errors import AttnError, InputError, one_line
 from attncli.commands import cost_run, spec
 from attncli.commands import option_text as opt
@@ -141,7 +142,7 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
     chosen = picked(o, problem, word_ids)
     rows = explained_rows(o, problem, word_ids)
     heads_shown = None if o.head is None else [opt.head(o.head, problem.heads)]
-    explanation = _explain(o, trace, tiled, rows, heads_shown) if o.explain else None
+    explanation = _explain(o, trace, tiled, rows, heads_shown, chosen[1], word_ids) if o.explain else None
     view = plan.view
     extra = None if agreed is None else agreed.keys
     if o.output_file:
@@ -237,14 +238,18 @@ def _bound_explain(problem, rows: list[int] | None, heads_shown: list[int] | Non
                              f"{EXPLAIN_MOST['rows']} rows × heads; this problem has {said}: {fix}", "--explain")
 
 
-def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
+def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown, keep=(), word_ids=None) -> list[str]:
     """--explain's lines: the hand calculation of the rows asked for, or one row through the tiles."""
     # Imported here, for start-up (see above): only --explain needs the hand calculation.
     from attncli.render.explain import explain
     from attncli.render.tiles import explain_tiles
 
     if tiled is None:
-        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact")
+        p = trace.problem
+        raw = list(p.key_labels) if p.key_labels else [str(j) for j in range(p.lk)]
+        words = [group for _, group in tokens.words(raw, word_ids if word_ids is not None and len(word_ids) == p.lk
+                                                      else None)]
+        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact", keep, o.full, words)
     if o.carry is not None:
         raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry", "--carry")
     return explain_tiles(tiled, trace, rows, heads_shown, o.precision)
