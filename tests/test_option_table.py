@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from attncli.commands import capture, check, compute, compute_options, learn, heads, reference, spec
+from attncli.commands import capture, check, compute, compute_options, heads, learn, reference, spec
 from attncli.commands.spec import Option
 from attncli.document import schema
 from tests.conftest import ROOT
