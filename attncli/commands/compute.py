@@ -20,8 +20,8 @@ from attncli.render.target import OutputError, check_target
 Format, MaskedRows, Carry, RopeStyle, DType = (spec.find(OPTIONS, name).enum for name in (
     "format", "masked_rows", "carry", "rope_style", "dtype"))
 
-SUFFIX_FORMATS = {".md": "markdown", ".tex": "latex", ".csv": "csv", ".html": "html"}  # --output's text files
-TEXT_ONLY_FORMATS = ("markdown", "latex", "csv")  # formats with no tile view
+SUFFIX_FORMATS = {".md": "markdown", ".tex": "latex", ".csv": "csv", ".html": "html", ".svg": "svg"}  # --output's text files
+TEXT_ONLY_FORMATS = ("markdown", "latex", "csv", "svg")  # formats with no tile view
 
 
 @spec.command(OPTIONS)

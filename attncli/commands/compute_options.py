@@ -111,8 +111,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("key_labels", "Key labels, comma-separated.", key="key_labels", read=opt.labels),
     Option("dtype", "Arithmetic: float64 (default) or float32.", key="dtype", choices=DTYPES),
     Option("format", f"{AUTO_HELP} (text with --explain or --heatmap). markdown/latex: write-up tables; csv: "
-           "one stage; html: the explorer page (docs/explorer.md).", flags=("--format", "-f"), panel=OUTPUT,
-           default="auto", choices=formats("Format", "auto", "table", "json", "markdown", "latex", "csv", "html")),
+           "one stage; html: the explorer page (docs/explorer.md); svg: the weights as a picture, each head's heatmap "
+           "in a grid with a colour scale (for a paper).", flags=("--format", "-f"), panel=OUTPUT,
+           default="auto", choices=formats("Format", "auto", "table", "json", "markdown", "latex", "csv", "html", "svg")),
     Option("stages", f"Comma-separated stages to show: {', '.join(views())}.", panel=OUTPUT),
     Option("precision", "Decimals in tables.", type=int, low=0, high=17, default=4, panel=OUTPUT),
     Option("round_", "Round JSON numbers to N decimals (default: full precision).", flags=("--round",),
@@ -140,8 +141,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("layer", "A document of several layers (attn capture --layer all): the layers to compute, from 0: one "
            "(3), several (3,7-9) or all (the default). Several are shown one after another as tables, or as one "
            "JSON document with a layers list.", metavar="N", panel=OUTPUT),
-    Option("output_file", "Write to FILE instead of stdout: .json, .md, .tex, .csv, .html (as --format json, "
-           "markdown, latex, csv, html), .npy (the final output) or .npz (every stage); atomically.",
+    Option("output_file", "Write to FILE instead of stdout: .json, .md, .tex, .csv, .html, .svg (as --format json, "
+           "markdown, latex, csv, html, svg), .npy (the final output) or .npz (every stage); atomically.",
            flags=("--output", "-o"), panel=OUTPUT),
     Option("full", "Print every row and column of big tables (default: elide the middle).", type=bool,
            panel=OUTPUT),

@@ -274,6 +274,12 @@ def _text(view: str, trace, shown, precision: int, round_: int | None, explanati
     `extra`: keys beside the trace's in JSON (a captured layer's agreement)."""
     if view == "json":
         return document(trace, shown, round_, explanation, tiled, say=flag, extra=extra)
+    if view == "svg":
+        # Imported here, for start-up (see above): only --format svg needs the picture.
+        from attncli.render.svg import heatmap_svg
+
+        heads = None if o is None or o.head is None else [opt.head(o.head, trace.problem.heads)]
+        return heatmap_svg(trace, heads, o is not None and o.full, picked(o, trace.problem) if o else ((), ()))
     if view == "html":
         # Imported here, for start-up (see above): only --format html needs the page.
         from attncli.render.page import page

@@ -5,7 +5,7 @@ import sys
 from enum import Enum
 
 # Every output format of every command, one family: each command offers some of them, in this order.
-FORMATS = ("auto", "table", "json", "markdown", "latex", "csv", "html", "gradescope")
+FORMATS = ("auto", "table", "json", "markdown", "latex", "csv", "html", "svg", "gradescope")
 
 
 def choices(name: str, values: tuple[str, ...]) -> type[Enum]:

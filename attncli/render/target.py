@@ -12,7 +12,7 @@ import stat
 
 from attncli.base.errors import AttnError, quote
 
-TEXT_SUFFIXES = (".json", ".md", ".tex", ".csv", ".html")  # written as the text their format's view makes
+TEXT_SUFFIXES = (".json", ".md", ".tex", ".csv", ".html", ".svg")  # written as the text their format's view makes
 SUFFIXES = TEXT_SUFFIXES + (".npy", ".npz")
 
 
@@ -25,7 +25,7 @@ def check_target(path: str, inputs: list[str | None]) -> str:
     none of `inputs` (paths or inline text; the ones that name existing files are compared)."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in SUFFIXES:
-        raise OutputError(f"{quote(path)} has no known suffix; expected .json, .md, .tex, .csv, .html, .npy or .npz")
+        raise OutputError(f"{quote(path)} has no known suffix; expected .json, .md, .tex, .csv, .html, .svg, .npy or .npz")
     try:
         existing = os.stat(path)  # follows links
     except FileNotFoundError:
