@@ -285,7 +285,8 @@ def _text(view: str, trace, shown, precision: int, round_: int | None, explanati
         from attncli.render.page import page
 
         return page(trace, shown, precision, o is not None and o.full, tiled, o and o.file, explanation,
-                    (o is not None and o.carry) or "exact")
+                    (o is not None and o.carry) or "exact", picked(o, trace.problem) if o else ((), ()),
+                    o is None or o.stages is not None)
     # Imported here, for start-up (see above): only the text exports need these.
     from attncli.render import export
     from attncli.render.text import header_lines

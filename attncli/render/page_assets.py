@@ -52,9 +52,12 @@ border-radius:6px 6px 0 0;padding:.3rem .8rem;cursor:pointer}
 .attn #derivation .bar.neg{background:rgba(var(--neg),.8)}
 .attn #derivation table{margin:.3rem 0}
 .attn .legend span{display:inline-block;min-width:3.5rem;border:1px solid var(--line);text-align:center;margin-right:.2rem}
-@media (min-width:1100px){body.attn.js{margin-right:34rem}
+.attn.js:not(.open) #derivation{display:none}
+@media (min-width:1100px){body.attn.js.open{margin-right:34rem}
 .attn.js #derivation{position:fixed;top:0;right:0;bottom:0;width:32rem;margin:0;overflow:auto;border-radius:0}}
-@media print{body.attn.js{margin-right:0}.attn [role=tablist],.attn #derivation{display:none}
+@media (max-width:1099px){body.attn.js.open{margin-bottom:47vh}
+.attn.js #derivation{position:fixed;left:0;right:0;bottom:0;max-height:45vh;margin:0;overflow:auto;border-radius:0;z-index:2}}
+@media print{body.attn.js,body.attn.js.open{margin:0}.attn [role=tablist],.attn #derivation{display:none}
 .attn section[hidden]{display:block!important}.attn td{color:#000!important}}
 """
 
@@ -83,7 +86,14 @@ JS = r"""
       select(next); next.focus(); e.preventDefault();
     });
   });
-  if (tabs.length) select(tabs[0]);
+  // The tab a link names (#head-3, #part-3, #tab-3, #inputs, #all), else the first head's: the weights,
+  // not the inputs.
+  function named() {
+    var id = decodeURIComponent(location.hash.slice(1)).replace(/^(head|part|tab)-/, "");
+    return document.getElementById("tab-" + id) || document.getElementById("tab-0") || tabs[0];
+  }
+  if (tabs.length) select(named());
+  window.addEventListener("hashchange", function () { if (tabs.length) select(named()); });
 
   function cellOf(e) { return e.target.closest ? e.target.closest("td[data-row]") : null; }
   var marked = [];
@@ -229,6 +239,10 @@ JS = r"""
     c.classList.add("on");
     panel.textContent = "";
     panel.appendChild(derive(c));
+    document.body.classList.add("open");  // the panel takes room only once it has something to show
+    var r = panel.getBoundingClientRect(), cell = c.getBoundingClientRect();
+    if (r.top > window.innerHeight || r.bottom < 0) panel.scrollIntoView({block: "nearest"});
+    else if (r.left < cell.right && cell.bottom > r.top) window.scrollBy(0, cell.bottom - r.top + 16);  // not under it
   }
   function focus(c) {
     var old = c.closest("table").querySelector("td[tabindex='0']");
