@@ -7,7 +7,6 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
 from conftest import SAMPLES, assert_error
 
 SVG = "{http://www.w3.org/2000/svg}"

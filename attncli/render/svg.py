@@ -70,7 +70,7 @@ def heatmap_svg(trace: Trace, heads: list[int] | None = None, full: bool = False
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:.0f}" height="{total_h:.0f}" '
            f'viewBox="0 0 {total_w:.0f} {total_h:.0f}" font-family="{FONTS}" font-size="{FONT}">',
            f"<title>{xml_text(p.title or 'attention weights')}</title>",
-           f'<rect width="100%" height="100%" fill="#ffffff"/>']
+           '<rect width="100%" height="100%" fill="#ffffff"/>']
     for n, (h, rows, cols, title) in enumerate(grids):
         x0, y0 = 8 + (n % per_row) * width, 8 + (n // per_row) * height
         hidden = masked_cells(trace, h)
