@@ -28,8 +28,8 @@ from os import PathLike
 
 import numpy as np
 
-from attncli.base.choices import CODE_ARRAYS
-from attncli.base.errors import AttnError, InputError, did_you_mean, quote
+from attncli.base.choices import CODE_ARRAYS, DTYPES
+from attncli.base.errors import AttnError, InputError, did_you_mean, plural, quote
 from attncli.base.names import ASKABLE
 from attncli.base.values import Typed, describe
 from attncli.code.calling import check_convention, check_layout, parse_signature
@@ -62,7 +62,7 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
     if unknown:
         raise TypeError(f"attend() got an unexpected keyword argument {unknown[0]!r}; "
                         f"expected any of {', '.join(known)}")
-    return _attend(build_problem({key: _plain(value) for key, value in doc.items()}, invert_mask=invert_mask))
+    return _attend(build_problem(_document(doc), invert_mask=invert_mask))
 
 
 def check(answers, problem, *, decimals: int | None = None, require=None, tol: float | None = None) -> Marks:
@@ -84,7 +84,7 @@ def check(answers, problem, *, decimals: int | None = None, require=None, tol: f
     if isinstance(answers, (str, PathLike)):
         doc = load_answers(answers, answers_cap(trace.problem))
     elif isinstance(answers, Mapping):
-        doc = {key: _plain(value, typed=True) for key, value in answers.items()}
+        doc = _document(answers, typed=True)
     else:
         raise InputError(f"answers is {describe(answers)}; expected a dict of stages or the path of an answers file",
                          field="answers")
@@ -132,7 +132,7 @@ def _trace(problem) -> tuple[Trace, dict, dict]:
         except AttnError as error:
             raise error.at(source)
     if isinstance(problem, Mapping):
-        return _attend(build_problem(_inputs({key: _plain(value) for key, value in problem.items()}))), \
+        return _attend(build_problem(_inputs(_document(problem)))), \
             asked_of(problem), dict(problem)
     raise InputError(f"problem is {describe(problem)}; expected a Trace (from attend), an input dict or the path "
                      "of a problem file", field="problem")
@@ -224,14 +224,41 @@ def view(obj: Trace | Marks, precision: int = 4) -> TraceView | MarksView:
 TYPED_DECIMALS = 6  # a float whose shortest form has at most this many decimals was typed, not computed
 
 
-def _plain(value, typed: bool = False):
+def _document(doc: Mapping, typed: bool = False) -> dict:
+    """A dict of keyword arguments (or answers) as the document the loaders read: each value
+    `_plain`, and `dtype` as its name when given as numpy's type (np.float32, np.dtype("float32"))."""
+    return {key: _dtype(value) if key == "dtype" else _plain(value, typed, key) for key, value in doc.items()}
+
+
+def _dtype(value):
+    """`dtype=np.float32`, `np.dtype("float32")` or `float` (numpy's float64) as its name; other
+    types refused by name (a string is left for the reader, which names the choices)."""
+    if not isinstance(value, np.dtype) and not (isinstance(value, type) and issubclass(value, (np.generic, float))):
+        return value
+    name = np.dtype(value).name
+    if name not in DTYPES:
+        raise InputError(f"dtype is numpy's {name}; expected {' or '.join(DTYPES)} (as np.float64, np.float32 or "
+                         "their names)", field="dtype")
+    return name
+
+
+def _plain(value, typed: bool = False, field: str = "value"):
     """Arrays stay arrays (the loaders check them; their decimals are unknown). With `typed`, a
     float in a list whose shortest form is short (`0.05`, `0.0454`) counts as written with those
-    decimals, as in an answers file; a computed one (`0.045397868702434395`) stays unknown."""
+    decimals, as in an answers file; a computed one (`0.045397868702434395`) stays unknown.
+    A masked array (numpy.ma) with masked cells is refused: attncli has no missing cells, and
+    reading it as an array would use the values under the mask (`field` names it)."""
+    if isinstance(value, np.ma.MaskedArray):
+        masked = int(np.ma.count_masked(value))
+        if masked:
+            raise InputError(f"{field} is a masked array (numpy.ma) with {plural(masked, 'masked cell')}; attncli "
+                             "reads every cell, so the mask would be dropped and the values under it used: fill "
+                             "them (array.filled(value)), or give the cells you mean", field=field)
+        value = np.ma.getdata(value)
     if isinstance(value, (list, tuple)):
-        return [_plain(v, typed) for v in value]
+        return [_plain(v, typed, f"{field}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: _plain(v, typed) for k, v in value.items()}
+        return {k: _plain(v, typed, f"{field}.{k}" if field != "value" else str(k)) for k, v in value.items()}
     if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
         return np.asarray(value)  # np.matrix and other subclasses: a plain array
     if isinstance(value, np.generic):

@@ -21,9 +21,10 @@ except ImportError:  # pragma: no cover - older typer on the real click
     from click.exceptions import ClickException
 
 from attncli import __version__
-from attncli.base.errors import AttnError, ReaderGone, did_you_mean, one_line
+from attncli.base.errors import AttnError, ReaderGone, StdoutError, did_you_mean, one_line
 from attncli.commands import capture, check, compute, heads, learn
 from attncli.commands.edge import message
+from attncli.render.out import whole_stdout
 
 EXIT_TROUBLE = 2  # as diff: 0 same/ok, 1 answers differ, 2 trouble
 # What to try when memory runs out, per command: only the options that command has.
@@ -97,13 +98,27 @@ class AttnGroup(_PlainFlags, TyperGroup):
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
         try:
-            code = super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
+            code = self._run(args, prog_name, extra)
+        except SystemExit as done:  # a verdict (check's 0 or 1), or an error already said (2)
+            code = done.code
+        code = code if isinstance(code, int) else 0
+        if code != EXIT_TROUBLE:
+            _flush_stdout()  # here, where a full disk is still an error, not at interpreter exit
+        sys.exit(code)
+
+    def _run(self, args, prog_name, extra):
+        """The command's exit code; every error said as one `error: …` line (exit 2)."""
+        try:
+            return super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
+        except StdoutError as error:  # a write larger than the buffer, to a full disk
+            _discard_stdout()
+            fail(str(error))
         except AttnError as error:
             fail(message(error))
         except ClickException as error:
             if type(error).__name__ == "NoArgsIsHelpError":  # bare `attn`: help, not an error
                 print(error.format_message())
-                sys.exit(0)
+                return 0
             fail(usage_message(error))
         except typer.Abort:
             fail("aborted")
@@ -111,16 +126,15 @@ class AttnGroup(_PlainFlags, TyperGroup):
             fail("out of memory; " + OUT_OF_MEMORY.get(_command(args), OUT_OF_MEMORY[None]))
         except BrokenPipeError:
             _discard_stdout()  # the reader went away (`attn … | head`): not an error
-            sys.exit(0)
+            return 0
         except ReaderGone as gone:
             _discard_stdout()
-            sys.exit(gone.code)
+            return gone.code
         except Exception as error:  # a bug: still one line, but say so and how to see more
             if os.environ.get("ATTN_DEBUG"):
                 raise
             fail(f"internal error ({type(error).__name__}: {error}); please report it, "
                  "and rerun with ATTN_DEBUG=1 for the traceback")
-        sys.exit(code if isinstance(code, int) else 0)
 
 
 app = typer.Typer(cls=AttnGroup, no_args_is_help=True,
@@ -158,17 +172,36 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure") and stream.encoding.lower().replace("-", "") != "utf8":
             stream.reconfigure(encoding="utf-8")
+    sys.stdout = whole_stdout(sys.stdout)  # UTF-8, and a short write (a full disk) is an error, not lost
     try:
         app()
     finally:
         # Output still buffered when the command ends is flushed here, not at interpreter exit,
         # where a reader that went away (`attn compute p.json | true`) would turn into exit 1.
+        # (A command's own output was flushed in AttnGroup.main; what is left follows an error.)
         try:
             sys.stdout.flush()
-        except BrokenPipeError:
+        except (BrokenPipeError, StdoutError):
             _discard_stdout()
 
 
+def _flush_stdout() -> None:
+    """What the command printed, to stdout: a reader that went away is not an error; a full disk
+    (or /dev/full, or `ulimit -f`) is one, exit 2, whatever the command had decided."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+    except StdoutError as error:
+        _discard_stdout()
+        fail(str(error))
+
+
 def _discard_stdout() -> None:
-    """The reader went away: point stdout at /dev/null so that no later flush complains."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    """The reader went away (or the disk is full): point stdout at /dev/null so that no later
+    flush complains."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, sys.stdout.fileno())
+    finally:
+        os.close(null)

@@ -123,3 +123,43 @@ def test_the_docstring_examples_run():
 
     for module in (attncli, attncli.api):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+# A masked array's mask was dropped: np.ma.array([[0, 999]], mask=[[0, 1]]) computed with 999.
+@pytest.mark.parametrize("Q, field", [(np.ma.array([[0, 999]], mask=[[0, 1]]), "Q"),
+                                      ([np.ma.array([0, 999], mask=[0, 1])], "Q[0]"),
+                                      ([[0, np.ma.masked]], "Q[0][1]")])
+def test_a_masked_array_input_is_refused_naming_it(Q, field):
+    with pytest.raises(InputError, match=r"masked array \(numpy\.ma\) with 1 masked cell") as error:
+        attend(Q=Q, K=[[1, 0], [0, 1]], V=[[1], [2]])
+    assert error.value.field == field and error.value.message.startswith(field + " is a masked array")
+
+
+def test_a_masked_answer_is_refused_and_an_unmasked_one_is_its_data():
+    trace = attend(Q=[[0, 1]], K=[[1, 0], [0, 1]], V=[[1], [2]])
+    for answers, field in (({"weights": np.ma.array([[0.33, 0.67]], mask=[[0, 1]])}, "weights"),
+                           ({"heads": [{"weights": np.ma.array([[0.33, 0.67]], mask=[[1, 0]])}]}, "heads[0].weights")):
+        with pytest.raises(InputError, match="masked array") as error:
+            check(answers, trace)
+        assert error.value.field == field
+    assert check({"weights": np.ma.array(trace.weights[0])}, trace).score == (2, 2)  # nothing masked: its data
+    plain = attend(Q=np.ma.array([[0, 4]]), K=[[1, 0], [0, 1]], V=[[1], [2]])
+    assert plain.scores.tolist() == [[[0.0, 4.0]]]
+
+
+# attend(..., dtype=np.float32), the type rather than its name, was a TypeError.
+@pytest.mark.parametrize("dtype, name", [(np.float32, "float32"), (np.dtype("float32"), "float32"),
+                                         (np.float64, "float64"), (float, "float64"), ("float32", "float32")])
+def test_dtype_takes_numpys_types_as_their_names(dtype, name):
+    trace = attend(Q=[[0, 4]], K=[[1, 0], [0, 1]], V=[[1], [2]], dtype=dtype)
+    assert trace.problem.dtype == name and trace.weights.dtype == np.dtype(name)
+    assert check({"weights": [[0.018, 0.982]]}, {"Q": [[0, 4]], "K": [[1, 0], [0, 1]], "V": [[1], [2]],
+                                                 "dtype": dtype}).trace.problem.dtype == name
+
+
+@pytest.mark.parametrize("dtype, found", [(np.float16, "dtype is numpy's float16; expected float64 or float32"),
+                                          (np.int8, "dtype is numpy's int8"), (object, "dtype is type")])
+def test_other_dtypes_are_refused_by_name(dtype, found):
+    with pytest.raises(InputError, match=re.escape(found)) as error:
+        attend(Q=[[0, 4]], K=[[1, 0], [0, 1]], V=[[1], [2]], dtype=dtype)
+    assert error.value.field == "dtype"

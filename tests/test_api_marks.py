@@ -82,7 +82,7 @@ def test_metadata_and_aliases_through_the_api():
 
 def test_reprs_are_readable_one_liners():
     trace = attend(**SCOOTER)
-    assert repr(trace) == "<Trace 1 head(s), 1 queries × 3 keys, scale 0.7071: scores, scaled, weights, output>"
+    assert repr(trace) == "<Trace 1 head, 1 query × 3 keys, scale 0.7071: scores, scaled, weights, output>"
     mark = check({"weights": [[1, 1, 1]]}, trace)["weights"]
     assert repr(mark) == "<StageMark 0/3 right (2 wrong, 1 imprecise; softmax_wrong_axis)>"
     assert repr(check(W, trace)["weights"]) == "<StageMark 3/3 right>"

@@ -265,3 +265,68 @@ def test_inline_answers_with_a_complete_key_mark_only_what_was_given(run, tmp_pa
     result = run("check", key, "--weights", wrong, "--format", "json")
     assert result.exit_code == 1, result.stdout
     assert json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3
+
+
+# `--tol inf` (and 1e400, which reads as inf) marked every cell correct, where the API refuses it;
+# `--tol nan` said it "should be greater than or equal to 0".
+@pytest.mark.parametrize("tol, found", [("inf", "inf"), ("1e400", "inf"), ("nan", "nan"), ("-1", "-1"),
+                                        ("-inf", "-inf")])
+def test_tol_is_a_finite_number_of_at_least_0(run, tol, found):
+    assert_error(run("check", SAMPLES / "scooter.json", "--weights", "0.1,0.1,0.1", "--tol", tol),
+                 f"error: --tol: expected a finite number ≥ 0, found {found}")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("posenc", "--base", "nan"), "--base: expected a finite number ≥ 1, found nan"),
+    (("check", SAMPLES / "scooter.json", "--weights", "0.1,0.1,0.1", "--max-score", "nan", "-f", "gradescope"),
+     "--max-score: expected a finite number from 0 to 1,000,000, found nan"),
+    (("compute", SAMPLES / "scooter.json", "--rope", "--rope-base", "1e400"), "--rope-base: expected a finite number, "
+     "found inf"),
+])
+def test_every_float_option_refuses_what_is_not_a_finite_number_saying_what_it_expected(run, args, message):
+    assert_error(run(*args), message)
+
+
+# `attn check big.json --weights "0.5,0.5;0.5,0.5"` computed the whole 4000² problem (4.9 s, 2.3 GB)
+# before saying the answer's shape was wrong: inline answers are checked against the problem's
+# shapes first. (Computing is replaced by a failure here: the shape error must come before it.)
+@pytest.mark.parametrize("problem, option, value, message", [
+    ("scooter.json", "--weights", "0.5,0.5;0.5,0.5", "--weights: weights has shape (2 × 2); expected (1 × 3): "
+     "queries × keys"),
+    ("scooter.json", "--output", "1,2,3", "--output: output has shape (1 × 3); expected (1 × 2): queries × value "
+     "columns"),
+    ("multihead.json", "--output", "0.5,0.5;0.5,0.5", "--output: output has shape (2 × 2); expected (3 × 4)"),
+    ("multihead.json", "--scores", "[[[1, 0]], [[1, 0]]]", "--scores: heads[0].scores has shape (1 × 2); expected "
+     "(3 × 3)"),
+    ("rope.json", "--Q_rope", "1,2;3,4", "--Q_rope: Q_rope has shape (2 × 2); expected (2 × 4): queries × dims"),
+])
+def test_an_inline_answer_of_the_wrong_shape_is_refused_before_computing(run, monkeypatch, problem, option, value,
+                                                                         message):
+    from attncli.commands import check_run
+
+    def never(problem, *args, **kwargs):
+        raise AssertionError("computed before the answer's shape was checked")
+
+    monkeypatch.setattr(check_run.attention, "attend", never)
+    assert_error(run("check", SAMPLES / problem, option, value), message)
+
+
+def test_inline_answers_of_the_right_shape_are_still_marked_as_before(run):
+    weights = run.json("compute", SAMPLES / "rope.json")["heads"][0]["weights"]
+    marked = json.loads(run("check", SAMPLES / "rope.json", "--weights", json.dumps(weights), "-f", "json").stdout)
+    assert marked["right"] == marked["max"] == len(weights) * len(weights[0])
+    transposed = run("check", SAMPLES / "scooter.json", "--weights", "0.0454;0.7679;0.1867", "-f", "json")
+    assert json.loads(transposed.stdout)["stages"]["weights"]["diagnosis"] == ["transposed"]
+
+
+def test_a_single_answers_file_of_the_wrong_shape_is_refused_before_computing(run, monkeypatch, tmp_path):
+    from attncli.commands import check_run
+
+    monkeypatch.setattr(check_run.attention, "attend", lambda *a, **k: pytest.fail("computed first"))
+    for doc, message in (({"weights": [[0.5, 0.5], [0.5, 0.5]]}, "w.json: weights has shape (2 × 2); expected (1 × 3)"),
+                         ({"output": [[1, 2, 3]]}, "w.json: output has shape (1 × 3); expected (1 × 2)")):
+        (tmp_path / "w.json").write_text(json.dumps(doc))
+        assert_error(run("check", tmp_path / "w.json", SAMPLES / "scooter.json"), message)
+    (tmp_path / "h.json").write_text(json.dumps({"heads": [{"weights": [[0.5, 0.5]]}, {}]}))
+    assert_error(run("check", tmp_path / "h.json", "--problem", SAMPLES / "multihead.json"),
+                 "h.json: heads[0].weights has shape (1 × 2); expected (3 × 3): queries × keys")

@@ -4,11 +4,15 @@ below per file, with the reasoning), and the same marks through the Python API."
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from attncli import check
+from tests.conftest import ROOT, SAMPLES
 
 # The exercise: 3 tokens, d_k = 2, causal. Exact values by hand (numpy, not attncli).
 Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -193,3 +197,39 @@ def test_the_api_gives_the_same_marks(marked_class):
             continue
         marks = check(folder / name, folder / "problem.json", require=REQUIRE)
         assert marks.score == mark, name
+
+
+# A named pipe among a class's files (answers/*): open() waited for a writer forever, so the whole
+# class never finished; other special files were refused per file. Run as a process, with a timeout.
+def attn_within(args, cwd, timeout=60, **more):
+    return subprocess.run([sys.executable, "-m", "attncli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, **more)
+
+
+def test_a_fifo_among_a_classs_files_is_refused_for_itself_and_never_blocks(tmp_path):
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps({"weights": [[0.0454, 0.7679, 0.1867]]}))
+    for name in ("fifo.json", "fifo.npz", "fifo.csv"):
+        os.mkfifo(tmp_path / name)
+    done = attn_within(["check", "a.json", "fifo.json", "fifo.npz", "fifo.csv", "b.json", "--problem",
+                        str(SAMPLES / "scooter.json"), "-f", "json"], tmp_path)
+    files = {f["file"]: f for f in json.loads(done.stdout)["files"]}
+    assert done.returncode == 2 and files["a.json"]["right"] == files["b.json"]["right"] == 3
+    for name in ("fifo.json", "fifo.npz", "fifo.csv"):
+        assert files[name]["error"] == "is a named pipe, not a regular file; each file of a class is read from a regular file"
+    assert done.stderr.count("error: fifo.") == 3 and done.stderr.count("\n") == 3
+    alone = attn_within(["check", "fifo.npz", "--problem", str(SAMPLES / "scooter.json")], tmp_path)  # its zip index
+    assert alone.stderr == "error: fifo.npz: not a regular file; .npz input is read from a file\n"
+
+
+def test_a_pipe_that_is_written_to_is_still_read(tmp_path):
+    """Process substitution (`--q <(printf '1,2,3\\n')`) is a pipe as /dev/fd/N: still read."""
+    read, write = os.pipe()
+    os.write(write, b"1,2,3\n")
+    os.close(write)
+    try:
+        done = attn_within(["compute", "--q", f"/dev/fd/{read}", "--k", "1,0,0;0,1,0", "--v", "1;2", "-f", "json"],
+                           tmp_path, pass_fds=(read,))
+    finally:
+        os.close(read)
+    assert done.returncode == 0 and json.loads(done.stdout)["Q"] == [[1.0, 2.0, 3.0]]

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.commands.compute import need_input
 from tests.conftest import SAMPLES, SCOOTER, assert_error
 
@@ -33,7 +33,7 @@ DOCUMENT_ERRORS = [
     ("mask word", dict(QKV, mask="casual"), ['mask is "casual" (did you mean "causal"?)']),
     ("bias shape", dict(QKV, bias=[[1, 2], [3, 4]]), ["bias has shape (2 × 2); expected (1 × 2)"]),
     ("bias +inf", dict(QKV, bias=[[1, "inf"]]), ['bias[0][1] is the string "inf"; expected a number, null or "-inf"']),
-    ("heads divide", dict(QKV, heads=2), ["heads = 2 does not divide the 1 columns of V"]),
+    ("heads divide", dict(QKV, heads=2), ["heads = 2 does not divide the 1 column of V"]),
     ("heads zero", dict(QKV, heads=0), ["heads is the number 0; expected a whole number ≥ 1"]),
     ("heads fraction", dict(QKV, heads=1.5), ["heads is the number 1.5; expected a whole number ≥ 1"]),
     ("heads string", dict(QKV, heads="2"), ['heads is the string "2"']),
@@ -48,7 +48,7 @@ DOCUMENT_ERRORS = [
     ("W_Q rows", dict(PROJ, W_Q=[[1, 0]]), ["W_Q has 1 row but X has 2 columns", "Q = X W_Q"]),
     ("W_K columns", dict(PROJ, W_K=[[1], [0]]), ["W_K has 1 column but W_Q has 2: d_k must match"]),
     ("b_Q length", dict(PROJ, b_Q=[1, 2, 3]), ["b_Q has 3 entries; expected 2 entries, one per column of W_Q"]),
-    ("W_O rows", dict(PROJ, W_O=[[1], [1]]), ["W_O has 2 rows but the heads' outputs side by side have 1 columns"]),
+    ("W_O rows", dict(PROJ, W_O=[[1], [1]]), ["W_O has 2 rows but the heads' outputs side by side have 1 column"]),
     ("b_O alone", dict(PROJ, b_O=[1]), ["b_O is given without W_O"]),
     ("scale", dict(QKV, scale="big"), ['scale is the string "big"; expected a finite number']),
     ("masked_rows", dict(QKV, masked_rows="drop"), ['masked_rows is the string "drop"; expected one of zero, uniform, error']),
@@ -156,3 +156,24 @@ def test_a_mistyped_choice_is_named_with_the_closest_one_and_no_library_wording(
     result = run("compute", str(SAMPLES / "scooter.json"), "--format", "bogus")
     assert_error(result, "'bogus' is not one of", "see --help")
     assert "Value error" not in result.stderr and "did you mean" not in result.stderr
+
+
+# Counts said with the wrong word: "3 keies", "1 heads", "1 kv heads", "1 of 3 keys are padding",
+# "1 columns". One helper, base.errors.plural, says every count.
+@pytest.mark.parametrize("n, word, said", [(1, "key", "1 key"), (3, "key", "3 keys"), (2, "query", "2 queries"),
+                                           (1, "entry", "1 entry"), (0, "head", "0 heads"), (2, "kv head", "2 kv heads"),
+                                           (1, "query head", "1 query head"), (4000, "key", "4,000 keys"),
+                                           (2, "day", "2 days"), (2, "box", "2 boxes")])
+def test_plural_says_a_count_with_its_word(n, word, said):
+    assert plural(n, word) == said
+
+
+def test_counts_in_messages_and_headers_agree_with_their_number(run):
+    assert_error(run("compute", SAMPLES / "scooter.json", "--key-labels", "a,b,c,d"),
+                 "--key-labels: key_labels has 4 labels but there are 3 keys")
+    assert_error(run("compute", "-", input=json.dumps({"Q": [[[1, 0]]], "K": [[[1, 0]]], "V": [[[1]]], "heads": 2})),
+                 "heads is 2 but Q has 1 head (its first axis)")
+    gqa = json.loads(run("exercise", "--kind", "gqa", "--seed", "1", "-f", "json").stdout)
+    assert "2 query heads, 1 kv head, query head h" in gqa["description"]
+    header = run("compute", SAMPLES / "scooter.json", "--key-mask", "1,1,0", "-f", "table").stdout
+    assert "1 of 3 keys is padding" in " ".join(header.split())

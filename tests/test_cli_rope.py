@@ -62,7 +62,7 @@ def test_the_output_only_path_rotates_too(run, problem_file, tmp_path):
 
 def test_csv_and_exports_carry_the_new_stages(run, problem_file):
     csv = run("compute", problem_file(PROBLEM), "--format", "csv", "--stages", "K_rope").stdout
-    assert csv.splitlines()[0] == "key,0,1,2,3" and len(csv.splitlines()) == 4
+    assert csv.splitlines()[0] == ",0,1,2,3" and len(csv.splitlines()) == 4
     markdown = run("compute", problem_file(PROBLEM), "--format", "markdown").stdout
     assert "**Q_rope** = Q rotated by q_positions (RoPE)" in markdown and "**scores** = Q_rope K_ropeᵀ" in markdown
     assert_error(run("compute", problem_file(PLAIN), "--format", "csv", "--stages", "Q_rope"),
@@ -74,7 +74,7 @@ def test_errors_name_the_option_or_the_field(run, problem_file):
     assert_error(run("compute", path, "--rope-dims", "3"), "--rope-dims: rope.dims is the number 3", "even")
     assert_error(run("compute", path, "--rope-dims", "8"), "--rope-dims: rope.dims", "outside 2 … d_k = 4")
     assert_error(run("compute", path, "--rope-base", "0"), "--rope-base: rope.base is the number 0.0", "> 0")
-    assert_error(run("compute", path, "--rope-base", "inf"), "--rope-base: rope.base is the number inf")
+    assert_error(run("compute", path, "--rope-base", "inf"), "--rope-base: expected a finite number, found inf")
     bad = problem_file(dict(PLAIN, rope={"style": "rotate_half"}), "bad.json")
     assert_error(run("compute", bad), "bad.json: rope.style is the string \"rotate_half\"", 'did you mean "half"')
     assert run("compute", path, "--rope-style", "neox").exit_code == 2  # typer's choice check

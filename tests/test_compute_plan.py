@@ -9,7 +9,7 @@ import typer
 
 from attncli.base.errors import InputError
 from attncli.commands import compute, compute_run
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, assert_error
 
 
 def options(**given) -> SimpleNamespace:
@@ -106,3 +106,11 @@ def test_an_output_file_is_never_one_of_the_inputs(tmp_path):
     target.write_text("[[1, 1]]", encoding="utf-8")
     with pytest.raises(Exception, match="is an input of this run"):
         plan(do=str(target), output_file=str(target))
+
+
+# `--stages ""` and `--stages ,` were an IndexError (an internal error): they name no stage.
+@pytest.mark.parametrize("stages", ["", ",", " , ", ",,"])
+def test_stages_naming_no_stage_is_a_usage_error(run, stages):
+    for fmt in ("json", "csv", "table"):
+        assert_error(run("compute", SAMPLES / "scooter.json", "--stages", stages, "-f", fmt),
+                     "Invalid value for --stages: names no stage; expected some of inputs,", "; see --help")

@@ -1,13 +1,16 @@
 """CSV/TSV and inline text: headers and labels by rule, never by guess; other separators,
 unterminated quotes and empty entries are errors that say so."""
 
+import json
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attncli.base.errors import InputError
 from attncli.document.text_input import parse_csv, parse_inline
-from tests.conftest import assert_error
+from tests.conftest import SAMPLES, assert_error
 
 KV = ("--k", "1,0;0,1", "--v", "1;2")
 
@@ -204,3 +207,86 @@ def test_written_matrices_read_back_exactly(rows, header, labelled):
 def test_inline_rows_read_back_exactly(rows, entries, separator):
     text = separator.join(entries.join(repr(x) for x in row) for row in rows)
     assert parse_inline(text, "--q") == rows
+
+
+# Every CSV attn writes reads back as what it holds: `--stages output -f csv` wrote `query,0,1`,
+# which the reader took for data (Q gained a row [0, 1] labelled "query"); attn's own output CSV
+# was refused by `attn check --output`. The header's corner is empty, as pandas writes it.
+def written_stages():
+    from attncli.compute.attention import attend
+    from attncli.document.loading import read_document
+    from attncli.document.reading import build_problem
+    from attncli.stages.table import present
+
+    for path in sorted(SAMPLES.glob("*.json")):
+        trace = attend(build_problem(read_document(str(path))[0]))
+        for stage in present(trace.problem):
+            yield path.stem, trace, stage.name
+
+
+@pytest.mark.parametrize("name, trace, stage", list(written_stages()), ids=lambda x: x if isinstance(x, str) else "")
+def test_every_stage_written_as_csv_reads_back_as_itself(name, trace, stage):
+    import numpy as np
+
+    from attncli.render.export import csv_stage
+    from attncli.stages.table import get
+
+    p = trace.problem
+    matrix, labels = parse_csv(csv_stage(trace, stage), f"{stage}.csv", "bias" if stage == "masked" else "number")
+    expected = trace.final if stage == "output" else trace.stage(stage) if p.heads > 1 else trace.stage(stage)[0]
+    read = np.array(matrix, dtype=float)  # a bias's -inf is read as None: NaN here
+    read[np.isnan(read)] = -np.inf
+    np.testing.assert_array_equal(read, expected)  # every number, exactly (repr), −∞ as -inf
+    rows = p.key_labels if stage != "output" and get(stage).rows == "keys" else p.query_labels
+    assert labels == (rows or [str(i) for i in range(expected.shape[-2])])
+
+
+def test_posenc_csv_reads_back_as_the_encodings(run):
+    text = run("posenc", "--positions", "3", "--dim", "4", "-f", "csv").stdout
+    doc = run.json("posenc", "--positions", "3", "--dim", "4")
+    assert text.startswith(",sin 0,cos 1,")
+    assert parse_csv(text, "pe.csv") == (doc["encoding"], ["0", "1", "2"])
+
+
+def test_attns_own_output_csv_is_marked_and_reads_back_as_a_matrix(run, tmp_path):
+    out = tmp_path / "so.csv"
+    assert run("compute", SAMPLES / "scooter.json", "--stages", "output", "-o", out).exit_code == 0
+    assert out.read_text().startswith(",0,1\nit,")
+    marked = run("check", SAMPLES / "scooter.json", "--output", out, "-f", "json")
+    assert marked.exit_code == 0 and json.loads(marked.stdout)["right"] == 2
+    q = run.json("compute", "--q", out, *KV)
+    output = run.json("compute", SAMPLES / "scooter.json", "--stages", "output")["output"]
+    assert q["Q"] == output and q["query_labels"] == ["it"]  # one row, not the header's [0, 1] besides
+
+
+def test_a_multi_head_csv_is_marked_head_by_head(run, tmp_path):
+    weights = tmp_path / "w.csv"
+    assert run("compute", SAMPLES / "multihead.json", "--stages", "weights", "-o", weights).exit_code == 0
+    assert weights.read_text().startswith("head,,I,like,tea\n0,I,")
+    marked = json.loads(run("check", SAMPLES / "multihead.json", "--weights", weights, "-f", "json").stdout)
+    assert (marked["right"], marked["max"], list(marked["stages"])) == (18, 18, ["heads[0].weights", "heads[1].weights"])
+    q = run("compute", SAMPLES / "multihead.json", "--stages", "Q_rope", "-f", "csv")  # no rope: refused, not read
+    assert q.exit_code == 2
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("head,,a,b\n0,x,1,2\n2,x,5,6\n", "row 3: head 2 after head 0; expected each head's rows together"),
+    ("head,,a,b\nz,x,1,2\n", 'row 2, column 1: "z" is not a head number'),
+    ("head,,a,b\n0,x,1,2\n1,y,5,6\n", 'row 3: head 1 has 1 row labelled "y", head 0 "x"'),
+    ("head,,a,b\n0,x,1,q\n", 'row 2, column 4: "q" is not a number'),
+    ("head,,a,b\n", "no rows of numbers; expected one matrix per head"),
+])
+def test_a_head_column_that_is_not_attns_is_refused_naming_the_row(text, fragment):
+    with pytest.raises(InputError, match=re.escape(fragment)):
+        csv(text)
+
+
+def test_blank_labels_are_written_as_their_index_so_the_header_is_no_blank_line(run):
+    """Blank key labels made the header `,,,`, which a reader skips as a blank line: the row
+    labels were then read as a column of numbers."""
+    doc = {"Q": [[1, 0]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]], "key_labels": ["", " ", "x"],
+           "query_labels": [""]}
+    text = run("compute", "-", "-f", "csv", "--stages", "weights", input=json.dumps(doc)).stdout
+    assert text.splitlines()[0] == ",0,1,x" and text.splitlines()[1].startswith("0,")
+    matrix, labels = parse_csv(text, "w.csv")
+    assert labels == ["0"] and len(matrix[0]) == 3

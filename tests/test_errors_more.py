@@ -145,7 +145,7 @@ def test_written_decimals_are_capped(token, decimals):
 # Options that typer reads as infinity.
 @pytest.mark.parametrize("base", ["1e309", "inf"])
 def test_posenc_base_must_be_finite(run, base):
-    assert_error(run("posenc", "--base", base, "--format", "json"), "--base: base is inf; expected a finite number")
+    assert_error(run("posenc", "--base", base, "--format", "json"), "--base: expected a finite number ≥ 1, found inf")
 
 
 # long double .npy: read as JSON numbers are (rounded to float64), with no RuntimeWarning.

@@ -254,7 +254,8 @@ def _on_sheet(sheet: str, row, key: str, value, shown: dict) -> str | None:
         missing = [r for m in heads for r in m if row([worksheet.given_text(x) for x in r]) not in sheet]
         return f"{key}: rows {missing} not shown" if missing else None
     words = sheet.casefold().replace("_", " ")
-    if key.casefold().replace("_", " ") not in words:
+    name = key.casefold().replace("_", " ")
+    if name not in words and name.removesuffix("s") not in words:  # "1 kv head" names kv_heads too
         return f"{key} is not named"
     numbers = [x for x in np.ravel(np.array(value, dtype=object)).tolist()
                if isinstance(x, (int, float)) and not isinstance(x, bool)]

@@ -8,22 +8,27 @@ The short profile runs with every test run; the `slow` tests run the same proper
 5,000 examples each (CI: `python -m pytest -q -m slow -n 2`), which keeps CI within ten minutes.
 """
 
+import errno
 import io
 import json
+import os
 import re
 import string
+import sys
 import warnings
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from attncli.base.errors import InputError, visible
+from attncli.base.errors import AttnError, InputError, visible
 from attncli.cli import app
 from attncli.compute.attention import attend
 from attncli.document.loading import decode, load_npy, parse_csv, parse_inline, parse_json
 from attncli.document.reading import input_keys
+from tests.conftest import SAMPLES
 from tests.test_fuzz_variants import variant_keys
 from tests.test_safety import RAW, SGR
 
@@ -108,7 +113,9 @@ OPTIONS = st.lists(st.sampled_from([
     ["--heatmap"], ["--invert-mask"], ["--precision", "2"], ["--round", "3"], ["--full"], ["--row", "1"],
     ["--head", "1"], ["--scale", "0"], ["--tiles", "2,2"], ["--tiles", "1,3"], ["--do", "ones"],
     ["--softcap", "5"], ["--sinks", "0.5"], ["--alibi"], ["--rope"], ["--window", "1,none"],
-    ["--q-positions", "9007199254740992"], ["--explain", "--tiles", "2,1"]]), max_size=3)
+    ["--q-positions", "9007199254740992"], ["--explain", "--tiles", "2,1"],
+    ["--stages", ""], ["--stages", ","], ["--format", "csv", "--stages", "output"],  # issue 24: no stage; CSV headers
+    ["--format", "csv", "--stages", "masked"], ["--rope-base", "1e400"], ["--rope-base", "nan"]]), max_size=3)
 
 
 def compute_property(doc, options):
@@ -415,3 +422,183 @@ def test_no_code_path_evaluates_input():
     loads = re.findall(r"np\.load\([^)]*\)", source)
     assert loads and all("allow_pickle=False" in call for call in loads), loads
 
+
+
+# Issue 24's shapes. A key given twice, anywhere a document holds an object (the top level, a
+# nested object, an object given as JSON text as an .npz holds rope and q_norm): one error naming
+# the key, never the last one taken.
+@st.composite
+def twice_keyed(draw):
+    doc = {"Q": [[0, 4]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]],
+           "rope": {"base": 10, "dims": 2, "scaling": {"rope_type": "linear", "factor": 2}},
+           "q_norm": {"type": "rms", "weight": [1, 1]}}
+    where = draw(st.sampled_from(["top", "rope", "rope.scaling", "q_norm", "rope as text", "q_norm as text"]))
+    value = draw(st.one_of(floats, st.text(max_size=3), st.booleans(), st.none()))
+    text = json.dumps(doc)
+    if where == "top":
+        key = draw(st.sampled_from(sorted(doc)))
+        return text[:-1] + f", {json.dumps(key)}: {json.dumps(value)}}}", key
+    if where.endswith("as text"):
+        key = where.split()[0]
+        inner = json.dumps(doc[key])
+        repeated = draw(st.sampled_from(sorted(doc[key])))
+        doc[key] = inner[:-1] + f", {json.dumps(repeated)}: {json.dumps(value)}}}"
+        return json.dumps(doc), repeated
+    parent = doc["rope"]["scaling"] if where == "rope.scaling" else doc[where]
+    repeated = draw(st.sampled_from(sorted(parent)))
+    marker = {"rope": '"dims": 2', "rope.scaling": '"factor": 2', "q_norm": '"type": "rms"'}[where]
+    return text.replace(marker, marker + f", {json.dumps(repeated)}: {json.dumps(value)}", 1), repeated
+
+
+def twice_property(case):
+    text, key = case
+    result = invoke(["compute", "-", "--format", "json"], input=text)
+    assert_clean(result)
+    assert result.exit_code == 2 and f'the key "{key}" appears twice in one object' in result.stderr, result.stderr
+
+
+@settings(SHORT, max_examples=60)  # the slow run has 2,000
+@given(twice_keyed())
+def test_a_key_twice_is_one_error_wherever_it_is(case):
+    twice_property(case)
+
+
+@pytest.mark.slow
+@settings(LONG, max_examples=2_000)
+@given(twice_keyed())
+def test_a_key_twice_is_one_error_wherever_it_is_long(case):
+    twice_property(case)
+
+
+# Every CSV attn writes reads back: each stage of a random problem, as `-f csv` writes it, is the
+# trace's numbers exactly (−∞ too), with its row labels as the CSV holds them (a blank one as its
+# index); a label the reader cannot take (a decimal written with a comma) is one clean error, never
+# a shifted matrix.
+def csv_property(doc, stage):
+    from attncli.document.reading import build_problem
+    from attncli.document.text_input import comma_decimal
+    from attncli.render.export import csv_stage, csv_text
+    from attncli.stages.table import get, present
+
+    try:
+        trace = attend(build_problem(doc))
+    except AttnError:  # a problem attn refuses (bad input, or numbers beyond float64)
+        return
+    p = trace.problem
+    if stage != "output" and stage not in {s.name for s in present(p)}:
+        return
+    text = csv_stage(trace, stage)
+    rows = p.key_labels if stage != "output" and get(stage).rows == "keys" else p.query_labels
+    columns = p.key_labels if stage != "output" and get(stage).columns == "keys" else None
+    odd = [label for label in (rows or []) + (columns or []) if comma_decimal(csv_text(label))]
+    try:
+        matrix, labels = parse_csv(text, "stage.csv", "bias" if stage == "masked" else "number")
+    except InputError:
+        assert odd, text
+        return
+    expected = trace.final if stage == "output" else trace.stage(stage) if p.heads > 1 else trace.stage(stage)[0]
+    read = np.array(matrix, dtype=float)
+    read[np.isnan(read)] = -np.inf  # a bias's -inf reads as None
+    np.testing.assert_array_equal(read, expected)
+    assert labels == ([csv_text(label).strip() or str(i) for i, label in enumerate(rows)] if rows else
+                      [str(i) for i in range(expected.shape[-2])])  # a blank label is written as its index
+
+
+@settings(SHORT, max_examples=60)  # the slow run has 2,000
+@given(problems(), st.sampled_from(("Q_rope", "K_rope", "scores", "scaled", "capped", "masked", "weights", "output")))
+@example({"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "query_labels": [" "]}, "weights")  # a blank label
+# Found by the long profile: blank key labels made the header `,,,`, skipped as a blank line.
+@example({"Q": [[0.0] * 4] * 2, "K": [[0.0] * 4] * 3, "V": [[0.0]] * 3, "key_labels": ["", "", ""]}, "scores")
+@example({"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "key_labels": ["0,5", "x"]}, "weights")
+def test_every_csv_attn_writes_reads_back(doc, stage):
+    csv_property(doc, stage)
+
+
+@pytest.mark.slow
+@settings(LONG, max_examples=2_000)
+@given(problems(), st.sampled_from(("Q_rope", "K_rope", "scores", "scaled", "capped", "masked", "weights", "output")))
+def test_every_csv_attn_writes_reads_back_long(doc, stage):
+    csv_property(doc, stage)
+
+
+# stdout that fills up after a random number of bytes (a disk, /dev/full at 0): the real entry
+# point, with the real WholeWrites, over a descriptor whose write(2) takes what fits and then
+# fails with ENOSPC. Either everything fitted and the run is as usual, or it ends with exit 2
+# and the one line saying so (after any warnings): never exit 0 with less written.
+class FillingDisk:
+    def __init__(self, room: int):
+        self.room, self.written, self.full = room, 0, False
+
+    def write(self, fd, data):
+        if self.written >= self.room:
+            self.full = True
+            raise OSError(errno.ENOSPC, "No space left on device")
+        taken = min(len(data), self.room - self.written)
+        self.written += taken
+        return taken
+
+
+def entry_point(args, room: int):
+    """(exit status, stderr, disk) of `attn ARGS` through attncli.cli.main with stdout on a disk
+    of `room` bytes."""
+    from unittest import mock
+
+    from attncli import cli
+    from attncli.render import out
+
+    disk, err = FillingDisk(room), io.BytesIO()
+    with open(os.devnull, "w") as null, mock.patch.object(out, "SYSTEM_WRITE", disk.write), \
+            mock.patch.object(sys, "argv", ["attn", *args]), mock.patch.object(sys, "stdout", null), \
+            mock.patch.object(sys, "stderr", io.TextIOWrapper(err, encoding="utf-8", line_buffering=True)), \
+            mock.patch.object(sys, "stdin", io.TextIOWrapper(io.BytesIO(), encoding="utf-8")):
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as done:
+            code = done.code
+        sys.stderr.flush()
+        said = err.getvalue().decode()
+    return code, said, disk
+
+
+COMMAND_LINES = st.sampled_from([
+    ["compute", "{problem}", "-f", "json"], ["compute", "{problem}", "-f", "table"], ["compute", "{problem}", "--explain"],
+    ["compute", "{problem}", "-f", "csv", "--stages", "weights"], ["compute", "{problem}", "-f", "markdown"],
+    ["compute", "{problem}", "--stages", "output", "-f", "json"], ["compute", "{problem}", "-f", "html"],
+    ["check", "{problem}", "--weights", "0.1,0.2,0.7", "-f", "json"], ["check", "{problem}", "--weights", "0.1,0.2,0.7"],
+    ["exercise", "--seed", "5"], ["exercise", "--seed", "5", "-f", "markdown"], ["posenc", "--positions", "9", "--dim", "8"],
+    ["example"], ["example", "scooter"], ["compute", "--help"], ["--version"]])
+
+
+def stdout_property(tmp, doc, line, room):
+    problem = tmp / "p.json"
+    problem.write_text(json.dumps(doc))
+    code, stderr, disk = entry_point([part.replace("{problem}", str(problem)) for part in line], room)
+    lines = stderr.splitlines()
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    assert disk.full or room > 0 or code == 2  # each of these writes something, unless its input is refused
+    if disk.full:
+        assert code == 2 and lines and lines[-1] == "error: cannot write stdout: no space left on device", stderr
+        assert all(text.startswith(("warning: ", "answer key: ")) for text in lines[:-1]), stderr
+    else:
+        assert code in (0, 1, 2), code
+        assert all(text.startswith(("warning: ", "answer key: ")) for text in lines[:-1]), stderr
+        if code == 2:
+            assert len(lines) >= 1 and lines[-1].startswith("error: ") and disk.written == 0, stderr
+
+
+@settings(SHORT, max_examples=40, suppress_health_check=list(HealthCheck))  # the slow run has 2,000
+@given(st.sampled_from([json.loads(VALID)] + [json.loads((SAMPLES / f"{name}.json").read_text())
+                                              for name in ("multihead", "causal", "rope", "alibi")]),
+       COMMAND_LINES, st.one_of(st.just(0), st.integers(1, 40_000)))
+@example(json.loads(VALID), ["compute", "{problem}", "-f", "json"], 100)
+@example(json.loads(VALID), ["check", "{problem}", "--weights", "0.1,0.2,0.7"], 0)  # check's verdict is 1
+def test_stdout_that_fills_up_is_always_said(tmp_path_factory, doc, line, room):
+    stdout_property(tmp_path_factory.mktemp("full"), doc, line, room)
+
+
+@pytest.mark.slow
+@settings(LONG, max_examples=2_000)
+@given(problems(), COMMAND_LINES, st.one_of(st.just(0), st.integers(1, 40_000)))
+def test_stdout_that_fills_up_is_always_said_long(tmp_path_factory, doc, line, room):
+    stdout_property(tmp_path_factory.mktemp("full"), doc, line, room)

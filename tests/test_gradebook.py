@@ -14,7 +14,7 @@ from rich.console import Console
 from attncli.marking.grading import Answer, StageMark
 from attncli.render.gradebook import csv_gradebook, diagnoses, gradescope, safe_cell, score, stage_sizes, tallies
 from attncli.render.summary import print_class_summary
-from tests.conftest import SCOOTER
+from tests.conftest import SAMPLES, SCOOTER
 
 LONG = ("softmax_wrong_axis", "scale_multiplied", "mask_inverted_and_more_words", "values_transposed")
 
@@ -217,3 +217,21 @@ def test_the_class_summary_warns_when_files_are_marked_out_of_different_maxima(r
     same = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "table",
                "--require", "scores,weights,output").stdout
     assert "different maxima" not in same and "scores.json" in same
+
+
+# Gradescope's `output` copied a student's metadata with its control characters (an ESC that
+# colours Gradescope's log view, a newline that forges a line, a bidi override); the CSV gradebook
+# escaped them. Both say the same visible text now.
+def test_gradescope_output_escapes_a_students_metadata_as_the_gradebook_does(run, tmp_path):
+    answers = tmp_path / "ada.json"
+    answers.write_text(json.dumps({"name": "Ada\x1b[31mRED\nscore: 100%", "student": "x\u202ey",
+                                   "weights": [[0.0454, 0.7679, 0.1867]]}))
+    results = json.loads(run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", "gradescope").stdout)
+    note = "name: Ada\\u001b[31mRED\\u000ascore: 100%; student: x\\u202ey"
+    assert results["output"] == "3/3 cells right (100%)\n" + note
+    gradebook = run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", "csv").stdout
+    assert list(csv.reader(io.StringIO(gradebook)))[1][-1] == note
+    texts = [results["output"]] + [test["output"] for test in results["tests"]]
+    assert not any(c in text for text in texts for c in "\x1b\u202e")
+    unread = gradescope(None, f"{tmp_path}/b\x1bad.json: is a directory", file=f"{tmp_path}/b\x1bad.json")
+    assert unread["output"] == "could not be marked: b\\u001bad.json: is a directory"

@@ -65,3 +65,48 @@ def test_no_hint_for_other_json_errors():
     with pytest.raises(InputError) as caught:
         parse_json("[1, 2", "p.json")
     assert "(" not in caught.value.message
+
+
+# A key twice where JSON comes as text inside a value (an object key as an .npz holds it: rope,
+# q_norm), or as an .npz member twice: the last one was taken, against "a key given twice is an error".
+@pytest.mark.parametrize("key, text, repeated", [
+    ("rope", '{"base": 10, "base": 20}', "base"),
+    ("rope", '{"scaling": {"rope_type": "linear", "factor": 2, "factor": 4}}', "factor"),
+    ("q_norm", '{"type": "rms", "type": "layer", "weight": [1, 1]}', "type"),
+])
+def test_a_key_twice_in_json_text_inside_a_document_is_refused(run, key, text, repeated):
+    doc = {"Q": [[1, 0]], "K": [[1, 0]], "V": [[1]], key: text}
+    assert_error(run("compute", "-", input=json.dumps(doc)),
+                 f'<stdin>: {key}, given as JSON text: the key "{repeated}" appears twice in one object')
+    over = run("compute", "-", "--rope-base", "5", input=json.dumps(doc))  # laid under an option too
+    if key == "rope":
+        assert_error(over, f'<stdin>: rope, given as JSON text: the key "{repeated}" appears twice')
+    nested = json.dumps({**doc, key: "@"}).replace('"@"', text)  # as an object: refused as before
+    assert_error(run("compute", "-", input=nested), f'the key "{repeated}" appears twice in one object')
+
+
+def npz_with(tmp_path, members) -> str:
+    import io
+    import warnings
+    import zipfile
+
+    import numpy as np
+
+    path = tmp_path / "twice.npz"
+    with warnings.catch_warnings(), zipfile.ZipFile(path, "w") as archive:
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate name it writes
+        for name, value in members:
+            buffer = io.BytesIO()
+            np.save(buffer, np.asarray(value))
+            archive.writestr(name, buffer.getvalue())
+    return str(path)
+
+
+@pytest.mark.parametrize("twice", ["Q.npy", "heads/weights.npy"])
+def test_an_npz_member_twice_is_refused(run, tmp_path, twice):
+    members = [("Q.npy", [[1.0, 0.0]]), ("K.npy", [[1.0, 0.0]]), ("V.npy", [[1.0]]),
+               ("heads/weights.npy", [[[1.0]]]), (twice, [[9.0, 9.0]] if twice == "Q.npy" else [[[0.5]]])]
+    path = npz_with(tmp_path, members)
+    assert_error(run("compute", path), f'twice.npz: cannot read .npz: it holds "{twice}" twice; a key given twice is '
+                 "an error, as in JSON: keep one")
+    assert_error(run("check", path, "-f", "json"), f'it holds "{twice}" twice')

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from attncli.base.errors import InputError
 from attncli.compute.attention import attend
 from attncli.compute.blocks import attend_output
 from attncli.document.reading import build_problem
@@ -258,3 +259,19 @@ def test_check_names_percent_weights_of_a_sinks_problem(run, tmp_path):
     trace = attend(build_problem(problem))
     marks = check(run, tmp_path, {"weights": np.round(trace.weights[0] * 100, 2).tolist()}, problem)
     assert marks["weights"]["diagnosis"] == ["percent"]
+
+
+# `"alibi_slopes": false` beside `"alibi"` was a TypeError in the reader: slopes are a list.
+@pytest.mark.parametrize("alibi", [True, [0.5, 0.125], None])
+@pytest.mark.parametrize("slopes", [False, True, 0, 0.5, "x", {"a": 1}])
+def test_alibi_slopes_that_are_no_list_are_refused(run, alibi, slopes):
+    doc = json.loads((SAMPLES / "alibi.json").read_text()) | {"alibi_slopes": slopes}
+    if alibi is None:
+        del doc["alibi"]
+    else:
+        doc["alibi"] = alibi
+    assert_error(run("compute", "-", input=json.dumps(doc)),
+                 "<stdin>: alibi_slopes is ", "; expected a list of 2 slopes, one per query head")
+    with pytest.raises(InputError, match="alibi_slopes is .*expected a list of 2 slopes") as error:
+        build_problem({k: v for k, v in doc.items() if k not in ("title", "description")})
+    assert error.value.field == "alibi_slopes"

@@ -174,7 +174,7 @@ def test_header_says_each_rule_with_its_convention(run):
     assert "mask: causal: query i may attend key j when k_pos[j] ≤ q_pos[i] (by the positions given)" in lines
     assert "mask: window [1, 0]: query i may attend key j when q_pos[i] − 1 ≤ k_pos[j] ≤ q_pos[i] + 0 " \
            "(bounds inclusive)" in lines
-    assert any(line.startswith("mask: key_mask: true = a real key") and "1 of 4 keys are padding" in line
+    assert any(line.startswith("mask: key_mask: true = a real key") and "1 of 4 keys is padding" in line
                for line in lines)
     assert "mask: all of these rules apply together (AND)" in lines
     assert "positions: q_positions [1, 2, 3]" in lines

@@ -9,6 +9,7 @@ import pytest
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
 from attncli.render import files
+from attncli.render.target import OutputError
 from tests.conftest import SAMPLES, assert_error
 
 
@@ -182,6 +183,83 @@ def test_a_symlink_is_followed_and_kept(run, tmp_path):
     dangling.symlink_to(tmp_path / "runs" / "run4.npy")  # a dangling link creates what it names
     assert run("compute", SAMPLES / "scooter.json", "-o", dangling).exit_code == 0
     assert dangling.is_symlink() and (tmp_path / "runs" / "run4.npy").is_file()
+
+
+# A link planted by someone else in a shared folder (/tmp: sticky, world-writable): the kernel's
+# fs.protected_symlinks refuses `> FILE` and open() through it; renaming onto its target got round
+# that and replaced the file the link's owner chose. Making such a link takes root (lchown).
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="planting another user's link needs root")
+STRANGER = 54321  # a uid that is neither ours nor the shared folder's owner
+
+
+def shared_folder(tmp_path) -> Path:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp
+    return shared
+
+
+@needs_root
+@pytest.mark.parametrize("as_folder", [False, True])
+def test_a_link_someone_else_planted_in_a_shared_folder_is_never_followed(run, tmp_path, as_folder):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "bashrc.json").write_text("precious")
+    shared = shared_folder(tmp_path)
+    link = shared / ("dir" if as_folder else "out.json")
+    link.symlink_to(victim if as_folder else victim / "bashrc.json")
+    os.lchown(link, STRANGER, STRANGER)
+    target = link / "bashrc.json" if as_folder else link
+    assert_error(run("compute", SAMPLES / "scooter.json", "-o", target), "--output: cannot write",
+                 f'"{link}" is a symbolic link owned by someone else (uid {STRANGER}) in the shared folder',
+                 "as the kernel's fs.protected_symlinks does")
+    page = target.with_suffix(".html")
+    if not as_folder:
+        link.unlink()
+        link.symlink_to(victim / "bashrc.html")
+        os.lchown(link, STRANGER, STRANGER)
+        page = link
+    (victim / "bashrc.html").write_text("precious")
+    assert_error(run("check", SAMPLES / "scooter.json", "--weights", "0.05,0.77,0.19", "--report", page),
+                 "--report: cannot write", "is a symbolic link owned by someone else")
+    assert (victim / "bashrc.json").read_text() == (victim / "bashrc.html").read_text() == "precious"
+    assert temporaries(victim) == temporaries(shared) == []
+
+
+@needs_root
+def test_the_writer_itself_refuses_a_link_planted_after_the_check(tmp_path):
+    """Between the check before any work and the write, someone plants the link: write_output
+    (which attn capture -o calls too) looks again."""
+    victim = tmp_path / "victim.json"
+    victim.write_text("precious")
+    link = shared_folder(tmp_path) / "out.json"
+    link.symlink_to(victim)
+    os.lchown(link, STRANGER, STRANGER)
+    trace = attend(build_problem({"Q": [[0, 4]], "K": [[1, 0], [0, 1]], "V": [[1], [2]]}))
+    with pytest.raises(OutputError, match="is a symbolic link owned by someone else"):
+        files.write_output(trace, str(link), ".json", lambda: "{}")
+    assert victim.read_text() == "precious"
+
+
+@needs_root
+def test_links_in_a_shared_folder_that_the_kernel_follows_are_followed(run, tmp_path):
+    """Ours, or owned by the folder's owner (as the kernel allows): followed as before; so is a
+    stranger's link in a folder that is not shared."""
+    shared = shared_folder(tmp_path)
+    for name, owner in (("ours.json", os.geteuid()), ("owners.json", None)):
+        real = tmp_path / f"real-{name}"
+        link = shared / name
+        link.symlink_to(real)
+        if owner is None:  # the folder's owner made it
+            os.chown(shared, STRANGER, STRANGER)
+            os.lchown(link, STRANGER, STRANGER)
+        assert run("compute", SAMPLES / "scooter.json", "-o", link).exit_code == 0, name
+        assert json.loads(real.read_text())["output"] and link.is_symlink()
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "out.json").symlink_to(tmp_path / "real-private.json")
+    os.lchown(private / "out.json", STRANGER, STRANGER)
+    assert run("compute", SAMPLES / "scooter.json", "-o", private / "out.json").exit_code == 0
 
 
 @pytest.mark.parametrize("as_input", ["FILE", "--q", "link", "hard link"])

@@ -124,7 +124,7 @@ def test_captions_name_the_softmax_input_and_the_final_formula():
 
 def test_csv_honours_round_and_output_files_take_the_text_formats(run, tmp_path):
     out = run("compute", SAMPLES / "scooter.json", "-f", "csv", "--stages", "weights", "--round", "2").stdout
-    assert out == "query,mechanic,scooter,petrol\nit,0.05,0.77,0.19\n"
+    assert out == ",mechanic,scooter,petrol\nit,0.05,0.77,0.19\n"
     assert run("compute", SAMPLES / "causal.json", "-f", "csv", "--stages", "masked", "--round", "1").stdout \
         .splitlines()[1] == "the,0.7,-inf,-inf,-inf"
     problem = json.dumps(TWO_HEADS)
@@ -147,7 +147,7 @@ def test_csv_honours_round_and_output_files_take_the_text_formats(run, tmp_path)
 
 def test_posenc_writes_csv_markdown_and_latex(run):
     csv_text = run("posenc", "--positions", "2", "--dim", "2", "-f", "csv").stdout
-    assert csv_text == "pos,sin 0,cos 1\n0,0.0,1.0\n1,0.8414709848078965,0.5403023058681398\n"
+    assert csv_text == ",sin 0,cos 1\n0,0.0,1.0\n1,0.8414709848078965,0.5403023058681398\n"
     md = run("posenc", "--positions", "2", "--dim", "2", "-f", "markdown", "--precision", "2").stdout
     assert md == ("sinusoidal positional encoding, base 10000: PE(pos, 2i) = sin(pos / 10000^(2i/2)), "
                   "PE(pos, 2i+1) = cos(pos / 10000^(2i/2))  \n\n**PE**\n\n| | sin 0 | cos 1 |\n|---|---:|---:|\n"
@@ -164,10 +164,10 @@ def test_posenc_writes_csv_markdown_and_latex(run):
 def test_csv_export_round_trips_through_a_csv_reader(run):
     out = run("compute", SAMPLES / "multihead.json", "-f", "csv", "--stages", "weights").stdout
     rows = list(csv.reader(io.StringIO(out)))
-    assert rows[0] == ["head", "query", "I", "like", "tea"] and len(rows) == 7
+    assert rows[0] == ["head", "", "I", "like", "tea"] and len(rows) == 7
     assert abs(sum(float(x) for x in rows[1][2:]) - 1) < 1e-15
     single = csv_stage(trace_of("causal"), "masked").splitlines()
-    assert single[0] == "query,the,cat,sat,down" and single[1].endswith(",-inf,-inf,-inf")
+    assert single[0] == ",the,cat,sat,down" and single[1].endswith(",-inf,-inf,-inf")
 
 
 def test_markdown_and_latex_through_the_cli(run):
@@ -183,7 +183,7 @@ def test_csv_writes_minus_zero_as_zero_and_minus_infinity_as_minus_inf():
     from attncli.render.export import csv_table
 
     text = csv_table(["q"], ["a", "b", "c"], [(None, np.array([[-0.0, -np.inf, -1e-300]]))], decimals=4)
-    assert text == "query,a,b,c\nq,0.0,-inf,0.0\n"  # -1e-300 rounds to −0, written 0.0
+    assert text == ",a,b,c\nq,0.0,-inf,0.0\n"  # -1e-300 rounds to −0, written 0.0
 
 
 def test_heatmap_through_a_pipe_is_drawn_not_dropped(run):

@@ -336,3 +336,35 @@ def test_a_rope_type_added_to_the_table_reaches_every_path(monkeypatch, run, pro
     written = run.json("compute", problem_file(doc))
     assert written["rope"]["scaling"] == {"rope_type": "halved", "factor": 3.0}
     assert "scaled by halved (factor 3): θ'_i = θ_i / 2; attention factor 3 multiplies cos and sin" in written["rope_rule"]
+
+
+# docs/reference/model-keys.md listed longrope's `factor` as optional, where one of factor,
+# attention_factor and max_position_embeddings is required. The table's "needs" column, read as
+# written, is enough for every type; without its "one of" it is not.
+SAMPLE_VALUES = {"factor": 4, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8,
+                 "max_position_embeddings": 16, "attention_factor": 1.2, "short_factor": [1, 1.5],
+                 "long_factor": [2, 8]}
+TABLE_ROW = re.compile(r"^\| `(\w+)` \|([^|]*)\|([^|]*)\|", re.M)
+
+
+def documented_types() -> dict[str, tuple[list[str], list[str]]]:
+    """{rope_type: (the names it needs, one of which it needs)} as model-keys.md's table says."""
+    text = (Path(__file__).parent.parent / "docs" / "reference" / "model-keys.md").read_text(encoding="utf-8")
+    found = {}
+    for name, needs, _ in TABLE_ROW.findall(text):
+        if name in TYPES:
+            plain, _, choice = re.sub(r"\([^)]*\)", "", needs).partition("one of")
+            found[name] = (re.findall(r"`(\w+)`", plain), re.findall(r"`(\w+)`", choice))
+    return found
+
+
+def test_the_model_keys_table_says_what_each_rope_type_needs():
+    documented = documented_types()
+    assert sorted(documented) == sorted(TYPES)
+    for name, (needs, one_of) in documented.items():
+        assert (sorted(needs), sorted(one_of)) == (sorted(TYPES[name].required), sorted(TYPES[name].one_of)), name
+        given = {"rope_type": name, **{key: SAMPLE_VALUES[key] for key in needs + one_of[:1]}}
+        build_problem(scaled(given))  # what the table says is needed is enough
+        if one_of:
+            with pytest.raises(InputError, match=f"{name} needs " + ", ".join(one_of[:-1]) + f" or {one_of[-1]}"):
+                build_problem(scaled({key: value for key, value in given.items() if key != one_of[0]}))

@@ -148,7 +148,7 @@ def test_csv_text_cells_that_start_like_formulas_are_prefixed():
            "query_labels": ["=1+2", "@SUM(A1)"], "key_labels": ["+x", "-cmd|' /C calc'!A0", "\tt", "\rr", "-1"]}
     text = csv_stage(attend(build_problem(doc)), "masked")
     lines = text.splitlines()
-    assert lines[0] == "query,'+x,'-cmd|' /C calc'!A0,\\u0009t,\\u000dr,-1"  # escaped: no tab or CR starts a cell
+    assert lines[0] == ",'+x,'-cmd|' /C calc'!A0,\\u0009t,\\u000dr,-1"  # escaped: no tab or CR starts a cell
     assert lines[1].startswith("'=1+2,0.0,2.82842712474619") and lines[2].startswith("'@SUM(A1),")
     assert lines[2].endswith(",-inf")  # a number: never prefixed
     rows = list(csv.reader(io.StringIO(text)))

@@ -96,6 +96,13 @@ class ReaderGone(Exception):
         self.code = code
 
 
+class StdoutError(Exception):
+    """stdout took less than was written (a full disk, /dev/full, `ulimit -f`): the edge says so
+    (`error: cannot write stdout: no space left on device`) and exits 2, never 0 on a short write.
+    Not an AttnError, which code on the way may catch and name a file in, nor an OSError, which
+    typer treats as its own."""
+
+
 class NumericError(AttnError):
     """The input is valid but the arithmetic cannot be carried out in the chosen dtype."""
 
@@ -115,6 +122,17 @@ def _digits(text: str) -> str:
 
 def _letters(text: str) -> str:
     return "".join(c for c in text if not c.isdigit())
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 key`, `3 keys`, `2 queries`, `1 entry`, `0 heads`, `1 kv head`: the count and its word,
+    for every message and line that counts something; `many` for an irregular plural."""
+    if n == 1:
+        return f"{n:,} {word}"
+    if many is None:
+        consonant_y = word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u")
+        many = word[:-1] + "ies" if consonant_y else word + ("es" if word.endswith(("s", "x", "ch", "sh")) else "s")
+    return f"{n:,} {many}"
 
 
 def quote(text: str) -> str:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from attncli.base.errors import InputError, quote
+from attncli.base.errors import InputError, plural, quote
 
 FLOAT_MAX = float(np.finfo(np.float64).max)  # a Python float: int comparisons stay exact
 FLOAT_DIGITS = 309  # FLOAT_MAX has 309 digits: an integer with more is always too large for float64
@@ -66,7 +66,7 @@ def describe(value) -> str:
 
 
 def _entries(n: int) -> str:
-    return f"{n} entr{'y' if n == 1 else 'ies'}"
+    return plural(n, "entry")
 
 
 def _shape(value, field: str, max_dims: int, depth: int = 0) -> tuple[int, ...]:
@@ -245,13 +245,31 @@ def decimals_of(value, shape: tuple[int, ...]) -> np.ndarray:
     return np.array(flat, dtype=int).reshape(shape) if len(flat) == int(np.prod(shape)) else np.full(shape, -1)
 
 
-def object_text(value):
+class RepeatedKey(ValueError):
+    """A JSON object with a key given twice."""
+
+
+def unique_keys(pairs: list) -> dict:
+    """json.loads' object_pairs_hook: an object whose keys are all different (JSON would
+    otherwise keep the last one silently); a key given twice is a RepeatedKey saying which."""
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise RepeatedKey(f"the key {quote(key)} appears twice in one object")
+        obj[key] = value
+    return obj
+
+
+def object_text(value, field: str):
     """An object key (rope, q_norm, …) as an .npz holds it, whose arrays hold no objects: its JSON
-    text, read back to the object. Anything else (text that is not a JSON object included) is
-    returned as it is, for the key's reader to refuse."""
+    text, read back to the object, where a key given twice is an error naming `field`, as in any
+    JSON attncli reads. Anything else (text that is not a JSON object included) is returned as it
+    is, for the key's reader to refuse."""
     if isinstance(value, str) and value.startswith("{"):
         try:
-            return json.loads(value)
+            return json.loads(value, object_pairs_hook=unique_keys)
+        except RepeatedKey as error:
+            raise InputError(f"{field}, given as JSON text: {error}", field=field) from None
         except ValueError:
             pass
     return value

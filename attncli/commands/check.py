@@ -49,7 +49,7 @@ OPTIONS: tuple[Option, ...] = (
            "scores=1,masked=3,weights=2): a stage's N points are shared by its cells; a stage not named is worth "
            f"one point per cell; N above 0, at most {MOST:,.0f}.", metavar="STAGE=N,…"),
     Option("max_score", "Gradescope: scale every score so that a full answer scores this (above 0, at most "
-           f"{MOST:,.0f}).", flags=("--max-score",), type=float, low=0.0),
+           f"{MOST:,.0f}).", flags=("--max-score",), type=float, low=0.0, high=MOST),
     Option("visibility", "Gradescope: when students see the results.", default="visible",
            choices=("visible", "hidden", "after_due_date", "after_published")),  # Gradescope's words
     Option("lenient_json", "Read answers files with trailing commas, a missing comma between numbers on a "

@@ -10,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from attncli.base.errors import AttnError, InputError, ReaderGone, one_line, quote
+from attncli.base.errors import AttnError, InputError, ReaderGone, one_line, plural, quote
 from attncli.commands.edge import auto_is_table, message
 from attncli.compute import attention
 from attncli.compute.limits import answers_cap
@@ -18,7 +18,14 @@ from attncli.document.loading import OneMatrixError, load_matrix
 from attncli.document.reading import build_problem
 from attncli.marking.answer_files import load_answers, npz_heads, read_answers_file
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
-from attncli.marking.answers import EMPTY_FILE, NO_ANSWERS, NoAnswers, problem_stages
+from attncli.marking.answers import (
+    EMPTY_FILE,
+    NO_ANSWERS,
+    NoAnswers,
+    check_document_shapes,
+    check_shapes,
+    problem_stages,
+)
 from attncli.marking.grading import DECIMALS, Rule
 from attncli.marking.marks import all_correct, before_weights, stage_keys
 from attncli.marking.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
@@ -55,12 +62,39 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         problem = files.pop() if len(files) == 2 or inline else files[0]
     if not files and not inline:
         raise InputError("no answers: give an answers file, or --scores/--scaled/--weights/--output")
-    shared = None if each_own else _problem(problem)
+    inline_answers = {}  # read once, laid over every answers file
+    early = {}  # one answers file, read before the problem is computed: (document, note)
+
+    def read_inline(built=None) -> None:
+        """Within the answers cap (bigger answers are refused unread), and their shapes checked
+        against the problem before it is computed (a wrong one is refused at once), as are those
+        of a single answers file."""
+        cap = answers_cap(built) if built is not None else None
+        for stage, value in inline.items():
+            inline_answers[stage] = load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
+            if built is not None:
+                try:
+                    check_shapes({stage: inline_answers[stage]}, built)
+                except AttnError as error:
+                    raise error.at(f"--{stage}")
+        one = files[0] if len(files) == 1 and files[0] != problem and format not in ("csv", "gradescope") else None
+        if built is None or one is None:
+            return
+        try:
+            early[one] = read_answers_file(one, cap, lenient=lenient)
+        except AttnError:
+            return  # said when it is marked, as before
+        try:
+            check_document_shapes(early[one][0], built)
+        except AttnError as error:
+            raise error.at(one)
+
+    shared = None if each_own else _problem(problem, before=read_inline)
+    if shared is None:
+        read_inline()
     if shared and grading:
         _points_fit(grading.get("points"), shared[2].problem)
     cap = answers_cap(shared[2].problem) if shared else None  # bigger answers are refused unread
-    inline_answers = {stage: load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
-             for stage, value in inline.items()}  # read once, laid over every answers file
 
     def answers_of(name: str | None):
         """(document, trace, note on how it was read)."""
@@ -68,12 +102,13 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
             return {}, shared[2], None, shared[3]
         if name == problem:
             return shared[0], shared[2], None, shared[3]
-        if each_own:
-            doc, note = read_answers_file(name, lenient=lenient)  # a problem file, under the general text cap
+        if each_own:  # a problem file, under the general text cap
+            doc, note = read_answers_file(name, lenient=lenient, regular=many)
             own = _problem(name, doc)
             problems[name] = _fingerprint(own[2])
             return doc, own[2], note, own[3]
-        doc, note = read_answers_file(name, cap, lenient=lenient)
+        doc, note = early.pop(name) if name in early else \
+            read_answers_file(name, cap, lenient=lenient, regular=many)  # a class: no FIFO holds it up
         return doc, shared[2], note, shared[3]
 
     problems: dict[str, bytes] = {}  # each file's own problem, when each holds one
@@ -121,7 +156,7 @@ def _points_fit(points: dict | None, problem) -> None:
             raise InputError(f"{quote(path)}: the problem has one head; name the stage alone "
                              f"({path[head.end():]}=…)", "--points")
         if head and int(head.group(1)) >= problem.heads:
-            raise InputError(f"{quote(path)}: the problem has {problem.heads} heads, numbered from 0", "--points")
+            raise InputError(f"{quote(path)}: the problem has {plural(problem.heads, 'head')}, numbered from 0", "--points")
 
 
 def _holds(name: str) -> tuple[bool, bool]:
@@ -181,16 +216,17 @@ def _flag_odd_problems(results: list, problems: dict[str, bytes]) -> list:
     flagged = []
     for name, marks, note in results:
         if marks is not None and problems.get(name, common) != common:
-            flag = f"its problem differs from the class's ({most} of {len(problems)} files share one)"
+            flag = f"its problem differs from the class's ({most} of {len(problems)} files {'shares' if most == 1 else 'share'} one)"
             sys.stderr.write(f"warning: {one_line(name)}: {flag}\n")  # a student's file name: text, not controls
             note = "; ".join(x for x in (flag, note) if x)
         flagged.append((name, marks, note))
     return flagged
 
 
-def _problem(name: str, doc=None):
+def _problem(name: str, doc=None, before=None):
     """(document, source, trace) of a problem file (or an answers document holding its problem);
-    metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too."""
+    metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too.
+    `before(problem)` runs once the problem is read, before it is computed."""
     source, own_file = name, doc is not None
     if doc is None:
         try:
@@ -211,6 +247,8 @@ def _problem(name: str, doc=None):
         raise InputError(f"its own problem has {built.heads * built.lq * built.lk:,} scores (heads × queries × keys); "
                          f"a learner's file may set one of at most {OWN_PROBLEM_CELLS:,}: give the class's problem "
                          "with --problem", source)
+    if before is not None:
+        before(built)
     try:
         return doc, source, attention.attend(built), asked
     except AttnError as error:
@@ -254,14 +292,31 @@ def _mark_one(name: str, answers, inline_answers: dict, settings: dict, many: bo
 def _overlay(doc: dict, inline_answers: dict, trace) -> dict:
     """The inline answers laid over a document's: each replaces that stage at the top level and in
     heads[0], where read_answers would otherwise prefer the file's (the final output only when it is
-    head 0's output)."""
-    doc = doc | inline_answers
+    head 0's output). A stage given for every head at once (heads × rows × columns: a CSV with a
+    `head` column, as `attn compute -f csv` writes several heads) replaces that stage in each head."""
+    count = trace.problem.heads
+    listed = doc.get("heads") if isinstance(doc.get("heads"), list) else []
+    per_head = {stage: value for stage, value in inline_answers.items() if count > 1 and _every_head(value, count)
+                and all(entry is None or isinstance(entry, dict) for entry in listed)}
+    doc = doc | {stage: value for stage, value in inline_answers.items() if stage not in per_head}
     heads = doc.get("heads")
     if inline_answers and isinstance(heads, list) and heads and isinstance(heads[0], dict):
         single = trace.problem.heads == 1 and "W_O" not in trace.problem.inputs
-        replaced = {stage for stage in inline_answers if stage != "output" or single}
+        replaced = {stage for stage in inline_answers if (stage != "output" or single) and stage not in per_head}
         doc["heads"] = [{k: v for k, v in heads[0].items() if k not in replaced}] + heads[1:]
+    if per_head:
+        heads = [dict(entry or {}) for entry in listed] + [{} for _ in range(count - len(listed))]
+        for stage, value in per_head.items():
+            for h in range(count):
+                heads[h][stage] = value[h]
+        doc["heads"] = heads
     return doc
+
+
+def _every_head(value, count: int) -> bool:
+    """Whether an inline answer is a stack of `count` matrices, one per head."""
+    return isinstance(value, list) and len(value) == count and all(
+        isinstance(m, list) and m and isinstance(m[0], list) for m in value)
 
 
 def _blank(error: str | None) -> bool:

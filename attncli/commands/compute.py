@@ -223,6 +223,8 @@ def _stages(text: str | None) -> tuple[str, ...]:
     if text is None:
         return views()[:-1]
     chosen = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not chosen:  # `--stages ""` or `,`: nothing to show is no choice
+        raise typer.BadParameter(f'names no stage; expected some of {",".join(views())}', param_hint="--stages")
     for name in chosen:
         if name not in views():
             raise typer.BadParameter(f'unknown stage {quote(name)}; expected some of {",".join(views())}',

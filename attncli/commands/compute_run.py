@@ -14,7 +14,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from attncli.base import tokens
-from attncli.base.errors import AttnError, InputError, one_line
+from attncli.base.errors import AttnError, InputError, one_line, plural
 from attncli.commands import cost_run, spec
 from attncli.commands import option_text as opt
 from attncli.commands.compute_options import OPTIONS, PARTS
@@ -188,7 +188,7 @@ def _check_tile_count(problem, bq: int, bk: int, table: bool) -> None:
         side = 2
         while count(side, side) > most:
             side *= 2
-        raise InputError(f"{bq},{bk} makes {count(bq, bk):,} tiles ({problem.heads} head{'s' * (problem.heads != 1)} × "
+        raise InputError(f"{bq},{bk} makes {count(bq, bk):,} tiles ({plural(problem.heads, 'head')} × "
                          f"{-(-problem.lq // bq):,} "
                          f"query blocks × {-(-problem.lk // bk):,} key blocks); "
                          f"{'tables show' if table else 'the JSON holds'} at most {most:,}: use bigger tiles, "

@@ -122,7 +122,7 @@ def run_posenc(positions: int, dim: int, base: float, format: str, precision: in
     columns = [f"{'sin' if j % 2 == 0 else 'cos'} {j}" for j in range(dim)]
     if format in ("csv", "markdown", "latex"):
         if format == "csv":
-            sys.stdout.write(export.csv_table(rows, columns, [(None, pe)], first="pos"))
+            sys.stdout.write(export.csv_table(rows, columns, [(None, pe)]))
         elif format == "markdown":
             sys.stdout.write(f"sinusoidal positional encoding, base {base:g}: {formula}  \n\n"
                              + export.markdown_table("PE", None, pe, rows, columns, precision) + "\n")

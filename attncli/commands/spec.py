@@ -13,12 +13,14 @@ Light: no numpy, no rich; start-up builds the tables.
 """
 
 import inspect
+import math
 from enum import Enum
 from types import SimpleNamespace
 from typing import Annotated, Callable, Optional
 
 import typer
 
+from attncli.base.errors import InputError
 from attncli.commands.edge import choices as choice_enum
 
 # What an option's value is read into, for Typer: its Python type (a choice is an Enum).
@@ -85,9 +87,22 @@ class Option:
         if self.argument:
             return Annotated[kind, typer.Argument(help=self.help, show_default=False)]
         bounds = {name: value for name, value in (("min", self.low), ("max", self.high)) if value is not None}
+        if self.type is float:  # bounds checked with finiteness: nan passes no bound, and inf is no answer
+            bounds = {"callback": self.finite}
         info = typer.Option(*self.flags, help=self.help, rich_help_panel=self.panel, metavar=self.metavar,
                             show_default=self.default is not None, **bounds)
         return Annotated[kind, info]
+
+    def finite(self, value):
+        """A float option's value: a finite number within its bounds. Typer's own bound check
+        let `inf` and `1e400` (read as inf) through, and said of `nan` that it "should be greater
+        than or equal to 0"; this says what was expected, naming the option."""
+        if value is None or (math.isfinite(value) and (self.low is None or value >= self.low)
+                             and (self.high is None or value <= self.high)):
+            return value
+        low, high = (None if bound is None else _number(bound) for bound in (self.low, self.high))
+        within = f" from {low} to {high}" if low and high else f" ≥ {low}" if low else f" ≤ {high}" if high else ""
+        raise InputError(f"expected a finite number{within}, found {_number(value)}", self.flag)
 
     def typer_default(self):
         """The default as Typer holds it: a choice's default as its Enum member."""
@@ -108,6 +123,11 @@ def command(table: tuple[Option, ...]):
         function.__signature__ = signature(table)
         return function
     return decorate
+
+
+def _number(x: float) -> str:
+    """1000000.0 → 1,000,000; 0.5 → 0.5; inf, nan."""
+    return f"{int(x):,}" if math.isfinite(x) and float(x).is_integer() else f"{x:g}"
 
 
 def chosen(table: tuple[Option, ...], values: dict) -> SimpleNamespace:

@@ -176,7 +176,7 @@ def backward_bytes(problem, itemsize: int) -> dict[str, int]:
         problem.heads, problem.lq, problem.lk, itemsize, score_arrays(problem, backward=True)).items()}
 
 
-def _widths(problem) -> tuple[int, int, int]:
+def widths(problem) -> tuple[int, int, int]:
     """(H·d_k, H·d_v, d_out): the widths of a query's Q across heads, of its per-head outputs side
     by side, and of its final output."""
     inputs, heads = problem.inputs, problem.heads
@@ -190,7 +190,7 @@ def _matrices(problem, shown, output_only: bool) -> list[tuple[int, int, int]]:
     """(numbers, row width, tables it is shown as) of every matrix a view of these stages writes;
     an upper bound."""
     heads, lq, lk = problem.heads, problem.lq, problem.lk
-    hd_k, hd_v, d_out = _widths(problem)
+    hd_k, hd_v, d_out = widths(problem)
     d_k, d_v = max(1, hd_k // heads), max(1, hd_v // heads)
     found = [(a.size, a.shape[-1], 1) for a in problem.inputs.values()]  # echoed as given
     found += [(m.size, lk, 1) for m in (problem.bias, problem.mask)
@@ -203,8 +203,8 @@ def _matrices(problem, shown, output_only: bool) -> list[tuple[int, int, int]]:
     found += [(lq * hd_v, d_v, heads), (lq * hd_v, hd_v, 1), (lq * d_out, d_out, 1)]  # outputs, concat, final
     found += [(heads * lq, lq, heads)]  # lse: one number per head and query
     if problem.dO is not None:  # the backward pass's tables and grads, when shown
-        widths = {"keys": lk, "": max(d_k, d_v)}  # numbered columns: at most a head's widest
-        found += [(heads * (lq if g.rows == "queries" else lk) * widths[g.columns], widths[g.columns], heads)
+        columns = {"keys": lk, "": max(d_k, d_v)}  # numbered columns: at most a head's widest
+        found += [(heads * (lq if g.rows == "queries" else lk) * columns[g.columns], columns[g.columns], heads)
                   for g in GRADIENTS if g.name in shown]
         if GRADS in shown:  # one gradient per input, in its given shape
             found += [(a.size, a.shape[-1], 1) for a in problem.inputs.values()]
@@ -231,7 +231,7 @@ def tile_bytes(problem, bq: int, bk: int, itemsize: int = 8, view: str = "table"
     """The tile trace of `--tiles BQ,BK` (attncli/compute/tiles.py), for check_fits: every tile's S and P
     (together two H × Lq × Lk arrays), and per tile and query its m_old, m, alpha, l and O; its JSON
     on top when written."""
-    _, hd_v, _ = _widths(problem)
+    _, hd_v, _ = widths(problem)
     key_blocks = -(-problem.lk // bk)  # ceil
     numbers = 2 * problem.heads * problem.lq * problem.lk + key_blocks * problem.lq * (4 * problem.heads + hd_v)
     found = {f"the tile trace ({problem.heads} × {problem.lq} queries × {key_blocks} key blocks)": numbers * itemsize}

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import math
 
-from attncli.base.errors import InputError, quote
-from attncli.base.values import Typed, excerpt, json_int
+from attncli.base.errors import InputError
+from attncli.base.values import Typed, excerpt, json_int, unique_keys
 
 
 def _reject_constant(token: str):
@@ -60,16 +60,6 @@ def _where(text: str) -> str:
     return f" at {found}" if found else ""
 
 
-def _unique_keys(pairs: list) -> dict:
-    """An object whose keys are all different: JSON would otherwise keep the last silently."""
-    obj = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ValueError(f"the key {quote(key)} appears twice in one object")
-        obj[key] = value
-    return obj
-
-
 def _json_hint(text: str, position: int) -> str:
     """Advice for the slips people make writing JSON numbers by hand (`.5`, `1.`, `−1`)."""
     if text[position:position + 1] == "\u2212":
@@ -90,7 +80,7 @@ def parse_json(text: str, source: str, keep_decimals: bool = False):
     remember how many decimals they had."""
     try:
         return json.loads(text, parse_constant=_reject_constant, parse_int=json_int,
-                          object_pairs_hook=_unique_keys,
+                          object_pairs_hook=unique_keys,
                           parse_float=_typed_float if keep_decimals else _finite_float)
     except json.JSONDecodeError as error:
         raise InputError(f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"

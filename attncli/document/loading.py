@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.base.errors import AttnError, InputError, did_you_mean, quote
+from attncli.base.errors import AttnError, InputError, did_you_mean, plural, quote
 from attncli.base.values import object_text
 from attncli.compute.limits import Cap, check_fits, text_cap
 from attncli.document import layers, schema
@@ -158,8 +158,12 @@ def _npz_keys(handle) -> tuple[list[str], dict]:
     headers returned ({path: (shape, dtype)}), not their data: the reader checks those against the
     problem before decompressing them (NpzDocument.read_results)."""
     with zipfile.ZipFile(handle) as archive:
-        members, results = {}, {}
+        members, results, seen = {}, {}, set()
         for info in archive.infolist():
+            if info.filename in seen:  # a zip may hold a name twice; np.load would take the last silently
+                raise InputError(f"cannot read .npz: it holds {quote(info.filename)} twice; a key given twice is "
+                                 "an error, as in JSON: keep one")
+            seen.add(info.filename)
             if "/" in info.filename and layers.member_key(info.filename) is None:
                 results[_result_name(info.filename)] = info
                 continue
@@ -358,12 +362,15 @@ def overlay(doc: dict, matrices: dict[str, str | None], settings: dict) -> tuple
         if key == "heads" and isinstance(doc.get("heads"), list):
             if value != len(doc["heads"]):
                 raise InputError(f"{value} contradicts the file's heads, the per-head results of "
-                                 f"{len(doc['heads'])} heads; drop one", f"--{key}")
+                                 f"{plural(len(doc['heads']), 'head')}; drop one", f"--{key}")
             continue  # the same count: the file's list, results and all, stays
         for other in replaced(key):
             doc.pop(other, None)
         if key == "rope":
-            value = _rope_over(doc.get("rope"), value)
+            try:
+                value = _rope_over(doc.get("rope"), value)
+            except AttnError as error:  # the file's rope, as JSON text with a key twice
+                raise error.at(source) if source else error
         doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
     return doc, origin
 
@@ -381,7 +388,7 @@ def _rope_over(file_rope, from_options):
     its own field; --rope alone keeps the file's fields (or turns RoPE on with the defaults). A
     file's object may be JSON text (as an .npz holds it); anything else it holds is left for
     rope.read to refuse unless an option replaces it."""
-    file_rope = object_text(file_rope)
+    file_rope = object_text(file_rope, "rope")
     if not isinstance(file_rope, dict):
         return from_options
     return {**file_rope, **from_options} if isinstance(from_options, dict) else file_rope

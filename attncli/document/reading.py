@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.base.choices import DTYPES, MASKED_ROWS
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.base.values import HugeInt, as_array, describe, scalar, whole_count
 from attncli.compute.backward import final_shape
 from attncli.document import schema
@@ -39,11 +39,6 @@ def output_keys() -> tuple[str, ...]:
     return schema.top_names(schema.ECHO, schema.RESULT) + schema.one_head()
 
 
-def _rows(n: int, what: str = "row") -> str:
-    """`1 row`, `4 rows`, `4 queries`."""
-    return f"{n} {what if n == 1 else what[:-1] + 'ies' if what.endswith('y') else what + 's'}"
-
-
 def _as_2d(value, field: str) -> np.ndarray:
     """A matrix; a 1-D list is one row."""
     array = as_array(value, field, max_dims=2)
@@ -53,8 +48,9 @@ def _as_2d(value, field: str) -> np.ndarray:
 def _as_vector(value, field: str, length: int, of: str) -> np.ndarray:
     array = as_array(value, field, max_dims=1)
     if array.ndim != 1 or array.shape[0] != length:
-        found = f"{array.shape[0]} entries" if array.ndim == 1 else f"{array.ndim} dimensions"
-        raise InputError(f"{field} has {found}; expected {length} entries, one per column of {of}", field=field)
+        found = plural(array.shape[0], "entry") if array.ndim == 1 else f"{array.ndim} dimensions"
+        raise InputError(f"{field} has {found}; expected {plural(length, 'entry')}, one per column of {of}",
+                         field=field)
     return array
 
 
@@ -86,8 +82,8 @@ def _labels(value, field: str, length: int, axis: str) -> list[str] | None:
             isinstance(x, str) or (type(x) in (int, float)) for x in value):
         raise InputError(f"{field} is {describe(value)}; expected a list of strings", field=field)
     if len(value) != length:
-        raise InputError(f"{field} has {_rows(len(value), 'label')} but there {'is' if length == 1 else 'are'} "
-                         f"{_rows(length, axis)}", field=field, also=({"query": "Q", "key": "K"}[axis],))
+        raise InputError(f"{field} has {plural(len(value), 'label')} but there {'is' if length == 1 else 'are'} "
+                         f"{plural(length, axis)}", field=field, also=({"query": "Q", "key": "K"}[axis],))
     return [_unicode(str(x), f"{field}[{i}]") for i, x in enumerate(value)]
 
 
@@ -137,19 +133,19 @@ def _qkv_shapes(inputs: dict, heads: int | None, kv_heads: int | None = None) ->
         raise InputError("Q is 2-D but K and V are 3-D (heads split); give Q as 3-D too, "
                          "or K and V as 2-D with `heads`", field="Q")
     if Q.shape[-1] != K.shape[-1] and not (Q.ndim == 2 and kv_heads is not None):
-        raise InputError(f"K has {_rows(K.shape[-1], 'column')} but Q has {Q.shape[-1]}: d_k must match"
+        raise InputError(f"K has {plural(K.shape[-1], 'column')} but Q has {Q.shape[-1]}: d_k must match"
                          + groups.hint("K", Q, K), field="K", also=("Q",))
     if K.shape[-2] != V.shape[-2]:
-        raise InputError(f"V has {_rows(V.shape[-2])} but K has {K.shape[-2]}: every key needs one value", field="V",
+        raise InputError(f"V has {plural(V.shape[-2], 'row')} but K has {K.shape[-2]}: every key needs one value", field="V",
                          also=("K",))
     if Q.ndim == 3:
         hq, hkv = Q.shape[0], K.shape[0] if K.ndim == 3 else 1
         if K.ndim == 3 and K.shape[0] != V.shape[0]:
-            raise InputError(f"K has {K.shape[0]} heads but V has {V.shape[0]}", field="K", also=("V",))
+            raise InputError(f"K has {plural(K.shape[0], 'head')} but V has {V.shape[0]}", field="K", also=("V",))
         if heads is not None and heads != hq:
-            raise InputError(f"heads is {heads} but Q has {hq} heads (its first axis)", field="heads", also=("Q",))
+            raise InputError(f"heads is {heads} but Q has {plural(hq, 'head')} (its first axis)", field="heads", also=("Q",))
         if hq % hkv:
-            raise InputError(f"Q has {hq} heads but K and V have {hkv}: the query head count must be "
+            raise InputError(f"Q has {plural(hq, 'head')} but K and V have {hkv}: the query head count must be "
                              "a multiple of the key/value head count (grouped-query attention)", field="Q",
                              also=("K", "V"))
         groups.check_split(hq, kv_heads, K)
@@ -159,7 +155,7 @@ def _qkv_shapes(inputs: dict, heads: int | None, kv_heads: int | None = None) ->
         groups.check_columns(inputs, QKV, heads, kv_heads)
     for name in QKV if kv_heads is None else ():
         if inputs[name].shape[1] % heads:
-            raise InputError(f"heads = {heads} does not divide the {inputs[name].shape[1]} columns of {name}",
+            raise InputError(f"heads = {heads} does not divide the {plural(inputs[name].shape[1], 'column')} of {name}",
                              field="heads")
     return heads, Q.shape[0], K.shape[0]
 
@@ -172,20 +168,20 @@ def _projection_shapes(inputs: dict, heads: int | None, kv_heads: int | None = N
     kv = "X_kv" if "X_kv" in inputs else "X"
     for w, x, name in (("W_Q", X, "X"), ("W_K", X_kv, kv), ("W_V", X_kv, kv)):
         if inputs[w].shape[0] != x.shape[1]:
-            raise InputError(f"{w} has {_rows(inputs[w].shape[0])} but {name} has {x.shape[1]} columns: "
+            raise InputError(f"{w} has {plural(inputs[w].shape[0], 'row')} but {name} has {plural(x.shape[1], 'column')}: "
                              f"{w} must be (d_model × d_out) so that {w[-1]} = {name} {w}", field=w,
                              also=(name,))
     heads = heads or 1
     if kv_heads is not None:
         groups.check_columns(inputs, ("W_Q", "W_K", "W_V"), heads, kv_heads)
     elif inputs["W_K"].shape[1] != inputs["W_Q"].shape[1]:
-        raise InputError(f"W_K has {_rows(inputs['W_K'].shape[1], 'column')} but W_Q has "
+        raise InputError(f"W_K has {plural(inputs['W_K'].shape[1], 'column')} but W_Q has "
                          f"{inputs['W_Q'].shape[1]}: d_k must match"
                          + groups.hint("W_K", inputs["W_Q"], inputs["W_K"]),
                          field="W_K", also=("W_Q",))
     for w in ("W_Q", "W_K", "W_V") if kv_heads is None else ():
         if inputs[w].shape[1] % heads:
-            raise InputError(f"heads = {heads} does not divide the {inputs[w].shape[1]} columns of {w}", field="heads")
+            raise InputError(f"heads = {heads} does not divide the {plural(inputs[w].shape[1], 'column')} of {w}", field="heads")
     return heads, X.shape[0], X_kv.shape[0]
 
 
@@ -266,8 +262,8 @@ def _inputs(doc: dict) -> tuple[dict, int, int, int, bool, int]:
     if "W_O" in inputs:
         d_v = groups.value_width(inputs, heads, kv_heads)
         if inputs["W_O"].shape[0] != d_v:
-            raise InputError(f"W_O has {_rows(inputs['W_O'].shape[0])} but the heads' outputs side by "
-                             f"side have {d_v} columns: W_O must be (heads·d_v × d_out)", field="W_O")
+            raise InputError(f"W_O has {plural(inputs['W_O'].shape[0], 'row')} but the heads' outputs side by "
+                             f"side have {plural(d_v, 'column')}: W_O must be (heads·d_v × d_out)", field="W_O")
     return inputs, heads, lq, lk, bool(has_proj), kv_heads
 
 

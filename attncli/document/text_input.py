@@ -21,7 +21,7 @@ import math
 import re
 from decimal import Decimal
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.base.values import Typed, excerpt
 from attncli.document.json_text import parse_json
 
@@ -117,7 +117,7 @@ def _records(text: str, source: str, delimiter: str) -> list[tuple[int, list[str
 
 
 def _cells(n: int) -> str:
-    return f"{n} cell{'' if n == 1 else 's'}"
+    return plural(n, "cell")
 
 
 def _is_header(cells: list[str], kind: str) -> bool:
@@ -127,13 +127,64 @@ def _is_header(cells: list[str], kind: str) -> bool:
 
 
 def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[str] | None]:
-    """One matrix from CSV or TSV text, by the rules in this module's docstring.
+    """One matrix from CSV or TSV text, by the rules in this module's docstring; a `head` column
+    before the empty corner (`head,,k0,k1`, as attn writes several heads) gives one matrix per head.
     Returns (rows, row labels or None)."""
     delimiter, separated = _delimiter(text, source)
     records = _records(text, source, delimiter)
     for number, cells in records:
         for column, cell in enumerate(cells, start=1):
             _other_separator(cell, f"row {number}, column {column}", source, separated)
+    if records and _per_head(records[0][1]):
+        return _heads(records, source, kind)
+    return _matrix(records, source, kind, delimiter, '"' in text)
+
+
+def _per_head(cells: list[str]) -> bool:
+    """attn's header for several heads: `head`, the empty corner, the column labels."""
+    return len(cells) > 2 and cells[0].strip().lower() == "head" and not cells[1].strip()
+
+
+def _heads(records: list[tuple[int, list[str]]], source: str, kind: str) -> tuple[list, list[str] | None]:
+    """The matrices of a CSV with a `head` column: each head's rows together, heads 0, 1, … in
+    order, each with the same row labels (as attn writes them)."""
+    (first, header), blocks = records[0], []
+    for number, cells in records[1:]:
+        head = cells[0].strip()
+        if not (head.isascii() and head.isdigit()):
+            raise InputError(f"row {number}, column 1: {excerpt(head, quoted=True)} is not a head number; the "
+                             f"header (row {first}) starts with a head column, so each row starts with its head "
+                             "(0, 1, …)", source)
+        if int(head) == len(blocks):
+            blocks.append([])
+        elif int(head) != len(blocks) - 1:
+            raise InputError(f"row {number}: head {int(head)} after head {len(blocks) - 1}; expected each head's rows "
+                             "together, heads in order from 0", source)
+        blocks[-1].append((number, cells[1:]))
+    if not blocks:
+        raise InputError("no rows of numbers; expected one matrix per head", source)
+    matrices = [_matrix([(first, header[1:])] + block, source, kind, offset=1) for block in blocks]
+    for h, (_, labels) in enumerate(matrices[1:], start=1):
+        if labels != matrices[0][1]:
+            number = blocks[h][0][0]
+            raise InputError(f"row {number}: head {h} has {_rows(len(labels))} labelled {_labels(labels)}, head 0 "
+                             f"{_labels(matrices[0][1])}; expected the same rows in every head", source)
+    return [matrix for matrix, _ in matrices], matrices[0][1]
+
+
+def _rows(n: int) -> str:
+    return plural(n, "row")
+
+
+def _labels(labels: list[str]) -> str:
+    shown = ", ".join(excerpt(label, quoted=True) for label in labels[:4])
+    return shown + (", …" if len(labels) > 4 else "")
+
+
+def _matrix(records: list[tuple[int, list[str]]], source: str, kind: str, delimiter: str = ",",
+            quoted: bool = False, offset: int = 0) -> tuple[list, list[str] | None]:
+    """One matrix from its records (row number, cells); `offset`: columns before them (a head
+    column), counted in what errors say."""
     header = bool(records) and _is_header(records[0][1], kind)
     data = records[1:] if header else records
     if not data:
@@ -142,34 +193,35 @@ def parse_csv(text: str, source: str, kind: str = "number") -> tuple[list, list[
     corner = header and not records[0][1][0].strip()
     labelled = corner or is_word(data[0][1][0], kind)
     if header and len(records[0][1]) not in (width, width - labelled):
-        raise InputError(f"row {records[0][0]} (the header) has {_cells(len(records[0][1]))} but row "
-                         f"{first} has {width}", source)
+        raise InputError(f"row {records[0][0]} (the header) has {_cells(len(records[0][1]) + offset)} but row "
+                         f"{first} has {width + offset}", source)
     matrix, labels = [], []
     for number, cells in data:
         if len(cells) != width:
-            raise InputError(f"row {number} has {_cells(len(cells))}, row {first} has {width}", source)
+            raise InputError(f"row {number} has {_cells(len(cells) + offset)}, row {first} has {width + offset}",
+                             source)
         if labelled:
             if not cells[0].strip():
-                raise InputError(f"row {number}, column 1 is empty; expected the row's label, "
+                raise InputError(f"row {number}, column {1 + offset} is empty; expected the row's label, "
                                  f"as in row {first}", source)
             labels.append(cells[0].strip())
         matrix.append([cell_value(cell, f"row {number}, column {column}", source, kind)
-                       for column, cell in enumerate(cells[labelled:], start=1 + labelled)])
+                       for column, cell in enumerate(cells[labelled:], start=1 + labelled + offset)])
     if labelled and width == 1:
         raise InputError("only labels, no numbers; expected one matrix", source)
     if header:  # after the cells: a cell that is no number says so first
-        _refuse_comma_words(records[0][0], records[0][1], "read as a header", source)
+        _refuse_comma_words(records[0][0], records[0][1], "read as a header", source, offset)
     for number, cells in data if labelled else ():
-        _refuse_comma_words(number, cells[:1], "read as the row's label", source)
+        _refuse_comma_words(number, cells[:1], "read as the row's label", source, offset)
     if not header and not labelled and kind != "mask":
-        _refuse_decimal_commas(data, delimiter, '"' in text, source)
+        _refuse_decimal_commas(data, delimiter, quoted, source)
     return matrix, (labels if labelled else None)
 
 
-def _refuse_comma_words(number: int, cells: list[str], read_as: str, source: str) -> None:
+def _refuse_comma_words(number: int, cells: list[str], read_as: str, source: str, offset: int = 0) -> None:
     """A header or label cell that is a decimal written with a comma (2,5 in a TSV, "0,5" quoted):
     refused, or its row or column would silently be lost."""
-    for column, cell in enumerate(cells, start=1):
+    for column, cell in enumerate(cells, start=1 + offset):
         if _COMMA_DECIMAL.fullmatch(_ascii(cell)):
             point = _ascii(cell).replace(",", ".")
             raise InputError(f"row {number}, column {column}: {excerpt(cell.strip(), quoted=True)}, {read_as}, is a "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from decimal import ROUND_DOWN, Decimal
 
+from attncli.base.errors import plural
 from attncli.hand.carry import E_NOTATION_FROM, GIVEN_DECIMALS, MAX_TERMS, WIDE, round_to, shown_terms
 
 MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
@@ -76,8 +77,7 @@ def elided_at(shown: list[int | None], place: int, n: int) -> list[int]:
 
 def more_keys(shown: list[int | None], place: int, n: int, what: str = "keys") -> str:
     """The line standing for an elided run of keys: "  … 5 more keys …"."""
-    count = len(elided_at(shown, place, n))
-    return f"  … {count} more {what if count != 1 else what[:-1]} …"
+    return f"  … {plural(len(elided_at(shown, place, n)), 'more ' + what[:-1])} …"
 
 
 def unrounded(x: float, places: int) -> str:

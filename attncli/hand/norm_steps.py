@@ -22,6 +22,7 @@ import math
 from collections import namedtuple
 from decimal import Decimal
 
+from attncli.base.errors import plural
 from attncli.hand.carry import given, given_pairs
 from attncli.hand.carry import pairs as printed_pairs
 from attncli.hand.hand_backward import Back, BackStep, values
@@ -116,7 +117,7 @@ def _write_k(row: Row, name: str) -> Normed:
 def _header(page: Page, r: Normed, step: int, what: str) -> str:
     norm = r.norm
     x = norm.name[0]
-    over = "per head" if norm.over == "head" else f"over the row's every head ({norm.heads} heads)"
+    over = "per head" if norm.over == "head" else f"over the row's every head ({plural(norm.heads, 'head')})"
     return f"Step {step}: normalise {what} ({norm.like}): " \
            f"{x}_normed = {norm.formula(x)}, {over}, eps = {norm.eps:g}"
 

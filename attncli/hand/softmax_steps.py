@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import numpy as np
 
+from attncli.base.errors import plural
 from attncli.hand import handwriting as hw
 from attncli.hand.carry import E_NOTATION_FROM, PERCENT_PLACES, given, printed, round_to
 from attncli.hand.hand_backward import Back, BackStep, dot
@@ -182,7 +183,7 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
         lines.append(f"  the largest {largest} is {n(r.shift)}: e^{n(r.shift)} is too large to write out, "
                      f"so subtract it first {constant}")
     elif r.reason == "underflow":
-        lines.append(f"  every e^x rounds to 0 at {places} decimals, so subtract the largest {largest}, "
+        lines.append(f"  every e^x rounds to 0 at {plural(places, 'decimal')}, so subtract the largest {largest}, "
                      f"{n(r.shift)}, first {constant}")
     power = (lambda j: f"e^{n(r.before[j][1])}") if r.shift is None else (
         lambda j: f"e^({n(r.before[j][1])} − {n(r.shift)})")
@@ -193,7 +194,7 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
             rest = [k for k in elided_at(listed, place, len(keys)) if r.allowed[k]]
             if rest:
                 total = n(sum((r.exps[k] for k in rest), Decimal(0)))
-                terms.append(f"({len(rest)} more key{'s' * (len(rest) != 1)}: {total})")
+                terms.append(f"({plural(len(rest), 'more key')}: {total})")
         elif r.allowed[j]:
             terms.append(f"{power(j)} = {n(r.exps[j])}")
     if r.sink is not None:  # one more logit in the sum, whose weight is then dropped

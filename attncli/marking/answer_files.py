@@ -9,13 +9,15 @@ line. It is tried only when the strict reading fails, and says what it forgave."
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.compute.limits import Cap, size_text
 from attncli.document.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
 from attncli.marking.answers import EmptyFile, bare_infinity_as_null, parse_answers_csv
@@ -49,6 +51,8 @@ def _npz_within(name: str, cap: Cap | None) -> None:
     if cap is None:
         return
     try:
+        if not stat.S_ISREG(os.stat(name).st_mode):  # a FIFO would block; read_document refuses it
+            return
         with zipfile.ZipFile(name) as archive:
             declared = sum(info.file_size for info in archive.infolist())
     except (OSError, zipfile.BadZipFile):
@@ -72,8 +76,8 @@ def npz_heads(doc, trace):
                   + [array.size for array in trace.problem.inputs.values()])
     for path, (shape, dtype) in wanted.items():
         if len(shape) < 2 or shape[0] != heads or dtype.kind not in "fiu" or math.prod(shape) > largest:
-            raise InputError(f"{path} is declared {dtype} {tuple(shape)}, but this problem has {heads} "
-                             f"head{'s' if heads != 1 else ''} and at most {largest:,} numbers per stage: "
+            raise InputError(f"{path} is declared {dtype} {tuple(shape)}, but this problem has "
+                             f"{plural(heads, 'head')} and at most {largest:,} numbers per stage: "
                              "heads/ members hold every head's answer, heads first (as attn compute -o FILE.npz "
                              "writes them)", field=path)
     arrays = {path: array for path, array in doc.read_results().items() if path in wanted}
@@ -86,10 +90,30 @@ def npz_heads(doc, trace):
     return out
 
 
-def read_answers_file(path, cap: Cap | None = None, csv: bool = True, lenient: bool = False):
+SPECIAL = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+           (stat.S_ISBLK, "a device"))
+
+
+def refuse_special(name: str) -> None:
+    """One file of a class (answers/*) must be a regular file, checked before it is opened:
+    opening a named pipe waits for a writer, which held up the whole class forever. (A single
+    input may be a pipe: `attn check <(…) problem.json` reads it, as `cat` would.)"""
+    try:
+        mode = os.stat(name).st_mode
+    except OSError:
+        return  # reading it says what is wrong
+    for test, what in SPECIAL:
+        if test(mode):
+            raise InputError(f"is {what}, not a regular file; each file of a class is read from a regular file", name)
+
+
+def read_answers_file(path, cap: Cap | None = None, csv: bool = True, lenient: bool = False,
+                      regular: bool = False):
     """(document, note): `load_answers`, and with `lenient` a note saying what was forgiven (None
-    when nothing was)."""
+    when nothing was). `regular`: the file must be a regular file (one of a class)."""
     name = str(path)
+    if regular and name != "-":
+        refuse_special(name)
     suffix = Path(name).suffix.lower()
     if suffix == ".npz":
         _npz_within(name, cap)

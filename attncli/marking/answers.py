@@ -22,6 +22,7 @@ import numpy as np
 
 from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.base.values import Typed, as_array, decimals_of, describe
+from attncli.compute.limits import widths
 from attncli.document.reading import ALIASES, PROJECTIONS, QKV, input_keys, output_keys
 from attncli.document.text_input import comma_decimal, comma_hint, is_value, is_word
 from attncli.marking.answer_keys import METADATA, alias_of
@@ -129,6 +130,58 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
         np.allclose(values[:, -1], values[:, :-1].sum(axis=1), atol=0.05)
     hint = " (leave out the table's sum column)" if summed else f" ({comma})" if comma else ""
     raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}", field=field)
+
+
+def answer_shape(problem, name: str, head: bool = False) -> tuple[tuple[int, int], str] | None:
+    """(shape, what its rows × columns are) of one head's answer to stage `name` (for `output`, the
+    final output's unless `head`), from the problem alone, before anything is computed; None for
+    a stage the problem lacks or that is not a forward stage (read_answers says why)."""
+    hd_k, hd_v, d_out = widths(problem)
+    single = problem.heads == 1 and "W_O" not in problem.inputs  # the final output is head 0's output
+    if name == "output" and not head and not single:
+        return (problem.lq, d_out), "queries × output columns"
+    stage = get(name)
+    if stage is None or not stage.applies(problem):
+        return None
+    sizes = {"queries": problem.lq, "keys": problem.lk, "dims": hd_k // problem.heads,
+             "value columns": hd_v // problem.heads}
+    return (sizes[stage.rows], sizes[stage.columns]), f"{stage.rows} × {stage.columns}"
+
+
+def check_shapes(given: dict, problem) -> None:
+    """Answers given inline (`attn check big.json --weights "0.5,0.5;0.5,0.5"`) checked against the
+    problem's shapes before the problem is computed: a wrong shape is refused at once, with the
+    message marking would give, not after computing every stage of a large problem. A stage
+    answered for every head (heads × rows × columns) is checked head by head."""
+    for name, value in given.items():
+        found = answer_shape(problem, name)
+        if found is None:
+            continue
+        shape, what = found
+        stacked = problem.heads > 1 and isinstance(value, list) and len(value) == problem.heads and all(
+            isinstance(m, list) and m and isinstance(m[0], list) for m in value)
+        if stacked:
+            for h, matrix in enumerate(value):
+                _answer(matrix, f"heads[{h}].{name}", *answer_shape(problem, name, head=True))
+        elif problem.heads == 1 or name == "output":
+            _answer(value, name, shape, what)
+
+
+def check_document_shapes(doc, problem) -> None:
+    """An answers document's stages checked as `check_shapes` checks inline ones, before the
+    problem is computed: those at the top level, and each head's in `heads`."""
+    if not isinstance(doc, dict):
+        return  # read_answers names what it is
+    check_shapes({key: value for key, value in doc.items() if (key in names() or key == "output")
+                  and value is not None}, problem)
+    listed = doc.get("heads")
+    if not isinstance(listed, list) or len(listed) > problem.heads:
+        return
+    for h, entry in enumerate(listed):
+        for name, value in (entry.items() if isinstance(entry, dict) else ()):
+            found = answer_shape(problem, name, head=True) if name in names() and value is not None else None
+            if found is not None:
+                _answer(value, f"heads[{h}].{name}", *found)
 
 
 def _check_keys(doc: dict, allowed: tuple[str, ...], where: str) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attncli.base.errors import plural
 from attncli.compute import attention
 from attncli.compute.tiles import Tiles, attend_tiles
 from attncli.document.reading import build_problem
@@ -75,7 +76,7 @@ def _validate(o: Options) -> None:
     if o.slip and (not kind.slip or o.heads != 1):
         slips = ", ".join(name for name, k in KINDS.items() if k.slip)
         raise ExerciseError(f"find-the-slip works one head with Q, K and V given; kind {o.kind} with "
-                            f"{o.heads} head{'s' * (o.heads != 1)} is not one (kinds: {slips})",
+                            f"{plural(o.heads, 'head')} is not one (kinds: {slips})",
                             field="find_the_slip")
 
 

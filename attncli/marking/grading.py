@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.marking.mistakes import plural
+from attncli.base.errors import plural
 
 DECIMALS = 2  # the default least number of decimals a value needs unless it is exact
 UNKNOWN_DECIMALS = 4  # assumed when the written form is unknown (an .npy file)

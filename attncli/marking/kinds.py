@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.base.rule_words import sliding_window
 
 WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", "a", "book", "he",
@@ -239,7 +239,7 @@ def padding(d: Draw) -> None:
 
 def gqa(d: Draw) -> None:
     heads = d.options.heads
-    d.describe(f"; grouped-query attention: {heads} query heads, {heads // 2} kv heads, query head h reads "
+    d.describe(f"; grouped-query attention: {heads} query heads, {plural(heads // 2, 'kv head')}, query head h reads "
                "kv head h // 2")
 
 
@@ -247,7 +247,7 @@ def tiles(d: Draw) -> None:
     bq, bk = d.options.tiles or DEFAULT_TILES
     d.doc["scale"] = 1
     d.doc["tile_size"] = [bq, bk]
-    d.describe(f", tile by tile with the online softmax (tiles of {bq} queries × {bk} keys, scale 1): for each "
+    d.describe(f", tile by tile with the online softmax (tiles of {plural(bq, 'query')} × {plural(bk, 'key')}, scale 1): for each "
                "tile write the running max m, alpha = e^(m_old − m), the running sum l and the running output O")
 
 
@@ -271,7 +271,7 @@ def window(d: Draw) -> None:
     left = max(1, (d.options.keys - 1) // 2)
     d.doc["window"] = [left, 0]
     d.describe(f", with causal attention in the sliding window {d.doc['window']}: each word sees itself and at "
-               f"most {left} word{'s' * (left != 1)} before it (Hugging Face sliding_window = {left + 1})")
+               f"most {plural(left, 'word')} before it (Hugging Face sliding_window = {left + 1})")
 
 
 def decode(d: Draw) -> None:

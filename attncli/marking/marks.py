@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attncli.base.arrays import round_finite
-from attncli.base.errors import InputError, quote
+from attncli.base.errors import InputError, plural, quote
 from attncli.base.names import GRADIENTS
 from attncli.document.readback import verify_echoes
 from attncli.marking.answer_files import npz_heads
@@ -37,7 +37,6 @@ from attncli.marking.mistakes import (
     TRANSPOSED_TEXT,
     chain,
     made_at,
-    plural,
     present,
     rounded_scales,
     rounding_text,

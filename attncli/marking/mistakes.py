@@ -14,6 +14,7 @@ from typing import Callable, Mapping, NamedTuple
 import numpy as np
 
 from attncli.base.arrays import round_finite
+from attncli.base.errors import plural
 from attncli.base.rule_words import sliding_window, window_rule
 from attncli.compute.attention import head_inputs
 from attncli.problem import groups, masks
@@ -316,6 +317,3 @@ def roundings(steps: tuple[str, ...]) -> list[tuple[str, ...]]:
 def rounding_text(stages: tuple[str, ...]) -> str:
     return ", ".join(stages)
 
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.base.values import whole_count
 
 
@@ -110,12 +110,12 @@ def check_columns(inputs: dict, names: tuple[str, str, str], heads: int, kv_head
     check_heads(heads, kv_heads)
     for name, n, field in ((q, heads, "heads"), (k, kv_heads, "kv_heads"), (v, kv_heads, "kv_heads")):
         if inputs[name].shape[1] % n:
-            raise InputError(f"{field} = {n} does not divide the {inputs[name].shape[1]} columns of {name}",
+            raise InputError(f"{field} = {n} does not divide the {plural(inputs[name].shape[1], 'column')} of {name}",
                              field=field, also=(name,))
     d_k = inputs[q].shape[1] // heads
     if inputs[k].shape[1] != kv_heads * d_k:
-        raise InputError(f"{k} has {inputs[k].shape[1]} columns but kv_heads · d_k = {kv_heads} · {d_k} = "
-                         f"{kv_heads * d_k} ({q} has {inputs[q].shape[1]} columns: {heads} heads of d_k = {d_k})",
+        raise InputError(f"{k} has {plural(inputs[k].shape[1], 'column')} but kv_heads · d_k = {kv_heads} · {d_k} = "
+                         f"{kv_heads * d_k} ({q} has {plural(inputs[q].shape[1], 'column')}: {plural(heads, 'head')} of d_k = {d_k})",
                          field=k, also=(q, "kv_heads"))
 
 
@@ -131,7 +131,7 @@ def check_split(heads: int, kv_heads: int | None, K: np.ndarray) -> int:
     when given, checked against it."""
     found = K.shape[0] if K.ndim == 3 else 1
     if kv_heads is not None and kv_heads != found:
-        where = f"K has {found} heads (its first axis)" if K.ndim == 3 else \
+        where = f"K has {plural(found, 'head')} (its first axis)" if K.ndim == 3 else \
             "K and V are 2-D beside a 3-D Q: one kv head shared by every query head"
         raise InputError(f"kv_heads is {kv_heads} but {where}", field="kv_heads", also=("K",))
     return found

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.base.values import HugeInt, as_array, describe
 
 # Positions and window bounds up to 2^53: exact in JSON's doubles, and q_pos ± bound stays far from
@@ -36,7 +36,7 @@ def _whole(value, field: str, low: int, expected: str) -> int:
 
 
 def _entries(n: int) -> str:
-    return f"{n} entr{'y' if n == 1 else 'ies'}"
+    return plural(n, "entry")
 
 
 def _list(value, field: str, length: int, of: str) -> list:
@@ -74,7 +74,7 @@ def key_mask(value, field: str, lk: int) -> np.ndarray:
         raise InputError(f"{field} has {_entries(len(value))}; expected {lk}, one true/false per key", field=field)
     array = as_array(value, field, kind="mask", max_dims=1)
     if array.ndim != 1 or array.shape[0] != lk:
-        raise InputError(f"{field} has shape {array.shape}; expected {lk} entries, one true/false per key", field=field)
+        raise InputError(f"{field} has shape {array.shape}; expected {plural(lk, 'entry')}, one true/false per key", field=field)
     array = array.copy()
     array.flags.writeable = False
     return array

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.base.errors import AttnError, InputError, did_you_mean, quote
+from attncli.base.errors import AttnError, InputError, did_you_mean, plural, quote
 from attncli.base.values import HugeInt, as_array, describe, object_text
 
 TYPES = ("rms", "layer")
@@ -94,8 +94,8 @@ class Norm:
     def describe(self) -> str:
         """The header line: what it is, over what, with which eps."""
         x, d_k = self.name[0], self.d_k
-        over = (f"each head's {d_k} numbers of a row" if self.over == "head" else
-                f"all {self.heads} heads' {self.heads * d_k} numbers of a row together")
+        over = (f"each head's {plural(d_k, 'number')} of a row" if self.over == "head" else
+                f"all {plural(self.heads, 'head')}' {plural(self.heads * d_k, 'number')} of a row together")
         return f"{self.name}: {x}_normed = {self.formula(x)}, over {over}; eps {self.eps:g} " \
                f"({self.like}; after the projection, before RoPE)"
 
@@ -107,7 +107,7 @@ def read(value, name: str, d_k: int, heads: int) -> Norm | None:
     heads for q_norm, kv heads for k_norm). In an .npz the object is its JSON text."""
     if value is None:
         return None
-    value = object_text(value)  # an .npz holds it as JSON text; other text is refused below
+    value = object_text(value, name)  # an .npz holds it as JSON text; other text is refused below
     if not isinstance(value, dict):
         raise InputError(f'{name} is {describe(value)}; expected an object {{"type": "rms" or "layer", "weight": '
                          '[...], "eps": x, "over": "head" or "all"}', field=name)
@@ -127,10 +127,10 @@ def read(value, name: str, d_k: int, heads: int) -> Norm | None:
     if isinstance(eps, (bool, HugeInt)) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
         raise InputError(f"{name}.eps is {describe(eps)}; expected a number > 0 (1e-6 in Qwen3)", field=f"{name}.eps")
     n = heads if over == "all" else 1
-    what = (f"each head's d_k = {d_k} numbers" if over == "head" else
-            f"a row's {heads} heads of d_k = {d_k} together ({heads}·{d_k} = {n * d_k})")
+    what = (f"each head's d_k = {plural(d_k, 'number')}" if over == "head" else
+            f"a row's {plural(heads, 'head')} of d_k = {d_k} together ({heads}·{d_k} = {n * d_k})")
     if "weight" not in value:
-        raise InputError(f"{name} has no weight; expected {n * d_k} numbers, one per number of {what}",
+        raise InputError(f"{name} has no weight; expected {plural(n * d_k, 'number')}, one per number of {what}",
                          field=f"{name}.weight")
     weight = _vector(value["weight"], f"{name}.weight", n * d_k, over, what)
     bias = None
@@ -153,7 +153,7 @@ def _vector(value, field: str, length: int, over: str, what: str) -> np.ndarray:
     array = as_array(value, field, max_dims=1)
     if array.ndim != 1 or array.shape[0] != length:
         n = array.shape[0]
-        found = f"{n} entr{'y' if n == 1 else 'ies'}" if array.ndim == 1 else f"{array.ndim} dimensions"
+        found = plural(n, "entry") if array.ndim == 1 else f"{array.ndim} dimensions"
         raise InputError(f'{field} has {found}; over "{over}" it needs {length}: one per number of {what}',
                          field=field)
     return array.astype(np.float64)
@@ -179,7 +179,7 @@ def _per_head(norm: Norm, values: np.ndarray, heads: int, head: int | None) -> n
         return values[None, None, :]
     parts = values.reshape(norm.heads, -1)  # (n, d_k)
     if heads % norm.heads:
-        raise AttnError(f"{norm.name} covers {norm.heads} heads, which does not divide the {heads} query heads")
+        raise AttnError(f"{norm.name} covers {plural(norm.heads, 'head')}, which does not divide the {plural(heads, 'query head')}")
     parts = np.repeat(parts, heads // norm.heads, axis=0)[:, None, :]  # (H, 1, d_k)
     return parts if head is None else parts[head:head + 1]
 

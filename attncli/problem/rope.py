@@ -92,7 +92,7 @@ def read(value, d_k: int, field: str = "rope") -> Rope | None:
     an .npz (whose arrays hold no objects) the object is written as its JSON text."""
     if value is None or value is False:
         return None
-    value = object_text(value)  # an .npz holds it as JSON text; other text is refused below
+    value = object_text(value, field)  # an .npz holds it as JSON text; other text is refused below
     if value is True:
         value = {}
     if not isinstance(value, dict):

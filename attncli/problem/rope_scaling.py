@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.errors import InputError, did_you_mean, plural, quote
 from attncli.base.values import HugeInt, describe
 
 FIELD = "rope.scaling"
@@ -126,7 +126,7 @@ class Scaling:
 
 def _short(value) -> str:
     if isinstance(value, tuple):
-        return f"[{len(value)} numbers]"
+        return f"[{plural(len(value), 'number')}]"
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else repr(float(value))
@@ -229,6 +229,7 @@ class RopeType:
     compute: Callable  # (scaling, base, dims, length) → (θ', attention factor)
     rule: str  # what it does, in words
     by_length: bool = False
+    one_of: tuple[str, ...] = ()  # of these optional ones, at least one is required
 
 
 _ORIGINAL = ("original_max_position_embeddings",)
@@ -249,7 +250,8 @@ TYPES = {
     "longrope": RopeType(("short_factor", "long_factor") + _ORIGINAL, ("factor", "attention_factor",
                                                                       "max_position_embeddings"),
                          _longrope, "θ'_i = θ_i / short_factor_i while the length L (largest position + 1) ≤ "
-                         "original_max_position_embeddings, θ_i / long_factor_i past it", by_length=True),
+                         "original_max_position_embeddings, θ_i / long_factor_i past it", by_length=True,
+                         one_of=("factor", "attention_factor", "max_position_embeddings")),
 }
 
 
@@ -326,7 +328,7 @@ def _factors(value, field: str, dims: int, expected: str) -> tuple[float, ...]:
     if not isinstance(value, (list, tuple)):
         raise InputError(f"{field} is {describe(value)}; expected {expected}", field=field)
     if len(value) != dims // 2:
-        raise InputError(f"{field} has {len(value)} numbers; expected one per rotated pair: rope.dims/2 = "
+        raise InputError(f"{field} has {plural(len(value), 'number')}; expected one per rotated pair: rope.dims/2 = "
                          f"{dims // 2}", field=field)
     for i, x in enumerate(value):
         if not _is_number(x) or x <= 0:
@@ -350,10 +352,10 @@ def _complete(s: Scaling, kind: RopeType, dims: int, field: str) -> None:
                          f"original_max_position_embeddings {given['original_max_position_embeddings']}; expected "
                          "one length past which the base grows (transformers reads max_position_embeddings)",
                          field=f"{field}.original_max_position_embeddings")
-    if s.rope_type == "longrope" and not {"factor", "attention_factor", "max_position_embeddings"} & set(given):
-        raise InputError(f"{field}: longrope needs factor, attention_factor or max_position_embeddings (transformers "
-                         "takes factor = max_position_embeddings / original_max_position_embeddings)",
-                         field=f"{field}.factor")
+    if kind.one_of and not set(kind.one_of) & set(given):  # longrope: its attention factor comes from one of them
+        raise InputError(f"{field}: {s.rope_type} needs {', '.join(kind.one_of[:-1])} or {kind.one_of[-1]} "
+                         "(transformers takes factor = max_position_embeddings / original_max_position_embeddings)",
+                         field=f"{field}.{kind.one_of[0]}")
     if s.rope_type == "llama3" and given["high_freq_factor"] <= given["low_freq_factor"]:
         raise InputError(f"{field}.high_freq_factor is {_short(given['high_freq_factor'])}, not above "
                          f"low_freq_factor {_short(given['low_freq_factor'])}; expected high_freq_factor > "

@@ -37,7 +37,7 @@ from typing import Callable, ClassVar, NamedTuple
 
 import numpy as np
 
-from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.errors import InputError, did_you_mean, plural, quote
 from attncli.base.rule_words import WINDOW_ENDS, window_condition, window_name
 from attncli.problem.mask_input import flag, key_mask, length, positions, window
 from attncli.problem.masks import MASK_WORDS, default_positions, lower_right_positions
@@ -246,7 +246,7 @@ class KeyMask(Rule):
     def line(self, problem):
         return (f"key_mask: true = a real key, false = padding (Hugging Face attention_mask; "
                 f"nn.MultiheadAttention key_padding_mask is its inverse); {int((~self.keep).sum())} of "
-                f"{problem.lk} keys are padding")
+                f"{plural(problem.lk, 'key')} {'is' if (~self.keep).sum() == 1 else 'are'} padding")
 
     def condition(self, problem, row):
         return "key_mask is true (not padding)"

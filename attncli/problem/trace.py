@@ -14,6 +14,7 @@ import numpy as np
 
 from attncli.base import names
 from attncli.base.choices import MASKED_ROWS  # noqa: F401  (the policies, read as trace.MASKED_ROWS)
+from attncli.base.errors import plural
 from attncli.problem.masks import MASK_WORDS
 from attncli.problem.qk_norm import Norm
 from attncli.problem.rope import Rope
@@ -139,7 +140,7 @@ class Trace:
         """One line (a notebook shows `view(trace)` for the tables)."""
         p = self.problem
         shown = ", ".join(name for name, value in self.stages.items() if value is not None)
-        return f"<Trace {p.heads} head(s), {p.lq} queries × {p.lk} keys, scale {self.scale:.4g}: {shown}>"
+        return f"<Trace {plural(p.heads, 'head')}, {plural(p.lq, 'query')} × {plural(p.lk, 'key')}, scale {self.scale:.4g}: {shown}>"
 
     def __post_init__(self):
         _freeze(self, ("Q", "K", "V", "concat", "final", "lse"), ("stages",))

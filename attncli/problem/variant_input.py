@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from attncli.base.errors import InputError
+from attncli.base.errors import InputError, plural
 from attncli.base.values import HugeInt, describe
 
 
@@ -48,10 +48,10 @@ class Reading:
         if one_for_all and not isinstance(value, list):
             value = [_number(value, field, "a number or a list of one number per query head")] * heads
         if not isinstance(value, list):
-            raise InputError(f"{field} is {describe(value)}; expected a list of {heads} numbers, one per query head",
+            raise InputError(f"{field} is {describe(value)}; expected a list of {plural(heads, 'number')}, one per query head",
                              field=field)
         if len(value) != heads:
-            raise InputError(f"{field} has {len(value)} entr{'y' if len(value) == 1 else 'ies'}; expected {heads}, "
+            raise InputError(f"{field} has {plural(len(value), 'entry')}; expected {heads}, "
                              "one per query head", field=field)
         array = np.array([_number(x, f"{field}[{i}]", "a finite number") for i, x in enumerate(value)], np.float64)
         array.flags.writeable = False

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
-from attncli.base.errors import Advice, InputError
+from attncli.base.errors import Advice, InputError, plural
 
 MAX_SLOPE = 1e6  # |slope| · |q_pos − k_pos| ≤ 2e22 (positions ≤ 2^53): never overflows a finite logit (stages._check_masked)
 FLOAT32_MAX = float.fromhex("0x1.fffffep+127")  # numpy.finfo(float32).max, 3.4e+38
@@ -169,7 +169,7 @@ def _alibi(value, reading, field: str):
         return slopes, "given"
     if value is not None and value is not False:
         raise InputError(f"{field} is {reading.describe(value)}; expected true (the paper's slopes) or a list of "
-                         f"{reading.heads} slope{'s' * (reading.heads != 1)}, one per query head", field=field)
+                         f"{plural(reading.heads, 'slope')}, one per query head", field=field)
     return None, None
 
 
@@ -180,6 +180,10 @@ def _read_alibi(value, reading):
     written = reading.doc.get("alibi_slopes")
     if written is None:
         return _alibi(value, reading, "alibi")
+    if not (isinstance(written, list) or hasattr(written, "tolist")):  # slopes, not alibi's true/false
+        raise InputError(f"alibi_slopes is {reading.describe(written)}; expected a list of "
+                         f"{plural(reading.heads, 'slope')}, one per query head (alibi: true gives the paper's)",
+                         field="alibi_slopes")
     given = _alibi(written, reading, "alibi_slopes")
     if value is None:
         return given
@@ -199,7 +203,7 @@ def _read_alibi(value, reading):
 
 def _alibi_line(problem) -> str:
     heads = problem.heads
-    source = ("the paper's slopes for " + f"{heads} head{'s' * (heads > 1)}"
+    source = ("the paper's slopes for " + plural(heads, "head")
               + ("" if heads & (heads - 1) == 0 else
                  " (not a power of two: the lower power's slopes, then every other one of twice that, as BLOOM)")
               if problem.alibi_rule == "paper" else "given slopes")

@@ -6,6 +6,7 @@ from the `Cost` (attncli/compute/cost.py).
 
 from __future__ import annotations
 
+from attncli.base.errors import plural
 from attncli.compute.cost import CONVENTIONS, Cost, Count
 from attncli.compute.limits import size_text
 from attncli.problem.masks import rule_lines
@@ -42,12 +43,11 @@ def header(problem: Problem, found: Cost, escape=shown) -> list[str]:
     s, t = found.shape, found.tiling
     lines = ["attn --cost · the forward pass's arithmetic, summed over the heads (no attention computed)"]
     lines += [escape(text) for text in (problem.title, problem.description) if text]
-    plural = "s" * (s.heads != 1)
-    lines.append(f"{s.heads} head{plural} ({s.kv_heads} kv head{'s' * (s.kv_heads != 1)}) · Lq = {s.lq:,} · "
+    lines.append(f"{plural(s.heads, 'head')} ({plural(s.kv_heads, 'kv head')}) · Lq = {s.lq:,} · "
                  f"Lk = {s.lk:,} · d_k = {s.d_k} · d_v = {s.d_v} · {problem.dtype} ({s.itemsize} bytes)")
     lines += [f"mask: {rule}" for rule in rule_lines(problem)]
-    lines.append(f"on-chip memory M = {size_text(t.sram)} ({t.sram:,} bytes): tiles of B_r = {t.block_rows} "
-                 f"queries × B_c = {t.block_cols} keys; {t.visible_tiles:,} of {t.tiles:,} tiles computed")
+    lines.append(f"on-chip memory M = {size_text(t.sram)} ({t.sram:,} bytes): tiles of B_r = "
+                 f"{plural(t.block_rows, 'query')} × B_c = {plural(t.block_cols, 'key')}; {t.visible_tiles:,} of {t.tiles:,} tiles computed")
     lines += [f"convention: {line}" for line in CONVENTIONS]
     return lines
 
@@ -81,8 +81,8 @@ def footer(found: Cost) -> list[str]:
     return [f"the two products Q Kᵀ and weights V: {flops_text(found.matmul_flops)}FLOP "
             f"(2·Lq·Lk·(d_k + d_v) = 4·N²·d per head, FlashAttention-2's forward count); forward + backward "
             f"≈ 2.5 × that = {flops_text(2.5 * found.matmul_flops)}FLOP",
-            f"KV cache: {found.kv_bytes_per_token:,} bytes per token per layer ({s.kv_heads} kv head"
-            f"{'s' * (s.kv_heads != 1)} × (d_k + d_v) × {s.itemsize} bytes); {size_text(s.lk * found.kv_bytes_per_token)} "
+            f"KV cache: {found.kv_bytes_per_token:,} bytes per token per layer ({plural(s.kv_heads, 'kv head')} "
+            f"× (d_k + d_v) × {s.itemsize} bytes); {size_text(s.lk * found.kv_bytes_per_token)} "
             f"for {s.lk:,} tokens"]
 
 

@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from attncli.base.errors import plural
 from attncli.base.rule_words import masked_rows_words
 from attncli.explain.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
 from attncli.hand.handwriting import MAX_KEYS, comparison, dot, more_keys, note, number, short, shown_keys, vector
@@ -168,7 +169,7 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
     refuse_unexplained(p)  # before a line is written
     lines = []
     if carry == "rounded":
-        lines.append(f"Rounded carry: {precision} decimals, as a learner with a calculator: each step re-types the "
+        lines.append(f"Rounded carry: {plural(precision, 'decimal')}, as a learner with a calculator: each step re-types the "
                      "numbers printed before it, except a key's logit, which stays on the display unrounded from its "
                      "dot product to e^x (÷ √d_k, softcap, + bias); √d_k itself is not rounded.")
     if rows is None:

@@ -219,26 +219,42 @@ def csv_text(text: str) -> str:
     return "'" + text if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text) else text
 
 
-def csv_table(rows, columns, matrices, decimals: int | None = None, first: str = "query") -> str:
-    """A CSV table: a header of column labels, row labels in the first column; with several
-    matrices a leading `head` column. Numbers are written as numbers (−∞ as -inf, −0 as 0;
-    `decimals` rounds as JSON's --round); labels through `csv_text`."""
+# The header's corner, above the row labels, is empty (as pandas' to_csv writes it): attn's own
+# reader (document/text_input.py) then takes row 1 as a header and column 1 as labels, whatever
+# the column labels look like (`,0,1` for an output's columns). With several heads a `head` column
+# comes first (`head,,I,like`), which the reader reads back as one matrix per head.
+HEAD_COLUMN = "head"
+
+
+def csv_table(rows, columns, matrices, decimals: int | None = None) -> str:
+    """A CSV table: a header of column labels after an empty corner, row labels in the first
+    column (a blank label as its index); with several matrices a leading `head` column. Numbers are written as numbers (−∞ as
+    -inf, −0 as 0; `decimals` rounds as JSON's --round); labels through `csv_text`. attn reads it
+    back as the matrix (or one per head) it holds, with its row labels."""
     multi = len(matrices) > 1
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow((["head"] if multi else []) + [first] + [csv_text(c) for c in columns])
+    writer.writerow(([HEAD_COLUMN] if multi else []) + [""] + [_label(c, j) for j, c in enumerate(columns)])
     for h, m in matrices:
         if decimals is not None:
             m = round_finite(m, decimals)
-        for r, row in zip(rows, m):
+        for i, (r, row) in enumerate(zip(rows, m)):
             cells = ["-inf" if x == -np.inf else repr(float(x) + 0.0) for x in row]  # + 0.0: no "-0.0"
-            writer.writerow(([h] if multi else []) + [csv_text(r)] + cells)
+            writer.writerow(([h] if multi else []) + [_label(r, i)] + cells)
     return buffer.getvalue()
+
+
+def _label(text: str, index: int) -> str:
+    """A row or column label through `csv_text`; a blank one as its index, since a CSV has no
+    blank label (a header of blank labels, `,,,`, reads as a blank line and is skipped)."""
+    cell = csv_text(text)
+    return cell if cell.strip() else str(index)
 
 
 def csv_stage(trace: Trace, stage: str, decimals: int | None = None) -> str:
     """One stage (scores, scaled, masked, weights or output) as CSV: a header of key (or column)
-    labels, query labels in the first column; with several heads a leading `head` column.
+    labels after an empty corner, query (or key) labels in the first column; with several heads a
+    leading `head` column.
     `output` is the final output; −∞ is written -inf; `decimals` rounds as --round does."""
     p = trace.problem
     if stage == "output":
@@ -249,5 +265,5 @@ def csv_stage(trace: Trace, stage: str, decimals: int | None = None) -> str:
         columns = labels(p.key_labels, p.lk) if get(stage).columns == "keys" else \
             [str(j) for j in range(matrices[0][1].shape[1])]
     if stage != "output" and get(stage).rows == "keys":  # K_rope: one row per key
-        return csv_table(labels(p.key_labels, p.lk), columns, matrices, decimals, first="key")
+        return csv_table(labels(p.key_labels, p.lk), columns, matrices, decimals)
     return csv_table(labels(p.query_labels, p.lq), columns, matrices, decimals)

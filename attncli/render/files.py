@@ -9,7 +9,9 @@ like a careful Unix tool (the README's Guarantees say the same):
   its mode (and its owner and group, where we may set them). A read-only FILE is refused.
 - Symbolic links are followed: the file a link points to is replaced and the link kept (what
   editors and `sed -i --follow-symlinks` do; a link such as `latest.npz -> run3.npz` keeps
-  pointing where it did). A dangling link creates the file it names.
+  pointing where it did). A dangling link creates the file it names. A link someone else planted
+  in a sticky world-writable folder (/tmp) is refused, in FILE's own name or its folders', as the
+  kernel's fs.protected_symlinks refuses `open()` through it (`target.refuse_planted_links`).
 - Devices and named pipes (a link to /dev/null, a FIFO named out.json) cannot be replaced: they
   are written directly, without a temporary file.
 - A file that is an input of the same run (the problem FILE, --q …, a file redirected to stdin;
@@ -43,7 +45,7 @@ from attncli.problem.groups import count, grouped
 from attncli.problem.trace import Trace
 from attncli.problem.variants import input_keys as variant_keys
 from attncli.render import out
-from attncli.render.target import TEXT_SUFFIXES, OutputError, reason
+from attncli.render.target import TEXT_SUFFIXES, OutputError, reason, refuse_planted_links
 from attncli.stages.table import names
 
 TEMPORARY = re.compile(r"\.attn-tmp-(\d{1,10})-[0-9a-f]{8}\.(json|md|tex|csv|html|npy|npz)")
@@ -115,8 +117,9 @@ def write_output(trace: Trace, path: str, suffix: str, json_text=None, arrays=No
         else:
             np.savez(handle, **(arrays() if arrays is not None else npz_arrays(trace)))
 
-    target = os.path.realpath(path)
     try:
+        refuse_planted_links(path)  # again, at the moment of writing: a link planted since the check
+        target = os.path.realpath(path)
         with _signals_clean_up():
             if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
                 with open(target, "wb") as handle:  # a device or a FIFO

@@ -28,6 +28,7 @@ from attncli.marking.grading import STATUSES, StageMark
 from attncli.marking.marks import all_correct, missing_stages, unanswered
 from attncli.problem.trace import Trace
 from attncli.render.export import csv_text
+from attncli.render.text import shown
 from attncli.stages.table import names
 
 Marks = dict[str, StageMark]
@@ -179,8 +180,8 @@ def csv_gradebook(results: list[Result], points: Points | None = None, required:
 
 def stage_output(mark: StageMark) -> str:
     """A stage's result in words, as `attn check` says it (`3/3 right (1 carried)`), then its
-    notes one per line."""
-    return counts(mark) + "".join(f"\n{note}" for note in mark.notes)
+    notes one per line, each escaped by `shown` (a note may quote the learner's text)."""
+    return counts(mark) + "".join(f"\n{shown(note)}" for note in mark.notes)
 
 
 @dataclass(frozen=True)
@@ -202,15 +203,18 @@ def gradescope(marks: Marks | None, error: str | None = None, class_max: float =
     the output by its name (answers.json), never the autograder's directories."""
     if file and error:
         error = error.replace(file, PurePath(file).name)
+    # Students read `output`: the note (a student's metadata, a file name) is user text, escaped
+    # by `shown` as the CSV gradebook escapes it, so its controls and line breaks stay visible text.
+    error = shown(error) if error else error
     s = score(marks, class_max, grading.points, grading.required)
     factor = grading.max_score / s.max if grading.max_score is not None and s.max else 1
 
     def scaled(x: float) -> float:
         return whole(x * factor)
 
-    shown = grading.visibility
+    visibility = grading.visibility
     if marks is None:
-        return {"score": 0, "output": f"could not be marked: {error}", "visibility": shown, "tests": []}
+        return {"score": 0, "output": f"could not be marked: {error}", "visibility": visibility, "tests": []}
     tests = []
     for name, mark in sorted(marks.items(), key=lambda item: stage_order(item[0])):
         worth = stage_points(name, int(mark.cells.size), grading.points)
@@ -219,10 +223,10 @@ def gradescope(marks: Marks | None, error: str | None = None, class_max: float =
         tests.append({"name": name, "score": 0 if extra else scaled(got), "max_score": 0 if extra else scaled(worth),
                       "status": "passed" if mark.right == mark.cells.size else "failed",
                       "output": ("not required, not scored: " if extra else "") + stage_output(mark),
-                      "visibility": shown})
+                      "visibility": visibility})
     note = f"\n{error}" if error else ""  # a marked file's note: its metadata, keys set aside
     return {"score": scaled(s.right), "output": f"{s.right:g}/{s.max:g} {'points' if grading.points else 'cells right'} "
-            f"({s.percent:g}%){note}", "visibility": shown, "tests": tests}
+            f"({s.percent:g}%){note}", "visibility": visibility, "tests": tests}
 
 
 def gradescope_class(results: list[Result], grading: Grading = Grading()) -> dict:

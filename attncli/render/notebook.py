@@ -12,6 +12,7 @@ import io
 from rich.console import Console
 from rich.text import Text
 
+from attncli.base.errors import plural
 from attncli.marking.grading import Rule
 from attncli.problem.trace import Trace
 from attncli.render.marks import print_marks
@@ -66,7 +67,7 @@ class TraceView(_View):
         return notebook(self.trace, ("inputs",) + names(), self.precision)
 
     def __repr__(self) -> str:
-        return f"<TraceView of {self.trace.problem.heads} head(s), {self.trace.problem.lq} queries>"
+        return f"<TraceView of {plural(self.trace.problem.heads, 'head')}, {plural(self.trace.problem.lq, 'query')}>"
 
 
 class MarksView(_View):

@@ -26,6 +26,7 @@ def check_target(path: str, inputs: list[str | None]) -> str:
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in SUFFIXES:
         raise OutputError(f"{quote(path)} has no known suffix; expected .json, .md, .tex, .csv, .html, .svg, .npy or .npz")
+    refuse_planted_links(path)
     try:
         existing = os.stat(path)  # follows links
     except FileNotFoundError:
@@ -48,6 +49,60 @@ def check_target(path: str, inputs: list[str | None]) -> str:
     if regular and not os.access(folder, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {quote(path)}: permission denied in folder {quote(folder)}")
     return suffix
+
+
+MAX_LINKS = 40  # as Linux's limit on the links one path may follow (ELOOP past it)
+
+
+def links_followed(path: str):
+    """Each symbolic link that resolving `path` follows, in order, with its lstat: the links of
+    its folders as well as its own, as the kernel meets them (`..` after a link is its target's
+    parent). Stops where the path stops existing (a file still to be written)."""
+    current = "/" if path.startswith("/") else os.getcwd()
+    parts = [part for part in path.split("/") if part]
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part in (".", ".."):
+            current = os.path.dirname(current) if part == ".." else current
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            found = os.lstat(candidate)
+        except OSError:  # not there (yet), or not a folder: nothing further is followed
+            return
+        if not stat.S_ISLNK(found.st_mode):
+            current = candidate
+            continue
+        hops += 1
+        if hops > MAX_LINKS:  # a loop: the write itself says "too many levels of symbolic links"
+            return
+        yield candidate, found
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            return
+        current = "/" if target.startswith("/") else current
+        parts = [p for p in target.split("/") if p] + parts
+
+
+def refuse_planted_links(path: str) -> None:
+    """Refuse a symbolic link that someone else planted in a sticky, world-writable folder (/tmp):
+    the kernel's fs.protected_symlinks refuses to follow it for `open()` and for `> FILE` (a link
+    owned by neither us nor the folder's owner), and renaming onto its target would get round
+    that, replacing a file of the link owner's choosing. Other links are followed, as before."""
+    for link, found in links_followed(path):
+        folder = os.path.dirname(link) or "/"
+        try:
+            holder = os.stat(folder)
+        except OSError:
+            continue
+        shared = holder.st_mode & stat.S_ISVTX and holder.st_mode & stat.S_IWOTH
+        if shared and found.st_uid not in (os.geteuid(), holder.st_uid):
+            raise OutputError(f"cannot write {quote(path)}: {quote(link)} is a symbolic link owned by someone else "
+                              f"(uid {found.st_uid}) in the shared folder {quote(folder)} (sticky, world-writable); "
+                              "refusing to follow it, as the kernel's fs.protected_symlinks does; remove the link "
+                              "or write to another name")
 
 
 def _same_file(value: str, target: os.stat_result) -> bool:

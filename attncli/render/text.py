@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from attncli.base.errors import visible
+from attncli.base.errors import plural, visible
 from attncli.base.rule_words import masked_rows_words
 from attncli.base.tokens import readable
 from attncli.problem.groups import header_line as groups_line
@@ -123,7 +123,7 @@ def header_lines(trace: Trace, precision: int) -> list[str]:
     # A description may have line breaks (each its own header line); other controls stay escaped.
     lines += [shown(line) for line in p.description.replace("\r\n", "\n").split("\n")] if p.description else []
     shapes = " · ".join(f"{name} {shape_text(a.shape)}" for name, a in p.inputs.items())
-    lines.append(f"{shapes} · {p.heads} head{'s' * (p.heads > 1)} · d_k = {trace.d_k} · "
+    lines.append(f"{shapes} · {plural(p.heads, 'head')} · d_k = {trace.d_k} · "
                  f"d_v = {trace.d_v} · {p.dtype}")
     lines += [groups_line(p)] if groups_line(p) else []
     lines.append(f"scale = {scale_text(trace, precision)}")

@@ -6,6 +6,7 @@ out attncli/hand/tile_steps.py's walk, each step from the numbers as printed.
 
 from __future__ import annotations
 
+from attncli.base.errors import plural
 from attncli.base.rule_words import MASKED_ROWS_WORDS
 from attncli.compute.tiles import Tiles, max_difference, sink_logits, start
 from attncli.hand import handwriting as hw
@@ -29,7 +30,7 @@ def tile_parts(tiled: Tiles, trace: Trace, precision: int, heads: list[int] | No
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
     begin = "m = −∞, l = 0, O = 0" if sink_logits(p) is None else \
         "m = the head's sink logit, l = e^(sink − m) = 1, O = 0 (the sink is in every row's sum, never in O)"
-    yield (f"tiled online softmax (FlashAttention-2 forward): tiles of {tiled.bq} queries × {tiled.bk} keys; "
+    yield (f"tiled online softmax (FlashAttention-2 forward): tiles of {plural(tiled.bq, 'query')} × {plural(tiled.bk, 'key')}; "
            f"per row, before the first tile {begin}; blocks are [start, end), end exclusive")
     for h in heads if heads is not None else range(p.heads):
         head = f" · {head_title(p, h)}" if p.heads > 1 else ""
@@ -80,7 +81,7 @@ def _explain_row(tiled: Tiles, trace: Trace, h: int, row: int, places: int) -> l
     walk = online_softmax(float(m0[0, 0]), float(l0[0, 0]), tiled.V.shape[2], tiles, places)
     begin = "m = −∞, l = 0, O = 0" if walk.m0 is None else f"m = sink = {n(walk.m0)}, l = e^(sink − m) = {n(walk.l0)}, O = 0"
     lines = [f"query {queries[row]}{head} through the tiles (each step from the numbers as printed, "
-             f"{places} decimals); start: {begin}"]
+             f"{plural(places, 'decimal')}); start: {begin}"]
     for number_, step in enumerate(walk.steps, 1):
         lines.append(f"tile {number_}: keys {block_text(step.k_block, keys)} [{step.k_block[0]}, {step.k_block[1]})")
         lines += _step_lines(step, keys[slice(*step.k_block)], n, vec)

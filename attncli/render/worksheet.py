@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli.base.errors import plural
 from attncli.compute.attention import merge_heads
 from attncli.marking.exercise import Exercise
 from attncli.marking.grading import marked_gradient
@@ -108,7 +109,7 @@ def _asks(exercise: Exercise) -> list[str]:
         found = [f"{m}: {MISTAKES[m].text}" for m in exercise.worked.candidates]
         return ['answer: {"slip": {"stage": "<stage>", "mistake": "<mistake>"}}, the stage where the worked '
                 "solution first goes wrong and the mistake made there, one of:"] + found
-    return [f"answer: {', '.join(doc['ask'])}; write each value with at least {doc['decimals']} decimals "
+    return [f"answer: {', '.join(doc['ask'])}; write each value with at least {plural(doc['decimals'], 'decimal')} "
             "(or the exact value)"]
 
 
