@@ -58,6 +58,33 @@ def test_capture_then_compute_prints_the_agreement_line(run, captured):
     assert last.startswith("agrees with tiny-llama layer 0 to ") and last.endswith("(the model ran in float64)")
 
 
+def test_text_gives_each_key_its_word(run, tiny, tmp_path):
+    path = tmp_path / "words.json"
+    result = run("capture", tiny, "--text", "the cat sat", "-o", path)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(path.read_text())
+    assert doc["word_ids"] == [0, 1, 2] and doc["key_labels"] == ["the", "cat", "sat"]
+    ids = tmp_path / "ids.json"
+    assert run("capture", tiny, "--ids", "2,3", "-o", ids).exit_code == 0
+    assert "word_ids" not in json.loads(ids.read_text())  # no text, no words
+
+
+@pytest.mark.parametrize("named, expected", [
+    ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"), ("  tiny\n model ", "tiny model"),
+    ("/home/someone/models/tiny", "copy"), ("./tiny", "copy"), ("", "copy"), (7, "copy")])
+def test_the_model_is_named_by_its_config_unless_that_is_a_folder(run, tiny, tmp_path, named, expected):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps(config | {"_name_or_path": named}))
+    path = tmp_path / "named.json"
+    result = run("capture", copy, "--ids", "2,3", "-o", path)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(path.read_text())["model"]["name"] == expected
+
+
 def test_the_json_holds_the_agreement_and_reads_back(run, captured):
     result = run("compute", captured, "--format", "json")
     assert result.exit_code == 0, result.stderr

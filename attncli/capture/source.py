@@ -50,7 +50,7 @@ def gguf_path(model: str) -> str | None:
         if gguf_file.is_gguf(model) or model.lower().endswith(SUFFIX):
             return model
         raise CaptureError("is a file, but not a GGUF file (its first bytes are not GGUF); expected a model "
-                           "directory (config.json and safetensors weights) or a .gguf file", "MODEL")
+                           "directory (config.json and safetensors weights) or a .gguf file", model)
     return None
 
 

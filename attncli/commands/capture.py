@@ -12,10 +12,9 @@ EXTRA_MODULES = ("torch", "transformers", "safetensors", "tokenizers", "gguf", "
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 CAPTURE: tuple[Option, ...] = (
-    Option("model", "A directory written by save_pretrained (config and safetensors weights), a GGUF file (or a "
-           "directory holding one; its weights are dequantized), or a model id already in the local Hugging Face "
-           "cache (nothing is downloaded). Its own code (auto_map) is never run and pickles are never opened.",
-           argument=True, default=None),
+    Option("model", "A save_pretrained directory (config, safetensors weights), a GGUF file (or a directory "
+           "holding one; dequantized) or a model id in the local Hugging Face cache (never downloaded); its "
+           "auto_map code and pickles never run.", argument=True, default=None),
     Option("ids", "Token ids, comma-separated (3,1,4,1,5); several sequences separated by ; are a batch, "
            "left-padded as generate() pads them (pick one with --batch-index).", metavar="IDS"),
     Option("text", "Text to tokenize with the tokenizer saved in MODEL's directory (labels are then the tokens).",

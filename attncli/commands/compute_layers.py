@@ -72,7 +72,7 @@ def computed(several: layers.SeveralLayers, o, plan) -> Iterator[LayerRun]:
     numbers = layers.numbers(several.doc)
     source = several.source
     for place in several.places:
-        doc, found = overlay(layers.layer_document(several.doc, place), matrices, settings)
+        doc, found = overlay(layers.layer_document(several.doc, place), matrices, settings, source)
         found |= origin
         problem = build_problem(doc, found | {"invert_mask": "--invert-mask"}, source, invert_mask=o.invert_mask)
         shown, warnings = compute_run.check(problem, plan, o)
@@ -110,7 +110,7 @@ def _json(runs: Iterator[LayerRun], several: layers.SeveralLayers, o, plan) -> b
     top = {k: several.doc[k] for k in ("title", "model") if k in several.doc}
     parts, differs = [], False
     for run in runs:
-        extra = None if run.agreed is None else run.agreed.keys
+        extra = agreement.captured(run.doc) if run.agreed is None else run.agreed.keys  # model.layer: its number
         parts.append(document(run.trace, run.shown, o.round_, None, run.tiled, say=flag, extra=extra).rstrip("\n"))
         if run.agreed is not None:
             sys.stderr.write(one_line(run.agreed.line()) + "\n")

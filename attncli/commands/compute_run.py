@@ -145,7 +145,9 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
     explanation = _explain(o, trace, tiled, rows, heads_shown, chosen[1], word_ids) if o.explain else None
     view = plan.view
     extra = None if agreed is None else agreed.keys
-    if o.output_file:
+    if o.output_file and plan.suffix in (".npy", ".npz"):  # the trace's arrays: no text built (the plan refused)
+        _write_file(o.output_file, plan.suffix, trace, None)
+    elif o.output_file:
         text = _text(view, trace, shown, o.precision, o.round_, explanation, tiled, o, extra)  # refusals before the file
         _write_file(o.output_file, plan.suffix, trace, lambda: text)
     elif view == "table":

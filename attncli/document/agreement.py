@@ -115,8 +115,18 @@ def compare(doc: dict, trace) -> Agreement | None:
     if words is not None and len(words) != trace.problem.lk:
         raise InputError(f"word_ids has {len(words)} entries, but there are {trace.problem.lk} keys; expected one per "
                          "key (as key_labels)", field="word_ids")
-    kept = {key: doc[key] for key in CAPTURED if key in doc}
-    return Agreement(model, layer, dtype, largest, first, kept, tuple(uncompared))
+    return Agreement(model, layer, dtype, largest, first, captured(doc), tuple(uncompared))
+
+
+def captured(doc: dict) -> dict:
+    """attn capture's keys of `doc` (model, reference, word_ids), an .npz's arrays as JSON's lists."""
+    return {key: _json_values(doc[key]) for key in CAPTURED if key in doc}
+
+
+def _json_values(value):
+    if isinstance(value, dict):
+        return {k: _json_values(v) for k, v in value.items()}
+    return value.tolist() if isinstance(value, np.ndarray) else value
 
 
 def _word_ids(value) -> None:

@@ -333,11 +333,13 @@ def gather(file: str | None, matrices: dict[str, str | None],
         doc = layers.chosen(doc, layer, source)
     except AttnError as error:
         raise error.at(source) if source and not error.source else error
-    return (*overlay(doc, matrices, settings), source)
+    return (*overlay(doc, matrices, settings, source), source)
 
 
-def overlay(doc: dict, matrices: dict[str, str | None], settings: dict) -> tuple[dict, dict[str, str]]:
-    """Command-line options over a document: (the document, where each option-given key came from).
+def overlay(doc: dict, matrices: dict[str, str | None], settings: dict,
+            source: str | None = None) -> tuple[dict, dict[str, str]]:
+    """Command-line options over a document: (the document, where each option-given key came from);
+    `source` names the file in an error of its own keys.
 
     An option replaces the file's key of the same name, and what that key stands with: `--mask`
     the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
