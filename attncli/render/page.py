@@ -93,7 +93,7 @@ class Tables:
         after = name in grads.names() or name in _MASKED_ON
         blocked = self.blocked[head] if (self.blocked is not None and head is not None and key_columns
                                          and not key_rows and tile is None and after) else None
-        levels = _levels(matrix, name)
+        levels = _levels(matrix, name, [i for i in row_ids if i is not None], [j for j in col_ids if j is not None])
         h = "" if head is None else str(head)
         common = f' data-stage="{escape(name)}" data-head="{h}"' + ("" if tile is None else f' data-tile="{tile}"')
         out = [f'<h2>{escape(title)}</h2>\n<table data-title="{escape(title)}"><thead><tr><th></th>']
@@ -118,7 +118,7 @@ class Tables:
                 if j is None:
                     out.append("<td>⋯</td>")
                     continue
-                mark = "x" if blocked is not None and blocked[i, j] else levels[i, j]
+                mark = "x" if blocked is not None and blocked[i, j] else levels[i][j]
                 mark = f' class="{mark}"' if mark else ""
                 focus = ' tabindex="0"' if focusable else ""
                 focusable = False
@@ -169,14 +169,21 @@ def escape_lines(lines: list[str]) -> str:
     return "\n".join(escape(line) for line in lines)
 
 
-def _levels(matrix: np.ndarray, name: str) -> np.ndarray:
-    """Each cell's heat class: weights by their value (0 to 1), other tables by their share of the
-    table's largest finite magnitude; negative values in the second colour."""
-    finite = np.where(np.isfinite(matrix), matrix, 0.0).astype(np.float64)
-    most = 1.0 if name == "weights" else float(np.abs(finite).max(initial=0.0)) or 1.0
-    level = np.clip(np.rint(np.abs(finite) / most * 9), 0, 9).astype(int)
-    words = np.where(finite < 0, np.char.add("n", level.astype(str)), np.char.add("p", level.astype(str)))
-    return np.where(level == 0, "", words)
+def _levels(matrix: np.ndarray, name: str, rows: list[int], cols: list[int]) -> dict:
+    """The shown cells' heat classes ({row: {col: class}}): weights by their value (0 to 1), other
+    tables by their share of the table's largest finite magnitude; negative values in the second
+    colour. The magnitude is one pass over the matrix; classes are made only for the cells shown (a
+    4000 × 4000 table made 16 million strings for 1,024 cells)."""
+    if name == "weights":
+        most = 1.0
+    else:
+        finite = np.isfinite(matrix)
+        most = float(np.abs(matrix if finite.all() else matrix[finite]).max(initial=0.0)) or 1.0
+    shown = matrix[np.ix_(rows, cols)].astype(np.float64)
+    shown = np.where(np.isfinite(shown), shown, 0.0)
+    level = np.clip(np.rint(np.abs(shown) / most * 9), 0, 9).astype(int)
+    return {i: {j: "" if level[a, b] == 0 else ("n" if shown[a, b] < 0 else "p") + str(level[a, b])
+                for b, j in enumerate(cols)} for a, i in enumerate(rows)}
 
 
 def collect(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None, picked=((), ()),
