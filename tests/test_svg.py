@@ -38,6 +38,8 @@ def test_masked_cells_are_crossed(run):
     root = parsed(run("compute", SAMPLES / "causal.json", "--format", "svg").stdout)
     crossed = [p for p in root.iter(f"{SVG}path") if p.get("class") == "masked"]
     assert len(crossed) == sum(range(4))  # causal over 4 tokens: 3 + 2 + 1 keys hidden
+    only_output = parsed(run("compute", SAMPLES / "causal.json", "--stages", "output", "--format", "svg").stdout)
+    assert len([p for p in only_output.iter(f"{SVG}path") if p.get("class") == "masked"]) == 6  # weights computed
 
 
 def test_every_label_is_escaped(run, problem_file):

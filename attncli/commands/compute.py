@@ -120,7 +120,7 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
                                  param_hint="--stages")
     _binary_holds(o, shown, suffix)
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
-    output_only = (not o.explain or tile_sizes is not None) and "heatmap" not in shown and (
+    output_only = (not o.explain or tile_sizes is not None) and "heatmap" not in shown and format != "svg" and (
         suffix == ".npy" or (suffix != ".npz" and set(shown) == {"output"}))
     if o.threads is not None and not output_only and not o.cost:
         raise InputError("sets the threads that compute the output alone, in blocks; add --stages output "
