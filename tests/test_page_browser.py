@@ -330,3 +330,26 @@ def test_a_real_layers_page_opens_without_options(browser, tmp_path):
     assert "attn compute" in page.derivation() and "--row" in page.derivation()  # names the command
     assert page.requests == [] and page.errors == []
     page.close()
+
+
+@pytest.mark.slow
+def test_the_minilm_layers_page_opens_on_its_weights(browser, minilm, tmp_path):
+    """all-MiniLM-L6-v2's layer 4 on the scooter sentence (tests/conftest.py: captured once): the page opens
+    without options, interactive in under 2 s, on the weights, "it" row's ##oot cell of head 3 at 0.5588."""
+    path = tmp_path / "minilm.html"
+    result = CliRunner().invoke(app, ["compute", str(minilm), "--layer", "4", "-o", str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert path.stat().st_size < 20_000_000
+    start = time.monotonic()
+    page = Opened(browser, path)
+    took = time.monotonic() - start
+    assert took < 2.0, f"{took:.2f} s"
+    page.tab.goto(path.resolve().as_uri() + "#head-3")
+    page.tab.wait_for_function("document.body.classList.contains('js')")
+    cell = 'td[data-stage="weights"][data-head="3"][data-row="9"][data-col="6"]'
+    assert page.tab.inner_text(cell) == "0.5588"
+    assert page.tab.inner_text('th[data-row="9"]') == "it"
+    page.tab.click(cell)
+    assert "--explain" in page.derivation()
+    assert page.requests == [] and page.errors == []
+    page.close()
