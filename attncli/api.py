@@ -30,7 +30,8 @@ import numpy as np
 
 from attncli.base.choices import CODE_ARRAYS, DTYPES
 from attncli.base.errors import AttnError, InputError, did_you_mean, plural, quote
-from attncli.base.names import ASKABLE
+from attncli.base.names import ASKABLE, stage_of
+from attncli.base.points import read_max_score, read_points
 from attncli.base.values import Typed, describe
 from attncli.code.calling import check_convention, check_layout, parse_signature
 from attncli.code.cases import battery
@@ -39,13 +40,14 @@ from attncli.code.runner import Runner
 from attncli.compute.attention import attend as _attend
 from attncli.compute.limits import answers_cap
 from attncli.document.reading import build_problem, input_keys
-from attncli.marking.answer_files import load_answers
+from attncli.marking.answer_files import read_answers_file
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
-from attncli.marking.grading import DECIMALS, StageMark
-from attncli.marking.marks import all_correct
+from attncli.marking.grading import DECIMALS, TYPED_DECIMALS, StageMark
+from attncli.marking.marks import all_correct, before_weights
+from attncli.marking.scoring import score
 from attncli.marking.slip import mark_document  # the stages, and a find-the-slip answer against the key's slip
 from attncli.problem.trace import Trace
-from attncli.render.gradebook import marks_dict
+from attncli.render.gradebook import Grading, gradescope, marks_dict
 from attncli.render.notebook import MarksView, TraceView
 
 
@@ -65,31 +67,45 @@ def attend(Q=None, K=None, V=None, *, invert_mask: bool = False, **inputs) -> Tr
     return _attend(build_problem(_document(doc), invert_mask=invert_mask))
 
 
-def check(answers, problem, *, decimals: int | None = None, require=None, tol: float | None = None) -> Marks:
+def check(answers, problem, *, decimals: int | None = None, require=None, tol: float | None = None,
+          points=None, lenient_json: bool = False, strict: bool = False) -> Marks:
     """Mark `answers` (a dict like an answers file: `scores`, `scaled`, `masked`, `weights`,
     `output`, or `heads`: [{...}, ...]; arrays or lists; or the path of an answers file, read as
     `attn check` reads it: `load_answers`) against `problem` (a `Trace` from `attend`, an input
-    document as a dict, or the path of a problem file), with `attn check`'s rules and checks:
+    document as a dict, or the path of a problem file), with `attn check`'s rules and options:
     `decimals` (--decimals, 0 to 17), `require` (--require: stages that must be answered, as
-    ("weights", "output") or "weights,output") and `tol` (--tol, a finite number ≥ 0); `decimals`
-    and `require` left out are the problem document's `"decimals"` and `"ask"` (else 2 and none). What counts
-    as written in a dict: see `_plain` (ints 0 decimals, typed floats their own, computed floats
-    and arrays unknown, checked at 4). A find-the-slip answer (`"slip": {"stage", "mistake"}`)
-    is marked against the slip `problem` plants, as `attn check` marks it (a Trace plants none).
-    A wrong argument is an `InputError` naming it."""
+    ("weights", "output") or "weights,output"), `tol` (--tol, a finite number ≥ 0), `points`
+    (--points: "weights=2,imprecise=0.5" or a dict; `marks.points` and `marks.gradescope()` score
+    with them) and `lenient_json` (--lenient-json); `decimals` and `require` left out are the
+    problem document's `"decimals"` and `"ask"` (else 2 and none). As in a class on the command
+    line, a key that is no answer is set aside with a note (`marks.note`), unless `strict`. What
+    counts as written in a dict: see `_plain` (ints 0 decimals, typed floats their own, strings as
+    written, computed floats and arrays at the problem's decimals). A find-the-slip answer
+    (`"slip": {"stage", "mistake"}`) is marked against the slip `problem` plants, as `attn check`
+    marks it (a Trace plants none). A wrong argument is an `InputError` naming it."""
     trace, asked, key = _trace(problem)
     decimals = asked.get("decimals", DECIMALS) if decimals is None else decimals
     require = asked.get("require", ()) if require is None else require
     decimals, require, tol = _settings(decimals, require, tol)
+    points = read_points(points)
+    read = None
     if isinstance(answers, (str, PathLike)):
-        doc = load_answers(answers, answers_cap(trace.problem))
+        doc, read = read_answers_file(answers, answers_cap(trace.problem), lenient=bool(lenient_json))
     elif isinstance(answers, Mapping):
         doc = _document(answers, typed=True)
     else:
         raise InputError(f"answers is {describe(answers)}; expected a dict of stages or the path of an answers file",
                          field="answers")
-    return Marks(trace, mark_document(trace, doc, key=key, tol=tol, decimals=decimals, require=require,
-                                      tile_size=asked.get("tile_size")))  # stages, --tiles' tiles, the slip
+    marks = mark_document(trace, doc, key=key, tol=tol, decimals=decimals, require=require, strict=bool(strict),
+                          tile_size=asked.get("tile_size"))  # stages, --tiles' tiles, the slip
+    notes = ([f"{read} (lenient_json=True)"] if read else []) + sort_keys(doc, before_weights(trace), False).notes()
+    return Marks(trace, marks, points=points, required=require, note="; ".join(notes) or None)
+
+
+def load_answers(path, *, lenient_json: bool = False):
+    """An answers file as `attn check` reads it: JSON keeping the decimals written (`0.20` is 2
+    decimals), CSV blocks, .npz archives; with `lenient_json` as --lenient-json reads it."""
+    return read_answers_file(path, lenient=bool(lenient_json))[0]
 
 
 MAX_DECIMALS = 17  # as --decimals: a double has no more
@@ -108,8 +124,8 @@ def _settings(decimals, require, tol) -> tuple[int, tuple[str, ...], float | Non
         raise InputError(f"require is {describe(require)}; expected stage names, as (\"weights\", \"output\") "
                          "or \"weights,output\"", field="require")
     for stage in stages:
-        if stage not in ASKABLE:
-            hint = did_you_mean(stage, ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
+        if stage_of(stage) not in ASKABLE:
+            hint = did_you_mean(stage_of(stage), ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
             raise InputError(f"require names an unknown stage {quote(stage)}{hint}", field="require")
     return int(decimals), tuple(stages), None if tol is None else float(tol)
 
@@ -126,7 +142,7 @@ def _trace(problem) -> tuple[Trace, dict, dict]:
     if isinstance(problem, Trace):
         return problem, {}, {}
     if isinstance(problem, (str, PathLike)):
-        doc, source = load_answers(problem, csv=False), str(problem)
+        doc, source = read_answers_file(problem, csv=False)[0], str(problem)
         try:
             return _attend(build_problem(_inputs(doc), source=source)), asked_of(doc), doc
         except AttnError as error:
@@ -140,11 +156,29 @@ def _trace(problem) -> tuple[Trace, dict, dict]:
 
 class Marks(Mapping):
     """The marks of one answers document: a read-only dict of `StageMark` keyed by stage path
-    (`weights`, `heads[1].weights`, `output`), with the score and a rich rendering."""
+    (`weights`, `heads[1].weights`, `output`), with the score, in cells and in points, what the
+    file's keys that are no answers said (`note`), and a rich rendering."""
 
-    def __init__(self, trace: Trace, marks: dict[str, StageMark]):
+    def __init__(self, trace: Trace, marks: dict[str, StageMark], points: dict | None = None,
+                 required: tuple[str, ...] = (), note: str | None = None):
         self.trace = trace
         self._marks = marks
+        self._points = points
+        self._required = tuple(required)
+        self.note = note
+
+    @property
+    def points(self) -> tuple[float, float]:
+        """(points earned, points marked), as the gradebook scores this file: `points` per stage,
+        what a slip costs (too few decimals once per stage, percentages and a transposed stage a
+        fraction of it), only the required stages when some are."""
+        s = score(self._marks, 0, self._points, self._required)
+        return s.right, s.max
+
+    def gradescope(self, max_score: float | None = None, visibility: str = "visible") -> dict:
+        """Gradescope's results.json for this file, as `attn check --format gradescope` writes it."""
+        grading = Grading(self._points, read_max_score(max_score), visibility, self._required)
+        return gradescope(self._marks, self.note, grading=grading)
 
     def __getitem__(self, stage: str) -> StageMark:
         return self._marks[stage]
@@ -167,7 +201,7 @@ class Marks(Mapping):
 
     def to_dict(self) -> dict:
         """The JSON that `attn check --format json` writes."""
-        return marks_dict(self._marks, self.trace)
+        return marks_dict(self._marks, self.trace, self._points)
 
     def __repr__(self) -> str:
         right, total = self.score
@@ -221,7 +255,6 @@ def view(obj: Trace | Marks, precision: int = 4) -> TraceView | MarksView:
     raise TypeError(f"view() shows a Trace (from attend) or Marks (from check), not {type(obj).__name__}")
 
 
-TYPED_DECIMALS = 6  # a float whose shortest form has at most this many decimals was typed, not computed
 
 
 def _document(doc: Mapping, typed: bool = False) -> dict:

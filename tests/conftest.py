@@ -74,6 +74,28 @@ def problem_file(tmp_path):
     return write
 
 
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory):
+    """A tiny Llama (GQA: 4 heads over 2 kv heads) with a WordLevel tokenizer, saved once (`attn
+    capture`'s tests and its --help example)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    directory = tmp_path_factory.mktemp("models") / "tiny-llama"
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, num_attention_heads=4, num_key_value_heads=2,
+                                      num_hidden_layers=1, intermediate_size=32, max_position_embeddings=64,
+                                      pad_token_id=0)
+    transformers.LlamaForCausalLM(config).save_pretrained(directory)
+    words = ["<pad>", "<unk>", "the", "cat", "sat", "on", "mat"]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>",
+                                         unk_token="<unk>").save_pretrained(directory)
+    return directory
+
+
 def assert_error(result, *fragments):
     """Exit 2, nothing on stdout, exactly one `error:` line on stderr holding every fragment."""
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)

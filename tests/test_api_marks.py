@@ -84,5 +84,48 @@ def test_reprs_are_readable_one_liners():
     trace = attend(**SCOOTER)
     assert repr(trace) == "<Trace 1 head, 1 query × 3 keys, scale 0.7071: scores, scaled, weights, output>"
     mark = check({"weights": [[1, 1, 1]]}, trace)["weights"]
-    assert repr(mark) == "<StageMark 0/3 right (2 wrong, 1 imprecise; softmax_wrong_axis)>"
+    assert repr(mark) == "<StageMark 0/3 right (3 wrong; softmax_wrong_axis)>"  # 1 for 0.7679: the slip's 1
     assert repr(check(W, trace)["weights"]) == "<StageMark 3/3 right>"
+
+
+# Issue 29, item 4: the API is the command line
+
+def test_an_array_is_marked_at_the_problems_decimals():
+    trace = attend(**SCOOTER)
+    two = np.array([[0.05, 0.77, 0.19]])  # 2 decimals, as the problem asks
+    assert check({"weights": two}, trace).all_correct
+    assert check({"weights": two}, {**SCOOTER, "decimals": 2}).all_correct
+    assert not check({"weights": two}, trace, decimals=4).all_correct
+
+
+def test_trailing_zeros_typed_as_strings_are_kept():
+    trace = attend(**FIFTHS)  # weights 0.1961, 0.8039
+    assert check({"weights": [["0.20", "0.80"]]}, trace).all_correct
+    assert check({"weights": [[0.20, 0.80]]}, trace)["weights"].count("imprecise") == 2  # a float keeps no zeros
+
+
+def test_lenient_json_points_and_unknown_keys_as_on_the_command_line(tmp_path, run):
+    path = tmp_path / "answers.json"
+    path.write_text('{"weights": [0.0454, 0.7679, 0.1867,],\n "workings": "see page 2", "output": [0.3, 1.4]}')
+    problem = tmp_path / "problem.json"
+    problem.write_text(json.dumps(SCOOTER))
+    with pytest.raises(InputError, match="invalid JSON"):
+        check(path, problem)
+    marks = check(path, problem, lenient_json=True, points="weights=6,output=4,imprecise=0.5")
+    assert marks.points == (6 + 2 - 0.5, 10)  # output: 0.3 for 0.2775 imprecise, 1.4 for 1.3491 wrong
+    assert 'unknown key "workings" not marked' in marks.note and "read leniently" in marks.note
+    row = run("check", path, path, "-p", problem, "--lenient-json", "--points", "weights=6,output=4,imprecise=0.5",
+              "-f", "csv").stdout.splitlines()[1].split(",")
+    assert (float(row[1]), float(row[2])) == marks.points
+    assert marks.gradescope(max_score=5)["score"] == 3.75
+    with pytest.raises(InputError, match="unknown key"):
+        check(path, problem, lenient_json=True, strict=True)
+    assert load_answers(path, lenient_json=True)["workings"] == "see page 2"
+
+
+@pytest.mark.parametrize("points, fragment", [("weights=0", "above 0"), ("percent=2", "from 0 to 1"),
+                                              ({"bogus": 1}, 'unknown stage "bogus"'), (3, "expected")])
+def test_points_are_checked_as_the_command_line_checks_them(points, fragment):
+    with pytest.raises(InputError, match=fragment) as error:
+        check({"weights": [0.05, 0.77, 0.19]}, attend(**SCOOTER), points=points)
+    assert error.value.field == "points"

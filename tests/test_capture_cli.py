@@ -16,22 +16,8 @@ transformers = pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A tiny Llama (GQA: 4 heads over 2 kv heads) with a WordLevel tokenizer, saved once."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    directory = tmp_path_factory.mktemp("models") / "tiny-llama"
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, num_attention_heads=4, num_key_value_heads=2,
-                                      num_hidden_layers=1, intermediate_size=32, max_position_embeddings=64,
-                                      pad_token_id=0)
-    transformers.LlamaForCausalLM(config).save_pretrained(directory)
-    words = ["<pad>", "<unk>", "the", "cat", "sat", "on", "mat"]
-    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>",
-                                         unk_token="<unk>").save_pretrained(directory)
-    return directory
+def tiny(tiny_llama):
+    return tiny_llama
 
 
 @pytest.fixture(scope="module")

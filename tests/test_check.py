@@ -40,7 +40,8 @@ def test_all_correct_exits_0(run, tmp_path):
                                       "output": r4(OUTPUT)})
     assert code == 0 and doc["all_correct"]
     assert doc["stages"]["weights"] == {"right": 6, "max": 6, "correct": 6, "carried": 0, "wrong": 0,
-                                        "imprecise": 0, "missing": 0, "cells": [["correct"] * 3] * 2,
+                                        "imprecise": 0, "missing": 0, "points": 6, "worth": 6,
+                                        "cells": [["correct"] * 3] * 2,
                                         "expected": doc["stages"]["weights"]["expected"], "diagnosis": [],
                                         "notes": []}
     assert np.allclose(doc["stages"]["weights"]["expected"], WEIGHTS, atol=1e-15)
@@ -160,7 +161,7 @@ def test_table_view_marks_cells_and_summarises(run):
     assert result.exit_code == 1
     out = result.stdout
     assert "│ it │      0 ✓ │ 4 ✗ 2.8284 │ 2 ✗ 1.4142 │" in out
-    assert "0.8668 ↪ 0.7679" in out
+    assert "0.8668 ↪ 0.8668" in out  # a carried cell shows what the learner's own scaled gives
     assert "scaled: 1/3 right (2 wrong)\n  no_scale: forgot to divide the scores by √d_k" in out
     assert "weights: 3/3 right (3 carried)" in out and out.rstrip().endswith("some answers are not right")
 
@@ -267,6 +268,35 @@ def test_inline_answers_with_a_complete_key_mark_only_what_was_given(run, tmp_pa
     assert json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3
 
 
+def test_the_expected_value_is_shown_at_the_decimals_the_learner_wrote(run):
+    out = run("check", SAMPLES / "scooter.json", "--weights", "0.04539,0.76792,0.18000", "-f", "table").stdout
+    assert "0.18000 ✗ 0.18669" in out  # not 0.1867 beside five decimals (issue 29)
+
+
+def test_a_carried_cell_shows_what_the_learners_own_stage_gives(run):
+    out = run("check", SAMPLES / "scooter.json", "--scaled", "0,4,2", "--weights", "0.0159,0.8668,0.1173",
+              "-f", "table").stdout
+    assert "0.0159 ↪ 0.0159" in out and "0.0454" not in out.split("weights")[1].split("scaled:")[0]
+    doc = json.loads(run("check", SAMPLES / "scooter.json", "--scaled", "0,4,2", "--weights", "0.0159,0.8668,0.1173",
+                         "-f", "json").stdout)["stages"]["weights"]
+    assert np.allclose(doc["followed"], [[0.015876, 0.866813, 0.117310]], atol=1e-6)
+
+
+def test_a_quick_check_needs_no_problem_file(run):
+    result = run("check", "--q", "0,4", "--k", "1,0; 0,1; .5,.5", "--v", "2,0; 0,2; 1,-1",
+                 "--weights", "0.0454, 0.7679, 0.1867", "-f", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["stages"]["weights"]["correct"] == 3
+    assert_error(run("check", "--q", "0,4", "--k", "1,0; 0,1", "--v", "2,0; 0,2; 1,-1", "--weights", "1,0,0"),
+                 "--v: V has 3 rows but K has 2")
+
+
+def test_inline_q_k_v_replace_the_problem_files(run, problem_file):
+    answers = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, "a.json")
+    other = problem_file({"Q": [[1, 1]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]})
+    doc = json.loads(run("check", answers, "-p", other, "--q", "0,4", "-f", "json").stdout)
+    assert doc["all_correct"]
+
+
 # `--tol inf` (and 1e400, which reads as inf) marked every cell correct, where the API refuses it;
 # `--tol nan` said it "should be greater than or equal to 0".
 @pytest.mark.parametrize("tol, found", [("inf", "inf"), ("1e400", "inf"), ("nan", "nan"), ("-1", "-1"),
@@ -315,8 +345,9 @@ def test_inline_answers_of_the_right_shape_are_still_marked_as_before(run):
     weights = run.json("compute", SAMPLES / "rope.json")["heads"][0]["weights"]
     marked = json.loads(run("check", SAMPLES / "rope.json", "--weights", json.dumps(weights), "-f", "json").stdout)
     assert marked["right"] == marked["max"] == len(weights) * len(weights[0])
-    transposed = run("check", SAMPLES / "scooter.json", "--weights", "0.0454;0.7679;0.1867", "-f", "json")
-    assert json.loads(transposed.stdout)["stages"]["weights"]["diagnosis"] == ["transposed"]
+    column = run("check", SAMPLES / "scooter.json", "--weights", "0.0454;0.7679;0.1867", "-f", "json")
+    weights = json.loads(column.stdout)["stages"]["weights"]  # one query's column read as its row (issue 29)
+    assert weights["correct"] == 3 and "read a column as the one query's row" in weights["notes"][0]
 
 
 def test_a_single_answers_file_of_the_wrong_shape_is_refused_before_computing(run, monkeypatch, tmp_path):

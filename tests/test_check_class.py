@@ -1,17 +1,18 @@
-"""Issue 16, "done when": a class of 30 realistic answer files marked in one run, with a gradebook
-and a Gradescope results.json for every file, each mark the one a careful teacher gives (written
-below per file, with the reasoning), and the same marks through the Python API."""
+"""Two classes of 30 answer files, each marked in one run as a careful teacher marks them (the marks
+written below per file, with the reasoning), through the command line and through the Python API:
+issue 16's, made here, and issue 29's, hand-made files in tests/classes/causal/."""
 
 import json
 import math
 import os
 import subprocess
 import sys
+from pathlib import Path, PurePath
 
 import numpy as np
 import pytest
 
-from attncli import check
+from attncli import InputError, check
 from tests.conftest import ROOT, SAMPLES
 
 # The exercise: 3 tokens, d_k = 2, causal. Exact values by hand (numpy, not attncli).
@@ -91,9 +92,9 @@ def class_files():
     add("02_textbook_carried.json", doc(stages(rounded=4)), (42, 42))  # each stage rounded, carried on
     add("03_two_decimals.json", doc(EXACT, 2), (42, 42))
     add("04_three_decimals.json", doc(EXACT, 3), (42, 42))
-    # 1 decimal: only the cells whose exact value has at most 1 decimal (0, 1, 2, −∞) earn the mark
-    exact_at_one = sum(int(((np.round(v, 1) == v) | np.isneginf(v)).sum()) for v in EXACT.values())
-    add("05_one_decimal.json", doc(EXACT, 1), (exact_at_one, 42))
+    # 1 decimal: too few decimals cost 1 point once per stage written so (issue 29): scaled, weights and
+    # output; the scores are whole numbers (exact) and masked is the learner's own scaled, masked (carried)
+    add("05_one_decimal.json", doc(EXACT, 1), (42 - 3, 42))
     # no_scale: the scaled stage is the scores (wrong where a score is not 0); the rest carried on
     no_scale = stages(scale=1)
     add("06_no_scale.json", doc(no_scale), (42 - wrong_cells(no_scale["scaled"], "scaled"), 42), ["scaled: no_scale"])
@@ -102,12 +103,11 @@ def class_files():
     # mask ignored: the 3 blocked cells of masked are wrong; weights and output follow (carried)
     add("08_mask_ignored.json", doc(stages(mask=False)), (39, 42), ["masked: mask_ignored"])
     add("09_mask_zero.json", doc(stages(masked_with=0.0)), (39, 42), ["masked: mask_zero"])
-    # weights as percentages: every nonzero weight wrong (6 of 9); the output is right
+    # weights as percentages, or transposed: half the stage (9 points) is lost, whatever cells happen to
+    # match (issue 29: percent=0.5, transposed=0.5 by default); the output is right
     percent = right | {"weights": written(EXACT["weights"] * 100, 2)}
-    add("10_percent.json", percent, (36, 42), ["weights: percent"])
-    # weights written transposed: the whole stage is wrong, diagnosed; the output is still right
-    # weights written transposed: the diagonal is right, the 6 other cells wrong, diagnosed; output right
-    add("11_transposed.json", right | {"weights": written(EXACT["weights"].T)}, (36, 42), ["weights: transposed"])
+    add("10_percent.json", percent, (37.5, 42), ["weights: percent"])
+    add("11_transposed.json", right | {"weights": written(EXACT["weights"].T)}, (37.5, 42), ["weights: transposed"])
     slip = [row[:] for row in right["output"]]
     slip[2][1] = Fixed(slip[2][1] + 0.1, 4)
     add("12_output_slip.json", right | {"output": slip}, (41, 42))  # one cell wrong, nothing to diagnose
@@ -193,10 +193,98 @@ def test_gradescope_has_results_for_every_file(marked_class):
 def test_the_api_gives_the_same_marks(marked_class):
     folder, files, _, _ = marked_class
     for name, _, mark, _ in files:
-        if mark is None or name == "23_unknown_key.json":  # the API, like a single file, refuses unknown keys
+        if mark is None:
             continue
-        marks = check(folder / name, folder / "problem.json", require=REQUIRE)
-        assert marks.score == mark, name
+        marks = check(folder / name, folder / "problem.json", require=REQUIRE)  # unknown keys: notes, as in a class
+        assert marks.points == mark, name
+
+
+# Issue 29, "done when": a second class of 30 hand-made files, tests/classes/causal/ (written once by
+# tests/classes/make_causal.py, numpy only), marked by hand as a careful teacher marks a sheet with
+# this rubric: scores 3, scaled 3, masked 3, weights 6, output 5 (20 points; a stage's points shared
+# by its cells); too few decimals −1 once per stage; a stage written as percentages or transposed
+# half its points; a stage right from the learner's own earlier numbers earns them.
+CLASS = Path(__file__).parent / "classes" / "causal"
+RUBRIC = "scores=3,scaled=3,masked=3,weights=6,output=5"
+TEACHER = {
+    "01_ada.json": 20,  # every stage right, 4 decimals
+    "02_ben.json": 20,  # 2 decimals, as asked
+    "03_cai.json": 20,  # each stage rounded to 4 decimals and carried on: the textbook's method
+    "04_dee.json": 20 - 3 * 7 / 9,  # scaled = scores: 7 of 9 cells wrong (the two 0s right); the rest follows
+    "05_eve.json": 20 - 3 * 3 / 9,  # no mask: the 3 blocked cells of masked wrong; weights, output follow
+    "06_fay.json": 20 - 3 * 3 / 9,  # 0 where −∞ belongs: the same 3 cells
+    "07_gus.json": 20 - 6 / 2,  # weights as percentages: half the weights' 6 points; the output is right
+    "08_hal.json": 20 - 6 / 2,  # weights transposed: half of 6
+    "09_ivy.json": 20 - 2,  # one decimal: −1 on scaled, −1 on weights; masked is her scaled masked; the
+    #                         output (0.2, 0.8; 0.8, 0.2) is exactly her one-decimal weights times V
+    "10_jon.json": 20 - 1,  # 1/√2 rounded to 0.71: the scaled scores off in the third decimal, −1 once
+    "11_kim.json": 20 - 6 * 6 / 9,  # e^x never divided by the sum: only the 3 blocked 0s right; output follows
+    "12_lea.json": 20 - 5 * 4 / 6,  # Σ V of the keys seen: row 1 (1, 0) happens to be right, 4 cells wrong
+    "13_max.json": 20 - 5 * 4 / 6,  # K for V: 0 and 0.8044 happen to be right, 4 cells wrong
+    "14_ned.json": 20,  # masked with each row's max subtracted: the same weights, accepted
+    "15_oli.json": 20,  # scaled_scores, attention_weights, context: the stages by other names
+    "16_pam.csv": 20,  # the worksheet's grids in a spreadsheet, labels and all, blanks for −∞
+    "17_quinn.json": 6 + 5,  # only weights and output, both right
+    "18_rae.json": 0,  # an empty file
+    "19_sam.json": 20,  # right, with a trailing comma (read with --lenient-json)
+    "20_tia.json": 20 - 3 * 7 / 9,  # divided by d_k: 7 of 9 scaled cells wrong; the rest follows
+    "21_uma.json": 20 - 3 / 9,  # one score miscomputed (2 for 1): one cell; everything after follows from it
+    "22_vic.json": 20 - 6 * 6 / 9,  # softmax down the columns: only the 3 blocked 0s right; output follows
+    "23_wes.json": 20,  # 2 decimals, −∞ written as -1e9
+    "24_xia.json": 20 - 6 * 5 / 9,  # argmax weights (1, 0, 0 / 0, 1, 0 / 0.5, 0.5, 0): 4 of 9 right; output follows
+    "25_yan.json": 20 - 5 / 2,  # output transposed: half of 5
+    "26_zoe.json": 20 - 1,  # weights to 1 decimal (−1); the output is right from those weights
+    "27_abe.json": 20 - 1,  # weights from masked rounded to 1 decimal (not shown): −1 once; output follows
+    "28_bea.json": 20,  # right; a name and a "workings" key beside the answers
+    "29_cy.json": 20,  # 2 decimals as strings ("0.80"), in the heads form attn compute writes
+    "30_dot.json": 20 - 3,  # the mask inverted: all 9 masked cells wrong; weights and output follow from it
+}
+
+
+def test_a_class_of_thirty_marked_as_a_teacher_marks_it_on_the_command_line(run):
+    files = sorted(str(CLASS / name) for name in TEACHER)
+    result = run("check", *files, "-p", CLASS / "problem.json", "--points", RUBRIC, "--lenient-json", "-f", "csv")
+    rows = {PurePath(row[0]).name: row for row in __import__("csv").reader(result.stdout.splitlines()[1:])}
+    assert len(rows) == 30
+    for name, mark in TEACHER.items():
+        assert float(rows[name][2]) == 20, name
+        assert abs(float(rows[name][1]) - mark) <= 1, (name, rows[name][1], mark, rows[name][-2:])
+    scope = json.loads(run("check", *files, "-p", CLASS / "problem.json", "--points", RUBRIC, "--lenient-json",
+                           "-f", "gradescope", "--max-score", "10").stdout)
+    for entry in scope["files"]:
+        mark = TEACHER[PurePath(entry["file"]).name]
+        assert abs(entry["results"]["score"] - mark / 2) <= 0.5, entry["file"]
+
+
+def test_a_class_of_thirty_marked_as_a_teacher_marks_it_through_the_api():
+    for name, mark in TEACHER.items():
+        if name == "18_rae.json":
+            with pytest.raises(InputError):
+                check(CLASS / name, CLASS / "problem.json", points=RUBRIC, lenient_json=True)
+            continue
+        got, most = check(CLASS / name, CLASS / "problem.json", points=RUBRIC, lenient_json=True).points
+        assert most == 20 and abs(got - mark) <= 1, (name, got, mark)
+
+
+def test_each_slip_of_the_class_is_named():
+    named = {name: {d for m in check(CLASS / name, CLASS / "problem.json", lenient_json=True).values()
+                    for d in m.diagnosis}
+             for name in TEACHER if name != "18_rae.json"}
+    assert named["04_dee.json"] == {"no_scale"} and named["20_tia.json"] == {"scale_by_dk"}
+    assert named["11_kim.json"] == {"not_normalised"} and named["12_lea.json"] == {"unweighted_sum"}
+    assert named["13_max.json"] == {"keys_as_values"} and named["24_xia.json"] == {"argmax"}
+    assert named["30_dot.json"] == {"mask_inverted"} and named["22_vic.json"] == {"softmax_wrong_axis"}
+    assert named["10_jon.json"] == named["27_abe.json"] == {"rounded_early"}
+    assert named["07_gus.json"] == {"percent"} and named["08_hal.json"] == named["25_yan.json"] == {"transposed"}
+    assert named["14_ned.json"] == set() and named["09_ivy.json"] == set()
+
+
+def test_a_file_the_lenient_reading_would_read_says_so(run):
+    result = run("check", CLASS / "19_sam.json", "-p", CLASS / "problem.json")
+    assert result.exit_code == 2 and result.stderr.endswith("; it reads with --lenient-json (trailing commas)\n")
+    with pytest.raises(InputError, match=r"it reads with lenient_json=True \(trailing commas\)"):
+        check(CLASS / "19_sam.json", CLASS / "problem.json")
+
 
 
 # A named pipe among a class's files (answers/*): open() waited for a writer forever, so the whole

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 from conftest import SAMPLES
 
 SCOOTER = SAMPLES / "scooter.json"
@@ -218,12 +219,16 @@ def test_without_ask_the_summary_says_how_many_stages_were_answered(run, problem
 
 # 9. No more credit for showing less: carrying on from a too-coarse stage is rounding early
 
-def test_carrying_on_from_a_stage_with_too_few_decimals_is_not_carried(run):
+def test_carrying_on_from_a_stage_with_too_few_decimals_costs_the_precision_once(run):
+    # hidden, the early rounding costs the output its precision mark (1 point of 2) ...
     alone = stage(run, SCOOTER, "--output", "0.2000,1.4000", name="output")
     assert alone["cells"] == [["wrong", "wrong"]] and alone["diagnosis"] == ["rounded_early"]
-    shown = run("check", SCOOTER, "--weights", "0.0,0.8,0.2", "--output", "0.2000,1.4000", "-f", "json")
-    output = json.loads(shown.stdout)["stages"]["output"]
-    assert output["cells"] == [["wrong", "wrong"]] and output["diagnosis"] == ["rounded_early"]
+    assert (alone["points"], alone["worth"]) == (1, 2)
+    # ... shown, it costs the weights' (2 of 3), and the output computed from them is carried (issue 29)
+    shown = json.loads(run("check", SCOOTER, "--weights", "0.0,0.8,0.2", "--output", "0.2000,1.4000",
+                           "-f", "json").stdout)
+    assert shown["stages"]["output"]["cells"] == [["carried", "carried"]] and shown["stages"]["output"]["points"] == 2
+    assert (shown["stages"]["weights"]["imprecise"], shown["stages"]["weights"]["points"]) == (3, 2)
     # from weights wrong at 4 decimals (a real slip, precisely written) the output is still carried
     carried = run("check", SCOOTER, "--weights", "0.1000,0.7000,0.2000", "--output", "0.4000,1.2000", "-f", "json")
     assert json.loads(carried.stdout)["stages"]["output"]["cells"] == [["carried", "carried"]]
@@ -268,3 +273,11 @@ def test_a_students_file_name_reaches_the_terminal_as_text(run, problem_file):
     result = run("check", *files, cheat, "--format", "csv")
     assert "a\\u001b[2J\\u202eb.json: its problem differs" in result.stderr
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+
+
+def test_the_decimals_noted_are_the_decimals_written_not_the_minus_infinity_cells():
+    from attncli.marking.grading import Answer
+
+    masked = Answer(values=np.array([[1.4, -np.inf], [0.0, 0.7]]), decimals=np.array([[1, -1], [1, 1]]))
+    assert masked.precision == 1  # a −∞ cell has no decimals (it counted as 4)
+    assert Answer(values=np.full((1, 2), -np.inf), decimals=np.full((1, 2), -1)).precision == 0

@@ -249,3 +249,59 @@ def test_a_stage_written_twice_with_different_values_is_an_error(run, problem_fi
     same = problem_file({"weights": right, "output": [[0.2775, 1.3491]],
                          "heads": [{"weights": right, "output": [[0.2775, 1.3491]]}]}, "s.json")
     assert run("check", same, problem, "-f", "json").exit_code == 0
+
+
+# Issue 29, item 3: the words a class writes, did-you-mean through them, commas and columns
+
+@pytest.mark.parametrize("word, stage", [
+    ("scaled_scores", "scaled"), ("Scaled Scores", "scaled"), ("softmax_weights", "weights"), ("context", "output"),
+    ("attention_output", "output"), ("masked_logits", "scaled"), ("raw_scores", "scores"),
+    ("scaled = scores / √d_k", "scaled"),  # a worksheet title copied as the key
+])
+def test_aliases_a_class_writes_are_read_with_a_note(run, problem_file, word, stage):
+    values = {"scores": [0, 4, 2], "scaled": [0, 2.8284, 1.4142], "weights": [0.0454, 0.7679, 0.1867],
+              "output": [0.2775, 1.3491]}[stage]
+    code, doc = marks(run, problem_file({word: values}, "a.json"), problem_file(SCOOTER))
+    assert code == 0 and list(doc["stages"]) == [stage]
+    assert doc["stages"][stage]["notes"] == [f'read "{word}" as {stage}']
+
+
+@pytest.mark.parametrize("values, stage", [([0, 4, 2], "scores"), ([0, 2.8284, 1.4142], "scaled"),
+                                           ([0.0454, 0.7679, 0.1867], "weights")])
+def test_attention_scores_is_read_as_the_stage_it_holds(run, problem_file, values, stage):
+    code, doc = marks(run, problem_file({"attention_scores": values}, "a.json"), problem_file(SCOOTER))
+    assert code == 0 and list(doc["stages"]) == [stage]
+
+
+def test_a_scaled_stage_labelled_scaled_scores_counts_in_a_class(run, problem_file):
+    problem = problem_file(SCOOTER)
+    files = [problem_file({"scaled_scores": [0, 2.8284, 1.4142], "weights": [0.0454, 0.7679, 0.1867]}, f"{i}.json")
+             for i in range(2)]
+    result = run("check", *files, "-p", problem, "--require", "scaled,weights", "-f", "csv")
+    assert result.stdout.splitlines()[1].split(",")[1:4] == ["6", "6", "100.0"]
+
+
+@pytest.mark.parametrize("word, stage", [("scaled_score", "scaled"), ("contexts", "output"),
+                                         ("softmax_weight", "weights")])
+def test_did_you_mean_points_to_the_stage_an_alias_is(run, problem_file, word, stage):
+    result = run("check", problem_file({word: [0, 2.8284, 1.4142]}, "a.json"), problem_file(SCOOTER))
+    assert_error(result, f'unknown key "{word}"', f'did you mean "{stage}"?')
+
+
+@pytest.mark.parametrize("output", ["3,1", "0,2", "0.2775,1.3491"])
+def test_commas_in_a_one_row_answer_are_two_numbers(run, output):
+    doc = json.loads(run("check", SAMPLES / "scooter.json", "--output", output, "-f", "json").stdout)
+    assert not any("did you mean" in note for note in doc["stages"]["output"]["notes"])
+
+
+def test_a_decimal_comma_where_one_number_is_due_is_still_caught(run, problem_file):
+    problem = problem_file({"Q": [[1]], "K": [[1]], "V": [[2]]})
+    assert_error(run("check", problem, "--output", "0,7311"), "did you mean 0.7311?")
+
+
+def test_one_querys_answer_written_as_a_column_is_its_row(run, problem_file):
+    code, doc = marks(run, problem_file({"weights": [[0.0454], [0.7679], [0.1867]]}, "a.json"),
+                      problem_file(SCOOTER))
+    assert code == 0 and doc["stages"]["weights"]["correct"] == 3 and doc["stages"]["weights"]["diagnosis"] == []
+    assert doc["stages"]["weights"]["notes"] == ["read a column as the one query's row (each row of an answer is "
+                                                 "one query)"]

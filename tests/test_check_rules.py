@@ -102,10 +102,13 @@ def test_an_argmax_is_not_a_softmax(run, problem_file):
     result = run("check", path, "--weights", "0,1,0; 1,0,0", "--format", "json")
     assert result.exit_code == 1
     weights = json.loads(result.stdout)["stages"]["weights"]
-    assert weights["right"] == 0 and weights["imprecise"] == 6
-    assert weights["notes"] == ["imprecise: write at least 2 decimals (or the exact value)"]
+    # each cell is also the exact weight rounded to 0 decimals, but the argmax gives these very
+    # numbers: a diagnosis wins over precision advice (issue 29)
+    assert weights["right"] == 0 and weights["imprecise"] == 0 and weights["wrong"] == 6
+    assert weights["diagnosis"] == ["argmax"]
+    assert not any(note.startswith("imprecise") for note in weights["notes"])
     table = run("check", path, "--weights", "0,1,0; 1,0,0", "--format", "table").stdout
-    assert "weights: 0/6 right (6 imprecise)" in table and "0 ~ 0.0229" in table
+    assert "weights: 0/6 right (6 wrong)" in table and "0 ✗ 0.0229" in table
 
 
 def test_one_decimal_is_imprecise_unless_exact(run, problem_file):
@@ -287,7 +290,7 @@ def test_two_units_off_is_never_correct(doc, decimals, data):
 def test_the_textbooks_output_is_correct_whatever_the_weights_written(run, problem_file):
     doc = marked(run, problem_file, {"weights": [[0, 1, 0], [1, 0, 0]], "output": OUTPUT_5}, problem=EXERCISE_5,
                  code=1)
-    assert doc["stages"]["weights"]["imprecise"] == 6
+    assert doc["stages"]["weights"]["diagnosis"] == ["argmax"]
     assert doc["stages"]["output"]["correct"] == 4
 
 

@@ -184,3 +184,96 @@ def test_no_color_help_has_no_style_at_all(run, command):
 def test_require_help_names_the_missing_status_the_table_shows(run):
     # The table and JSON say "missing ?", not "wrong", for a required stage not answered.
     assert "a missing one counts its cells as missing (? in the table), not right." in words(help_text(run, "check"))
+
+
+# Every example a --help shows runs (issue 29): each is run as written, in a folder holding the
+# files it names, `attn` in-process and anything else (jq, printf) as a program.
+
+COMMANDS = ("compute", "check", "exercise", "example", "posenc", "capture")
+EXAMPLE_CUT = re.compile(r"\s{3,}\(.*\)$")  # `attn … --cost   (FLOPs and bytes, …)`: words after the command
+
+
+def help_examples() -> list[tuple[str, str]]:
+    """(command, example) for every line of every command's help that is a command line."""
+    from typer.testing import CliRunner
+
+    from attncli.cli import app
+
+    found = []
+    for command in COMMANDS:
+        text = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "300", "NO_COLOR": "1"}).stdout
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith("attn ") and "│" not in line:
+                found.append((command, EXAMPLE_CUT.sub("", line)))
+    return found
+
+
+EXAMPLES = help_examples()
+
+
+def _files(folder, example: str) -> None:
+    """What the examples name: a problem, a learner's answers (to the exercise of seed 7 when the
+    example makes its key), a class of answers, an .npz, a learner's function."""
+    from typer.testing import CliRunner
+
+    from attncli.cli import app
+
+    (folder / "samples").symlink_to(SAMPLES)
+    scooter = json.loads((SAMPLES / "scooter.json").read_text())
+    (folder / "problem.json").write_text(json.dumps(scooter))
+    answers = {"weights": [[0.0454, 0.7679, 0.1867]]}
+    if "key.json" in example:
+        answers = json.loads(CliRunner().invoke(app, ["exercise", "--seed", "7", "--answers"]).stdout)
+    (folder / "answers.json").write_text(json.dumps(answers))
+    (folder / "answers").mkdir()
+    for name in ("ada.json", "ben.json"):
+        (folder / "answers" / name).write_text(json.dumps(answers))
+    CliRunner().invoke(app, ["compute", str(SAMPLES / "random_4x8.json"), "-o", str(folder / "big.npz")])
+    (folder / "my_attention.py").write_text(
+        "import numpy as np\n\n\ndef attention(Q, K, V):\n    s = Q @ K.T / np.sqrt(K.shape[-1])\n"
+        "    e = np.exp(s - s.max(axis=-1, keepdims=True))\n    w = e / e.sum(axis=-1, keepdims=True)\n"
+        "    return w @ V, w\n")
+
+
+def run_example(run, example: str, folder) -> None:
+    """Run `example` as a shell would (`&&`, `|`, `>`), in `folder`; every step must succeed
+    (attn check may exit 1: the answers differ)."""
+    import glob
+    import shlex
+    import subprocess
+
+    for step in example.split(" && "):
+        text = None
+        for stage in step.split(" | "):
+            words = shlex.split(stage)
+            target = None
+            if ">" in words:
+                target, words = words[words.index(">") + 1], words[:words.index(">")]
+            words = [w for word in words for w in (sorted(glob.glob(word, root_dir=folder)) or [word])]
+            if words[0] == "attn":
+                result = run(*words[1:], input=text)
+                ok = result.exit_code == 0 or (words[1] == "check" and result.exit_code == 1)
+                assert ok, (example, stage, result.exit_code, result.stderr)
+                text = result.stdout
+            else:
+                done = subprocess.run(words, input=text, capture_output=True, text=True, cwd=folder)
+                assert done.returncode == 0, (example, stage, done.stderr)
+                text = done.stdout
+            if target:
+                (folder / target).write_text(text)
+                text = None
+
+
+def test_the_examples_are_found():
+    assert {command for command, _ in EXAMPLES} == set(COMMANDS) and len(EXAMPLES) >= 12
+
+
+@pytest.mark.parametrize("command, example", [
+    pytest.param(c, e, marks=[pytest.mark.slow] if c == "capture" else []) for c, e in EXAMPLES])
+def test_every_example_of_every_help_runs(run, tmp_path, monkeypatch, request, command, example):
+    if command == "capture":
+        (tmp_path / "tiny-llama").symlink_to(request.getfixturevalue("tiny_llama"))
+    _files(tmp_path, example)
+    monkeypatch.chdir(tmp_path)
+    run_example(run, example, tmp_path)

@@ -22,7 +22,7 @@ def test_the_key_reproduces_the_exact_problem_and_the_sheet_never_shows_it(run):
     assert sheet.exit_code == 0 and sheet.stderr == ""
     assert "reproduce" not in sheet.stdout and "5" not in json.loads(sheet.stdout)["title"]
     key = json.loads(run("exercise", "--seed", "5", "--queries", "2", "--keys", "3", "--answers").stdout)
-    assert key["description"].endswith(f"reproduce with: {COMMAND}")
+    assert key["reproduce"] == COMMAND and "reproduce" not in key["description"]
     again = run(*COMMAND.split()[1:])
     assert json.loads(again.stdout) == json.loads(sheet.stdout)
     assert run(*COMMAND.split()[1:], "--answers").stdout == run(
@@ -108,13 +108,13 @@ def test_no_two_keys_are_identical(seed):
 def test_a_problem_set_is_one_json_document_of_reproducible_problems(run):
     result = run("exercise", "--seed", "20", "--count", "3", "--kind", "causal")
     problems = json.loads(result.stdout)["problems"]
-    assert [p["title"] for p in problems] == ["Exercise 1", "Exercise 2", "Exercise 3"]
+    assert [p["title"] for p in problems] == [f"Problem {k}: causal self-attention" for k in (1, 2, 3)]
     for k, p in enumerate(problems):
         alone = json.loads(run("exercise", "--seed", 20 + k, "--kind", "causal").stdout)
         assert {**p, "title": None} == {**alone, "title": None}
         assert run("compute", "-", "--format", "json", input=json.dumps(p)).exit_code == 0
     keys = json.loads(run("exercise", "--seed", "20", "--count", "3", "--kind", "causal", "--answers").stdout)
-    assert len(keys["problems"]) == 3 and all("reproduce with: attn exercise --seed 2" in k["description"]
+    assert len(keys["problems"]) == 3 and all(k["reproduce"].startswith("attn exercise --seed 2")
                                               for k in keys["problems"])
 
 
@@ -131,11 +131,28 @@ def test_latex_worksheet_has_ruled_blank_grids_and_a_key(run):
     sheet = run("exercise", "--seed", "42", "--format", "latex").stdout
     assert r"\section*{Exercise}" in sheet and r"\paragraph{Q}" in sheet
     assert r"home & $-0.5$ & $-1$ \\" in sheet
-    assert r"home & \hspace{4em} & \hspace{4em} & \hspace{4em} \\ \hline" in sheet
+    assert r"\rule[-1em]{0pt}{2.6em}home & \hspace{5em} & \hspace{5em} & \hspace{5em} \\ \hline" in sheet
     assert r"\paragraph{scores = Q K$^\top$}" in sheet and "1.5000" not in sheet
     key = run("exercise", "--seed", "42", "--format", "latex", "--answers").stdout
     assert r"\section*{Exercise --- answer key}" in key and r"\hspace" not in key
-    assert r"reproduce with: \texttt{attn exercise --seed 42" in key
+    assert r"\begin{flushleft}reproduce with: \texttt{attn exercise --seed 42" in key
+
+
+def test_latex_sheets_set_subscripts_as_math_and_rule_off_the_row_labels(run):
+    # LaTeX printed d\_k and W\_Q with literal underscores, the weight matrices' row numbers ran
+    # into the values, the answer boxes were a line high and the key's reproduce line ran off the
+    # margin (typewriter spaces do not stretch in a justified line).
+    sheet = run("exercise", "--seed", "3", "--kind", "multihead", "--format", "latex").stdout
+    assert r"scale = 1/$\surd d_{k}$, $d_{k}$ = 2" in sheet
+    assert r"\paragraph{$W_{Q}$}" in sheet and r"\paragraph{Q = X $W_{Q}$}" in sheet
+    assert r"d\_k" not in sheet and r"W\_" not in sheet and "$$" not in sheet
+    assert sheet.count(r"\begin{tabular}{l|rrrr}") == 5  # X, W_Q, W_K, W_V, W_O: labels ruled off
+    tiles = run("exercise", "--seed", "3", "--kind", "tiles", "--format", "latex").stdout
+    assert r" & m & alpha & l & $O_{0}$ & $O_{1}$ \\ \hline" in tiles
+    window = run("exercise", "--seed", "3", "--kind", "window", "--keys", "4", "--format", "latex").stdout
+    assert r"sliding\_window = 2" in window  # a name keeps its underscore
+    cross = run("exercise", "--seed", "3", "--kind", "cross", "--format", "latex", "--answers").stdout
+    assert r"K = $X_{\mathrm{kv}}$ $W_{K}$" in cross
 
 
 GOLDEN_SHEET = """\
@@ -245,3 +262,20 @@ def test_a_worksheets_gradient_grids_are_titled_by_what_the_scores_read():
     sheet = worksheet.markdown([(replace(rope, doc=doc, trace=trace), trace)], False)
     assert "**d_Q = scale · d_scores K_rope, rotated back (RoPE⁻¹)**" in sheet
     assert "**d_K = scale · d_scoresᵀ Q_rope, rotated back (RoPE⁻¹)**" in sheet
+
+
+def test_the_pages_students_get_from_a_key_never_show_its_seed(run, tmp_path):
+    # The class page made against the key showed "reproduce with: attn exercise --seed 171 …" in its
+    # header (the description): with the seed, a student makes the key.
+    key = tmp_path / "key.json"
+    key.write_text(run("exercise", "--seed", "171", "--answers").stdout)
+    answers = tmp_path / "ada.json"
+    answers.write_text(json.dumps({"weights": [[0.1, 0.2, 0.7]]}))
+    assert json.loads(key.read_text())["reproduce"].startswith("attn exercise --seed 171 ")
+    page = tmp_path / "page.html"
+    assert run("check", answers, key, "-o", page).exit_code == 1
+    shown = [page.read_text()] + [run("check", answers, key, "-f", fmt).stdout
+                                  for fmt in ("table", "markdown", "json", "gradescope", "csv")]
+    for text in shown:
+        assert "--seed" not in text and "reproduce" not in text
+    assert run("compute", key, "-f", "json").exit_code == 0  # the key is still attn compute input

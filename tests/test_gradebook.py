@@ -144,7 +144,8 @@ def test_gradescope_results_one_test_per_stage():
     assert (weights["score"], weights["max_score"], weights["status"]) == (3, 8, "failed")
     assert weights["output"].splitlines() == ["3/8 right (1 carried, 3 wrong, 1 imprecise, 1 missing)",
                                               f"{LONG[0]}: the words for {LONG[0]}",
-                                              f"{LONG[1]}: the words for {LONG[1]}"]
+                                              f"{LONG[1]}: the words for {LONG[1]}",
+                                              "too few decimals cost 1 point once for the stage"]
     assert doc["tests"][0]["status"] == "passed"
     assert gradescope(None, "no answers found") == {"score": 0, "output": "could not be marked: no answers found",
                                                      "visibility": "visible", "tests": []}
@@ -217,6 +218,15 @@ def test_the_class_summary_warns_when_files_are_marked_out_of_different_maxima(r
     same = run("check", *files, "--problem", tmp_path / "problem.json", "--format", "table",
                "--require", "scores,weights,output").stdout
     assert "different maxima" not in same and "scores.json" in same
+
+
+def test_the_gradescope_text_says_the_scaled_score(run, problem_file):
+    problem = problem_file({"Q": [[0, 4]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]})
+    answers = problem_file({"weights": [0.0454, 0.7679, 0.1867], "output": [0.2775, 1.5]}, "a.json")
+    doc = json.loads(run("check", answers, "-p", problem, "-f", "gradescope", "--max-score", "10").stdout)
+    assert doc["score"] == 8 and doc["output"].startswith("8/10 points (80%)")  # not "4/5 cells right"
+    plain = json.loads(run("check", answers, "-p", problem, "-f", "gradescope").stdout)
+    assert plain["score"] == 4 and plain["output"].startswith("4/5 cells right (80%)")
 
 
 # Gradescope's `output` copied a student's metadata with its control characters (an ESC that

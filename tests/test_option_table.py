@@ -58,8 +58,11 @@ def test_every_input_key_is_a_key_of_the_schema_or_none():
     for option in compute_options.OPTIONS:
         assert option.key is None or option.key in schema.top_names(schema.INPUT, schema.SETTING, schema.LABEL), \
             option.name
-    assert {o.key for o in check.OPTIONS if o.key} == set(schema.stage_names()) & {o.key for o in check.OPTIONS}
-    assert all(o.key in schema.one_head() for o in check.OPTIONS if o.key)
+    answers = [o for o in check.OPTIONS if o.key and o.panel == check.ANSWERS]
+    assert {o.key for o in answers} == set(schema.stage_names()) & {o.key for o in check.OPTIONS}
+    assert all(o.key in schema.one_head() for o in answers)
+    problem = [o for o in check.OPTIONS if o.key and o.panel != check.ANSWERS]  # --q, --k, --v: the problem's
+    assert [o.key for o in problem] == ["Q", "K", "V"] and all(o.panel == check.PROBLEM for o in problem)
     assert not [o for _, table in TABLES[2:] for o in table if o.key]  # exercise, example, posenc set none
 
 

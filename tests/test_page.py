@@ -213,7 +213,7 @@ def test_a_learners_marks_page(run, tmp_path):
     assert text == run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.70, 0.2", "--format", "html").stdout
     cells = {a["data-col"]: (a, t) for a, t in parsed(text).cells if a.get("data-stage") == "weights"}
     assert [cells[c][0]["class"] for c in "012"] == ["mk-correct", "mk-wrong", "mk-imprecise"]
-    assert cells["1"][1] == "0.70 ✗" and cells["1"][0]["data-mark"].startswith("wrong: yours 0.70, expected 0.7679")
+    assert cells["1"][1] == "0.70 ✗ 0.7679" and cells["1"][0]["data-mark"].startswith("wrong: yours 0.70, expected 0.7679")
     assert "  scooter  = 16.9188 / 22.0321 = 0.7679 (76.8%)" in data_block(text)["rows"]["0"]["lines"]
     assert "score: 1/3 right\n" in text
 

@@ -353,3 +353,27 @@ def test_the_minilm_layers_page_opens_on_its_weights(browser, minilm, tmp_path):
     assert "--explain" in page.derivation()
     assert page.requests == [] and page.errors == []
     page.close()
+
+
+def test_a_class_page_lays_out_beside_the_panel_at_1280_pixels(opened, tmp_path, monkeypatch):
+    """Issue 29: the class summary's notes column ran under the derivation panel. Its tables now
+    wrap their words and fit beside the panel (file names as a teacher types them); a table still
+    too wide (long paths) scrolls in its own box, never under the panel."""
+    folder = Path(__file__).parent / "classes" / "causal"
+    monkeypatch.chdir(folder)
+    for name, files in (("short.html", sorted(p.name for p in folder.iterdir() if p.name[:2].isdigit())),
+                        ("long.html", sorted(str(p) for p in folder.iterdir() if p.name[:2].isdigit()))):
+        path = tmp_path / name
+        result = CliRunner().invoke(app, ["check", *files, "-p", "problem.json", "--lenient-json", "-o", str(path)])
+        assert result.exit_code == 1, result.stderr  # some answers differ (an empty file among them)
+        page = opened(path)
+        page.tab.evaluate("document.body.classList.add('open')")  # the panel as it is once a number is clicked
+        boxes = page.tab.evaluate("""() => {
+          const panel = document.getElementById('derivation').getBoundingClientRect().left;
+          return Array.from(document.querySelectorAll('section:not([hidden]) .wide')).map(box => ({
+            right: box.getBoundingClientRect().right, panel: panel, fits: box.scrollWidth <= box.clientWidth}));
+        }""")
+        assert len(boxes) == 3  # the class, the cells per stage, the diagnoses
+        assert all(box["right"] <= box["panel"] for box in boxes), boxes
+        assert name == "long.html" or all(box["fits"] for box in boxes), boxes
+        assert page.errors == [] and page.requests == []

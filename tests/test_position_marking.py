@@ -154,7 +154,7 @@ def test_the_window_sample_is_hugging_face_sliding_window_3(run):
 @pytest.mark.parametrize("kind", ["window", "decode"])
 def test_the_reproduce_line_of_a_window_or_decode_key_gives_the_same_problem(run, kind):
     doc = key(run, kind, keys=5, seed=11)
-    command = doc["description"].split("reproduce with: ")[1]
+    command = doc["reproduce"]
     assert f"--kind {kind}" in command and ("--queries 1" in command) == (kind == "decode")
     again = json.loads(run(*command.split()[1:], "--answers").stdout)
     assert again == doc

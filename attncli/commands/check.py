@@ -1,20 +1,18 @@
 """`attn check`: its options, declared once (commands/spec.py); check_run.py marks a learner's answers (or a class's) against the
 computed stages."""
 
-import math
-import re
-
 from attncli.base import (
     choices,
     names,  # one --STAGE option per stage of the table (no numpy at start-up)
 )
 from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.points import MOST, read_points
 from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, formats
 from attncli.commands.spec import Option
 
 ANSWERS = "Answers given inline"
-MOST = 1e6  # the most --points a stage and --max-score may be: a sum of them stays a finite number
+PROBLEM = "The problem given inline"
 
 
 def _answer(stage: str) -> Option:
@@ -27,6 +25,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("files", "ANSWERS [PROBLEM], one file holding both, or many answer files (with --problem, or each "
            "holding its own problem).", type=list, argument=True),
     Option("problem", "The problem (compute input); every FILE is then an answers file.", flags=("--problem", "-p")),
+    # A quick check without a problem file: the problem's Q, K, V inline (over the problem file's, if any).
+    *(Option(name.lower(), f"The problem's {name} (path or inline text), as attn compute --{name.lower()}: a quick "
+             "check needs no problem file.", key=name, matrix=True, panel=PROBLEM) for name in "QKV"),
     *(_answer(stage) for stage in names.STAGES),  # one per stage of the stage table, after --problem
     Option("decimals", "Least decimals a value needs: with fewer it is correct only when exact (4, 0.5), "
            "otherwise imprecise (not correct). Default: the problem's \"decimals\", else 2.",
@@ -47,7 +48,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("precision", "Decimals for expected values.", type=int, low=0, high=17, default=4),
     Option("points", f"Points per stage for the gradebook, Gradescope and the class summary (e.g. "
            "scores=1,masked=3,weights=2): a stage's N points are shared by its cells; a stage not named is worth "
-           f"one point per cell; N above 0, at most {MOST:,.0f}.", metavar="STAGE=N,…"),
+           f"one point per cell; N above 0, at most {MOST:,.0f}. What a slip costs: imprecise=N (too few "
+           "decimals, N points once per stage; default 1), percent=F and transposed=F (a stage written as "
+           "percentages or transposed loses that fraction of its points; default 0.5).", metavar="STAGE=N,…"),
     Option("max_score", "Gradescope: scale every score so that a full answer scores this (above 0, at most "
            f"{MOST:,.0f}).", flags=("--max-score",), type=float, low=0.0, high=MOST),
     Option("visibility", "Gradescope: when students see the results.", default="visible",
@@ -96,6 +99,8 @@ def check(**values) -> None:
 
     attn check samples/scooter.json --weights "0.0454, 0.7679, 0.1867"
 
+    attn check --q "0,4" --k "1,0; 0,1; .5,.5" --v "2,0; 0,2; 1,-1" --weights "0.0454, 0.7679, 0.1867"
+
     attn check answers/*.json --problem problem.json --require weights,output
 
     Correct: the exact value rounded to the decimals written, ±1 in the last place (either
@@ -124,13 +129,14 @@ def check(**values) -> None:
         return
     required = _stages(o.require)
     answers = {option.key: getattr(o, option.name) for option in OPTIONS if option.panel == ANSWERS}
+    matrices = {option.key: getattr(o, option.name) for option in OPTIONS if option.panel == PROBLEM}
     # The one import kept inside a function, for start-up: numpy, the core and the views load when
     # check runs, so that `attn --version` and `attn --help` never import numpy.
     from attncli.commands.check_run import run
 
     grading = {"points": _points(o.points), "max_score": _max_score(o.max_score), "visibility": o.visibility}
     run(o.files, o.problem, answers, o.format, o.precision, o.decimals, o.tol, required, grading, o.lenient_json,
-        o.report)
+        o.report, matrices)
 
 
 def _stages(text: str | None) -> tuple[str, ...] | None:
@@ -139,8 +145,8 @@ def _stages(text: str | None) -> tuple[str, ...] | None:
         return None
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     for stage in stages:
-        if stage not in names.ASKABLE:
-            hint = did_you_mean(stage, names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
+        if names.stage_of(stage) not in names.ASKABLE:
+            hint = did_you_mean(names.stage_of(stage), names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
             raise InputError(f"unknown stage {quote(stage)}{hint}", "--require")
     return stages
 
@@ -152,30 +158,9 @@ def _max_score(value: float | None) -> float | None:
     return value
 
 
-STAGE_PATH = re.compile(r"^(?:heads\[\d+\]\.)?(\w+)$")
-
-
 def _points(text: str | None) -> dict[str, float] | None:
-    """--points' `stage=N` list, checked: known stages (or `heads[h].stage`), N a number > 0."""
-    if text is None:
-        return None
-    points = {}
-    for item in (part.strip() for part in text.split(",") if part.strip()):
-        stage, equals, number = (x.strip() for x in item.partition("="))
-        named = STAGE_PATH.match(stage)
-        if not equals or not named:
-            raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", "--points")
-        if named.group(1) not in names.ASKABLE:
-            hint = did_you_mean(named.group(1), names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
-            raise InputError(f"unknown stage {quote(stage)}{hint}", "--points")
-        try:
-            value = float(number)
-        except ValueError:
-            value = math.nan
-        if not 0 < value <= MOST:  # also refuses nan and inf
-            raise InputError(f"{quote(item)}: the points must be a number above 0, at most {MOST:,.0f}", "--points")
-        if stage in points:
-            raise InputError(f"{quote(stage)} is given twice ({stage}={points[stage]:g} and {item}); keep one",
-                             "--points")
-        points[stage] = value
-    return points or None
+    """--points' `stage=N` list, checked (attncli/base/points.py)."""
+    try:
+        return read_points(text)
+    except InputError as error:
+        raise error.at("--points") from None

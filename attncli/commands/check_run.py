@@ -42,17 +42,21 @@ EXIT_DIFFER = 1
 
 def run(files: list[str] | None, problem: str | None, answers: dict[str, str | None], format: str, precision: int,
         decimals: int | None, tol: float | None, required: tuple[str, ...] | None, grading: dict | None = None,
-        lenient: bool = False, output: str | None = None) -> None:
+        lenient: bool = False, output: str | None = None, matrices: dict[str, str | None] | None = None) -> None:
     """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2). `output`:
-    --report's file (the marks page), checked before any file is read."""
+    --report's file (the marks page), checked before any file is read. `matrices`: the problem's
+    Q, K, V given inline (--q, --k, --v), over the problem file's keys; every FILE is then answers."""
     files = list(files or [])
     if output is not None:
         format = _page_target(output, format, files + [problem, *answers.values()])
     inline = {stage: value for stage, value in answers.items() if value is not None}  # --scores … --output
-    each_own = problem is None and len(files) > 2  # a class whose files each hold their problem
-    if problem is None and len(files) == 2 and not inline and "-" not in files:
+    matrices = {key: value for key, value in (matrices or {}).items() if value is not None}  # --q, --k, --v
+    each_own = problem is None and len(files) > 2 and not matrices  # a class whose files each hold their problem
+    if problem is None and len(files) == 2 and not inline and not matrices and "-" not in files:
         files, problem, each_own = _two_files(files)
-    if problem is None and not each_own:
+    if matrices:
+        pass  # the problem is given inline (over --problem's file, if any); every file is answers
+    elif problem is None and not each_own:
         if not files:
             if sys.stdin.isatty():  # reading it would wait, silently, for a document typed in
                 raise InputError('no problem: name one (attn check answers.json problem.json, or attn check '
@@ -89,7 +93,7 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         except AttnError as error:
             raise error.at(one)
 
-    shared = None if each_own else _problem(problem, before=read_inline)
+    shared = None if each_own else _problem(problem, inline_matrices=matrices or None, before=read_inline)
     if shared is None:
         read_inline()
     if shared and grading:
@@ -223,12 +227,17 @@ def _flag_odd_problems(results: list, problems: dict[str, bytes]) -> list:
     return flagged
 
 
-def _problem(name: str, doc=None, before=None):
+def _problem(name: str | None, doc=None, inline_matrices: dict[str, str] | None = None, before=None):
     """(document, source, trace) of a problem file (or an answers document holding its problem);
     metadata keys (a student's name) are set aside, and in a learner's own file unknown keys too.
+    `inline_matrices`: Q, K, V as --q, --k, --v give them, over the file's (no file: the problem).
     `before(problem)` runs once the problem is read, before it is computed."""
     source, own_file = name, doc is not None
-    if doc is None:
+    if inline_matrices:
+        doc = ({} if name is None else _read_answers(name, csv=False)) | {
+            key: load_matrix(value, f"--{key.lower()}")[0] for key, value in inline_matrices.items()}
+        source = name or "--q/--k/--v"
+    elif doc is None:
         try:
             doc = _read_answers(name, csv=False)  # a problem file may hold answers too
         except OneMatrixError as error:
@@ -242,7 +251,10 @@ def _problem(name: str, doc=None, before=None):
                         strict=not own_file).doc
     except AttnError as error:
         raise error.at(source)
-    built = build_problem(own, source=source)
+    try:
+        built = build_problem(own, source=None if inline_matrices else source)
+    except AttnError as error:  # a key given inline is named by its option (--v), as attn compute names it
+        raise error.at(f"--{error.key.lower()}" if error.key in (inline_matrices or {}) else source)
     if own_file and built.heads * built.lq * built.lk > OWN_PROBLEM_CELLS:
         raise InputError(f"its own problem has {built.heads * built.lq * built.lk:,} scores (heads × queries × keys); "
                          f"a learner's file may set one of at most {OWN_PROBLEM_CELLS:,}: give the class's problem "
@@ -373,9 +385,10 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
         sys.stdout.write(dumps(doc) + "\n")
     elif as_json:
         if len(results) == 1:
-            doc = marks_dict(results[0][1], trace)
+            doc = marks_dict(results[0][1], trace, grading.points)
         else:
-            doc = {"files": [{"file": f} | (marks_dict(m) | ({"note": e} if e else {}) if m is not None else {"error": e})
+            doc = {"files": [{"file": f} | (marks_dict(m, points=grading.points) | ({"note": e} if e else {})
+                                            if m is not None else {"error": e})
                              for f, m, e in results],
                    "all_correct": all(m is not None and all_correct(m) for _, m, _ in results)}
         sys.stdout.write(dumps(doc) + "\n")
@@ -387,7 +400,7 @@ def _print_report(trace, results, format: str, precision: int, decimals: int, to
 
         console = make_console()
         if len(results) == 1:
-            print_marks(trace, results[0][1], console, precision, Rule(decimals, tol))
+            print_marks(trace, results[0][1], console, precision, Rule(decimals, tol), grading.points)
         else:
             print_class_summary(results, console, grading.points, stage_keys(trace) if trace is not None else None,
                                 grading.required)

@@ -33,7 +33,10 @@ def auto_is_table(text_only: bool = False) -> bool:
 
 
 def flag(setting: str, values: tuple) -> str:
-    """A setting said as its option: ("masked_rows", ("zero", "uniform")) -> `--masked-rows zero or uniform`."""
+    """A setting said as its option: ("masked_rows", ("zero", "uniform")) -> `--masked-rows zero or uniform`;
+    a switch turned on, ("lenient_json", (True,)), is the bare flag `--lenient-json`."""
+    if values == (True,):
+        return f"--{setting.replace('_', '-')}"
     return f"--{setting.replace('_', '-')} " + " or ".join(str(v) for v in values)
 
 

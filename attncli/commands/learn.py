@@ -19,17 +19,19 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 def kind_help() -> str:
     """`--kind`'s help: each kind's sentence (with --tiles for a kind that takes it), then the mixed set."""
     return " ".join(f"{kind.name}: {kind.help.rstrip('.') + ' (--tiles).' if kind.tiles else kind.help}"
-                    for kind in kinds.KINDS.values()) + (
-        " A comma list (plain,causal,rope) makes a mixed set: problem k is of the k-th kind, round and round "
-        "(--count defaults to the list's length).")
+                    for kind in kinds.KINDS.values()) + " A comma list is a set, as --set."
 
 
 EXERCISE: tuple[Option, ...] = (
     Option("seed", "Same seed, same problem (default: a random one, told on stderr).", type=int, low=0),
     Option("kind", kind_help(), metavar="KIND[,KIND…]", default="plain"),
+    Option("set", "A homework set: one problem per kind listed (plain,causal,multihead,window,backward), titled "
+           "Problem 1, Problem 2 …, each with its kind's own sizes (keys, d_k, heads) unless --keys, --dim or "
+           "--heads is given; --count more goes round the list again.", metavar="KIND,KIND…"),
     Option("queries", "Number of queries (default 1; for self-attention the sentence length, --keys).",
            type=int, low=1, high=64),
-    Option("keys", "Number of keys (words in the sentence).", type=int, low=1, high=64, default=3),
+    Option("keys", f"Number of keys (words in the sentence; default 3, {kinds.defaults('keys', 3)}).", type=int,
+           low=1, high=64),
     Option("dim", f"d_k, per head (default 2; {kinds.defaults('dim', 2)}).", type=int, low=1, high=64),
     Option("value_dim", "d_v per head (default: --dim).", type=int, low=1, high=64),
     Option("heads", f"Number of heads (default {kinds.defaults('heads', 1)}, else 1).", type=int, low=1, high=16),
@@ -73,9 +75,9 @@ def exercise(**values) -> None:
 
     attn exercise --seed 7 --count 5 --kind causal --format markdown > sheet.md
 
-    attn exercise --seed 7 --kind plain,causal,rope --format markdown > mixed.md
+    attn exercise --seed 7 --set plain,causal,multihead,window,backward --format latex > homework.tex
 
-    attn exercise --seed 7 --count 2 | attn compute -p 0   (or: jq '.problems[0]')
+    attn exercise --seed 7 --count 2 > set.json && jq '.problems[0]' set.json | attn compute
 
     The students' sheet never shows the seed; the key (--answers) ends with the command that
     reproduces it. Without --seed a random one is chosen and told on stderr.
@@ -85,19 +87,21 @@ def exercise(**values) -> None:
     from attncli.commands.learn_run import run_exercise
 
     o = spec.chosen(EXERCISE, values)
-    chosen = _kinds(o.kind)
+    if o.set is not None and o.kind != "plain":
+        raise InputError("--kind and --set both list kinds; give one (a set: --set plain,causal)", "--set")
+    chosen = _kinds(o.kind if o.set is None else o.set, "--kind" if o.set is None else "--set")
     run_exercise(o.seed, chosen, o.queries, o.keys, o.dim, o.value_dim, o.heads, o.mask, o.count or len(chosen),
                  o.format, o.answers, _tile_size(o.tiles, chosen), o.find_the_slip, o.decimals)
 
 
-def _kinds(text: str) -> tuple[str, ...]:
-    """`--kind plain,causal`: the kinds of a mixed set, each one of the registry's (attncli/marking/kinds.py)."""
+def _kinds(text: str, flag: str) -> tuple[str, ...]:
+    """`--set plain,causal` (or `--kind`): the kinds of a set, each one of the registry's
+    (attncli/marking/kinds.py)."""
     chosen = tuple(part.strip() for part in text.split(","))
     for kind in chosen:
         if kind not in kinds.KINDS:
             hint = did_you_mean(kind, kinds.names())
-            raise InputError(f"{quote(kind)} is not a kind{hint}; the kinds are {', '.join(kinds.KINDS)}",
-                             "--kind")
+            raise InputError(f"{quote(kind)} is not a kind{hint}; the kinds are {', '.join(kinds.KINDS)}", flag)
     return chosen
 
 

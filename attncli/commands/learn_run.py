@@ -18,7 +18,7 @@ from attncli.render import export, worksheet
 from attncli.render.json import dumps
 
 
-def run_exercise(seed: int | None, kinds: tuple[str, ...], queries: int | None, keys: int, dim: int | None,
+def run_exercise(seed: int | None, kinds: tuple[str, ...], queries: int | None, keys: int | None, dim: int | None,
                  value_dim: int | None, heads: int | None, mask: str | None, count: int, format: str,
                  answers: bool, tiles: tuple[int, int] | None = None, slip: bool = False, decimals: int = 2) -> None:
     """Print the exercise (or its key, or a problem set) as `attn exercise` documents."""
@@ -33,9 +33,15 @@ def run_exercise(seed: int | None, kinds: tuple[str, ...], queries: int | None, 
         raise error.at(f"--{error.field.replace('_', '-')}") from None
     problems = [replace(p, command=command_line(p.options)) for p in problems]
     if chosen and not answers:  # the teacher needs the seed for the key; the sheet must not show it
-        sys.stderr.write(f"answer key: {_set_command(problems[0].command, kinds, count)} --answers\n")
+        given = [f"--{name.replace('_', '-')} {value}" for name, value in (
+            ("queries", queries), ("keys", keys), ("dim", dim), ("value_dim", value_dim), ("heads", heads),
+            ("mask", mask), ("tiles", tiles and "{},{}".format(*tiles)), ("decimals", decimals != DECIMALS and decimals))
+            if value] + (["--find-the-slip"] if slip else [])
+        shape = f" --format {format}" if format != "json" else ""
+        sys.stderr.write(f"answer key: {_set_command(problems[0].command, kinds, count, given)}{shape} --answers\n")
     if count > 1:
-        problems = [_titled(p, f"Exercise {k + 1}") for k, p in enumerate(problems)]
+        problems = [_titled(p, f"Problem {k + 1}: {KINDS[p.options.kind].title or p.options.kind}")
+                    for k, p in enumerate(problems)]
     if format == "json":
         docs = [_key(p) if answers else p.doc for p in problems]
         sys.stdout.write(pretty(docs[0] if count == 1 else {"problems": docs}))
@@ -45,17 +51,20 @@ def run_exercise(seed: int | None, kinds: tuple[str, ...], queries: int | None, 
 
 
 def _options(seed: int, kind: str, queries, keys, dim, value_dim, heads, mask, tiles, slip, decimals) -> Options:
-    """One kind's options, its defaults filled in (the kind's heads and d_k)."""
+    """One kind's options, its defaults filled in (the kind's keys, heads and d_k)."""
     record = KINDS[kind]
-    return Options(seed, kind, queries, keys, dim or record.dim, value_dim, heads or record.heads, mask,
+    return Options(seed, kind, queries, keys or record.keys, dim or record.dim, value_dim, heads or record.heads, mask,
                    tiles if record.tiles else None, slip, decimals)
 
 
-def _set_command(command: str, kinds: tuple[str, ...], count: int) -> str:
-    """The first problem's command as the whole set's: its kind list and count."""
-    if len(kinds) > 1:
-        command = command.replace(f"--kind {kinds[0]}", f"--kind {','.join(kinds)}", 1)
-    return command + (f" --count {count}" if count > 1 else "")
+def _set_command(command: str, kinds: tuple[str, ...], count: int, given: list[str]) -> str:
+    """The whole set's command: one kind's is its first problem's, with the count; a set's names the
+    kinds and only the options given (each kind has its own sizes), and the count beyond one round."""
+    if len(kinds) == 1:
+        return command + (f" --count {count}" if count > 1 else "")
+    seed = command.split()[3]
+    return " ".join([f"attn exercise --seed {seed} --set {','.join(kinds)}", *given]
+                    + ([f"--count {count}"] if count != len(kinds) else []))
 
 
 def command_line(options) -> str:
@@ -79,9 +88,10 @@ def _titled(problem, title: str):
 
 
 def _key(problem) -> dict:
-    """`attn compute`'s full JSON of the problem, its description ending with the reproduce line,
-    with what it asks (and a tiles exercise's tiles; a find-the-slip's worked solution and slip)."""
-    doc = problem.doc | {"description": f"{problem.doc['description']}; reproduce with: {problem.command}"}
+    """`attn compute`'s full JSON of the problem, with what it asks (and a tiles exercise's tiles; a
+    find-the-slip's worked solution and slip), and `"reproduce"`, the command that makes it: in a key
+    of its own, not in the description, which the students' pages made against the key show."""
+    doc = problem.doc
     trace = attention.attend(build_problem(doc))
     key = to_dict(trace)
     if "tile_size" in doc:
@@ -89,7 +99,7 @@ def _key(problem) -> dict:
     key |= {name: doc[name] for name in ("ask", "decimals", "worked") if name in doc}
     if problem.worked is not None:
         key["slip"] = problem.worked.key()
-    return key
+    return key | {"reproduce": problem.command}
 
 
 def pretty(doc: dict) -> str:

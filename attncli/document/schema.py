@@ -26,7 +26,7 @@ import functools
 from collections import namedtuple
 
 from attncli.base.errors import InputError, did_you_mean, quote
-from attncli.base.names import ASKABLE
+from attncli.base.names import ASKABLE, stage_of
 from attncli.base.values import describe
 from attncli.problem import rules, variants
 from attncli.stages import grads
@@ -44,6 +44,8 @@ PROBLEM: tuple[Key, ...] = (
     # An exercise's own words (attncli/marking/exercise.py): what it asks; changes no number.
     Key("ask", LABEL, "the stages an exercise asks for (attn check requires them)"),
     Key("decimals", LABEL, "the least decimals an exercise asks a value to have"),
+    Key("reproduce", LABEL, "an exercise's answer key: the attn exercise command that makes its problem (the "
+        "teacher's: no view shows it)"),
     Key("worked", LABEL, "find-the-slip: a worked solution with one planted mistake, shown, never computed"),
     Key("slip", LABEL, "find-the-slip: the stage and mistake of the planted slip (the key's answer)"),
     Key("dtype", SETTING, "float64 or float32: the precision every stage is computed in"),
@@ -160,8 +162,8 @@ def asked(doc: dict) -> dict:
             raise InputError(f"ask is {describe(ask)}; expected a list of stage names ({', '.join(ASKABLE)})",
                              field="ask")
         for word in ask:
-            if word not in ASKABLE:
-                hint = did_you_mean(word, ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
+            if stage_of(word) not in ASKABLE:
+                hint = did_you_mean(stage_of(word), ASKABLE) or f"; answers are {', '.join(ASKABLE)}"
                 raise InputError(f"ask is {describe(ask)}, naming an unknown stage {quote(word)}{hint}", field="ask")
         out["require"] = tuple(ask)  # as --require: a missing one counts its cells as missing
     if "decimals" in doc:

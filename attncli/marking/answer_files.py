@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.base.errors import InputError, plural
+from attncli.base.errors import Advice, InputError, plural
 from attncli.compute.limits import Cap, size_text
 from attncli.document.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
 from attncli.marking.answers import EmptyFile, bare_infinity_as_null, parse_answers_csv
@@ -128,13 +128,16 @@ def read_answers_file(path, cap: Cap | None = None, csv: bool = True, lenient: b
     try:
         return parse_json(bare_infinity_as_null(text), source, keep_decimals=True), None
     except InputError as strict:
-        forgiven, found = _forgive(text) if lenient else (text, [])
+        forgiven, found = _forgive(text)
         if not found:
             raise
         try:
             doc = parse_json(bare_infinity_as_null(forgiven), source, keep_decimals=True)
         except InputError:
             raise strict from None  # the strict error, with its line and column, is the one to show
+        if not lenient:  # the strict error, saying the lenient reading would read it
+            strict.advice = Advice("lenient_json", (True,), f"; it reads with {{}} ({', '.join(found)})")
+            raise strict from None
         return doc, f"not valid JSON, read leniently: {', '.join(found)}"
 
 

@@ -15,9 +15,11 @@ Pure: no I/O.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 
 from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.names import PROJECTED
 from attncli.base.values import describe
 from attncli.document.reading import ALIASES, input_keys, output_keys
 from attncli.document.schema import asked, refuse_problem_set
@@ -26,8 +28,27 @@ from attncli.stages.table import names
 
 METADATA = ("name", "student", "student_name", "student_id", "sid", "id", "email", "comment", "comments",
             "note", "notes", "author", "date", "submitted", "course", "class", "section", "assignment", "group")
-WEIGHTS_ALIASES = ("attention_weights", "attn_weights", "attention_probs", "attn_probs", "probs",
-                   "probabilities", "softmax", "attention")
+# The words a class really writes for each stage (lower case; spaces and hyphens read as "_").
+STAGE_ALIASES = {
+    "scores": ("raw_scores", "unscaled_scores", "dot_products", "dot_product", "qk", "qkt", "q_k", "qk_t",
+               "similarity", "similarities", "compatibility"),
+    "scaled": ("scaled_scores", "scaled_attention_scores", "scaled_logits", "scaled_dot_product", "scores_scaled",
+               "scaled_qk"),
+    "capped": ("capped_scores", "softcapped", "softcapped_scores", "capped_logits"),
+    "masked": ("masked_scores", "masked_logits", "masked_attention_scores", "scores_masked"),
+    "weights": ("attention_weights", "attn_weights", "attention_probs", "attn_probs", "probs", "probabilities",
+                "softmax", "attention", "softmax_weights", "softmax_scores", "attention_probabilities",
+                "attention_matrix", "attn", "p_attn", "alpha", "alphas", "a"),
+    "output": ("context", "context_vector", "context_vectors", "attention_output", "attn_output", "out",
+               "outputs", "result", "z", "y", "attention_result"),
+}
+WEIGHTS_ALIASES = STAGE_ALIASES["weights"]
+# Words that mean different stages in different courses: read as the stage whose values they hold
+# (Keras' return_attention_scores are the weights; Hugging Face's attention_scores the scaled scores).
+AMBIGUOUS = {"attention_scores": ("scores", "scaled", "masked", "weights"),
+             "attn_scores": ("scores", "scaled", "masked", "weights")}
+PROJECTION_SPELLINGS = {f"{x}w_{name.lower()}": name for name in "QKV" for x in ("x", "x_kv")} \
+    | {f"{x}w{name.lower()}": name for name in "QKV" for x in ("x", "x_kv")}  # X W_Q, XW_Q, X @ W_Q, …
 ASKED = ("ask", "decimals")  # a problem's own marking settings (`attn exercise` writes them): not answers
 HEAD_EXTRAS = ("Q", "K", "V", "lse", "tiles", "tiled_output", "tiled_lse")  # written per head by `attn compute`
 
@@ -47,26 +68,45 @@ class Sorted:
         return ([about] if about else []) + self.unknown
 
 
-def alias_of(key: str, before_weights: str) -> str | None:
-    """The stage an alias stands for, or None."""
-    lower = key.lower()
-    if lower in WEIGHTS_ALIASES:
-        return "weights"
+def _plain(key: str) -> str:
+    """A key as the alias tables hold it: lower case, spaces and hyphens as "_"; a worksheet title
+    copied as a key ("Q = X W_Q", "scaled = scores / √d_k") is its left side."""
+    left = key.partition("=")[0] if "=" in key else key
+    return re.sub(r"[\s\-]+", "_", left.strip().lower()).strip("_")
+
+
+def alias_of(key: str, before_weights: str, fit=None) -> str | None:
+    """The stage an alias stands for, or None. `fit(candidates) -> stage` picks the stage an
+    ambiguous word's values are (else the first)."""
+    lower = _plain(key)
+    for stage, words in STAGE_ALIASES.items():
+        if lower in words:  # masked logits are what the softmax reads: `scaled` in a problem without a mask
+            return before_weights if stage == "masked" else stage
+    if lower in AMBIGUOUS:
+        return fit(AMBIGUOUS[lower]) if fit else AMBIGUOUS[lower][0]
     if lower == "logits":
         return before_weights
-    stages = {name.lower(): name for name in names() + grads.names()}
-    return stages.get(lower) if stages.get(lower) != key else None
+    projection = PROJECTION_SPELLINGS.get(re.sub(r"[\s@·*×]+", "", key.partition("=")[2] or key).lower())
+    if projection is not None:
+        return projection
+    stages = {name.lower(): name for name in PROJECTED + names() + grads.names()}
+    found = stages.get(lower)
+    return found if found != key else None
 
 
 def _hint(key: str, allowed: tuple[str, ...]) -> str:
-    """Forward stages first, then the weights' aliases (as "weights"), then every key allowed."""
-    alias = difflib.get_close_matches(key.lower(), WEIGHTS_ALIASES, n=1)
-    return did_you_mean(key, names()) or (' (did you mean "weights"?)' if alias else "") \
-        or did_you_mean(key, allowed) or f"; answers are {', '.join(names())}"
+    """Did-you-mean the stage a near word stands for: forward stages and their aliases first (a
+    near alias suggests its stage: `scaled_score` → "scaled"), then every key allowed."""
+    words = {name: name for name in names()} | {w: stage for stage, ws in STAGE_ALIASES.items() for w in ws} \
+        | {w: ws[0] for w, ws in AMBIGUOUS.items()}
+    near = difflib.get_close_matches(_plain(key), list(words), n=1, cutoff=0.75)
+    if near:
+        return f" (did you mean {quote(words[near[0]])}?)"
+    return did_you_mean(key, names()) or did_you_mean(key, allowed) or f"; answers are {', '.join(names())}"
 
 
 def _sort(entry: dict, allowed: tuple[str, ...], where: str, prefix: str, before_weights: str, strict: bool,
-          out: Sorted) -> dict:
+          out: Sorted, fit=None) -> dict:
     kept = {}
     for key, value in entry.items():
         if not isinstance(key, str):
@@ -77,7 +117,8 @@ def _sort(entry: dict, allowed: tuple[str, ...], where: str, prefix: str, before
             continue  # read by check from the problem
         elif key.lower() in METADATA:
             out.metadata[key] = value
-        elif (stage := alias_of(key, before_weights)) is not None and stage in allowed:
+        elif (stage := alias_of(key, before_weights, fit and (lambda c, v=value: fit(
+                tuple(x for x in c if x not in entry) or c, v, prefix)))) is not None and stage in allowed:
             if stage in entry or stage in kept:
                 raise InputError(f"both {quote(stage)} and {quote(key)} (read as {stage}) are given{where}; keep one",
                                  field=prefix + key)
@@ -90,19 +131,20 @@ def _sort(entry: dict, allowed: tuple[str, ...], where: str, prefix: str, before
     return kept
 
 
-def sort_keys(doc, before_weights: str = "scaled", strict: bool = True) -> Sorted:
+def sort_keys(doc, before_weights: str = "scaled", strict: bool = True, fit=None) -> Sorted:
     """`doc` with its keys sorted (see the module's docstring); a document that is not an object is
-    returned as it is (the reader names its type)."""
+    returned as it is (the reader names its type). `fit(candidates, value, prefix) -> stage`: the
+    stage an ambiguous word (`attention_scores`) holds, by its values."""
     out = Sorted(doc)
     if not isinstance(doc, dict):
         return out
     refuse_problem_set(doc, "attn check answers.json -p -")
     top = ("heads",) + input_keys() + output_keys()
-    out.doc = _sort(doc, top, "", "", before_weights, strict, out)
+    out.doc = _sort(doc, top, "", "", before_weights, strict, out, fit)
     heads = out.doc.get("heads")
     if isinstance(heads, list):
         inner = names() + grads.names() + HEAD_EXTRAS
-        out.doc["heads"] = [_sort(entry, inner, f" in heads[{h}]", f"heads[{h}].", before_weights, strict, out)
+        out.doc["heads"] = [_sort(entry, inner, f" in heads[{h}]", f"heads[{h}].", before_weights, strict, out, fit)
                             if isinstance(entry, dict) else entry for h, entry in enumerate(heads)]
     return out
 

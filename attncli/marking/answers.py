@@ -38,6 +38,7 @@ IGNORED_IN_HEADS = ("Q", "K", "V", "lse", "tiles", "tiled_output", "tiled_lse")
 NEGATIVE_INFINITY = ("-inf", "-infinity", "-∞", "−∞", "−inf")
 LARGE_NEGATIVE = -1e9  # a masked cell at or below this stands for −∞ (as PyTorch code writes -1e9)
 NO_ANSWERS = "no answers found"
+ONE_ROW_NOTE = "read a column as the one query's row (each row of an answer is one query)"
 
 
 EMPTY_FILE = "empty file"
@@ -117,12 +118,18 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
         values = values.reshape(1, -1)
     decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
     values, notes = _as_blocked(values, blocked_cells if masked else None)
-    comma = comma_hint(value)  # an inline "0,7311": two numbers, or a decimal comma?
-    notes += (comma,) if comma and values.shape in (shape, shape[::-1]) else ()
+    # An inline "0,7311": two numbers, or a decimal comma? Where the stage's row holds two numbers it
+    # is read as two, and said so only when the part after the comma looks like decimals (three
+    # digits or more): "3,1" or "0,2" for one query's output is a row, as the README writes rows.
+    comma = comma_hint(value)
     if values.shape == shape:
-        return Answer(values=values, decimals=decimals, notes=notes)
+        decimal_like = comma and len(getattr(value, "comma", "").partition(".")[2]) >= 3
+        return Answer(values=values, decimals=decimals, notes=notes + ((comma,) if decimal_like else ()))
+    if values.shape[::-1] == shape and shape[0] == 1:  # one query's row written as a column: the row it means
+        return Answer(values=values.T, decimals=decimals.T, notes=notes + (ONE_ROW_NOTE,))
     if values.shape == shape[::-1]:
-        return Answer(values=values.T, decimals=decimals.T, notes=notes, transposed=True)
+        return Answer(values=values.T, decimals=decimals.T, notes=notes + ((comma,) if comma else ()),
+                      transposed=True)
     found = " × ".join(map(str, values.shape))
     # The weights table's last column is each row's sum (1): copied along with the row, it is one too many.
     stage = get(field.rsplit(".", 1)[-1])
@@ -130,6 +137,11 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
         np.allclose(values[:, -1], values[:, :-1].sum(axis=1), atol=0.05)
     hint = " (leave out the table's sum column)" if summed else f" ({comma})" if comma else ""
     raise InputError(f"{field} has shape ({found}); expected ({shape[0]} × {shape[1]}): {what}{hint}", field=field)
+
+
+def read_stage(value, field: str, shape: tuple[int, int], what: str) -> Answer:
+    """One matrix a learner wrote (Q, K or V of a projected problem), read as a stage is."""
+    return _answer(value, field, shape, what)
 
 
 def answer_shape(problem, name: str, head: bool = False) -> tuple[tuple[int, int], str] | None:

@@ -5,8 +5,10 @@ same problem on every machine, Python 3 version and numpy version. Seeds are who
 (`random.Random(-7)` is `random.Random(7)`, so negative seeds would silently repeat problems).
 
 No two keys of a problem are identical (they would get identical weights): the keys are re-drawn.
-Nor does any query have only zeros, or the same weight for every key it sees: the whole problem is
-re-drawn from the same generator (a seed whose first draw is sound keeps its problem).
+Nor does any query have only zeros, or the same weight for every key it sees, and every problem is
+workable by hand (`workable`: no score beyond ±8 at d_k = 2, ±8·√(d_k/2) wider, no weight that
+rounds to 1 at the decimals asked beside others): the whole problem is re-drawn from the same generator (a seed whose first draw is
+sound keeps its problem).
 
 Each kind is one record of attncli/marking/kinds.py (how it draws, what it asks, what its sheet
 shows); this module draws a problem of any kind, re-draws a degenerate one and finishes it.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attncli.base.errors import plural
+from attncli.base.names import PROJECTED
 from attncli.compute import attention
 from attncli.compute.tiles import Tiles, attend_tiles
 from attncli.document.reading import build_problem
@@ -51,17 +54,18 @@ class Exercise:
 
 def build(options: Options) -> Exercise:
     """The problem `options` decide: drawn, then re-drawn (from the same generator, so a seed whose
-    first draw is sound is unchanged) while it has identical keys, a zero query or uniform weights."""
+    first draw is sound is unchanged) while it has identical keys, a zero query or uniform weights,
+    or is not workable by hand."""
     o = options
     _validate(o)
     rng = random.Random(o.seed)
     for _ in range(REDRAWS):
         doc, shown = _draw(o, rng)
         trace = attention.attend(build_problem(doc))
-        if not degenerate(trace):
+        if not degenerate(trace) and workable(trace, o.decimals):
             return _finish(o, doc, shown, trace)
-    raise ExerciseError(f"could not draw a problem without a zero query or uniform weights from these options "
-                        f"(keys {o.keys}, dim {o.dim}); ask for a wider dim", field="dim")
+    raise ExerciseError(f"could not draw a problem without a zero query or uniform weights, workable by hand, from "
+                        f"these options (keys {o.keys}, dim {o.dim}); ask for a wider dim", field="dim")
 
 
 def _validate(o: Options) -> None:
@@ -140,12 +144,36 @@ def degenerate(trace) -> bool:
     return bool(((seen.sum(axis=-1) >= 2) & (top - low <= 1e-9 * top)[..., 0]).any())
 
 
+SCORE_BOUND = 8  # the largest |score| at d_k = 2 (plain's: |q|, |k| ≤ 2), × √(d_k / 2) beyond
+
+
+def score_bound(d_k: int) -> float:
+    """The largest |score| a problem of this d_k may have: 8 up to d_k = 2, then 8·√(d_k / 2), so
+    that a score over √d_k stays within ±4√2 ≈ 5.66 and its e^x below 300 (a wider problem's
+    scores are sums of more products: a fixed bound would refuse almost every draw)."""
+    return SCORE_BOUND * max(1.0, d_k / 2) ** 0.5
+
+
+def workable(trace, decimals: int) -> bool:
+    """A problem a learner can work by hand at the decimals asked: no score beyond ±score_bound (e^x
+    of the scaled scores stays a few hundred at most), and no query that sees two keys or more puts
+    a weight that rounds to 1 at the decimals asked (at least 2) on one key, leaving the others 0."""
+    scores = trace.stage("scores")
+    if np.abs(scores[np.isfinite(scores)]).max(initial=0) > score_bound(trace.d_k):
+        return False
+    weights = trace.stage("weights")  # (H, Lq, Lk)
+    seen = (weights > 0).sum(axis=-1) >= 2
+    return bool((weights.max(axis=-1)[seen] < 1 - 0.5 * 10.0 ** -max(decimals, 2)).all())
+
+
 def asked(trace, kind: str) -> list[str]:
     """The answers the problem asks for, in order (what `attn check` requires): the kind's `asks`,
-    else every stage the problem has (and the backward pass's, with dO)."""
+    else every stage the problem has (a projected problem's Q, K and V first, as its sheet has a
+    grid for each; and the backward pass's, with dO)."""
     if KINDS[kind].asks is not None:
         return KINDS[kind].asks(trace)
-    names = [stage.name for stage in stages.present(trace.problem)]
+    names = list(PROJECTED) if trace.problem.projected else []
+    names += [stage.name for stage in stages.present(trace.problem)]
     return names + (list(grads.names()) if trace.gradients is not None else [])
 
 

@@ -16,7 +16,8 @@ import numpy as np
 from attncli.base.errors import plural
 
 DECIMALS = 2  # the default least number of decimals a value needs unless it is exact
-UNKNOWN_DECIMALS = 4  # assumed when the written form is unknown (an .npy file)
+TYPED_DECIMALS = 6  # a number with at most this many decimals was written by hand; more, it was computed
+UNKNOWN_DECIMALS = 4  # the precision noted for a cell whose written form is unknown (an array, an .npy file)
 STATUSES = ("correct", "carried", "wrong", "imprecise", "missing")
 SYMBOLS = {"correct": "✓", "carried": "↪", "wrong": "✗", "imprecise": "~", "missing": "?"}  # in tables
 
@@ -53,7 +54,7 @@ def _grade(given, decimals, target, rule):
     if rule.tol is not None:
         close = finite & (np.abs(g - t) <= rule.tol * (1 + 1e-9))
         return both_inf | close, both_inf | close
-    d = np.where(decimals < 0, max(UNKNOWN_DECIMALS, rule.decimals), decimals)
+    d = np.where(decimals < 0, rule.decimals, decimals)  # an array's cells: at the problem's decimals
     unit = 10.0 ** -d
     noise = 1e-9 * unit + 1e-12 * np.abs(t)
     shifted = t * 10.0 ** d  # d goes up to values.MAX_DECIMALS
@@ -81,8 +82,12 @@ class Answer:
 
     @property
     def precision(self) -> int:
-        """The most decimals written in any cell (unknown counts as UNKNOWN_DECIMALS)."""
-        return int(np.where(self.decimals < 0, UNKNOWN_DECIMALS, self.decimals).max())
+        """The most decimals written in any finite cell (a −∞ cell has none; unknown counts as
+        UNKNOWN_DECIMALS); 0 when no cell is finite."""
+        finite = np.isfinite(self.values)
+        if not finite.any():
+            return 0
+        return int(np.where(self.decimals < 0, UNKNOWN_DECIMALS, self.decimals)[finite].max())
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,8 @@ class StageMark:
     notes: tuple[str, ...]  # one line per diagnosis or note
     rows: tuple[str, ...] | None = None  # row and column labels when not the stage's (a tile's), as given
     columns: tuple[str, ...] | None = None
+    followed: np.ndarray | None = None  # what the learner's own earlier stage gives: shown beside a carried cell
+    cause: str | None = None  # the one diagnosis explaining every cell not right (scoring.COSTS may price it)
 
     def count(self, status: str) -> int:
         return int((self.cells == status).sum())
@@ -111,10 +118,12 @@ class StageMark:
         return self.count("correct") + self.count("carried")
 
 
-def mark_cells(answer: Answer, exact: np.ndarray, followings, rule: Rule) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Cell statuses against the exact values and the one following that makes most cells right.
-    `followings`: (target, status, note) of each way the learner may legitimately have reached
-    their numbers (their own earlier stages, rounded intermediates), tried in order."""
+def mark_cells(answer: Answer, exact: np.ndarray, followings, rule: Rule) \
+        -> tuple[np.ndarray, tuple[str, ...], np.ndarray | None]:
+    """Cell statuses against the exact values and the one following that makes most cells right,
+    the notes, and that following's values (None when none was used). `followings`: (target,
+    status, note) of each way the learner may legitimately have reached their numbers (their own
+    earlier stages, rounded intermediates), tried in order."""
     ok, near = grade(answer.values, answer.decimals, exact, rule)
     best = None
     if not ok.all():
@@ -124,18 +133,22 @@ def mark_cells(answer: Answer, exact: np.ndarray, followings, rule: Rule) -> tup
             ok2, near2 = grade(answer.values, answer.decimals, target, rule)
             gain = int((ok2 & ~ok).sum())
             if gain and (best is None or gain > best[0]):
-                best = (gain, ok2, near2, status, note)
+                best = (gain, ok2, near2, status, note, target)
                 if (ok | ok2).all():
                     break
     if best is None:
-        cells, notes = np.where(ok, "correct", np.where(near, "imprecise", "wrong")), ()
+        cells, notes, followed = np.where(ok, "correct", np.where(near, "imprecise", "wrong")), (), None
     else:
-        _, ok2, near2, status, note = best
+        _, ok2, near2, status, note, followed = best
         cells = np.where(ok, "correct", np.where(ok2, status, np.where(near | near2, "imprecise", "wrong")))
         notes = (note,) if note else ()
     if (cells == "imprecise").any():
-        notes += (f"imprecise: write at least {plural(rule.decimals, 'decimal')} (or the exact value)",)
-    return cells, notes
+        notes += (imprecise_note(rule),)
+    return cells, notes, followed
+
+
+def imprecise_note(rule: Rule) -> str:
+    return f"imprecise: write at least {plural(rule.decimals, 'decimal')} (or the exact value)"
 
 
 def marked_gradient(trace, head: int, name: str) -> np.ndarray:

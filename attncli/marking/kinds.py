@@ -61,6 +61,8 @@ WORDS = ("the", "cat", "sat", "on", "mat", "dog", "ran", "home", "she", "read", 
 QK_VALUES = (-2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2)
 V_VALUES = (-3, -2, -1, 0, 1, 2, 3)
 X_VALUES = (-2, -1, 0, 1, 2, 3)  # six values: up to six different one-number keys
+X_SMALL = (-1, 0, 1)  # X two or more numbers wide: each row still differs, and X W stays small by hand
+NONZERO = 2  # the most nonzero entries of a projection's column: an entry of X W adds two products at most
 W_VALUES = (-1, 0, 0, 1)  # projections: mostly 0 and ±1, so x W is a few additions
 W_O_VALUES = (0, 0.5, 1)
 SINK_VALUES = (0, 0.5, 1)  # e^0 = 1: a sink as easy by hand as a score of 0
@@ -116,11 +118,28 @@ class Draw:
     def matrix(self, rows: int, columns: int, values) -> list[list[float]]:
         return [[self.rng.choice(values) for _ in range(columns)] for _ in range(rows)]
 
-    def projection(self, rows: int, columns: int, values=W_VALUES) -> list[list[float]]:
-        """A weight matrix with no all-zero column (it would zero a feature for every token)."""
+    def projection(self, rows: int, columns: int, values=W_VALUES, nonzero: int | None = NONZERO) -> list[list[float]]:
+        """A weight matrix with no all-zero column (it would zero a feature for every token) and at
+        most `nonzero` nonzero entries in a column (which ones kept drawn too, so that a wide X's
+        every feature counts), so that an entry of X W adds a few products: the scores stay small
+        enough to work by hand."""
         drawn = [[self.rng.choice(values) for _ in range(rows)] for _ in range(columns)]
         drawn = [column if any(column) else [1] + column[1:] for column in drawn]
+        if nonzero is not None:
+            drawn = [self._thin(column, nonzero) for column in drawn]
         return [list(row) for row in zip(*drawn)]
+
+    def _thin(self, column: list, nonzero: int) -> list:
+        """`column` with `nonzero` of its nonzero entries kept, drawn (all when there are no more)."""
+        found = [i for i, x in enumerate(column) if x]
+        if len(found) <= nonzero:
+            return column
+        kept = set(self.rng.sample(found, nonzero))
+        return [x if i in kept else 0 for i, x in enumerate(column)]
+
+    def inputs(self, rows: int, width: int) -> list[list[float]]:
+        """X (or X_kv, E): small values when a row is two numbers or more wide."""
+        return self.matrix(rows, width, X_SMALL if width >= 2 else X_VALUES)
 
     def distinct(self, draw, width: int):
         """Call `draw() -> (matrices, keys)` until the keys' rows are all different."""
@@ -167,7 +186,7 @@ def _projected(d: Draw, pe: list | None = None) -> list:
     """Self-attention from X (with `pe`: X = E + PE) and its projections W_Q, W_K, W_V; returns E."""
     o = d.options
     width = o.dim * o.heads
-    E, W_K = d.distinct(lambda: _keys(d.matrix(o.keys, width, X_VALUES), d.projection(width, width), pe), width)
+    E, W_K = d.distinct(lambda: _keys(d.inputs(o.keys, width), d.projection(width, width), pe), width)
     d.doc["X"] = E if pe is None else add(E, pe)
     d.doc |= {"W_Q": d.projection(width, width), "W_K": W_K}
     d.doc["W_V"] = d.projection(width, (o.value_dim or o.dim) * o.heads)
@@ -178,7 +197,7 @@ def draw_multihead(d: Draw) -> dict:
     o = d.options
     _projected(d)
     value_width = (o.value_dim or o.dim) * o.heads
-    d.doc["W_O"] = d.projection(value_width, o.dim * o.heads, W_O_VALUES)
+    d.doc["W_O"] = d.projection(value_width, o.dim * o.heads, W_O_VALUES, nonzero=None)
     return {}
 
 
@@ -186,8 +205,8 @@ def draw_cross(d: Draw) -> dict:
     """Queries from X, keys and values from X_kv, with projections."""
     o = d.options
     width = o.dim * o.heads
-    d.doc["X"] = d.matrix(o.lq, width, X_VALUES)
-    X_kv, W_K = d.distinct(lambda: _keys(d.matrix(o.keys, width, X_VALUES), d.projection(width, width)), width)
+    d.doc["X"] = d.inputs(o.lq, width)
+    X_kv, W_K = d.distinct(lambda: _keys(d.inputs(o.keys, width), d.projection(width, width)), width)
     d.doc |= {"X_kv": X_kv, "W_Q": d.projection(width, width), "W_K": W_K}
     d.doc["W_V"] = d.projection(width, (o.value_dim or o.dim) * o.heads)
     return {}
@@ -330,8 +349,10 @@ class ExerciseKind:
     sentence: str = "two"  # "two": queries and keys are different words; "one": self-attention over one
     #                        sentence; "last": the last word's query over the sentence so far (a KV-cache step)
     causal: bool = False  # the causal rule
+    title: str = ""  # its title in a set ("Problem 2: causal self-attention"); "" for its name
     heads: int = 1  # the default number of heads
     dim: int = 2  # the default d_k
+    keys: int = 3  # the default number of keys
     heads_key: bool = True  # writes "heads" when there are several (gqa's 3-D Q says it)
     tiles: bool = False  # takes --tiles: the tiled online softmax
     slip: bool = True  # can be a find-the-slip exercise (one head, Q, K and V given)
@@ -339,30 +360,33 @@ class ExerciseKind:
 
 
 KINDS: dict[str, ExerciseKind] = {kind.name: kind for kind in (
-    ExerciseKind("plain", "Q, K, V given."),
-    ExerciseKind("causal", "self-attention over one sentence, causal mask.", sentence="one", causal=True),
+    ExerciseKind("plain", "Q, K, V given.", title="attention"),
+    ExerciseKind("causal", "self-attention over one sentence, causal mask.", sentence="one", causal=True,
+                 title="causal self-attention"),
     ExerciseKind("multihead", "X with projections and W_O.", draw_multihead, sentence="one", heads=2,
-                 slip=False),
-    ExerciseKind("cross", "X and X_kv with projections.", draw_cross, slip=False),
+                 slip=False, title="multi-head self-attention"),
+    ExerciseKind("cross", "X and X_kv with projections.", draw_cross, slip=False, title="cross-attention"),
     ExerciseKind("posenc", "X = E + PE (sinusoidal) with projections.", draw_posenc, sheet=posenc_sheet,
-                 sentence="one", slip=False, check=even_width),
-    ExerciseKind("window", f"causal in a sliding window ({sliding_window()}).", rules=window, sentence="one",
-                 causal=True, check=partial(at_least_keys, 3, "for its window to hide one")),
+                 sentence="one", slip=False, check=even_width, title="positional encodings"),
+    ExerciseKind("window", f"causal in a sliding window ({sliding_window()}), 4 keys.", rules=window,
+                 sentence="one", causal=True, keys=4, check=partial(at_least_keys, 3, "for its window to hide one"),
+                 title="a sliding window"),
     ExerciseKind("decode", "one KV-cache step, the last word's query at position t over keys 0 … t.",
-                 rules=decode, sentence="last", causal=True, check=one_query),
+                 rules=decode, sentence="last", causal=True, check=one_query, title="one decoding step"),
     ExerciseKind("rope", "causal self-attention with rotary positions (Q_rope, K_rope), d_k 4.", rules=rope,
-                 sentence="one", causal=True, dim=4, check=even_dim),
+                 sentence="one", causal=True, dim=4, check=even_dim, title="rotary positions (RoPE)"),
     ExerciseKind("alibi", "causal with ALiBi, slopes 0.5, 0.25 and so on per head.", settings=alibi,
-                 sentence="one", causal=True),
-    ExerciseKind("sinks", "a sink logit per head.", settings=sinks),
-    ExerciseKind("softcap", "softcap 2.", settings=softcap),
+                 sentence="one", causal=True, title="ALiBi"),
+    ExerciseKind("sinks", "a sink logit per head.", settings=sinks, title="attention sinks"),
+    ExerciseKind("softcap", "softcap 2.", settings=softcap, title="a softcap"),
     ExerciseKind("gqa", "grouped-query, query heads in pairs over one kv head each.", draw_gqa, settings=gqa,
-                 heads=2, heads_key=False, slip=False, check=head_pairs),
+                 heads=2, heads_key=False, slip=False, check=head_pairs, title="grouped-query attention"),
     ExerciseKind("padding", "the last key is padding (key_mask).", settings=padding,
-                 check=partial(at_least_keys, 2, "to pad one and keep one")),
+                 check=partial(at_least_keys, 2, "to pad one and keep one"), title="a padded key"),
     ExerciseKind("tiles", "the tiled online softmax, m, alpha, l, O per tile.", settings=tiles,
-                 asks=lambda trace: ["tiles"], tiles=True, slip=False),
-    ExerciseKind("backward", "the backward pass from a given dO.", settings=backward, slip=False),
+                 asks=lambda trace: ["tiles"], tiles=True, slip=False, title="the tiled online softmax"),
+    ExerciseKind("backward", "the backward pass from a given dO.", settings=backward, slip=False,
+                 title="the backward pass"),
 )}
 
 

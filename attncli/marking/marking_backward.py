@@ -100,10 +100,10 @@ def mark_gradients(trace: Trace, head: int, answers: dict[str, Answer], rule: Ru
             note = f"from your own {', '.join(used)}" if status == "carried" else None
             followings.append((_recompute(trace, head, name, own), status, note))
         exact = expected(trace, head, name)
-        cells, notes = mark_cells(answer, exact, followings, rule)
+        cells, notes, followed = mark_cells(answer, exact, followings, rule)
         ids, more = _diagnose(trace, head, name, answer, cells, own, rule) if (cells == "wrong").any() else ((), ())
         marks[name] = StageMark(given=answer, cells=cells, expected=exact, diagnosis=ids,
-                                notes=answer.notes + notes + more)
+                                notes=answer.notes + notes + more, followed=followed)
         own[name] = answer.values
         sound[name] = bool((cells == "correct").all())
     return marks

@@ -118,6 +118,22 @@ def _window_moved(step: int) -> Callable:
     return change
 
 
+def _window_dropped(problem):
+    """The rules without the window's bounds of 1 or more (a bound of 0, "no keys after the query",
+    reads as the causal mask and is kept); None without a window, or when nothing would be left
+    (that is `mask_ignored`)."""
+    window = find(problem, Window)
+    if window is None:
+        return None
+    kept = replace(window, **{side: b if b == 0 else None for side, b in (("left", window.left),
+                                                                         ("right", window.right))})
+    rules = tuple(kept if rule is window else rule for rule in problem.rules
+                  if rule is not window or kept.left is not None or kept.right is not None)
+    if kept == window or not rules:
+        return None
+    return replace(problem, rules=rules)
+
+
 def _realigned(problem):
     """The causal rules aligned at the other corner: top-left (the default positions 0 … L − 1, a
     query's row number taken as its position) when the positions are not the default; bottom-right
@@ -141,6 +157,26 @@ def _mask_zero(block, x):
 def _no_exp(block, x):
     plain = np.where(np.isneginf(x), 0.0, x)
     return plain / plain.sum(axis=-1, keepdims=True)
+
+
+def _not_normalised(block, x):
+    """e^x of each visible score, never divided by the row's sum."""
+    blocked = np.isneginf(x)
+    return np.where(blocked, 0.0, np.exp(np.where(blocked, 0.0, x)))
+
+
+def _unweighted_sum(block, x):
+    """Each query's output as the plain sum of the values of the keys it sees (every weight 1)."""
+    seen = block.visible()  # (1, Lq, Lk) or None
+    ones = np.ones(x.shape) if seen is None else np.broadcast_to(seen, x.shape).astype(float)
+    return ones @ block.V  # (1, Lq, d_v)
+
+
+def _keys_as_values(block, x):
+    """weights · K: the keys where the values were due; not a mistake one can see when K is V."""
+    if block.K.shape != block.V.shape or np.array_equal(block.K, block.V):
+        return None
+    return x @ block.K
 
 
 def _argmax(block, x):  # a tie shares the weight
@@ -185,6 +221,8 @@ MISTAKES = {
     "window_off_by_one": Mistake("masked", f"let one key too many into the window: {window_rule()} "
                                            f"({sliding_window()}, W keys counting the query itself, not [W, 0])",
                                  _rules_of(_window_moved(+1))),
+    "window_ignored": Mistake("masked", "ignored the sliding window: each query saw every earlier key, not only "
+                                        f"the keys inside the window ({window_rule()})", _rules_of(_window_dropped)),
     "window_one_short": Mistake("masked", "let one key too few into the window, as if its ends were excluded: "
                                           f"{window_rule()}", _rules_of(_window_moved(-1))),
     "causal_misaligned": Mistake("masked", "aligned the causal mask at the wrong corner: a query sees the keys at "
@@ -196,6 +234,8 @@ MISTAKES = {
     "softmax_wrong_axis": Mistake("weights", "normalised each column (over queries) instead of each row (over keys)",
                                   lambda block, x: _T(softmax(_T(x), block.problem.masked_rows,
                                                               sinks=stages.sinks(block, x.dtype))[0])),
+    "not_normalised": Mistake("weights", "took e^x of each score but never divided by the row's sum: the weights "
+                                         "of a row must add up to 1", _not_normalised),
     "no_softmax": Mistake("weights", "used the scaled scores as weights without a softmax", lambda block, x: x),
     "argmax": Mistake("weights", "gave the largest score all the weight (argmax) instead of a softmax", _argmax),
     "percent": Mistake("weights", "wrote the weights as percentages: a weight is a fraction (76.79% is 0.7679)",
@@ -213,6 +253,9 @@ MISTAKES = {
                                        "kv head h // (heads / kv_heads): repeat_kv gives each kv head a run of "
                                        "neighbouring query heads", _kv_tiled("scores"),
                              also=MappingProxyType({"output": _kv_tiled("output")})),
+    "unweighted_sum": Mistake("output", "added up the value rows without weighting them: the output is Σ_j "
+                                        "weight_j · V_j, not Σ_j V_j", _unweighted_sum),
+    "keys_as_values": Mistake("output", "multiplied the weights by K where V was due", _keys_as_values),
     "values_transposed": Mistake("output", "multiplied the weights by Vᵀ instead of V",
                                  lambda block, x: x @ _T(block.V)
                                  if x.shape[-1] == block.V.shape[-1] == block.V.shape[-2] else None),
@@ -221,6 +264,13 @@ MISTAKES = {
 FINAL_MISTAKES = {
     "no_output_projection": "gave the heads side by side without multiplying by W_O",
     "no_output_bias": "multiplied by W_O but did not add b_O",
+}
+# Mistakes in a projected problem's Q = X W_Q, K = X W_K, V = X W_V (attncli/marking/projections.py).
+PROJECTION_MISTAKES = {
+    "projection_transposed": "multiplied X by the weight matrix transposed (x Wᵀ, as PyTorch's Linear stores its "
+                             "weight (out, in)); here W is (in, out): Q = X W_Q",
+    "projection_swapped": "multiplied X by another projection's weight matrix (W_K or W_V where W_Q was due, …)",
+    "no_projection_bias": "multiplied X by the weight matrix but did not add the bias",
 }
 # Diagnoses that are not a recomputation with a mistake.
 TRANSPOSED = "transposed"
@@ -250,12 +300,14 @@ def step(trace: Trace, head: int, stage: str, previous: np.ndarray | None, mista
     adds its own, attncli/code/code_mistakes.py)."""
     one = slice(head, head + 1)
     order = present(trace)
-    inputs = {"Q": trace.Q[one], "K": trace.K[one]}  # (1, Lq, d_k), (1, Lk, d_k)
+    own = own or {}
+    # (1, Lq, d_k), (1, Lk, d_k), (1, Lk, d_v): the learner's own Q, K, V of a projected problem when given
+    inputs = {name: trace.stage(name)[one] if own.get(name) is None else own[name][None] for name in "QKV"}
     for earlier in stages.inputs(trace.problem):
         if order.index(earlier.name) < order.index(stage):
-            value = (own or {}).get(earlier.name)
+            value = own.get(earlier.name)
             inputs[earlier.replaces] = trace.stage(earlier.name)[one] if value is None else value[None]
-    block = stages.Block(trace.problem, inputs["Q"], inputs["K"], trace.V[one],
+    block = stages.Block(trace.problem, inputs["Q"], inputs["K"], inputs["V"],
                          trace.scale if scale is None else scale, head=head)
     if mistake:
         found = (MISTAKES if table is None else table)[mistake]
@@ -277,7 +329,7 @@ def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None,
     replaces the problem's scale; `own` holds the learner's earlier stages that stand in for Q
     or K (their Q_rope carried into their scores); `table`: where `mistake` is defined (as `step`)."""
     current = values
-    own = dict(own or {})  # the learner's Q_rope and K_rope, then the ones recomputed here
+    own = dict(own or {})  # the learner's Q, K, V, Q_rope and K_rope, then the ones recomputed here
     if start is not None and values is not None:
         own[start] = values
     for name in span(trace, start, stop):

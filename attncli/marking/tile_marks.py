@@ -193,7 +193,7 @@ def _mark_head(tiled, trace, h: int, given: dict, rule: Rule, prefix: str,
             follow = "correct" if inputs_sound else "carried"
             cells[f] = np.where(ok, "correct", np.where(ok2, follow, np.where(near, "imprecise", "wrong")))
         diagnosis = _diagnose(S, V[cols], learner, own_m, answers, cells, rule)
-        marks[name] = _tile_mark(answers, cells, expected, fields, b, d_v, p, rows, diagnosis)
+        marks[name] = _tile_mark(answers, cells, expected, fields, b, d_v, p, rows, diagnosis, carried)
         sound = sound and all((cells[f] == "correct").all() for f in fields)
         own = {f: answers[f].values if f in answers else {"m": c_m, "l": c_l, "O": c_O}[f] for f in ("m", "l", "O")}
         exact, learner = _Running(m, l, O), _Running(own["m"], own["l"], own["O"], sound)
@@ -247,8 +247,10 @@ def _diagnose(S, V, learner: _Running, own_m, answers, cells, rule: Rule) -> lis
     return found
 
 
-def _tile_mark(answers, cells, expected, fields, b: int, d_v: int, p, rows: slice, diagnosis=()) -> StageMark:
-    """One (b, columns) marked table: the fields given side by side, O as d_v columns."""
+def _tile_mark(answers, cells, expected, fields, b: int, d_v: int, p, rows: slice, diagnosis=(),
+               followed=None) -> StageMark:
+    """One (b, columns) marked table: the fields given side by side, O as d_v columns; `followed`:
+    what the learner's own earlier numbers give, per field (shown beside a carried cell)."""
     def columns(x, f):
         return x.reshape(b, -1) if f == "O" else x.reshape(b, 1)
 
@@ -261,7 +263,8 @@ def _tile_mark(answers, cells, expected, fields, b: int, d_v: int, p, rows: slic
                      cells=np.hstack([columns(cells[f], f) for f in fields]),
                      expected=np.hstack([columns(expected[f], f) for f in fields]),
                      diagnosis=tuple(m for m, _ in diagnosis), notes=notes + tuple(note for _, note in diagnosis),
-                     rows=_row_labels(p, rows), columns=tuple(names))
+                     rows=_row_labels(p, rows), columns=tuple(names),
+                     followed=None if followed is None else np.hstack([columns(followed[f], f) for f in fields]))
 
 
 def _row_labels(p, rows: slice) -> tuple[str, ...]:

@@ -24,8 +24,10 @@ from pathlib import PurePath
 import numpy as np
 
 from attncli.base.arrays import plain
+from attncli.base.names import PROJECTED
 from attncli.marking.grading import STATUSES, StageMark
 from attncli.marking.marks import all_correct, missing_stages, unanswered
+from attncli.marking.scoring import Points, Score, earned, is_required, score, slip_cost, stage_points, whole
 from attncli.problem.trace import Trace
 from attncli.render.export import csv_text
 from attncli.render.text import shown
@@ -33,20 +35,6 @@ from attncli.stages.table import names
 
 Marks = dict[str, StageMark]
 Result = tuple[str, "Marks | None", "str | None"]
-
-
-Points = dict[str, float]  # --points: stage (`weights`, or a path `heads[1].weights`) → its points
-
-
-@dataclass(frozen=True)
-class Score:
-    right: float  # whole numbers of cells, unless --points weighs the stages
-    max: float
-
-    @property
-    def percent(self) -> float:
-        """Rounded to one decimal; 0 when nothing was marked."""
-        return round(100 * self.right / self.max, 1) if self.max else 0.0
 
 
 def counts(mark: StageMark) -> str:
@@ -61,17 +49,8 @@ def stage_order(name: str) -> tuple[float, int]:
     if prefix and not prefix.startswith("heads["):
         return -1, 0  # a case's stage (attn check --code marks `case.stage`): kept in the order marked
     head = int(prefix[len("heads["):-1]) if prefix.startswith("heads[") else (math.inf if stage == "output" else -1)
-    order = names()
-    return head, order.index(stage) if stage in order else len(order)
-
-
-def stage_points(name: str, cells: int, points: Points | None) -> float:
-    """A stage's worth: its cells, or its points from --points (by path, else by stage name; each
-    tile table by `tiles`)."""
-    if not points:
-        return cells
-    head, dot, stage = name.partition("[q ")[0].rpartition(".")
-    return points.get(name, points.get(head + dot + stage, points.get(stage, cells)))
+    order = PROJECTED + names()  # a projected problem's Q, K, V before the heads' stages
+    return (-2 if stage in PROJECTED and not prefix else head), order.index(stage) if stage in order else len(order)
 
 
 def class_max(results: list[Result], points: Points | None = None, required: tuple[str, ...] = ()) -> float:
@@ -86,12 +65,6 @@ def class_max(results: list[Result], points: Points | None = None, required: tup
     return whole(sum(stage_points(name, size, points) for name, size in stage_sizes(results).items()))
 
 
-def is_required(name: str, required: tuple[str, ...]) -> bool:
-    """Whether a stage path (`heads[1].weights`, `output`) is one of the required stages; nothing
-    required: every stage counts."""
-    return not required or name.partition("[q ")[0].rpartition(".")[2] in required  # a tile table is `tiles`
-
-
 def stage_sizes(results: list[Result]) -> dict[str, int]:
     """Every stage marked in any file, in order, with its number of cells."""
     sizes = {}
@@ -99,25 +72,6 @@ def stage_sizes(results: list[Result]) -> dict[str, int]:
         for name, mark in (marks or {}).items():
             sizes.setdefault(name, int(mark.cells.size))
     return {name: sizes[name] for name in sorted(sizes, key=stage_order)}
-
-
-def score(marks: Marks | None, class_max: float, points: Points | None = None,
-          required: tuple[str, ...] = ()) -> Score:
-    """Cells right of cells marked (of the required stages', when some are); with `points`, each
-    stage's points times its share of cells right."""
-    if marks is None:
-        return Score(0, class_max)
-    marks = {name: mark for name, mark in marks.items() if is_required(name, required)}
-    if not points:
-        return Score(sum(m.right for m in marks.values()), sum(int(m.cells.size) for m in marks.values()))
-    worth = {name: stage_points(name, int(m.cells.size), points) for name, m in marks.items()}
-    return Score(whole(sum(worth[n] * m.right / m.cells.size for n, m in marks.items())), whole(sum(worth.values())))
-
-
-def whole(x: float) -> float:
-    """Rounded to 4 decimals; an int when whole (8, not 8.0, in the gradebook)."""
-    x = round(x, 4)
-    return int(x) if x == int(x) else x
 
 
 def tallies(results: list[Result]) -> dict[str, dict[str, int]]:
@@ -178,10 +132,12 @@ def csv_gradebook(results: list[Result], points: Points | None = None, required:
     return buffer.getvalue()
 
 
-def stage_output(mark: StageMark) -> str:
+def stage_output(mark: StageMark, points: Points | None = None) -> str:
     """A stage's result in words, as `attn check` says it (`3/3 right (1 carried)`), then its
-    notes one per line, each escaped by `shown` (a note may quote the learner's text)."""
-    return counts(mark) + "".join(f"\n{shown(note)}" for note in mark.notes)
+    notes one per line, each escaped by `shown` (a note may quote the learner's text), then what its
+    slip cost when a cost applied."""
+    priced = slip_cost(mark, points)
+    return counts(mark) + "".join(f"\n{shown(note)}" for note in mark.notes + ((priced,) if priced else ()))
 
 
 @dataclass(frozen=True)
@@ -218,15 +174,24 @@ def gradescope(marks: Marks | None, error: str | None = None, class_max: float =
     tests = []
     for name, mark in sorted(marks.items(), key=lambda item: stage_order(item[0])):
         worth = stage_points(name, int(mark.cells.size), grading.points)
-        got = mark.right if not grading.points else whole(worth * mark.right / mark.cells.size)
+        got = earned(mark, worth, grading.points)
         extra = not is_required(name, grading.required)  # answered beyond what is required: feedback only
         tests.append({"name": name, "score": 0 if extra else scaled(got), "max_score": 0 if extra else scaled(worth),
                       "status": "passed" if mark.right == mark.cells.size else "failed",
-                      "output": ("not required, not scored: " if extra else "") + stage_output(mark),
+                      "output": ("not required, not scored: " if extra else "") + stage_output(mark, grading.points),
                       "visibility": visibility})
     note = f"\n{error}" if error else ""  # a marked file's note: its metadata, keys set aside
-    return {"score": scaled(s.right), "output": f"{s.right:g}/{s.max:g} {'points' if grading.points else 'cells right'} "
-            f"({s.percent:g}%){note}", "visibility": visibility, "tests": tests}
+    return {"score": scaled(s.right), "output": f"{score_text(marks, s, grading, scaled)}{note}", "visibility": visibility,
+            "tests": tests}
+
+
+def score_text(marks: Marks, s: Score, grading: Grading, scaled=lambda x: x) -> str:
+    """`10/12 cells right (83.3%)`, or in points (`8/10 points (80%)`) when --points, --max-score
+    or a slip's cost makes the score differ from the cells: the numbers the score says."""
+    cells = sum(m.right for n, m in marks.items() if is_required(n, grading.required))
+    if grading.points or grading.max_score is not None or cells != s.right:
+        return f"{scaled(s.right):g}/{scaled(s.max):g} points ({s.percent:g}%)"
+    return f"{s.right:g}/{s.max:g} cells right ({s.percent:g}%)"
 
 
 def gradescope_class(results: list[Result], grading: Grading = Grading()) -> dict:
@@ -237,18 +202,24 @@ def gradescope_class(results: list[Result], grading: Grading = Grading()) -> dic
                       for file, marks, error in results]}
 
 
-def marks_dict(marks: dict[str, StageMark], trace: Trace | None = None) -> dict:
-    """The JSON form: per stage `right` (correct + carried), `max` and a count per status, per-cell
-    statuses, expected values and diagnoses; totals; required stages missing; with the trace,
-    the stages not answered."""
+def marks_dict(marks: dict[str, StageMark], trace: Trace | None = None, points: Points | None = None) -> dict:
+    """The JSON form: per stage `right` (correct + carried), `max` and a count per status, its
+    `points` and `worth` (scoring.py: a slip's cost), per-cell statuses, expected values, what the
+    learner's own earlier stage gives (`followed`, where a cell is carried) and diagnoses; totals;
+    required stages missing; with the trace, the stages not answered."""
     stages = {}
     for name, mark in marks.items():
+        worth = stage_points(name, int(mark.cells.size), points)
+        followed = {} if mark.followed is None else {"followed": plain(np.asarray(mark.followed))}
         stages[name] = ({"right": mark.right, "max": int(mark.cells.size)}
                         | {status: mark.count(status) for status in STATUSES}
-                        | {"cells": mark.cells.tolist(), "expected": plain(np.asarray(mark.expected)),
-                           "diagnosis": list(mark.diagnosis), "notes": list(mark.notes)})
+                        | {"points": whole(earned(mark, worth, points)), "worth": whole(worth)}
+                        | {"cells": mark.cells.tolist(), "expected": plain(np.asarray(mark.expected))} | followed
+                        | {"diagnosis": list(mark.diagnosis), "notes": list(mark.notes)})
+    total = score(marks, 0, points)
     doc = {"stages": stages, "right": sum(m.right for m in marks.values()),
-           "max": sum(int(m.cells.size) for m in marks.values()), "missing": missing_stages(marks)}
+           "max": sum(int(m.cells.size) for m in marks.values()), "points": total.right, "worth": total.max,
+           "missing": missing_stages(marks)}
     if trace is not None:
         doc["not_answered"] = unanswered(trace, marks)
     return doc | {"all_correct": all_correct(marks)}

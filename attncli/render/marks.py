@@ -7,8 +7,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.marking.grading import SYMBOLS, Rule, StageMark
+from attncli.marking.grading import SYMBOLS, TYPED_DECIMALS, Rule, StageMark
 from attncli.marking.marks import all_correct, unanswered
+from attncli.marking.scoring import Points, score, slip_cost
 from attncli.problem.trace import Trace
 from attncli.render.gradebook import counts
 from attncli.render.tables import column_chunks
@@ -16,15 +17,27 @@ from attncli.render.text import labels, number, rich_text, shown
 from attncli.stages import grads
 from attncli.stages.table import get
 
+
+def score_line(marks: dict[str, StageMark], points: Points | None = None) -> str:
+    """`score: 7/9 right`; in points beside the cells when --points or a slip's cost makes them differ."""
+    right, cells = sum(m.right for m in marks.values()), sum(m.cells.size for m in marks.values())
+    total = score(marks, 0, points)
+    if points or total.right != right:
+        return f"score: {total.right:g}/{total.max:g} points ({right}/{cells} cells right)"
+    return f"score: {right}/{cells} right"
+
+
 STYLE = {"correct": "green", "carried": "yellow", "wrong": "bold red", "imprecise": "magenta", "missing": "red"}
 MEANING = {"correct": "correct", "carried": "correct from your own earlier stage (carried)",
            "imprecise": "imprecise (too few decimals)", "wrong": "wrong", "missing": "missing"}
-LEGEND = " · ".join(f"{SYMBOLS[s]} {MEANING[s]}" for s in MEANING) + "; the expected value follows"
+LEGEND = " · ".join(f"{SYMBOLS[s]} {MEANING[s]}" for s in MEANING) + \
+    "; the expected value follows (beside ↪: what your own earlier numbers give)"
 
 
-def summary(name: str, mark: StageMark) -> str:
-    """`weights: 3/3 right (1 carried)`, then any diagnosis or note."""
-    return f"{name}: {counts(mark)}" + "".join(f"\n  {note}" for note in mark.notes)
+def summary(name: str, mark: StageMark, points: Points | None = None) -> str:
+    """`weights: 3/3 right (1 carried)`, then any diagnosis or note, then what a slip cost."""
+    priced = slip_cost(mark, points)
+    return f"{name}: {counts(mark)}" + "".join(f"\n  {note}" for note in mark.notes + ((priced,) if priced else ()))
 
 
 def _typed(value: float, decimals: int, precision: int) -> str:
@@ -67,7 +80,7 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
             text = Text(_typed(mark.given.values[i, j], mark.given.decimals[i, j], precision) + " ")
             text.append(SYMBOLS[verdict], style=STYLE[verdict])
             if verdict != "correct":
-                text.append(f" {number(mark.expected[i, j], precision)}", style="dim")
+                text.append(f" {number(shown_value(mark, i, j), shown_decimals(mark, i, j, precision))}", style="dim")
             cells[i].append(text)
     headers = [rich_text(column) for column in columns]
     widths = [max(h.cell_len, *(row[j].cell_len for row in cells)) for j, h in enumerate(headers)]
@@ -84,8 +97,23 @@ def stage_tables(trace: Trace, name: str, mark: StageMark, precision: int, width
         yield table
 
 
+def shown_value(mark: StageMark, i: int, j: int) -> float:
+    """The value shown beside a cell not correct: for a carried one, what the learner's own earlier
+    stage gives (what they were right to write); otherwise the exact value."""
+    if mark.cells[i, j] == "carried" and mark.followed is not None:
+        return mark.followed[i, j]
+    return mark.expected[i, j]
+
+
+def shown_decimals(mark: StageMark, i: int, j: int, precision: int) -> int:
+    """The expected value's decimals: --precision, or the learner's own when they wrote more by hand
+    (`1.66082 ✗ 1.66050`, not 1.6605; a computed number's sixteen are not copied)."""
+    written = int(mark.given.decimals[i, j])
+    return max(precision, written) if written <= TYPED_DECIMALS else precision
+
+
 def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, precision: int,
-                rule: Rule = Rule()) -> None:
+                rule: Rule = Rule(), points: Points | None = None) -> None:
     """Per stage: a table of given values marked by status (expected beside); then one summary
     line per stage, the stages not answered, the total and the marking rule."""
     console.print(Text(LEGEND))
@@ -98,11 +126,10 @@ def print_marks(trace: Trace, marks: dict[str, StageMark], console: Console, pre
             console.print(renderable)
         console.print()
     for name, mark in marks.items():
-        console.print(Text("\n".join(shown(line) for line in summary(name, mark).splitlines())))
+        console.print(Text("\n".join(shown(line) for line in summary(name, mark, points).splitlines())))
     skipped = unanswered(trace, marks)
     if skipped:
         console.print(Text(f"not answered: {', '.join(skipped)}"))
-    right, cells = sum(m.right for m in marks.values()), sum(m.cells.size for m in marks.values())
-    console.print(Text(f"score: {right}/{cells} right"))
+    console.print(Text(score_line(marks, points)))
     console.print(Text(rule.text(), style="dim"))
     console.print(Text("all correct" if all_correct(marks) else "some answers are not right"))

@@ -17,6 +17,7 @@ from attncli.marking.grading import Rule
 from attncli.problem.trace import Trace
 from attncli.render.marks import print_marks
 from attncli.render.page import notebook
+from attncli.render.page_marks import marks_notebook
 from attncli.render.tables import render
 from attncli.stages.table import names
 
@@ -78,3 +79,7 @@ class MarksView(_View):
 
     def print(self, console: Console) -> None:
         print_marks(self.trace, self.marks, console, self.precision, self.rule)
+
+    def _repr_html_(self) -> str:
+        """The marks page's tables (render/page_marks.py), without its script."""
+        return marks_notebook(self.trace, self.marks, self.precision, self.rule)

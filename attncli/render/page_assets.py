@@ -51,10 +51,13 @@ border-radius:6px 6px 0 0;padding:.3rem .8rem;cursor:pointer}
 .attn #derivation .bar{display:inline-block;height:.7em;background:rgba(var(--pos),.8);vertical-align:middle}
 .attn #derivation .bar.neg{background:rgba(var(--neg),.8)}
 .attn #derivation table{margin:.3rem 0}
+.attn td .exp{color:var(--muted)}.attn .wide{overflow-x:auto;max-width:100%}.attn .wide>table{margin-bottom:.3rem}
+.attn td.words{white-space:normal;text-align:left;min-width:10rem;max-width:32rem}
 .attn .legend span{display:inline-block;min-width:3.5rem;border:1px solid var(--line);text-align:center;margin-right:.2rem}
 .attn.js:not(.open) #derivation{display:none}
-@media (min-width:1100px){body.attn.js.open{margin-right:34rem}
-.attn.js #derivation{position:fixed;top:0;right:0;bottom:0;width:32rem;margin:0;overflow:auto;border-radius:0}}
+@media (min-width:1100px){body.attn.js.open{margin-right:30rem}
+.attn.js #derivation{position:fixed;top:0;right:0;bottom:0;width:28rem;margin:0;overflow:auto;border-radius:0}}
+@media (min-width:1500px){body.attn.js.open{margin-right:34rem}.attn.js #derivation{width:32rem}}
 @media (max-width:1099px){body.attn.js.open{margin-bottom:47vh}
 .attn.js #derivation{position:fixed;left:0;right:0;bottom:0;max-height:45vh;margin:0;overflow:auto;border-radius:0;z-index:2}}
 @media print{body.attn.js,body.attn.js.open{margin:0}.attn [role=tablist],.attn #derivation{display:none}

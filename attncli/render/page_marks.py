@@ -19,22 +19,30 @@ from attncli.marking.grading import STATUSES, SYMBOLS, Rule
 from attncli.marking.marks import all_correct, unanswered
 from attncli.problem.trace import Trace
 from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_sizes, tallies
-from attncli.render.marks import LEGEND, MEANING, mark_labels
+from attncli.render.marks import LEGEND, MEANING, mark_labels, score_line, shown_decimals, shown_value
+from attncli.render.marks import summary as summary_lines
 from attncli.render.page import document, escape, escape_lines, script_json, tabbed
+from attncli.render.page_assets import CSS
 from attncli.render.page_derive import derivations
 from attncli.render.text import header_lines, number
 
 HEAD = re.compile(r"^heads\[(\d+)\]\.")
+WORDS = ' class="words"'  # a cell of words (a note, a meaning): it wraps
 
 
-def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str]:
-    """(text, what a click shows) of one marked cell."""
+def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str, str]:
+    """(text, the value shown beside a cell not correct, what a click shows) of one marked cell."""
     verdict = mark.cells[i, j]
     value, decimals = mark.given.values[i, j], mark.given.decimals[i, j]
     answer = "—" if math.isnan(value) else number(value, decimals if decimals >= 0 else precision)
-    expected = number(mark.expected[i, j], precision)
+    if verdict == "carried" and mark.followed is not None:
+        expected = f"{number(shown_value(mark, i, j), shown_decimals(mark, i, j, precision))} from your own earlier " \
+                   f"numbers (exact {number(mark.expected[i, j], precision)})"
+    else:
+        expected = number(mark.expected[i, j], shown_decimals(mark, i, j, precision))
     said = f"{MEANING[verdict]}: yours {answer}, expected {expected}"
-    return f"{answer} {SYMBOLS[verdict]}", said + "".join(f"\n{note}" for note in mark.notes)
+    beside = "" if verdict == "correct" else number(shown_value(mark, i, j), shown_decimals(mark, i, j, precision))
+    return f"{answer} {SYMBOLS[verdict]}", beside, said + "".join(f"\n{note}" for note in mark.notes)
 
 
 def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
@@ -49,36 +57,44 @@ def stage_table(trace: Trace, name: str, mark, precision: int) -> str:
     for i, label in enumerate(rows):
         out.append(f'<tr><th data-row="{i}">{escape(label)}</th>')
         for j in range(len(columns)):
-            text, said = _cell(mark, i, j, precision)
+            text, beside, said = _cell(mark, i, j, precision)
             out.append(f'<td class="mk-{mark.cells[i, j]}" data-stage="{escape(stage)}" data-head="{h}" '
                        f'data-row="{i}" data-col="{j}" data-mark="{escape_lines(said.split(chr(10)))}"{" tabindex=0" if i == j == 0 else ""}>'
-                       f"{escape(text)}</td>")
+                       f"{escape(text)}{f' <span class=exp>{escape(beside)}</span>' if beside else ''}</td>")
         out.append("</tr>\n")
     return "".join(out) + "</tbody></table>\n"
 
 
-def learner(trace: Trace | None, marks: dict, precision: int, rule: Rule) -> str:
+def learner(trace: Trace | None, marks: dict, precision: int, rule: Rule, points=None) -> str:
     """One file's marks: every answered stage's table, then the summary lines `attn check` prints.
     Without the trace (a class whose files each hold their own problem) the lines alone."""
     out = [f'<p class="note">{escape(LEGEND)}</p>']
     out += [stage_table(trace, name, mark, precision) for name, mark in marks.items()
             if trace is not None and mark.count("missing") < mark.cells.size]
-    lines = [f"{name}: {counts(mark)}" + "".join(f"\n  {note}" for note in mark.notes) for name, mark in marks.items()]
+    lines = [summary_lines(name, mark, points) for name, mark in marks.items()]
     skipped = unanswered(trace, marks) if trace is not None else []
     lines += [f"not answered: {', '.join(skipped)}"] if skipped else []
-    right, cells = sum(m.right for m in marks.values()), sum(m.cells.size for m in marks.values())
-    lines += [f"score: {right}/{cells} right", rule.text(),
-              "all correct" if all_correct(marks) else "some answers are not right"]
+    lines += [score_line(marks, points), rule.text(), "all correct" if all_correct(marks) else "some answers are not right"]
     out.append(f"<pre>{escape_lines(chr(10).join(lines).split(chr(10)))}</pre>")
     return "\n".join(out)
 
 
-def _rows_table(title: str, header: list[str], rows: list[list[str]]) -> str:
-    out = [f"<h2>{escape(title)}</h2><table><thead><tr>"] + [f"<th>{escape(h)}</th>" for h in header]
+def marks_notebook(trace: Trace, marks: dict, precision: int, rule: Rule, points=None) -> str:
+    """A learner's marks for Jupyter: the page's tables (HTML cells, no drawn borders to go ragged
+    in a notebook's font), the style and the summary lines, no script."""
+    return f'<div class="attn"><style>{CSS}</style>{learner(trace, marks, precision, rule, points)}</div>'
+
+
+def _rows_table(title: str, header: list[str], rows: list[list[str]], words: tuple[str, ...] = ()) -> str:
+    """A table of rows in a box that scrolls sideways when it is wider than the page beside the
+    derivation panel; the `words` columns (notes, meanings) wrap instead of running on."""
+    out = [f'<h2>{escape(title)}</h2><div class="wide"><table><thead><tr>']
+    out += [f"<th>{escape(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
     for row in rows:
-        out.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>")
-    return "".join(out) + "</tbody></table>"
+        cells = (f"<td{WORDS if h in words else ''}>{escape(str(c))}</td>" for h, c in zip(header, row))
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return "".join(out) + "</tbody></table></div>"
 
 
 def summary(results: list, points=None, required: tuple[str, ...] = ()) -> str:
@@ -91,13 +107,13 @@ def summary(results: list, points=None, required: tuple[str, ...] = ()) -> str:
         s = score(marks, most, points, required)
         cells = ["–" if (marks or {}).get(n) is None else f"{marks[n].right}/{marks[n].cells.size}" for n in names]
         students.append([file, f"{s.right:g}/{s.max:g}", f"{s.percent:g}%", *cells, error or ""])
-    out = [_rows_table("class summary", ["file", "score", "%", *names, "note"], students)]
+    out = [_rows_table("class summary", ["file", "score", "%", *names, "note"], students, ("note",))]
     out.append(_rows_table("cells per stage", ["stage", *STATUSES],
                            [[name, *(c[s] for s in STATUSES)] for name, c in tallies(results).items()]))
     found = diagnoses(results)
     if found:
         out.append(_rows_table("diagnoses, most common first", ["stage", "diagnosis", "files", "meaning"],
-                               [list(row) for row in found]))
+                               [list(row) for row in found], ("meaning",)))
     return "\n".join(out)
 
 
@@ -109,12 +125,12 @@ def marks_page(trace: Trace | None, results: list, precision: int, rule: Rule, p
     if len(results) == 1:
         file, marks, error = results[0]
         title = f"attn check: {file}"
-        parts.append(("marks", learner(trace, marks, precision, rule) if marks is not None
+        parts.append(("marks", learner(trace, marks, precision, rule, points) if marks is not None
                       else f'<p>{escape(error or "")}</p>'))
     else:
         parts.append(("summary", summary(results, points, required)))
         for n, (file, marks, error) in enumerate(results):
-            body = f"<h2>{escape(file)}</h2>" + (learner(trace, marks, precision, rule) if marks is not None
+            body = f"<h2>{escape(file)}</h2>" + (learner(trace, marks, precision, rule, points) if marks is not None
                                                   else f'<p>{escape(error or "")}</p>')
             parts.append((f"file {n + 1}", body, os.path.basename(file) or file))  # the tab: the file's name
     found = derivations(trace, list(range(trace.problem.lq)), precision) if trace is not None else {"rows": {}}

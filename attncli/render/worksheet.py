@@ -7,6 +7,8 @@ Views never compute: the key's numbers are read from the trace.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from attncli.base.errors import plural
@@ -26,6 +28,8 @@ from attncli.stages.table import get
 
 GIVEN_TITLES = {"E": "E (token embeddings)", "PE": "PE (sinusoidal positional encoding, 2 decimals)"}
 KEY_DECIMALS = 4
+BOX = r"\rule[-1em]{0pt}{2.6em}"  # a worksheet row's height: room to write a number by hand (about 9 mm)
+BLANK = r"\hspace{5em}"  # a blank answer cell's width: -0.7071 in handwriting (about 18 mm)
 
 
 def given_text(x) -> str:
@@ -194,13 +198,13 @@ def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
             parts.append(_tex_table(title, [[f"${given_text(x)}$" for x in row] for row in m], rows, columns, False))
         for title, m, rows, columns in _grids(trace, exercise):
             filled = key or exercise.worked is not None
-            cells = [[(r"$-\infty$" if x == -np.inf else f"${number(x, KEY_DECIMALS)}$") if filled else r"\hspace{4em}"
+            cells = [[(r"$-\infty$" if x == -np.inf else f"${number(x, KEY_DECIMALS)}$") if filled else BLANK
                       for x in row] for row in m]
             parts.append(_tex_table(title, cells, rows, columns, not filled))
         if key and exercise.worked is not None:
             parts.append(_text(f"slip: {_slip(exercise)}"))
-        if key:
-            parts.append(r"reproduce with: \texttt{" + tex(exercise.command) + "}")
+        if key:  # ragged right: typewriter spaces do not stretch, so a justified line would run off the margin
+            parts.append(r"\begin{flushleft}reproduce with: \texttt{" + tex(exercise.command) + r"}\end{flushleft}")
     return with_attnchar("\n\n".join(parts) + "\n")
 
 
@@ -212,18 +216,32 @@ def _slip(exercise: Exercise) -> str:
 MATH = {"θ\\_i": r"$\theta_i$", "θ": r"$\theta$", "ᵀ": r"$^\top$", "√": r"$\surd$", "≤": r"$\le$", "−": "-", "·": r"$\cdot$", "∞": r"$\infty$"}
 
 
+# A symbol with a subscript as our words write it (d_k, W_Q, X_kv, O_0, d_model, q_pos), escaped: a
+# letter standing alone, "\_", up to five letters or digits. Longer words (q_positions, key_mask,
+# sliding_window) are names, and keep their underscore.
+SUBSCRIPT = re.compile(r"(?<![A-Za-z0-9_\\])([A-Za-z])\\_([A-Za-z0-9]{1,5})(?![A-Za-z0-9\\])")
+
+
+def _subscript(found: re.Match) -> str:
+    base, sub = found.groups()
+    return f"${base}_{{{sub}}}$" if len(sub) == 1 else f"${base}_{{\\mathrm{{{sub}}}}}$"
+
+
 def _text(text: str) -> str:
-    """Our titles and notes in LaTeX: special characters escaped, the few symbols they use in math."""
-    text = tex(text, symbols=False)
+    """Our titles and notes in LaTeX: special characters escaped, the few symbols they use in math,
+    and a symbol's subscript set as one (d_k as $d_k$, not with a printed underscore)."""
+    text = SUBSCRIPT.sub(_subscript, tex(text, symbols=False))
     for symbol, math in MATH.items():
         text = text.replace(symbol, math)
-    return tex_unicode(text)  # what MATH leaves
+    return re.sub(r"(?<!\\)\$\$", " ", tex_unicode(text))  # what MATH leaves; $\surd$$d_k$ as one span
 
 
 def _tex_table(title: str, cells: list[list[str]], rows: list[str], columns: list[str], ruled: bool) -> str:
-    spec = "l|" + "c|" * len(columns) if ruled else "l" + "r" * len(columns)
-    rule = r" \hline" if ruled else ""
-    body = [" & " + " & ".join(tex(c) for c in columns) + r" \\ \hline"]
-    body += [tex(r) + " & " + " & ".join(row) + r" \\" + rule for r, row in zip(rows, cells)]
+    """A matrix as a tabular, its row labels in a column of their own (a rule between them and the
+    values); a blank grid (`ruled`) boxed, each row tall enough to write in."""
+    spec = "l|" + "c|" * len(columns) if ruled else "l|" + "r" * len(columns)
+    rule, strut = (r" \hline", BOX) if ruled else ("", "")
+    body = [" & " + " & ".join(_text(c) for c in columns) + r" \\ \hline"]
+    body += [strut + tex(r) + " & " + " & ".join(row) + r" \\" + rule for r, row in zip(rows, cells)]
     return "\n".join([r"\paragraph{" + _text(title) + "}", "", rf"\begin{{tabular}}{{{spec}}}", *body,
                       r"\end{tabular}"])
