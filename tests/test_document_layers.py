@@ -41,7 +41,7 @@ def test_layer_numbers_are_read_in_the_order_given_each_once(text, count, expect
     ("0-9", 1, "there is 1 layer (0 to 0)"), ("1e3", 4, "expected all")])
 def test_bad_layer_numbers_name_the_flag_and_what_was_expected(text, count, message):
     with pytest.raises(InputError) as error:
-        layers.parse_layers(text, count)
+        layers.parse_layers(text, count, "--layer")
     assert message in str(error.value) and error.value.source == "--layer"
 
 
@@ -86,7 +86,7 @@ def test_a_single_layer_document_takes_only_its_own_number():
     doc = layer_doc(4, 0)
     assert layers.chosen(doc, "4") is doc and layers.chosen(doc, None) is doc
     with pytest.raises(InputError, match=r"holds one layer \(layer 4\) and no layers list; drop --layer"):
-        layers.chosen(doc, "3")
+        layers.chosen(doc, "3", flag="--layer")
 
 
 @pytest.mark.parametrize("value, message", [

@@ -111,7 +111,7 @@ def _run(o: SimpleNamespace) -> None:
     if o.output_file is not None:
         _check_target(o.output_file, found)
     count = found.sizes.num_hidden_layers
-    wanted = layers_doc.parse_layers(o.layer, count)
+    wanted = layers_doc.parse_layers(o.layer, count, "--layer")
     wanted = list(range(count)) if wanted is None else wanted
     _guard(found, o.dtype)
     config = load_config(found)

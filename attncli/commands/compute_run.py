@@ -170,7 +170,7 @@ def read(o: SimpleNamespace, piped: bool = False):
     option sets), built into a problem."""
     matrices, settings, origin = spec.settings(OPTIONS, o, PARTS)
     try:
-        doc, found, source = gather(o.file, matrices, settings, piped, o.layer)  # several layers: compute_layers.py
+        doc, found, source = gather(o.file, matrices, settings, piped, o.layer, "--layer")  # several layers: compute_layers.py
     except OneMatrixError as error:
         error.message += f"; give it as a matrix option: --q {o.file}"
         raise

@@ -57,8 +57,8 @@ def is_layered(doc) -> bool:
     return isinstance(doc, dict) and LAYERS in doc
 
 
-def chosen(doc: dict, layer: str | None, source: str | None = None, flag: str = "--layer") -> dict:
-    """The document to compute: a layer document as it is (`layer`, when given, must be its own
+def chosen(doc: dict, layer: str | None, source: str | None = None, flag: str = "layer") -> dict:
+    """`flag`: what errors name as where the layer numbers came from (the command's option). The document to compute: a layer document as it is (`layer`, when given, must be its own
     model.layer), or the one layer of a document of several that `layer` names (all when None);
     several chosen raise SeveralLayers."""
     if not is_layered(doc):
@@ -67,7 +67,7 @@ def chosen(doc: dict, layer: str | None, source: str | None = None, flag: str = 
             if parse_layers(layer, None, flag) not in (None, [model.get("layer")]):
                 raise InputError(f"is {layer!r}, but {source or 'the document'} holds one layer"
                                  + (f" (layer {model['layer']})" if type(model.get("layer")) is int else "")
-                                 + " and no layers list; drop --layer", flag)
+                                 + f" and no layers list; drop {flag}", flag)
         return doc
     places = select(doc, None if layer is None else parse_layers(layer, None, flag), flag)
     if len(places) > 1:
@@ -103,7 +103,7 @@ def entries(doc: dict) -> list[dict]:
     found = doc[LAYERS]
     if not isinstance(found, list) or not found or not all(isinstance(e, dict) for e in found):
         raise InputError(f"layers is {describe(found)}; expected a list of layer documents (objects), as attn capture "
-                         "--layer all writes", field=LAYERS)
+                         "writes several layers", field=LAYERS)
     if len(found) > MOST_LAYERS:
         raise InputError(f"layers has {len(found):,} entries; a model has at most {MOST_LAYERS:,}", field=LAYERS)
     return found
@@ -136,7 +136,7 @@ def layer_document(doc: dict, index: int) -> dict:
     return merged
 
 
-def select(doc: dict, wanted: list[int] | None, flag: str = "--layer") -> list[int]:
+def select(doc: dict, wanted: list[int] | None, flag: str = "layer") -> list[int]:
     """The places in `layers` of the layer numbers `wanted` (None: all), in the order given."""
     have = numbers(doc)
     if wanted is None:
@@ -160,7 +160,7 @@ def spans(numbers: list[int]) -> str:
     return ", ".join(out)
 
 
-def parse_layers(text: str, count: int, flag: str = "--layer") -> list[int] | None:
+def parse_layers(text: str, count: int, flag: str = "layer") -> list[int] | None:
     """`all` (None: every layer), `3`, or `3,7-9` as layer numbers below `count`, in order, each once."""
     word = text.strip().lower()
     if word == "all":

@@ -313,7 +313,8 @@ def read_piped(cap: Cap | None = None) -> tuple[dict, str | None]:
 
 
 def gather(file: str | None, matrices: dict[str, str | None],
-           settings: dict, piped: bool = False, layer: str | None = None) -> tuple[dict, dict[str, str], str | None]:
+           settings: dict, piped: bool = False, layer: str | None = None,
+           layer_flag: str = "layer") -> tuple[dict, dict[str, str], str | None]:
     """The problem document: the JSON file (or stdin, when neither a file nor Q, K, V or X is
     given, or when no file is named and stdin is `piped`: empty, it gives nothing), then
     command-line options over it (`overlay`). Returns (document, where each option-given key came
@@ -330,7 +331,7 @@ def gather(file: str | None, matrices: dict[str, str | None],
     if not isinstance(doc, dict):
         return doc, {}, source  # build_problem reports the wrong top-level type
     try:
-        doc = layers.chosen(doc, layer, source)
+        doc = layers.chosen(doc, layer, source, layer_flag)
     except AttnError as error:
         raise error.at(source) if source and not error.source else error
     return (*overlay(doc, matrices, settings, source), source)

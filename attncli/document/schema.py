@@ -72,7 +72,7 @@ AFTER: tuple[Key, ...] = (
     Key("query_labels", LABEL, "one label per query"),
     Key("key_labels", LABEL, "one label per key"),
     Key("word_ids", LABEL, "one per key: the word its token belongs to (sub-tokens of a word share it), null for "
-        "special tokens and padding (attn capture --text: the tokenizer's word_ids())"),
+        "special tokens and padding (attn capture from text: the tokenizer's word_ids())"),
     Key("warnings", RESULT, "what the computation warned about"),
     Key("tile_size", RESULT, "[BQ, BK]: the tile sizes of the tiled online softmax"),
     Key("tiled_max_difference", RESULT, "the largest |tiled − plain| over every head's output"),
@@ -186,8 +186,9 @@ def refuse_layers(doc, command: str = "attn compute") -> None:
     """A document of several layers (attn capture --layer all: {"layers": [...]}) where one problem
     belongs is refused, saying how to take one layer out."""
     if isinstance(doc, dict) and isinstance(doc.get("layers"), list):
-        raise InputError(f"a document of {len(doc['layers'])} layers (attn capture --layer): {command} reads one "
-                         "problem; attn compute FILE --layer N --format json writes layer N as one", field="layers")
+        raise InputError(f"a document of {len(doc['layers'])} layers (attn capture of several): {command} reads "
+                         "one problem; attn compute writes any one layer of it as a JSON document of its own",
+                         field="layers")
 
 
 def check_keys(doc: dict) -> dict:
