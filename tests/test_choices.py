@@ -39,7 +39,7 @@ def test_formats_are_one_family_in_one_order():
         offered = values(enum)
         assert offered == tuple(f for f in ("auto",) + formats.names() if f in offered)
     assert values(learn.TableFormat) == ("auto", "table", "json", "markdown", "latex", "csv")
-    assert values(compute.Format) == values(learn.TableFormat) + ("html",)
+    assert values(compute.Format) == values(learn.TableFormat) + ("html", "svg")
     assert values(check.CheckFormat) == ("auto", "table", "json", "csv", "html", "gradescope")
     with pytest.raises(ValueError, match="docx"):
         edge.formats("Nope", "json", "docx")

@@ -152,7 +152,7 @@ def _format_helps() -> dict[str, str]:
 
 def test_every_auto_format_help_says_the_one_rule():
     helps = _format_helps()
-    assert sorted(helps) == ["check", "compute", "posenc"]
+    assert sorted(helps) == ["check", "compute", "heads", "posenc"]
     assert all(help.startswith(edge.AUTO_HELP) for help in helps.values())
     output_page = ROOT / "docs" / "reference" / "output.md"
     assert "tables on a terminal, JSON when stdout is piped" in output_page.read_text(encoding="utf-8")

@@ -5,13 +5,14 @@ import re
 
 import pytest
 
-from attncli.commands import capture, check, compute, compute_options, learn, reference, spec
+from attncli.commands import capture, check, compute, compute_options, heads, learn, reference, spec
 from attncli.commands.spec import Option
 from attncli.document import schema
 from tests.conftest import ROOT
 
 TABLES = [("compute", compute_options.OPTIONS), ("check", check.OPTIONS), ("exercise", learn.EXERCISE),
-          ("example", learn.EXAMPLE), ("posenc", learn.POSENC), ("capture", capture.CAPTURE)]
+          ("example", learn.EXAMPLE), ("posenc", learn.POSENC), ("capture", capture.CAPTURE),
+          ("heads", heads.HEADS)]
 
 
 def help_flags(run, command: str) -> tuple[set[str], set[str]]:
@@ -68,7 +69,7 @@ def test_every_input_key_is_a_key_of_the_schema_or_none():
 def test_view_options_are_exactly_the_ones_that_change_no_number():
     view = {o.name for o in compute_options.OPTIONS if o.key is None and not o.argument}
     assert view == {"format", "stages", "precision", "round_", "explain", "carry", "row", "head", "heatmap",
-                    "output_file", "full", "tiles", "cost", "sram", "threads", "error", "layer"}
+                    "output_file", "full", "tiles", "cost", "sram", "threads", "error", "layer", "query", "key"}
 
 
 def test_each_option_sets_its_key_with_its_reader():

@@ -78,7 +78,7 @@ def test_an_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
 
 def test_output_errors(run, tmp_path):
     assert_error(run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "x.txt"),
-                 '--output: "', 'has no known suffix; expected .json, .md, .tex, .csv, .html, .npy or .npz')
+                 '--output: "', 'has no known suffix; expected .json, .md, .tex, .csv, .html, .svg, .npy or .npz')
     assert_error(run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "no" / "x.npy"), "does not exist")
 
 

@@ -193,7 +193,7 @@ def test_heatmap_through_a_pipe_is_drawn_not_dropped(run):
     assert "heatmap of weights" in out and "▓▓▓ 0.77" in out and not out.startswith("{")
     # JSON holds no heatmap: asked for both, the plan refuses (it exited 0 without the heatmap)
     assert_error(run("compute", SAMPLES / "scooter.json", "--heatmap", "-f", "json"),
-                 "--heatmap: --format json holds", "use --format table or html")
+                 "--heatmap: --format json holds", "use --format table, html or svg")
 
 
 # The LaTeX of GRADIENT_TITLES' formulas (tests/test_render_tables.py), by sample and the keys left out.

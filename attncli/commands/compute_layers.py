@@ -101,7 +101,7 @@ def _tables(runs: Iterator[LayerRun], o, plan) -> bool:
     for i, run in enumerate(runs):
         if i:
             out.write_all("\n")
-        compute_run.render(run.trace, run.tiled, run.shown, plan, o, run.agreed)
+        compute_run.render(run.trace, run.tiled, run.shown, plan, o, run.agreed, run.doc.get("word_ids"))
         _warn(run)
         differs |= run.agreed is not None and not run.agreed.agrees
     return differs

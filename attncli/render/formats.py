@@ -26,7 +26,9 @@ from attncli.render import escapes
 CONTENTS = {"tiles": "the tiles", "cost": "the counts", "heatmap": "the heatmap",
             "explanation": "the explanation", "backward": "the backward pass",
             "layers": "several layers"}  # a captured document's (commands/compute_layers.py)
-STAGES = ("every", "one", "output")  # every stage; one stage of the table (CSV); the final output alone (.npy)
+# every stage; one stage of the table (CSV); the final output alone (.npy); the weights alone, computed
+# whatever --stages says (the SVG picture: of them)
+STAGES = ("every", "one", "output", "weights")
 BUILDS = ("json", "text", "table", "nothing")  # beside the arrays, for the memory guard (compute/limits.py)
 
 
@@ -70,6 +72,8 @@ class View(NamedTuple):
     carry: str = "exact"
     extra: Optional[dict] = None  # keys beside the trace's in JSON (a captured layer's agreement)
     say: Optional[Callable] = None  # the CLI's words for the warnings' advice
+    picked: tuple = ((), ())  # the query and key positions --query and --key name: never elided
+    stages_given: bool = True  # --stages was given (else a page too big for every stage shows the weights)
 
 
 # The writers. Each imports its view when it runs, for start-up: the views load numpy (and the
@@ -79,7 +83,8 @@ def _table(view: View) -> None:
     # Imported here, for start-up (see above): the tables need rich.
     from attncli.render.tables import print_tables
 
-    print_tables(view.trace, view.shown, view.precision, view.explanation, view.heads, view.full, view.tiled)
+    print_tables(view.trace, view.shown, view.precision, view.explanation, view.heads, view.full, view.tiled,
+                 view.picked)
 
 
 def _json(view: View) -> str:
@@ -118,7 +123,14 @@ def _html(view: View) -> str:
     from attncli.render.page import page
 
     return page(view.trace, view.shown, view.precision, view.full, view.tiled, view.source, view.explanation,
-                view.carry)
+                view.carry, view.picked, view.stages_given)
+
+
+def _svg(view: View) -> str:
+    # Imported here, for start-up (see above).
+    from attncli.render.svg import heatmap_svg
+
+    return heatmap_svg(view.trace, view.heads, view.full, view.picked)
 
 
 def _npy(view: View, handle) -> None:
@@ -169,6 +181,8 @@ FORMATS: tuple[Format, ...] = (
     Format("csv", "one stage", (".csv",), stages="one", escape=escapes.csv_cell, trace=_csv),
     Format("html", "the explorer page (docs/explorer.md)", (".html",), escape=escapes.html_text, builds="nothing",
            trace=_html, holds=frozenset({"tiles", "heatmap", "explanation", "backward"})),
+    Format("svg", "the weights as a picture, each head's heatmap in a grid with a colour scale (for a paper)",
+           (".svg",), stages="weights", escape=escapes.html_text, trace=_svg, holds=frozenset({"heatmap"})),
     Format("gradescope", "Gradescope's autograder results.json (attn check)", escape=escapes.json_string),
     Format("npy", "the final output", (".npy",), stages="output", binary=True, builds="nothing", trace=_npy),
     Format("npz", "every stage", (".npz",), binary=True, builds="nothing", trace=_npz,
