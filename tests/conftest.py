@@ -1,7 +1,12 @@
+import ast
 import functools
+import importlib
 import json
 import os
+import sys
 import tracemalloc
+from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -10,8 +15,6 @@ from hypothesis import settings
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from attncli.cli import app
-
 # Property tests are derandomized (a fixed seed, no example database) in the test command and in
 # CI, so a change that touched nothing a fuzzer could find never fails on a new random draw.
 # Exploration is on purpose: ATTN_HYPOTHESIS=explore python -m pytest -m "slow or not slow";
@@ -19,6 +22,15 @@ from attncli.cli import app
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("ATTN_HYPOTHESIS", "ci"))
+
+
+def pytest_configure(config):
+    """Write bytecode even where PYTHONDONTWRITEBYTECODE is set (this project's containers set it).
+    Without it every run, in each xdist worker, pytest rewrote the asserts of every test module and
+    Python compiled attncli again (collection alone: 6 s of CPU a worker, not 2), and each `python
+    -m attncli` the tests start compiled attncli too. The bytecode goes to __pycache__/, which git
+    ignores; nothing above this hook imports attncli (`Run` imports the CLI when first called)."""
+    sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).parent.parent
 SAMPLES = ROOT / "samples"
@@ -35,6 +47,61 @@ def _one_click_command():
         yield
 
 
+class Lazy:
+    """A module, or one of its names, imported when a test first uses it. The `attn capture` tests name
+    torch, transformers and attncli.capture.driver at their top; every xdist worker collects every test
+    file, and importing those there cost a worker that never runs these tests 3 s of CPU."""
+
+    def __init__(self, module: str, name: str | None = None):
+        self._module, self._name = module, name
+
+    def _target(self):
+        found = importlib.import_module(self._module)
+        return getattr(found, self._name) if self._name else found
+
+    def __getattr__(self, attribute):
+        if attribute.startswith("_") or attribute == "pytestmark":  # what pytest's collection looks for
+            raise AttributeError(attribute)
+        return getattr(self._target(), attribute)
+
+    def __call__(self, *args, **kwargs):
+        return self._target()(*args, **kwargs)
+
+
+# The `attn capture` tests: skipped without the models extra, found without importing it.
+MODELS = pytest.mark.skipif(find_spec("torch") is None or find_spec("transformers") is None,
+                            reason="needs the models extra: pip install -e '.[models]'")
+
+
+@dataclass(frozen=True)
+class Module:
+    """One module of attncli/ as the tests that walk the source see it (read and parsed once)."""
+
+    path: Path  # the file
+    name: str  # attncli.render.page; a package's __init__.py is the package, attncli.render
+    text: str
+    tree: ast.Module  # shared by every test of the session: read it, never change it
+
+    @property
+    def relative(self) -> str:
+        """Its path inside attncli/: render/page.py."""
+        return self.path.relative_to(ROOT / "attncli").as_posix()
+
+
+@pytest.fixture(scope="session")
+def sources() -> tuple[Module, ...]:
+    """Every module of attncli/, sorted by path, read and parsed once per session (per xdist worker):
+    the tests of the layers, the CLI edge, start-up, the rules' words and safety walk them all, and
+    parsing the package for each of them was a good part of their time."""
+    modules = []
+    for path in sorted((ROOT / "attncli").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        text = path.read_text(encoding="utf-8")
+        modules.append(Module(path, ".".join(parts[:-1] if parts[-1] == "__init__" else parts), text,
+                              ast.parse(text, filename=str(path))))
+    return tuple(modules)
+
+
 class Run:
     """Invoke the CLI in-process; stdout and stderr are kept apart."""
 
@@ -42,6 +109,8 @@ class Run:
         self.runner = CliRunner()
 
     def __call__(self, *args, input=None, env=None):
+        from attncli.cli import app  # after pytest_configure: its modules' bytecode is written
+
         return self.runner.invoke(app, [str(a) for a in args], input=input, env=env)
 
     def json(self, *args, input=None):

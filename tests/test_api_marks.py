@@ -9,6 +9,8 @@ import pytest
 from conftest import SAMPLES, SCOOTER
 
 from attncli import InputError, attend, check, load_answers
+from attncli.compute.attention import attend as core_attend
+from attncli.document.reading import build_problem
 
 W = {"weights": [[0.05, 0.77, 0.19]]}
 # softmax(0, ln 4.1) = 0.1961, 0.8039: 0.20, 0.80 at 2 decimals, imprecise at 1
@@ -88,6 +90,59 @@ def test_reprs_are_readable_one_liners():
     assert repr(check(W, trace)["weights"]) == "<StageMark 3/3 right>"
 
 
+@pytest.mark.parametrize("named", ["the key's", "another stage", "the stage only"])
+def test_the_api_marks_a_find_the_slip_answer_as_attn_check_does(run, tmp_path, named):
+    """Issue 19's leftovers from earlier trials: find-the-slip is marked by the Python API as by attn
+    check."""
+    from attncli import api
+    from attncli.marking import slip
+
+    key_path = tmp_path / "key.json"
+    key_path.write_text(run("exercise", "--seed", "3", "--find-the-slip", "--answers").stdout, encoding="utf-8")
+    key = json.loads(key_path.read_text(encoding="utf-8"))
+    planted = key["slip"]
+    other = next(m for m in slip.MISTAKES if slip.MISTAKES[m].stage != planted["stage"])
+    answer = {"slip": {"the key's": planted, "another stage": {"stage": slip.MISTAKES[other].stage, "mistake": other},
+                       "the stage only": {"stage": planted["stage"], "mistake": other}}[named]}
+    answers = tmp_path / "a.json"
+    answers.write_text(json.dumps(answer), encoding="utf-8")
+    cli = json.loads(run("check", answers, key_path, "-f", "json").stdout)
+    for problem in (key_path, str(key_path), key):  # a path or the key's document
+        marks = api.check(answer, problem)
+        assert marks.to_dict() == cli and list(marks) == ["slip"]
+    assert cli["stages"]["slip"]["cells"] == {"the key's": [["correct", "correct"]],
+                                              "another stage": [["wrong", "wrong"]],
+                                              "the stage only": [["correct", "wrong"]]}[named]
+
+
+def test_the_api_refuses_a_slip_against_a_problem_that_plants_none():
+    """Issue 19's leftovers from earlier trials: the API refuses a slip answer against a problem that
+    plants none, as attn check does."""
+    from attncli import api
+    from attncli.base.errors import InputError
+
+    answer = {"slip": {"stage": "scaled", "mistake": "no_scale"}}
+    for problem in (SCOOTER, core_attend(build_problem(SCOOTER))):
+        with pytest.raises(InputError, match="plants no slip"):
+            api.check(answer, problem)
+
+
+SELF = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+ASKING = dict(SELF, ask=["weights", "output"], decimals=3)
+
+
+def test_the_api_reads_ask_and_decimals_from_the_problem(problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): the Python API
+    reads ask and decimals from the problem."""
+    from attncli import check
+
+    marks = check({"weights": [[0.045, 0.768, 0.187]]}, problem_file(ASKING))
+    assert marks.score == (3, 5) and not marks.all_correct
+    assert check({"weights": [[0.045, 0.768, 0.187]]}, ASKING, require=()).all_correct
+
+
 # Issue 29, item 4: the API is the command line
 
 def test_an_array_is_marked_at_the_problems_decimals():
@@ -129,3 +184,11 @@ def test_points_are_checked_as_the_command_line_checks_them(points, fragment):
     with pytest.raises(InputError, match=fragment) as error:
         check({"weights": [0.05, 0.77, 0.19]}, attend(**SCOOTER), points=points)
     assert error.value.field == "points"
+
+
+def test_a_decimal_comma_in_a_json_string_marks_through_the_api(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"scaled": [["0", "2,8284", "1.4142"]], "output": [[0.2775, 1.3491]]}))
+    marks = check(path, SCOOTER)
+    assert marks.all_correct
+    assert any("2,8284" in note for note in marks["scaled"].notes)

@@ -142,7 +142,7 @@ def problems(draw):
     return q, k, v
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)  # the slow run has 500
 @given(problems())
 def test_rows_sum_to_one(qkv):
     q, k, v = qkv
@@ -151,7 +151,7 @@ def test_rows_sum_to_one(qkv):
     assert (trace.weights >= 0).all()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)  # the slow run has 500
 @given(problems(), st.randoms(use_true_random=False))
 def test_permuting_keys_and_values_together_leaves_output_unchanged(qkv, random):
     q, k, v = qkv
@@ -162,7 +162,7 @@ def test_permuting_keys_and_values_together_leaves_output_unchanged(qkv, random)
     np.testing.assert_allclose(a.final, b.final, rtol=1e-12, atol=1e-12)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)  # the slow run has 500
 @given(problems())
 def test_one_head_split_equals_single_head(qkv):
     q, k, v = qkv
@@ -173,7 +173,7 @@ def test_one_head_split_equals_single_head(qkv):
     np.testing.assert_array_equal(a.final, c.final)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)  # the slow run has 500
 @given(problems(), st.data())
 def test_masked_weights_are_exactly_zero(qkv, data):
     q, k, v = qkv
@@ -185,7 +185,7 @@ def test_masked_weights_are_exactly_zero(qkv, data):
     assert (trace.weights[0][~live] == 0.0).all()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)  # the slow run has 500
 @given(problems(), st.integers(1, 3))
 def test_heads_are_independent_column_chunks(qkv, heads):
     q, k, v = qkv
@@ -196,3 +196,39 @@ def test_heads_are_independent_column_chunks(qkv, heads):
         qk, vv = slice(h * d, (h + 1) * d), slice(h * dv, (h + 1) * dv)
         alone = attend(build_problem({"Q": q[:, qk], "K": k[:, qk], "V": v[:, vv]}))
         np.testing.assert_allclose(trace.output[h], alone.output[0], rtol=1e-13, atol=1e-13)
+
+
+# The same invariants explored further, in the slow profile (-m slow).
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None)
+@given(problems())
+def test_rows_sum_to_one_long(qkv):
+    test_rows_sum_to_one.hypothesis.inner_test(qkv)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None)
+@given(problems(), st.randoms(use_true_random=False))
+def test_permuting_keys_and_values_together_leaves_output_unchanged_long(qkv, random):
+    test_permuting_keys_and_values_together_leaves_output_unchanged.hypothesis.inner_test(qkv, random)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None)
+@given(problems())
+def test_one_head_split_equals_single_head_long(qkv):
+    test_one_head_split_equals_single_head.hypothesis.inner_test(qkv)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None)
+@given(problems(), st.data())
+def test_masked_weights_are_exactly_zero_long(qkv, data):
+    test_masked_weights_are_exactly_zero.hypothesis.inner_test(qkv, data)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None)
+@given(problems(), st.integers(1, 3))
+def test_heads_are_independent_column_chunks_long(qkv, heads):
+    test_heads_are_independent_column_chunks.hypothesis.inner_test(qkv, heads)

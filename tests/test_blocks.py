@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attncli.base.errors import AttnError, NumericError
+from attncli.compute import blocks
 from attncli.compute.attention import attend
 from attncli.compute.blocks import attend_output
 from attncli.document.reading import build_problem
@@ -169,7 +170,7 @@ def rules(draw, lq, lk):
         doc["k_positions"] = draw(st.lists(spread, min_size=lk, max_size=lk))
     if lower_right:
         doc["mask"] = "causal_lower_right"
-        if min(doc.get("k_positions", [0])) > lk - 1:  # every key after every query: refused (test_hostile)
+        if min(doc.get("k_positions", [0])) > lk - 1:  # every key after every query: refused (test_masks.py: test_causal_lower_right_with_keys_after_every_query_is_refused)
             doc["k_positions"][0] = lk - 1
     elif draw(st.booleans()):
         doc["causal"] = True
@@ -287,3 +288,47 @@ def test_the_output_only_path_names_the_same_overflow_as_the_full_trace(doc):
     for compute in (attend, attend_output):
         with pytest.raises(NumericError, match=message):
             compute(build_problem(doc))
+
+
+def test_scaled_scores_that_overflow_are_refused_on_the_output_only_path():
+    """Mutation: `arrays.cannot_overflow` leaves the scale out of its bound (‖q‖ ‖k‖ instead of
+    ‖q‖ ‖k‖ · max(1, |scale|)), so a query whose scores are finite but whose scaled scores
+    overflow skips the check on the output-only path. q = k = [1e153, 0] with scale 1000: the
+    score 1e306 is finite, scaled = 1e309 overflows; the output-only path must name it, as the
+    full trace does."""
+    from attncli.base.arrays import cannot_overflow
+    from attncli.base.errors import NumericError
+    from attncli.compute.blocks import attend_output
+
+    Q = np.array([[[1e153, 0.0], [1.0, 0.0]]])  # (1 head, 2 rows, d 2)
+    K = np.array([[[1e153, 0.0], [0.0, 1.0]]])
+    with np.errstate(over="ignore"):  # 1e306 · 1000 is inf: the bound says "may overflow"
+        assert cannot_overflow(Q, K, 1000.0).tolist() == [False, True]
+    problem = build_problem({"Q": Q[0].tolist(), "K": K[0].tolist(), "V": [[1.0, 2.0], [3.0, 4.0]], "scale": 1000.0})
+    for path in (attend, attend_output):
+        with pytest.raises(NumericError, match=r"scaled = scores · scale overflows float64 at head 0, query 0, key 0"):
+            path(problem)
+
+
+def _long(lq: int, **keys):
+    return build_problem({"Q": np.ones((lq, 1)).tolist(), "K": np.ones((lq, 1)).tolist(),
+                          "V": np.ones((lq, 1)).tolist(), **keys})
+
+
+def test_a_causal_block_holds_at_most_masked_rows():
+    """Mutation: `narrowed` drops `min(step, MASKED_ROWS)`: a causal problem's blocks of 1000 rows
+    become half the middle block's band rather than 256."""
+    assert blocks.narrowed(_long(4000, mask="causal"), 1000) == blocks.MASKED_ROWS == 256
+    assert blocks.narrowed(_long(4000), 1000) == 1000  # no mask rules: as given
+
+
+def test_a_window_narrows_blocks_to_half_its_band():
+    """Mutation: a quarter of the window's band rather than a half (at least MIN_ROWS)."""
+    assert blocks.narrowed(_long(4000, window=[399, 0]), 1000) == 399 // 2
+    assert blocks.narrowed(_long(4000, window=[99, 0]), 1000) == blocks.MIN_ROWS
+
+
+def test_a_block_at_most_min_rows_is_never_widened():
+    """Mutation: `narrowed` drops its early return for steps of at most MIN_ROWS: a narrow window's
+    `max(MIN_ROWS, band // 2)` then turns the 60 rows asked for into 64."""
+    assert blocks.narrowed(_long(4000, window=[99, 0]), 60) == 60

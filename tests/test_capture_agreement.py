@@ -8,7 +8,8 @@ import pytest
 
 from attncli.base.errors import InputError
 from attncli.compute.attention import attend
-from attncli.document.agreement import TOLERANCE, compare
+from attncli.compute.blocks import attend_output
+from attncli.document.agreement import TOLERANCE, Agreement, check_claim, compare
 from attncli.document.reading import build_problem
 from tests.conftest import SCOOTER
 
@@ -86,6 +87,98 @@ def test_with_output_the_line_goes_to_stderr_and_the_file_holds_the_key(run, tmp
     assert result.exit_code == 0 and result.stdout == ""
     assert result.stderr == "agrees with m layer 3 to 2e-07 (the model computes in float32)\n"
     assert json.loads(written.read_text())["agreement"]["agrees"] is True
+
+
+def _captured(dtype, shifts):
+    """The scooter problem with its own results as the reference, cells moved by `shifts`
+    ({(stage, *index): shift}); `dtype` None leaves the reference's dtype out."""
+    trace = attend(build_problem(SCOOTER))
+    reference = {"weights": trace.stage("weights").copy(), "output": trace.final.copy()}
+    for (stage, *index), shift in shifts.items():
+        reference[stage][tuple(index)] += shift
+    reference = {k: v.tolist() for k, v in reference.items()} | ({} if dtype is None else {"dtype": dtype})
+    return dict(SCOOTER, reference=reference, model={"name": "m", "layer": 0}), trace
+
+
+def test_float32_means_a_relative_1e_5():
+    """Mutation: float32's tolerance 1e-3 rather than 1e-5 (the suite's test reads the constant, so
+    it moves with it): a float32 reference 1e-4 off is a different model."""
+    assert not compare(*_captured("float32", {("weights", 0, 0, 1): 1e-4})).agrees
+    assert compare(*_captured("float32", {("weights", 0, 0, 1): 5e-6})).agrees
+
+
+def test_a_reference_without_dtype_is_float32():
+    """Mutation: a reference without `dtype` read as float64: 1e-7 off (float32 rounding) would
+    differ."""
+    found = compare(*_captured(None, {("output", 0, 0): 1e-7}))
+    assert found.agrees and found.dtype == "float32"
+
+
+def test_the_first_difference_is_the_weights_before_the_output():
+    """Mutation: every stage's first differing cell overwrites the one found before, so the line
+    names the output when the weights differ too."""
+    found = compare(*_captured("float64", {("weights", 0, 0, 2): 0.1, ("output", 0, 1): 0.1}))
+    assert found.first["stage"] == "weights" and (found.first["head"], found.first["row"], found.first["column"]) \
+        == (0, 0, 2)
+
+
+def test_a_written_agreement_must_say_what_the_recomputation_says():
+    """Mutation: `check_claim` checks only that the agreement is an object, so a document that
+    says it agrees with a model it differs from is read without a word."""
+    differs = Agreement("m", 0, "float32", 0.5, {"stage": "weights", "head": 0, "row": 0, "column": 0,
+                                                  "attncli": 0.5, "model": 1.0})
+    with pytest.raises(InputError, match="the recomputation says: differs from m layer 0"):
+        check_claim({"agrees": True}, differs)
+    agrees = differs._replace(first=None, difference=1e-8)
+    check_claim({"agrees": True}, agrees)
+    with pytest.raises(InputError):
+        check_claim({"agrees": False}, agrees)
+
+
+def reference_doc(shift=0.0):
+    trace = attend(build_problem(SCOOTER))
+    output = trace.final.copy()
+    output[0, 1] += shift
+    reference = {"weights": trace.stage("weights").tolist(), "output": output.tolist(), "dtype": "float64"}
+    return dict(SCOOTER, reference=reference, model={"name": "m", "class": "C", "layer": 0}), trace
+
+
+def test_a_difference_below_six_digits_is_shown_with_the_digits_that_tell_it():
+    """Found by an engineer's trial of captured layers (no torch): the agreement line tells two differing
+    numbers apart, with the digits that tell them."""
+    doc, trace = reference_doc(1e-7)
+    line = compare(doc, trace).line()
+    mine, theirs = f"{trace.final[0, 1]:.9g}", f"{trace.final[0, 1] + 1e-7:.9g}"
+    assert mine != theirs and f"attncli {mine}, the model {theirs} " in line
+
+
+def test_the_json_says_the_output_alone_was_compared():
+    """Found by an engineer's trial of captured layers (no torch): the agreement's JSON (and line) says
+    which stages were compared (--stages output computes no weights)."""
+    doc, _ = reference_doc()
+    doc["reference"]["weights"][0][0][0] += 0.5  # a weight the output-only path never sees
+    problem = build_problem(doc)
+    found = compare(doc, attend_output(problem, threads=1))
+    assert found.agrees and found.to_json()["compared"] == ["output"]
+    assert found.line().endswith(" in the output (weights not computed here, so not "
+                                 "compared; the model ran in float64)")  # the line says so too
+    assert "in the output" not in compare(reference_doc()[0], attend(problem)).line()
+    assert compare(doc, attend(problem)).to_json()["compared"] == ["weights", "output"]
+    assert not compare(doc, attend(problem)).agrees
+
+
+def test_the_model_name_reaches_the_terminal_as_text(run, problem_file):
+    """The agreement line names the document's model: a name from someone else's file has its
+    controls escaped on stdout (the tables) and stderr (beside a document), as labels are."""
+    doc, _ = reference_doc()
+    doc["model"]["name"] = "\x1b]0;owned\x07m\u202e"
+    path = problem_file(doc)
+    for args, stream in ((("--format", "table"), "stdout"), (("--format", "json"), "stderr")):
+        result = run("compute", path, *args)
+        assert result.exit_code == 0, result.stderr
+        text = getattr(result, stream)
+        assert "agrees with \\u001b]0;owned\\u0007m\\u202e layer 0" in text
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
 
 
 # --- the most likely reason of a difference (attncli/document/guesses.py) -----------------------

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, assert_error
+from tests.conftest import MODELS, ROOT, Lazy, assert_error
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytestmark = MODELS
+torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, SAMPLES, assert_error
+from tests.conftest import MODELS, ROOT, SAMPLES, Lazy, assert_error
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_numpy = pytest.importorskip("safetensors.numpy")
+pytestmark = MODELS
+torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
+safetensors_numpy = Lazy("safetensors.numpy")
 
 TINY = SAMPLES / "models" / "tiny-llama"
 EVIL = """import pathlib

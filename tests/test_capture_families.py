@@ -10,17 +10,17 @@ import pytest
 
 from attncli.capture import families, layouts
 from attncli.capture.families import FAMILIES, Cannot, Family, Rope
-from tests.conftest import SAMPLES, assert_error
+from attncli.document.reading import build_problem
+from tests.conftest import MODELS, SAMPLES, Lazy, assert_error
+from tests.test_capture import SMALL, build
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from tests.test_capture import SMALL, build  # noqa: E402
+torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
 
 GEMMA = {"gemma": ("GemmaConfig", "GemmaForCausalLM", dict(SMALL, num_attention_heads=2, num_key_value_heads=1,
                                                             head_dim=8))}
 
 
+@MODELS
 def test_a_new_family_is_one_record(run, tmp_path, monkeypatch):
     """Gemma (1) has no record: refused, naming its model type. One Family(...) later it is captured,
     and attn compute agrees with the model to float64's precision."""
@@ -38,6 +38,7 @@ def test_a_new_family_is_one_record(run, tmp_path, monkeypatch):
     assert step.exit_code == 0 and run("compute", out, "--format", "json").exit_code == 0
 
 
+@MODELS
 def test_a_record_whose_paths_miss_is_refused_naming_them(run, tmp_path, monkeypatch):
     directory = build("gemma", tmp_path, GEMMA)
     monkeypatch.setitem(FAMILIES, "gemma", Family("gemma", "Gemma", blocks="decoder.layers"))
@@ -48,6 +49,7 @@ def test_a_record_whose_paths_miss_is_refused_naming_them(run, tmp_path, monkeyp
                  "GemmaAttention has no out_proj (the output projection of its family's record is self_attn.out_proj)")
 
 
+@MODELS
 def test_a_record_that_misreads_the_family_is_caught_by_the_agreement(run, tmp_path, monkeypatch):
     """The record is what the capture believes: Gemma read with interleaved RoPE writes a document
     whose recomputation differs from the model (exit 1), never a silent agreement."""
@@ -58,6 +60,7 @@ def test_a_record_that_misreads_the_family_is_caught_by_the_agreement(run, tmp_p
     assert run("compute", out, "--format", "json").exit_code == 1
 
 
+@MODELS
 def test_a_setting_attncli_cannot_express_is_refused_by_name(run, tmp_path, monkeypatch):
     """A record's `cannot`: the config key, what it does; refused before anything is loaded."""
     monkeypatch.setitem(FAMILIES, "llama", Family("llama", "Llama", cannot=(
@@ -81,6 +84,7 @@ def test_unknown_model_types_name_the_known_ones():
         families.family_of(None)
 
 
+@MODELS
 @pytest.mark.parametrize("model_type", sorted(FAMILIES))
 def test_every_record_is_keyed_by_its_own_model_type_and_names_a_transformers_type(model_type):
     record = FAMILIES[model_type]
@@ -121,6 +125,7 @@ def test_fused_layouts_split_as_documented(split, heads, kv_heads, d, q, k, v):
         np.testing.assert_array_equal(part, expected)
 
 
+@MODELS
 def test_a_fused_module_of_the_wrong_width_is_refused(tmp_path):
     """A record whose layout does not fit the module (a fused [q; k; v] read with too many kv heads)."""
     from types import SimpleNamespace
@@ -136,6 +141,37 @@ def test_a_fused_module_of_the_wrong_width_is_refused(tmp_path):
         projections(record, module, linear, 2, 2, 4)
 
 
+def test_dynamic_scaling_takes_the_configs_max_position_embeddings():
+    """Mutation: `rope` no longer adds the config's max_position_embeddings to a dynamic (or
+    longrope) scaling, which transformers reads beside rope_parameters: attncli would refuse the
+    captured layer (dynamic needs it) or grow the base at another length."""
+    from types import SimpleNamespace
+
+    from attncli.capture.reading import rope
+
+    for kind, extra in (("dynamic", {"factor": 2.0}),
+                        ("longrope", {"short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
+                                      "original_max_position_embeddings": 16})):
+        config = SimpleNamespace(model_type="llama", max_position_embeddings=64,
+                                 rope_parameters={"rope_type": kind, "rope_theta": 10000.0, **extra})
+        found = rope(FAMILIES["llama"], config, 0, 8)
+        assert found["scaling"]["max_position_embeddings"] == 64
+        build_problem({"Q": np.ones((2, 8)).tolist(), "K": np.ones((2, 8)).tolist(), "V": np.ones((2, 2)).tolist(),
+                       "rope": found})
+
+
+def test_the_scale_is_the_modules_inv_norm_factor():
+    """Mutation: `scale` reads `scaling` alone, not BLOOM's `inv_norm_factor` (equal to 1/√d in
+    BLOOM itself, so the captured models cannot tell)."""
+    from types import SimpleNamespace
+
+    from attncli.capture.reading import scale
+
+    assert scale(SimpleNamespace(inv_norm_factor=0.3), 4) == 0.3
+    assert scale(SimpleNamespace(scaling=0.2, inv_norm_factor=0.3), 4) == 0.2
+    assert scale(SimpleNamespace(), 4) == 0.5
+
+
 # --- capture refuses what compute would (issue 24 item 18) ---------------------------------------
 
 REFUSED = {
@@ -148,6 +184,7 @@ REFUSED = {
 }
 
 
+@MODELS
 @pytest.mark.parametrize("case, fragment", [
     ("softcap", "softcap is the number -2.0; expected"),
     ("scaling", "rope.scaling.factor is the number -2.0; expected a finite number > 0"),

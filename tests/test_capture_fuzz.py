@@ -18,12 +18,11 @@ import struct
 import numpy as np
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import MODELS, SAMPLES, Lazy
+from tests.test_capture import build
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from tests.test_capture import build  # noqa: E402
+pytestmark = MODELS
+torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
 
 BASES = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(vocab_size=16, n_embd=8, n_head=2, n_layer=2, n_positions=32)),

@@ -11,10 +11,9 @@ import pytest
 
 from attncli.capture import guard
 from attncli.compute import limits
-from tests.conftest import SAMPLES, assert_error
+from tests.conftest import MODELS, SAMPLES, assert_error
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+pytestmark = MODELS
 
 TINY = SAMPLES / "models" / "tiny-llama"
 SIZES = SimpleNamespace(hidden_size=8, num_attention_heads=2, num_key_value_heads=1, head_dim=4, num_hidden_layers=1,

@@ -268,6 +268,52 @@ def test_inline_answers_with_a_complete_key_mark_only_what_was_given(run, tmp_pa
     assert json.loads(result.stdout)["stages"]["weights"]["wrong"] == 3
 
 
+# Two heads of width 1 with different mask planes: head 1 blocks (query 1, key 0), head 0 (0, 1).
+PER_HEAD_MASK = {"Q": [[1, 2], [3, 4]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "heads": 2,
+                 "mask": [[[True, False], [True, True]], [[True, True], [False, True]]]}
+
+
+def _stage_marks(run, problem_file, answers, problem):
+    result = run("check", problem_file(answers, "answers.json"), problem_file(problem), "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)["stages"]
+
+
+def test_each_head_is_marked_with_its_own_mask_plane(run, problem_file):
+    """Mutation testing got this through (issue 8, rule 6): marking read head 0's mask plane for every
+    head; a slip in head 1 is carried into masked through head 1's own plane."""
+    # head 1: scaled = [[0, 2], [0, 4]]; a slip in (0, 1) is carried into masked through head 1's plane
+    answers = {"heads": [{}, {"scaled": [[0, 3], [0, 4]], "masked": [[0, 3], [None, 4]]}]}
+    stages = _stage_marks(run, problem_file, answers, PER_HEAD_MASK)
+    assert stages["heads[1].scaled"]["wrong"] == 1
+    masked = stages["heads[1].masked"]
+    assert masked["cells"] == [["correct", "carried"], ["correct", "correct"]], masked
+
+
+def test_each_heads_mask_ignored_is_diagnosed_on_its_own_plane(run, problem_file):
+    """Mutation testing got this through (issue 8, rule 6): mask_ignored is diagnosed on each head's own
+    mask plane."""
+    answers = {"heads": [{"masked": [[1, None], [3, 0]]}, {"masked": [[0, 2], [0, 4]]}]}
+    stages = _stage_marks(run, problem_file, answers, PER_HEAD_MASK)
+    assert stages["heads[0].masked"]["right"] == 4
+    # The blocked cell's scaled score is 0 here, so writing 0 for −∞ explains it equally well.
+    assert stages["heads[1].masked"]["diagnosis"] == ["mask_ignored", "mask_zero"]
+
+
+WITH_BIAS_OUT = {"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1, 2], [3, 4]],
+                 "W_O": [[1, 0], [0, 1]], "b_O": [10, 20]}
+
+
+def test_the_final_output_is_carried_through_b_O(run, problem_file):
+    """Mutation testing got this through (issue 8, rule 6): the final output is carried through W_O and b_O
+    from the learner's own head output."""
+    head_output = [[2.0, 3.0]]  # a slip: the exact head output is not this
+    answers = {"heads": [{"output": head_output}], "output": [[12.0, 23.0]]}  # their output · W_O + b_O
+    stages = _stage_marks(run, problem_file, answers, WITH_BIAS_OUT)
+    assert stages["heads[0].output"]["wrong"] == 2
+    assert stages["output"]["cells"] == [["carried", "carried"]]
+
+
 def test_the_expected_value_is_shown_at_the_decimals_the_learner_wrote(run):
     out = run("check", SAMPLES / "scooter.json", "--weights", "0.04539,0.76792,0.18000", "-f", "table").stdout
     assert "0.18000 ✗ 0.18669" in out  # not 0.1867 beside five decimals (issue 29)
@@ -361,3 +407,29 @@ def test_a_single_answers_file_of_the_wrong_shape_is_refused_before_computing(ru
     (tmp_path / "h.json").write_text(json.dumps({"heads": [{"weights": [[0.5, 0.5]]}, {}]}))
     assert_error(run("check", tmp_path / "h.json", "--problem", SAMPLES / "multihead.json"),
                  "h.json: heads[0].weights has shape (1 × 2); expected (3 × 3): queries × keys")
+
+
+# A decimal comma in a JSON string costs nothing: the cell is read as the decimal it means, with a note
+
+COMMA = {"scores": [[0, 4, 2]], "scaled": [["0", "2,8284", "1.4142"]], "weights": [[0.0454, 0.7679, 0.1867]],
+         "output": [[0.2775, 1.3491]]}
+COMMA_NOTE = 'read scaled[0][1] "2,8284" as 2.8284, a decimal written with a comma; write decimals with a point'
+
+
+def test_a_decimal_comma_in_a_json_string_is_read_as_its_decimal_with_a_note(run, problem_file):
+    answers, problem = problem_file(COMMA, "a.json"), problem_file(SCOOTER)
+    result = run("check", answers, problem, "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["stages"]["scaled"]["cells"] == [["correct"] * 3]
+    assert doc["stages"]["scaled"]["notes"] == [COMMA_NOTE]
+
+
+def test_a_decimal_comma_in_a_class_costs_nothing(run, problem_file):
+    files = [problem_file(COMMA, "a.json"), problem_file(COMMA, "b.json")]
+    problem = problem_file(SCOOTER)
+    csv_lines = run("check", *files, "-p", problem, "-f", "csv").stdout.splitlines()
+    assert [line.split(",")[1:4] for line in csv_lines[1:]] == [["11", "11", "100.0"]] * 2
+    grades = json.loads(run("check", *files, "-p", problem, "-f", "gradescope").stdout)
+    assert [f["results"]["score"] for f in grades["files"]] == [11, 11]
+    assert COMMA_NOTE in json.dumps(grades, ensure_ascii=False).replace('\\"', '"')

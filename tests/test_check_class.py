@@ -5,6 +5,7 @@ issue 16's, made here, and issue 29's, hand-made files in tests/classes/causal/.
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path, PurePath
@@ -287,6 +288,89 @@ def test_a_file_the_lenient_reading_would_read_says_so(run):
 
 
 
+def test_the_teachers_class_exits_as_its_guide_says(run, tmp_path, monkeypatch):
+    """docs/howto/teachers.md's class (Cy's file is not JSON) exits 2, as its sentence says, and
+    writes its marks page."""
+    guide = (SAMPLES.parent / "docs" / "howto" / "teachers.md").read_text(encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for name, text in re.findall(r"<!-- file: (answers/\w+\.json) -->\n```json\n(.*?)```", guide, re.S):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    key = run("exercise", "--seed", "5", "--queries", "2", "--keys", "3", "--answers")
+    (tmp_path / "key.json").write_text(key.stdout, encoding="utf-8")
+    files = sorted(str(path.relative_to(tmp_path)) for path in (tmp_path / "answers").iterdir())
+    result = run("check", *files, "--problem", "key.json", "-o", "report.html")
+    said = re.search(r"Expecting property name enclosed in double quotes[^\n]*\n```\n\nThe exit code is (\d)", guide)
+    assert said and result.exit_code == int(said[1]) == 2, (said, result.exit_code)
+    assert "answers/bob.json" in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+SCOOTER_FILE = SAMPLES / "scooter.json"
+
+
+GOOD_WEIGHTS = {"weights": [0.05, 0.77, 0.19]}
+
+
+def test_an_empty_tile_list_is_a_blank_file_and_the_class_goes_on(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): one hostile file
+    never stops a class: an empty tile list is a blank file."""
+    good, hostile = problem_file(GOOD_WEIGHTS, "good.json"), problem_file({"tiles": []}, "tiles.json")
+    for fmt in ("csv", "gradescope", "json", "table"):
+        result = run("check", good, hostile, "--problem", SCOOTER_FILE, "--format", fmt)
+        assert result.exit_code == 1, (fmt, result.stdout, result.stderr)
+    rows = run("check", good, hostile, "--problem", SCOOTER_FILE, "--format", "csv").stdout.splitlines()
+    assert rows[1].startswith(f"{good},3,3,100.0") and rows[2].startswith(f"{hostile},0,3,0.0")
+    tests = json.loads(run("check", good, hostile, "--problem", SCOOTER_FILE, "-f", "gradescope").stdout)
+    assert [f["results"]["score"] for f in tests["files"]] == [3, 0]
+
+
+def test_a_file_no_rule_foresaw_scores_0_with_its_reason(run, problem_file, monkeypatch):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): one hostile file
+    never stops a class: a file no rule foresaw scores 0 with its reason."""
+    from attncli.commands import check_run
+
+    real = check_run.mark_document
+
+    def fragile(trace, doc, **settings):
+        if "boom" in doc:
+            raise ZeroDivisionError("a slip in the marker")
+        return real(trace, doc, **settings)
+
+    monkeypatch.setattr(check_run, "mark_document", fragile)
+    good, bad = problem_file(GOOD_WEIGHTS, "good.json"), problem_file(GOOD_WEIGHTS | {"boom": 1}, "bad.json")
+    result = run("check", good, bad, "--problem", SCOOTER_FILE, "--format", "csv")
+    assert result.exit_code == 2
+    rows = result.stdout.splitlines()
+    assert rows[1].startswith(f"{good},3,3,100.0")
+    assert rows[2].startswith(f"{bad},0,3,0.0") and "ZeroDivisionError: a slip in the marker" in rows[2]
+
+
+SELF = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+def test_a_file_setting_its_own_easy_problem_is_flagged_in_a_class(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a student's file
+    setting its own easy problem is flagged in a class."""
+    files = [problem_file(SELF | {"weights": [0.05, 0.77, 0.19]}, f"s{i}.json") for i in range(3)]
+    cheat = problem_file({"Q": [[0]], "K": [[0]], "V": [[0]], "weights": [[1]], "output": [[0]]}, "cheat.json")
+    result = run("check", *files, cheat, "--format", "csv")
+    row = result.stdout.splitlines()[4]
+    assert row.startswith(f"{cheat},2,2,100.0") and "its problem differs from the class's (3 of 4 files share one)" in row
+    assert f"warning: {cheat}: its problem differs" in result.stderr
+    with_problem = run("check", *files, cheat, "--problem", SCOOTER_FILE, "--format", "csv").stdout.splitlines()[4]
+    assert with_problem.startswith(f"{cheat},0,") and "hold their own problem" in with_problem
+
+
+def test_a_files_own_problem_is_size_capped(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a file's own
+    problem is size-capped."""
+    big = problem_file({"Q": [[0]] * 9000, "K": [[0]] * 9000, "V": [[0]] * 9000, "weights": [[1]]}, "big.json")
+    files = [problem_file(SELF | {"weights": [0.05, 0.77, 0.19]}, f"s{i}.json") for i in range(2)]
+    result = run("check", *files, big, "--format", "csv")
+    row = result.stdout.splitlines()[3]
+    assert row.startswith(f"{big},0,") and "its own problem has 81,000,000 scores" in row
+
+
 # A named pipe among a class's files (answers/*): open() waited for a writer forever, so the whole
 # class never finished; other special files were refused per file. Run as a process, with a timeout.
 def attn_within(args, cwd, timeout=60, **more):
@@ -321,3 +405,21 @@ def test_a_pipe_that_is_written_to_is_still_read(tmp_path):
     finally:
         os.close(read)
     assert done.returncode == 0 and json.loads(done.stdout)["Q"] == [[1.0, 2.0, 3.0]]
+
+
+@pytest.mark.parametrize("how", [[], ["-f", "csv"], ["-f", "gradescope"], ["-f", "json"]])
+@pytest.mark.parametrize("problem_option", [[], ["--problem"]])
+def test_a_single_answers_file_given_as_a_pipe_is_read_once(tmp_path, how, problem_option):
+    """`attn check <(echo '{…}') problem.json`, as check.md shows: the pipe is read once however
+    often check looks at it (to tell it from the problem, to check its shapes, to mark it), in every
+    format; only a class's files are refused as pipes."""
+    read, write = os.pipe()
+    os.write(write, json.dumps({"output": [0.2775, 1.3491]}).encode())
+    os.close(write)
+    try:
+        done = attn_within(["check", f"/dev/fd/{read}", *problem_option, str(SAMPLES / "scooter.json"), *how],
+                           tmp_path, pass_fds=(read,))
+    finally:
+        os.close(read)
+    assert done.returncode == 0 and done.stderr == "", done.stderr  # 0: all correct (an empty or refused file is 2)
+    assert "named pipe" not in done.stdout and "empty file" not in done.stdout

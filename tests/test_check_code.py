@@ -117,7 +117,7 @@ def test_a_class_marks_in_one_run_with_a_gradebook_and_results_json(tmp_path):
     done = attn("--code", pattern, "--cases", "scooter,random", "--timeout", "1", "--format", "csv")
     assert done.exit_code == 1, done.output
     rows = done.output.strip().splitlines()
-    assert rows[0].startswith("file,score,max,percent,scooter.output right")
+    assert rows[0].startswith("file,score,max,percent,scooter.output points")
     by_file = {row.split(",")[0].rsplit("/", 1)[1]: row for row in rows[1:]}
     assert by_file["textbook.py:attention"].split(",")[1:4] == ["2", "2", "100.0"]
     assert "no_scale" in by_file["no_scale.py:attention"] and "timeout" in by_file["infinite_loop.py:attention"]

@@ -1,6 +1,8 @@
 """`attn check`'s marking rules (issue 8): nothing answered, --require, --decimals and imprecise,
 the textbook's rounding carried, diagnoses consistent with every cell, one definition of counts."""
 
+import csv
+import io
 import json
 import warnings
 
@@ -453,3 +455,272 @@ def test_compute_output_of_a_split_heads_problem_marks_itself_all_correct(run, p
     other = dict(problem, Q=[[[0, 4]], [[1, 2]]])
     result = run("check", answers, problem_file(other, "other.json"))
     assert_error(result, "not the problem's Q")
+
+
+def _stage(run, *args, name):
+    result = run("check", *args, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)["stages"][name]
+
+
+PLAIN = {"Q": [[1, 2], [3, 4]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]}  # scores = Q, scale 1/√2
+
+
+def test_a_mistake_that_contradicts_an_imprecise_cell_is_not_named(run, problem_file):
+    """Mutation: _diagnose checks the mistake only against correct and carried cells, not the
+    imprecise ones. 0.7 is 0.7071 at one decimal (imprecise); no_scale would have written 1 there, so
+    it is not what the learner did, though it gives the three wrong cells."""
+    path = problem_file(PLAIN)
+    scaled = _stage(run, path, "--scaled", "0.7,2;3,4", name="scaled")
+    assert scaled["cells"] == [["imprecise", "wrong"], ["wrong", "wrong"]]
+    assert scaled["diagnosis"] == []
+
+
+def test_a_mistake_explaining_half_the_wrong_cells_is_not_named(run, problem_file):
+    """Mutation: _diagnose names a mistake that explains exactly half the wrong cells (2·best <
+    total instead of ≤): here transposing explains one of two."""
+    path = problem_file(PLAIN)
+    scores = _stage(run, path, "--scores", "1,3;99,4", name="scores")
+    assert scores["cells"] == [["correct", "wrong"], ["wrong", "correct"]]
+    assert scores["diagnosis"] == []
+
+
+def test_rounded_and_carried_from_a_wrong_stage_is_carried_not_correct(run, problem_file):
+    """Mutation: _followings gives the rounded-and-carried following the status "correct" whatever
+    the learner's basis, so weights reached from their own wrong scores (scaled rounded to 2
+    decimals on the way) are counted correct rather than carried."""
+    path = problem_file(PLAIN)
+    s = np.round(np.array([[1, 2], [3, 5]]) / np.sqrt(2), 2)  # the learner's scores[1][1] = 5 is wrong
+    e = np.exp(s - s.max(1, keepdims=True))
+    w = e / e.sum(1, keepdims=True)
+    text = ";".join(",".join(f"{x:.6f}" for x in row) for row in w)
+    result = run("check", path, "--scores", "1,2;3,5", "--weights", text, "--format", "json")
+    stages = json.loads(result.stdout)["stages"]
+    assert stages["scores"]["cells"] == [["correct", "correct"], ["correct", "wrong"]]
+    assert stages["weights"]["cells"] == [["carried", "carried"], ["carried", "carried"]]
+    assert stages["weights"]["notes"] == ["rounded scaled carried (2 decimals)"]
+
+
+SCOOTER_FILE = SAMPLES / "scooter.json"
+
+
+def _exercise(run, tmp_path, *args):
+    doc = json.loads(run("exercise", *args, "--answers").stdout)
+    path = tmp_path / "key.json"
+    path.write_text(json.dumps(doc))
+    return doc, path
+
+
+def _csv_row(run, answers, key, *options):
+    result = run("check", answers, "-p", key, "-f", "csv", *options)
+    header, row = list(csv.reader(io.StringIO(result.stdout)))[:2]
+    return result.exit_code, dict(zip(header, row))
+
+
+def test_an_asked_tile_not_given_is_missing(run, tmp_path, problem_file):
+    """Found by the second user trial (issues 16 and 17): a problem's ask (and --require, --points) must
+    cover every answer key check marks: an asked tile table not given is missing, not skipped."""
+    doc, key = _exercise(run, tmp_path, "--seed", "3", "--kind", "tiles")
+    assert doc["ask"] == ["tiles"] and len(doc["heads"][0]["tiles"]) == 2
+    first = problem_file({"tiles": doc["heads"][0]["tiles"][:1]}, "first.json")
+    code, row = _csv_row(run, first, key)
+    assert code == 1 and (row["score"], row["max"]) == ("5", "10")
+    # Stages answered beyond what is asked are marked and shown but not scored (README "A teacher's
+    # workflow"): a file of weights alone is 0 of the two tiles' 10 cells.
+    weights = problem_file({"weights": doc["heads"][0]["weights"]}, "weights.json")
+    code, row = _csv_row(run, weights, key)
+    assert code == 1 and (row["score"], row["max"]) == ("0", "10") and row["weights points"] == "0"
+    assert row["note"] == "not required, not scored: weights 3/3 right"
+    code, row = _csv_row(run, weights, key, "--points", "tiles=2")  # each tile table is worth 2
+    assert code == 1 and (row["score"], row["max"]) == ("0", "4")
+    assert _csv_row(run, weights, key, "--require", "weights")[0] == 0
+
+
+def test_asked_gradients_not_given_are_missing(run, tmp_path, problem_file):
+    """Found by the second user trial (issues 16 and 17): asked gradients not given are missing, and
+    --require replaces the problem's ask."""
+    doc, key = _exercise(run, tmp_path, "--seed", "5", "--kind", "backward")
+    assert len(doc["ask"]) == 10 and "d_V" in doc["ask"] and "d_output" not in doc["ask"]  # one head: d_output is dO
+    forward = problem_file({s: doc["heads"][0][s] for s in ("scores", "scaled", "weights", "output")}, "fwd.json")
+    code, row = _csv_row(run, forward, key)
+    assert code == 1 and row["d_V max"] == "6" and row["d_V points"] == "0" and row["score"] == "11"
+    # --require replaces the problem's ask: only d_V is scored (2 points), the forward stages are shown
+    code, row = _csv_row(run, forward, key, "--require", "d_V", "--points", "d_V=2")
+    assert code == 1 and (row["score"], row["max"]) == ("0", "2") and row["weights points"] == "0"
+    assert "weights 3/3 right" in row["note"]
+
+
+def test_an_asked_slip_not_given_is_missing(run, tmp_path, problem_file):
+    """Found by the second user trial (issues 16 and 17): an asked slip not given is missing; --require
+    slip or d_Q on a problem without them is refused."""
+    doc, key = _exercise(run, tmp_path, "--seed", "5", "--find-the-slip")
+    assert doc["ask"] == ["slip"]
+    scores = problem_file({"scores": doc["heads"][0]["scores"]}, "scores.json")
+    code, row = _csv_row(run, scores, key)
+    # Only what is asked is scored: the slip's two cells; the scores are marked and shown.
+    assert code == 1 and (row["slip points"], row["slip max"], row["score"], row["max"]) == ("0", "2", "0", "2")
+    assert row["note"] == "not required, not scored: scores 3/3 right"
+    assert _csv_row(run, scores, key, "--points", "slip=4")[1]["max"] == "4"
+    plain = problem_file({"weights": [0.05, 0.77, 0.19]}, "plain.json")
+    refused = run("check", plain, "-p", SCOOTER_FILE, "--require", "slip")
+    assert refused.exit_code == 2 and "plants no slip" in refused.stderr
+    refused = run("check", plain, "-p", SCOOTER_FILE, "--require", "d_Q")
+    assert refused.exit_code == 2 and "no dO" in refused.stderr
+    assert run("check", plain, "-p", SCOOTER_FILE, "--require", "tilez").exit_code == 2
+
+
+def test_compute_refuses_a_bad_ask_or_decimals_as_check_does(run, problem_file):
+    """Found by the second user trial (issues 16 and 17): attn compute refuses a bad ask or decimals, with
+    attn check's words."""
+    problem = {"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]]}
+    answers = problem_file({"weights": [[0.73, 0.27]]}, "a.json")
+    for setting, fragment in ((("ask", ["wieghts"]), 'naming an unknown stage "wieghts" (did you mean "weights"?)'),
+                              (("ask", "weights"), "ask is"), (("decimals", -1), "decimals is the number -1"),
+                              (("decimals", True), "decimals is true"), (("decimals", 2.5), "decimals is")):
+        path = problem_file(problem | dict([setting]), "p.json")
+        computed, checked = run("compute", path, "-f", "json"), run("check", answers, "-p", path)
+        assert computed.exit_code == checked.exit_code == 2, setting
+        assert fragment in computed.stderr and computed.stderr == checked.stderr, (computed.stderr, checked.stderr)
+    fine = problem_file(problem | {"ask": ["weights", "d_V", "tiles"], "decimals": 3}, "fine.json")
+    assert run("compute", fine, "-f", "json").exit_code == 0
+
+
+@pytest.mark.parametrize("content", [b"{}", b""])
+@pytest.mark.parametrize("format", ["table", "json", "gradescope", "csv"])
+def test_a_file_with_no_answers_exits_alike_in_every_format(run, problem_file, content, format):
+    """Found by a user trial: a single file with no answers exits 2 in every format (1 in a class, as a
+    file that differs)."""
+    answers = problem_file(content, "answers.json")
+    result = run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", format)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    right = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, "right.json")
+    assert run("check", answers, right, "--problem", SAMPLES / "scooter.json", "-f", format).exit_code == 1
+
+
+DIGITS_5000 = "9" * 5000  # more digits than Python's int() reads by default (4300)
+
+
+@pytest.mark.filterwarnings("error")  # a RuntimeWarning would be an internal error
+@pytest.mark.parametrize("cell", ["0e-99999999999999999999", "0e-400", "0e-" + DIGITS_5000])
+def test_check_with_an_absurd_exponent_is_marked(run, cell):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: written
+    numbers with absurd exponents: decimals are capped, marking prints no warning."""
+    result = run("check", SAMPLES / "scooter.json", "--weights", f"{cell},1,0", "--format", "json")
+    assert result.exit_code == 1 and result.stderr == "", result.stderr
+    assert json.loads(result.stdout)["stages"]["weights"]["cells"][0][0] == "wrong"
+
+
+@pytest.mark.filterwarnings("error")
+def test_many_decimals_on_a_large_value_still_mark_correct(run):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: many written
+    decimals on a large value still mark correct (the value is kept, not turned into NaN)."""
+    # t · 10^308 overflows for the output 1.349…: the value is kept, not turned into NaN.
+    result = run("check", SAMPLES / "scooter.json", "--output",
+                 "0.2774704267750921" + "0" * 300 + ",1.3491421713299023" + "0" * 300, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["all_correct"] is True
+
+
+@pytest.mark.filterwarnings("error")  # a RuntimeWarning from rounding would be an internal error
+@pytest.mark.parametrize("option, value", [("--scores", "1e308,-1e308,1e308"), ("--scaled", "1e308,-1e308,1e308"),
+                                           ("--weights", "1e308,1e308,1e308"), ("--output", "1e308,-1e308")])
+def test_marking_huge_answers_prints_no_warning(run, option, value):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: marking huge
+    answers prints no RuntimeWarning."""
+    result = run("check", SAMPLES / "scooter.json", option, value, "--format", "json")
+    assert result.exit_code == 1 and result.stderr == "", result.stderr
+
+
+def _marks_of(run, *args, name="weights"):
+    result = run("check", *args, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)["stages"][name]
+
+
+def test_a_wrong_value_with_few_decimals_is_wrong_not_imprecise(run):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): few decimals are
+    imprecise only when the exact value correctly rounded, else wrong."""
+    output = _marks_of(run, SCOOTER_FILE, "--output", "0.4,1.2", name="output")  # exact 0.2775, 1.3491
+    assert output["cells"] == [["wrong", "wrong"]]
+    weights = _marks_of(run, SCOOTER_FILE, "--weights", "0.1,0.7,0.2")  # exact 0.0454, 0.7679, 0.1867
+    assert weights["cells"] == [["wrong", "wrong", "imprecise"]]
+    rounded = _marks_of(run, SCOOTER_FILE, "--weights", "0.0,0.8,0.2")  # each correctly rounded to 1 decimal
+    assert rounded["cells"] == [["imprecise"] * 3]
+
+
+def test_a_tie_at_the_decimals_written_rounds_either_way(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a tie at the
+    decimals written rounds either way."""
+    halves = problem_file({"Q": [[0, 0]], "K": [[1, 0], [0, 1]], "V": [[0.25], [0.25]]})
+    assert _marks_of(run, halves, "--output", "0.2", name="output")["cells"] == [["imprecise"]]
+    assert _marks_of(run, halves, "--output", "0.3", name="output")["cells"] == [["imprecise"]]
+    assert _marks_of(run, halves, "--output", "0.1", name="output")["cells"] == [["wrong"]]
+
+
+def test_a_diagnosis_the_numbers_contradict_is_not_named(run):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a diagnosis is
+    named only when its numbers give the learner's at their precision."""
+    weights = _marks_of(run, SCOOTER_FILE, "--weights", "1,1,1")
+    # no_softmax gives the scaled scores 0.71, 1.41, 2.12: 2 at no decimals, not 1
+    assert "no_softmax" not in weights["diagnosis"]
+    # one query row normalised over its one query: 1 in every cell, exactly what was written
+    assert weights["diagnosis"] == ["softmax_wrong_axis"]
+    one_decimal = _marks_of(run, SCOOTER_FILE, "--weights", "0.1,0.7,0.2")
+    assert one_decimal["diagnosis"] == ["scale_by_dk"]  # softmax(0, 2, 1) = 0.09, 0.67, 0.24: 0.1, 0.7, 0.2
+
+
+SELF = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+ASKING = dict(SELF, ask=["weights", "output"], decimals=3)
+
+
+def test_a_problems_ask_is_required_and_its_decimals_apply(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a problem carries
+    what it asks: its "ask" is required and its "decimals" apply."""
+    problem = problem_file(ASKING)
+    partial = problem_file({"weights": [0.045, 0.768, 0.187]}, "a.json")
+    result = run("check", partial, problem, "--format", "json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["missing"] == ["output"] and (doc["right"], doc["max"]) == (3, 5)
+    two = _marks_of(run, problem_file({"weights": [0.05, 0.77, 0.19]}, "b.json"), problem)
+    assert two["cells"] == [["imprecise"] * 3]  # 3 decimals asked
+    override = run("check", partial, problem, "--format", "json", "--require", "weights", "--decimals", "2")
+    assert override.exit_code == 0  # the options win over the problem's
+
+
+def test_ask_and_decimals_are_checked(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): a problem's ask and
+    decimals are checked."""
+    for bad, fragment in (({"ask": ["wieghts"]}, "ask is"), ({"ask": "weights"}, "ask is"),
+                          ({"decimals": 2.5}, "decimals is the number 2.5"), ({"decimals": 40}, "from 0 to 17")):
+        result = run("check", problem_file({"weights": [0.05, 0.77, 0.19]}, "a.json"), problem_file(SELF | bad))
+        assert result.exit_code == 2 and fragment in result.stderr, bad
+
+
+def test_carrying_on_from_a_stage_with_too_few_decimals_costs_the_precision_once(run):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): no more credit for
+    showing less: carrying on from a too-coarse stage is rounding early; issue 29: it costs the
+    precision mark once, on the stage written too coarsely."""
+    # hidden, the early rounding costs the output its precision mark (1 point of 2) ...
+    alone = _marks_of(run, SCOOTER_FILE, "--output", "0.2000,1.4000", name="output")
+    assert alone["cells"] == [["wrong", "wrong"]] and alone["diagnosis"] == ["rounded_early"]
+    assert (alone["points"], alone["worth"]) == (1, 2)
+    # ... shown, it costs the weights' (2 of 3), and the output computed from them is carried (issue 29)
+    shown = json.loads(run("check", SCOOTER_FILE, "--weights", "0.0,0.8,0.2", "--output", "0.2000,1.4000",
+                           "-f", "json").stdout)
+    assert shown["stages"]["output"]["cells"] == [["carried", "carried"]] and shown["stages"]["output"]["points"] == 2
+    assert (shown["stages"]["weights"]["imprecise"], shown["stages"]["weights"]["points"]) == (3, 2)
+    # from weights wrong at 4 decimals (a real slip, precisely written) the output is still carried
+    carried = run("check", SCOOTER_FILE, "--weights", "0.1000,0.7000,0.2000", "--output", "0.4000,1.2000", "-f", "json")
+    assert json.loads(carried.stdout)["stages"]["output"]["cells"] == [["carried", "carried"]]
+
+
+def test_the_decimals_noted_are_the_decimals_written_not_the_minus_infinity_cells():
+    """A −∞ cell has no decimals: the precision noted is the written cells' (it counted as 4)."""
+    from attncli.marking.grading import Answer
+
+    masked = Answer(values=np.array([[1.4, -np.inf], [0.0, 0.7]]), decimals=np.array([[1, -1], [1, 1]]))
+    assert masked.precision == 1  # a −∞ cell has no decimals (it counted as 4)
+    assert Answer(values=np.full((1, 2), -np.inf), decimals=np.full((1, 2), -1)).precision == 0

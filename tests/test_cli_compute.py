@@ -142,3 +142,20 @@ def test_masks_written_as_floats_and_huge_numbers_in_messages(run):
     assert run.json("compute", "--q", "1", "--k", "1", "--v", "1", "--mask", "true")["mask"] == [[True]]
     result = run("compute", "--q", "1", "--k", "1", "--v", "1", "--heads", "1" + "0" * 30)
     assert result.exit_code == 2 and len(result.stderr) < 300
+
+
+def test_a_warning_on_stderr_is_in_the_json_too(run, tmp_path):
+    """Found by the second user trial (issues 16 and 17): every warning printed on stderr is in the JSON's
+    "warnings" too, and reads back."""
+    args = ("--q", "0,4", "--k", "1,0;0,1;.5,.5", "--v", "2,0;0,2;1,-1", "--alibi-slopes", "1e6",
+            "--q-positions", "9007199254740992", "--dtype", "float32")
+    result = run("compute", *args, "-f", "json")
+    printed = [line.removeprefix("warning: ") for line in result.stderr.splitlines()]
+    warnings = json.loads(result.stdout)["warnings"]
+    assert result.exit_code == 0 and any("ALiBi distances" in w for w in warnings) and printed == warnings
+    written = tmp_path / "o.json"
+    written.write_text(result.stdout)
+    again = run("compute", written, "-f", "json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["warnings"] == warnings
+    causal = run("compute", "--q", "1,0", "--k", "1,0;0,1", "--v", "1;2", "--mask", "causal", "-f", "json")
+    assert "mask causal is top-left" in json.loads(causal.stdout)["warnings"][0] and "top-left" in causal.stderr

@@ -158,6 +158,98 @@ def test_a_mistyped_choice_is_named_with_the_closest_one_and_no_library_wording(
     assert "Value error" not in result.stderr and "did you mean" not in result.stderr
 
 
+@pytest.mark.parametrize("options, fragment", [
+    (("--q", "1,2,3"), "--q: K has 2 columns but Q has 3"),
+    (("--k", "1,2;3,4"), "--k: V has 3 rows but K has 2"),
+    (("--v", "1,2;3,4"), "--v: V has 2 rows but K has 3"),
+])
+def test_a_mismatch_names_the_option_that_gave_a_key(run, options, fragment):
+    """Found by a user trial: an error about two keys names the option that gave one of them, not the file."""
+    result = run("compute", SAMPLES / "scooter.json", *options)
+    assert_error(result, fragment)
+    assert "scooter.json" not in result.stderr
+
+
+def test_an_empty_matrix_file_says_a_matrix_was_expected(run, problem_file):
+    """Found by a user trial: an empty file is "empty file", with what was expected there."""
+    empty = problem_file(b"", "empty.csv")
+    assert_error(run("compute", SAMPLES / "scooter.json", "--q", empty),
+                 "empty.csv: empty file; expected a matrix: rows of numbers")
+    assert_error(run("compute", problem_file(b" \n", "blank.json")), "empty file; expected a JSON object with Q")
+    assert_error(run("compute", input=""), "<stdin>: empty input; expected a JSON object")
+
+
+def test_messages_plural_labels_and_the_option(run):
+    """Found by a user trial (messages that said the wrong thing): one label, four queries, and the option
+    that gave them."""
+    assert_error(run("compute", SAMPLES / "scooter.json", "--q", "1,0;0,1;1,1;2,2"),
+                 "--q: query_labels has 1 label but there are 4 queries")
+
+
+def test_messages_tiles_and_dtype(run):
+    """Found by a user trial (messages that said the wrong thing): --tiles of 0 and a --dtype that is no
+    near miss."""
+    assert_error(run("compute", SAMPLES / "scooter.json", "--tiles", "0,1"),
+                 '--tiles: got "0,1"; expected two whole numbers BQ,BK of at least 1')
+    result = run("compute", SAMPLES / "scooter.json", "--dtype", "float8")
+    assert_error(result, "'float8' is not one of 'float64', 'float32', 'bfloat16', 'float16'")
+    assert "did you mean" not in result.stderr
+    assert 'did you mean "float32"' in run("compute", SAMPLES / "scooter.json", "--dtype", "flaot32").stderr
+
+
+def test_messages_an_npz_array_and_a_head_key_at_the_top(run, problem_file, tmp_path):
+    """Found by a user trial (messages that said the wrong thing): an .npz array where a string belongs, a
+    head's key at the top."""
+    np.savez(tmp_path / "t.npz", Q=[[1.0]], K=[[1.0]], V=[[1.0]], title=np.array([1.0, 2.0]))
+    assert_error(run("compute", tmp_path / "t.npz"), "title is an array of float64 with shape (2,); expected a string")
+    doc = json.loads((SAMPLES / "scooter.json").read_text(encoding="utf-8")) | {"lse": [1.0]}
+    result = run("compute", problem_file(doc))
+    assert_error(result, "lse is one head's result: it goes in heads[i].lse")
+    assert "title" not in result.stderr
+
+
+def test_messages_csv_one_stage(run):
+    """Found by a user trial (messages that said the wrong thing): --format csv writes one stage."""
+    assert_error(run("compute", SAMPLES / "scooter.json", "-f", "csv", "--stages", "weights,output"),
+                 "--format csv writes one stage: give one, such as --stages weights")
+
+
+def test_messages_a_byte_that_is_not_utf8_in_a_label(run):
+    """Found by a user trial (messages that said the wrong thing): a byte that is not UTF-8 in a label."""
+    label = b"a\xff".decode("utf-8", "surrogateescape")
+    assert_error(run("compute", SAMPLES / "scooter.json", "--key-labels", f"{label},b,c"),
+                 "key_labels[0] holds the byte 0xff, which is not UTF-8, at character 2")
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("title", '"\\ud800"', "title holds a lone surrogate \\ud800 at character 1"),
+    ("description", '"ok \\udfff"', "description holds a lone surrogate \\udfff at character 4"),
+    ("query_labels", '["a\\ud83d"]', "query_labels[0] holds a lone surrogate \\ud83d at character 2"),
+    ("key_labels", '["x", "\\udc00"]', "key_labels[1] holds a lone surrogate \\udc00"),
+])
+def test_lone_surrogates_are_refused_at_input(run, problem_file, key, value, fragment):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: lone
+    surrogates (valid JSON escapes that no UTF-8 output can hold) are refused at input."""
+    text = '{"Q": [[1, 2]], "K": [[1, 2], [3, 4]], "V": [[1], [2]], "%s": %s}' % (key, value)
+    result = run("compute", problem_file(text), "--format", "json")
+    assert_error(result, fragment, "expected text that is valid Unicode")
+
+
+def test_a_surrogate_pair_is_one_character_and_fine(run, problem_file):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a surrogate
+    pair is one character, and fine."""
+    text = '{"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "title": "\\ud83d\\ude00"}'
+    assert run.json("compute", problem_file(text))["title"] == "\U0001f600"
+
+
+def test_undecodable_label_bytes_on_the_command_line(run):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a label's byte
+    that is not UTF-8 on the command line is said as the byte."""
+    # Python decodes a non-UTF-8 argument byte 0xff to the lone surrogate U+DCFF: said as the byte.
+    assert_error(run("compute", SAMPLES / "scooter.json", "--query-labels", "a\udcff", "--format", "json"),
+                 "--query-labels: query_labels[0] holds the byte 0xff, which is not UTF-8")
+
+
 # Counts said with the wrong word: "3 keies", "1 heads", "1 kv heads", "1 of 3 keys are padding",
 # "1 columns". One helper, base.errors.plural, says every count.
 @pytest.mark.parametrize("n, word, said", [(1, "key", "1 key"), (3, "key", "3 keys"), (2, "query", "2 queries"),

@@ -104,3 +104,26 @@ def test_a_rope_exercise_is_small_and_its_key_checks(run):
     assert "Q_rope" in json.loads(key)["heads"][0]
     assert run("check", "-", input=key).exit_code == 0
     assert_error(run("exercise", "--seed", "4", "--kind", "rope", "--dim", "3"), "--dim", "must be even")
+
+
+ROPE_SAMPLE = json.loads((SAMPLES / "rope.json").read_text(encoding="utf-8"))
+
+
+def test_a_rope_option_keeps_the_files_other_rope_fields(run, problem_file):
+    """Found by a user trial (a learner, a teacher, a hostile user): a --rope-… option replaces only its
+    own field of the file's rope object."""
+    path = problem_file(dict(ROPE_SAMPLE, rope={"style": "interleaved", "dims": 2}))
+    assert run.json("compute", path, "--rope-base", "500000")["rope"] == \
+        {"style": "interleaved", "base": 500000.0, "dims": 2}
+    assert run.json("compute", path, "--rope")["rope"] == {"style": "interleaved", "base": 10000.0, "dims": 2}
+    plain = problem_file({k: v for k, v in ROPE_SAMPLE.items() if k != "rope"}, "plain.json")
+    assert run.json("compute", plain, "--rope")["rope"] == {"style": "half", "base": 10000.0, "dims": 4}
+    assert run.json("compute", plain, "--rope-dims", "2")["rope"] == {"style": "half", "base": 10000.0, "dims": 2}
+
+
+def test_a_rope_option_over_an_npz_keeps_its_rope_fields(run, problem_file, tmp_path):
+    """Found by a user trial: a --rope-… option over an .npz keeps the archive's other rope fields."""
+    path = problem_file(dict(ROPE_SAMPLE, rope={"style": "interleaved", "dims": 2}))
+    assert run("compute", path, "-o", tmp_path / "r.npz").exit_code == 0
+    assert run.json("compute", tmp_path / "r.npz", "--rope-base", "100")["rope"] == \
+        {"style": "interleaved", "base": 100.0, "dims": 2}

@@ -178,6 +178,7 @@ def test_sram_needs_cost(run, problem_file):
 def test_an_added_stage_is_refused_by_name_until_it_has_a_count(monkeypatch, run, problem_file):
     """The stage table's throwaway stage (tests/test_stages.py): --cost refuses it by name (a stage
     needs its line in cost.COUNTS), and counts it once it has one."""
+    from attncli.stages import table as stages
     from tests.test_stages import DOUBLED, insert
 
     insert(monkeypatch, DOUBLED)
@@ -185,7 +186,8 @@ def test_an_added_stage_is_refused_by_name_until_it_has_a_count(monkeypatch, run
     assert_error(run("compute", path, "--cost"), "doubled", "no cost count")
     monkeypatch.setitem(cost.COUNTS, "doubled", cost.COUNTS["scaled"])
     doc = run.json("compute", path, "--cost")
-    assert list(doc["cost"]["naive"]["stages"]) == ["scores", "scaled", "doubled", "weights", "output"]
+    rows = list(doc["cost"]["naive"]["stages"])  # one row per stage the problem has, in the table's order
+    assert "doubled" in rows and rows == [s.name for s in stages.present(build_problem(json.loads(path.read_text())))]
 
 
 def test_the_core_names_no_option():
@@ -215,3 +217,11 @@ def test_a_bias_and_a_mask_matrix_are_read_for_the_tiles_computed():
     assert found.tiled["masked"].read == n * n * (8 + 1)
     alibi = cost.cost(problem(n, 8, "float64", heads=2, alibi=True), 1 << 10)
     assert alibi.tiled["masked"] == cost.Count(2 * 4 * n * n)  # −slope·|q − k| + on chip, nothing read
+
+
+def test_the_key_tile_is_the_ceiling_of_sram_over_4_d_itemsize():
+    """Mutation: B_c = M // (4·d·itemsize), the floor: 196609 bytes over 4·64·4 is 192.001, so 193."""
+    problem = build_problem({"Q": np.zeros((1024, 64)), "K": np.zeros((1024, 64)), "V": np.zeros((1024, 64)),
+                             "dtype": "float32"})
+    assert cost.cost(problem, 196609).tiling.block_cols == 193
+    assert cost.cost(problem, 196608).tiling.block_cols == 192

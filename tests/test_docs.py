@@ -38,6 +38,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES
 from typer.testing import CliRunner
 
 from attncli.cli import app
@@ -495,3 +496,14 @@ def main(names: list[str]) -> int:
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     sys.exit(main(sys.argv[1:]))
+
+
+def test_the_docs_name_only_sections_the_readme_has():
+    """The README is a front door now: a page under docs/ that sends the reader to a README
+    section by name ("the README's "Guarantees"") names one that is still there."""
+    root = SAMPLES.parent
+    headings = {line.lstrip("#").strip() for line in (root / "README.md").read_text(encoding="utf-8").splitlines()
+                if line.startswith("#")}
+    named = [(path.name, name) for path in sorted((root / "docs").rglob("*.md"))
+             for name in re.findall(r"README(?:'s|’s)? \"([^\"]+)\"", path.read_text(encoding="utf-8"))]
+    assert [(page, name) for page, name in named if name not in headings] == []

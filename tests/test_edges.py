@@ -39,13 +39,13 @@ def _strings(tree: ast.AST) -> list[ast.Constant]:
             and isinstance(node.value, str) and id(node) not in skipped]
 
 
-def test_no_module_outside_the_cli_edge_names_an_option():
+def test_no_module_outside_the_cli_edge_names_an_option(sources):
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE).as_posix()
+    for module in sources:
+        relative = module.relative
         if relative.split("/")[0] in EDGE:
             continue
-        for node in _strings(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _strings(module.tree):
             found += [f"{relative}:{node.lineno}: {m}" for m in OPTION.findall(node.value)]
     assert found == []
 
@@ -151,8 +151,14 @@ def _format_helps() -> dict[str, str]:
 
 
 def test_every_auto_format_help_says_the_one_rule():
+    import typer.main
+
+    from attncli.cli import app
+
     helps = _format_helps()
-    assert sorted(helps) == ["check", "compute", "heads", "posenc"]
+    offering = {name for name, command in typer.main.get_command(app).commands.items() for param in command.params
+                if param.name == "format" and "auto" in [word.value for word in type(param.default)]}
+    assert "compute" in helps and set(helps) == offering  # every command that offers auto has it by default
     assert all(help.startswith(edge.AUTO_HELP) for help in helps.values())
     output_page = ROOT / "docs" / "reference" / "output.md"
     assert "tables on a terminal, JSON when stdout is piped" in output_page.read_text(encoding="utf-8")
@@ -186,14 +192,14 @@ def test_auto_format_keeps_a_text_only_view_as_text_through_a_pipe(run):
     assert edge.auto_is_table(text_only=True)
 
 
-def test_the_jax_claim_is_said_exactly():
+def test_the_jax_claim_is_said_exactly(sources):
     exact = ("matches JAX (`jax.nn.dot_product_attention`) exactly when a boolean\nmask blocks the row. "
              "JAX returns NaN for a row blocked by a −∞ bias alone")
     conventions = (ROOT / "docs" / "explanations" / "conventions.md").read_text(encoding="utf-8")
     assert exact in conventions and "only the mask-blocked keys" in conventions
     docs = [p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]]
-    sources = [p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")] + docs
-    assert not [s for s in sources if "as JAX)" in s or "(mean of V, as JAX)" in s]
+    texts = [module.text for module in sources] + docs
+    assert not [s for s in texts if "as JAX)" in s or "(mean of V, as JAX)" in s]
 
 
 def test_compute_help_states_the_jax_claim_exactly():
@@ -217,10 +223,11 @@ DOCUMENT_LEVEL = ("unknown key", "both ", "the top level", "missing ", "row ", "
 
 
 @pytest.mark.parametrize("module", ["document/reading.py", "base/values.py", "marking/answers.py", "problem/mask_input.py"])
-def test_every_raise_that_knows_its_key_passes_it_as_field(module):
-    source = (PACKAGE / module).read_text(encoding="utf-8")
+def test_every_raise_that_knows_its_key_passes_it_as_field(sources, module):
+    (parsed,) = [found for found in sources if found.relative == module]
+    source = parsed.text
     missing = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed.tree):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) \
                 and getattr(node.exc.func, "id", "") == "InputError" \
                 and not any(keyword.arg == "field" for keyword in node.exc.keywords):

@@ -279,3 +279,21 @@ def test_the_pages_students_get_from_a_key_never_show_its_seed(run, tmp_path):
     for text in shown:
         assert "--seed" not in text and "reproduce" not in text
     assert run("compute", key, "-f", "json").exit_code == 0  # the key is still attn compute input
+
+
+def test_a_one_head_backward_sheet_labels_do_by_query_and_asks_no_copy_of_it(run):
+    sheet = run("exercise", "--kind", "backward", "--seed", "0", "--format", "markdown").stdout
+    query = sheet.split("**Q**")[1].split("|---:|\n| ")[1].split(" |")[0]  # the query's label, as Q's row shows it
+    assert f"**dO**\n\n| | 0 | 1 |\n|---|---:|---:|\n| {query} |" in sheet
+    assert "**d_output = dO split into heads**" not in sheet and "d_output = dO (one head)" in sheet
+    assert "d_output" not in json.loads(run("exercise", "--kind", "backward", "--seed", "0").stdout)["ask"]
+    two = run("exercise", "--kind", "backward", "--seed", "0", "--heads", "2", "--format", "markdown").stdout
+    assert "**d_output = dO split into heads (head 1)**" in two
+
+
+def test_latex_sets_every_gradient_name_one_way_as_math(run):
+    sheet = run("exercise", "--kind", "backward", "--seed", "0", "--heads", "2", "--format", "latex").stdout
+    assert "d\\_" not in sheet  # d\_output as text beside $d_{V}$ as math
+    for name in ("output", "weights", "scores"):
+        assert f"$d_{{\\mathrm{{{name}}}}}$" in sheet
+    assert "$d_{V}$" in sheet and "$d_{Q}$" in sheet

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from attncli.compute.attention import attend
@@ -423,3 +424,71 @@ def _softcap_explained(cap, carry):
     assert any("tanh(2.828" in line for line in lines)
     results, _ = check_equations(lines)
     assert [line for line, ok in results if not ok and "unrounded" not in line] == []
+
+
+def test_a_dead_rows_uniform_output_is_the_mean_of_v_under_rounded_carry(run, problem_file):
+    """Mutation: the output hand step sums every key's contribution, masked ones included. On a
+    live row masked keys add 0, but on a row whose every key is masked under masked_rows
+    uniform it would sum 0.3333 × v (1.9998) instead of writing the mean of V, 2."""
+    doc = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]],
+           "mask": [[False, False, False], [True, True, False]], "masked_rows": "uniform"}
+    result = run("compute", problem_file(doc), "--explain", "--row", "0", "--carry", "rounded")
+    assert result.exit_code == 0, result.stderr
+    assert "  output = [2.0000]" in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("shapes, options, fragment", [
+    (((1, 2000), (2, 2000), (2, 1)), [], "this problem has rows 2,000 numbers wide"),
+    (((1, 2), (5000, 2), (5000, 1)), [], "this problem has 5,000 keys"),
+    (((1, 40), (2, 40), (2, 20)), ["--heads", "20"], "this problem has 20 heads: choose one with --head N"),
+    (((70, 2), (2, 2), (2, 1)), ["--row", *",".join(str(i) for i in range(65)).split(",")], "65 rows × heads")])
+def test_explain_refuses_what_is_not_hand_sized(run, tmp_path, shapes, options, fragment):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): --explain
+    is bounded: refused past a stated size, saying which --row or --head to choose."""
+    paths = []
+    for name, shape in zip("qkv", shapes):
+        np.save(tmp_path / f"{name}.npy", np.ones(shape))
+        paths += [f"--{name}", str(tmp_path / f"{name}.npy")]
+    if options[:1] == ["--row"]:
+        options = [a for i in options[1:] for a in ("--row", i)]
+    assert_error(run("compute", *paths, *options, "--explain"), "--explain: is a hand calculation", fragment)
+
+
+def test_explain_of_one_head_among_many_is_allowed(run, tmp_path):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): --explain
+    of one head among many is allowed."""
+    for name, shape in zip("qkv", ((1, 40), (2, 40), (2, 20))):
+        np.save(tmp_path / f"{name}.npy", np.ones(shape))
+    result = run("compute", *(a for n in "qkv" for a in (f"--{n}", str(tmp_path / f"{n}.npy"))),
+                 "--heads", "20", "--head", "3", "--explain")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_explain_uses_the_explained_rows_bias(run, problem_file):
+    """Mutation testing got this through (issue 8, rule 6): --explain adds the explained row's bias, not
+    row 0's."""
+    problem = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1], [2]],
+                            "bias": [[0.25, 0], [0, -0.75]]})
+    result = run("compute", problem, "--explain", "--row", "1")
+    assert result.exit_code == 0, result.stderr
+    assert "1: 0.7071 + -0.75 = -0.0429" in result.stdout
+    assert "+ 0.25 =" not in result.stdout  # row 0's bias, as given
+
+
+def test_a_long_projection_notes_only_the_operands_it_prints(run, tmp_path):
+    """Found by an engineer's trial on a captured layer (d_model 32): an elided dot product's line
+    `(x0)(w0) + … + (x31)(w31) (32 terms)` noted the unrounded value of all 64 operands, most of
+    them not on the line; it notes only those it prints (the first 3 terms and the last)."""
+    rng = np.random.default_rng(0)
+    d_model = 32
+    doc = {"X": rng.normal(size=(2, d_model)).tolist(), "W_Q": rng.normal(size=(d_model, 2)).tolist(),
+           "W_K": rng.normal(size=(d_model, 2)).tolist(), "W_V": rng.normal(size=(d_model, 2)).tolist()}
+    path = tmp_path / "layer.json"
+    path.write_text(json.dumps(doc))
+    result = run("compute", path, "--explain", "--row", "0", "--stages", "weights", "--precision", "4")
+    assert result.exit_code == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if f"({d_model} terms)" in line and "unrounded)" in line]
+    assert lines, result.stdout
+    for line in lines:
+        noted = re.search(r"\(([^()]*) unrounded\)", line).group(1).split(", ")
+        assert len(noted) <= 8, line  # 4 printed terms: 4 x and 4 w at most

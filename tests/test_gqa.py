@@ -339,3 +339,13 @@ def test_check_names_a_kv_head_taken_by_tiling(run, tmp_path, problem_file):
     assert marks["heads[1].scores"]["diagnosis"] == ["kv_head_tiled"]
     assert marks["heads[1].output"]["diagnosis"] == ["kv_head_tiled"]
     assert marks["heads[0].scores"]["diagnosis"] == [] and marks["heads[0].scores"]["wrong"] == 0
+
+
+def test_the_kv_heads_hint_needs_a_whole_fraction_of_qs_columns():
+    """Mutation: `hint` drops `q % k == 0`, so a K of 3 columns beside a Q of 4 (no kv_heads can
+    explain that) is told to give kv_heads."""
+    assert "kv_heads" in groups.hint("K", np.zeros((2, 4)), np.zeros((2, 2)))
+    assert groups.hint("K", np.zeros((2, 4)), np.zeros((2, 3))) == ""
+    with pytest.raises(InputError) as error:
+        build_problem({"Q": np.ones((2, 4)).tolist(), "K": np.ones((3, 3)).tolist(), "V": np.ones((3, 2)).tolist()})
+    assert "kv_heads" not in error.value.message

@@ -9,10 +9,21 @@ import io
 import json
 
 import numpy as np
+import pytest
 from rich.console import Console
 
 from attncli.marking.grading import Answer, StageMark
-from attncli.render.gradebook import csv_gradebook, diagnoses, gradescope, safe_cell, score, stage_sizes, tallies
+from attncli.render.gradebook import (
+    class_max,
+    csv_gradebook,
+    diagnoses,
+    gradescope,
+    safe_cell,
+    score,
+    stage_points,
+    stage_sizes,
+    tallies,
+)
 from attncli.render.summary import print_class_summary
 from tests.conftest import SAMPLES, SCOOTER
 
@@ -121,7 +132,7 @@ def test_csv_gradebook_one_row_per_file_with_numbers_and_safe_text():
     results = class_results() + [("=HYPERLINK(1).json", two_heads(0), None), ("-1.json", None, "@SUM(A1)")]
     rows = list(csv.reader(io.StringIO(csv_gradebook(results))))
     assert rows[0][:4] == ["file", "score", "max", "percent"]
-    assert rows[0][4:6] == ["heads[0].scores right", "heads[0].scores max"]
+    assert rows[0][4:6] == ["heads[0].scores points", "heads[0].scores max"]
     assert rows[0][-2:] == ["diagnoses", "note"]
     assert len(rows) == 1 + len(results)
     assert rows[2][:4] == ["student_with_a_rather_long_file_name_01.json", "22", "40", "55.0"]
@@ -220,6 +231,66 @@ def test_the_class_summary_warns_when_files_are_marked_out_of_different_maxima(r
     assert "different maxima" not in same and "scores.json" in same
 
 
+def _mark(shape) -> StageMark:
+    cells = np.full(shape, "correct")
+    given = Answer(values=np.zeros(shape), decimals=np.full(shape, 4))
+    return StageMark(given=given, cells=cells, expected=np.zeros(shape), diagnosis=(), notes=())
+
+
+def test_a_stage_tables_points_by_head_path_beat_the_stage_name():
+    """Mutation: stage_points tries the stage name before `heads[h].stage` for a tile table's path."""
+    name = "heads[1].tiles[q 0-1, k 0-1]"
+    assert stage_points(name, 4, {"heads[1].tiles": 5.0, "tiles": 2.0}) == 5.0
+    assert stage_points(name, 4, {"tiles": 2.0}) == 2.0
+    assert stage_points(name, 4, {"weights": 2.0}) == 4
+
+
+def test_class_max_on_a_tie_takes_the_larger_maximum():
+    """Mutation: class_max breaks a tie between maxima toward the smaller one."""
+    small = {"weights": _mark((1, 3))}
+    large = {"weights": _mark((1, 3)), "output": _mark((1, 2))}
+    results = [("a.json", small, None), ("b.json", large, None), ("c.json", None, "unreadable")]
+    assert class_max(results) == 5
+    assert class_max(results[::-1]) == 5
+
+
+def test_points_by_a_head_path_with_a_two_digit_head(run, problem_file):
+    """Mutation: --points' STAGE_PATH takes one digit for the head (heads[\\d]), refusing heads[10]."""
+    cube = [[[1.0, 0.5]]] * 11  # 11 heads, one query and one key each
+    problem = problem_file({"Q": cube, "K": cube, "V": cube})
+    key = run("compute", problem, "-f", "json")
+    answers = problem_file(key.stdout, "answers.json")
+    result = run("check", answers, "-p", problem, "--points", "heads[10].weights=2,weights=3", "-f", "csv")
+    assert "is not STAGE=N" not in result.stderr
+    assert result.exit_code == 0, result.stderr
+
+
+def test_gradescope_names_the_submission_by_its_file_name(run, problem_file, tmp_path):
+    """Found by a user trial (cosmetics): Gradescope's output names the submission by its file name, not
+    the teacher's path."""
+    answers = problem_file({"weightz": [[1, 2, 3]]}, "answers.json")
+    alone = json.loads(run("check", answers, "--problem", SAMPLES / "scooter.json", "-f", "gradescope").stdout)
+    right = problem_file({"weights": [[0.0454, 0.7679, 0.1867]]}, "b.json")
+    both = json.loads(run("check", answers, right, "--problem", SAMPLES / "scooter.json", "-f", "gradescope").stdout)
+    for output in (alone["output"], both["files"][0]["results"]["output"]):
+        assert "no answers found in answers.json:" in output and str(tmp_path) not in output
+    assert both["files"][0]["file"] == str(answers)  # the teacher's key: the path as given
+
+
+SCOOTER_FILE = SAMPLES / "scooter.json"
+
+
+GOOD_WEIGHTS = {"weights": [0.05, 0.77, 0.19]}
+
+
+def test_without_ask_the_summary_says_how_many_stages_were_answered(run, problem_file):
+    """Issue 16, "marks that are wrong" (this failed on the main it was filed against): without ask, the
+    class summary says how many stages were answered."""
+    files = [problem_file({"weights": [0.05, 0.77, 0.19]}, "a.json"), problem_file(GOOD_WEIGHTS, "b.json")]
+    table = run("check", *files, "--problem", SCOOTER_FILE, "--format", "table").stdout
+    assert "answered" in table and "1/4" in table
+
+
 def test_the_gradescope_text_says_the_scaled_score(run, problem_file):
     problem = problem_file({"Q": [[0, 4]], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]})
     answers = problem_file({"weights": [0.0454, 0.7679, 0.1867], "output": [0.2775, 1.5]}, "a.json")
@@ -245,3 +316,31 @@ def test_gradescope_output_escapes_a_students_metadata_as_the_gradebook_does(run
     assert not any(c in text for text in texts for c in "\x1b\u202e")
     unread = gradescope(None, f"{tmp_path}/b\x1bad.json: is a directory", file=f"{tmp_path}/b\x1bad.json")
     assert unread["output"] == "could not be marked: b\\u001bad.json: is a directory"
+
+
+@pytest.mark.parametrize("options", [[], ["--points", "weights=6,output=2,imprecise=0.5"]])
+def test_csv_gradebook_stage_columns_are_points_that_add_up_to_the_score(run, problem_file, options):
+    """A stage's columns count what the score counts (points, a slip's cost once), not cells:
+    `weights right 3/9` beside a score of 37.5 did not add up."""
+    problem = problem_file(SCOOTER)
+    files = [problem_file({"weights": [0.0454, 0.7679, 0.1867], "output": [0.2775, 1.3491]}, "full.json"),
+             problem_file({"weights": [0.0, 0.8, 0.2], "output": [0.3, 1.3]}, "rounded.json"),
+             problem_file({"weights": [0.3333, 0.3333, 0.3333], "output": [0.2775, 1.3491]}, "wrong.json")]
+    result = run("check", *files, "-p", problem, "-f", "csv", *options)
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert list(rows[0])[4:8] == ["weights points", "weights max", "output points", "output max"]
+    for row in rows:
+        assert float(row["weights points"]) + float(row["output points"]) == pytest.approx(float(row["score"]))
+        assert float(row["weights max"]) + float(row["output max"]) == pytest.approx(float(row["max"]))
+    assert rows[1]["score"] != rows[0]["score"]  # the rounded file loses something, in its stages' columns too
+
+
+def test_the_class_tables_stage_cells_are_points_that_add_up_to_the_score(run, problem_file):
+    problem = problem_file(SCOOTER)
+    files = [problem_file({"weights": [0.0, 0.8, 0.2], "output": [0.3, 1.3]}, "rounded.json"),
+             problem_file({"weights": [0.3333, 0.3333, 0.3333], "output": [0.2775, 1.3491]}, "wrong.json")]
+    table = run("check", *files, "-p", problem, "-f", "table", "--points", "weights=6,output=2").stdout
+    row = next(line for line in table.splitlines() if "rounded.json" in line)
+    assert [cell.strip() for cell in row.split("│")[2:-1]] == ["6/8", "75%", "2/4", "5/6", "1/2"]
+    unscored = run("check", *files, "-p", problem, "-f", "table", "--require", "output").stdout
+    assert "not scored" in next(line for line in unscored.splitlines() if "rounded.json" in line)

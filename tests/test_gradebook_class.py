@@ -85,3 +85,77 @@ def test_lenient_json_marks_a_hand_written_file_with_a_note(run, problem_file):
     hopeless = problem_file('{"weights": [0.05, 0.77, 0.19]', "hopeless.json")
     row = run("check", hopeless, good, "-p", SCOOTER, "-f", "csv", "--lenient-json").stdout.splitlines()[1]
     assert row.startswith(f"{hopeless},0,5,0.0") and "invalid JSON" in row
+
+
+def test_points_and_max_score_are_bounded(run, problem_file):
+    """Found by the second user trial (issues 16 and 17): --points and --max-score of 1e308 or inf ended in
+    an OverflowError; they are bounded: finite, above 0, at most 1,000,000."""
+    good = problem_file(GOOD, "a.json")
+    for options, flag in ((("--points", "weights=1e308,output=1e308", "-f", "csv"), "--points"),
+                          (("--points", "weights=inf"), "--points"), (("--points", "weights=1000001"), "--points"),
+                          (("--max-score", "inf", "-f", "gradescope"), "--max-score"),
+                          (("--max-score", "1e308", "-f", "gradescope"), "--max-score"),
+                          (("--max-score", "0", "-f", "gradescope"), "--max-score")):
+        result = run("check", good, "-p", SCOOTER, *options)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, options
+        assert result.stderr.startswith(f"error: {flag}: ") and "1,000,000" in result.stderr, options
+    scope = json.loads(run("check", good, "-p", SCOOTER, "--max-score", "1e6", "--points", "weights=1e6",
+                           "-f", "gradescope").stdout)
+    assert scope["score"] == 1e6
+
+
+TWO_HEADS = {"Q": [[1, 0, 0, 1]], "K": [[1, 0, 0, 1], [0, 1, 1, 0]], "V": [[1, 0], [0, 1]], "heads": 2}
+
+
+def test_points_name_heads_the_problem_has_and_each_stage_once(run, problem_file):
+    """Found by the second user trial (issues 16 and 17): --points naming a head the problem does not have,
+    or a stage twice, is refused."""
+    good = problem_file(GOOD, "a.json")
+    for points, fragment in (("heads[1].weights=2", "the problem has one head; name the stage alone (weights=…)"),
+                             ("heads[0].weights=2", "the problem has one head"),
+                             ("weights=1,weights=2", '"weights" is given twice (weights=1 and weights=2)')):
+        result = run("check", good, "-p", SCOOTER, "--points", points)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "--points" in result.stderr, points
+        assert fragment in result.stderr, (points, result.stderr)
+    two = problem_file(TWO_HEADS, "two.json")
+    answers = problem_file({"heads": [{"weights": [0.5, 0.5]}, {"weights": [0.5, 0.5]}]}, "b.json")
+    result = run("check", answers, "-p", two, "--points", "heads[2].weights=2")
+    assert result.exit_code == 2 and "the problem has 2 heads, numbered from 0" in result.stderr
+    assert run("check", answers, "-p", two, "--points", "heads[1].weights=2", "-f", "csv").exit_code in (0, 1)
+
+
+FULL = {"scores": [[0, 4, 2]], "scaled": [[0, 2.8284, 1.4142]], "weights": [[0.0454, 0.7679, 0.1867]],
+        "output": [[0.2775, 1.3491]]}
+
+
+def _maxima(run, problem_file, *options):
+    files = [problem_file({"weights": FULL["weights"], "output": FULL["output"]}, "good.json"),
+             problem_file({"weights": FULL["weights"], "output": FULL["output"]}, "good2.json"),
+             problem_file(FULL, "all.json"), problem_file(b"", "blank.json"),
+             problem_file(b'{"weights": [1,', "broken.json")]
+    result = run("check", *files, "--problem", SAMPLES / "scooter.json", "-f", "csv", *options)
+    rows = [line.split(",") for line in result.stdout.splitlines()[1:]]
+    return {row[0].rsplit("/", 1)[-1]: (int(row[1]), int(row[2])) for row in rows}, result
+
+
+def test_with_require_every_file_is_out_of_the_required_cells(run, problem_file):
+    """Found by a user trial: gradebook maxima: with --require every file is out of the required cells."""
+    maxima, _ = _maxima(run, problem_file, "--require", "weights,output")
+    assert maxima == {"good.json": (5, 5), "good2.json": (5, 5), "all.json": (5, 5), "blank.json": (0, 5),
+                      "broken.json": (0, 5)}
+    files = [problem_file(FULL, "all.json"), problem_file(b"", "blank.json")]
+    doc = json.loads(run("check", *files, "--problem", SAMPLES / "scooter.json", "-f", "gradescope",
+                         "--require", "weights,output").stdout)
+    full, blank = (entry["results"] for entry in doc["files"])
+    assert full["score"] == 5 and full["output"].startswith("5/5 cells right")
+    assert [t["max_score"] for t in full["tests"]] == [0, 0, 3, 2]
+    assert full["tests"][0]["output"].startswith("not required, not scored: 3/3 right")
+    assert blank["score"] == 0
+
+
+def test_without_require_an_unmarked_file_is_out_of_the_common_maximum(run, problem_file):
+    """Found by a user trial: gradebook maxima: without --require, a file that could not be marked is out
+    of the class's common maximum."""
+    maxima, _ = _maxima(run, problem_file)
+    assert maxima == {"good.json": (5, 5), "good2.json": (5, 5), "all.json": (11, 11), "blank.json": (0, 5),
+                      "broken.json": (0, 5)}

@@ -22,20 +22,16 @@ LINT = Path(sys.executable).parent / "lint-imports"
 needs_linter = pytest.mark.skipif(not LINT.exists(), reason="import-linter is in the test extras")
 
 
-def module_name(path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 @pytest.fixture(scope="module")
-def graph() -> tuple[dict[str, set[str]], list[str]]:
-    """{module: modules it imports anywhere in it}, and "module imports other._name" findings."""
-    known = {module_name(path) for path in PACKAGE.rglob("*.py")}
+def graph(sources) -> tuple[dict[str, set[str]], list[str]]:
+    """{module: modules it imports anywhere in it}, and "module imports other._name" findings, from
+    the session's parsed modules (tests/conftest.py)."""
+    known = {module.name for module in sources}
     edges, private = {}, []
-    for path in PACKAGE.rglob("*.py"):
-        name = module_name(path)
+    for module in sources:
+        name = module.name
         edges[name] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(module.tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 for alias in node.names:
                     target = f"{node.module}.{alias.name}"
@@ -96,13 +92,13 @@ def test_an_upward_import_breaks_a_contract(tmp_path, module, upward, contract):
     assert "attncli." + module.removesuffix(".py").replace("/", ".") in done.stdout
 
 
-def test_every_module_lives_in_a_layer():
+def test_every_module_lives_in_a_layer(sources):
     """Nothing loose at the top of attncli/ but the package's entry points: the tree is the diagram."""
     packages = {part.strip() for line in layers() for part in line.split("|")}
     top = {"attncli.__init__", "attncli.__main__", "attncli.cli", "attncli.api"}
-    homeless = [module_name(path) for path in PACKAGE.rglob("*.py")
-                if not any(module_name(path).startswith(p + ".") or module_name(path) == p for p in packages)
-                and module_name(path) not in top | {"attncli"}]
+    homeless = [module.name for module in sources
+                if not any(module.name.startswith(p + ".") or module.name == p for p in packages)
+                and module.name not in top | {"attncli"}]
     assert homeless == []
 
 

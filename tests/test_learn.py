@@ -5,6 +5,7 @@ import math
 import re
 
 import numpy as np
+import pytest
 
 from attncli.marking.exercise import Options, build
 from attncli.problem.posenc import positional_encoding
@@ -65,3 +66,10 @@ def test_posenc_command(run):
     assert "│ 1 │ 0.8415 │ 0.5403 │" in table
     assert_error(run("posenc", "--dim", "5"), "--dim: dim is 5; the encoding pairs sin and cos columns")
     assert_error(run("posenc", "--positions", "0"), "'--positions'")
+
+
+@pytest.mark.parametrize("base", ["1e309", "inf"])
+def test_posenc_base_must_be_finite(run, base):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: options that
+    typer reads as infinity (attn posenc --base 1e309) are refused."""
+    assert_error(run("posenc", "--base", base, "--format", "json"), "--base: expected a finite number ≥ 1, found inf")

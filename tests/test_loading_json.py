@@ -4,6 +4,7 @@ slips people make writing numbers by hand get a hint."""
 import json
 
 import pytest
+from conftest import SAMPLES
 
 from attncli.base.errors import InputError
 from attncli.document.loading import parse_json
@@ -65,6 +66,29 @@ def test_no_hint_for_other_json_errors():
     with pytest.raises(InputError) as caught:
         parse_json("[1, 2", "p.json")
     assert "(" not in caught.value.message
+
+
+@pytest.mark.parametrize("text, where, token", [
+    ('{"Q": [[0, 4]], "K": [[1, 0]], "V": [[1]], "kv_heads": NaN}', "kv_heads", "NaN"),
+    ('{"Q": [[0, 4]], "K": [[1, 0]], "V": [[1]], "rope": {"scaling": {"rope_type": "linear", "factor": Infinity}}}',
+     "rope.scaling.factor", "Infinity"),
+    ('{"Q": [[0, 4]], "K": [[1, 0], [0, -Infinity]], "V": [[1], [2]]}', "K[1][1]", "-Infinity"),
+    ('{"Q": [[0, 4]], "K": [[1, 0]], "V": [[1]], "q_norm": {"type": "rms", "weight": [1, 1], "eps": 1e999}}',
+     "q_norm.eps", "1e999"),
+])
+def test_a_nan_or_infinity_names_its_key(run, problem_file, text, where, token):
+    """Found by a trial of merged main as its users would use it (issues 18-20): a NaN or Infinity in a
+    document names the key it stands in."""
+    result = run("compute", problem_file(text), "--stages", "weights")
+    assert_error(result, "p.json: ", f"invalid JSON at {where}: ", token)
+
+
+def test_a_nan_in_an_answer_file_names_its_stage(run, problem_file):
+    """Found by a trial of merged main as its users would use it (issues 18-20): a NaN in an answers file
+    names the stage and cell it stands in."""
+    answers = problem_file('{"weights": [[0.05, NaN, 0.19]]}', "answers.json")
+    result = run("check", answers, SAMPLES / "scooter.json")
+    assert_error(result, "answers.json: invalid JSON at weights[0][1]: NaN is not valid JSON")
 
 
 # A key twice where JSON comes as text inside a value (an object key as an .npz holds it: rope,

@@ -11,6 +11,7 @@ from attncli.base.errors import InputError
 from attncli.compute.attention import attend
 from attncli.compute.blocks import attend_output
 from attncli.document.reading import build_problem
+from attncli.problem import masks
 from attncli.problem.variants import VARIANTS
 from attncli.stages.table import names, previous, softmax
 from tests.conftest import SAMPLES, assert_error
@@ -261,6 +262,63 @@ def test_check_names_percent_weights_of_a_sinks_problem(run, tmp_path):
     trace = attend(build_problem(problem))
     marks = check(run, tmp_path, {"weights": np.round(trace.weights[0] * 100, 2).tolist()}, problem)
     assert marks["weights"]["diagnosis"] == ["percent"]
+
+
+ALIBI = {"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]], "alibi": [0.5]}
+
+
+@pytest.mark.parametrize("carry", ["exact", "rounded"])
+def test_the_alibi_step_subtracts_the_slope_times_the_distance(run, problem_file, carry):
+    """Mutation: the masked stage's hand step adds +slope·|q_pos − k_pos| instead of −. Under
+    exact carry the line then fails and is excused by a rounding note; under rounded carry it
+    holds on its own printed numbers and is simply wrong. Each line must subtract, with no note
+    (0.5·|1 − 0| is exact), and give the trace's value."""
+    result = run("compute", problem_file(ALIBI), "--explain", "--row", "1", "--carry", carry)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    step = lines.index(next(line for line in lines if line.startswith("Step 3: add ALiBi")))
+    assert lines[step + 1:step + 4] == ["  0: 0.0000 − 0.5·|1 − 0| = 0.0000 − 0.5000 = -0.5000",
+                                        "  1: 0.7071 − 0.5·|1 − 1| = 0.7071 − 0.0000 = 0.7071",
+                                        "  2: 0.7071 − 0.5·|1 − 2| = 0.7071 − 0.5000 = 0.2071"]
+
+
+QKV_OPTIONS = ["--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1;2"]
+
+
+def test_alibi_distances_are_rounded_once_into_float32():
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): ALiBi
+    distances are exact whole numbers rounded once into float32."""
+    # 2^53 + 2^29 + 1: float64 rounds it to a float32 tie (2^53 + 2^29), which float32 rounds down.
+    problem = build_problem({"Q": [[1.0]], "K": [[1.0]], "V": [[1.0]], "alibi": [1], "dtype": "float32",
+                             "q_positions": [2**53], "k_positions": [-(2**29 + 1)]})
+    assert int(masks.bias(problem)[0, 0, 0]) == -(2**53 + 2**30)
+
+
+def test_alibi_past_float32_whole_numbers_warns(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): ALiBi
+    distances past float32's whole numbers warn."""
+    args = ["compute", "--q", "0,4", "--k", "1,0;0,1;.5,.5", "--v", "2,0;0,2;1,-1", "--alibi-slopes", "1e6",
+            "--q-positions", "9007199254740992", "--dtype", "float32", "--format", "json"]
+    result = run(*args)
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [
+        "warning: ALiBi distances |q_pos − k_pos| reach 9,007,199,254,740,992, past 2^24 = 16,777,216, beyond "
+        "which float32 does not hold every whole number: distances are rounded (to a multiple of up to "
+        "1,073,741,824), so keys at different distances may get the same ALiBi penalty (float64 holds them up "
+        "to 2^53: use --dtype float64)"]
+    assert run(*args[:-4], "--format", "json").stderr == ""  # float64 holds them: no warning
+    assert run(*args[:-6], "--q-positions", str(2**24), "--dtype", "float32", "--format", "json").stderr == ""
+
+
+@pytest.mark.parametrize("option, value, fragment", [
+    ("--sinks", "1e39", "--sinks: sinks[0] is 1e+39, beyond float32's largest finite value 3.4e+38"),
+    ("--softcap", "1e39", "--softcap: softcap is 1e+39, which is ∞ in float32"),
+    ("--softcap", "1e-50", "--softcap: softcap is 1e-50, which is 0 in float32")])
+def test_float32_variants_out_of_range_are_named(run, option, value, fragment):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): a float32
+    softcap or sink that the dtype cannot hold is named, not "output overflows"; no numpy
+    RuntimeWarning beside the error line."""
+    assert_error(run("compute", *QKV_OPTIONS, "--dtype", "float32", option, value), fragment, "or use --dtype float64")
 
 
 # `"alibi_slopes": false` beside `"alibi"` was a TypeError in the reader: slopes are a list.

@@ -91,3 +91,17 @@ def test_lse_of_each_variant_sample_is_the_log_of_its_softmax_sum(run, sample):
         np.testing.assert_allclose(blocked["heads"][h]["lse"], expected, rtol=1e-14)
         logits = np.array([[-np.inf if x is None else x for x in row] for row in logits])
         np.testing.assert_allclose(np.exp(logits - np.array(head["lse"])[:, None]), head["weights"], atol=1e-14)
+
+
+def test_log_sum_exp_with_sinks_adds_each_heads_sink_to_every_row():
+    """Mutation: the softmax's lse forgets the sink's e^sink in its sum: with sinks it must be
+    ln(e^sink + Σ e^x), and a row with every key masked has lse = its sink."""
+    x = np.array([[[0.0, 2.0, -1.5], [-np.inf, -np.inf, -np.inf]],
+                  [[800.0, 799.0, -np.inf], [1.0, 1.0, 1.0]]])  # (2 heads, 2 rows, 3 keys)
+    sinks = np.array([0.5, 800.5])[:, None, None]
+    expected = [[float(np.logaddexp.reduce(np.append(row[np.isfinite(row)], s))) for row in head]
+                for head, s in zip(x, (0.5, 800.5))]
+    lse = np.empty(x.shape[:-1])
+    softmax(x, sinks=sinks, lse=lse)  # the trace's lse, from the softmax's own sums
+    np.testing.assert_allclose(lse, expected, rtol=1e-15)
+    assert lse[0, 1] == 0.5

@@ -233,3 +233,49 @@ def test_causal_with_fewer_queries_warns_only_without_positions(run):
     placed = run("compute", "--q", "1,0", "--k", K4, "--v", V4, "--mask", "causal", "--q-positions", "3",
                  "-f", "json")
     assert placed.exit_code == 0 and placed.stderr == ""
+
+
+@pytest.mark.parametrize("mask", ["causal", "causal_lower_right"])
+def test_the_causal_header_words_say_the_inclusive_rule_the_mask_applies(mask):
+    """Mutation: `Causal.line` (the table header and JSON's mask_rule) says k_pos[j] < q_pos[i]
+    while the rule, and its per-row `condition` in --explain, let a query see its own position.
+    The words are checked against the mask itself: the key at the query's own position is seen."""
+    from attncli.problem import masks, visibility
+
+    problem = build_problem({"Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 2.0], [0.5, 0.0], [2.0, 1.0]],
+                             "V": [[1.0, 0.0], [0.0, 1.0], [3.0, 2.0]], "mask": mask})
+    seen = masks.visible(problem)[0]
+    for i, q in enumerate(problem.q_positions):
+        assert seen[i, list(problem.k_positions).index(q)]  # a query sees the key at its own position
+    assert "query i may attend key j when k_pos[j] ≤ q_pos[i]" in masks.rule_lines(problem)[0]
+    last = int(problem.q_positions[-1])
+    assert visibility.row_rule(problem, len(problem.q_positions) - 1) == f"k_pos ≤ {last} (causal)"
+
+
+def test_mask_option_replaces_the_files_causal_too(run, problem_file):
+    """Mutation: gather forgets to drop the file's `causal` when --mask replaces its mask rule."""
+    path = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "causal": True})
+    result = run("compute", path, "--mask", "1,1;1,1", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert "causal" not in doc or not doc["causal"]
+    assert doc["heads"][0]["weights"][0][1] > 0  # the first query sees the second key
+
+
+def test_the_causal_header_says_when_positions_are_given(run):
+    """Found by a user trial (cosmetics): the causal header says when positions are given."""
+    given = run.json("compute", SAMPLES / "causal.json", "--q-positions", "1,2,3,4", "--k-positions", "1,2,3,4")
+    assert given["mask_rule"] == "causal: query i may attend key j when k_pos[j] ≤ q_pos[i] (by the positions given)"
+    default = run.json("compute", SAMPLES / "causal.json")
+    assert "(top-left with the default positions 0 … L − 1, as PyTorch is_causal=True)" in default["mask_rule"]
+
+
+def test_causal_lower_right_with_keys_after_every_query_is_refused(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"):
+    causal_lower_right with keys after every query is refused."""
+    three = ["--q", "1,0;0,1;1,1", "--k", "1,0;0,1;1,1", "--v", "1;2;3", "--mask", "causal_lower_right"]
+    assert_error(run("compute", *three, "--k-positions", "5,6,7"),
+                 "--k-positions: k_positions start at 5, after every query position that mask causal_lower_right "
+                 "sets (Lk − Lq … Lk − 1 = 0 … 2)", "give mask causal with the queries' q_positions")
+    some = run("compute", *three, "--k-positions", "2,6,7", "--format", "json")
+    assert some.exit_code == 0 and "every key is masked for query 0, 1" in some.stderr  # some rows: a warning

@@ -204,3 +204,44 @@ def test_a_minus_infinity_bias_is_masked_and_a_uniform_row_shows_its_weights():
     assert lines[2].split() == ["0", "███", "1.00", MASKED] and lines[3].split() == ["1", "▒▒▒", "0.50", "▒▒▒", "0.50"]
     zero = _trace({**doc, "masked_rows": "zero"})
     assert masked_cells(zero, 0).tolist() == [[False, True], [True, True]]
+
+
+def test_a_table_exactly_as_wide_as_the_terminal_is_not_split():
+    """Mutation: `column_chunks` splits when a run would reach the width (`>=`), not pass it: a
+    table that fits exactly is cut into two ranges."""
+    from attncli.render.tables import column_chunks
+
+    # the label column takes 2 + 4 characters, each column its width + 3: 6 + 8 + 8 = 22
+    assert column_chunks([5, 5], 2, 22) == [[0, 1]]
+    assert column_chunks([5, 5], 2, 21) == [[0], [1]]
+
+
+def _render(doc, width, full=False):
+    from rich.console import Console
+
+    from attncli.compute.attention import attend
+    from attncli.document.reading import build_problem
+    from attncli.render.tables import render
+
+    console = Console(file=__import__("io").StringIO(), width=width, color_system=None)
+    render(attend(build_problem(doc)), console, ("weights",), 4, width, full=full)
+    return console.file.getvalue()
+
+
+def test_a_narrow_terminal_splits_a_small_table_and_shows_every_number():
+    """Found by a user trial: a narrow terminal splits a table into column ranges, eliding nothing."""
+    doc = json.loads((SAMPLES / "causal.json").read_text(encoding="utf-8"))
+    text = _render(doc, 40)
+    assert "⋯" not in text and "middle elided" not in text
+    assert "(columns the–" in text and all(len(line.rstrip()) <= 40 for line in text.splitlines())
+    assert "0.4802" in text and "0.5035" in text  # every weight is there
+
+
+def test_a_table_past_max_columns_is_elided_then_split():
+    """Found by a user trial: a table is elided only past MAX_COLUMNS, then split."""
+    rng = np.random.default_rng(0)
+    doc = {"Q": rng.normal(size=(2, 3)).tolist(), "K": rng.normal(size=(40, 3)).tolist(),
+           "V": rng.normal(size=(40, 2)).tolist()}
+    text = _render(doc, 60)
+    assert "(2×40, middle elided:" in text and "⋯" in text
+    assert "(columns 0–" in text and "(column lse)" in text and all(len(line.rstrip()) <= 60 for line in text.splitlines())

@@ -396,6 +396,7 @@ SIGNAL_MID_WRITE = """
 import os, signal, sys
 import numpy as np
 real, signum = np.savez, getattr(signal, sys.argv.pop(1))
+signal.signal(signum, signal.SIG_DFL)  # as started from a shell: under nohup SIGHUP comes ignored, and stays so
 def savez(handle, **arrays):  # half the archive is on disk when the signal comes
     handle.write(b"PK" * 50_000)
     handle.flush()
@@ -467,3 +468,47 @@ def test_a_binary_file_refuses_what_it_cannot_hold(run, tmp_path, suffix, option
 def test_a_binary_file_takes_what_it_holds(run, tmp_path):
     assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "a.npy", "--stages", "output").exit_code == 0
     assert run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "b.npz", "--stages", "weights").exit_code == 0
+
+
+QKV = ("--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1,0;0,1")
+
+
+def test_npy_with_heatmap_in_stages_names_heatmap_alone(run, problem_file, tmp_path):
+    """Mutation: _binary_holds counts `heatmap` in --stages as a stage an .npy drops, naming
+    --stages beside --heatmap."""
+    path = problem_file({"Q": [[1, 0], [0, 1]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]]})
+    result = run("compute", path, "--stages", "output,heatmap", "-o", tmp_path / "x.npy")
+    assert result.exit_code == 2
+    assert "--heatmap would be lost" in result.stderr and "--stages" not in result.stderr
+
+
+def test_round_0_is_refused_beside_an_npy_file(run, tmp_path):
+    """Mutation: _binary_holds tests `--round` by truth, so --round 0 (a value, not off) slips by
+    and the .npy silently drops it."""
+    result = run("compute", *QKV, "--round", "0", "-o", tmp_path / "x.npy")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --round: ") and "would be lost" in result.stderr
+    assert not (tmp_path / "x.npy").exists()
+
+
+def test_output_over_the_do_file_is_refused(run, tmp_path):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): -o never
+    writes over an input: the dO file."""
+    d_o = tmp_path / "dO.json"
+    d_o.write_text("[[1, 1]]")
+    assert_error(run("compute", str(SAMPLES / "scooter.json"), "--do", str(d_o), "-o", str(d_o)),
+                 "is an input of this run", "refusing to overwrite it")
+    assert d_o.read_text() == "[[1, 1]]"
+
+
+@pytest.mark.parametrize("option, text", [("--mask", "true,false\n"), ("--bias", "0,-inf\n"),
+                                          ("--q", "[[1, 0]]"), ("--wo", "[[1]]")])
+def test_output_over_any_matrix_file_is_refused(run, tmp_path, option, text):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): -o never
+    writes over an input: any matrix file."""
+    path = tmp_path / ("m.csv" if option in ("--mask", "--bias") else "m.json")
+    path.write_text(text)
+    args = {"--q": ["--k", "1,0;0,1", "--v", "1;2"], "--wo": ["--q", "1,0", "--k", "1,0;0,1", "--v", "1;2"]}
+    base = args.get(option, ["--q", "1,0", "--k", "1,0;0,1", "--v", "1;2"])
+    assert_error(run("compute", *base, option, str(path), "-o", str(path)), "is an input of this run")
+    assert path.read_text() == text

@@ -14,10 +14,14 @@ import pytest
 from conftest import SAMPLES, assert_error
 
 from attncli import api
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
 from attncli.render import page as page_module
+from attncli.render.explain import explain
 from attncli.render.page import MAX_CELLS, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.text import number
+from tests.conftest import SCOOTER
 from tests.test_render_tables import GRADIENT_TITLES, backward_problem
 
 HOSTILE = ['<img src=x onerror="document.title=\'PWNED\'">', "</script><script>document.title='PWNED'</script>",
@@ -236,6 +240,103 @@ def test_a_class_page_has_the_summary_and_a_section_per_file(run, tmp_path, prob
                  "is written as html, but --format is csv")
 
 
+CAUSAL_DO = {"Q": [[1, 0], [0, 1], [1, 1], [0.5, -1]], "K": [[1, 0], [0, 1], [1, 1], [0.5, -1]],
+             "V": [[1, 0], [0, 1], [1, 1], [2, -1]], "mask": "causal", "dO": [[1, 0], [0, 1], [1, 1], [0.5, -1]]}
+
+
+CELL = re.compile(r'<td(?: class="([a-z0-9]+)")? data-stage="([^"]*)" data-head="[^"]*" data-row="(\d+)" '
+                  r'data-col="(\d+)"[^>]*>([^<]*)</td>')
+
+
+def _page(run, tmp_path, doc) -> list[tuple[str, str, int, int, str]]:
+    """The value cells of `doc`'s page: (class, stage, row, column, text)."""
+    source, target = tmp_path / "p.json", tmp_path / "p.html"
+    source.write_text(json.dumps(doc), encoding="utf-8")
+    result = run("compute", source, "-o", target)
+    assert result.exit_code == 0, result.stderr
+    return [(c, s, int(i), int(j), t) for c, s, i, j, t in CELL.findall(target.read_text(encoding="utf-8"))]
+
+
+def test_the_gradients_of_hidden_keys_are_marked_masked_on_the_page(run, tmp_path):
+    """Mutation: the masked mark only on the stages from `masked` on, not the gradients: d_weights
+    and d_scores of a hidden key (0) show as an ordinary 0."""
+    cells = _page(run, tmp_path, CAUSAL_DO)
+    for stage in ("weights", "d_weights", "d_scores"):
+        marked = {(i, j) for c, s, i, j, _ in cells if s == stage and c == "x"}
+        assert marked == {(i, j) for i in range(4) for j in range(4) if j > i}, stage
+
+
+def test_negative_cells_take_the_second_colour(run, tmp_path):
+    """Mutation: the heat class's sign test flipped (`finite > 0` for the `n` classes), so positive
+    numbers are coloured as negative ones."""
+    cells = _page(run, tmp_path, CAUSAL_DO)
+    coloured = [(c, float(t.replace("−", "-"))) for c, s, _, _, t in cells if c and c != "x"]
+    assert any(v < 0 for _, v in coloured) and any(v > 0 for _, v in coloured)
+    assert all(c.startswith("n") == (v < 0) for c, v in coloured)
+
+
+def test_a_row_without_a_final_section_has_no_final_span():
+    """Mutation: `cut` finds a final section whenever there are more starts than heads, which the
+    end-of-lines sentinel always gives: a one-head problem's row gets an empty final span."""
+    from attncli.render.page_derive import cut
+
+    trace = attend(build_problem(SCOOTER))
+    lines = explain(trace, [0], None, 4, "exact")
+    assert cut(trace, lines)["final"] is None
+    rng = np.random.default_rng(0)
+    two = {"Q": rng.normal(size=(2, 2, 2)).tolist(), "K": rng.normal(size=(2, 2, 2)).tolist(),
+           "V": rng.normal(size=(2, 2, 2)).tolist(), "W_O": rng.normal(size=(4, 3)).tolist()}
+    trace = attend(build_problem(two))
+    lines = explain(trace, [0], None, 4, "exact")
+    start, end = cut(trace, lines)["final"]
+    assert start < end == len(lines)
+
+
+def test_the_first_row_is_derived_even_past_the_budget(monkeypatch):
+    """Mutation: the budget check drops `and found["rows"]`, so a problem whose one row costs more
+    than the budget gets no derivation at all rather than its first."""
+    from attncli.render import page_derive
+
+    trace = attend(build_problem(SCOOTER))
+    monkeypatch.setattr(page_derive, "BUDGET", page_derive.row_cost(trace) - 1)
+    found = page_derive.derivations(trace, [0], 4)
+    assert list(found["rows"]) == ["0"] and found["missing"] == []
+
+
+def test_the_page_derives_with_the_carry_explain_uses(run, tmp_path):
+    """`--explain --carry rounded -o page.html`: a click shows the rounded carry's lines (0.05 ×
+    [2.0, 0.0] = [0.10, 0.00]), the same as the explanation printed above the tables, not the
+    exact carry's (0.09)."""
+    page = tmp_path / "page.html"
+    result = run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2",
+                 "-o", page)
+    assert result.exit_code == 0, result.stderr
+    explained = run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2",
+                    "--format", "table").stdout
+    lines = data_block(page.read_text())["rows"]["0"]["lines"]
+    assert "  0.05 × [2.0, 0.0] = [0.10, 0.00]" in lines
+    assert all(line in explained for line in lines if line.strip())
+
+
+def test_the_page_without_explain_derives_exactly(run, tmp_path):
+    """Found by a trial of merged main as its users would use it (issues 18-20): without --explain the
+    page's derivations carry exactly, as --explain does by default."""
+    page = tmp_path / "page.html"
+    assert run("compute", SAMPLES / "scooter.json", "--precision", "2", "-o", page).exit_code == 0
+    lines = data_block(page.read_text())["rows"]["0"]["lines"]
+    assert any(line.startswith("  0.05 × [2.0, 0.0] = [0.09, 0.00]") for line in lines)
+
+
+def test_the_command_a_page_names_for_a_row_carries_as_the_page_does(run, tmp_path):
+    """A row past the page's budget names the command that explains it: with the page's
+    precision and carry, so that its lines are the ones the page would have shown."""
+    page = tmp_path / "page.html"
+    run("compute", SAMPLES / "scooter.json", "--explain", "--carry", "rounded", "--precision", "2", "-o", page)
+    assert data_block(page.read_text())["command"].endswith("scooter.json --precision 2 --carry rounded")
+    run("compute", SAMPLES / "scooter.json", "-o", page)
+    assert data_block(page.read_text())["command"].endswith("scooter.json")
+
+
 @pytest.mark.parametrize("sample, without, d_Q, d_K", GRADIENT_TITLES)
 def test_the_pages_gradient_tables_are_titled_by_what_the_scores_read(run, sample, without, d_Q, d_K):
     page = run("compute", "-", "--stages", "d_Q,d_K", "-f", "html",
@@ -244,8 +345,24 @@ def test_the_pages_gradient_tables_are_titled_by_what_the_scores_read(run, sampl
     assert titles and {title.split(" · head")[0] for title in titles} == {d_Q, d_K}
 
 
+def test_a_class_pages_table_is_the_terminals_with_carried_cells_and_stages_answered(run, tmp_path, problem_file):
+    rounded = problem_file({"weights": [0.0, 0.8, 0.2], "output": [0.3, 1.3]}, name="rounded.json")
+    carried = problem_file({"scaled": [0, 2.8, 1.4], "weights": [0.0465, 0.7649, 0.1886]}, name="carried.json")
+    path = tmp_path / "class.html"
+    run("check", rounded, carried, "--problem", SAMPLES / "scooter.json", "-o", path)
+    table = path.read_text(encoding="utf-8").split(">class summary<")[1].split("</table>")[0]
+    header = re.findall(r"<th>([^<]*)</th>", table)
+    assert header[:4] == ["file", "score", "%", "answered"]
+    row = re.findall(r"<td[^>]*>([^<]*)</td>", table.split("carried.json")[1].split("</tr>")[0])
+    terminal = run("check", rounded, carried, "--problem", SAMPLES / "scooter.json", "-f", "table").stdout
+    shown = [c.strip() for c in next(line for line in terminal.splitlines() if "carried.json" in line).split("│")[2:-1]]
+    assert row[:len(shown)] == shown and "3/3 ↪3" in row
+
+
 def test_heat_classes_are_made_for_the_shown_cells_alone_by_the_whole_tables_largest():
-    """A 4000 × 4000 table made 16 million class strings for the 1,024 cells a page shows (48 s, 4.8 GB)."""
+    """Issue 24 item 15: a 4000 × 4000 table made 16 million class strings for the 1,024 cells a
+    page shows (48 s, 4.8 GB for a 352 KB page); the classes still scale by the whole table's
+    largest finite magnitude, wherever it is."""
     rng = np.random.default_rng(0)
     matrix = rng.normal(size=(300, 300))
     matrix[150, 150] = -40.0  # the largest magnitude, in the elided middle: every shown cell is pale

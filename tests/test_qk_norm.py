@@ -114,7 +114,8 @@ def test_rope_rotates_the_normed_values():
     doc = _problem(grads=False)
     trace = attend(build_problem(doc))
     plain = attend(build_problem({k: v for k, v in doc.items() if k not in ("q_norm", "k_norm")}))
-    assert [s.name for s in stages.present(trace.problem)][:4] == ["Q_normed", "K_normed", "Q_rope", "K_rope"]
+    order = [s.name for s in stages.present(trace.problem)]
+    assert order.index("Q_normed") < order.index("Q_rope") and order.index("K_normed") < order.index("K_rope")
     no_norm_rope = attend(build_problem({**doc, "Q": trace.Q_normed.tolist(), "K": trace.K_normed[::2].tolist(),
                                          "q_norm": None, "k_norm": None}))
     np.testing.assert_allclose(trace.Q_rope, no_norm_rope.Q_rope, rtol=0, atol=1e-15)
@@ -289,7 +290,8 @@ def test_the_json_and_npz_read_back_as_the_same_document(run, problem_file, tmp_
     assert written["q_norm"] == {"type": variant["kind"], "weight": doc["q_norm"]["weight"],
                                  **({"bias": doc["q_norm"]["bias"]} if variant["kind"] == "layer" else {}),
                                  "eps": 1e-5, "over": variant["over"], "weight_offset": 1}
-    assert list(written["heads"][0])[:5] == ["Q", "K", "V", "Q_normed", "K_normed"]
+    present = [s.name for s in stages.present(build_problem(doc))]  # the per-head stages in the table's order
+    assert "Q_normed" in present and [key for key in written["heads"][0] if key in present] == present
     assert "q_norm.weight" in written["grads"] and "k_norm.weight" in written["grads"]
     assert run.json("compute", problem_file(written, "out.json")) == written
     tampered = json.loads(json.dumps(written))
@@ -416,3 +418,58 @@ def test_explain_with_do_over_all_is_refused_in_one_line(run, problem_file):
     assert_error(run("compute", problem_file(_problem("all")), "--explain", "--row", "1"),
                  'over "all" normalises a row of every head together', "full backward pass computes it")
     assert run("compute", problem_file(_problem("all", grads=False), "f.json"), "--explain", "--row", "1").exit_code == 0
+
+
+def test_the_default_eps_are_the_libraries():
+    """Mutation: RMSNorm's default eps 1e-5 rather than transformers' rms_norm_eps 1e-6 (LayerNorm's
+    1e-5 is torch.nn.LayerNorm's)."""
+    assert qk_norm.read({"weight": [1.0, 1.0]}, "q_norm", 2, 1).eps == 1e-6
+    assert qk_norm.read({"type": "layer", "weight": [1.0, 1.0]}, "q_norm", 2, 1).eps == 1e-5
+
+
+def test_k_norm_over_all_reads_the_key_rows_from_x_kv():
+    """Mutation: `whole_rows` projects X for K too, so one head's K_normed over "all" (as marking
+    computes it) takes its statistics from the query rows in cross-attention."""
+    rng = np.random.default_rng(4)
+    doc = {"X": rng.normal(size=(2, 4)).tolist(), "X_kv": rng.normal(size=(3, 4)).tolist(),
+           "W_Q": rng.normal(size=(4, 4)).tolist(), "W_K": rng.normal(size=(4, 4)).tolist(),
+           "W_V": rng.normal(size=(4, 2)).tolist(), "heads": 2,
+           "k_norm": {"weight": rng.normal(size=4).tolist(), "over": "all"}}
+    problem = build_problem(doc)
+    rows = qk_norm.whole_rows(problem, "K")
+    np.testing.assert_allclose(rows, np.array(doc["X_kv"]) @ np.array(doc["W_K"]), rtol=1e-12)
+
+
+def _explain_problem(over: str, offset: int = 0) -> dict:
+    """Four query heads over two kv heads, both norms (tests/test_qk_norm.py's shape)."""
+    rng = np.random.default_rng(1)
+    doc = {"Q": rng.normal(size=(4, 3, 3)).tolist(), "K": rng.normal(size=(2, 3, 3)).tolist(),
+           "V": rng.normal(size=(2, 3, 2)).tolist()}
+    for name, n in (("q_norm", 4), ("k_norm", 2)):
+        width = 3 * (n if over == "all" else 1)
+        doc[name] = {"weight": rng.normal(size=width).tolist(), "over": over, "weight_offset": offset}
+    return doc
+
+
+def _printed(lines: list[str], name: str) -> list[list[float]]:
+    return [json.loads(line.split(" = ", 1)[1]) for line in lines if line.strip().startswith(f"{name} = [")]
+
+
+@pytest.mark.parametrize("head", range(4))
+def test_explain_prints_each_query_heads_own_kv_heads_k_normed(head):
+    """Mutation: norm_steps' `_part` takes kv head `head % kv_heads` rather than `head // group`, so
+    query head 2's keys are normalised with kv head 0's part of a k_norm over "all"."""
+    trace = attend(build_problem(_explain_problem("all")))
+    lines = explain(trace, [1], heads=[head], carry="rounded")  # from the printed operands
+    shown = _printed(lines, "k_normed")
+    assert len(shown) == 3
+    np.testing.assert_allclose(shown, trace.K_normed[head], rtol=0, atol=2e-3)
+
+
+def test_explain_multiplies_by_one_plus_the_weight_with_weight_offset():
+    """Mutation: norm_steps drops `+ norm.offset`: a Gemma norm's hand step multiplies by the weight
+    rather than 1 + weight."""
+    trace = attend(build_problem(_explain_problem("head", offset=1)))
+    lines = explain(trace, [2], heads=[1], carry="rounded")  # from the printed operands
+    np.testing.assert_allclose(_printed(lines, "q_normed")[0], trace.Q_normed[1, 2], rtol=0, atol=2e-3)
+    np.testing.assert_allclose(_printed(lines, "k_normed"), trace.K_normed[1], rtol=0, atol=2e-3)

@@ -4,6 +4,8 @@ import csv
 import io
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -194,6 +196,63 @@ def test_heatmap_through_a_pipe_is_drawn_not_dropped(run):
     # JSON holds no heatmap: asked for both, the plan refuses (it exited 0 without the heatmap)
     assert_error(run("compute", SAMPLES / "scooter.json", "--heatmap", "-f", "json"),
                  "--heatmap: --format json holds", "use --format table, html or svg")
+
+
+WIDE = {"Q": [[1, 0]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]], "query_labels": ["ｉｔ"],
+        "key_labels": ["ｃａｔ", "猫", "café"], "title": "全角 ｔｉｔｌｅ: 100％"}
+
+
+def _pdflatex_safe(text: str) -> list[str]:
+    """The characters in `text` that pdflatex's fonts cannot set, outside comments: none may be left."""
+    body = "\n".join(line.split("%", 1)[0] if not line.startswith("%") else "" for line in text.splitlines())
+    return sorted({c for c in body if c >= "\x80" and not ("\xc0" <= c <= "\xff" and c not in "×÷")
+                   and c not in "–—…‘’“”"})
+
+
+def test_full_width_and_cjk_labels_are_written_so_pdflatex_sets_them(run):
+    """Issue 19's leftovers from earlier trials: LaTeX exports that pdflatex compiles whatever the labels:
+    full-width and CJK labels."""
+    out = run("compute", "-", "-f", "latex", "--stages", "weights", "--explain", input=json.dumps(WIDE)).stdout
+    assert _pdflatex_safe(out) == []
+    assert out.startswith("\\providecommand{\\attnchar}[1]{\\texttt{[U+#1]}}% a character pdflatex cannot set\n")
+    assert " & cat & \\attnchar{732B} & café \\\\ \\hline" in out  # full-width ASCII: its letters; CJK: its code point
+    assert "\nit & $" in out and "% 全角 ｔｉｔｌｅ: 100％" in out  # the header comments as written
+    assert "\\ensuremath{\\surd}2" in out  # the explanation's symbols as math
+
+
+def test_the_escapes_keep_the_text_and_leave_plain_exports_alone(run):
+    """Issue 19's leftovers from earlier trials: the LaTeX escapes keep the text and leave plain exports
+    alone."""
+    from attncli.render.export import tex
+
+    assert tex("ｃａｔ") == "cat" and tex("１００％") == r"100\%" and tex("ｘ＿ｉ") == r"x\_i"
+    assert tex("猫") == r"\attnchar{732B}" and tex("😀") == r"\attnchar{1F600}"
+    assert tex("Q Kᵀ · √2 ≈ 1.41, −∞") == r"Q K\ensuremath{^{\top}} \ensuremath{\cdot} \ensuremath{\surd}2 " \
+                                          r"\ensuremath{\approx} 1.41, \ensuremath{-}\ensuremath{\infty}"
+    assert tex("naïve – é…") == "naïve – é…" and tex("a\u3000b") == "a b"
+    assert tex("猫", symbols=False) == "猫"
+    plain = run("compute", SAMPLES / "scooter.json", "-f", "latex").stdout
+    assert "attnchar" not in plain and _pdflatex_safe(plain) == []
+
+
+def test_a_worksheet_is_pdflatex_safe_too(run):
+    """Issue 19's leftovers from earlier trials: a LaTeX worksheet is pdflatex-safe too."""
+    sheet = run("exercise", "--seed", "3", "--kind", "rope", "--format", "latex").stdout
+    assert _pdflatex_safe(sheet) == [] and r"$\theta_i$" in sheet  # the worksheet's own math kept
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed (the text is tested above)")
+def test_pdflatex_compiles_the_export(run, tmp_path):
+    """Issue 19's leftovers from earlier trials: pdflatex compiles the export (when it is installed)."""
+    doc = {**WIDE, "mask": "causal", "bias": [[0, 0.5, "-inf"]]}
+    body = run("compute", "-", "-f", "latex", "--stages", "scaled,masked,weights,output", "--explain",
+               input=json.dumps(doc)).stdout
+    (tmp_path / "body.tex").write_text(body, encoding="utf-8")
+    (tmp_path / "doc.tex").write_text("\\documentclass{article}\n\\usepackage{amsmath}\n\\begin{document}\n"
+                                      "\\input{body}\n\\end{document}\n", encoding="utf-8")
+    result = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-2000:]
 
 
 # The LaTeX of GRADIENT_TITLES' formulas (tests/test_render_tables.py), by sample and the keys left out.

@@ -1,6 +1,7 @@
 """Tables rendered on a fixed-width, colourless console: exact text."""
 
 import io
+import sys
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ from rich.console import Console
 from attncli.compute.attention import attend
 from attncli.document.loading import read_document
 from attncli.document.reading import build_problem
+from attncli.render import tables
 from attncli.render.tables import render
 from attncli.render.text import number
 from tests.conftest import SAMPLES, SCOOTER
@@ -139,6 +141,124 @@ def test_a_long_explanation_line_folds_between_terms_on_a_terminal():
     wide = Console(file=io.StringIO(), width=1000, color_system=None)
     render(trace, wide, (), 4, None, explain(trace, [0], [0], 4, "exact"))  # a pipe: nothing folds
     assert "sum = 22.0321  (2.82842…, 1.41421… unrounded)" in wide.file.getvalue()
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("columns", ["0", "1", "5"])
+def test_tiny_terminal_widths_still_print(monkeypatch, columns):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a terminal of
+    almost no columns still gets tables."""
+    from attncli.compute.attention import attend
+    from attncli.document.reading import build_problem
+
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    tables.print_tables(attend(build_problem(SCOOTER)), ["weights"])
+    text = terminal.getvalue()
+    assert "weights = softmax(scaled) over keys" in text and "0.0454" in text
+    assert max(len(line) for line in text.splitlines()) >= tables.MIN_WIDTH // 2
+
+
+def test_terminal_width_has_a_floor(monkeypatch):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: the terminal
+    width has a floor."""
+    monkeypatch.setenv("COLUMNS", "3")
+    assert tables.terminal_width() == tables.MIN_WIDTH
+    monkeypatch.setenv("COLUMNS", "123")
+    assert tables.terminal_width() == 123
+
+
+def _labelled_keys(keys: int) -> dict:
+    return {"Q": [[1, 0], [0, 1]], "K": [[(j % 7) / 10, 1] for j in range(keys)], "V": [[1]] * keys,
+            "key_labels": [f"key{j}" for j in range(keys)]}
+
+
+def _assert_every_column_shown(result, keys: int):
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if " key0 " in line)
+    names = [cell.strip() for cell in header.split("│")[1:-1]]
+    assert names == [""] + [f"key{j}" for j in range(keys)] + ["sum", "lse"]  # one table, every column
+    rows = [line for line in lines if line.startswith("│") and line is not header]
+    assert len(rows) == 2 and all(row.split("│")[-3].strip() == "1.0000" for row in rows)  # weights sum to 1
+    assert all(len(row.split("│")) == len(header.split("│")) for row in rows)
+
+
+def test_a_table_wider_than_the_pipe_limit_is_not_cut(run, problem_file, monkeypatch):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: through a pipe
+    the console grows to the widest table: no line is ever cut."""
+    monkeypatch.setattr(tables, "UNLIMITED", 120)
+    path = problem_file(_labelled_keys(40))
+    _assert_every_column_shown(run("compute", path, "--format", "table", "--full", "--stages", "weights"), 40)
+
+
+def test_marks_tables_wider_than_the_pipe_limit_are_not_cut(run, problem_file, monkeypatch):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: through a pipe
+    the marks tables are not cut either."""
+    monkeypatch.setattr(tables, "UNLIMITED", 60)
+    path = problem_file(dict(_labelled_keys(30), weights=[[0.5] * 30, [0.5] * 30]))
+    result = run("check", path, "--format", "table")
+    assert result.exit_code == 1, result.stderr
+    header = next(line for line in result.stdout.splitlines() if " key0 " in line)
+    assert " key29 " in header and header.rstrip().endswith("│")
+
+
+@pytest.mark.slow
+def test_twelve_thousand_keys_with_full_are_not_cut(run, problem_file):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a table of
+    12,000 keys with --full is not cut."""
+    path = problem_file(_labelled_keys(12_000))
+    _assert_every_column_shown(run("compute", path, "--format", "table", "--full", "--stages", "weights"), 12_000)
+
+
+def test_text_wider_than_the_pipe_limit_is_not_wrapped(run, monkeypatch):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: through a
+    pipe, text wider than the limit is not wrapped."""
+    monkeypatch.setattr(tables, "UNLIMITED", 20)
+    result = run("compute", SAMPLES / "scooter.json", "--format", "table", "--stages", "weights")
+    assert "The mechanic fixed the scooter because it was leaking petrol.\n" in result.stdout
+
+
+def test_a_table_too_wide_for_the_terminal_is_not_squeezed_to_nothing(monkeypatch):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: on a terminal,
+    a table that cannot fit even at its narrowest is printed whole (the terminal wraps its lines)
+    rather than squeezed to empty cells."""
+    from rich import box
+    from rich.table import Table
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    table = Table(box=box.ROUNDED)  # as the marks tables are built: wrappable columns
+    for j in range(30):
+        table.add_column(f"key{j}")
+    table.add_row(*["0.5 ✗ 0.0270"] * 30)
+    tables.make_console().print(table)
+    header = next(line for line in terminal.getvalue().splitlines() if "key0" in line)
+    assert [cell.strip() for cell in header.split("│")[1:-1]] == [f"key{j}" for j in range(30)]
+    assert terminal.getvalue().count("0.5 ✗ 0.0270") == 30
+
+
+def test_a_label_wider_than_the_terminal_is_not_cut(monkeypatch):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a label wider
+    than the terminal is not cut."""
+    from attncli.compute.attention import attend
+    from attncli.document.reading import build_problem
+
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    label = "a query label much longer than the terminal is wide, " * 2 + "end"
+    tables.print_tables(attend(build_problem(dict(SCOOTER, query_labels=[label]))), ["weights"])
+    assert label in terminal.getvalue() and "0.0454" in terminal.getvalue()
 
 
 # d_Q's and d_K's titles for a problem whose scores are by K_rope, K_normed (grads.title): every view says them.

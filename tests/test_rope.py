@@ -12,6 +12,7 @@ from attncli.compute.attention import attend
 from attncli.compute.blocks import attend_output
 from attncli.document.reading import build_problem
 from attncli.problem.rope import Rope, rotate
+from tests.conftest import assert_error
 from tests.fixtures.variants import cases
 
 CASES = cases("rope")
@@ -118,3 +119,25 @@ def test_near_overflow_blocks_are_checked_with_the_rotated_q_and_k():
     for run in (attend, attend_output):
         with pytest.raises(Exception, match="scores = Q_rope K_ropeᵀ overflows float64"):
             run(huge)
+
+
+def test_rope_angles_at_far_positions_warn(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): RoPE
+    angles at far positions warn."""
+    args = ["compute", "--q", "0,4", "--k", "1,0;0,1", "--v", "2;1", "--rope", "--format", "json"]
+    assert run(*args, "--q-positions", "4000000000").stderr == ""
+    far = run(*args, "--q-positions", "9007199254740992")
+    assert far.exit_code == 0 and far.stderr.startswith("warning: RoPE angles position · θ_i are float64, and "
+                                                         "at position 9,007,199,254,740,992 they may be off")
+
+
+def test_an_overflowing_rope_angle_names_rope_base(run, tmp_path):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): an angle
+    beyond float64 names rope.base, not "scale the inputs down"."""
+    np.save(tmp_path / "q.npy", np.ones((1, 200)))
+    np.save(tmp_path / "k.npy", np.ones((2, 200)))
+    result = run("compute", "--q", str(tmp_path / "q.npy"), "--k", str(tmp_path / "k.npy"), "--v", "1;2",
+                 "--rope-base", "1e-300", "--q-positions", "9007199254740992")
+    assert_error(result, "rope.base is 1e-300: at position 9,007,199,254,740,992 the angle position · θ_98",
+                 "is beyond float64; expected a base of at least 1")
+    assert "scale the inputs down" not in result.stderr

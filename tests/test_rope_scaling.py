@@ -20,6 +20,7 @@ from attncli.compute.attention import attend
 from attncli.compute.blocks import attend_output
 from attncli.compute.tiles import attend_tiles
 from attncli.document.reading import build_problem
+from attncli.problem import rope_scaling
 from attncli.problem.rope import Rope, length, rotate
 from attncli.problem.rope_scaling import TYPES
 from attncli.render.explain import explain
@@ -336,6 +337,28 @@ def test_a_rope_type_added_to_the_table_reaches_every_path(monkeypatch, run, pro
     written = run.json("compute", problem_file(doc))
     assert written["rope"]["scaling"] == {"rope_type": "halved", "factor": 3.0}
     assert "scaled by halved (factor 3): θ'_i = θ_i / 2; attention factor 3 multiplies cos and sin" in written["rope_rule"]
+
+
+def test_a_beta_of_zero_is_the_default():
+    """Mutation: beta_fast and beta_slow must be > 0, although 0 (as transformers' `or`) means the
+    default."""
+    base = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    zero = rope_scaling.read(base | {"beta_fast": 0, "beta_slow": 0}, 10000.0, 8)
+    np.testing.assert_array_equal(zero.compute(10000.0, 8)[0], rope_scaling.read(base, 10000.0, 8).compute(10000.0, 8)[0])
+
+
+def test_yarn_clamps_the_ramps_end_to_dims_minus_1():
+    """Mutation: find_correction_range's upper end clamped to dims rather than dims − 1. With beta
+    fast enough that the ramp starts at dim 0 and beta_slow's dim past 7, transformers' ramp is i/7
+    (transformers 5.24's ROPE_INIT_FUNCTIONS["yarn"] gives these θ to 1e-7)."""
+    s = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 10**9, "beta_fast": 1e9,
+         "beta_slow": 1.0}
+    theta, factor = rope_scaling.read(s, 10000.0, 8).compute(10000.0, 8)
+    plain = 1.0 / 10000.0 ** (np.arange(0, 8, 2) / 8)
+    ramp = np.arange(4) / 7
+    np.testing.assert_allclose(theta, plain / 4 * ramp + plain * (1 - ramp), rtol=1e-12)
+    np.testing.assert_allclose(theta, [1.0, 8.92857e-02, 7.85714e-03, 6.78571e-04], rtol=1e-5)
+    assert factor == pytest.approx(0.1 * math.log(4) + 1)
 
 
 # docs/reference/model-keys.md listed longrope's `factor` as optional, where one of factor,

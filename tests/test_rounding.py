@@ -7,8 +7,10 @@ import warnings
 import numpy as np
 import pytest
 from conftest import SAMPLES
+from hypothesis import example, given
+from hypothesis import strategies as st
 
-from attncli.base.arrays import round_finite
+from attncli.base.arrays import EXACT_INTEGERS, plain, round_finite
 
 HUGE = json.dumps({"Q": [[1, 0]], "K": [[1, 0]], "V": [[1e306, 2]]})
 # (format options, the text written for 1e306 rounded to 3 decimals, for float32's 0.7679)
@@ -57,3 +59,36 @@ def test_round_finite():
     rounded = round_finite(np.array([0.7679], dtype=np.float32), 4)
     assert rounded.dtype == np.float64 and rounded.tolist() == [0.7679]
     assert round_finite(np.array([-np.inf, 0.12345]), 2).tolist() == [-np.inf, 0.12]
+
+
+HUGE_ROUNDED = {"Q": [[0] * 12, [0] * 10 + [1e154, 0]], "K": [[0] * 10 + [1e154, 0]], "V": [[0, 0, 0]], "heads": 3}
+
+
+def test_round_keeps_huge_finite_values(run, problem_file):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: rounding never
+    turns a finite number into infinity (--round 3 on 1e308)."""
+    doc = run.json("compute", problem_file(HUGE_ROUNDED), "--round", "3")
+    assert doc["heads"][2]["scores"] == [[0.0], [1e308]]
+    assert doc["heads"][2]["scaled"] == [[0.0], [5e307]]
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 17))
+@example(1e308, 3)
+@example(-1.7976931348623157e308, 17)
+@example(2.0**52 - 0.5, 0)
+@example(123.456789, 2)
+def test_plain_rounds_without_overflow(x, decimals):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: document
+    rounding (plain) never overflows, whatever the number and the decimals."""
+    (value,) = plain(np.array([x]), decimals)
+    assert np.isfinite(value)
+    if abs(x) >= EXACT_INTEGERS:
+        assert value == x  # already a whole number: nothing to round
+    else:
+        assert value == np.round(x, decimals)
+
+
+def test_plain_keeps_minus_infinity_as_null_when_rounding():
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: document
+    rounding keeps −∞ as null."""
+    assert plain(np.array([-np.inf, 1e300, 0.12345]), 2) == [None, 1e300, 0.12]

@@ -464,9 +464,9 @@ def test_the_window_and_masked_rows_words_are_said_from_one_place():
         assert f"{policy}` (default): " * (policy == "zero") + rule_words.MASKED_ROWS_WORDS[policy] in readme
 
 
-def test_no_module_spells_the_window_rule_or_a_masked_rows_policy_itself():
+def test_no_module_spells_the_window_rule_or_a_masked_rows_policy_itself(sources):
     spelled = re.compile(r"q_pos ?[−-] ?(left|LEFT|L)\b|weights and output 0\b|mean of V")
     tied = {"compute.py": "its docstring is its --help; the test above ties it to rule_words"}
-    found = [path.name for path in PACKAGE.rglob("*.py")
-             if path.name not in ("rule_words.py", *tied) and spelled.search(path.read_text(encoding="utf-8"))]
+    found = [module.path.name for module in sources
+             if module.path.name not in ("rule_words.py", *tied) and spelled.search(module.text)]
     assert found == []

@@ -4,12 +4,16 @@ terminal controls, LaTeX, Markdown, CSV formulas), through the views and through
 import csv
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from rich.console import Console
 from rich.style import Style
 
+from attncli.base.errors import visible
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
 from attncli.render import formats
@@ -18,7 +22,7 @@ from attncli.render.export import csv_stage, latex, markdown
 from attncli.render.heatmap import cell_style, heatmap, print_heatmaps
 from attncli.render.tables import make_console, render
 from attncli.render.text import header_lines
-from tests.conftest import SAMPLES, SCOOTER
+from tests.conftest import ROOT, SAMPLES, SCOOTER
 
 LINK = "[link=file:///etc/passwd]click[/link]"
 TITLE = "T\u001b]0;PWNED\u0007\u001b[2J"
@@ -306,3 +310,98 @@ def test_markdown_labels_never_become_autolinks(label, escaped):
     text = markdown(trace, ("weights",), 4, [], None)
     assert escaped in text
     assert not re.search(r"(?<!\\)://|www\.|(?<!\\)@", text.replace(escaped, ""))
+
+
+SCOOTER_FILE = SAMPLES / "scooter.json"
+
+
+def test_invisible_operators_up_to_u2064_are_escaped():
+    """Mutation: the word joiner's range stops at U+2063, so U+2064 (invisible plus) shows nothing."""
+    for c in ("\u2061", "\u2062", "\u2063", "\u2064"):
+        assert visible(f"{c}ok.json") == f"\\u{ord(c):04x}ok.json"
+
+
+def test_markdown_autolink_escape_ignores_case():
+    """Mutation: the autolink pattern loses re.IGNORECASE: `WWW.evil.example` and `HTTPS://…` are
+    autolinked by GitHub's Markdown all the same."""
+    from attncli.compute.attention import attend
+    from attncli.render.export import markdown
+
+    doc = json.loads(SCOOTER_FILE.read_text())
+    trace = attend(build_problem(dict(doc, key_labels=["WWW.evil.example", "b", "c"])))
+    text = markdown(trace, ("weights",), 4, [], None)
+    assert "WWW\\.evil.example" in text and "WWW.evil" not in text
+
+
+@pytest.mark.parametrize("text, escaped", [
+    ("awww.example", "awww.example"),  # www inside a word is no autolink: left as written
+    ("a.www.b", "a.www.b"),
+    ("x &amp; y", "x \\&amp; y"),  # an entity would show as "&"
+    ("&lt;b&gt;", "\\&lt;b\\&gt;"),
+    ("  - x", "  \\- x"),  # indented, still a list item
+    ("  1. x", "  1\\. x"),
+    (" + y", " \\+ y"),
+])
+def test_markdown_text_is_escaped_exactly(text, escaped):
+    """Mutations: the www autolink escape loses its (?<![\\w.]) guard (escaping inside words);
+    `&` is dropped from the inline specials (entities render); the line-start escape forgets
+    leading spaces (an indented `- x` is still a list)."""
+    from attncli.render.export import md
+
+    assert md(text) == escaped
+
+
+def test_a_hash_in_a_label_is_escaped_for_latex():
+    """Mutation: `#` dropped from the LaTeX escapes: a label `#1` would be a macro parameter."""
+    from attncli.render.export import latex, tex
+
+    assert tex("#1 & 50%") == r"\#1 \& 50\%"
+    trace = attend(build_problem(dict(SCOOTER, key_labels=["#1", "b", "c"])))
+    text = latex(trace, ["weights"], 2, [], None)
+    assert r"\#1" in text and "#1" not in text.replace(r"\#1", "")
+
+
+def test_a_description_may_break_lines_other_controls_stay_escaped(run, problem_file):
+    """Found by a user trial (cosmetics): line breaks in a description are kept; other controls stay
+    escaped."""
+    doc = {"Q": [[1]], "K": [[1]], "V": [[1]], "description": "line one\nline two\u0007bell"}
+    out = run("compute", problem_file(doc), "-f", "table").stdout
+    assert "\nline one\nline two\\u0007bell\n" in out and "\\u000a" not in out
+    latex = run("compute", problem_file(doc), "-f", "latex").stdout
+    assert "% line one\n% line two" in latex
+
+
+def test_a_file_name_that_is_not_utf8_is_an_escape_in_json(tmp_path):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a file name
+    whose bytes are not UTF-8 (a lone surrogate in Python) is an escape in JSON."""
+    name = os.fsdecode(tmp_path / os.fsdecode(b"\xff.json"))
+    with open(name, "w", encoding="utf-8") as handle:
+        json.dump({"weights": [[0.0454, 0.7679, 0.1867]]}, handle)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8:strict")  # as en_US.UTF-8
+    result = subprocess.run([sys.executable, "-m", "attncli", "check", name, name, "--problem",
+                             str(SAMPLES / "scooter.json"), "--format", "json"],
+                            cwd=ROOT, env=env, capture_output=True)
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+    result.stdout.decode("utf-8")  # valid UTF-8 throughout
+    marked = json.loads(result.stdout)["files"]
+    assert [os.fsencode(m["file"]) for m in marked] == [os.fsencode(name)] * 2
+
+
+def test_json_dumps_escapes_only_lone_surrogates():
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: the JSON
+    writer escapes lone surrogates and nothing else."""
+    from attncli.render.json import dumps
+
+    assert dumps({"file": "a\udcffb", "label": "√∞ \U0001f600"}) == '{"file": "a\\udcffb", "label": "√∞ \U0001f600"}'
+
+
+SELF = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
+
+
+def test_a_students_file_name_reaches_the_terminal_as_text(run, problem_file):
+    """The class's stderr lines name students' files: a name's controls are escaped, as in errors."""
+    files = [problem_file(SELF | {"weights": [0.05, 0.77, 0.19]}, f"s{i}.json") for i in range(3)]
+    cheat = problem_file({"Q": [[0]], "K": [[0]], "V": [[0]], "weights": [[1]]}, "a\x1b[2J\u202eb.json")
+    result = run("check", *files, cheat, "--format", "csv")
+    assert "a\\u001b[2J\\u202eb.json: its problem differs" in result.stderr
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr

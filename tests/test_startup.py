@@ -41,43 +41,43 @@ def test_each_command_line_loads_only_what_it_needs(args, heavy):
     assert loaded(*args) == heavy
 
 
-def function_level_imports(path):
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def function_level_imports(tree: ast.Module):
     top = {id(node) for statement in tree.body if isinstance(statement, (ast.Try, ast.If))
            for node in ast.walk(statement)} | {id(statement) for statement in tree.body}
     return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top]
 
 
-def test_an_import_inside_a_function_says_it_is_there_for_start_up():
+def test_an_import_inside_a_function_says_it_is_there_for_start_up(sources):
     """Every module of attncli/: an import inside a function is there for start-up, and a comment
     just above it says so (and why: what it would load)."""
     unexplained = []
-    for path in sorted((ROOT / "attncli").rglob("*.py")):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        for node in function_level_imports(path):
+    for module in sources:
+        lines = module.text.splitlines()
+        for node in function_level_imports(module.tree):
             above = lines[max(0, node.lineno - 6):node.lineno - 1]
             if not any("start-up" in line for line in above if line.strip().startswith("#")):
-                unexplained.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                unexplained.append(f"{module.path.relative_to(ROOT)}:{node.lineno}")
     assert unexplained == []
 
 
-def test_the_core_imports_at_module_top():
+def test_the_core_imports_at_module_top(sources):
     """Below the commands and the views, no module keeps an import inside a function: the start-up
     ones belong to the commands (and to the views that load rich), which load the core lazily, and to
     the packages that load torch on one path only (attn capture, attn check --code --array torch), and
     to the precision lab's run, which loads ml_dtypes for bfloat16 alone (issue 31: the float64 path's
     start-up unchanged)."""
-    core = [path for path in sorted((ROOT / "attncli").rglob("*.py"))
-            if path.parent.name not in ("attncli", "commands", "render", "capture", "code")
-            and path != ROOT / "attncli" / "compute" / "precision.py"]
+    core = [module for module in sources
+            if module.path.parent.name not in ("attncli", "commands", "render", "capture", "code")
+            and module.path != ROOT / "attncli" / "compute" / "precision.py"]
     assert len(core) > 40
-    inside = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in core for node in function_level_imports(path)]
+    inside = [f"{module.path.relative_to(ROOT)}:{node.lineno}" for module in core
+              for node in function_level_imports(module.tree)]
     assert inside == []
 
 
-def test_the_names_module_loads_nothing():
+def test_the_names_module_loads_nothing(sources):
     """attncli/base/names.py is what `attn check` and `attn compute` read at start-up, before numpy."""
-    tree = ast.parse((ROOT / "attncli" / "base" / "names.py").read_text(encoding="utf-8"))
+    (tree,) = [module.tree for module in sources if module.name == "attncli.base.names"]
     assert [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))] == []
 
 

@@ -140,3 +140,33 @@ def test_threads_without_the_output_only_path_is_refused(run, problem_file):
     path = problem_file({"Q": [[1, 0]], "K": [[1, 0]], "V": [[1]]})
     assert_error(run("compute", path, "--threads", "2", "--format", "json"), "--threads", "--stages output")
     assert run("compute", path, "--threads", "2", "--stages", "output", "--format", "json").exit_code == 0
+
+
+def test_before_numpy_leaves_the_environment_alone_once_numpy_is_loaded(monkeypatch):
+    """Mutation: `before_numpy` drops its `numpy in sys.modules` return: with numpy loaded (BLAS
+    has read its thread count already) it still writes the variables, which then reach every
+    child process."""
+    from attncli.compute import threads
+
+    for variable in threads.BLAS_THREADS:
+        monkeypatch.delenv(variable, raising=False)
+    threads.before_numpy()  # numpy is loaded in the test process
+    assert [v for v in threads.BLAS_THREADS if v in os.environ] == []
+
+
+def test_no_more_workers_than_blocks(monkeypatch):
+    """Found by an engineer's trial of captured layers: the output-only path never starts more workers
+    (each with its own scratch buffers) than it has blocks."""
+    asked = []
+    run = pool.run
+
+    def counting(task, items, threads, scratch):
+        asked.append((threads, len(items)))
+        return run(task, items, threads, scratch)
+
+    monkeypatch.setattr(blocks.pool, "run", counting)
+    rng = np.random.default_rng(0)
+    problem = build_problem({"Q": rng.normal(size=(20, 4)), "K": rng.normal(size=(9, 4)), "V": rng.normal(size=(9, 4))})
+    expected = attend_output(problem, threads=1).final
+    assert np.array_equal(attend_output(problem, threads=100000).final, expected)
+    assert asked[-1][0] == asked[-1][1] < 100000

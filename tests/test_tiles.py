@@ -14,7 +14,7 @@ from attncli.compute import limits
 from attncli.compute.attention import attend
 from attncli.compute.tiles import attend_tiles, max_difference
 from attncli.document.reading import build_problem
-from tests.conftest import SAMPLES, assert_error
+from tests.conftest import SAMPLES, SCOOTER, assert_error
 from tests.test_blocks import rules
 
 TINY = SAMPLES / "tiny_tiles.json"
@@ -305,3 +305,21 @@ def test_do_adds_the_backward_pass_to_the_chosen_stages_and_to_the_tiles(run, pr
     given = json.loads((SAMPLES / "tiny_tiles.json").read_text()) | {"dO": "ones"}
     from_file = run.json("compute", problem_file(given), "--tiles", "2,2")  # a file's dO acts as --do (issue 17)
     assert from_file["grads"] == doc["grads"] and from_file["heads"][0]["tiles"] == doc["heads"][0]["tiles"]
+
+
+def test_explain_tiles_with_huge_numbers_uses_e_notation(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): --explain
+    --tiles with huge numbers uses e-notation, as plain --explain does."""
+    result = run("compute", "--q", "1,0", "--k", "1,0;0,1", "--v", "1e40;2", "--explain", "--tiles", "1,1")
+    assert result.exit_code == 0, result.stderr
+    assert "O = 0.0000 · [0.0000] + 1.0000 · [1.0000e+40] = [1.0000e+40]" in result.stdout
+    assert "output = O / l = [1.0000e+40] / 1.4931 = [6.6975e+39]" in result.stdout
+
+
+def test_a_files_do_with_tiles_adds_the_gradients(run):
+    """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): a file's
+    dO with --tiles adds the gradients, as --do does."""
+    from_file = run.json("compute", "--tiles", "1,2", input=json.dumps(SCOOTER | {"dO": "ones"}))
+    from_option = run.json("compute", "--tiles", "1,2", "--do", "ones", input=json.dumps(SCOOTER))
+    assert "d_Q" in from_file["heads"][0] and "grads" in from_file
+    assert from_file["grads"] == from_option["grads"] and from_file["heads"][0]["tiles"] == from_option["heads"][0]["tiles"]

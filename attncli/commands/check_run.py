@@ -14,7 +14,7 @@ from attncli.base.errors import AttnError, InputError, ReaderGone, one_line, plu
 from attncli.commands.edge import auto_is_table, message
 from attncli.compute import attention
 from attncli.compute.limits import answers_cap
-from attncli.document.loading import OneMatrixError, load_matrix
+from attncli.document.loading import OneMatrixError, load_matrix, read_once
 from attncli.document.reading import build_problem
 from attncli.marking.answer_files import load_answers, npz_heads, read_answers_file
 from attncli.marking.answer_keys import ASKED, asked_of, sort_keys
@@ -40,12 +40,20 @@ from attncli.stages.table import names as stage_names
 EXIT_DIFFER = 1
 
 
-def run(files: list[str] | None, problem: str | None, answers: dict[str, str | None], format: str, precision: int,
-        decimals: int | None, tol: float | None, required: tuple[str, ...] | None, grading: dict | None = None,
-        lenient: bool = False, output: str | None = None, matrices: dict[str, str | None] | None = None) -> None:
-    """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2). `output`:
-    --report's file (the marks page), checked before any file is read. `matrices`: the problem's
-    Q, K, V given inline (--q, --k, --v), over the problem file's keys; every FILE is then answers."""
+def run(*args, **options) -> None:
+    """Mark and report, as `attn check` documents; exits with its verdict (0, 1 or 2). A single
+    answers file given as a pipe (`attn check <(…) problem.json`) is read once, however often it is
+    looked at; a class's files must be regular files."""
+    with read_once():
+        _run(*args, **options)
+
+
+def _run(files: list[str] | None, problem: str | None, answers: dict[str, str | None], format: str, precision: int,
+         decimals: int | None, tol: float | None, required: tuple[str, ...] | None, grading: dict | None = None,
+         lenient: bool = False, output: str | None = None, matrices: dict[str, str | None] | None = None) -> None:
+    """`run`. `output`: --report's file (the marks page), checked before any file is read.
+    `matrices`: the problem's Q, K, V given inline (--q, --k, --v), over the problem file's keys;
+    every FILE is then answers."""
     files = list(files or [])
     if output is not None:
         format = _page_target(output, format, files + [problem, *answers.values()])
@@ -75,7 +83,8 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         of a single answers file."""
         cap = answers_cap(built) if built is not None else None
         for stage, value in inline.items():
-            inline_answers[stage] = load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap)[0]
+            inline_answers[stage] = load_matrix(value, f"--{stage}", "bias" if blocked(stage) else "number", cap,
+                                                answer=True)[0]
             if built is not None:
                 try:
                     check_shapes({stage: inline_answers[stage]}, built)
@@ -107,12 +116,12 @@ def run(files: list[str] | None, problem: str | None, answers: dict[str, str | N
         if name == problem:
             return shared[0], shared[2], None, shared[3]
         if each_own:  # a problem file, under the general text cap
-            doc, note = read_answers_file(name, lenient=lenient, regular=many)
+            doc, note = read_answers_file(name, lenient=lenient, regular=len(names) > 1)
             own = _problem(name, doc)
             problems[name] = _fingerprint(own[2])
             return doc, own[2], note, own[3]
         doc, note = early.pop(name) if name in early else \
-            read_answers_file(name, cap, lenient=lenient, regular=many)  # a class: no FIFO holds it up
+            read_answers_file(name, cap, lenient=lenient, regular=len(names) > 1)  # a class: no FIFO holds it up
         return doc, shared[2], note, shared[3]
 
     problems: dict[str, bytes] = {}  # each file's own problem, when each holds one

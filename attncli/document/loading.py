@@ -6,6 +6,8 @@ Errors are `InputError`s that name the file (or option) and what was expected.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import os
 import stat
@@ -22,7 +24,7 @@ from attncli.compute.limits import Cap, check_fits, text_cap
 from attncli.document import layers, schema
 from attncli.document.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.document.schema import check_keys
-from attncli.document.text_input import parse_csv, parse_inline  # noqa: F401  (re-exported)
+from attncli.document.text_input import parse_answer_inline, parse_csv, parse_inline  # noqa: F401  (re-exported)
 from attncli.problem import rules, variants
 
 MATRIX_SUFFIXES = (".json", ".csv", ".tsv", ".npy")
@@ -62,6 +64,21 @@ def _example_hint(path: str) -> str:
     return f" (a bundled example: attn example {name} prints it)" if name and bundled.is_file() else ""
 
 
+_ONCE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("read_once", default=None)
+
+
+@contextlib.contextmanager
+def read_once():
+    """Within it, a pipe (`<(…)`, a FIFO) read twice gives the same bytes: the first reading's,
+    kept (a pipe cannot be re-read; `attn check` reads a single answers file to tell it from the
+    problem, then to mark it). Kept per (device, inode): another pipe at the same /dev/fd path is read."""
+    token = _ONCE.set({})
+    try:
+        yield
+    finally:
+        _ONCE.reset(token)
+
+
 def read_bytes(path: str, cap: Cap | None = None) -> tuple[bytes, str]:
     """The bytes of a file, or of stdin for `-`, within `cap` (default: the text cap): a file whose
     size is over it is refused unread; stdin, FIFOs and devices, which have no size, are refused
@@ -71,6 +88,15 @@ def read_bytes(path: str, cap: Cap | None = None) -> tuple[bytes, str]:
     try:
         if path == "-":
             return _read_capped(sys.stdin.buffer, cap, source), source
+        kept = _ONCE.get()
+        if kept is not None and (status := os.stat(path)) and stat.S_ISFIFO(status.st_mode):
+            key = (path, status.st_dev, status.st_ino)
+            if key not in kept:
+                with open(path, "rb") as handle:
+                    kept[key] = _read_capped(handle, text_cap(), source)
+            if len(kept[key]) > cap.bytes:
+                raise cap.refuse(len(kept[key]), source, exact=True)
+            return kept[key], source
         with open(path, "rb") as handle:
             status = os.fstat(handle.fileno())
             if stat.S_ISREG(status.st_mode) and status.st_size > cap.bytes:
@@ -274,9 +300,10 @@ def load_npz(path: str) -> dict:
     return NpzDocument(values, path, results)
 
 
-def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None = None):
+def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None = None, answer: bool = False):
     """A matrix option's value: a path (.json, .csv, .tsv, .npy; text within `cap`) or inline text.
     Returns (matrix, row labels or None, source name). `-` reads the matrix's text from stdin.
+    `answer`: a learner's inline answer, which keeps its decimal-comma reading (parse_answer_inline).
     """
     if value.strip() == "-":
         data, source = read_bytes("-", cap)
@@ -300,7 +327,7 @@ def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None =
             return parse_json(text, source, keep_decimals=True), None, source
         matrix, labels = parse_csv(text, source, kind)
         return matrix, labels, source
-    return parse_inline(value, option, kind), None, option
+    return (parse_answer_inline if answer else parse_inline)(value, option, kind), None, option
 
 
 def read_piped(cap: Cap | None = None) -> tuple[dict, str | None]:

@@ -21,7 +21,7 @@ import math
 import re
 from decimal import Decimal
 
-from attncli.base.errors import InputError, plural
+from attncli.base.errors import InputError, plural, quote
 from attncli.base.values import Typed, excerpt
 from attncli.document.json_text import parse_json
 
@@ -48,6 +48,11 @@ def comma_decimal(cell: str) -> str | None:
     """A cell that is a decimal written with a comma ("0,5"), with a point instead ("0.5"); else None."""
     text = _ascii(cell.strip())
     return text.replace(",", ".") if _COMMA_DECIMAL.fullmatch(text) else None
+
+
+def comma_note(where: str, cell: str, point: str) -> str:
+    """What a learner is told of a cell written with a decimal comma that is read as its decimal."""
+    return f"read {where} {quote(cell)} as {point}, a decimal written with a comma; write decimals with a point"
 
 
 def is_value(cell: str, kind: str) -> bool:
@@ -247,6 +252,8 @@ class Inline(list):
     that expects another shape (or a learner's answer) can say "did you mean 0.7311?"."""
 
     comma: str | None = None
+    decimal_commas: list | None = None  # the text read with decimal commas (parse_answer_inline)
+    misread: InputError | None = None  # the ordinary reading's error, when only the comma reading reads
 
 
 def comma_hint(value) -> str | None:
@@ -257,6 +264,58 @@ def comma_hint(value) -> str | None:
     whole, digits = point.split(".")
     return (f'"{whole},{digits}" reads as two numbers, {whole} and {digits}: did you mean {point}? Write decimals '
             f'with a point, and use spaces (or \';\' between rows) between numbers')
+
+
+def _comma_row(row: str) -> list[str] | None:
+    """A row read with every comma as a decimal comma, as decimals with points: `0,2775 1,3491`
+    (spaces between numbers) or `0,0454,0,7679` (whole part, decimals, whole part, …); else None."""
+    tokens = row.split()
+    if len(tokens) > 1:
+        return [comma_decimal(t) or _ascii(t) for t in tokens] \
+            if all(comma_decimal(t) or is_number(t) for t in tokens) and any(comma_decimal(t) for t in tokens) else None
+    parts = [_ascii(x) for x in row.split(",")]
+    if len(parts) < 2 or len(parts) % 2 or not all(whole.fullmatch(x) for whole, x in zip(_DECIMAL_PARTS * len(parts),
+                                                                                              parts)):
+        return None
+    return [f"{w}.{d}" for w, d in zip(parts[::2], parts[1::2])]
+
+
+def comma_reading(text: str) -> list | None:
+    """Inline text read with its commas as decimal commas (rows by `;` or newlines), as numbers:
+    a 1-D list for one row; None when it cannot be read so or holds no comma."""
+    if "," not in text or text.lstrip().startswith(("[", "{")):
+        return None
+    rows = re.sub(r";[ \t\r]*\n", ";", text).replace("\n", ";").strip(" \t\r;").split(";")
+    read = [_comma_row(row) for row in rows]
+    if not read or any(r is None for r in read) or len({len(r) for r in read}) != 1:
+        return None
+    numbers = [[Typed.parse(x) for x in r] for r in read]
+    return numbers[0] if len(numbers) == 1 else numbers
+
+
+def point_text(reading: list) -> str:
+    """A comma reading written back with points: `0.2775 1.3491`, rows joined by `; `."""
+    rows = reading if isinstance(reading[0], list) else [reading]
+    return "; ".join(" ".join(f"{x:.{x.decimals}f}" for x in row) for row in rows)
+
+
+def parse_answer_inline(text: str, source: str, kind: str = "number"):
+    """`parse_inline` for a learner's inline answer: an `Inline` also keeps `decimal_commas`, the
+    text read with decimal commas (`comma_reading`), so that marking can say "did you mean
+    0.2775 1.3491?" when that reading, not the other, has the stage's shape; when the ordinary
+    reading fails, its error is kept as `misread` and raised unless the comma reading fits."""
+    reading = comma_reading(text) if kind != "mask" else None
+    try:
+        value = parse_inline(text, source, kind)
+    except InputError as error:
+        if reading is None:
+            raise
+        value = Inline(reading)
+        value.misread = error
+    if reading is not None:
+        value = value if isinstance(value, Inline) else Inline(value)
+        value.decimal_commas = reading
+    return value
 
 
 def parse_inline(text: str, source: str, kind: str = "number"):

@@ -30,17 +30,17 @@ METADATA = ("name", "student", "student_name", "student_id", "sid", "id", "email
             "note", "notes", "author", "date", "submitted", "course", "class", "section", "assignment", "group")
 # The words a class really writes for each stage (lower case; spaces and hyphens read as "_").
 STAGE_ALIASES = {
-    "scores": ("raw_scores", "unscaled_scores", "dot_products", "dot_product", "qk", "qkt", "q_k", "qk_t",
-               "similarity", "similarities", "compatibility"),
+    "scores": ("raw_scores", "unscaled_scores", "dot_product", "qk", "qkt", "q_k", "qk_t", "similarity",
+               "compatibility"),
     "scaled": ("scaled_scores", "scaled_attention_scores", "scaled_logits", "scaled_dot_product", "scores_scaled",
                "scaled_qk"),
     "capped": ("capped_scores", "softcapped", "softcapped_scores", "capped_logits"),
     "masked": ("masked_scores", "masked_logits", "masked_attention_scores", "scores_masked"),
     "weights": ("attention_weights", "attn_weights", "attention_probs", "attn_probs", "probs", "probabilities",
                 "softmax", "attention", "softmax_weights", "softmax_scores", "attention_probabilities",
-                "attention_matrix", "attn", "p_attn", "alpha", "alphas", "a"),
-    "output": ("context", "context_vector", "context_vectors", "attention_output", "attn_output", "out",
-               "outputs", "result", "z", "y", "attention_result"),
+                "attention_matrix", "attn", "p_attn", "alpha", "a"),
+    "output": ("context", "context_vector", "attention_output", "attn_output", "out", "result", "z", "y",
+               "attention_result"),
 }
 WEIGHTS_ALIASES = STAGE_ALIASES["weights"]
 # Words that mean different stages in different courses: read as the stage whose values they hold
@@ -75,10 +75,29 @@ def _plain(key: str) -> str:
     return re.sub(r"[\s\-]+", "_", left.strip().lower()).strip("_")
 
 
-def alias_of(key: str, before_weights: str, fit=None) -> str | None:
-    """The stage an alias stands for, or None. `fit(candidates) -> stage` picks the stage an
-    ambiguous word's values are (else the first)."""
+# A plural reads as its singular, for every word of the tables (`contexts`, `attentions`, `logits`):
+# the ending and what it replaces, longest first.
+PLURALS = (("ices", "ix"), ("ies", "y"), ("es", ""), ("s", ""))
+
+
+def singulars(word: str) -> tuple[str, ...]:
+    """`word` and the singulars it may be the plural of (`matrices` → `matrix`, `contexts` → `context`)."""
+    return (word,) + tuple(word[:-len(end)] + stem for end, stem in PLURALS
+                           if word.endswith(end) and len(word) >= len(end) + 3)
+
+
+def _word(key: str) -> str:
+    """The word of the tables a key is: itself, or the singular of a plural the tables hold."""
     lower = _plain(key)
+    known = {w for ws in STAGE_ALIASES.values() for w in ws} | set(AMBIGUOUS) | {"logits"} \
+        | {name.lower() for name in names() + grads.names()}
+    return next((word for word in singulars(lower) if word in known), lower)
+
+
+def alias_of(key: str, before_weights: str, fit=None) -> str | None:
+    """The stage an alias (or its plural) stands for, or None. `fit(candidates) -> stage` picks the
+    stage an ambiguous word's values are (else the first)."""
+    lower = _word(key)
     for stage, words in STAGE_ALIASES.items():
         if lower in words:  # masked logits are what the softmax reads: `scaled` in a problem without a mask
             return before_weights if stage == "masked" else stage
@@ -99,7 +118,7 @@ def _hint(key: str, allowed: tuple[str, ...]) -> str:
     near alias suggests its stage: `scaled_score` → "scaled"), then every key allowed."""
     words = {name: name for name in names()} | {w: stage for stage, ws in STAGE_ALIASES.items() for w in ws} \
         | {w: ws[0] for w, ws in AMBIGUOUS.items()}
-    near = difflib.get_close_matches(_plain(key), list(words), n=1, cutoff=0.75)
+    near = difflib.get_close_matches(_word(key), list(words), n=1, cutoff=0.75)
     if near:
         return f" (did you mean {quote(words[near[0]])}?)"
     return did_you_mean(key, names()) or did_you_mean(key, allowed) or f"; answers are {', '.join(names())}"

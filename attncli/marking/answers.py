@@ -24,7 +24,7 @@ from attncli.base.errors import InputError, did_you_mean, quote
 from attncli.base.values import Typed, as_array, decimals_of, describe
 from attncli.compute.limits import widths
 from attncli.document.reading import ALIASES, PROJECTIONS, QKV, input_keys, output_keys
-from attncli.document.text_input import comma_decimal, comma_hint, is_value, is_word
+from attncli.document.text_input import comma_decimal, comma_hint, comma_note, is_value, is_word, point_text
 from attncli.marking.answer_keys import METADATA, alias_of
 from attncli.marking.grading import Answer, marked_gradient
 from attncli.marking.mistakes import present
@@ -76,6 +76,7 @@ def _leaf(x, masked: bool, large: bool = True):
         text = x.strip()
         if masked and text.lower() in NEGATIVE_INFINITY:
             return None
+        text = comma_decimal(text) or text  # "1,0607": the decimal it means, said in a note (_comma_note)
         try:
             number = Typed.parse(text.replace("−", "-"))
         except ValueError:
@@ -109,7 +110,49 @@ def _as_blocked(values: np.ndarray, blocked_cells: np.ndarray | None) -> tuple[n
     return np.where(large, -np.inf, values), (f"read {first:g} as −∞ (a large negative stands for a blocked position)",)
 
 
+def _comma_note(value, field: str) -> tuple[str, ...]:
+    """The note for a cell written as a string with a decimal comma (`"1,0607"`), read as the decimal
+    it means: said once per stage, naming its first such cell (a CSV's cell gets the same words)."""
+    found = []
+
+    def walk(v, where):
+        if found:
+            return
+        if isinstance(v, list):
+            for i, item in enumerate(v):
+                walk(item, f"{where}[{i}]")
+        elif isinstance(v, CommaCell):
+            found.append(comma_note(where, v.written, str.__str__(v)))
+        elif isinstance(v, str) and (point := comma_decimal(v)) is not None:
+            found.append(comma_note(where, v.strip(), point))
+    walk(value, field)
+    return tuple(found)
+
+
+def _fits(found: tuple[int, ...], shape: tuple[int, int]) -> bool:
+    """An answer of shape `found` is read as a stage of `shape` (one query's column as its row)."""
+    found = (1,) + found if len(found) == 1 else found
+    return found == shape or (shape[0] == 1 and found == shape[::-1])
+
+
+def _decimal_commas(value, field: str, shape: tuple[int, int]) -> None:
+    """An inline answer read with decimal commas has the stage's shape, read otherwise it has not
+    (`"0,2775 1,3491"`, `"0,0454,0,7679,0,1867"`): refused, saying what was meant. An answer that
+    only the comma reading reads (`misread`) is otherwise refused with the reading's own error."""
+    reading, misread = getattr(value, "decimal_commas", None), getattr(value, "misread", None)
+    if reading is None:
+        return
+    if (misread is not None or not _fits(np.shape(list(value)), shape)) and _fits(np.shape(reading), shape):
+        if shape[0] == 1 and isinstance(reading[0], list):  # one query's column: the row it means
+            reading = [row[0] for row in reading]
+        raise InputError(f"{field} reads as decimals written with commas: did you mean {point_text(reading)}? "
+                         "Write decimals with a point, and separate numbers with commas or spaces", field=field)
+    if misread is not None:
+        raise misread
+
+
 def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells: np.ndarray | None = None) -> Answer:
+    _decimal_commas(value, field, shape)
     masked = blocked(field)  # may hold −∞
     numbers = read_written(value, False)  # strings read as numbers first, so "-1e9" is a large negative too
     read = read_written(numbers, masked, large=False)
@@ -118,13 +161,16 @@ def _answer(value, field: str, shape: tuple[int, int], what: str, blocked_cells:
         values = values.reshape(1, -1)
     decimals = decimals_of(read, values.shape) if isinstance(read, list) else np.full(values.shape, -1)
     values, notes = _as_blocked(values, blocked_cells if masked else None)
+    notes = _comma_note(value, field) + notes
     # An inline "0,7311": two numbers, or a decimal comma? Where the stage's row holds two numbers it
     # is read as two, and said so only when the part after the comma looks like decimals (three
     # digits or more): "3,1" or "0,2" for one query's output is a row, as the README writes rows.
     comma = comma_hint(value)
     if values.shape == shape:
-        decimal_like = comma and len(getattr(value, "comma", "").partition(".")[2]) >= 3
-        return Answer(values=values, decimals=decimals, notes=notes + ((comma,) if decimal_like else ()))
+        places = len((getattr(value, "comma", None) or "").partition(".")[2])
+        if comma and places >= 3:  # "0,2775" for two numbers: the 0 is no precision shortfall, never "imprecise"
+            return Answer(values=values, decimals=np.full(values.shape, places), notes=notes + (comma,))
+        return Answer(values=values, decimals=decimals, notes=notes)
     if values.shape[::-1] == shape and shape[0] == 1:  # one query's row written as a column: the row it means
         return Answer(values=values.T, decimals=decimals.T, notes=notes + (ONE_ROW_NOTE,))
     if values.shape == shape[::-1]:
@@ -358,28 +404,29 @@ def parse_answers_csv(text: str, source: str) -> dict:
         if not current:
             blocks.append((current, blocked(alias), name))
         current.append((r, cells))
-    for block, masked, name in blocks:
-        _refuse_comma_decimals(block, source, masked, name)
+    for block, masked, _ in blocks:
+        _read_comma_decimals(block)
         block[:] = _unlabelled(block, source, masked)
     return doc
 
 
-def _refuse_comma_decimals(block: list, source: str, masked: bool, name: str) -> None:
-    """A cell written with a decimal comma ("0,7311", quoted so the comma is not a separator) is
-    refused as `attncli.document.text_input` refuses it in a matrix, naming its cell: taken for a header or
-    a row label, it would shift every cell after it."""
-    for k, (r, cells) in enumerate(block):
+class CommaCell(str):
+    """A CSV cell written with a decimal comma ("0,7311", quoted or in a TSV), as the decimal it
+    means ("0.7311"): a number to the header and label rules (never taken for a label, which would
+    shift every cell after it); `written` keeps the text for the note (`_comma_note`)."""
+
+    written: str = ""
+
+
+def _read_comma_decimals(block: list) -> None:
+    """Each cell of a block written with a decimal comma is read as the decimal it means, as a JSON
+    string's is: the stage is marked, with a note naming the cell."""
+    for _, cells in block:
         for c, cell in enumerate(cells):
             point = comma_decimal(cell)
-            if point is None:
-                continue
-            # its place in the stage: after a header row and a label column that hold no decimal comma
-            header = k > 0 and not any(comma_decimal(x) for x in block[0][1]) and \
-                not any(is_value(x, "bias") for x in block[0][1][1:])
-            first = block[1 if header else 0][1]
-            labelled = c > 0 and is_word(first[0], "bias") and comma_decimal(first[0]) is None
-            raise InputError(f"row {r}, column {c + 1}: {name}[{k - header}][{c - labelled}] is {quote(cell)}, a decimal "
-                             f"written with a comma; write decimals with a point ({point})", source)
+            if point is not None:
+                cells[c] = CommaCell(point)
+                cells[c].written = cell.strip()
 
 
 def _unlabelled(block: list, source: str, masked: bool) -> list:

@@ -173,12 +173,24 @@ def workable(trace, decimals: int, large_scores: bool = False) -> bool:
 def asked(trace, kind: str) -> list[str]:
     """The answers the problem asks for, in order (what `attn check` requires): the kind's `asks`,
     else every stage the problem has (a projected problem's Q, K and V first, as its sheet has a
-    grid for each; and the backward pass's, with dO)."""
+    grid for each; with several heads each head's output and the final output; and the backward
+    pass's, with dO): every grid of its sheet."""
     if KINDS[kind].asks is not None:
         return KINDS[kind].asks(trace)
-    names = list(PROJECTED) if trace.problem.projected else []
-    names += [stage.name for stage in stages.present(trace.problem)]
-    return names + (list(grads.names()) if trace.gradients is not None else [])
+    p = trace.problem
+    names = list(PROJECTED) if p.projected else []
+    names += [stage.name for stage in stages.present(p)]
+    if p.heads > 1 or "W_O" in p.inputs:  # "output" is the final output: each head's own has a grid too
+        at = names.index("output")
+        names[at:at + 1] = [f"heads[{h}].output" for h in range(p.heads)] + ["output"]
+    return names + (asked_gradients(p) if trace.gradients is not None else [])
+
+
+def asked_gradients(problem) -> list[str]:
+    """The backward pass's stages a problem asks: every gradient, but d_output when it is a copy of
+    the given dO (one head, no W_O)."""
+    copy = problem.heads == 1 and "W_O" not in problem.inputs
+    return [name for name in grads.names() if not (copy and name == "d_output")]
 
 
 def _finish(o: Options, doc: dict, shown: dict, trace) -> Exercise:

@@ -106,6 +106,40 @@ def diagnoses(results: list[Result]) -> list[tuple[str, str, int, str]]:
     return [(name, d, counts[name, d], words[name, d]) for name, d in ranked]
 
 
+ANSWERED = "answered"  # the column of stages answered, k/n, when some file left stages out
+
+
+def stage_cell(name: str, mark, points: Points | None = None, required: tuple[str, ...] = ()) -> str:
+    """A stage's points of its worth, as the score counts them (so a row's stages add up to its
+    score), then ↪ and the cells carried; `not scored` for a stage answered beyond those required."""
+    if not is_required(name, required):
+        return "not scored"
+    carried = mark.count("carried")
+    worth = stage_points(name, int(mark.cells.size), points)
+    return f"{whole(earned(mark, worth, points)):g}/{whole(worth):g}" + (f" ↪{carried}" if carried else "")
+
+
+def answered(marks, stages: list[str]) -> str:
+    """`k/n`: stages answered (not only missing) of the stages asked for."""
+    answered = [name for name, mark in (marks or {}).items() if mark.count("missing") < mark.cells.size]
+    return f"{len([name for name in answered if name in stages])}/{len(stages)}"
+
+
+def stage_columns(results: list[Result], points: Points | None = None, stages: list[str] | None = None,
+                  required: tuple[str, ...] = ()) -> tuple[list[str], list[list[str]]]:
+    """The class table's stage columns, for the terminal and the page alike: (headers, a row of
+    cells per file), each stage's `stage_cell`, after an "answered" column (k/n of `stages`, else
+    of the stages marked in any file) when some file left stages out."""
+    names = list(stage_sizes(results))
+    stages = stages or names
+    counted = [answered(m, stages) for _, m, _ in results]
+    cells = [[("–" if (m or {}).get(n) is None else stage_cell(n, m[n], points, required)) for n in names]
+             for _, m, _ in results]
+    if any(c != f"{len(stages)}/{len(stages)}" for c in counted):
+        return [ANSWERED] + names, [[count] + row for count, row in zip(counted, cells)]
+    return names, cells
+
+
 def safe_cell(value):
     """A CSV cell: numbers stay numbers; text goes through `csv_text` (controls escaped, and a
     leading `'` when a spreadsheet would take it for a formula)."""
@@ -113,22 +147,32 @@ def safe_cell(value):
 
 
 def csv_gradebook(results: list[Result], points: Points | None = None, required: tuple[str, ...] = ()) -> str:
-    """One row per file: file, score, max, percent, per stage `<stage> right` and `<stage> max`
-    (empty when the file has no such stage), the diagnoses (`stage: id`, `; `-separated), note."""
+    """One row per file: file, score, max, percent, per stage `<stage> points` and `<stage> max`
+    in points, as the score counts them (so the scored stages add up to it; empty when the file has
+    no such stage; 0 and 0 for a stage answered beyond those required, which the note names), the
+    diagnoses (`stage: id`, `; `-separated), note."""
     sizes = stage_sizes(results)
     most = class_max(results, points, required)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["file", "score", "max", "percent"]
-                    + [f"{name} {part}" for name in sizes for part in ("right", "max")] + ["diagnoses", "note"])
+                    + [f"{name} {part}" for name in sizes for part in ("points", "max")] + ["diagnoses", "note"])
     for file, marks, error in results:
         s = score(marks, most, points, required)
-        stages = []
+        stages, extras = [], []
         for name in sizes:
             mark = (marks or {}).get(name)
-            stages += ["", ""] if mark is None else [mark.right, int(mark.cells.size)]
+            if mark is None:
+                stages += ["", ""]
+            elif not is_required(name, required):  # shown, not scored: as Gradescope's 0/0 test
+                stages += [0, 0]
+                extras.append(f"{name} {stage_output(mark, points)}")
+            else:
+                worth = stage_points(name, int(mark.cells.size), points)
+                stages += [whole(earned(mark, worth, points)), whole(worth)]
         found = "; ".join(f"{name}: {d}" for name, mark in (marks or {}).items() for d in mark.diagnosis)
-        writer.writerow([safe_cell(c) for c in [file, s.right, s.max, s.percent, *stages, found, error or ""]])
+        note = "; ".join(([error] if error else []) + ([f"not required, not scored: {', '.join(extras)}"] if extras else []))
+        writer.writerow([safe_cell(c) for c in [file, s.right, s.max, s.percent, *stages, found, note]])
     return buffer.getvalue()
 
 

@@ -165,7 +165,7 @@ def _levels(matrix: np.ndarray, name: str, rows: list[int], cols: list[int]) -> 
     """The shown cells' heat classes ({row: {col: class}}): weights by their value (0 to 1), other
     tables by their share of the table's largest finite magnitude; negative values in the second
     colour. The magnitude is one pass over the matrix; classes are made only for the cells shown (a
-    4000 × 4000 table made 16 million strings for 1,024 cells)."""
+    4000 × 4000 table made 16 million strings for the 1,024 cells a page shows: 48 s, 4.8 GB)."""
     if name == "weights":
         most = 1.0
     else:

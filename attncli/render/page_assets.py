@@ -54,6 +54,8 @@ border-radius:6px 6px 0 0;padding:.3rem .8rem;cursor:pointer}
 .attn #derivation table{margin:.3rem 0}
 .attn td .exp{color:var(--muted)}.attn .wide{overflow-x:auto;max-width:100%}.attn .wide>table{margin-bottom:.3rem}
 .attn td.words{white-space:normal;text-align:left;min-width:10rem;max-width:32rem}
+.attn td.stage{white-space:normal}
+.attn td.words.short{min-width:6rem}
 .attn .legend span{display:inline-block;min-width:3.5rem;border:1px solid var(--line);text-align:center;margin-right:.2rem}
 .attn.js:not(.open) #derivation{display:none}
 @media (min-width:1100px){body.attn.js.open{margin-right:30rem}

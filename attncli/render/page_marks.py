@@ -16,10 +16,10 @@ import os
 import re
 
 from attncli.marking.grading import STATUSES, SYMBOLS, Rule
-from attncli.marking.marks import all_correct, unanswered
+from attncli.marking.marks import all_correct, stage_keys, unanswered
 from attncli.problem.trace import Trace
 from attncli.render.escapes import html_text, script_json
-from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_sizes, tallies
+from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_columns, tallies
 from attncli.render.marks import LEGEND, MEANING, mark_labels, score_line, shown_decimals, shown_value
 from attncli.render.marks import summary as summary_lines
 from attncli.render.page import document, escape_lines, tabbed
@@ -29,6 +29,7 @@ from attncli.render.text import header_lines, number
 
 HEAD = re.compile(r"^heads\[(\d+)\]\.")
 WORDS = ' class="words"'  # a cell of words (a note, a meaning): it wraps
+STAGE = ' class="stage"'  # a class table's stage cell: it may break before its ↪
 
 
 def _cell(mark, i: int, j: int, precision: int) -> tuple[str, str, str]:
@@ -86,29 +87,33 @@ def marks_notebook(trace: Trace, marks: dict, precision: int, rule: Rule, points
     return f'<div class="attn"><style>{CSS}</style>{learner(trace, marks, precision, rule, points)}</div>'
 
 
-def _rows_table(title: str, header: list[str], rows: list[list[str]], words: tuple[str, ...] = ()) -> str:
+def _rows_table(title: str, header: list[str], rows: list[list[str]], words: tuple[str, ...] = (),
+               stages: tuple[str, ...] = ()) -> str:
     """A table of rows in a box that scrolls sideways when it is wider than the page beside the
-    derivation panel; the `words` columns (notes, meanings) wrap instead of running on."""
+    derivation panel; the `words` columns (notes, meanings) wrap instead of running on, and the
+    `stages` columns' cells may break before their ↪ (`9/9 ↪5` on two lines when the page is narrow)."""
     out = [f'<h2>{html_text(title)}</h2><div class="wide"><table><thead><tr>']
     out += [f"<th>{html_text(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
     for row in rows:
-        cells = (f"<td{WORDS if h in words else ''}>{html_text(str(c))}</td>" for h, c in zip(header, row))
+        narrow = WORDS.replace('"words"', '"words short"') if stages else WORDS  # beside stage columns
+        cells = (f"<td{narrow if h in words else STAGE if h in stages else ''}>{html_text(str(c))}</td>"
+                 for h, c in zip(header, row))
         out.append("<tr>" + "".join(cells) + "</tr>")
     return "".join(out) + "</tbody></table></div>"
 
 
-def summary(results: list, points=None, required: tuple[str, ...] = ()) -> str:
-    """The class summary: a row per file (score, per stage right/cells), cells per stage by mark,
+def summary(results: list, points=None, required: tuple[str, ...] = (), stages: list[str] | None = None) -> str:
+    """The class summary, as the terminal's: a row per file (score, stages answered when some file
+    left stages out, per stage its points with ↪ and the cells carried), cells per stage by mark,
     and the diagnoses, most common first."""
-    names = list(stage_sizes(results))
+    names, rows = stage_columns(results, points, stages, required)
     most = class_max(results, points, required)
     students = []
-    for file, marks, error in results:
+    for (file, marks, error), cells in zip(results, rows):
         s = score(marks, most, points, required)
-        cells = ["–" if (marks or {}).get(n) is None else f"{marks[n].right}/{marks[n].cells.size}" for n in names]
         students.append([file, f"{s.right:g}/{s.max:g}", f"{s.percent:g}%", *cells, error or ""])
-    out = [_rows_table("class summary", ["file", "score", "%", *names, "note"], students, ("note",))]
+    out = [_rows_table("class summary", ["file", "score", "%", *names, "note"], students, ("note",), tuple(names))]
     out.append(_rows_table("cells per stage", ["stage", *STATUSES],
                            [[name, *(c[s] for s in STATUSES)] for name, c in tallies(results).items()]))
     found = diagnoses(results)
@@ -129,7 +134,7 @@ def marks_page(trace: Trace | None, results: list, precision: int, rule: Rule, p
         parts.append(("marks", learner(trace, marks, precision, rule, points) if marks is not None
                       else f'<p>{html_text(error or "")}</p>'))
     else:
-        parts.append(("summary", summary(results, points, required)))
+        parts.append(("summary", summary(results, points, required, stage_keys(trace) if trace is not None else None)))
         for n, (file, marks, error) in enumerate(results):
             body = f"<h2>{html_text(file)}</h2>" + (learner(trace, marks, precision, rule, points) if marks is not None
                                                   else f'<p>{html_text(error or "")}</p>')

@@ -1,6 +1,7 @@
 """`attn check`'s class summary on a console: three tables that never cut a cell.
 
-1. students: file, score (cells right / max), percent, then `right/max` per stage. When the stage
+1. students: file, score (points / max), percent, then per stage its points of its worth (adding
+   up to the score; ↪k: k cells carried), then the stages answered. When the stage
    columns do not fit the console they continue in further tables that repeat the file column
    (wrapped on purpose, as `attn compute` splits wide matrices); long file names fold.
 2. stages: per stage across the class, cells correct, carried, wrong, imprecise, missing.
@@ -19,11 +20,10 @@ from rich.text import Text
 
 from attncli.marking.grading import STATUSES
 from attncli.marking.marks import all_correct
-from attncli.render.gradebook import Points, Result, class_max, diagnoses, score, stage_sizes, tallies
+from attncli.render.gradebook import Points, Result, class_max, diagnoses, score, stage_columns, tallies
 from attncli.render.text import rich_text, shown
 
 FILE_WIDTH = 24  # on a narrow console the file column folds longer names, not the scores
-ANSWERED = "answered"  # the column of stages answered, k/n, when some file left stages out
 BORDER = 3  # a rounded table's "│ " + " " around each column
 
 
@@ -31,11 +31,6 @@ def _header(name: str) -> str:
     """`heads[1].weights` as two short lines, so that stage columns stay narrow."""
     prefix, _, stage = name.rpartition(".")
     return f"{prefix}\n{stage}" if prefix else name
-
-
-def _stage_cell(mark) -> str:
-    carried = mark.count("carried")
-    return f"{mark.right}/{mark.cells.size}" + (f" ↪{carried}" if carried else "")
 
 
 def _chunks(widths: list[int], first: int, rest: int) -> list[list[int]]:
@@ -50,23 +45,9 @@ def _chunks(widths: list[int], first: int, rest: int) -> list[list[int]]:
     return runs + [current] if current or not runs else runs
 
 
-def answered(marks, stages: list[str]) -> str:
-    """`k/n`: stages answered (not only missing) of the stages asked for."""
-    answered = [name for name, mark in (marks or {}).items() if mark.count("missing") < mark.cells.size]
-    return f"{len([name for name in answered if name in stages])}/{len(stages)}"
-
-
 def _students(results: list[Result], console: Console, points: Points | None = None,
               stages: list[str] | None = None, required: tuple[str, ...] = ()) -> list[Table]:
-    sizes = stage_sizes(results)
-    names = list(sizes)
-    stages = stages or names
-    counted = [answered(m, stages) for _, m, _ in results]
-    partial = any(c != f"{len(stages)}/{len(stages)}" for c in counted)
-    cells = [[("–" if (m or {}).get(n) is None else _stage_cell(m[n])) for n in names] for _, m, _ in results]
-    if partial:  # an "answered" column first among the stage columns (it moves on as they do)
-        names = [ANSWERED] + names
-        cells = [[count] + row for count, row in zip(counted, cells)]
+    names, cells = stage_columns(results, points, stages, required)  # "answered" first: it moves on as they do
     widths = [max([len(line) for line in _header(n).splitlines()] + [len(row[i]) for row in cells])
               for i, n in enumerate(names)]
     scores = [score(m, class_max(results, points, required), points, required) for _, m, _ in results]

@@ -13,7 +13,7 @@ import numpy as np
 
 from attncli.base.errors import plural
 from attncli.compute.attention import merge_heads
-from attncli.marking.exercise import Exercise
+from attncli.marking.exercise import Exercise, asked_gradients
 from attncli.marking.grading import marked_gradient
 from attncli.marking.marks import present
 from attncli.marking.mistakes import MISTAKES
@@ -82,6 +82,8 @@ def _gradient_grids(trace: Trace) -> list[tuple[str, np.ndarray, list[str], list
     out = []
     for h in range(p.heads):
         for g in grads.GRADIENTS:
+            if g.name not in asked_gradients(p):
+                continue  # one head without W_O: d_output is the given dO
             m = marked_gradient(trace, h, g.name)
             title = grads.title(g, p) + (f" ({groups.title(p, h)})" if p.heads > 1 else "")
             columns = keys if g.columns == "keys" else [g.name] if g.name == "D" else [str(j) for j in range(m.shape[1])]
@@ -123,8 +125,8 @@ def _givens(exercise: Exercise, trace: Trace) -> list[tuple[str, list, list[str]
     one table per head or kv head."""
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-    rows_of = {"Q": queries, "X": queries, "bias": queries, "K": keys, "V": keys, "X_kv": keys, "E": keys,
-               "PE": keys}
+    rows_of = {"Q": queries, "X": queries, "bias": queries, "dO": queries, "K": keys, "V": keys, "X_kv": keys,
+               "E": keys, "PE": keys}
     out = []
     for name, m in exercise.shown.items():
         per_head = isinstance(m[0][0], list)
@@ -150,6 +152,8 @@ def _notes(trace: Trace) -> list[str]:
         lines.append(positions_line(p))
     if p.rope is not None:
         lines.append(f"rope: {p.rope.describe(trace.d_k)}")
+    if trace.gradients is not None and "d_output" not in asked_gradients(p):
+        lines.append("d_output = dO (one head)")
     return lines + variant_lines(p)
 
 
@@ -225,6 +229,12 @@ MATH = {"θ\\_i": r"$\theta_i$", "θ": r"$\theta$", "ᵀ": r"$^\top$", "√": r"
 SUBSCRIPT = re.compile(r"(?<![A-Za-z0-9_\\])([A-Za-z])\\_([A-Za-z0-9]{1,5})(?![A-Za-z0-9\\])")
 
 
+# The backward pass's names (d_V, d_output, d_scores, …) are one kind of symbol: all set as math,
+# whatever the length of their subscript (d_output as $d_{\mathrm{output}}$ beside $d_{V}$).
+GRADIENT = re.compile(r"(?<![A-Za-z0-9_\\])(d)\\_(" + "|".join(sorted(
+    (name[2:] for name in grads.names() if name.startswith("d_")), key=len, reverse=True)) + r")(?![A-Za-z0-9\\])")
+
+
 def _subscript(found: re.Match) -> str:
     base, sub = found.groups()
     return f"${base}_{{{sub}}}$" if len(sub) == 1 else f"${base}_{{\\mathrm{{{sub}}}}}$"
@@ -233,7 +243,7 @@ def _subscript(found: re.Match) -> str:
 def _text(text: str) -> str:
     """Our titles and notes in LaTeX: special characters escaped, the few symbols they use in math,
     and a symbol's subscript set as one (d_k as $d_k$, not with a printed underscore)."""
-    text = SUBSCRIPT.sub(_subscript, tex(text, symbols=False))
+    text = SUBSCRIPT.sub(_subscript, GRADIENT.sub(_subscript, tex(text, symbols=False)))
     for symbol, math in MATH.items():
         text = text.replace(symbol, math)
     return re.sub(r"(?<!\\)\$\$", " ", tex_unicode(text))  # what MATH leaves; $\surd$$d_k$ as one span

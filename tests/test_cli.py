@@ -1,0 +1,41 @@
+"""The command line's edge (attncli/cli.py) in real processes: a closed stdout is a normal end, and
+a verdict is decided before anything is printed."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize("args", [
+    ["compute", "samples/scooter.json"],
+    ["compute", "samples/scooter.json", "--format", "table"],
+    ["posenc", "--positions", "2000"],
+    ["example", "scooter"],
+])
+def test_a_reader_that_goes_away_is_not_an_error(args):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a closed
+    stdout is a normal end: exit 0, nothing on stderr."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    child = subprocess.Popen([sys.executable, "-m", "attncli", *args], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # before the child has started up: every write meets a closed pipe
+    stderr = child.stderr.read()
+    assert child.wait() == 0 and stderr == b""
+
+
+@pytest.mark.parametrize("weights, code", [("0.0454, 0.7679, 0.1867", 0), ("0.5, 0.25, 0.25", 1)])
+@pytest.mark.parametrize("form", ["json", "table", "csv"])
+def test_check_keeps_its_verdict_when_the_reader_goes_away(weights, code, form):
+    """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: check's
+    verdict is decided before it prints: a reader that leaves does not turn "differ" into 0."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    child = subprocess.Popen([sys.executable, "-m", "attncli", "check", "samples/scooter.json", "--weights",
+                              weights, "--format", form], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()
+    stderr = child.stderr.read()
+    assert child.wait() == code and stderr == b""
