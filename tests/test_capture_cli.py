@@ -44,6 +44,33 @@ def test_capture_then_compute_prints_the_agreement_line(run, captured):
     assert last.startswith("agrees with tiny-llama layer 0 to ") and last.endswith("(the model ran in float64)")
 
 
+def test_text_gives_each_key_its_word(run, tiny, tmp_path):
+    path = tmp_path / "words.json"
+    result = run("capture", tiny, "--text", "the cat sat", "-o", path)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(path.read_text())
+    assert doc["word_ids"] == [0, 1, 2] and doc["key_labels"] == ["the", "cat", "sat"]
+    ids = tmp_path / "ids.json"
+    assert run("capture", tiny, "--ids", "2,3", "-o", ids).exit_code == 0
+    assert "word_ids" not in json.loads(ids.read_text())  # no text, no words
+
+
+@pytest.mark.parametrize("named, expected", [
+    ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"), ("  tiny\n model ", "tiny model"),
+    ("/home/someone/models/tiny", "copy"), ("./tiny", "copy"), ("", "copy"), (7, "copy")])
+def test_the_model_is_named_by_its_config_unless_that_is_a_folder(run, tiny, tmp_path, named, expected):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps(config | {"_name_or_path": named}))
+    path = tmp_path / "named.json"
+    result = run("capture", copy, "--ids", "2,3", "-o", path)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(path.read_text())["model"]["name"] == expected
+
+
 def test_the_json_holds_the_agreement_and_reads_back(run, captured):
     result = run("compute", captured, "--format", "json")
     assert result.exit_code == 0, result.stderr
@@ -89,10 +116,12 @@ def test_decode_and_batch_index_from_the_command_line(run, tiny, tmp_path):
     (("{tiny}",), "error: --ids: give the tokens: --ids 3,1,4,1,5 or --text"),
     (("{tiny}", "--ids", "1,x"), "error: --ids: is \"1,x\"; expected whole numbers ≥ 0 (digits 0-9) separated by commas"),
     (("{tiny}", "--ids", "1,64"), "error: --ids: has id 64, but the model's vocabulary has 64 ids (0 to 63)"),
-    (("{tiny}", "--ids", "1,2", "--layer", "3"), "error: --layer: layer is 3; expected 0 to 0 (1 layer)"),
+    (("{tiny}", "--ids", "1,2", "--layer", "3"), "error: --layer: is '3', but there is 1 layer (0 to 0)"),
+    (("{tiny}", "--ids", "1,2", "--layer", "0,x"), "error: --layer: is '0,x'; expected all, a layer number (3) or"),
+    (("{tiny}", "--ids", "1,2", "--layer", "2-1"), "error: --layer: is '2-1': the range 2-1 runs backwards"),
     (("{tiny}", "--ids", "1,2", "--batch-index", "1"), "error: --batch-index: is 1, but there is 1 sequence"),
     (("{tiny}", "--ids", "1", "--decode"), "error: --decode: decode needs at least 2 tokens"),
-    (("{tiny}", "--ids", "1", "-o", "x.npz"), "error: --output: is 'x.npz'; attn capture writes JSON"),
+    (("{tiny}", "--ids", "1", "-o", "x.txt"), "error: --output: is 'x.txt'; attn capture writes JSON or .npz"),
 ])
 def test_errors_are_one_line(run, tiny, args, message):
     result = run("capture", *(str(a).format(tiny=tiny) for a in args))

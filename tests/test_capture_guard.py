@@ -41,9 +41,11 @@ def test_twenty_thousand_ids_are_refused_before_the_model_runs(run, eight_gib, m
     from attncli.commands import capture_run
 
     monkeypatch.setattr(capture_run, "load_model", lambda *a: pytest.fail("the model was loaded"))
-    assert_error(run("capture", TINY, "--ids", ",".join(["3"] * 20_000)),
+    assert_error(run("capture", TINY, "--ids", ",".join(["3"] * 20_000), "-o", "big.json"),
                  "this capture would need ", "every layer's attention weights (1 layer × 1 sequence × 2 heads × 20,000 × 20,000 tokens) "
                  "3.0 GiB", "the document's JSON 72 GiB", "is available; give fewer tokens")
+    # without -o, a document past 32 MiB of JSON would be an .npz: the guard counts that
+    assert_error(run("capture", TINY, "--ids", ",".join(["3"] * 20_000)), "the document's .npz 6.0 GiB")
 
 
 def test_a_hundred_kilobytes_of_text_are_refused_before_the_model_runs(run, eight_gib, monkeypatch):

@@ -78,7 +78,7 @@ def test_rows_heads_and_long_rows_are_chosen_and_elided(run):
     result = run("compute", "-", "--explain", "--row", "c", "--row", "4", "--head", "1", input=json.dumps(doc))
     out = result.stdout
     assert 'Head 1, query "c" (row 2)' in out and 'Head 1, query "e" (row 4)' in out and "Head 0" not in out
-    assert "  … 5 more keys …" in out
+    assert "  … 4 more keys …" in out  # k5–k8: the first five, the largest weights (k9–k11) and the last two listed
     assert "+ … +" not in out  # d_k = 4 per head: dot products written out in full
     wide = {"Q": [[1.0] * 8], "K": [[2.0] * 8], "V": [[3.0] * 8]}
     lines = explain(attend(build_problem(wide)))

@@ -148,8 +148,8 @@ def test_the_memory_guard_counts_what_a_record_builds():
 # The silent cases: each exited 0 with the option's content missing (or another format's text).
 @pytest.mark.parametrize("args, fragments", [
     (["--format", "html", "--cost"], ("--cost: --format html holds", "use --format table, json or markdown")),
-    (["--format", "markdown", "--heatmap"], ("--heatmap: --format markdown holds", "use --format table or html")),
-    (["--format", "json", "--heatmap"], ("--heatmap: --format json holds", "use --format table or html")),
+    (["--format", "markdown", "--heatmap"], ("--heatmap: --format markdown holds", "use --format table, html or svg")),
+    (["--format", "json", "--heatmap"], ("--heatmap: --format json holds", "use --format table, html or svg")),
     (["--format", "latex", "--stages", "weights,heatmap"], ("--heatmap: --format latex holds",)),
     (["--format", "csv", "--stages", "weights", "--explain"], ("--explain: --format csv holds",)),
     (["--format", "csv", "--stages", "weights", "--do", "ones"], ("--do: --format csv holds",)),
@@ -173,7 +173,7 @@ def test_a_file_refuses_what_its_format_cannot_hold_and_is_not_written(run, tmp_
 
 def test_the_registry_is_what_the_command_line_offers():
     assert [m.value for m in compute.Format] == ["auto"] + [f.name for f in formats.views()]
-    assert formats.suffixes() == (".json", ".md", ".tex", ".csv", ".html", ".npy", ".npz")
+    assert formats.suffixes() == (".json", ".md", ".tex", ".csv", ".html", ".svg", ".npy", ".npz")
     assert {f.name for f in formats.FORMATS if f.binary} == {"npy", "npz"}
     for record in formats.FORMATS:  # every record's words are the registry's own
         assert set(record.holds) <= set(formats.CONTENTS) and record.stages in formats.STAGES
@@ -187,6 +187,7 @@ def test_the_registry_is_what_the_command_line_offers():
 VIEWS = {"json": ("attncli.render.json", "document"), "markdown": ("attncli.render.export", "markdown"),
          "latex": ("attncli.render.export", "latex"), "csv": ("attncli.render.export", "csv_stage"),
          "html": ("attncli.render.page", "page"), "table": ("attncli.render.tables", "print_tables"),
+         "svg": ("attncli.render.svg", "heatmap_svg"),
          "npy": ("attncli.render.arrays", "save_npy"), "npz": ("attncli.render.arrays", "save_npz")}
 
 

@@ -5,13 +5,14 @@ import re
 
 import pytest
 
-from attncli.commands import capture, check, compute, compute_options, learn, reference, spec
+from attncli.commands import capture, check, compute, compute_options, heads, learn, reference, spec
 from attncli.commands.spec import Option
 from attncli.document import schema
 from tests.conftest import ROOT
 
 TABLES = [("compute", compute_options.OPTIONS), ("check", check.OPTIONS), ("exercise", learn.EXERCISE),
-          ("example", learn.EXAMPLE), ("posenc", learn.POSENC), ("capture", capture.CAPTURE)]
+          ("example", learn.EXAMPLE), ("posenc", learn.POSENC), ("capture", capture.CAPTURE),
+          ("heads", heads.HEADS)]
 
 
 def help_flags(run, command: str) -> tuple[set[str], set[str]]:
@@ -146,7 +147,7 @@ FLAG = r"(?<![\w-])--[A-Za-z][\w-]*"
 # Not attn's flags: a placeholder, a flag said not to exist, sed's flag, a prefix (`--rope-…`), and
 # benchmarks/bench.py's own flags (docs/performance.md).
 NOT_FLAGS = {"--STAGE", "--d_Q", "--follow-symlinks", "--rope-", "--quick", "--rounds", "--write-docs",
-             "--dist", "--durations"}  # the last two: pytest's
+             "--no-deps", "--dist", "--durations"}  # pip's (for the real models) and pytest's
 
 
 def test_the_readme_and_docs_name_only_flags_that_exist():

@@ -39,6 +39,23 @@ def test_npz_round_trips_projections_and_heads(run, tmp_path):
     assert run.json("compute", path)["output"] == run.json("compute", SAMPLES / "multihead.json")["output"]
 
 
+@pytest.mark.parametrize("name, stages", [("o.npy", "output"), ("o.npz", "weights,output"), ("all.npz", None)])
+def test_a_binary_file_builds_no_text(run, tmp_path, monkeypatch, name, stages):
+    """An .npy or .npz is written from the trace: no JSON (or other text) is built and thrown away
+    (a captured layer's JSON echoes its weights: megabytes nobody asked for)."""
+    from attncli.render import export, json, page
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a text document was built for a binary file")
+
+    for view, writer in ((json, "document"), (export, "markdown"), (export, "latex"), (export, "csv_stage"),
+                         (page, "page")):  # every text format's view (render/formats.py's writers import them)
+        monkeypatch.setattr(view, writer, refuse)
+    result = run("compute", SAMPLES / "scooter.json", *(("--stages", stages) if stages else ()), "-o", tmp_path / name)
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / name).stat().st_size > 0
+
+
 def test_json_output_file_is_the_stdout_document(run, tmp_path):
     path = tmp_path / "out.json"
     assert run("compute", SAMPLES / "scooter.json", "-o", path).exit_code == 0
@@ -61,7 +78,7 @@ def test_an_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
 
 def test_output_errors(run, tmp_path):
     assert_error(run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "x.txt"),
-                 '--output: "', 'has no known suffix; expected .json, .md, .tex, .csv, .html, .npy or .npz')
+                 '--output: "', 'has no known suffix; expected .json, .md, .tex, .csv, .html, .svg, .npy or .npz')
     assert_error(run("compute", SAMPLES / "scooter.json", "-o", tmp_path / "no" / "x.npy"), "does not exist")
 
 

@@ -376,3 +376,36 @@ def test_heat_classes_are_made_for_the_shown_cells_alone_by_the_whole_tables_lar
             level = min(9, int(np.rint(abs(value) / 40 * 9)))
             assert levels[i][j] == ("" if level == 0 else ("n" if value < 0 else "p") + str(level))
     assert page_module._levels(np.array([[0.5, 1.0]]), "weights", [0], [0, 1]) == {0: {0: "p4", 1: "p9"}}
+
+
+def test_a_first_row_far_past_the_budget_is_named_not_derived(monkeypatch):
+    from attncli.compute.attention import attend
+    from attncli.document.reading import build_problem
+    from attncli.render import page_derive
+
+    trace = attend(build_problem({"X": np.eye(4).tolist(), "W_Q": np.eye(4).tolist(), "W_K": np.eye(4).tolist(),
+                                  "W_V": np.eye(4).tolist(), "heads": 2}))
+    assert page_derive.row_cost(trace) == 2 * (4 * (2 + 2) * (1 + 4) + 2 * 4)  # projections: products of width 4
+    monkeypatch.setattr(page_derive, "BUDGET", 1)
+    monkeypatch.setattr(page_derive, "FIRST_MOST", page_derive.row_cost(trace))
+    assert list(page_derive.derivations(trace, [0, 1], 4)["rows"]) == ["0"]  # the first, past the budget
+    monkeypatch.setattr(page_derive, "FIRST_MOST", page_derive.row_cost(trace) - 1)
+    found = page_derive.derivations(trace, [0, 1], 4)
+    assert found["rows"] == {} and found["missing"] == [0, 1]
+
+
+def test_picked_rows_are_explained_first_and_the_title_is_not_repeated(run, tmp_path, monkeypatch):
+    from attncli.render import page_derive
+
+    path = tmp_path / "p.html"
+    doc = tmp_path / "p.json"
+    rng = np.random.default_rng(1)
+    doc.write_text(json.dumps({"title": "My title", "Q": rng.normal(size=(6, 2)).tolist(),
+                               "K": rng.normal(size=(6, 2)).tolist(), "V": rng.normal(size=(6, 2)).tolist(),
+                               "query_labels": list("abcdef")}))
+    monkeypatch.setattr(page_derive, "BUDGET", 1)  # one row only: the first asked for
+    assert run("compute", doc, "--query", "e", "-o", path).exit_code == 0
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="attn-data">(.*?)</script>', text).group(1))
+    assert list(data["rows"]) == ["4"] and "Rows 0–3, 5 are not explained" in text
+    assert text.count("My title") == 2  # <title> and <h1>, not the header again

@@ -230,7 +230,7 @@ def test_every_samples_page_opens_cleanly(opened, pages):
     page = opened(pages(samples[0]))
     for sample in samples:  # one tab: each page in turn
         page.go(pages(sample))
-        page.tab.click("td[data-row]")
+        page.tab.click("[role=tabpanel]:not([hidden]) td[data-row]")  # the tab it opens on: the first head's
         assert page.derivation().strip(), sample.name
         assert (page.errors, page.requests, page.dialogs) == ([], [], []), sample.name
 
@@ -266,6 +266,95 @@ def test_a_512_page_is_interactive_in_under_two_seconds(browser, tmp_path):
     assert took < 2.0, f"{took:.2f} s"
 
 
+def test_the_page_opens_on_the_first_head_and_a_link_opens_its_tab(opened, pages):
+    path = pages(SAMPLES / "multihead.json")
+    page = opened(path)
+    shown = "ps => ps.filter(p => !p.hidden).map(p => p.id)"
+    assert page.tab.eval_on_selector_all("[role=tabpanel]", shown) == ["part-0"]  # not the inputs
+    for link, part in (("#part-1", "part-1"), ("#head-1", "part-1"), ("#inputs", "part-inputs"), ("#part-0", "part-0"),
+                       ("#all", "part-all")):
+        page.tab.goto(path.resolve().as_uri() + link)
+        page.tab.wait_for_function("document.body.classList.contains('js')")
+        assert page.tab.eval_on_selector_all("[role=tabpanel]", shown) == [part], link
+    assert page.requests == [] and page.errors == []
+
+
+def test_the_title_is_shown_once_and_the_empty_panel_takes_no_room(opened, pages):
+    page = opened(pages(SAMPLES / "multihead.json"))
+    title = "Two-head self-attention with projections"
+    assert page.tab.inner_text("h1") == title and title not in page.tab.inner_text("pre.header")
+    assert not page.tab.is_visible("#derivation")
+    assert page.tab.evaluate("getComputedStyle(document.body).marginRight") == "0px"
+    page.tab.click('td[data-stage="weights"][data-head="0"][data-row="1"][data-col="2"]')
+    assert page.tab.is_visible("#derivation") and "softmax" in page.derivation()
+
+
+def test_at_800_pixels_the_derivation_and_its_cell_are_both_in_view(browser, pages):
+    page = Opened(browser, pages(SAMPLES / "multihead.json"))
+    page.tab.set_viewport_size({"width": 800, "height": 900})
+    cell = 'td[data-stage="weights"][data-head="0"][data-row="1"][data-col="2"]'
+    page.tab.click(cell)
+    panel = page.tab.eval_on_selector("#derivation", "p => p.getBoundingClientRect().toJSON()")
+    box = page.tab.eval_on_selector(cell, "c => c.getBoundingClientRect().toJSON()")
+    assert 0 <= panel["top"] < 900 and panel["bottom"] <= 900 + 1 and "softmax" in page.derivation()
+    assert 0 <= box["top"] and box["bottom"] <= panel["top"]  # the cell clicked is not under the panel
+    page.close()
+
+
+def test_a_real_layers_page_opens_without_options(browser, tmp_path):
+    """A layer of a small BERT-sized model (12 heads, 15 tokens projected from 384 numbers: 37,164 numbers over
+    every stage) opens on its weights, at once, and says what it left out."""
+    import json
+
+    rng = np.random.default_rng(0)
+    tokens = ["[CLS]", "the", "mechanic", "fixed", "the", "sc", "##oot", "##er", "because", "it", "was", "leaking",
+              "petrol", ".", "[SEP]"]
+    doc = {"X": rng.normal(size=(15, 384)).round(3).tolist(), "heads": 12, "scale": 0.17677669529663687,
+           "query_labels": tokens, "key_labels": tokens}
+    doc |= {w: (rng.normal(size=(384, 384)) / 20).round(4).tolist() for w in ("W_Q", "W_K", "W_V", "W_O")}
+    (tmp_path / "layer.json").write_text(json.dumps(doc))
+    path = tmp_path / "layer.html"
+    start = time.monotonic()
+    result = CliRunner().invoke(app, ["compute", str(tmp_path / "layer.json"), "-o", str(path)])
+    made = time.monotonic() - start
+    assert result.exit_code == 0, result.stderr
+    assert made < 30, f"{made:.1f} s"  # its rows were 30 s of hand calculation each: now said, not done
+    page = Opened(browser, path)
+    text = page.tab.inner_text("body")
+    assert "this page shows weights alone" in text and "--stages inputs,scores,scaled,output,weights" in text
+    assert page.tab.eval_on_selector_all("[role=tabpanel]", "ps => ps.filter(p => !p.hidden).map(p => p.id)") == \
+        ["part-0"]
+    page.tab.goto(path.resolve().as_uri() + "#head-3")
+    page.tab.wait_for_function("document.body.classList.contains('js')")
+    page.tab.click('td[data-stage="weights"][data-head="3"][data-row="9"][data-col="6"]')
+    assert "attn compute" in page.derivation() and "--row" in page.derivation()  # names the command
+    assert page.requests == [] and page.errors == []
+    page.close()
+
+
+@pytest.mark.slow
+def test_the_minilm_layers_page_opens_on_its_weights(browser, minilm, tmp_path):
+    """all-MiniLM-L6-v2's layer 4 on the scooter sentence (tests/conftest.py: captured once): the page opens
+    without options, interactive in under 2 s, on the weights, "it" row's ##oot cell of head 3 at 0.5588."""
+    path = tmp_path / "minilm.html"
+    result = CliRunner().invoke(app, ["compute", str(minilm), "--layer", "4", "-o", str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert path.stat().st_size < 20_000_000
+    start = time.monotonic()
+    page = Opened(browser, path)
+    took = time.monotonic() - start
+    assert took < 2.0, f"{took:.2f} s"
+    page.tab.goto(path.resolve().as_uri() + "#head-3")
+    page.tab.wait_for_function("document.body.classList.contains('js')")
+    cell = 'td[data-stage="weights"][data-head="3"][data-row="9"][data-col="6"]'
+    assert page.tab.inner_text(cell) == "0.5588"
+    assert page.tab.inner_text('th[data-row="9"]') == "it"
+    page.tab.click(cell)
+    assert "--explain" in page.derivation()
+    assert page.requests == [] and page.errors == []
+    page.close()
+
+
 def test_a_class_page_lays_out_beside_the_panel_at_1280_pixels(opened, tmp_path, monkeypatch):
     """Issue 29: the class summary's notes column ran under the derivation panel. Its tables now
     wrap their words and fit beside the panel (file names as a teacher types them); a table still
@@ -278,6 +367,7 @@ def test_a_class_page_lays_out_beside_the_panel_at_1280_pixels(opened, tmp_path,
         result = CliRunner().invoke(app, ["check", *files, "-p", "problem.json", "--lenient-json", "-o", str(path)])
         assert result.exit_code == 1, result.stderr  # some answers differ (an empty file among them)
         page = opened(path)
+        page.tab.evaluate("document.body.classList.add('open')")  # the panel as it is once a number is clicked
         boxes = page.tab.evaluate("""() => {
           const panel = document.getElementById('derivation').getBoundingClientRect().left;
           return Array.from(document.querySelectorAll('section:not([hidden]) .wide')).map(box => ({

@@ -195,7 +195,7 @@ def test_heatmap_through_a_pipe_is_drawn_not_dropped(run):
     assert "heatmap of weights" in out and "▓▓▓ 0.77" in out and not out.startswith("{")
     # JSON holds no heatmap: asked for both, the plan refuses (it exited 0 without the heatmap)
     assert_error(run("compute", SAMPLES / "scooter.json", "--heatmap", "-f", "json"),
-                 "--heatmap: --format json holds", "use --format table or html")
+                 "--heatmap: --format json holds", "use --format table, html or svg")
 
 
 WIDE = {"Q": [[1, 0]], "K": [[1, 0], [0, 1], [1, 1]], "V": [[1], [2], [3]], "query_labels": ["ｉｔ"],

@@ -36,6 +36,7 @@ from transformers.models.auto import modeling_auto
 from attncli.base.errors import quote
 from attncli.base.values import describe
 from attncli.capture.families import CaptureError, Family, family_of, refused
+from attncli.capture.gguf_file import Gguf
 from attncli.compute.limits import Cap
 from attncli.document.json_text import parse_json
 from attncli.document.loading import decode, read_bytes
@@ -67,10 +68,12 @@ class ModelDir:
     model_class: str | None
     files: tuple[str, ...]
     dtype: str | None  # config.json's dtype, when it names one
+    gguf: Gguf | None = None  # a GGUF file's header (capture/gguf_file.py): the config is its metadata
 
     @property
     def config_path(self) -> str:
-        return os.path.join(self.path, "config.json")
+        """The file the config came from: config.json, or the GGUF file."""
+        return self.gguf.path if self.gguf is not None else os.path.join(self.path, "config.json")
 
 
 def locate(model: str) -> str:
@@ -90,21 +93,43 @@ def locate(model: str) -> str:
 def open_model(model: str) -> ModelDir:
     """MODEL checked as the module docstring says; raises CaptureError (source: the file at fault)."""
     path = locate(model)
-    name = os.path.basename(os.path.normpath(model)) if os.path.isdir(model) else model
     source = os.path.join(path, "config.json")
     files = _files(path)
     config = _read_config(source)
     try:
-        family = _family(config)
-        text, text_class = _text_part(config, family)
-        sizes = _sizes(text, text_class, "text_config." if text is not config else "")
-        _numbers(text, "text_config." if text is not config else "")
-        model_class = _model_class(config)
-        dtype = _dtype(config)
+        family, sizes, model_class, dtype = check_config(config)
     except CaptureError as error:
         raise error.at(source)
     _weights(path, files)
-    return ModelDir(path, name, config, family, sizes, model_class, files, dtype)
+    given = os.path.basename(os.path.normpath(model)) if os.path.isdir(model) else model
+    return ModelDir(path, model_name(config.get("_name_or_path") or config.get("name_or_path"), given), config,
+                    family, sizes, model_class, files, dtype)
+
+
+def check_config(config: dict) -> tuple[Family, SimpleNamespace, str | None, str | None]:
+    """(family, the text model's sizes, model class or None, dtype or None) of a config as read
+    (config.json, or the one transformers rebuilds from a GGUF's metadata), checked as the module
+    docstring says; a CaptureError names the key at fault."""
+    family = _family(config)
+    text, text_class = _text_part(config, family)
+    sizes = _sizes(text, text_class, "text_config." if text is not config else "")
+    _numbers(text, "text_config." if text is not config else "")
+    return family, sizes, _model_class(config), _dtype(config)
+
+
+MAX_NAME = 200  # a model's name, for titles: an id such as "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def model_name(named, given: str) -> str:
+    """The model's name for titles and the agreement line: the name its files give (config.json's
+    `_name_or_path`, a GGUF's `general.name`) when that is a name and not a folder on someone's
+    machine, else `given` (the directory's or file's name as the user gave it)."""
+    if isinstance(named, str):
+        named = " ".join(named.split())  # one line
+        local = named.startswith(("/", ".", "~")) or "\\" in named or os.path.isabs(named) or named.count("/") > 1
+        if named and not local:
+            return named[:MAX_NAME]
+    return given
 
 
 def _read_config(source: str) -> dict:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from attncli.base.errors import InputError
 from attncli.capture.families import CaptureError
+from attncli.capture.gguf_file import dequantized
 from attncli.capture.loading import library, quiet
 from attncli.capture.reading import (
     array,
@@ -190,28 +192,45 @@ class Hooks:
             handle.remove()
 
 
-def run(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: bool):
-    """(X rows (B, L, d), X_kv (B, Lk, d) or None, weights (B, H, Lq, Lk), output (B, Lq, d)) of layer `layer`."""
-    module, out = attention(model, layer)
-    _, call, calls = block_of(model, layer)  # a module shared by several layers (ALBERT) is called once by each
-    last = call - calls  # the layer's call among the last forward's calls of the module
-    hooks = Hooks(module, out)
+class Layer(NamedTuple):
+    """What one call of the model gave for one layer: X rows (B, L, d), X_kv (B, Lk, d) or None,
+    weights (B, H, Lq, Lk), output (B, Lq, d)."""
+
+    x: object
+    x_kv: object
+    weights: object
+    output: object
+
+
+def run(model, ids: list[list[int]], mask: list[list[int]], layers: list[int], decode: bool) -> dict[int, Layer]:
+    """Each of `layers` from one call of the model (two for a decode step: the cache, then the step).
+    A module shared by several layers (ALBERT) is hooked once and called once by each of them: layer
+    i's call is its `call`-th of the forward's `calls`."""
+    hooks, at = {}, {}
+    for layer in layers:
+        module, out = attention(model, layer)
+        _, call, calls = block_of(model, layer)
+        if id(module) not in hooks:
+            hooks[id(module)] = Hooks(module, out)
+        at[layer] = hooks[id(module)], call - calls, calls  # the layer's call among the last forward's
     ids_t, mask_t = torch.tensor(ids), torch.tensor(mask)
     try:
         with torch.no_grad():
             if not decode:
                 result = model(input_ids=ids_t, attention_mask=mask_t, output_attentions=True)
-                return hooks.inputs[last], None, result.attentions[layer], hooks.outputs[last]
+                return {layer: Layer(h.inputs[last], None, result.attentions[layer], h.outputs[last])
+                        for layer, (h, last, _) in at.items()}
             first = model(input_ids=ids_t[:, :-1], attention_mask=mask_t[:, :-1], use_cache=True)
-            before = hooks.inputs[last]
             cached = getattr(first, "cache", None) or first.past_key_values
             named = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
             result = model(input_ids=ids_t[:, -1:], attention_mask=mask_t, use_cache=True, output_attentions=True,
                            **{named: cached})
-            x = hooks.inputs[last]
-            return x, torch.cat([before, x], dim=1), result.attentions[layer], hooks.outputs[last]
+            # the cache's call of the layer is `calls` calls of its module before the step's
+            return {layer: Layer(h.inputs[last], torch.cat([h.inputs[last - calls], h.inputs[last]], dim=1),
+                                 result.attentions[layer], h.outputs[last]) for layer, (h, last, calls) in at.items()}
     finally:
-        hooks.remove()
+        for h in hooks.values():
+            h.remove()
 
 
 def run_seq2seq(model, ids: list[list[int]], mask: list[list[int]], layer: int, decode: bool, part: str):
@@ -253,22 +272,37 @@ def _causal(found, model, part: str) -> bool:
     return {"decoder": True, "cross": False}.get(part, found.is_causal(text_config(model)))
 
 
-def _cross_keys(found, doc: dict, x_kv, mask: list[int], labels: list[str] | None, decode: bool) -> list[int]:
+def _cross_keys(found, doc: dict, x_kv, mask: list[int], labels: list[str] | None, word_ids: list | None,
+                decode: bool) -> list[int]:
     """A cross-attention's keys: X_kv, the encoder's output (every position, whatever the decoder's step);
-    their labels, the encoder's tokens (none for features); the encoder's attention mask, returned."""
+    their labels and word ids, the encoder's tokens' (none for features); the encoder's attention mask,
+    returned."""
     doc["X_kv"] = array(x_kv)
     features = found.decoder.features is not None
     if labels is not None:
         doc["query_labels"] = labels[-1:] if decode else labels
         if not features:
             doc["key_labels"] = labels
+    if word_ids is not None and not features:
+        doc["word_ids"] = list(word_ids)
     return [1] * len(doc["X_kv"]) if features else mask
 
 
 def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, batch_index: int = 0,
             decode: bool = False, labels: list[str] | None = None, name: str = "model", part: str = "self") -> dict:
-    """The attncli document of one layer for one sequence of the batch (`batch_index`); for an
-    encoder-decoder, `part` "decoder" or "cross" is its decoder's self- or cross-attention."""
+    """The attncli document of one layer for one sequence of the batch (`batch_index`), as JSON values;
+    for an encoder-decoder, `part` "decoder" or "cross" is its decoder's self- or cross-attention."""
+    return listed(capture_layers(model, ids, mask, [layer], batch_index, decode, labels, name, part=part)[0])
+
+
+def capture_layers(model, ids: list[list[int]], mask: list[list[int]], layers: list[int], batch_index: int = 0,
+                   decode: bool = False, labels: list[str] | None = None, name: str = "model",
+                   word_ids: list | None = None, quantization=None, part: str = "self") -> list[dict]:
+    """The attncli document of each of `layers` for one sequence of the batch (`batch_index`), from
+    one run of the model (an encoder-decoder's, one run per layer); arrays stay numpy arrays (`listed`
+    makes them JSON values). `word_ids`: the word of each token (None for special tokens and padding);
+    `quantization(layer)`: the GGUF types each layer's weights were dequantized from ({"W_Q": "Q4_1",
+    …}), or None; `part`: as `capture`'s."""
     found = family(model)
     causal = _causal(found, model, part)
     if decode and not causal and part != "cross":
@@ -281,46 +315,66 @@ def capture(model, ids: list[list[int]], mask: list[list[int]], layer: int = 0, 
     dtype = next(model.parameters()).dtype
     if dtype == torch.float64 and found.no_float64:
         raise CaptureError(f"{found.label} cannot run in float64: {found.no_float64}; capture it in float32")
-    read = read_layer(model, layer, part)
+    read = {layer: read_layer(model, layer, part) for layer in layers}
     if decode:
-        _one_scaling(read.get("rope", {}).get("scaling"), len(ids[0]))
+        for layer in layers:
+            _one_scaling(read[layer].get("rope", {}).get("scaling"), len(ids[0]))
     exact = exact_float64(model) if dtype == torch.float64 else contextlib.nullcontext()
     with quiet(), library(f"the {found.label} model could not run"), exact:
-        x, x_kv, weights, output = (run_seq2seq(model, ids, mask, layer, decode, part) if found.decoder else
-                                    run(model, ids, mask, layer, decode))
-    doc = {"title": f"{name} {'' if part == 'self' else f'{part} '}layer {layer} ({type(model).__name__})"}
-    doc["X"] = array(x[batch_index])
-    length = len(ids[0])
-    weights = array(weights[batch_index])
+        if found.decoder:
+            ran = {layer: Layer(*run_seq2seq(model, ids, mask, layer, decode, part)) for layer in layers}
+        else:
+            ran = run(model, ids, mask, layers, decode)
+    docs = []
+    for layer in layers:
+        types = quantization(layer) if quantization is not None else None
+        doc = _document(found, model, ran[layer], read[layer], layer, batch_index, len(ids[0]), causal, part,
+                        decode, mask[batch_index], labels, word_ids)
+        doc["title"] = f"{name} {'' if part == 'self' else f'{part} '}layer {layer} ({type(model).__name__}" + \
+            (f"; weights {dequantized(types)})" if types else ")")
+        # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
+        # only the default ones): such a layer's float64 reference is float32's.
+        float32 = dtype != torch.float64 or found.float32 is not None or "scaling" in doc.get("rope", {})
+        doc["reference"]["dtype"] = "float32" if float32 and dtype == torch.float64 else _word(dtype)
+        doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
+        if part != "self":  # which attention of the layer: the document's own title says it too
+            doc["model"]["part"] = part
+        if types:
+            doc["model"]["dequantized_from"] = types
+        _within_limits(found, text_config(model), layer, doc, _word(dtype))
+        _finite(doc, layer, _word(dtype))
+        _accepted(doc, layer)
+        docs.append(doc)
+    return docs
+
+
+def _document(found, model, ran: Layer, read: dict, layer: int, batch_index: int, length: int, causal: bool,
+              part: str, decode: bool, mask: list[int], labels: list[str] | None, word_ids: list | None) -> dict:
+    """One layer's keys, in the order a reader meets them: title, X (and X_kv; or Q, K, V given
+    directly), the weights and variants, the mask, the labels and word ids, the model's own results."""
+    doc = {"title": None, "X": array(ran.x[batch_index])}
+    weights = array(ran.weights[batch_index])
     lk = weights.shape[-1]
     if part == "cross":
-        keys = _cross_keys(found, doc, x_kv[batch_index], mask[batch_index], labels, decode)
+        keys = _cross_keys(found, doc, ran.x_kv[batch_index], mask, labels, word_ids, decode)
     elif part == "self" and found.decoder is not None and found.decoder.features is not None:
         keys = [1] * lk  # an audio encoder's frames (Whisper's): no padding, no token labels
     else:
-        keys = mask[batch_index][length - lk:]
-        if x_kv is not None:
-            doc["X_kv"] = array(x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
+        keys = mask[length - lk:]
+        if ran.x_kv is not None:
+            doc["X_kv"] = array(ran.x_kv[batch_index])[length - lk:]  # a sliding cache keeps the last keys only
             doc["q_positions"] = [length - 1]
             doc["k_positions"] = list(range(length - lk, length))
         if labels is not None:
             doc["key_labels"] = labels[length - lk:]
             doc["query_labels"] = labels[-1:] if decode else labels
+        if word_ids is not None:  # one per key, as key_labels: the word each token belongs to
+            doc["word_ids"] = list(word_ids[length - lk:])
     _direct(found, model, layer, doc)
     doc |= read
     doc |= _masks(causal, keys)
-    # transformers computes scaled RoPE frequencies in float32 whatever the dtype (exact_float64 redoes
-    # only the default ones): such a layer's float64 reference is float32's.
-    float32 = dtype != torch.float64 or found.float32 is not None or "scaling" in doc.get("rope", {})
-    doc["reference"] = {"weights": weights, "output": array(output[batch_index]),
-                        "dtype": "float32" if float32 and dtype == torch.float64 else _word(dtype)}
-    doc["model"] = {"name": name, "class": type(model).__name__, "layer": layer}
-    if part != "self":  # which attention of the layer: the document's own title says it too
-        doc["model"]["part"] = part
-    _within_limits(found, text_config(model), layer, doc, _word(dtype))
-    _finite(doc, layer, _word(dtype))
-    doc = _listed(doc)
-    _accepted(doc, layer)
+    doc["reference"] = {"weights": weights, "output": array(ran.output[batch_index])}
+    return doc
     return doc
 
 
@@ -405,8 +459,10 @@ def _masks(causal: bool, key_mask: list[int]) -> dict:
     return doc
 
 
-def _listed(value):
-    """Arrays (also inside dicts) as lists, for JSON."""
+def listed(value):
+    """Arrays (also inside dicts and lists) as lists, for JSON."""
     if isinstance(value, dict):
-        return {k: _listed(v) for k, v in value.items()}
+        return {k: listed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [listed(v) for v in value]
     return value.tolist() if isinstance(value, np.ndarray) else value

@@ -23,37 +23,58 @@ ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, None: 4}
 
 
 def model_bytes(s: SimpleNamespace, dtype: str | None) -> dict[str, int]:
-    """The model's weights (an upper estimate from the config's sizes) and its layers' modules."""
+    """The model's weights (an upper estimate from the config's sizes; a GGUF's count of its
+    tensors' numbers, `s.weights`) and its layers' modules. A GGUF's tensors are dequantized to
+    float32 and held beside the model's copy while transformers loads them (`s.dequantized`)."""
     width = s.num_attention_heads * s.head_dim
     attention = s.hidden_size * (width + 2 * s.num_key_value_heads * s.head_dim) + width * s.hidden_size
     mlp = 3 * s.hidden_size * s.intermediate_size * s.experts
     numbers = s.num_hidden_layers * (attention + mlp) + (2 * s.vocab_size + (s.max_position_embeddings or 0)) * s.hidden_size
-    return {f"its weights (about {numbers:,} numbers)": numbers * ITEMSIZE[dtype],
-            _modules(s.num_hidden_layers): s.num_hidden_layers * LAYER_BYTES}
+    numbers = getattr(s, "weights", None) or numbers
+    needs = {f"its weights (about {numbers:,} numbers)": numbers * ITEMSIZE[dtype],
+             _modules(s.num_hidden_layers): s.num_hidden_layers * LAYER_BYTES}
+    if getattr(s, "dequantized", False):
+        needs["its GGUF tensors dequantized to float32 while loading"] = numbers * 4
+    return needs
 
 
 def _modules(layers: int) -> str:
     return f"its {layers:,} layers' modules" if layers != 1 else "its layer's modules"
 
 
-def run_bytes(s: SimpleNamespace, dtype: str | None, rows: int, length: int) -> dict[str, int]:
-    """Running it on `rows` sequences of `length` tokens, and the document's JSON."""
+def run_bytes(s: SimpleNamespace, dtype: str | None, rows: int, length: int, captured: int = 1,
+              binary: bool = False) -> dict[str, int]:
+    """Running it on `rows` sequences of `length` tokens, and the document of `captured` layers:
+    their arrays (float64) and their JSON text, or an .npz's members (`binary`)."""
     heads, layers = s.num_attention_heads, s.num_hidden_layers
     scores = rows * heads * length * length
     itemsize = max(ITEMSIZE[dtype], 4)  # the eager softmax is float32 at least
-    numbers = heads * length * length + 2 * length * s.hidden_size + 4 * s.hidden_size * heads * s.head_dim
+    numbers = layer_numbers(s, length)
     shape = (f"{plural(layers, 'layer')} × {plural(rows, 'sequence')} × {plural(heads, 'head')} × "
              f"{length:,} × {plural(length, 'token')}")
+    document = "the document's .npz" if binary else "the document's JSON"
+    if captured > 1:
+        document += f" ({captured:,} layers)"
     return {f"every layer's attention weights ({shape})":
             layers * scores * itemsize,
             "a layer's scores while it runs": WORKING * scores * itemsize,
             "its hidden states": (layers + 1) * rows * length * s.hidden_size * itemsize * 4,
-            "the document's JSON": numbers * JSON_NUMBER}
+            "the captured layers' arrays": captured * numbers * 8,
+            document: captured * numbers * (8 if binary else JSON_NUMBER)}
 
 
-def check(s: SimpleNamespace, dtype: str | None, rows: int = 0, length: int = 0) -> None:
-    """Raise ResourceError when the model (and, given tokens, its run) would not fit."""
+def layer_numbers(s: SimpleNamespace, length: int) -> int:
+    """The numbers of one captured layer's document, at most: its weights (H × L × L), X and the
+    output (L × d each), W_Q, W_K, W_V and W_O (d × H·d_k each, K and V fewer when grouped)."""
+    heads = s.num_attention_heads
+    return heads * length * length + 2 * length * s.hidden_size + 4 * s.hidden_size * heads * s.head_dim
+
+
+def check(s: SimpleNamespace, dtype: str | None, rows: int = 0, length: int = 0, captured: int = 1,
+          binary: bool = False) -> None:
+    """Raise ResourceError when the model (and, given tokens, its run and `captured` layers' document)
+    would not fit."""
     needs = model_bytes(s, dtype)
     if rows:
-        needs |= run_bytes(s, dtype, rows, length)
+        needs |= run_bytes(s, dtype, rows, length, captured, binary)
     check_fits(needs, what="this capture")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
 import warnings
 
@@ -17,8 +18,10 @@ import torch
 import transformers
 
 from attncli.base.errors import AttnError
-from attncli.capture.directory import ModelDir, library_error, open_model
+from attncli.capture import gguf_file
+from attncli.capture.directory import ModelDir, library_error
 from attncli.capture.families import CaptureError
+from attncli.capture.source import open_source
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -41,6 +44,24 @@ def quiet():
         sys.stdin = stdin
 
 
+SMALL_RUN = 256  # tokens (sequences × length) up to which the model runs on one thread
+
+
+@contextlib.contextmanager
+def threads(tokens: int):
+    """Torch on one thread for a short run: its matrices (a few dozen rows) gain nothing from a
+    second thread, and on a busy machine the threads' waiting for each other costs more than the
+    work (SmolLM2's 30 layers on 12 tokens, measured with the machine's two cores shared: 10 s and
+    2.3 s of CPU on two threads, 0.5 s and 0.13 s on one). Longer runs keep torch's own choice."""
+    before = torch.get_num_threads()
+    if tokens <= SMALL_RUN:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @contextlib.contextmanager
 def library(what: str, source: str | None = None):
     """An error inside transformers or torch while doing `what`, as one CaptureError."""
@@ -53,24 +74,33 @@ def library(what: str, source: str | None = None):
 
 
 def load(model: str | ModelDir, dtype: str | None):
-    """(model, tokenizer or None) from a model directory (checked: directory.open_model), eager attention."""
-    found = model if isinstance(model, ModelDir) else open_model(model)
+    """(model, tokenizer or None) from a model directory or GGUF file (checked: source.open_source),
+    eager attention."""
+    found = model if isinstance(model, ModelDir) else open_source(model)
     config = load_config(found)
     return load_model(found, config, dtype), load_tokenizer(found)
 
 
+def _gguf(found: ModelDir) -> dict:
+    """from_pretrained's arguments for a GGUF: the file's name in its folder."""
+    return {} if found.gguf is None else {"gguf_file": os.path.basename(found.gguf.path)}
+
+
 def load_config(found: ModelDir):
-    """The transformers config of a checked directory."""
+    """The transformers config of a checked directory (or of a GGUF: the config rebuilt from its metadata,
+    as checked)."""
     with quiet(), library(f"transformers cannot build a {found.family.label} config from it", found.config_path):
+        if found.gguf is not None:  # what AutoConfig.from_pretrained(gguf_file=) builds from the same dict
+            return transformers.AutoConfig.for_model(**found.config)
         return transformers.AutoConfig.from_pretrained(found.path, local_files_only=True, trust_remote_code=False)
 
 
 def load_tokenizer(found: ModelDir):
-    """The tokenizer saved beside the model, or None (then --text is refused; --ids still work)."""
-    with quiet():
+    """The tokenizer saved beside the model (or in the GGUF), or None (then --text is refused; --ids still work)."""
+    with quiet(), gguf_file.faster():
         try:
             return transformers.AutoTokenizer.from_pretrained(found.path, local_files_only=True,
-                                                              trust_remote_code=False)
+                                                              trust_remote_code=False, **_gguf(found))
         except Exception:  # none saved, or one transformers cannot build without running code
             return None
 
@@ -82,12 +112,14 @@ def load_model(found: ModelDir, config, dtype: str | None):
         raise CaptureError(f"architectures names {found.model_class}, which is not a transformers model class",
                            found.config_path)
     kwargs = {"config": config, "attn_implementation": "eager", "local_files_only": True, "trust_remote_code": False,
-              "use_safetensors": True, "ignore_mismatched_sizes": True, "output_loading_info": True}
+              "ignore_mismatched_sizes": True, "output_loading_info": True}
+    kwargs |= _gguf(found) or {"use_safetensors": True}  # a GGUF: dequantized by transformers, to float32 or dtype
     if dtype is not None:
         kwargs["dtype"] = DTYPES[dtype]
     if dtype == "float64":  # mixture-of-experts layers' grouped matmul has no float64 kernel
         kwargs["experts_implementation"] = "eager"
-    with quiet(), library(f"transformers cannot load this {found.family.label} model", found.path):
+    where = found.gguf.path if found.gguf else found.path
+    with quiet(), gguf_file.faster(), library(f"transformers cannot load this {found.family.label} model", where):
         model, info = cls.from_pretrained(found.path, **kwargs)
     _loaded(model, info, found)
     model.train(False)  # inference mode: no dropout
@@ -96,17 +128,18 @@ def load_model(found: ModelDir, config, dtype: str | None):
 
 def _loaded(model, info: dict, found: ModelDir) -> None:
     """Every weight of the base model came from the files, in the config's shape."""
+    where, config = (found.gguf.path, "its metadata") if found.gguf else (found.path, "config.json")
     mismatched = sorted(info.get("mismatched_keys") or (), key=str)
     if mismatched:
         key, stored, expected = mismatched[0]
         more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
-        raise CaptureError(f"the weights do not match config.json: {key} is {tuple(stored)} in the file, "
-                           f"{tuple(expected)} by the config{more}", found.path)
+        raise CaptureError(f"the weights do not match {config}: {key} is {tuple(stored)} in the file, "
+                           f"{tuple(expected)} by the config{more}", where)
     missing = sorted(k for k in info.get("missing_keys") or () if k.startswith(_before_the_attention(model, found)))
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise CaptureError(f"the weights have no {missing[0]}{more}: transformers would run the model with random "
-                           "numbers in its place", found.path)
+                           "numbers in its place", where)
 
 
 def _before_the_attention(model, found: ModelDir) -> tuple[str, ...]:

@@ -8,18 +8,19 @@ from attncli.commands.spec import Option
 
 EXTRA = ("attn capture needs the models extra (torch, transformers): pip install 'attncli[models]', "
          "or pip install -e '.[models]' in a clone")
-EXTRA_MODULES = ("torch", "transformers", "safetensors", "tokenizers")
+EXTRA_MODULES = ("torch", "transformers", "safetensors", "tokenizers", "gguf", "accelerate")
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 CAPTURE: tuple[Option, ...] = (
-    Option("model", "A directory written by save_pretrained (config and safetensors weights), or a model id "
-           "already in the local Hugging Face cache (nothing is downloaded). Its own code (auto_map) is never run "
-           "and pickles are never opened.", argument=True, default=None),
+    Option("model", "A save_pretrained directory (config, safetensors weights), a GGUF file (or a directory "
+           "holding one; dequantized) or a model id in the local Hugging Face cache (never downloaded); its "
+           "auto_map code and pickles never run.", argument=True, default=None),
     Option("ids", "Token ids, comma-separated (3,1,4,1,5); several sequences separated by ; are a batch, "
            "left-padded as generate() pads them (pick one with --batch-index).", metavar="IDS"),
     Option("text", "Text to tokenize with the tokenizer saved in MODEL's directory (labels are then the tokens).",
            metavar="TEXT"),
-    Option("layer", "The layer to capture, from 0.", type=int, low=0, default=0),
+    Option("layer", "The layers to capture, from 0: one (3), several (3,7-9) or all; the model runs once and "
+           "every layer goes into one document.", metavar="N", default="0"),
     Option("batch_index", "Which sequence of the batch the document holds, from 0.", type=int, low=0, default=0),
     Option("decode", "The last token as a decode step against the cache of the others: one query, "
            "q_positions and k_positions.", type=bool),
@@ -30,8 +31,10 @@ CAPTURE: tuple[Option, ...] = (
            "values from the encoder's output on the same ids, as X_kv.", type=bool),
     Option("dtype", "The model's dtype (default: as saved). float64 also runs the eager path's float32 "
            "softmax and RoPE angles in float64, for an exact comparison.", choices=DTYPES),
-    Option("output_file", "Write the document to this .json file (default: stdout), atomically as attn compute "
-           "-o does; never over a file of MODEL.", flags=("--output", "-o"), metavar="FILE"),
+    Option("output_file", "Write the document to this .json or .npz file (binary: a quarter of the size, read "
+           "faster), atomically as attn compute -o does; never over a file of MODEL. Default: JSON on stdout, or, "
+           "past 32 MiB of JSON, an .npz named after the model in the current folder.",
+           flags=("--output", "-o"), metavar="FILE"),
 )
 
 
@@ -41,14 +44,17 @@ class MissingExtra(AttnError):
 
 @spec.command(CAPTURE)
 def capture(**values) -> None:
-    """Capture one attention layer of a Hugging Face model as an attncli document.
+    """Capture attention layers of a Hugging Face model (or a GGUF file) as an attncli document.
 
     attn capture ./tiny-llama --ids 3,1,4,1,5 -o layer0.json && attn compute layer0.json
+
+    attn capture model.gguf --text "…" --layer all -o model.npz && attn compute model.npz
 
     The document is ordinary attncli input: X (the layer's input after its input norm), W_Q, W_K,
     W_V, W_O and biases (as x W), heads, scale, rope, window, softcap, sinks, ALiBi, the mask
     (causal by index, key_mask from the attention mask), masked_rows uniform (the library's eager
     path), and the model's own results under "reference": attn compute prints whether it agrees.
+    Several layers are one document with a "layers" list.
     """
     o = spec.chosen(CAPTURE, values)
     try:

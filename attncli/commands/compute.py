@@ -57,7 +57,7 @@ def compute(**values) -> None:
         before_numpy()  # BLAS on one thread in each of the blocks' workers, set before numpy loads
     # The one import kept inside a function, for start-up: numpy, the core and the views load when
     # compute runs, so that `attn --version` and `attn --help` never import numpy.
-    from attncli.commands.compute_run import run
+    from attncli.commands.compute_layers import run
 
     run(o, chosen)
 
@@ -111,12 +111,15 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     format = _chosen(o.format, o.output_file, suffix, text_only=o.explain or "heatmap" in shown)
     _holds(format, o, shown, tile_sizes is not None, suffix)
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.
+    # A format of the weights alone (the SVG picture) computes them whatever --stages says.
     output_only = (not o.explain or tile_sizes is not None) and "heatmap" not in shown and (
-        format.stages == "output" or (set(shown) == {"output"} and not format.binary))
+        format.stages == "output" or (set(shown) == {"output"} and format.stages != "weights" and not format.binary))
     if o.threads is not None and not output_only and not o.cost:
         raise InputError("sets the threads that compute the output alone, in blocks; add --stages output "
                          "(or --output FILE.npy), or drop --threads", "--threads")
     need_input(o.file, matrices(o), stdin_is_terminal)
+    if o.heatmap and o.stages is None and format.terminal:
+        shown = ("heatmap",)  # the picture alone, as --stages heatmap (not every stage's tables before it)
     return SimpleNamespace(shown=shown, format=format, suffix=suffix, tile_sizes=tile_sizes, stdin=stdin,
                            output_only=output_only, threads=o.threads)
 

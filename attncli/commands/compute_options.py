@@ -156,8 +156,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("row", "With --explain: a query row to explain (repeatable), by label or by index: #N is always "
            "index N, a plain N only when no label is N (a label wins); a label several queries share is "
            "refused, listing their #N.", type=list, metavar="LABEL|#INDEX", panel=LEARNING),
-    Option("head", "With --explain or --heatmap: only this head.", type=int, panel=LEARNING),
-    Option("heatmap", "Draw the weights as a shaded grid (also: --stages heatmap).", type=bool, panel=LEARNING),
+    Option("head", "Only this head: its tables, heatmap and explanation.", type=int, panel=LEARNING),
+    Option("query", "Queries to look at, by label or index (repeatable, or comma-separated: it,#3): never elided "
+           "from a table or heatmap (nor their largest weights), and the rows --explain explains. A label is the "
+           "token as given or as read (Ġit: it), or a word of several tokens (scooter: sc ##oot ##er, by the "
+           "word ids attn capture stores); #N is always index N; a label found twice is refused, naming both.",
+           type=list, metavar="LABEL|#INDEX", panel=OUTPUT),
+    Option("key", "Keys to look at, as --query names queries: never elided from a table or heatmap.", type=list,
+           metavar="LABEL|#INDEX", panel=OUTPUT),
+    Option("heatmap", "Draw the weights as a shaded grid, alone (as --stages heatmap; beside tables: --stages "
+           "weights,heatmap).", type=bool, panel=LEARNING),
+    Option("layer", "A document of several layers (attn capture --layer all): the layers to compute, from 0: one "
+           "(3), several (3,7-9) or all (the default). Several are shown one after another as tables, or as one "
+           "JSON document with a layers list.", metavar="N", panel=OUTPUT),
     Option("output_file", _output_help(), flags=("--output", "-o"), panel=OUTPUT),
     Option("full", "Print every row and column of big tables (default: elide the middle).", type=bool,
            panel=OUTPUT),

@@ -14,6 +14,7 @@ import sys
 from dataclasses import replace
 from types import SimpleNamespace
 
+from attncli.base import tokens
 from attncli.base.errors import AttnError, InputError, one_line, plural
 from attncli.commands import option_text as opt
 from attncli.commands import spec
@@ -56,7 +57,7 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
         shown += ("errors",)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options), warnings)
     agreed = _agreement(doc, trace, source)
-    render(trace, tiled, shown, plan, o, agreed)
+    render(trace, tiled, shown, plan, o, agreed, doc.get("word_ids") if isinstance(doc, dict) else None)
     for notice in trace.warnings:  # the command line's and the computation's, as in the JSON
         sys.stderr.write(f"warning: {one_line(warning(notice))}\n")
     if agreed is not None and not agreed.agrees:
@@ -99,7 +100,7 @@ def check(problem, plan: SimpleNamespace, o: SimpleNamespace) -> tuple[tuple[str
                         "keys' sequence (a KV cache), use causal_lower_right or give their q_positions")
     warnings += distance_notes(problem) + angle_notes(problem)  # positions past the dtype's precision
     if o.explain:  # before computing: the bound needs only the problem
-        _bound_explain(problem, opt.rows(o.row, problem.query_labels, problem.lq),
+        _bound_explain(problem, explained_rows(o, problem),
                        None if o.head is None else [opt.head(o.head, problem.heads)])
     if plan.tile_sizes is not None and recipes.lab(problem):
         raise InputError("the tiled online softmax runs in float64 or float32, with a −∞ fill and each row's max "
@@ -135,19 +136,36 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
     return trace, tiled
 
 
-def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: SimpleNamespace, agreed=None) -> None:
+def picked(o: SimpleNamespace, problem, word_ids=None) -> tuple[list[int], list[int]]:
+    """(query positions, key positions) that --query and --key name (attncli/base/tokens.py reads
+    the labels and words)."""
+    queries = opt.picks(o.query, problem.query_labels, problem.lq, "--query", word_ids if problem.lq == problem.lk
+                        else None)
+    keys = opt.picks(o.key, problem.key_labels, problem.lk, "--key", word_ids, "key")
+    return opt.positions(queries), opt.positions(keys)
+
+
+def explained_rows(o: SimpleNamespace, problem, word_ids=None) -> list[int] | None:
+    """The rows --explain explains: --row's, else --query's, else its default (None)."""
+    return opt.rows(o.row, problem.query_labels, problem.lq) or picked(o, problem, word_ids)[0] or None
+
+
+def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: SimpleNamespace, agreed=None,
+           word_ids=None) -> None:
     """Show the trace through the planned format's writer (attncli/render/formats.py), and nothing
     else: tables drawn on the terminal, a text document on stdout or in --output's file, or a
     binary file's arrays straight from the trace. `agreed` (a captured layer's agreement with its
     model): its line after the tables (on stderr beside a document, which holds it as the key
-    "agreement" when JSON)."""
+    "agreement" when JSON); `word_ids` (a capture's): the words --query and --key may name."""
     problem, format = trace.problem, plan.format
+    chosen = picked(o, problem, word_ids)
     heads_shown = None if o.head is None else [opt.head(o.head, problem.heads)]
     explanation = None
     if o.explain:  # the plan refused --explain for a format that cannot hold it
-        explanation = _explain(o, trace, tiled, opt.rows(o.row, problem.query_labels, problem.lq), heads_shown)
+        explanation = _explain(o, trace, tiled, explained_rows(o, problem, word_ids), heads_shown, chosen[1],
+                               word_ids)
     view = View(trace, shown, o.precision, o.round_, explanation, tiled, o.full, heads_shown, o.file,
-                o.carry or "exact", None if agreed is None else agreed.keys, flag)
+                o.carry or "exact", None if agreed is None else agreed.keys, flag, chosen, o.stages is not None)
     if format.binary:
         _write_file(o.output_file, plan.suffix, lambda handle: format.trace(view, handle))
     elif format.terminal:
@@ -170,7 +188,7 @@ def read(o: SimpleNamespace, piped: bool = False):
     option sets), built into a problem."""
     matrices, settings, origin = spec.settings(OPTIONS, o, PARTS)
     try:
-        doc, found, source = gather(o.file, matrices, settings, piped)
+        doc, found, source = gather(o.file, matrices, settings, piped, o.layer, "--layer")  # several layers: compute_layers.py
     except OneMatrixError as error:
         error.message += f"; give it as a matrix option: --q {o.file}"
         raise
@@ -240,7 +258,7 @@ def _bound_explain(problem, rows: list[int] | None, heads_shown: list[int] | Non
                              f"{EXPLAIN_MOST['rows']} rows × heads; this problem has {said}: {fix}", "--explain")
 
 
-def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
+def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown, keep=(), word_ids=None) -> list[str]:
     """--explain's lines: the hand calculation of the rows asked for, or one row through the tiles."""
     # Imported here, for start-up (see above): only --explain needs the hand calculation.
     from attncli.explain.roundings import refuse_nonfinite
@@ -250,7 +268,11 @@ def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown) -> list[str]:
     if tiled is None:
         refuse_nonfinite(trace, rows if rows is not None else list(range(min(trace.problem.lq, 3))) if
                          trace.problem.lq <= 3 else [0], heads_shown, "--row")
-        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact")
+        p = trace.problem
+        raw = list(p.key_labels) if p.key_labels else [str(j) for j in range(p.lk)]
+        words = [group for _, group in tokens.words(raw, word_ids if word_ids is not None and len(word_ids) == p.lk
+                                                      else None)]
+        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact", keep, o.full, words)
     if o.carry is not None:
         raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry", "--carry")
     return explain_tiles(tiled, trace, rows, heads_shown, o.precision)

@@ -3,6 +3,7 @@
 
 import re
 
+from attncli.base import tokens
 from attncli.base.errors import InputError, did_you_mean, quote
 
 
@@ -132,3 +133,48 @@ def head(head: int, heads: int) -> int:
     if not 0 <= head < heads:
         raise InputError(f"head is {head}; this problem has heads 0 to {heads - 1}", "--head")
     return head
+
+
+def picks(chosen: list[str] | None, names: list[str] | None, n: int, flag: str, word_ids: list | None = None,
+          what: str = "query") -> list[tuple[str, list[int]]] | None:
+    """--query / --key values (repeatable, each comma-separated) as (name, positions) in the order
+    given: `#N` is position N; a label (the token as given, or as read: `Ġit` as `it`) is its one
+    position; a word (`scooter`: the tokens sc, ##oot, ##er, by the stored word ids or the tokens'
+    marks) is its tokens' positions; a plain N is position N when nothing is called N. A label or
+    word found at several places is refused, naming each as #N."""
+    if not chosen:
+        return None
+    raw = list(names) if names else [str(i) for i in range(n)]
+    shown = tokens.readable(raw)
+    groups = tokens.words(raw, word_ids if word_ids is not None and len(word_ids) == n else None)
+    found: list[tuple[str, list[int]]] = []
+    for value in (part.strip() for text in chosen for part in text.split(",")):
+        if not value:
+            continue
+        number = value[1:] if value.startswith("#") else None
+        if number is not None and number.isascii() and number.isdigit() and len(number) < 19 and int(number) < n:
+            found.append((shown[int(number)], [int(number)]))
+            continue
+        places = [[i] for i, label in enumerate(raw) if label == value] or \
+            [[i] for i, label in enumerate(shown) if label == value] or \
+            [group for word, group in groups if word == value and len(group) > 1] or \
+            [[i] for i, label in enumerate(shown) if label.lower() == value.lower()] or \
+            [group for word, group in groups if word.lower() == value.lower() and len(group) > 1]
+        if len(places) > 1:
+            where = [f"#{group[0]}" if len(group) == 1 else f"#{group[0]}–#{group[-1]}" for group in places]
+            raise InputError(f"{quote(value)} names {len(places)} {what} places ({', '.join(where)}); give the one "
+                             f"you mean by index: {' or '.join(f'{flag} #{group[0]}' for group in places)}", flag)
+        if places:
+            found.append((value, places[0]))
+        elif value.isascii() and value.isdigit() and len(value) < 19 and int(value) < n:
+            found.append((shown[int(value)], [int(value)]))
+        else:
+            listed = ", ".join(f"{label} (#{i})" for i, label in enumerate(shown[:40])) + (" …" if n > 40 else "")
+            hint = did_you_mean(value, shown, 0.5) if names else ""
+            raise InputError(f"no {what} {quote(value)}{hint}; the {what}s are {listed}", flag)
+    return found
+
+
+def positions(picked: list[tuple[str, list[int]]] | None) -> list[int]:
+    """Every position the picks name, in order, once."""
+    return list(dict.fromkeys(i for _, group in picked or () for i in group))

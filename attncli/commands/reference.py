@@ -10,11 +10,12 @@ Each list stands between `<!-- options: COMMAND -->` and `<!-- end options: COMM
 import sys
 from pathlib import Path
 
-from attncli.commands import capture, check, compute_options, learn, spec
+from attncli.commands import capture, check, compute_options, heads, learn, spec
 
 OPTIONS_DOC = Path(__file__).resolve().parent.parent.parent / "docs" / "reference" / "options.md"
 TABLES = {"compute": compute_options.OPTIONS, "check": check.OPTIONS, "exercise": learn.EXERCISE,
-          "example": learn.EXAMPLE, "posenc": learn.POSENC, "capture": capture.CAPTURE}
+          "example": learn.EXAMPLE, "posenc": learn.POSENC, "capture": capture.CAPTURE,
+          "heads": heads.HEADS}
 
 
 def markers(command: str) -> tuple[str, str]:

@@ -29,6 +29,7 @@ from attncli.document.reading import build_problem, input_keys
 # softmax, products and sums, relative to the stage's largest value.
 TOLERANCE = {"float64": 1e-9, "float32": 1e-5, "bfloat16": 2e-2, "float16": 2e-3}
 STAGES = ("weights", "output")  # the reference's keys: the trace's per-head weights, its final output
+CAPTURED = ("model", "reference", "word_ids")  # attn capture's keys, written back beside the recomputation
 WORDS = {"float64": "the model ran in float64", "float32": "the model computes in float32",
          "bfloat16": "the model computes in bfloat16", "float16": "the model computes in float16"}
 
@@ -92,6 +93,7 @@ def read(doc: dict) -> tuple[dict[str, np.ndarray], str, str, int | None] | None
         raise InputError(f"reference.dtype is {describe(dtype)}; expected one of {', '.join(TOLERANCE)}",
                          field="reference.dtype")
     stages = {name: as_array(reference[name], f"reference.{name}", max_dims=3) for name in STAGES if name in reference}
+    _word_ids(doc.get("word_ids"))
     model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
     layer = model.get("layer")
     name = str(model.get("name", "the model")) + {"decoder": " decoder", "cross": " decoder cross-attention"}.get(
@@ -134,8 +136,31 @@ def _compare(doc: dict, trace) -> Agreement | None:
         bad = np.argwhere(diff > TOLERANCE[dtype] * max(1.0, float(np.abs(theirs).max(initial=0.0))))
         if first is None and len(bad):
             first = _cell(name, tuple(int(i) for i in bad[0]), mine, theirs)
-    kept = {key: doc[key] for key in ("model", "reference") if key in doc}
-    return Agreement(model, layer, dtype, largest, first, kept, tuple(uncompared))
+    words = doc.get("word_ids")
+    if words is not None and len(words) != trace.problem.lk:
+        raise InputError(f"word_ids has {len(words)} entries, but there are {trace.problem.lk} keys; expected one per "
+                         "key (as key_labels)", field="word_ids")
+    return Agreement(model, layer, dtype, largest, first, captured(doc), tuple(uncompared))
+
+
+def captured(doc: dict) -> dict:
+    """attn capture's keys of `doc` (model, reference, word_ids), an .npz's arrays as JSON's lists."""
+    return {key: _json_values(doc[key]) for key in CAPTURED if key in doc}
+
+
+def _json_values(value):
+    if isinstance(value, dict):
+        return {k: _json_values(v) for k, v in value.items()}
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+def _word_ids(value) -> None:
+    """word_ids: a list of whole numbers ≥ 0 (the word of each key's token) or null."""
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(v is None or (type(v) is int and v >= 0) for v in value):
+        raise InputError(f"word_ids is {describe(value)}; expected one whole number ≥ 0 (or null) per key, as "
+                         "attn capture writes it", field="word_ids")
 
 
 def _apart(mine: float, theirs: float) -> tuple[str, str]:

@@ -21,7 +21,7 @@ import numpy as np
 from attncli.base.errors import AttnError, InputError, did_you_mean, plural, quote
 from attncli.base.values import object_text
 from attncli.compute.limits import Cap, check_fits, text_cap
-from attncli.document import schema
+from attncli.document import layers, schema
 from attncli.document.json_text import parse_json  # noqa: F401  (re-exported)
 from attncli.document.schema import check_keys
 from attncli.document.text_input import parse_answer_inline, parse_csv, parse_inline  # noqa: F401  (re-exported)
@@ -190,14 +190,14 @@ def _npz_keys(handle) -> tuple[list[str], dict]:
                 raise InputError(f"cannot read .npz: it holds {quote(info.filename)} twice; a key given twice is "
                                  "an error, as in JSON: keep one")
             seen.add(info.filename)
-            if "/" in info.filename:
+            if "/" in info.filename and layers.member_key(info.filename) is None:
                 results[_result_name(info.filename)] = info
                 continue
             if not info.filename.endswith(".npy"):
                 raise InputError(f"cannot read .npz: it holds {quote(info.filename)}, which is not an .npy "
                                  "array; an .npz archive holds arrays, as numpy.savez writes them")
             members[info.filename[:-4]] = info
-        check_keys(dict.fromkeys(members))  # the same unknown-key error as a JSON problem's
+        check_keys(dict.fromkeys(layers.document_keys(members)))  # the same unknown-key error as a JSON problem's
         declared, headers = 0, {}
         for key, info in (members | results).items():
             try:
@@ -284,15 +284,20 @@ def load_npz(path: str) -> dict:
     """An .npz archive as a document: arrays by name; 0-d arrays become numbers or strings, and
     1-D string arrays lists (labels)."""
     arrays, results = _numpy_file(path, ".npz")
-    doc = NpzDocument({}, path, results)
+    values = {}
     for name, array in arrays.items():
         if array.dtype.kind == "U":
-            doc[name] = array.tolist()
+            values[name] = array.tolist()
         elif array.ndim == 0:
-            doc[name] = array.item()
+            values[name] = array.item()
         else:
-            doc[name] = array
-    return doc
+            values[name] = array
+    if any("/" in name for name in values):  # a captured document's folders: reference/, layers/<i>/
+        try:
+            values = layers.from_members({layers.member_key(name + ".npy"): value for name, value in values.items()})
+        except AttnError as error:
+            raise error.at(path)
+    return NpzDocument(values, path, results)
 
 
 def load_matrix(value: str, option: str, kind: str = "number", cap: Cap | None = None, answer: bool = False):
@@ -335,22 +340,40 @@ def read_piped(cap: Cap | None = None) -> tuple[dict, str | None]:
 
 
 def gather(file: str | None, matrices: dict[str, str | None],
-           settings: dict, piped: bool = False) -> tuple[dict, dict[str, str], str | None]:
+           settings: dict, piped: bool = False, layer: str | None = None,
+           layer_flag: str = "layer") -> tuple[dict, dict[str, str], str | None]:
     """The problem document: the JSON file (or stdin, when neither a file nor Q, K, V or X is
     given, or when no file is named and stdin is `piped`: empty, it gives nothing), then
-    command-line options over it. Returns (document, where each option-given key came from, the
-    file's name).
+    command-line options over it (`overlay`). Returns (document, where each option-given key came
+    from, the file's name).
 
-    An option replaces the file's key of the same name, and what that key stands with: `--mask`
-    the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
-    are their own keys); `--alibi`/`--alibi-slopes` its `alibi` and `alibi_slopes`. `--heads` over
-    a file whose `heads` is the list of per-head results must give their count."""
+    A document of several layers (attncli/document/layers.py) gives the layer `layer` names (a
+    layer number, or numbers and ranges: --layer's text; None: all) before the options go over it;
+    when that is several layers, layers.SeveralLayers is raised, holding the document, for the
+    caller to take each in turn (`overlay` each)."""
     from_options = {key: value for key, value in matrices.items() if value is not None}
     if file is None and not from_options.keys() & {"Q", "K", "V", "X"}:
         file = "-"
     doc, source = read_document(file) if file is not None else read_piped() if piped else ({}, None)
     if not isinstance(doc, dict):
         return doc, {}, source  # build_problem reports the wrong top-level type
+    try:
+        doc = layers.chosen(doc, layer, source, layer_flag)
+    except AttnError as error:
+        raise error.at(source) if source and not error.source else error
+    return (*overlay(doc, matrices, settings, source), source)
+
+
+def overlay(doc: dict, matrices: dict[str, str | None], settings: dict,
+            source: str | None = None) -> tuple[dict, dict[str, str]]:
+    """Command-line options over a document: (the document, where each option-given key came from);
+    `source` names the file in an error of its own keys.
+
+    An option replaces the file's key of the same name, and what that key stands with: `--mask`
+    the file's `mask` and `causal` (its whole mask rule; `--window`, `--key-mask` and positions
+    are their own keys); `--alibi`/`--alibi-slopes` its `alibi` and `alibi_slopes`. `--heads` over
+    a file whose `heads` is the list of per-head results must give their count."""
+    from_options = {key: value for key, value in matrices.items() if value is not None}
     origin = {}
     for key, value in from_options.items():
         origin[key] = "--" + key.lower().replace("_", "-").replace("w-", "w")
@@ -379,7 +402,7 @@ def gather(file: str | None, matrices: dict[str, str | None],
             except AttnError as error:  # the file's rope, as JSON text with a key twice
                 raise error.at(source) if source else error
         doc[key], origin[key] = value, f"--{key.replace('_', '-')}"
-    return doc, origin, source
+    return doc, origin
 
 
 def replaced(key: str) -> set[str]:

@@ -76,6 +76,8 @@ AFTER: tuple[Key, ...] = (
     Key(grads.GRADS, RESULT, "one gradient per input, in the shape it was given"),
     Key("query_labels", LABEL, "one label per query"),
     Key("key_labels", LABEL, "one label per key"),
+    Key("word_ids", LABEL, "one per key: the word its token belongs to (sub-tokens of a word share it), null for "
+        "special tokens and padding (attn capture from text: the tokenizer's word_ids())"),
     Key("warnings", RESULT, "what the computation warned about"),
     Key("nonfinite", RESULT, "the first inf or NaN a run produced: {stage, head, query, key, value, cause}"),
     Key("recipe", ECHO, "the precision recipe in words", "dtype, accumulate and store"),
@@ -197,11 +199,21 @@ def has_results(doc: dict) -> bool:
         getattr(doc, "results", None))
 
 
+def refuse_layers(doc, command: str = "attn compute") -> None:
+    """A document of several layers (attn capture --layer all: {"layers": [...]}) where one problem
+    belongs is refused, saying how to take one layer out."""
+    if isinstance(doc, dict) and isinstance(doc.get("layers"), list):
+        raise InputError(f"a document of {len(doc['layers'])} layers (attn capture of several): {command} reads "
+                         "one problem; attn compute writes any one layer of it as a JSON document of its own",
+                         field="layers")
+
+
 def check_keys(doc: dict) -> dict:
     """The document with aliases resolved; an unknown key is refused, suggesting the closest."""
     names = known()
     if "problems" not in names:
         refuse_problem_set(doc)
+    refuse_layers(doc)
     out = {}
     for name, value in doc.items():
         resolved = ALIASES.get(name, name)

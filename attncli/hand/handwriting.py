@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from decimal import ROUND_DOWN, Decimal
 
+from attncli.base.errors import plural
 from attncli.hand.carry import E_NOTATION_FROM, GIVEN_DECIMALS, MAX_TERMS, WIDE, round_to, shown_terms
 
 MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …" line
@@ -52,11 +53,31 @@ def terms_sum(terms: list[str]) -> str:
     return text + (f" ({len(terms)} terms)" if None in picked else "")
 
 
-def shown_keys(n: int) -> list[int | None]:
-    """Which of n indices to list; None marks the elided middle."""
-    if n <= MAX_KEYS:
+def shown_keys(n: int, keep=(), full: bool = False) -> list[int | None]:
+    """Which of n indices to list: all (`full`, or at most MAX_KEYS), else the first and last ones
+    and every index in `keep` (the keys that matter: picked, the largest weights), in order; a None
+    marks each elided run."""
+    if full or n <= MAX_KEYS:
         return list(range(n))
-    return list(range(MAX_KEYS - 3)) + [None] + list(range(n - 2, n))
+    listed = sorted(set(range(MAX_KEYS - 3)) | set(range(n - 2, n)) | {j for j in keep if 0 <= j < n})
+    found: list[int | None] = []
+    for j in listed:
+        if found and found[-1] != j - 1:
+            found.append(None)
+        found.append(j)
+    return found
+
+
+def elided_at(shown: list[int | None], place: int, n: int) -> list[int]:
+    """The indices the None at shown[place] stands for."""
+    before = shown[place - 1] if place else -1
+    after = shown[place + 1] if place + 1 < len(shown) else n
+    return list(range(before + 1, after))
+
+
+def more_keys(shown: list[int | None], place: int, n: int, what: str = "keys") -> str:
+    """The line standing for an elided run of keys: "  … 5 more keys …"."""
+    return f"  … {plural(len(elided_at(shown, place, n)), 'more ' + what[:-1])} …"
 
 
 def unrounded(x: float, places: int) -> str:

@@ -26,7 +26,7 @@ from attncli.base.errors import plural
 from attncli.hand.carry import given, given_pairs
 from attncli.hand.carry import pairs as printed_pairs
 from attncli.hand.hand_backward import Back, BackStep, values
-from attncli.hand.handwriting import shown_keys, terms_sum
+from attncli.hand.handwriting import more_keys, terms_sum
 from attncli.hand.stage_steps import HandStep, Page, Row
 
 
@@ -151,9 +151,10 @@ def _q_lines(page: Page, r: Normed, step: int) -> list[str]:
 def _k_lines(page: Page, r: Normed, step: int) -> list[str]:
     lines = [_header(page, r, step, "every k")]
     keys = page.keys
-    for j in shown_keys(len(keys)):
+    shown = page.shown
+    for place, j in enumerate(shown):
         if j is None:
-            lines.append(f"  … {len(keys) - sum(k is not None for k in shown_keys(len(keys)))} more keys …")
+            lines.append(more_keys(shown, place, len(keys)))
             continue
         lines.append(f"  {keys[j]}:")
         lines += _vector_lines(page, r, r.vectors[j], f"{r.name.lower()}.{j}", "k", "    ")

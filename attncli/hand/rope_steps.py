@@ -20,7 +20,7 @@ from decimal import Decimal, getcontext
 from functools import cache
 
 from attncli.hand.hand_backward import Back, BackStep
-from attncli.hand.handwriting import shown_keys
+from attncli.hand.handwriting import more_keys
 from attncli.hand.stage_steps import HandStep, Page, Row, values
 from attncli.problem.rope import LIBRARIES, length
 
@@ -195,10 +195,10 @@ def _theta_lines(page: Page, r: Rotated) -> list[str]:
 
 def _k_lines(page: Page, r: Rotated, step: int) -> list[str]:
     keys, lines = page.keys, []
-    shown = shown_keys(len(keys))
-    for j in shown:
+    shown = page.shown
+    for place, j in enumerate(shown):
         if j is None:
-            lines.append(f"  … {len(keys) - sum(k is not None for k in shown)} more keys …")
+            lines.append(more_keys(shown, place, len(keys)))
             continue
         lines.append(f"  {keys[j] + ':':<{page.width}} k at position {r.turns[j][0].position}:")
         lines += _pair_lines(page, r, r.turns[j], (r.name.lower(), j))

@@ -14,7 +14,7 @@ from attncli.base.errors import plural
 from attncli.hand import handwriting as hw
 from attncli.hand.carry import E_NOTATION_FROM, PERCENT_PLACES, given, printed, round_to
 from attncli.hand.hand_backward import Back, BackStep, dot
-from attncli.hand.handwriting import MAX_KEYS, shown_keys
+from attncli.hand.handwriting import elided_at, more_keys
 from attncli.hand.stage_steps import HandStep, Page, Row, values
 
 
@@ -187,17 +187,25 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
                      f"{n(r.shift)}, first {constant}")
     power = (lambda j: f"e^{n(r.before[j][1])}") if r.shift is None else (
         lambda j: f"e^({n(r.before[j][1])} − {n(r.shift)})")
-    shown = [j for j in shown_keys(len(keys)) if j is None or r.allowed[j]]
-    terms = ["…" if j is None else f"{power(j)} = {n(r.exps[j])}" for j in shown]
+    listed = page.shown
+    terms = []
+    for place, j in enumerate(listed):
+        if j is None:  # the elided keys' terms as one named remainder, so that the sum still holds
+            rest = [k for k in elided_at(listed, place, len(keys)) if r.allowed[k]]
+            if rest:
+                total = n(sum((r.exps[k] for k in rest), Decimal(0)))
+                terms.append(f"({plural(len(rest), 'more key')}: {total})")
+        elif r.allowed[j]:
+            terms.append(f"{power(j)} = {n(r.exps[j])}")
     if r.sink is not None:  # one more logit in the sum, whose weight is then dropped
         sink = f"e^({page.short(r.sink)} − {n(r.shift)})" if r.shift is not None else f"e^{page.short(r.sink)}"
         terms.append(f"sink {sink} = {n(r.sink_exp)}")
     line_keys = [("exps", j) for j in range(len(keys))] + [("sink", 0), ("total", 0)]
     lines.append("  " + "   ".join(terms) + f"   sum = {n(r.total)}" + page.note(*line_keys))
     weights = values(r.pairs)
-    for j in shown_keys(len(keys)):
+    for place, j in enumerate(listed):
         if j is None:
-            lines.append(f"  … {len(keys) - MAX_KEYS + 1} more keys …")
+            lines.append(more_keys(listed, place, len(keys)))
         elif not r.allowed[j]:
             lines.append(f"  {keys[j]:<{width - 1}} = e^−∞ / {n(r.total)} = 0 (masked)")
         else:

@@ -58,8 +58,8 @@ class Row:
         return self.trace.stage(name)[self.head, self.row]
 
 
-class Page(namedtuple("Page", "trace written keys width query fields rules has_rules policy",
-                      defaults=(([], None), False, ""))):
+class Page(namedtuple("Page", "trace written keys width query fields rules has_rules policy listed",
+                      defaults=(([], None), False, "", None))):
     """What a step's lines are written with: the view's key labels and words for this row."""
     # trace: Any
     # written: Any  # steps.Written (backward_steps.WrittenBackward for the backward half)
@@ -71,7 +71,13 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
     #     and why each key is hidden (None where it is visible)
     # has_rules: bool = False
     # policy: str = ""  # the problem's masked_rows policy as the view names it, and the library it matches
+    # listed: list[int | None] | None = None  # the keys each step lists (None: an elided run; hw.shown_keys)
     __slots__ = ()
+
+    @property
+    def shown(self) -> list[int | None]:
+        """The keys a step lists, a None for each elided run (default: the first and last)."""
+        return self.listed if self.listed is not None else hw.shown_keys(len(self.keys))
 
     @property
     def places(self) -> int:
@@ -91,9 +97,9 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
 
     def each(self, line: Callable[[int, str], str]) -> list[str]:
         """One line per shown key, `line(j, "label:  ")`; the elided middle as one line."""
-        lk = len(self.keys)
-        return [f"  … {lk - hw.MAX_KEYS + 1} more keys …" if j is None else
-                "  " + line(j, f"{self.keys[j] + ':':<{self.width}}") for j in hw.shown_keys(lk)]
+        lk, shown = len(self.keys), self.shown
+        return [hw.more_keys(shown, place, lk) if j is None else
+                "  " + line(j, f"{self.keys[j] + ':':<{self.width}}") for place, j in enumerate(shown)]
 
     def fill(self, template: str, name: str, **more) -> str:
         return Template(template).safe_substitute(self.fields(name), name=name, **more)
@@ -269,9 +275,12 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
     result = values(r.pairs)
     if not any(r.allowed):
         return out + [f"  output = {vector(result)}"]
-    for j in hw.shown_keys(len(r.V)):
+    shown = page.shown
+    for place, j in enumerate(shown):
         if j is None:
-            out.append(f"  … {len(r.V) - hw.MAX_KEYS + 1} more keys …")
+            rest = [k for k in hw.elided_at(shown, place, len(r.V)) if r.allowed[k]]
+            added = [sum((r.contributions[k][i] for k in rest), Decimal(0)) for i in range(len(result))]
+            out.append(hw.more_keys(shown, place, len(r.V)) + f" adding {vector(added)}")
         elif r.allowed[j]:
             out.append(f"  {page.n(r.weights[j])} × {vector(r.V[j], hw.short)} = "
                        f"{vector(r.contributions[j])}{page.note(('contributions', j))}")

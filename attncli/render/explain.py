@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from attncli.base.errors import plural
 from attncli.base.rule_words import masked_rows_words
 from attncli.explain.roundings import refuse_nonfinite, rounding_lines
 from attncli.explain.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
-from attncli.hand.handwriting import MAX_KEYS, comparison, dot, note, number, short, shown_keys, vector
+from attncli.hand.handwriting import MAX_KEYS, comparison, dot, more_keys, note, number, short, shown_keys, vector
 from attncli.hand.stage_steps import Page
 from attncli.problem import groups, visibility
 from attncli.problem.masks import has_rules
@@ -23,23 +25,27 @@ from attncli.render.explain_backward import backward_lines
 from attncli.render.text import labels
 from attncli.stages.table import fields, present
 
+TOP_LISTED = 3  # a long row's hand calculation lists its this many largest weights, wherever they are
 
-def explain_row(trace: Trace, w: Written) -> list[str]:
+
+def explain_row(trace: Trace, w: Written, listed: list[int | None] | None = None) -> list[str]:
     """One row of one head: its inputs (projected when the problem gives X), then each present
-    stage's lines as its hand step writes them, "Step N" numbered in order."""
+    stage's lines as its hand step writes them, "Step N" numbered in order; `listed`: the keys
+    each step lists (hw.shown_keys; default: the first and last)."""
     p, places = trace.problem, w.places
     keys = labels(p.key_labels, p.lk)
+    listed = listed if listed is not None else shown_keys(p.lk)
     query = f'"{labels(p.query_labels, p.lq)[w.row]}"' if p.query_labels else str(w.row)
-    width = max(len(keys[j]) for j in shown_keys(p.lk) if j is not None) + 1
-    page = Page(trace, w, keys, width, query, lambda name: fields(p, name), _rules(trace, w, query, keys),
-                has_rules(p), masked_rows_words(p.masked_rows, f"--masked-rows {p.masked_rows}"))
+    width = max(len(keys[j]) for j in listed if j is not None) + 1
+    page = Page(trace, w, keys, width, query, lambda name: fields(p, name), _rules(trace, w, query, keys, listed),
+                has_rules(p), masked_rows_words(p.masked_rows, f"--masked-rows {p.masked_rows}"), listed)
     reads = groups.reads(p, w.head)
     head = f"Head {w.head}{f' ({reads})' if reads else ''}, query" if p.heads > 1 else "Query"
     if w.projection is None:
         lines, step = [f"{head} {query} (row {w.row}): q = {vector(w.q, places, short)}"], 1
     else:
         lines = [f"{head} {query} (row {w.row}): x = {vector(w.projection.x, places, short)}"]
-        lines += _projection_lines(trace, w, keys, width)
+        lines += _projection_lines(trace, w, keys, width, listed)
         step = 2
     for stage in present(p):
         if not stage.hand.numbered:
@@ -49,7 +55,8 @@ def explain_row(trace: Trace, w: Written) -> list[str]:
     return lines
 
 
-def _rules(trace: Trace, w: Written, query: str, keys: list[str]) -> tuple[list[str], list[str | None] | None]:
+def _rules(trace: Trace, w: Written, query: str, keys: list[str],
+           listed: list[int | None]) -> tuple[list[str], list[str | None] | None]:
     """(lines, why) with mask rules: the rule this query's keys must meet (its q_pos filled in)
     and, when the key positions are not 0 … Lk − 1, each key's k_pos; why each key is hidden
     (None where it is visible). ([], None) without rules."""
@@ -59,7 +66,7 @@ def _rules(trace: Trace, w: Written, query: str, keys: list[str]) -> tuple[list[
     lines = [f"  query {query} (q_pos {int(p.q_positions[w.row])}) may attend a key when "
              f"{visibility.row_rule(p, w.row)}" + ("; every key does" if all(w.allowed) else "")]
     if visibility.positions_shown(p):
-        shown = ["…" if j is None else f"{keys[j]}={int(p.k_positions[j])}" for j in shown_keys(p.lk)]
+        shown = ["…" if j is None else f"{keys[j]}={int(p.k_positions[j])}" for j in listed]
         lines.append("  k_pos: " + ", ".join(shown))
     return lines, visibility.hidden_because(p, w.head, w.row)
 
@@ -76,7 +83,7 @@ def _product_lines(proj, name: str, unrounded, key: str, places) -> list[str]:
                      f"{number(proj.result[j], places)}{note(unrounded, [(key, j)], places)}")
     return lines
 
-def _projection_lines(trace: Trace, w: Written, keys: list[str], width: int) -> list[str]:
+def _projection_lines(trace: Trace, w: Written, keys: list[str], width: int, listed: list[int | None]) -> list[str]:
     """q = x W_Q (+ b_Q) as dot products over this head's columns; k and v of every key."""
     p, places, proj = trace.problem, w.places, w.projection
     first = w.head * trace.d_k
@@ -86,9 +93,9 @@ def _projection_lines(trace: Trace, w: Written, keys: list[str], width: int) -> 
     lines += _product_lines(proj, "q", w.unrounded, "q", places)
     source = "x_kv" if "X_kv" in p.inputs else "x"
     lines.append(f"  k = {source} W_K and v = {source} W_V the same way{_kv_columns(trace, w.head)}, for every key:")
-    for j in shown_keys(p.lk):
+    for place, j in enumerate(listed):
         if j is None:
-            lines.append(f"  … {p.lk - MAX_KEYS + 1} more keys …")
+            lines.append(more_keys(listed, place, p.lk))
             continue
         k, v = w.keys[j]
         lines.append(f"  {keys[j] + ':':<{width}} k = {vector(k, places)}   v = {vector(v, places)}")
@@ -143,10 +150,22 @@ def fold(line: str, width: int | None) -> list[str]:
     return lines + [current]
 
 
+def listed_keys(trace: Trace, h: int, row: int, keep=(), full: bool = False, words=None) -> list[int | None]:
+    """The keys the hand calculation of one row lists: every one (`full`), else the first and last,
+    the ones in `keep` (picked by --key) and the row's TOP_LISTED largest weights, which matter most,
+    each with the other tokens of its word (`words`: lists of key positions, base/tokens.words)."""
+    weights = trace.weights[h, row]
+    top = {int(j) for j in np.argsort(-weights, kind="stable")[:TOP_LISTED]}
+    top |= {j for group in words or () if top & set(group) for j in group}
+    return shown_keys(trace.problem.lk, set(keep) | top, full)
+
+
 def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None = None,
-            precision: int = 4, carry: str = "exact") -> list[str]:
+            precision: int = 4, carry: str = "exact", keep=(), full: bool = False, words=None) -> list[str]:
     """Lines explaining the chosen rows (default: all when there are at most 3, else row 0);
-    for each row every chosen head, then (all heads shown) the heads side by side and W_O."""
+    for each row every chosen head, then (all heads shown) the heads side by side and W_O. A long
+    row lists its first and last keys, `keep`'s and its largest weights (`full`: every key); the
+    others' terms are summed into one named remainder, so that each sum still holds."""
     p = trace.problem
     refuse_unexplained(p)  # before a line is written
     lines = []
@@ -167,7 +186,7 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
             if lines:
                 lines.append("")
             done.append(written(trace, h, i, precision, carry))
-            lines += explain_row(trace, done[-1])
+            lines += explain_row(trace, done[-1], listed_keys(trace, h, i, keep, full, words))
             rounded = rounding_lines(trace, h, i, labels(p.key_labels, p.lk))
             lines += [""] + rounded if rounded else []
             if trace.gradients is not None:

@@ -2,14 +2,15 @@
 
 A `Format` says what `--format NAME` (or `--output FILE.SUFFIX`) writes: the suffixes that choose
 it, what it can hold beside the stages (the tiles, the --cost counts, the heatmap, the
-explanation, the backward pass), which stages (every one, one, or the final output alone),
-whether it is binary, how user text is escaped in it (render/escapes.py), what it builds beside
-the arrays (for the memory guard), and its writers: one for a trace, one for --cost's counts.
-Read by: Typer's `--format` choices (`names`, commands/edge.formats), `--output`'s suffixes
-(render/target.py, render/files.py), `attn compute`'s plan, which refuses from the options alone
-any option the format cannot hold (commands/compute.py), the memory guard and the writers
-(commands/compute_run.render, commands/cost_run), and tests/test_formats.py, which adds a
-throwaway `rst` format and runs every path on it.
+explanation, the backward pass, several layers of a captured document), which stages (every one,
+one, or the final output alone), whether it is binary, how user text is escaped in it
+(render/escapes.py), what it builds beside the arrays (for the memory guard), and its writers: one
+for a trace, one for --cost's counts. Read by: Typer's `--format` choices (`names`,
+commands/edge.formats), `--output`'s suffixes (render/target.py, render/files.py), `attn compute`'s
+plan, which refuses from the options alone any option the format cannot hold (commands/compute.py;
+several layers, once the document is read: commands/compute_layers.py), the memory guard and the
+writers (commands/compute_run.render, commands/cost_run, commands/compute_layers), and
+tests/test_formats.py, which adds a throwaway `rst` format and runs every path on it.
 
 A new format is one record here and its writer (a view in render/). Light: no numpy, no rich (the
 names are read at start-up); each writer imports its view when it runs. The records are
@@ -23,8 +24,11 @@ from attncli.render import escapes
 
 # What a format may hold beside the stages, and how the refusals say it.
 CONTENTS = {"tiles": "the tiles", "cost": "the counts", "heatmap": "the heatmap",
-            "explanation": "the explanation", "backward": "the backward pass"}
-STAGES = ("every", "one", "output")  # every stage; one stage of the table (CSV); the final output alone (.npy)
+            "explanation": "the explanation", "backward": "the backward pass",
+            "layers": "several layers"}  # a captured document's (commands/compute_layers.py)
+# every stage; one stage of the table (CSV); the final output alone (.npy); the weights alone, computed
+# whatever --stages says (the SVG picture: of them)
+STAGES = ("every", "one", "output", "weights")
 BUILDS = ("json", "text", "table", "nothing")  # beside the arrays, for the memory guard (compute/limits.py)
 
 
@@ -68,6 +72,8 @@ class View(NamedTuple):
     carry: str = "exact"
     extra: Optional[dict] = None  # keys beside the trace's in JSON (a captured layer's agreement)
     say: Optional[Callable] = None  # the CLI's words for the warnings' advice
+    picked: tuple = ((), ())  # the query and key positions --query and --key name: never elided
+    stages_given: bool = True  # --stages was given (else a page too big for every stage shows the weights)
 
 
 # The writers. Each imports its view when it runs, for start-up: the views load numpy (and the
@@ -77,7 +83,8 @@ def _table(view: View) -> None:
     # Imported here, for start-up (see above): the tables need rich.
     from attncli.render.tables import print_tables
 
-    print_tables(view.trace, view.shown, view.precision, view.explanation, view.heads, view.full, view.tiled)
+    print_tables(view.trace, view.shown, view.precision, view.explanation, view.heads, view.full, view.tiled,
+                 view.picked)
 
 
 def _json(view: View) -> str:
@@ -116,7 +123,14 @@ def _html(view: View) -> str:
     from attncli.render.page import page
 
     return page(view.trace, view.shown, view.precision, view.full, view.tiled, view.source, view.explanation,
-                view.carry)
+                view.carry, view.picked, view.stages_given)
+
+
+def _svg(view: View) -> str:
+    # Imported here, for start-up (see above).
+    from attncli.render.svg import heatmap_svg
+
+    return heatmap_svg(view.trace, view.heads, view.full, view.picked)
 
 
 def _npy(view: View, handle) -> None:
@@ -157,9 +171,9 @@ def _markdown_cost(problem, found) -> str:
 
 FORMATS: tuple[Format, ...] = (
     Format("table", "tables on the terminal", terminal=True, escape=visible, builds="table", trace=_table,
-           cost=_table_cost, holds=frozenset({"tiles", "heatmap", "explanation", "backward"})),
+           cost=_table_cost, holds=frozenset({"tiles", "heatmap", "explanation", "backward", "layers"})),
     Format("json", "the JSON document", (".json",), escape=escapes.json_string, builds="json",
-           trace=_json, cost=_json_cost, holds=frozenset({"tiles", "explanation", "backward"})),
+           trace=_json, cost=_json_cost, holds=frozenset({"tiles", "explanation", "backward", "layers"})),
     Format("markdown", "write-up tables", (".md",), escape=escapes.md, trace=_markdown, cost=_markdown_cost,
            holds=frozenset({"explanation", "backward"})),
     Format("latex", "write-up tables", (".tex",), escape=escapes.tex, trace=_latex,
@@ -167,6 +181,8 @@ FORMATS: tuple[Format, ...] = (
     Format("csv", "one stage", (".csv",), stages="one", escape=escapes.csv_cell, trace=_csv),
     Format("html", "the explorer page (docs/explorer.md)", (".html",), escape=escapes.html_text, builds="nothing",
            trace=_html, holds=frozenset({"tiles", "heatmap", "explanation", "backward"})),
+    Format("svg", "the weights as a picture, each head's heatmap in a grid with a colour scale (for a paper)",
+           (".svg",), stages="weights", escape=escapes.html_text, trace=_svg, holds=frozenset({"heatmap"})),
     Format("gradescope", "Gradescope's autograder results.json (attn check)", escape=escapes.json_string),
     Format("npy", "the final output", (".npy",), stages="output", binary=True, builds="nothing", trace=_npy),
     Format("npz", "every stage", (".npz",), binary=True, builds="nothing", trace=_npz,

@@ -15,11 +15,12 @@ from rich.text import Text
 
 from attncli.problem.groups import title as head_title
 from attncli.problem.trace import Trace
-from attncli.render.text import EDGE_ROWS, MAX_COLUMNS, RANGES, kept, labels
+from attncli.render.text import EDGE_ROWS, MAX_COLUMNS, RANGES, elision, kept, labels
 
 SHADES = " ░▒▓█"  # weight 0 … 1 in five steps
 LEGEND = "shade: ' ' < 0.125 ≤ '░' < 0.375 ≤ '▒' < 0.625 ≤ '▓' < 0.875 ≤ '█'"
 MIN_CELL = 8  # "▓▓▓ 0.77"
+TOP_KEPT = 3  # beside a picked query, its this many largest weights are never elided
 # A key the mask hides: a mark where the number would be, not a shade, so that it differs from a
 # small visible weight (0.08 shades as blank) without colour too; in colour, red on the
 # terminal's own background (the weights' cells all have a grey one).
@@ -45,7 +46,7 @@ def _pad(text: str, width: int, right: bool = True) -> str:
     return space + text if right else text + space
 
 
-def _columns(lk: int, columns: list[str], side: int, width: int | None, full: bool) -> tuple[list, int]:
+def _columns(lk: int, columns: list[str], side: int, width: int | None, full: bool, keep=()) -> tuple[list, int]:
     """(the keys shown, None for the elided middle; the cell width). All of them with `full`, or
     on a terminal (`width`) when they fit in RANGES ranges; else at most MAX_COLUMNS."""
     def cell(ids) -> int:
@@ -56,7 +57,7 @@ def _columns(lk: int, columns: list[str], side: int, width: int | None, full: bo
         return every, cell(every)
     if width is not None and len(_ranges(every, cell(every), side, width)) <= RANGES:
         return every, cell(every)
-    col_ids = kept(lk, MAX_COLUMNS)
+    col_ids = kept(lk, MAX_COLUMNS, keep)
     return col_ids, cell(col_ids)
 
 
@@ -66,21 +67,23 @@ def _ranges(col_ids: list, cell: int, side: int, width: int | None) -> list[list
     return [col_ids[start:start + per] for start in range(0, len(col_ids), per)]
 
 
-def heatmap(trace: Trace, head: int, width: int | None = None, full: bool = False) -> Text:
+def heatmap(trace: Trace, head: int, width: int | None = None, full: bool = False, picked=((), ())) -> Text:
     """One head's weights, each cell `▓▓▓ 0.77` (`×` where the mask hides the key), headed
     by key labels. Unless `full`, at most 2·EDGE_ROWS rows and MAX_COLUMNS columns around ⋮ and
     ⋯; on a terminal narrower than the grid (`width`), its keys are split into ranges, each titled
-    with its first and last key, and every key is shown when they fit in RANGES ranges."""
+    with its first and last key, and every key is shown when they fit in RANGES ranges. `picked`:
+    the query and key positions never elided (and a picked query's largest weights)."""
     p = trace.problem
     rows, columns = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
-    row_ids = list(range(p.lq)) if full else kept(p.lq, 2 * EDGE_ROWS)
+    wanted, chosen = picked
+    chosen = sorted(set(chosen) | set(largest(trace.weights[head], wanted))) if wanted else chosen
+    row_ids = list(range(p.lq)) if full else kept(p.lq, 2 * EDGE_ROWS, wanted)
     side = max(cell_len("⋮" if i is None else rows[i]) for i in row_ids)
-    col_ids, cell = _columns(p.lk, columns, side, width, full)
+    col_ids, cell = _columns(p.lk, columns, side, width, full, chosen)
     ranges = _ranges(col_ids, cell, side, width)
     hidden = masked_cells(trace, head)
     title = "heatmap of weights" + (f" · {head_title(p, head)}" if p.heads > 1 else "")
-    if None in row_ids or None in col_ids:
-        title += f" ({p.lq}×{p.lk}, middle elided: --full shows all)"
+    title += elision(row_ids, col_ids, p.lq, p.lk, bool(wanted or chosen))
     text = Text()
     text.append(title + "\n", style="bold")
     for n, ids in enumerate(ranges):
@@ -104,6 +107,11 @@ def heatmap(trace: Trace, head: int, width: int | None = None, full: bool = Fals
     return text
 
 
+def largest(weights: np.ndarray, rows, count: int = TOP_KEPT) -> list[int]:
+    """The keys with the most weight in any of `rows` (one head's weights, Lq × Lk)."""
+    return sorted({int(j) for i in rows for j in np.argsort(-weights[i], kind="stable")[:count]})
+
+
 def masked_cells(trace: Trace, head: int) -> np.ndarray | None:
     """(Lq, Lk): the cells whose key the mask (or a −∞ bias) hides, weight 0; None without any.
     A row whose every key is masked and that `masked_rows: "uniform"` spreads evenly shows its
@@ -116,11 +124,11 @@ def masked_cells(trace: Trace, head: int) -> np.ndarray | None:
 
 
 def print_heatmaps(trace: Trace, console: Console, heads: list[int] | None = None, full: bool = False,
-                   width: int | None = None) -> None:
+                   width: int | None = None, picked=((), ())) -> None:
     """Every head's grid, side by side when they fit the console, then the legend; `width` (a
     terminal's) narrows grids that do not fit it."""
     heads = heads if heads is not None else range(trace.problem.heads)
-    grids = [heatmap(trace, h, width, full) for h in heads]
+    grids = [heatmap(trace, h, width, full, picked) for h in heads]
     widest = max(cell_len(line) for grid in grids for line in grid.plain.splitlines())
     per_row = max(1, (console.width + 4) // (widest + 4))
     for start in range(0, len(grids), per_row):

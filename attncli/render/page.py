@@ -29,6 +29,7 @@ from attncli.render.text import header_lines, kept, labels, number
 from attncli.render.tiles import tile_parts
 from attncli.stages import grads
 from attncli.stages.table import names as stage_names
+from attncli.stages.table import present
 
 KEEP = 32  # a table shows at most this many rows and columns (the first and last 16) unless --full
 # The most value cells one page holds. Measured in headless Chromium on this machine (2 cores,
@@ -65,17 +66,18 @@ class Tables:
         self.cells = 0
 
     def show(self, title: str, matrix: np.ndarray, rows: list[str], columns: list[str] | None = None,
-             extra=(), what=(None, None)) -> None:
+             extra=(), what=(None, None), keep=((), ())) -> None:
         name, head = what
         section = head if head is not None else "inputs" if name in self.trace.problem.inputs else "all"
-        self.parts.append((section, self.table(title, matrix, rows, columns, extra, name or "", head)))
+        self.parts.append((section, self.table(title, matrix, rows, columns, extra, name or "", head, keep=keep)))
 
     def table(self, title: str, matrix: np.ndarray, rows: list[str], columns: list[str] | None, extra,
-              name: str, head: int | None, tile: int | None = None, first_row: int = 0) -> str:
-        """One titled table: a header row of keys (or column numbers), a row per query (or key)."""
+              name: str, head: int | None, tile: int | None = None, first_row: int = 0, keep=((), ())) -> str:
+        """One titled table: a header row of keys (or column numbers), a row per query (or key);
+        `keep`: the rows and columns never elided."""
         n_rows, n_cols = matrix.shape
-        keep = max(n_rows, n_cols) if self.full else KEEP
-        row_ids, col_ids = kept(n_rows, keep), kept(n_cols, keep)
+        most = max(n_rows, n_cols) if self.full else KEEP
+        row_ids, col_ids = kept(n_rows, most, keep[0]), kept(n_cols, most, keep[1])
         self.cells += sum(i is not None for i in row_ids) * (sum(j is not None for j in col_ids) + len(extra))
         key_rows = name in KEY_ROWS or (name.startswith(grads.GRADS + "/") and name[6:] in ("K", "V", "X_kv"))
         key_columns = columns is not None and matrix.shape[1] == self.trace.problem.lk and columns != [name]
@@ -176,13 +178,22 @@ def _levels(matrix: np.ndarray, name: str, rows: list[int], cols: list[int]) -> 
                 for b, j in enumerate(cols)} for a, i in enumerate(rows)}
 
 
-def collect(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None) -> tuple[Tables, list[str]]:
+def collect(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None, picked=((), ()),
+            fallback: tuple[str, ...] | None = None) -> tuple[Tables, list[str]]:
     """The page's tables (and the tile view's notes), refused past MAX_CELLS before any text is
-    joined; the same tables a notebook shows."""
+    joined; the same tables a notebook shows. `fallback`: the stages shown instead when the ones
+    asked for would not fit (the default stages of a real model's layer: its weights), else refused."""
     tables = Tables(trace, precision, full)
     notes = tables.tiles(tiled, list(range(trace.problem.heads))) if tiled is not None else []
     shown_stages = tuple(stages) + (("weights",) if "heatmap" in stages and "weights" not in stages else ())
-    each_table(trace, shown_stages, tables.show, precision)
+    each_table(trace, shown_stages, tables.show, precision, picked=picked)
+    if tables.cells > MAX_CELLS and fallback is not None and tiled is None:
+        smaller, _ = collect(trace, fallback, precision, full, None, picked)
+        has = ("inputs", *(s.name for s in present(trace.problem)), *(grads.names() if trace.gradients else ()))
+        left = [s for s in shown_stages if s not in fallback and s in has]
+        return smaller, [f"this page shows {', '.join(fallback)} alone: every stage would be {tables.cells:,} numbers, "
+                         f"more than a page opens quickly ({MAX_CELLS:,}); --stages {','.join(left + list(fallback))} "
+                         "asks for the others (--query LABEL keeps a row in view)"]
     if tables.cells > MAX_CELLS:
         fit = MAX_CELLS * trace.problem.lq // tables.cells
         raise InputError(f"would hold {tables.cells:,} numbers; a page holds at most {MAX_CELLS:,} (more takes "
@@ -237,23 +248,28 @@ def notebook(trace: Trace, stages, precision: int = 4) -> str:
 
 
 def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None, source: str | None = None,
-         explanation: list[str] | None = None, carry: str = "exact") -> str:
+         explanation: list[str] | None = None, carry: str = "exact", picked=((), ()), chosen: bool = True) -> str:
     """The whole page as text (see the module docstring). `source`: the problem's file name, for
-    the page title and the commands a derivation names; `carry`: --explain's --carry."""
+    the page title and the commands a derivation names; `carry`: --explain's --carry; `picked`: the
+    query and key positions --query and --key name (never elided; their rows explained first);
+    `chosen`: the stages were asked for (else, too many numbers for a page, the weights alone)."""
     p = trace.problem
-    tables, notes = collect(trace, stages, precision, full, tiled)
-    # a precision lab run's rows that hold an inf or a NaN have no hand calculation
-    found = derivations(trace, sorted(r for r in tables.rows if finite_row(trace, r)), precision, tiled, carry)
+    tables, notes = collect(trace, stages, precision, full, tiled, picked, None if chosen or full else ("weights",))
+    first = [i for i in picked[0] if i in tables.rows]
+    # --query's rows first; a precision lab run's rows that hold an inf or a NaN have no hand calculation
+    found = derivations(trace, [r for r in first + sorted(tables.rows - set(first)) if finite_row(trace, r)],
+                        precision, tiled, carry)
     data = {"rows": found["rows"], "tiles": found["tiles"], "why": found.get("why"), "heads": p.heads,
             "command": "attn compute " + (shlex.quote(source) if source and source != "-" else "FILE")
             + (f" --precision {precision}" if precision != 4 else "") + (" --carry rounded" if carry == "rounded" else ""),
             "given": ["Q", "K", "V"] + list(p.inputs), "keyRows": [n for n in KEY_ROWS if n not in ("K", "V")]}
     title = p.title or (source if source and source != "-" else "attention")
-    header = escape_lines(header_lines(trace, precision))
-    missing = found["missing"]
-    body = [(f'<p class="note">Rows {missing[0]}–{missing[-1]} are not explained on this page (a hand '
-             "calculation of this size takes about a second a row): clicking one of their numbers names the "
-             "command that explains it.</p>") if missing else ""]
+    lines = header_lines(trace, precision)
+    header = escape_lines([line for n, line in enumerate(lines) if not (n == 1 and p.title)])  # the title: the h1
+    missing = sorted(found["missing"])
+    body = [(f'<p class="note">{_rows_text(missing)} {"are" if len(missing) > 1 else "is"} not explained on this '
+             "page (a hand calculation of this size takes about a second a row; --query LABEL chooses the rows "
+             "explained): clicking one of their numbers names the command that explains it.</p>") if missing else ""]
     body += [f'<pre class="note">{html_text(line)}</pre>' for line in notes]
     born = getattr(trace.precision, "nonfinite", None)
     if born is not None:  # the precision lab's first inf or NaN, its cell outlined in its table
@@ -264,6 +280,16 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
     intro = ("Click a number, or move with the arrow keys and press Enter, to see how it was calculated. "
              "Hatched cells are masked.")
     return document(title, header, body, script_json(data), intro)
+
+
+def _rows_text(rows: list[int]) -> str:
+    """"Rows 1–8, 10–14" (runs of consecutive rows), or "Row 3"."""
+    runs, start = [], rows[0]
+    for a, b in zip(rows, rows[1:] + [None]):
+        if b != a + 1:
+            runs.append(str(start) if start == a else f"{start}–{a}")
+            start = b
+    return ("Rows " if len(rows) > 1 else "Row ") + ", ".join(runs)
 
 
 def document(title: str, header: str, body: list[str], data: str, intro: str) -> str:

@@ -57,10 +57,13 @@ border-radius:6px 6px 0 0;padding:.3rem .8rem;cursor:pointer}
 .attn td.stage{white-space:normal}
 .attn td.words.short{min-width:6rem}
 .attn .legend span{display:inline-block;min-width:3.5rem;border:1px solid var(--line);text-align:center;margin-right:.2rem}
-@media (min-width:1100px){body.attn.js{margin-right:30rem}
+.attn.js:not(.open) #derivation{display:none}
+@media (min-width:1100px){body.attn.js.open{margin-right:30rem}
 .attn.js #derivation{position:fixed;top:0;right:0;bottom:0;width:28rem;margin:0;overflow:auto;border-radius:0}}
-@media (min-width:1500px){body.attn.js{margin-right:34rem}.attn.js #derivation{width:32rem}}
-@media print{body.attn.js{margin-right:0}.attn [role=tablist],.attn #derivation{display:none}
+@media (min-width:1500px){body.attn.js.open{margin-right:34rem}.attn.js #derivation{width:32rem}}
+@media (max-width:1099px){body.attn.js.open{margin-bottom:47vh}
+.attn.js #derivation{position:fixed;left:0;right:0;bottom:0;max-height:45vh;margin:0;overflow:auto;border-radius:0;z-index:2}}
+@media print{body.attn.js,body.attn.js.open{margin:0}.attn [role=tablist],.attn #derivation{display:none}
 .attn section[hidden]{display:block!important}.attn td{color:#000!important}}
 """
 
@@ -89,7 +92,14 @@ JS = r"""
       select(next); next.focus(); e.preventDefault();
     });
   });
-  if (tabs.length) select(tabs[0]);
+  // The tab a link names (#head-3, #part-3, #tab-3, #inputs, #all), else the first head's: the weights,
+  // not the inputs.
+  function named() {
+    var id = decodeURIComponent(location.hash.slice(1)).replace(/^(head|part|tab)-/, "");
+    return document.getElementById("tab-" + id) || document.getElementById("tab-0") || tabs[0];
+  }
+  if (tabs.length) select(named());
+  window.addEventListener("hashchange", function () { if (tabs.length) select(named()); });
 
   function cellOf(e) { return e.target.closest ? e.target.closest("td[data-row]") : null; }
   var marked = [];
@@ -235,6 +245,10 @@ JS = r"""
     c.classList.add("on");
     panel.textContent = "";
     panel.appendChild(derive(c));
+    document.body.classList.add("open");  // the panel takes room only once it has something to show
+    var r = panel.getBoundingClientRect(), cell = c.getBoundingClientRect();
+    if (r.top > window.innerHeight || r.bottom < 0) panel.scrollIntoView({block: "nearest"});
+    else if (r.left < cell.right && cell.bottom > r.top) window.scrollBy(0, cell.bottom - r.top + 16);  // not under it
   }
   function focus(c) {
     var old = c.closest("table").querySelector("td[tabindex='0']");

@@ -20,11 +20,12 @@ from rich.text import Text
 from attncli.problem import groups
 from attncli.problem.trace import Trace
 from attncli.render.explain import fold
-from attncli.render.heatmap import print_heatmaps
+from attncli.render.heatmap import largest, print_heatmaps
 from attncli.render.text import (
     EDGE_ROWS,
     MAX_COLUMNS,
     RANGES,
+    elision,
     exact_scale,
     header_lines,
     kept,
@@ -55,16 +56,19 @@ def column_chunks(widths: list[int], label_width: int, available: int) -> list[l
 
 
 def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list[str], precision: int,
-                  width: int | None, extra: tuple[tuple[str, np.ndarray], ...] = (), full: bool = False):
+                  width: int | None, extra: tuple[tuple[str, np.ndarray], ...] = (), full: bool = False,
+                  keep: tuple = ((), ())):
     """Yield a title and a table. A table wider than `width` (a terminal's) is split into column
     ranges. A big matrix (more than 2·EDGE_ROWS rows or MAX_COLUMNS columns) is elided as numpy
     prints arrays (first and last rows and columns around ⋮ and ⋯, the true shape in the title,
     and how to see the rest) unless `full`, or unless on a terminal every column fits in RANGES
     ranges: then all are shown, split. Elided columns are then split too, never elided further (a
     4×4 table on 40 columns shows every number). `extra`: (name, one value per row) columns after
-    the matrix's (sum, lse). Only the cells shown are formatted."""
+    the matrix's (sum, lse). `keep`: the rows and columns never elided (picked by --query and --key,
+    and the largest weights of a picked query); the title then names the ones left out. Only the
+    cells shown are formatted."""
     n_rows, n_cols = matrix.shape
-    row_ids = list(range(n_rows)) if full else kept(n_rows, 2 * EDGE_ROWS)
+    row_ids = list(range(n_rows)) if full else kept(n_rows, 2 * EDGE_ROWS, keep[0])
     labels = ["⋮" if i is None else rows[i] for i in row_ids]
     label_width = max(len(label) for label in labels)
 
@@ -79,7 +83,7 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
                 row.append("⋮" if i is None else number(values[i], precision))
         return names, cells, [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(names)]
 
-    col_ids = list(range(n_cols)) if full else kept(n_cols, MAX_COLUMNS)
+    col_ids = list(range(n_cols)) if full else kept(n_cols, MAX_COLUMNS, keep[1])
     names, cells, widths = layout(col_ids)
     # A column takes at least 4 characters (a digit and its border): past RANGES · width / 4
     # columns no terminal holds them all in RANGES ranges, and they are not formatted to find out.
@@ -87,8 +91,7 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
         every = layout(list(range(n_cols)))
         if len(column_chunks(every[2], label_width, width)) <= RANGES:
             col_ids, (names, cells, widths) = list(range(n_cols)), every
-    if None in row_ids or None in col_ids:
-        title += f" ({n_rows}×{n_cols}, middle elided: --full shows all)"
+    title += elision(row_ids, col_ids, n_rows, n_cols, bool(keep[0] or keep[1]))
     chunks = column_chunks(widths, label_width, width) if width is not None else [list(range(len(names)))]
     for chunk in chunks:
         suffix = "" if len(chunks) == 1 else f" (column {names[chunk[0]]})" if len(chunk) == 1 else \
@@ -106,9 +109,10 @@ def matrix_tables(title: str, matrix: np.ndarray, rows: list[str], columns: list
 
 def render(trace: Trace, console: Console, stages, precision: int = 4, width: int | None = None,
            explanation: list[str] | None = None, heads: list[int] | None = None, full: bool = False,
-           tiled=None) -> None:
+           tiled=None, picked: tuple = ((), ())) -> None:
     """Print the header, then the explanation if there is one, else the tiles (`tiled`, from
-    `attn compute --tiles`) and every selected stage; `width` splits tables wider than it."""
+    `attn compute --tiles`) and every selected stage of the `heads` chosen (None: all); `width`
+    splits tables wider than it; `picked`: the query and key positions never elided."""
     show = partial(_show, console, precision, width, full)
     console.print(Text("\n".join(header_lines(trace, precision))))
     console.print()
@@ -123,16 +127,19 @@ def render(trace: Trace, console: Console, stages, precision: int = 4, width: in
                 console.print()
             else:
                 show(*part)
-    each_table(trace, stages, show, precision)
+    each_table(trace, stages, show, precision, heads, picked)
     if "heatmap" in stages:
-        print_heatmaps(trace, console, heads, full, width)
+        print_heatmaps(trace, console, heads, full, width, picked)
 
 
-def each_table(trace: Trace, stages, show, precision: int = 4) -> None:
-    """Call `show(title, matrix, rows, columns, extra, what=(name, head))` for every table the
-    tables view prints, in its order (the projected inputs, each head's, the final ones); `what`
-    names the table (a stage, gradient or input name; "concat", "final", "grads/NAME") and its
-    head (None for tables of every head). The page (render/page.py) draws the same tables."""
+def each_table(trace: Trace, stages, show, precision: int = 4, heads: list[int] | None = None,
+               picked: tuple = ((), ())) -> None:
+    """Call `show(title, matrix, rows, columns, extra, what=(name, head), keep=(rows, columns))`
+    for every table the tables view prints, in its order (the projected inputs, each head's of
+    `heads` (None: all), the final ones); `what` names the table (a stage, gradient or input name;
+    "concat", "final", "grads/NAME") and its head (None for tables of every head); `keep` the rows
+    and columns never elided (`picked`: query and key positions; beside a picked query, its
+    largest weights). The page (render/page.py) draws the same tables."""
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
     if "inputs" in stages and p.projected:
@@ -141,27 +148,34 @@ def each_table(trace: Trace, stages, show, precision: int = 4) -> None:
             show(f"{name} {shape_text(array.shape)}", array.reshape(len(rows), -1), rows, what=(name, None))
     exact = exact_scale(trace)
     scale = number(trace.scale, precision) + (f" ({exact})" if exact else "")  # e.g. "0.7071 (1/√2)"
-    for h in range(p.heads):
-        _head_tables(trace, h, stages, show, queries, keys, scale)
-    _final_tables(trace, stages, show, queries, keys)
+    for h in range(p.heads) if heads is None else heads:
+        _head_tables(trace, h, stages, show, queries, keys, scale, picked)
+    _final_tables(trace, stages, show, queries, keys, picked[0])
 
 
 def _show(console: Console, precision: int, width: int | None, full: bool, title: str, matrix: np.ndarray,
-          rows: list[str], columns: list[str] | None = None, extra=(), what=None) -> None:
+          rows: list[str], columns: list[str] | None = None, extra=(), what=None, keep=((), ())) -> None:
     """One titled matrix (rows, columns: labels escaped by `labels`; columns numbered when None)."""
     columns = columns or [str(j) for j in range(matrix.shape[1])]
-    for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra, full):
+    for renderable in matrix_tables(title, matrix, rows, columns, precision, width, extra, full, keep):
         console.print(renderable)
     console.print()
 
 
-def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: list[str], scale: str) -> None:
-    """Head h's inputs, the stage table's stages it has and the backward pass's, as `stages` selects."""
+def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: list[str], scale: str,
+                 picked: tuple = ((), ())) -> None:
+    """Head h's inputs, the stage table's stages it has and the backward pass's, as `stages` selects;
+    the picked queries and keys (and a picked query's largest weights) never elided."""
     p = trace.problem
     head = f" · {groups.title(p, h)}" if p.heads > 1 else ""
+    wanted, chosen = picked
+    if wanted and trace.weights is not None:
+        chosen = sorted(set(chosen) | set(largest(trace.weights[h], wanted)))
+    by = {"queries": wanted, "keys": chosen}
     if "inputs" in stages:
         for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
-            show(f"{name}{head}", trace.stage(name)[h], rows, what=(name, h))
+            show(f"{name}{head}", trace.stage(name)[h], rows, what=(name, h),
+                 keep=(by["queries" if name == "Q" else "keys"], ()))
     for stage in stage_table.present(p):
         if stage.name not in stages or trace.stage(stage.name) is None:
             continue
@@ -171,7 +185,9 @@ def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: l
             extra = (("sum", matrix.sum(axis=1)),) + ((("lse", trace.lse[h]),) if trace.lse is not None else ())
         title = stage_table.fill(stage.title, p, stage.name, scale=scale)
         rows = keys if stage.rows == "keys" else queries  # K_rope: one row per key
-        show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra, what=(stage.name, h))
+        keep = (by[stage.rows], chosen if stage.columns == "keys" else ())
+        show(title + head, matrix, rows, keys if stage.columns == "keys" else None, extra, what=(stage.name, h),
+             keep=keep)
         lab = trace.precision
         if "errors" in stages and lab is not None and stage.name in lab.errors:  # --error
             error = lab.errors[stage.name]
@@ -179,25 +195,26 @@ def _head_tables(trace: Trace, h: int, stages, show, queries: list[str], keys: l
                      for kind in ("abs", "rel")]
             show(f"{stage.name}: error against float64 in ulps of {p.dtype}{head} (largest: {worst[0]:.3g} "
                  f"absolute, {worst[1]:.3g} relative)", error["ulps"][h], rows,
-                 keys if stage.columns == "keys" else None, what=(f"{stage.name}.error", h))
+                 keys if stage.columns == "keys" else None, what=(f"{stage.name}.error", h), keep=keep)
     if trace.gradients is not None:
         for gradient in grads.GRADIENTS:
             if gradient.name in stages:
                 matrix = trace.gradients.heads[gradient.name][h]
                 columns = keys if gradient.columns == "keys" else [gradient.name] if matrix.ndim == 1 else None
                 show(grads.title(gradient, p) + head, matrix.reshape(matrix.shape[0], -1),
-                     queries if gradient.rows == "queries" else keys, columns, what=(gradient.name, h))
+                     queries if gradient.rows == "queries" else keys, columns, what=(gradient.name, h),
+                     keep=(by[gradient.rows], chosen if gradient.columns == "keys" else ()))
 
 
-def _final_tables(trace: Trace, stages, show, queries: list[str], keys: list[str]) -> None:
+def _final_tables(trace: Trace, stages, show, queries: list[str], keys: list[str], wanted=()) -> None:
     """The heads side by side and the final output (with W_O or several heads), and one gradient per input."""
     p = trace.problem
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
         if "W_O" in p.inputs:
-            show("concat = heads side by side", trace.concat, queries, what=("concat", None))
+            show("concat = heads side by side", trace.concat, queries, what=("concat", None), keep=(wanted, ()))
         bias = " + b_O" if "b_O" in p.inputs else ""
         title = f"output = concat W_O{bias}" if "W_O" in p.inputs else "output = heads side by side"
-        show(title + " (final)", trace.final, queries, what=("final", None))
+        show(title + " (final)", trace.final, queries, what=("final", None), keep=(wanted, ()))
     if trace.gradients is not None and grads.GRADS in stages:
         for name, array in trace.gradients.grads.items():
             show(f"grads: d{name} {shape_text(array.shape)}", array.reshape(-1, array.shape[-1]),
@@ -276,9 +293,9 @@ def make_console() -> Console:
 
 
 def print_tables(trace: Trace, stages, precision: int = 4, explanation: list[str] | None = None,
-                 heads: list[int] | None = None, full: bool = False, tiled=None) -> None:
+                 heads: list[int] | None = None, full: bool = False, tiled=None, picked: tuple = ((), ())) -> None:
     """To stdout. On a terminal, tables wider than it are split into column ranges; through a pipe
     the console is made as wide as the widest table, so that no number is ever cut."""
     console = make_console()
     render(trace, console, stages, precision, console.width if sys.stdout.isatty() else None,
-           explanation, heads, full, tiled)
+           explanation, heads, full, tiled, picked)

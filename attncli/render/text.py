@@ -12,6 +12,7 @@ import math
 
 from attncli.base.errors import plural, visible
 from attncli.base.rule_words import masked_rows_words
+from attncli.base.tokens import readable
 from attncli.problem import recipes
 from attncli.problem.groups import header_line as groups_line
 from attncli.problem.masks import positions_line, rule_lines
@@ -26,12 +27,44 @@ MAX_COLUMNS = 16  # without --full, at most this many columns, first and last ha
 RANGES = 3
 
 
-def kept(n: int, keep: int) -> list[int | None]:
+def kept(n: int, keep: int, always=()) -> list[int | None]:
     """Which of n rows (or columns) an elided table or grid shows: all of range(n), or its first
-    and last keep/2 with None standing for the elided middle."""
+    and last keep/2 and every index in `always` (the ones picked, the largest weights), in order,
+    with a None standing for each elided run."""
     if n <= keep:
         return list(range(n))
-    return list(range((keep + 1) // 2)) + [None] + list(range(n - keep // 2, n))
+    ends = set(range((keep + 1) // 2)) | set(range(n - keep // 2, n))
+    shown = sorted(ends | {i for i in always if 0 <= i < n})
+    found: list[int | None] = []
+    for i in shown:
+        if found and found[-1] != i - 1:
+            found.append(None)
+        found.append(i)
+    return found
+
+
+def elided(ids: list[int | None], n: int) -> str:
+    """The indices a None stands for, in words: "5–8, 10–14"."""
+    runs, last = [], -1
+    for place, i in enumerate(ids):
+        if i is None:
+            after = ids[place + 1] if place + 1 < len(ids) else n
+            runs.append(f"{last + 1}" if after - last == 2 else f"{last + 1}–{after - 1}")
+        else:
+            last = i
+    return ", ".join(runs)
+
+
+def elision(row_ids: list[int | None], col_ids: list[int | None], n_rows: int, n_cols: int, picked: bool) -> str:
+    """A title's note on what an elided table leaves out: the middle, or (beside picked rows or
+    keys, which are never elided) the rows and columns by number."""
+    if None not in row_ids and None not in col_ids:
+        return ""
+    if not picked:
+        return f" ({n_rows}×{n_cols}, middle elided: --full shows all)"
+    parts = [f"{what} {elided(ids, n)}" for what, ids, n in (("rows", row_ids, n_rows), ("columns", col_ids, n_cols))
+             if None in ids]
+    return f" ({n_rows}×{n_cols}, {' and '.join(parts)} elided: --full shows all)"
 
 
 def shown(text: str) -> str:
@@ -60,8 +93,9 @@ def number(x: float, precision: int) -> str:
 
 
 def labels(names: list[str] | None, n: int) -> list[str]:
-    """Row or column headers: the given labels (escaped by `shown`), or indices."""
-    return [shown(name) for name in names] if names else [str(i) for i in range(n)]
+    """Row or column headers: the given labels as read (a tokenizer's `Ġit` as `it`:
+    base/tokens.py) and escaped by `shown`, or indices."""
+    return [shown(name) for name in readable(names)] if names else [str(i) for i in range(n)]
 
 
 def shape_text(shape) -> str:

@@ -1,0 +1,138 @@
+"""`attn compute` of a document of several layers (attn capture --layer all; attncli/document/layers.py).
+One layer chosen (`--layer 3`) is an ordinary document: compute_run.py computes it, every view and
+option as for any problem. Several chosen (`--layer 3,7-9`, or none named: all) come here, from
+the one reading of the file: each layer is computed in turn (`computed`, one `LayerRun` each, for
+views that span layers) and shown in turn, its header with its title, its agreement line after
+it, as tables; or as one JSON document, `{"attncli", "title", "model", "layers": [each layer's
+document as attn compute writes one]}`, which reads back as a document of several layers. A format
+whose record does not hold "layers" (render/formats.py: a text export, an .npy or .npz file),
+--explain beside JSON, and --cost show one layer: they are refused, naming --layer. Exit status as
+for one layer: 1 when any layer differs from its model.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Iterator, NamedTuple
+
+from attncli.base.errors import AttnError, InputError, one_line
+from attncli.commands import compute_run, spec
+from attncli.commands.compute_options import OPTIONS, PARTS
+from attncli.commands.edge import flag, warning
+from attncli.document import agreement, layers
+from attncli.document.loading import overlay
+from attncli.document.reading import build_problem
+from attncli.render import formats, out
+from attncli.render.files import Interrupted, write_output
+from attncli.render.formats import View
+from attncli.render.json import dumps
+from attncli.render.target import OutputError
+
+
+class LayerRun(NamedTuple):
+    """One layer of the document, computed: its number (model.layer), its document (the options
+    over it), its trace (and tile trace), the stages shown and its agreement with its model."""
+
+    number: int
+    doc: dict
+    trace: object
+    tiled: object
+    shown: tuple[str, ...]
+    agreed: object
+
+
+def run(o, plan) -> None:
+    """compute_run.run, and each layer in turn when the document holds several."""
+    try:
+        compute_run.run(o, plan)
+    except layers.SeveralLayers as several:
+        _refuse(o, plan, several)
+        runs = computed(several, o, plan)
+        differs = _tables(runs, o, plan) if plan.format.terminal else _json(runs, several, o, plan)
+        if differs:
+            sys.exit(1)  # as diff: some layer and its model differ
+
+
+def _refuse(o, plan, several: layers.SeveralLayers) -> None:
+    """What shows one layer, refused before any is computed."""
+    count = f"{len(several.places)} layers"
+    one = f"choose one with --layer {layers.numbers(several.doc)[several.places[0]]}"
+    if o.cost:
+        raise InputError(f"counts one problem, and the document holds {count}; {one}", "--cost")
+    if not plan.format.can("layers"):
+        what = f"an {plan.suffix} file" if plan.format.binary else f"--format {plan.format.name}"
+        ways = formats.listed([f.name for f in formats.holding("layers")])
+        raise InputError(f"{what} holds one layer, and the document holds {count}; {one}, or use --format {ways}",
+                         "--output" if plan.suffix else "--format")
+    if o.explain and not plan.format.terminal:
+        raise InputError(f"beside JSON explains one layer, and the document holds {count}; {one}, or use tables",
+                         "--explain")
+
+
+def computed(several: layers.SeveralLayers, o, plan) -> Iterator[LayerRun]:
+    """Each chosen layer computed, in the order chosen, as compute_run computes one document."""
+    matrices, settings, origin = spec.settings(OPTIONS, o, PARTS)
+    numbers = layers.numbers(several.doc)
+    source = several.source
+    for place in several.places:
+        doc, found = overlay(layers.layer_document(several.doc, place), matrices, settings, source)
+        found |= origin
+        problem = build_problem(doc, found | {"invert_mask": "--invert-mask"}, source, invert_mask=o.invert_mask)
+        shown, warnings = compute_run.check(problem, plan, o)
+        trace, tiled = compute_run.calculate(problem, plan, shown, o.full, (source, doc, tuple(found.values())),
+                                             warnings)
+        try:
+            agreed = agreement.compare(doc, trace)
+            if "agreement" in doc:
+                agreement.check_claim(doc["agreement"], agreed)
+        except AttnError as error:
+            raise error.at(source) if source else error
+        yield LayerRun(numbers[place], doc, trace, tiled, shown, agreed)
+
+
+def _warn(run: LayerRun) -> None:
+    for notice in run.trace.warnings:
+        sys.stderr.write(f"warning: layer {run.number}: {one_line(warning(notice))}\n")
+
+
+def _tables(runs: Iterator[LayerRun], o, plan) -> bool:
+    """Each layer as compute_run renders one (its header names it: the title), a blank line between."""
+    differs = False
+    for i, run in enumerate(runs):
+        if i:
+            out.write_all("\n")
+        compute_run.render(run.trace, run.tiled, run.shown, plan, o, run.agreed, run.doc.get("word_ids"))
+        _warn(run)
+        differs |= run.agreed is not None and not run.agreed.agrees
+    return differs
+
+
+def _json(runs: Iterator[LayerRun], several: layers.SeveralLayers, o, plan) -> bool:
+    """One JSON document: the file's title and model, and each layer's document as attn compute
+    writes one, joined as text (each is already strict JSON); every agreement line on stderr."""
+    top = {k: several.doc[k] for k in ("title", "model") if k in several.doc}
+    parts, differs = [], False
+    for run in runs:
+        extra = agreement.captured(run.doc) if run.agreed is None else run.agreed.keys  # model.layer: its number
+        view = View(run.trace, run.shown, decimals=o.round_, tiled=run.tiled, extra=extra, say=flag)
+        parts.append(plan.format.trace(view).rstrip("\n"))
+        if run.agreed is not None:
+            sys.stderr.write(one_line(run.agreed.line()) + "\n")
+            differs |= not run.agreed.agrees
+        _warn(run)
+    text = dumps({"attncli": 1, **top})[:-1] + ', "layers": [' + ", ".join(parts) + "]}\n"
+    if o.output_file:
+        _write(o.output_file, text)
+    else:
+        out.write_all(text)
+    return differs
+
+
+def _write(path: str, text: str) -> None:
+    """--output FILE.json, as compute_run writes one layer's: atomically, its errors one line."""
+    try:
+        write_output(path, ".json", text)
+    except OutputError as error:
+        raise error.at("--output")
+    except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
+        stop.die()
