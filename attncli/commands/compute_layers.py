@@ -48,7 +48,10 @@ def run(o, plan) -> None:
     except layers.SeveralLayers as several:
         _refuse(o, plan, several)
         runs = computed(several, o, plan)
-        differs = _tables(runs, o, plan) if plan.format.terminal else _json(runs, several, o, plan)
+        if plan.format.terminal:
+            differs = _tables(runs, o, plan)
+        else:
+            differs = (_page if plan.format.name == "html" else _json)(runs, several, o, plan)
         if differs:
             sys.exit(1)  # as diff: some layer and its model differ
 
@@ -64,8 +67,11 @@ def _refuse(o, plan, several: layers.SeveralLayers) -> None:
         ways = formats.listed([f.name for f in formats.holding("layers")])
         raise InputError(f"{what} holds one layer, and the document holds {count}; {one}, or use --format {ways}",
                          "--output" if plan.suffix else "--format")
+    if plan.format.name == "html" and (plan.output_only or plan.tile_sizes is not None):
+        raise InputError(f"the page of {count} shows their weights, which {'--tiles' if plan.tile_sizes else '--stages output'} "
+                         f"does not compute; drop it, or {one}", "--tiles" if plan.tile_sizes else "--stages")
     if o.explain and not plan.format.terminal:
-        raise InputError(f"beside JSON explains one layer, and the document holds {count}; {one}, or use tables",
+        raise InputError(f"beside {plan.format.name.upper()} explains one layer, and the document holds {count}; {one}, or use tables",
                          "--explain")
 
 
@@ -128,10 +134,34 @@ def _json(runs: Iterator[LayerRun], several: layers.SeveralLayers, o, plan) -> b
     return differs
 
 
-def _write(path: str, text: str) -> None:
-    """--output FILE.json, as compute_run writes one layer's: atomically, its errors one line."""
+def _page(runs: Iterator[LayerRun], several: layers.SeveralLayers, o, plan) -> bool:
+    """One page of every layer (render/page_layers.py), built as each is computed; every agreement
+    line on stderr, as beside JSON."""
+    # Imported here, for start-up: only the page needs it.
+    from attncli.render.page_layers import LayersPage
+
+    page, differs, chosen = LayersPage(several.doc, several.source), False, ((), ())
+    for run in runs:
+        word_ids = run.doc.get("word_ids")
+        if page.first is None:
+            chosen = compute_run.picked(o, run.trace.problem, None if word_ids is None else list(word_ids))
+        page.add(run.number, run.trace, run.doc.get("title"), run.agreed, word_ids)
+        if run.agreed is not None:
+            sys.stderr.write(one_line(run.agreed.line()) + "\n")
+            differs |= not run.agreed.agrees
+        _warn(run)
+    text = page.text(chosen)
+    if o.output_file:
+        _write(o.output_file, text, ".html")
+    else:
+        out.write_all(text)
+    return differs
+
+
+def _write(path: str, text: str, suffix: str = ".json") -> None:
+    """--output FILE.json (or .html), as compute_run writes one layer's: atomically, its errors one line."""
     try:
-        write_output(path, ".json", text)
+        write_output(path, suffix, text)
     except OutputError as error:
         raise error.at("--output")
     except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it

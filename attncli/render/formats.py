@@ -180,7 +180,7 @@ FORMATS: tuple[Format, ...] = (
            holds=frozenset({"explanation", "backward"})),
     Format("csv", "one stage", (".csv",), stages="one", escape=escapes.csv_cell, trace=_csv),
     Format("html", "the explorer page (docs/explorer.md)", (".html",), escape=escapes.html_text, builds="nothing",
-           trace=_html, holds=frozenset({"tiles", "heatmap", "explanation", "backward"})),
+           trace=_html, holds=frozenset({"tiles", "heatmap", "explanation", "backward", "layers"})),
     Format("svg", "the weights as a picture, each head's heatmap in a grid with a colour scale (for a paper)",
            (".svg",), stages="weights", escape=escapes.html_text, trace=_svg, holds=frozenset({"heatmap"})),
     Format("gradescope", "Gradescope's autograder results.json (attn check)", escape=escapes.json_string),

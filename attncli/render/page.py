@@ -45,10 +45,10 @@ def _hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def policy() -> str:
-    """The Content-Security-Policy: nothing loads; only this page's style and script run."""
-    return (f"default-src 'none'; style-src {_hash(CSS)}; script-src {_hash(JS)}; img-src 'none'; "
-            "base-uri 'none'; form-action 'none'")
+def policy(styles: tuple[str, ...] = (CSS,), scripts: tuple[str, ...] = (JS,)) -> str:
+    """The Content-Security-Policy: nothing loads; only this page's styles and scripts run."""
+    return (f"default-src 'none'; style-src {' '.join(map(_hash, styles))}; "
+            f"script-src {' '.join(map(_hash, scripts))}; img-src 'none'; base-uri 'none'; form-action 'none'")
 
 
 class Tables:
@@ -292,17 +292,19 @@ def _rows_text(rows: list[int]) -> str:
     return ("Rows " if len(rows) > 1 else "Row ") + ", ".join(runs)
 
 
-def document(title: str, header: str, body: list[str], data: str, intro: str) -> str:
+def document(title: str, header: str, body: list[str], data: str, intro: str, more: tuple[str, str] = ("", "")) -> str:
     """The page around its body: the policy, the style, the title (user text: escaped here), the
-    header (escaped lines), the derivation panel, the data block (script_json) and the script."""
+    header (escaped lines), the derivation panel, the data block (script_json) and the script.
+    `more`: a style and a script of its own beside the page's (render/page_views.py's)."""
+    styles, scripts = (CSS, more[0]) if more[0] else (CSS,), (JS, more[1]) if more[1] else (JS,)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-            f'<meta http-equiv="Content-Security-Policy" content="{policy()}">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{policy(styles, scripts)}">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{html_text(title)}</title>\n<style>{CSS}</style></head>\n"
+            f"<title>{html_text(title)}</title>\n" + "".join(f"<style>{s}</style>" for s in styles) + "</head>\n"
             f'<body class="attn">\n<h1>{html_text(title)}</h1>\n'
             + (f'<pre class="header">{header}</pre>\n' if header else "")
             + f'<p class="note">{html_text(intro)}</p>\n' + "\n".join(body)
             + '\n<aside id="derivation" aria-live="polite"><p class="note">Click a number to see its '
             "derivation.</p></aside>"
             f'\n<script type="application/json" id="attn-data">{data}</script>\n'
-            f"<script>{JS}</script>\n</body></html>\n")
+            + "".join(f"<script>{s}</script>\n" for s in scripts) + "</body></html>\n")

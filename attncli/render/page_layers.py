@@ -1,0 +1,79 @@
+"""The page of a captured model's layers: `attn compute layers.json -o page.html` on a document of
+several layers (commands/compute_layers.py), one self-contained file with the model view, the head
+view, the weights table and the q·k view of render/page_views.py, around the page's own frame
+(render/page.py's `document`: the policy, the style, the derivation panel).
+
+Views never compute: the arrays are each layer's trace, packed as they are; the page's script draws
+them (and derives a clicked weight, see page_views' docstring).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from attncli.base.errors import InputError, plural
+from attncli.render.escapes import script_json
+from attncli.render.page import document, escape_lines
+from attncli.render.page_views import MOST_NUMBERS, VIEWS_CSS, VIEWS_JS, count, layer_data, views_data
+
+BODY = """<section id="views" aria-label="model view">
+<h2>Choose a query and a key</h2>
+<div class="pick" id="pick-query"><span>query</span></div>
+<div class="pick" id="pick-key"><span>key</span></div>
+<p id="ranked-what" class="note"></p><ol id="ranked" class="ranked"></ol>
+<h2>Model view: layers × heads</h2>
+<p class="note">Each head's weights: a row per query, a column per key, darker for more weight, grey where
+masked. Click one (or use a link such as #layer-4-head-3) to open it below.</p>
+<div class="wide"><table id="model-view" class="mv"></table></div>
+</section>
+<noscript><p>The model view, the head view and the q·k view are drawn by the page's script.</p></noscript>
+<section id="head-detail" aria-live="polite" hidden>
+<h2 id="head-title"></h2>
+<div class="views-row"><div><h3>weights</h3><p class="note">Click a weight (or press Enter on it) for its
+derivation and its q·k products.</p><div id="head-weights" class="wide"></div></div>
+<div><h3>head view</h3><p class="note">Lines from each query (left) to each key (right), darker and thicker for
+more weight; hover or focus a token to see its lines alone.</p><div id="head-view"></div></div></div>
+<h3>q·k view</h3><div id="head-qk"></div>
+</section>"""
+
+
+class LayersPage:
+    """The page, built as the layers are computed (one at a time: each layer's trace is packed and
+    dropped); `add` refuses, naming --layer, once the page would embed more than MOST_NUMBERS."""
+
+    def __init__(self, doc: dict, source: str | None):
+        self.doc, self.source = doc, source
+        self.layers: list[dict] = []
+        self.agreements: list[str] = []
+        self.numbers = 0
+        self.first = None  # (problem, word_ids) of the first layer: the tokens every layer shares
+
+    def add(self, number: int, trace, title: str | None, agreed, word_ids=None) -> None:
+        self.numbers += count(trace)
+        if self.numbers > MOST_NUMBERS:
+            raise InputError(f"the page would embed more than {MOST_NUMBERS:,} numbers by layer {number} "
+                             f"({self.numbers:,}), more than a page opens quickly; choose fewer layers with --layer",
+                             "--output")
+        if self.first is None:
+            self.first = (trace.problem, word_ids)
+        self.layers.append(layer_data(number, trace, title))
+        if agreed is not None:
+            self.agreements.append(agreed.line())
+
+    def text(self, picked=((), ())) -> str:
+        problem, word_ids = self.first
+        title = self.doc.get("title") or (self.source if self.source and self.source != "-" else "attention")
+        first = self.layers[0]
+        numbers = [layer["layer"] for layer in self.layers]
+        header = [f"{plural(len(self.layers), 'layer')} ({', '.join(map(str, numbers))}) × "
+                  f"{plural(first['heads'], 'head')}, {plural(problem.lq, 'query')} × {plural(problem.lk, 'key')}, "
+                  f"d_k = {first['d']}" + (", RoPE" if first["rope"] else "")
+                  + (f", mask {problem.mask_rule}" if problem.mask_rule else "")]
+        header += self.agreements
+        views = views_data(self.layers, problem, word_ids, picked)
+        data = {"rows": {}, "tiles": {}, "why": None, "heads": first["heads"], "given": [], "keyRows": [],
+                "command": "attn compute " + (shlex.quote(self.source) if self.source and self.source != "-" else "FILE")}
+        body = [BODY, f'<script type="application/json" id="attn-views">{script_json(views)}</script>']
+        intro = ("Choose a query and a key to rank every head by the weight between them; click a head to open "
+                 "its weights, its head view and its q·k view; click a weight to see how it was calculated.")
+        return document(title, escape_lines(header), body, script_json(data), intro, (VIEWS_CSS, VIEWS_JS))
