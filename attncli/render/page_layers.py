@@ -14,7 +14,8 @@ import shlex
 from attncli.base.errors import InputError, plural
 from attncli.render.escapes import script_json
 from attncli.render.page import document, escape_lines
-from attncli.render.page_views import MOST_NUMBERS, VIEWS_CSS, VIEWS_JS, count, layer_data, views_data
+from attncli.render import page_views
+from attncli.render.page_views import VIEWS_CSS, VIEWS_JS, count, layer_data, views_data
 
 BODY = """<section id="views" aria-label="model view">
 <h2>Choose a query and a key</h2>
@@ -39,7 +40,7 @@ more weight; hover or focus a token to see its lines alone.</p><div id="head-vie
 
 class LayersPage:
     """The page, built as the layers are computed (one at a time: each layer's trace is packed and
-    dropped); `add` refuses, naming --layer, once the page would embed more than MOST_NUMBERS."""
+    dropped); `add` refuses, naming --layer, once the page would embed more than page_views.MOST_NUMBERS."""
 
     def __init__(self, doc: dict, source: str | None):
         self.doc, self.source = doc, source
@@ -50,8 +51,9 @@ class LayersPage:
 
     def add(self, number: int, trace, title: str | None, agreed, word_ids=None) -> None:
         self.numbers += count(trace)
-        if self.numbers > MOST_NUMBERS:
-            raise InputError(f"the page would embed more than {MOST_NUMBERS:,} numbers by layer {number} "
+        most = page_views.MOST_NUMBERS
+        if self.numbers > most:
+            raise InputError(f"the page would embed more than {most:,} numbers by layer {number} "
                              f"({self.numbers:,}), more than a page opens quickly; choose fewer layers with --layer",
                              "--output")
         if self.first is None:
