@@ -12,9 +12,9 @@ from __future__ import annotations
 import shlex
 
 from attncli.base.errors import InputError, plural
+from attncli.render import page_views
 from attncli.render.escapes import script_json
 from attncli.render.page import document, escape_lines
-from attncli.render import page_views
 from attncli.render.page_views import VIEWS_CSS, VIEWS_JS, count, layer_data, views_data
 
 BODY = """<section id="views" aria-label="model view">
