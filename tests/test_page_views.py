@@ -120,3 +120,12 @@ def test_tiles_and_the_output_alone_are_refused_for_the_layers_page(run, problem
     source = problem_file(two_layers())
     assert_error(run("compute", source, "--tiles", "4,4", "-o", tmp_path / "t.html"), "--tiles", "--layer 0")
     assert_error(run("compute", source, "--stages", "output", "-o", tmp_path / "t.html"), "--stages", "--layer 0")
+
+
+def test_head_and_precision_reach_the_page_and_explain_is_refused(run, problem_file, tmp_path, layers_page):
+    data = views(layers_page("--head", "1", "--precision", "6"))
+    assert (data["head"], data["precision"]) == (1, 6)
+    source = problem_file(two_layers())
+    assert_error(run("compute", source, "--head", "2", "-o", tmp_path / "h.html"), "--head", "0 to 1")
+    assert_error(run("compute", source, "--explain", "-o", tmp_path / "e.html"), "--explain", "beside the page",
+                 "--layer 0")

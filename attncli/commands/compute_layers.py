@@ -17,6 +17,7 @@ from typing import Iterator, NamedTuple
 
 from attncli.base.errors import AttnError, InputError, one_line
 from attncli.commands import compute_run, spec
+from attncli.commands import option_text as opt
 from attncli.commands.compute_options import OPTIONS, PARTS
 from attncli.commands.edge import flag, warning
 from attncli.document import agreement, layers
@@ -71,7 +72,7 @@ def _refuse(o, plan, several: layers.SeveralLayers) -> None:
         raise InputError(f"the page of {count} shows their weights, which {'--tiles' if plan.tile_sizes else '--stages output'} "
                          f"does not compute; drop it, or {one}", "--tiles" if plan.tile_sizes else "--stages")
     if o.explain and not plan.format.terminal:
-        raise InputError(f"beside {plan.format.name.upper()} explains one layer, and the document holds {count}; {one}, or use tables",
+        raise InputError(f"beside {'the page' if plan.format.name == 'html' else 'JSON'} explains one layer, and the document holds {count}; {one}, or use tables",
                          "--explain")
 
 
@@ -140,17 +141,18 @@ def _page(runs: Iterator[LayerRun], several: layers.SeveralLayers, o, plan) -> b
     # Imported here, for start-up: only the page needs it.
     from attncli.render.page_layers import LayersPage
 
-    page, differs, chosen = LayersPage(several.doc, several.source), False, ((), ())
+    page, differs, chosen, head = LayersPage(several.doc, several.source), False, ((), ()), None
     for run in runs:
         word_ids = run.doc.get("word_ids")
         if page.first is None:
             chosen = compute_run.picked(o, run.trace.problem, None if word_ids is None else list(word_ids))
+            head = None if o.head is None else opt.head(o.head, run.trace.problem.heads)
         page.add(run.number, run.trace, run.doc.get("title"), run.agreed, word_ids)
         if run.agreed is not None:
             sys.stderr.write(one_line(run.agreed.line()) + "\n")
             differs |= not run.agreed.agrees
         _warn(run)
-    text = page.text(chosen)
+    text = page.text(chosen, o.precision, head)
     if o.output_file:
         _write(o.output_file, text, ".html")
     else:

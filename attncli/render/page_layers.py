@@ -62,7 +62,7 @@ class LayersPage:
         if agreed is not None:
             self.agreements.append(agreed.line())
 
-    def text(self, picked=((), ())) -> str:
+    def text(self, picked=((), ()), precision: int = 4, head: int | None = None) -> str:
         problem, word_ids = self.first
         title = self.doc.get("title") or (self.source if self.source and self.source != "-" else "attention")
         first = self.layers[0]
@@ -72,7 +72,7 @@ class LayersPage:
                   f"d_k = {first['d']}" + (", RoPE" if first["rope"] else "")
                   + (f", mask {problem.mask_rule}" if problem.mask_rule else "")]
         header += self.agreements
-        views = views_data(self.layers, problem, word_ids, picked)
+        views = views_data(self.layers, problem, word_ids, picked, precision, head)
         data = {"rows": {}, "tiles": {}, "why": None, "heads": first["heads"], "given": [], "keyRows": [],
                 "command": "attn compute " + (shlex.quote(self.source) if self.source and self.source != "-" else "FILE")}
         body = [BODY, f'<script type="application/json" id="attn-views">{script_json(views)}</script>']

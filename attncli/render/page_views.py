@@ -102,9 +102,11 @@ def count(trace) -> int:
     return p.heads * p.lq * (3 * p.lk + trace.d_k) + kv * p.lk * trace.d_k
 
 
-def views_data(layers: list[dict], problem, word_ids=None, picked=((), ())) -> dict:
+def views_data(layers: list[dict], problem, word_ids=None, picked=((), ()), precision: int = 4,
+               head: int | None = None) -> dict:
     """The views' data block: the tokens (as text, and as words), the query and key chosen
-    (--query, --key: word indexes), and each layer's `layer_data`."""
+    (--query, --key: word indexes), the head --head opens, the decimals shown (--precision), and
+    each layer's `layer_data`."""
     raw_q = list(problem.query_labels) if problem.query_labels else [str(i) for i in range(problem.lq)]
     raw_k = list(problem.key_labels) if problem.key_labels else [str(j) for j in range(problem.lk)]
     ids = list(word_ids) if word_ids is not None and len(word_ids) == problem.lk else None
@@ -121,7 +123,7 @@ def views_data(layers: list[dict], problem, word_ids=None, picked=((), ())) -> d
             "queryWords": [[name, group] for name, group in query_words],
             "keyWords": [[name, group] for name, group in key_words],
             "query": word(query_words, list(picked[0])), "key": word(key_words, list(picked[1])),
-            "lq": problem.lq, "lk": problem.lk, "layers": layers}
+            "lq": problem.lq, "lk": problem.lk, "precision": precision, "head": head, "layers": layers}
 
 
 VIEWS_CSS = """
@@ -155,7 +157,7 @@ VIEWS_JS = r"""
   var node = document.getElementById("attn-views");
   if (!node) return;
   var V = JSON.parse(node.textContent), panel = document.getElementById("derivation");
-  var P = 4;  // decimals shown, as the tables
+  var P = V.precision;  // decimals shown (--precision), as the tables
   function f64(s) {
     var b = atob(s), u = new Uint8Array(b.length);
     for (var i = 0; i < b.length; i++) u[i] = b.charCodeAt(i);
@@ -302,6 +304,7 @@ VIEWS_JS = r"""
     var hash = "#layer-" + V.layers[l].layer + "-head-" + h;
     if (location.hash !== hash) location.hash = hash;  // the hashchange opens it
     else open(l, h);
+    document.getElementById("head-detail").scrollIntoView({block: "start"});
   }
   function open(l, h) {
     sel.layer = l; sel.head = h; sel.cell = null;
@@ -530,9 +533,13 @@ VIEWS_JS = r"""
   picker("pick-key", V.keyWords, "key");
   thumbnails();
   update();
-  if (!fromHash()) {
-    var best = ranking()[0];
-    open(best ? best.l : 0, best ? best.h : 0);
+  // It opens on the head a link names (#layer-4-head-3; #head-3: the first layer's), else on --head's
+  // (in the layer that ranks it best), else on the best head for the query and key chosen, else the first.
+  if (fromHash()) document.getElementById("head-detail").scrollIntoView({block: "start"});
+  else {
+    var best = ranking().filter(function (r) { return V.head === null || r.h === V.head; })[0];
+    var first = V.head !== null && V.head < V.layers[0].heads ? V.head : 0;
+    open(best ? best.l : 0, best ? best.h : first);
   }
   window.addEventListener("hashchange", fromHash);
   document.body.setAttribute("data-views", "ready");
