@@ -129,3 +129,10 @@ def test_head_and_precision_reach_the_page_and_explain_is_refused(run, problem_f
     assert_error(run("compute", source, "--head", "2", "-o", tmp_path / "h.html"), "--head", "0 to 1")
     assert_error(run("compute", source, "--explain", "-o", tmp_path / "e.html"), "--explain", "beside the page",
                  "--layer 0")
+
+
+def test_the_page_goes_to_stdout_and_layers_of_other_lengths_are_refused(run, problem_file, layers_page):
+    assert run("compute", problem_file(two_layers()), "--format", "html").stdout == layers_page()
+    short = layer(1) | {k: layer(1)[k][:14] for k in ("Q", "K", "V")}
+    doc = {"title": "two lengths", "layers": [layer(0), short]}
+    assert_error(run("compute", problem_file(doc), "--format", "html"), "--layer", "layer 1 has 14 × 14", "15 × 15")

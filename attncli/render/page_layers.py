@@ -30,11 +30,11 @@ masked. Click one (or use a link such as #layer-4-head-3) to open it below.</p>
 <noscript><p>The model view, the head view and the q·k view are drawn by the page's script.</p></noscript>
 <section id="head-detail" aria-live="polite" hidden>
 <h2 id="head-title"></h2>
-<div class="views-row"><div><h3>weights</h3><p class="note">Click a weight (or press Enter on it) for its
-derivation and its q·k products.</p><div id="head-weights" class="wide"></div></div>
-<div><h3>head view</h3><p class="note">Lines from each query (left) to each key (right), darker and thicker for
-more weight; hover or focus a token to see its lines alone.</p><div id="head-view"></div></div></div>
-<h3>q·k view</h3><div id="head-qk"></div>
+<h3>weights</h3><p class="note">Click a weight (or press Enter on it) for its derivation and its q·k products.</p>
+<div id="head-weights" class="wide"></div>
+<div class="views-row"><div><h3>head view</h3><p class="note">Lines from each query (left) to each key (right),
+darker and thicker for more weight; hover or focus a token to see its lines alone.</p><div id="head-view"></div></div>
+<div><h3>q·k view</h3><div id="head-qk"></div></div></div>
 </section>"""
 
 
@@ -58,6 +58,11 @@ class LayersPage:
                              "--output")
         if self.first is None:
             self.first = (trace.problem, word_ids)
+        elif (trace.problem.lq, trace.problem.lk) != (self.first[0].lq, self.first[0].lk):
+            first = self.layers[0]["layer"]
+            raise InputError(f"layer {number} has {trace.problem.lq} × {trace.problem.lk} queries × keys and layer "
+                             f"{first} {self.first[0].lq} × {self.first[0].lk}; a page shows the layers of one "
+                             "sequence: choose them with --layer", "--layer")
         self.layers.append(layer_data(number, trace, title))
         if agreed is not None:
             self.agreements.append(agreed.line())

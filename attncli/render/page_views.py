@@ -148,7 +148,8 @@ border:1px solid var(--line);border-radius:4px;padding:.1rem .45rem;cursor:point
 .attn .qk .bar{display:inline-block;height:.7em;background:rgba(var(--pos),.8);vertical-align:middle}
 .attn .qk .bar.neg{background:rgba(var(--neg),.8)}
 .attn .qk tr.band th{text-align:left}
-.attn .views-row{display:flex;flex-wrap:wrap;gap:1.5rem;align-items:flex-start}
+.attn .views-row{display:flex;flex-wrap:wrap;gap:2rem;align-items:flex-start}
+.attn .views-row>div{max-width:100%}
 """
 
 VIEWS_JS = r"""
@@ -228,7 +229,9 @@ VIEWS_JS = r"""
   }
 
   // ---- the model view
-  var colour = (getComputedStyle(document.body).getPropertyValue("--pos") || "31,100,177").split(",").map(Number);
+  var style = getComputedStyle(document.body);
+  var colour = (style.getPropertyValue("--pos") || "31,100,177").split(",").map(Number);
+  var paper = (style.backgroundColor.match(/\d+/g) || [255, 255, 255]).slice(0, 3).map(Number);  // light or dark
   var thumbs = [];
   function thumbnails() {
     var table = document.getElementById("model-view"), most = 0;
@@ -263,9 +266,7 @@ VIEWS_JS = r"""
     for (var i = 0; i < LQ; i++) for (var j = 0; j < LK; j++) {
       var x = w(l, h, i, j), p = 4 * (i * LK + j), a = Math.min(1, Math.max(0, x));
       var masked = logit(l, h, i, j) === -Infinity;
-      img.data[p] = masked ? 190 : Math.round(255 + (colour[0] - 255) * a);
-      img.data[p + 1] = masked ? 190 : Math.round(255 + (colour[1] - 255) * a);
-      img.data[p + 2] = masked ? 190 : Math.round(255 + (colour[2] - 255) * a);
+      for (var c = 0; c < 3; c++) img.data[p + c] = masked ? 128 : Math.round(paper[c] + (colour[c] - paper[c]) * a);
       img.data[p + 3] = 255;
     }
     ctx.putImageData(img, 0, 0);
@@ -485,8 +486,10 @@ VIEWS_JS = r"""
     var e = logits.map(function (v) { return v === -Infinity ? 0 : Math.exp(v - m); }), sum = 0;
     e.forEach(function (v) { sum += v; });
     if (L.sinks) sum += Math.exp(L.sinks[h] - m);
+    var width = Math.max.apply(null, V.keys.map(function (k) { return k.length; }));
+    function pad(k) { return k + new Array(width - k.length + 1).join(" "); }
     logits.forEach(function (v, c) {
-      line("  " + V.keys[c] + "  e^(" + fmt(v) + " − " + fmt(m) + ") = " + (v === -Infinity ? "0 (masked)" : fmt(e[c])), c === j);
+      line("  " + pad(V.keys[c]) + "  e^(" + fmt(v) + " − " + fmt(m) + ") = " + (v === -Infinity ? "0 (masked)" : fmt(e[c])), c === j);
     });
     if (L.sinks) line("  sink  e^(" + fmt(L.sinks[h]) + " − " + fmt(m) + ") = " + fmt(Math.exp(L.sinks[h] - m)));
     line("  sum = " + fmt(sum));
