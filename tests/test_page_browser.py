@@ -490,3 +490,28 @@ def test_the_smollm2_page_groups_the_rotated_products_in_frequency_bands(opened,
     lines = page.tab.eval_on_selector_all("#head-view line", "ls => ls.length")
     assert lines == 12 * 13 // 2  # causal: each query's keys up to itself
     assert page.requests == [] and page.errors == []
+
+
+def test_a_captured_layers_views_tab_opens_from_a_link_and_keeps_head_links(opened, tmp_path):
+    """One captured layer's tables page has the views as its first tab: #layer-2-head-1 opens it on that head
+    (a thumbnail's click too), #head-1 still opens head 1's tables."""
+    import json
+
+    from tests.test_page_views import captured_layer
+
+    source, path = tmp_path / "one.json", tmp_path / "one.html"
+    source.write_text(json.dumps(captured_layer(2)))
+    assert CliRunner().invoke(app, ["compute", str(source), "-o", str(path)]).exit_code == 0
+    shown = "ps => ps.filter(p => !p.hidden).map(p => p.id)"
+    page = opened(path)
+    assert page.tab.eval_on_selector_all("[role=tabpanel]", shown) == ["part-0"]  # the weights, as before
+    page.tab.click("#tab-views")
+    page.tab.click('#model-view button[data-head="1"]')
+    assert page.tab.eval_on_selector_all("[role=tabpanel]", shown) == ["part-views"]
+    assert page.tab.inner_text("#head-title") == "layer 2 · head 1"
+    for link, part in (("#head-1", "part-1"), ("#layer-2-head-0", "part-views")):
+        page.tab.goto(path.resolve().as_uri() + link)
+        _views_ready(page)
+        assert page.tab.eval_on_selector_all("[role=tabpanel]", shown) == [part], link
+    assert page.tab.inner_text("#head-title") == "layer 2 · head 0"
+    assert page.requests == [] and page.errors == []

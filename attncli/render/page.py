@@ -24,6 +24,7 @@ from attncli.problem.trace import Trace
 from attncli.render.escapes import html_text, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.page_derive import derivations
+from attncli.render.page_views import VIEWS_CSS, VIEWS_JS, layer_views
 from attncli.render.tables import each_table
 from attncli.render.text import header_lines, kept, labels, number
 from attncli.render.tiles import tile_parts
@@ -248,11 +249,13 @@ def notebook(trace: Trace, stages, precision: int = 4) -> str:
 
 
 def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None, source: str | None = None,
-         explanation: list[str] | None = None, carry: str = "exact", picked=((), ()), chosen: bool = True) -> str:
+         explanation: list[str] | None = None, carry: str = "exact", picked=((), ()), chosen: bool = True,
+         views: tuple | None = None) -> str:
     """The whole page as text (see the module docstring). `source`: the problem's file name, for
     the page title and the commands a derivation names; `carry`: --explain's --carry; `picked`: the
     query and key positions --query and --key name (never elided; their rows explained first);
-    `chosen`: the stages were asked for (else, too many numbers for a page, the weights alone)."""
+    `chosen`: the stages were asked for (else, too many numbers for a page, the weights alone);
+    `views`: a captured layer's (number, word ids): a first tab of render/page_views.py's views."""
     p = trace.problem
     tables, notes = collect(trace, stages, precision, full, tiled, picked, None if chosen or full else ("weights",))
     first = [i for i in picked[0] if i in tables.rows]
@@ -276,10 +279,13 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
         body.append(f'<p class="note">{html_text(born.line())} (outlined below).</p>')
     if explanation:
         body.append(f'<h2>explanation</h2><pre>{escape_lines(explanation)}</pre>')
-    body.append(tabbed(sections(trace, tables)))
+    parts, more = sections(trace, tables), ("", "")
+    if views is not None and trace.stage("weights") is not None:  # a captured layer: its heads' views, a tab
+        parts, more = [("views", layer_views(trace, *views, picked, precision))] + parts, (VIEWS_CSS, VIEWS_JS)
+    body.append(tabbed(parts))
     intro = ("Click a number, or move with the arrow keys and press Enter, to see how it was calculated. "
              "Hatched cells are masked.")
-    return document(title, header, body, script_json(data), intro)
+    return document(title, header, body, script_json(data), intro, more)
 
 
 def _rows_text(rows: list[int]) -> str:

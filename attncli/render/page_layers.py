@@ -15,27 +15,7 @@ from attncli.base.errors import InputError, plural
 from attncli.render import page_views
 from attncli.render.escapes import script_json
 from attncli.render.page import document, escape_lines
-from attncli.render.page_views import VIEWS_CSS, VIEWS_JS, count, layer_data, views_data
-
-BODY = """<section id="views" aria-label="model view">
-<h2>Choose a query and a key</h2>
-<div class="pick" id="pick-query"><span>query</span></div>
-<div class="pick" id="pick-key"><span>key</span></div>
-<p id="ranked-what" class="note"></p><ol id="ranked" class="ranked"></ol>
-<h2>Model view: layers × heads</h2>
-<p class="note">Each head's weights: a row per query, a column per key, darker for more weight, grey where
-masked. Click one (or use a link such as #layer-4-head-3) to open it below.</p>
-<div class="wide"><table id="model-view" class="mv"></table></div>
-</section>
-<noscript><p>The model view, the head view and the q·k view are drawn by the page's script.</p></noscript>
-<section id="head-detail" aria-live="polite" hidden>
-<h2 id="head-title"></h2>
-<h3>weights</h3><p class="note">Click a weight (or press Enter on it) for its derivation and its q·k products.</p>
-<div id="head-weights" class="wide"></div>
-<div class="views-row"><div><h3>head view</h3><p class="note">Lines from each query (left) to each key (right),
-darker and thicker for more weight; hover or focus a token to see its lines alone.</p><div id="head-view"></div></div>
-<div><h3>q·k view</h3><div id="head-qk"></div></div></div>
-</section>"""
+from attncli.render.page_views import VIEWS_CSS, VIEWS_JS, count, layer_data, section, views_data
 
 
 class LayersPage:
@@ -80,7 +60,7 @@ class LayersPage:
         views = views_data(self.layers, problem, word_ids, picked, precision, head)
         data = {"rows": {}, "tiles": {}, "why": None, "heads": first["heads"], "given": [], "keyRows": [],
                 "command": "attn compute " + (shlex.quote(self.source) if self.source and self.source != "-" else "FILE")}
-        body = [BODY, f'<script type="application/json" id="attn-views">{script_json(views)}</script>']
+        body = [section(views)]
         intro = ("Choose a query and a key to rank every head by the weight between them; click a head to open "
                  "its weights, its head view and its q·k view; click a weight to see how it was calculated.")
         return document(title, escape_lines(header), body, script_json(data), intro, (VIEWS_CSS, VIEWS_JS))

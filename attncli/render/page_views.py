@@ -40,6 +40,7 @@ import numpy as np
 
 from attncli.base import tokens
 from attncli.base.errors import InputError
+from attncli.render.escapes import script_json
 from attncli.render.text import labels
 from attncli.stages.table import present
 
@@ -124,6 +125,39 @@ def views_data(layers: list[dict], problem, word_ids=None, picked=((), ()), prec
             "keyWords": [[name, group] for name, group in key_words],
             "query": word(query_words, list(picked[0])), "key": word(key_words, list(picked[1])),
             "lq": problem.lq, "lk": problem.lk, "precision": precision, "head": head, "layers": layers}
+
+
+BODY = """<section id="views" aria-label="model view">
+<h2>Choose a query and a key</h2>
+<div class="pick" id="pick-query"><span>query</span></div>
+<div class="pick" id="pick-key"><span>key</span></div>
+<p id="ranked-what" class="note"></p><ol id="ranked" class="ranked"></ol>
+<h2>Model view: layers × heads</h2>
+<p class="note">Each head's weights: a row per query, a column per key, darker for more weight, grey where
+masked. Click one (or use a link such as #layer-4-head-3) to open it below.</p>
+<div class="wide"><table id="model-view" class="mv"></table></div>
+</section>
+<noscript><p>The model view, the head view and the q·k view are drawn by the page's script.</p></noscript>
+<section id="head-detail" aria-live="polite" hidden>
+<h2 id="head-title"></h2>
+<h3>weights</h3><p class="note">Click a weight (or press Enter on it) for its derivation and its q·k products.</p>
+<div id="head-weights" class="wide"></div>
+<div class="views-row"><div><h3>head view</h3><p class="note">Lines from each query (left) to each key (right),
+darker and thicker for more weight; hover or focus a token to see its lines alone.</p><div id="head-view"></div></div>
+<div><h3>q·k view</h3><div id="head-qk"></div></div></div>
+</section>"""
+
+
+def section(views: dict) -> str:
+    """The views' HTML (empty boxes the script fills) and their data block (script_json: user text
+    such as labels cannot end it)."""
+    return BODY + f'\n<script type="application/json" id="attn-views">{script_json(views)}</script>'
+
+
+def layer_views(trace, number: int, word_ids=None, picked=((), ()), precision: int = 4,
+                head: int | None = None) -> str:
+    """One captured layer's views, for the tab of its tables page (render/page.py)."""
+    return section(views_data([layer_data(number, trace)], trace.problem, word_ids, picked, precision, head))
 
 
 VIEWS_CSS = """
@@ -319,6 +353,8 @@ VIEWS_JS = r"""
     var l = m[1] === undefined ? 0 : V.layers.map(function (L) { return L.layer; }).indexOf(+m[1]);
     if (l < 0 || +m[2] >= V.layers[l].heads) return false;
     open(l, +m[2]);
+    var tab = document.getElementById("tab-views");  // a tables page's views tab: #layer-… links open it
+    if (tab && m[1] !== undefined && tab.getAttribute("aria-selected") !== "true") tab.click();
     return true;
   }
   function bestKey(l, h, i) {  // the key word's sub-token with the most weight from query token i
