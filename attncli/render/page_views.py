@@ -348,7 +348,7 @@ VIEWS_JS = r"""
     detail();
   }
   function fromHash() {
-    var m = /^#(?:layer-(\d+)-)?(?:head|part|tab)-(\d+)$/.exec(decodeURIComponent(location.hash));
+    var m = decodeURIComponent(location.hash).match(/^#(?:layer-(\d+)-)?(?:head|part|tab)-(\d+)$/);
     if (!m) return false;
     var l = m[1] === undefined ? 0 : V.layers.map(function (L) { return L.layer; }).indexOf(+m[1]);
     if (l < 0 || +m[2] >= V.layers[l].heads) return false;
