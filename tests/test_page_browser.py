@@ -515,3 +515,24 @@ def test_a_captured_layers_views_tab_opens_from_a_link_and_keeps_head_links(open
         assert page.tab.eval_on_selector_all("[role=tabpanel]", shown) == [part], link
     assert page.tab.inner_text("#head-title") == "layer 2 · head 0"
     assert page.requests == [] and page.errors == []
+
+
+def test_masked_pairs_have_no_line_and_a_fully_masked_row_says_why(opened, tmp_path):
+    import json
+
+    rng = np.random.default_rng(0)
+    doc = {name: rng.normal(size=(3, 4)).tolist() for name in ("Q", "K", "V")} | {
+        "heads": 2, "mask": [[True, True, True], [False, False, False], [True, False, True]]}
+    source, path = tmp_path / "masked.json", tmp_path / "masked.html"
+    source.write_text(json.dumps({"layers": [doc, doc]}))
+    assert CliRunner().invoke(app, ["compute", str(source), "-o", str(path)]).exit_code == 0
+    page = opened(path)
+    _views_ready(page)
+    assert page.tab.eval_on_selector_all("#head-view line", "ls => ls.length") == 3 + 0 + 2
+    assert page.tab.eval_on_selector_all("#head-weights td.x", "cs => cs.length") == 4
+    page.tab.click('#head-weights td[data-q="1"][data-k="1"]')
+    assert "every key of this row is masked" in page.derivation()
+    page.tab.click('#head-weights td[data-q="2"][data-k="2"]')
+    said = page.tab.eval_on_selector("#derivation .agree", "p => [+p.dataset.page, +p.dataset.attncli]")
+    assert abs(said[0] - said[1]) < 1e-12 and "e^(−∞ − " in page.derivation()
+    assert page.requests == [] and page.errors == []

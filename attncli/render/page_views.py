@@ -26,7 +26,7 @@ The derivation of a weight is **computed in the page**, not embedded: the hand c
 (render/explain.py, Decimal arithmetic) of one row of a MiniLM layer takes about half a minute
 (render/page_derive.py), so rows × heads × layers would take hours. The page computes the score
 as Σ q_d k_d, the scaled score, and the softmax of the embedded logits in float64 (as numpy does),
-and shows attncli's own values beside them; tests/test_page_views.py checks they agree to 1e-12.
+and shows attncli's own values beside them; tests/test_page_browser.py checks they agree to 1e-12.
 
 The script and style are this module's VIEWS_JS and VIEWS_CSS, added to the page's own (and to its
 Content-Security-Policy, by hash) by render/page_layers.py.
@@ -44,10 +44,11 @@ from attncli.render.escapes import script_json
 from attncli.render.text import labels
 from attncli.stages.table import present
 
-# The most float64 numbers a page embeds (about 11 characters each): 40 MB of text, which Chromium
-# parses in about a second on this machine. The 30-layer SmolLM2 capture of the scooter sentence
-# is about 0.5 million, the 6-layer MiniLM one 0.1 million (benchmarks/page.py).
-MOST_NUMBERS = 3_500_000
+# The most float64 numbers a page embeds (about 10.7 characters each). Measured in headless Chromium
+# on this machine (2 cores, load average 5): SmolLM2's 30 layers on 45 tokens, 2.7 million numbers in
+# 29 MB, are interactive in 1.3–2.0 s; on the scooter sentence (12 tokens) 0.4 million, 4.3 MB, 0.7 s;
+# MiniLM's 6 layers 0.1 million, 1.3 MB, 0.35 s (benchmarks/page.py).
+MOST_NUMBERS = 3_000_000
 
 
 def packed(array: np.ndarray) -> str:
@@ -529,6 +530,15 @@ VIEWS_JS = r"""
     });
     if (L.sinks) line("  sink  e^(" + fmt(L.sinks[h]) + " − " + fmt(m) + ") = " + fmt(Math.exp(L.sinks[h] - m)));
     line("  sum = " + fmt(sum));
+    if (sum === 0) {  // every key masked: no softmax; the weights are the row policy's (masked_rows)
+      line(V.keys[j] + "  = " + fmt(x) + ": every key of this row is masked, so its weights are the masked_rows " +
+        "policy's, not a softmax", true);
+      out.forEach(function (o) {
+        pre.appendChild(el("span", o[1] ? "cur" : "", o[0])); pre.appendChild(document.createTextNode("\n"));
+      });
+      box.appendChild(pre);
+      return box;
+    }
     var mine = e[j] / sum;
     line(V.keys[j] + "  = " + fmt(e[j]) + " / " + fmt(sum) + " = " + fmt(mine) + " (" + (100 * mine).toFixed(1) + "%)", true);
     out.forEach(function (o) {
