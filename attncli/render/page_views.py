@@ -199,11 +199,9 @@ VIEWS_JS = r"""
     for (var i = 0; i < b.length; i++) u[i] = b.charCodeAt(i);
     return new Float64Array(u.buffer);
   }
-  var cache = {};
-  function arr(l, name) {  // layer l's array `name`, decoded once
-    var key = l + ":" + name;
-    if (!cache[key]) cache[key] = f64(V.layers[l][name]);
-    return cache[key];
+  var cache = V.layers.map(function () { return {}; });
+  function arr(l, name) {  // layer l's array `name`, decoded once (callers in loops hold it: no lookup a cell)
+    return cache[l][name] || (cache[l][name] = f64(V.layers[l][name]));
   }
   var LQ = V.lq, LK = V.lk;
   function w(l, h, i, j) { return arr(l, "weights")[(h * LQ + i) * LK + j]; }
@@ -297,10 +295,10 @@ VIEWS_JS = r"""
     });
   }
   function draw(c, l, h) {
-    var ctx = c.getContext("2d"), img = ctx.createImageData(LK, LQ);
+    var ctx = c.getContext("2d"), img = ctx.createImageData(LK, LQ), W = arr(l, "weights"), G = arr(l, "logits");
+    var at = h * LQ * LK;
     for (var i = 0; i < LQ; i++) for (var j = 0; j < LK; j++) {
-      var x = w(l, h, i, j), p = 4 * (i * LK + j), a = Math.min(1, Math.max(0, x));
-      var masked = logit(l, h, i, j) === -Infinity;
+      var n = at + i * LK + j, p = 4 * (i * LK + j), a = Math.min(1, Math.max(0, W[n])), masked = G[n] === -Infinity;
       for (var c = 0; c < 3; c++) img.data[p + c] = masked ? 128 : Math.round(paper[c] + (colour[c] - paper[c]) * a);
       img.data[p + 3] = 255;
     }
@@ -384,12 +382,13 @@ VIEWS_JS = r"""
     V.keys.forEach(function (k, j) { var th = el("th", "", k); th.setAttribute("data-col", j); tr.appendChild(th); });
     var thead = el("thead"); thead.appendChild(tr); table.appendChild(thead);
     var body = el("tbody"), qs = sel.query === null ? [] : V.queryWords[sel.query][1];
+    var W = arr(l, "weights"), G = arr(l, "logits"), at = h * LQ * LK;
     for (var i = 0; i < LQ; i++) {
       var row = el("tr"), th = el("th", "", V.queries[i]);
       th.setAttribute("data-q", i); row.appendChild(th);
       if (qs.indexOf(i) >= 0) row.className = "hr";
       for (var j = 0; j < LK; j++) {
-        var x = w(l, h, i, j), td = el("td", logit(l, h, i, j) === -Infinity ? "x" : level(x), fmt(x));
+        var x = W[at + i * LK + j], td = el("td", G[at + i * LK + j] === -Infinity ? "x" : level(x), fmt(x));
         td.setAttribute("data-layer", V.layers[l].layer); td.setAttribute("data-head", h);
         td.setAttribute("data-q", i); td.setAttribute("data-k", j);
         td.tabIndex = i === 0 && j === 0 ? 0 : -1;
@@ -410,10 +409,10 @@ VIEWS_JS = r"""
     var box = document.getElementById("head-view"), n = Math.max(LQ, LK), step = 18, width = 420;
     var s = svg("svg", {"class": "hv", width: width, height: n * step + 10, viewBox: "0 0 " + width + " " + (n * step + 10),
       role: "img", "aria-label": "head view: lines from each query (left) to each key (right), by weight"});
-    var lines = svg("g"), left = 150, right = width - 150;
+    var lines = svg("g"), left = 150, right = width - 150, W = arr(l, "weights"), G = arr(l, "logits"), at = h * LQ * LK;
     for (var i = 0; i < LQ; i++) for (var j = 0; j < LK; j++) {
-      if (logit(l, h, i, j) === -Infinity) continue;
-      var x = w(l, h, i, j);
+      if (G[at + i * LK + j] === -Infinity) continue;
+      var x = W[at + i * LK + j];
       lines.appendChild(svg("line", {x1: left + 4, y1: i * step + 14, x2: right - 4, y2: j * step + 14,
         "stroke-opacity": Math.max(0, Math.min(1, x)).toFixed(4), "stroke-width": (0.5 + 3 * x).toFixed(3),
         "data-q": i, "data-k": j}));
