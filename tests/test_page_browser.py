@@ -428,6 +428,10 @@ def test_the_model_view_finds_the_head_and_opens_it(opened, tmp_path):
     score = float(page.tab.get_attribute("#head-qk .qk-sum", "data-score"))
     assert len(bars) == 4 and abs(sum(bars) - score) < 1e-12  # d_k = 4: a bar per dimension
     assert f"sum = score = {score:.4f}" in page.tab.inner_text("#head-qk .qk-sum")
+    page.tab.click('#head-view text[data-k="5"]')  # a key token clicked: its word, scooter, unchosen
+    assert page.tab.eval_on_selector_all("#pick-key [aria-pressed=true]", "bs => bs.length") == 0
+    page.tab.click('#head-view text[data-k="6"]')  # chosen again, by its middle sub-token
+    assert page.tab.inner_text("#pick-key [aria-pressed=true]") == "scooter"
     page.tab.goto(path.resolve().as_uri() + "#layer-0-head-1")
     _views_ready(page)
     assert page.tab.inner_text("#head-title") == "layer 0 · head 1"

@@ -144,7 +144,7 @@ masked. Click one (or use a link such as #layer-4-head-3) to open it below.</p>
 <h3>weights</h3><p class="note">Click a weight (or press Enter on it) for its derivation and its q·k products.</p>
 <div id="head-weights" class="wide"></div>
 <div class="views-row"><div><h3>head view</h3><p class="note">Lines from each query (left) to each key (right),
-darker and thicker for more weight; hover or focus a token to see its lines alone.</p><div id="head-view"></div></div>
+darker and thicker for more weight; hover or focus a token to see its lines alone, click it to choose it.</p><div id="head-view"></div></div>
 <div><h3>q·k view</h3><div id="head-qk"></div></div></div>
 </section>"""
 
@@ -243,22 +243,28 @@ VIEWS_JS = r"""
   }
 
   // ---- the pickers
+  function choose(which, n) {  // a query or key word chosen (again: unchosen), from a picker or the head view
+    sel[which] = sel[which] === n ? null : n;
+    var box = document.getElementById(which === "query" ? "pick-query" : "pick-key");
+    Array.prototype.forEach.call(box.querySelectorAll("button"), function (x) {
+      x.setAttribute("aria-pressed", x.getAttribute("data-word") === String(sel[which]) ? "true" : "false");
+    });
+    sel.cell = null;
+    update();
+  }
   function picker(id, words, which) {
     var box = document.getElementById(id);
     words.forEach(function (word, n) {
       var b = el("button", "", word[0]);
       b.type = "button"; b.setAttribute("data-word", n);
       b.setAttribute("aria-pressed", sel[which] === n ? "true" : "false");
-      b.addEventListener("click", function () {
-        sel[which] = sel[which] === n ? null : n;
-        Array.prototype.forEach.call(box.querySelectorAll("button"), function (x) {
-          x.setAttribute("aria-pressed", x.getAttribute("data-word") === String(sel[which]) ? "true" : "false");
-        });
-        sel.cell = null;
-        update();
-      });
+      b.addEventListener("click", function () { choose(which, n); });
       box.appendChild(b);
     });
+  }
+  function wordOf(words, position) {
+    for (var n = 0; n < words.length; n++) if (words[n][1].indexOf(position) >= 0) return n;
+    return null;
   }
 
   // ---- the model view
@@ -437,6 +443,15 @@ VIEWS_JS = r"""
       s.addEventListener(e, function (ev) { if (ev.target.tagName === "text") only(ev.target); });
     });
     ["mouseleave", "focusout"].forEach(function (e) { s.addEventListener(e, function () { only(null); }); });
+    function pick(t) {  // a token clicked (or Enter on it) chooses its word as the query or the key
+      var q = t.hasAttribute("data-q");
+      var n = wordOf(q ? V.queryWords : V.keyWords, +t.getAttribute(q ? "data-q" : "data-k"));
+      if (n !== null) choose(q ? "query" : "key", n);
+    }
+    s.addEventListener("click", function (ev) { if (ev.target.tagName === "text") pick(ev.target); });
+    s.addEventListener("keydown", function (ev) {
+      if (ev.target.tagName === "text" && (ev.key === "Enter" || ev.key === " ")) { pick(ev.target); ev.preventDefault(); }
+    });
     box.textContent = "";
     box.appendChild(s);
   }
