@@ -5,7 +5,8 @@ on a document of several layers writes one page with
   heatmap; with a query and a key chosen (`--query it --key scooter`, or by clicking the tokens)
   every thumbnail shows the weight the query puts on the key and the best heads are ranked;
 - the **head view** of the head opened: lines from each query token (left) to each key token
-  (right), opacity and thickness by weight; hovering or focusing a token shows its lines alone;
+  (right), opacity and thickness by weight; hovering or focusing a token shows its lines alone,
+  clicking it chooses it;
 - the **weights table** of that head, built when the head is opened (not embedded as HTML);
 - the **q·k view** of a query and a key: each dimension's product q_d·k_d as a bar, their sum
   the score, times the scale the scaled score; for a RoPE layer the rotated q and k, one bar per
@@ -28,8 +29,13 @@ The derivation of a weight is **computed in the page**, not embedded: the hand c
 as Σ q_d k_d, the scaled score, and the softmax of the embedded logits in float64 (as numpy does),
 and shows attncli's own values beside them; tests/test_page_browser.py checks they agree to 1e-12.
 
+One captured layer (a document with the model's weights beside it) gets the same views, of its
+heads, as the first tab of its tables page (render/page.py's `views`); `#layer-N-head-M` links open
+that tab, `#head-M` the head's tables as before.
+
 The script and style are this module's VIEWS_JS and VIEWS_CSS, added to the page's own (and to its
-Content-Security-Policy, by hash) by render/page_layers.py.
+Content-Security-Policy, by hash) by render/page.py's `document`; they run beside page_assets.JS,
+which finds no cell of its own in the views (their cells have no data-row).
 """
 
 from __future__ import annotations
