@@ -527,8 +527,9 @@ def test_masked_pairs_have_no_line_and_a_fully_masked_row_says_why(opened, tmp_p
     rng = np.random.default_rng(0)
     doc = {name: rng.normal(size=(3, 4)).tolist() for name in ("Q", "K", "V")} | {
         "heads": 2, "mask": [[True, True, True], [False, False, False], [True, False, True]]}
+    labels = [HOSTILE, "</script><script>alert(1)</script>", "<b onmouseover=alert(1)>x</b>"]
     source, path = tmp_path / "masked.json", tmp_path / "masked.html"
-    source.write_text(json.dumps({"layers": [doc, doc]}))
+    source.write_text(json.dumps({"layers": [doc, doc], "title": HOSTILE, "query_labels": labels, "key_labels": labels}))
     assert CliRunner().invoke(app, ["compute", str(source), "-o", str(path)]).exit_code == 0
     page = opened(path)
     _views_ready(page)
@@ -539,4 +540,8 @@ def test_masked_pairs_have_no_line_and_a_fully_masked_row_says_why(opened, tmp_p
     page.tab.click('#head-weights td[data-q="2"][data-k="2"]')
     said = page.tab.eval_on_selector("#derivation .agree", "p => [+p.dataset.page, +p.dataset.attncli]")
     assert abs(said[0] - said[1]) < 1e-12 and "e^(−∞ − " in page.derivation()
+    page.tab.hover('#head-view text[data-q="2"]')
+    page.tab.click(f'#pick-key button:text-is("{labels[2]}")')  # hostile labels: text in every view, nothing runs
+    assert page.tab.title() == HOSTILE and HOSTILE in page.derivation() and page.dialogs == []
+    assert page.tab.eval_on_selector_all("img, b", "es => es.length") == 0
     assert page.requests == [] and page.errors == []
