@@ -4,10 +4,12 @@ option as for any problem. Several chosen (`--layer 3,7-9`, or none named: all) 
 the one reading of the file: each layer is computed in turn (`computed`, one `LayerRun` each, for
 views that span layers) and shown in turn, its header with its title, its agreement line after
 it, as tables; or as one JSON document, `{"attncli", "title", "model", "layers": [each layer's
-document as attn compute writes one]}`, which reads back as a document of several layers. A format
-whose record does not hold "layers" (render/formats.py: a text export, an .npy or .npz file),
---explain beside JSON, and --cost show one layer: they are refused, naming --layer. Exit status as
-for one layer: 1 when any layer differs from its model.
+document as attn compute writes one]}`, which reads back as a document of several layers; or as
+one page (render/page_layers.py: the model view, each head's weights, head view and q·k view), built
+as each layer is computed. A format whose record does not hold "layers" (render/formats.py: a text
+export, an .npy or .npz file), --explain beside JSON or the page, and --cost show one layer: they
+are refused, naming --layer (and the page's --tiles and --stages output, which compute no weights).
+Exit status as for one layer: 1 when any layer differs from its model.
 """
 
 from __future__ import annotations
@@ -69,10 +71,13 @@ def _refuse(o, plan, several: layers.SeveralLayers) -> None:
         raise InputError(f"{what} holds one layer, and the document holds {count}; {one}, or use --format {ways}",
                          "--output" if plan.suffix else "--format")
     if plan.format.name == "html" and (plan.output_only or plan.tile_sizes is not None):
-        raise InputError(f"the page of {count} shows their weights, which {'--tiles' if plan.tile_sizes else '--stages output'} "
-                         f"does not compute; drop it, or {one}", "--tiles" if plan.tile_sizes else "--stages")
+        flag_ = "--tiles" if plan.tile_sizes else "--stages"  # neither computes the weights the views draw
+        said = "--tiles" if plan.tile_sizes else "--stages output"
+        raise InputError(f"the page of {count} shows their weights, which {said} does not compute; drop it, or {one}",
+                         flag_)
     if o.explain and not plan.format.terminal:
-        raise InputError(f"beside {'the page' if plan.format.name == 'html' else 'JSON'} explains one layer, and the document holds {count}; {one}, or use tables",
+        beside = "the page" if plan.format.name == "html" else "JSON"
+        raise InputError(f"beside {beside} explains one layer, and the document holds {count}; {one}, or use tables",
                          "--explain")
 
 
