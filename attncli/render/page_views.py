@@ -170,7 +170,7 @@ def layer_views(trace, number: int, word_ids=None, picked=((), ()), precision: i
 VIEWS_CSS = """
 .attn .pick{display:flex;flex-wrap:wrap;gap:.25rem;align-items:center;margin:.3rem 0}
 .attn .pick>span{min-width:3.5rem;color:var(--muted)}
-.attn .pick button,.attn .mv button,.attn .ranked button,.attn .hnav button{font:inherit;color:inherit;background:var(--panel);
+.attn .pick button,.attn .mv button,.attn .ranked button{font:inherit;color:inherit;background:var(--panel);
 border:1px solid var(--line);border-radius:4px;padding:.1rem .45rem;cursor:pointer}
 .attn .pick button[aria-pressed=true]{border-color:var(--focus);background:rgba(var(--pos),.25);font-weight:700}
 .attn .mv{border-collapse:collapse;content-visibility:visible}
