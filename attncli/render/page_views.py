@@ -51,9 +51,9 @@ from attncli.render.text import labels
 from attncli.stages.table import present
 
 # The most float64 numbers a page embeds (about 10.7 characters each). Measured in headless Chromium
-# on this machine (2 cores, load average 5): SmolLM2's 30 layers on 45 tokens, 2.7 million numbers in
-# 29 MB, are interactive in 1.3–2.0 s; on the scooter sentence (12 tokens) 0.4 million, 4.3 MB, 0.7 s;
-# MiniLM's 6 layers 0.1 million, 1.3 MB, 0.35 s (benchmarks/page.py).
+# on this machine (2 cores, load average 11): SmolLM2's 30 layers on 45 tokens, 2.7 million numbers in
+# 29 MB, are interactive in 1.3 s; on the scooter sentence (12 tokens) 0.4 million, 4.3 MB, 0.7 s;
+# MiniLM's 6 layers 0.1 million, 1.3 MB, 0.46 s (benchmarks/page.py --long).
 MOST_NUMBERS = 3_000_000
 
 
