@@ -377,3 +377,171 @@ def test_a_class_page_lays_out_beside_the_panel_at_1280_pixels(opened, tmp_path,
         assert all(box["right"] <= box["panel"] for box in boxes), boxes
         assert name == "long.html" or all(box["fits"] for box in boxes), boxes
         assert page.errors == [] and page.requests == []
+
+
+def _views_ready(page) -> None:
+    page.tab.wait_for_function("document.body.getAttribute('data-views') === 'ready'", timeout=10_000)
+
+
+VISIBLE_LINES = "ls => ls.filter(l => getComputedStyle(l).display !== 'none').length"
+
+
+def test_the_model_view_finds_the_head_and_opens_it(opened, tmp_path):
+    """Two made-up layers of two heads (tests/test_page_views.py's): choosing it and scooter ranks the heads
+    as numpy's weights say (summed over sc ##oot ##er); a thumbnail opens its head; a weight's derivation,
+    computed in the page, agrees with attncli's; the head view and the q·k view draw what they say."""
+    import json
+
+    from tests.test_heads import softmax_weights
+    from tests.test_page_views import layer, two_layers
+
+    source, path = tmp_path / "layers.json", tmp_path / "layers.html"
+    source.write_text(json.dumps(two_layers()))
+    assert CliRunner().invoke(app, ["compute", str(source), "-o", str(path)]).exit_code == 0
+    page = opened(path)
+    _views_ready(page)
+    assert page.tab.eval_on_selector_all("#model-view canvas", "cs => cs.length") == 4
+    page.tab.click('#pick-query button:text-is("it")')
+    page.tab.click('#pick-key button:text-is("scooter")')
+    expected = sorted((-softmax_weights(layer(n), h)[9, 5:8].sum(), n, h) for n in range(2) for h in range(2))
+    best = page.tab.eval_on_selector("#model-view button.best", "b => [b.dataset.layer, b.dataset.head]")
+    assert best == [str(expected[0][1]), str(expected[0][2])]
+    ranked = page.tab.eval_on_selector_all("#ranked button", "bs => bs.map(b => b.innerText)")
+    assert ranked[0] == f"1. layer {expected[0][1]} head {expected[0][2]}: {-expected[0][0]:.4f}" and len(ranked) == 4
+    page.tab.click(f'#model-view button[data-layer="{expected[0][1]}"][data-head="{expected[0][2]}"]')
+    assert page.tab.evaluate("location.hash") == f"#layer-{expected[0][1]}-head-{expected[0][2]}"
+    assert page.tab.inner_text("#head-title") == f"layer {expected[0][1]} · head {expected[0][2]}"
+    cell = '#head-weights td[data-q="9"][data-k="6"]'
+    page.tab.click(cell)
+    said = page.tab.eval_on_selector("#derivation .agree", "p => [+p.dataset.page, +p.dataset.attncli]")
+    assert abs(said[0] - said[1]) < 1e-12 and said[1] == pytest.approx(
+        softmax_weights(layer(expected[0][1]), expected[0][2])[9, 6], abs=1e-15)
+    assert page.tab.inner_text("#derivation .cur:last-of-type").startswith("##oot  = ")
+    assert page.tab.inner_text(cell) in page.derivation()
+    lines = "#head-view line"
+    assert page.tab.eval_on_selector_all(lines, "ls => ls.length") == 15 * 15  # no mask: every pair
+    page.tab.hover('#head-view text[data-q="9"]')
+    assert page.tab.eval_on_selector_all(lines, VISIBLE_LINES) == 15
+    page.tab.focus('#head-view text[data-k="2"]')
+    assert page.tab.eval_on_selector_all(lines, VISIBLE_LINES) == 15
+    bars = page.tab.eval_on_selector_all("#head-qk tr.term", "rs => rs.map(r => +r.dataset.value)")
+    score = float(page.tab.get_attribute("#head-qk .qk-sum", "data-score"))
+    assert len(bars) == 4 and abs(sum(bars) - score) < 1e-12  # d_k = 4: a bar per dimension
+    assert f"sum = score = {score:.4f}" in page.tab.inner_text("#head-qk .qk-sum")
+    page.tab.click('#head-view text[data-k="5"]')  # a key token clicked: its word, scooter, unchosen
+    assert page.tab.eval_on_selector_all("#pick-key [aria-pressed=true]", "bs => bs.length") == 0
+    page.tab.click('#head-view text[data-k="6"]')  # chosen again, by its middle sub-token
+    assert page.tab.inner_text("#pick-key [aria-pressed=true]") == "scooter"
+    page.tab.goto(path.resolve().as_uri() + "#layer-0-head-1")
+    _views_ready(page)
+    assert page.tab.inner_text("#head-title") == "layer 0 · head 1"
+    assert page.requests == [] and page.errors == []
+
+
+@pytest.mark.slow
+def test_the_minilm_layers_page_finds_layer_4_head_3_for_it_and_scooter(opened, minilm, tmp_path):
+    """Issue 28's Done-when, on all-MiniLM-L6-v2's 6 layers of the scooter sentence: the page opens without
+    options, the model view finds layer 4 head 3 for it → scooter (summed over sc ##oot ##er, as the model's own
+    weights rank it: tests/test_heads.py), clicking its cell shows the derivation, the head view and the q·k
+    view render."""
+    from tests.test_heads import model_ranking
+
+    path = tmp_path / "minilm.html"
+    result = CliRunner().invoke(app, ["compute", str(minilm), "-o", str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert path.stat().st_size < 20_000_000
+    page = opened(path)
+    _views_ready(page)
+    assert page.tab.eval_on_selector_all("#model-view canvas", "cs => cs.length") == 6 * 12
+    page.tab.click('#pick-query button:text-is("it")')
+    page.tab.click('#pick-key button:text-is("scooter")')
+    ranked = page.tab.eval_on_selector_all("#ranked button", "bs => bs.map(b => [+b.dataset.layer, +b.dataset.head])")
+    assert [tuple(r) for r in ranked[:3]] == model_ranking(minilm, 9, [5, 6, 7])[:3] == [(4, 3), (5, 7), (5, 10)]
+    page.tab.click("#model-view button.best")
+    assert page.tab.inner_text("#head-title") == "layer 4 · head 3"
+    page.tab.click('#head-weights td[data-q="9"][data-k="6"]')
+    text = page.derivation()
+    assert "##oot  = 1.0000 / 1.7895 = 0.5588 (55.9%)" in text and "softmax" in text
+    said = page.tab.eval_on_selector("#derivation .agree", "p => [+p.dataset.page, +p.dataset.attncli]")
+    assert abs(said[0] - said[1]) < 1e-12
+    assert page.tab.eval_on_selector_all("#head-view line", "ls => ls.length") == 15 * 15
+    bars = page.tab.eval_on_selector_all("#head-qk tr.term", "rs => rs.map(r => +r.dataset.value)")
+    score = float(page.tab.get_attribute("#head-qk .qk-sum", "data-score"))
+    assert len(bars) == 32 and f"{sum(bars):.4f}" == f"{score:.4f}" == "21.0301"
+    assert page.requests == [] and page.errors == []
+
+
+@pytest.mark.slow
+def test_the_smollm2_page_groups_the_rotated_products_in_frequency_bands(opened, smollm2, tmp_path):
+    """SmolLM2's 30 layers (RoPE, 9 query heads on 3 kv heads, causal): --query and --key open the best head
+    as `attn heads` ranks it; the q·k view has a bar per rotation pair, in bands, summing to the score."""
+    import json
+
+    path = tmp_path / "smollm2.html"
+    result = CliRunner().invoke(app, ["compute", str(smollm2), "--query", "it", "--key", "scooter", "-o", str(path)])
+    assert result.exit_code == 0, result.stderr
+    heads = CliRunner().invoke(app, ["heads", str(smollm2), "--query", "it", "--key", "scooter", "-f", "json"])
+    rows = json.loads(heads.stdout)
+    page = opened(path)
+    _views_ready(page)
+    ranked = page.tab.eval_on_selector_all("#ranked button", "bs => bs.map(b => [+b.dataset.layer, +b.dataset.head])")
+    assert [tuple(r) for r in ranked[:3]] == [(r["layer"], r["head"]) for r in rows[:3]]
+    assert page.tab.inner_text("#head-title").startswith(f"layer {rows[0]['layer']} · head {rows[0]['head']} (K of kv")
+    bars = page.tab.eval_on_selector_all("#head-qk tr.term", "rs => rs.map(r => +r.dataset.value)")
+    score = float(page.tab.get_attribute("#head-qk .qk-sum", "data-score"))
+    assert len(bars) == 32 and abs(sum(bars) - score) < 1e-9 * max(1.0, abs(score))  # 64 dims: 32 pairs
+    assert page.tab.eval_on_selector_all("#head-qk tr.band", "rs => rs.length") == 4
+    lines = page.tab.eval_on_selector_all("#head-view line", "ls => ls.length")
+    assert lines == 12 * 13 // 2  # causal: each query's keys up to itself
+    assert page.requests == [] and page.errors == []
+
+
+def test_a_captured_layers_views_tab_opens_from_a_link_and_keeps_head_links(opened, tmp_path):
+    """One captured layer's tables page has the views as its first tab: #layer-2-head-1 opens it on that head
+    (a thumbnail's click too), #head-1 still opens head 1's tables."""
+    import json
+
+    from tests.test_page_views import captured_layer
+
+    source, path = tmp_path / "one.json", tmp_path / "one.html"
+    source.write_text(json.dumps(captured_layer(2)))
+    assert CliRunner().invoke(app, ["compute", str(source), "-o", str(path)]).exit_code == 0
+    shown = "ps => ps.filter(p => !p.hidden).map(p => p.id)"
+    page = opened(path)
+    assert page.tab.eval_on_selector_all("[role=tabpanel]", shown) == ["part-0"]  # the weights, as before
+    page.tab.click("#tab-views")
+    page.tab.click('#model-view button[data-head="1"]')
+    assert page.tab.eval_on_selector_all("[role=tabpanel]", shown) == ["part-views"]
+    assert page.tab.inner_text("#head-title") == "layer 2 · head 1"
+    for link, part in (("#head-1", "part-1"), ("#layer-2-head-0", "part-views")):
+        page.tab.goto(path.resolve().as_uri() + link)
+        _views_ready(page)
+        assert page.tab.eval_on_selector_all("[role=tabpanel]", shown) == [part], link
+    assert page.tab.inner_text("#head-title") == "layer 2 · head 0"
+    assert page.requests == [] and page.errors == []
+
+
+def test_masked_pairs_have_no_line_and_a_fully_masked_row_says_why(opened, tmp_path):
+    import json
+
+    rng = np.random.default_rng(0)
+    doc = {name: rng.normal(size=(3, 4)).tolist() for name in ("Q", "K", "V")} | {
+        "heads": 2, "mask": [[True, True, True], [False, False, False], [True, False, True]]}
+    labels = [HOSTILE, "</script><script>alert(1)</script>", "<b onmouseover=alert(1)>x</b>"]
+    source, path = tmp_path / "masked.json", tmp_path / "masked.html"
+    source.write_text(json.dumps({"layers": [doc, doc], "title": HOSTILE, "query_labels": labels, "key_labels": labels}))
+    assert CliRunner().invoke(app, ["compute", str(source), "-o", str(path)]).exit_code == 0
+    page = opened(path)
+    _views_ready(page)
+    assert page.tab.eval_on_selector_all("#head-view line", "ls => ls.length") == 3 + 0 + 2
+    assert page.tab.eval_on_selector_all("#head-weights td.x", "cs => cs.length") == 4
+    page.tab.click('#head-weights td[data-q="1"][data-k="1"]')
+    assert "every key of this row is masked" in page.derivation()
+    page.tab.click('#head-weights td[data-q="2"][data-k="2"]')
+    said = page.tab.eval_on_selector("#derivation .agree", "p => [+p.dataset.page, +p.dataset.attncli]")
+    assert abs(said[0] - said[1]) < 1e-12 and "e^(−∞ − " in page.derivation()
+    page.tab.hover('#head-view text[data-q="2"]')
+    page.tab.click(f'#pick-key button:text-is("{labels[2]}")')  # hostile labels: text in every view, nothing runs
+    assert page.tab.title() == HOSTILE and HOSTILE in page.derivation() and page.dialogs == []
+    assert page.tab.eval_on_selector_all("img, b", "es => es.length") == 0
+    assert page.requests == [] and page.errors == []

@@ -4,10 +4,12 @@ option as for any problem. Several chosen (`--layer 3,7-9`, or none named: all) 
 the one reading of the file: each layer is computed in turn (`computed`, one `LayerRun` each, for
 views that span layers) and shown in turn, its header with its title, its agreement line after
 it, as tables; or as one JSON document, `{"attncli", "title", "model", "layers": [each layer's
-document as attn compute writes one]}`, which reads back as a document of several layers. A format
-whose record does not hold "layers" (render/formats.py: a text export, an .npy or .npz file),
---explain beside JSON, and --cost show one layer: they are refused, naming --layer. Exit status as
-for one layer: 1 when any layer differs from its model.
+document as attn compute writes one]}`, which reads back as a document of several layers; or as
+one page (render/page_layers.py: the model view, each head's weights, head view and q·k view), built
+as each layer is computed. A format whose record does not hold "layers" (render/formats.py: a text
+export, an .npy or .npz file), --explain beside JSON or the page, and --cost show one layer: they
+are refused, naming --layer (and the page's --tiles and --stages output, which compute no weights).
+Exit status as for one layer: 1 when any layer differs from its model.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Iterator, NamedTuple
 
 from attncli.base.errors import AttnError, InputError, one_line
 from attncli.commands import compute_run, spec
+from attncli.commands import option_text as opt
 from attncli.commands.compute_options import OPTIONS, PARTS
 from attncli.commands.edge import flag, warning
 from attncli.document import agreement, layers
@@ -48,7 +51,10 @@ def run(o, plan) -> None:
     except layers.SeveralLayers as several:
         _refuse(o, plan, several)
         runs = computed(several, o, plan)
-        differs = _tables(runs, o, plan) if plan.format.terminal else _json(runs, several, o, plan)
+        if plan.format.terminal:
+            differs = _tables(runs, o, plan)
+        else:
+            differs = (_page if plan.format.name == "html" else _json)(runs, several, o, plan)
         if differs:
             sys.exit(1)  # as diff: some layer and its model differ
 
@@ -64,8 +70,14 @@ def _refuse(o, plan, several: layers.SeveralLayers) -> None:
         ways = formats.listed([f.name for f in formats.holding("layers")])
         raise InputError(f"{what} holds one layer, and the document holds {count}; {one}, or use --format {ways}",
                          "--output" if plan.suffix else "--format")
+    if plan.format.name == "html" and (plan.output_only or plan.tile_sizes is not None):
+        flag_ = "--tiles" if plan.tile_sizes else "--stages"  # neither computes the weights the views draw
+        said = "--tiles" if plan.tile_sizes else "--stages output"
+        raise InputError(f"the page of {count} shows their weights, which {said} does not compute; drop it, or {one}",
+                         flag_)
     if o.explain and not plan.format.terminal:
-        raise InputError(f"beside JSON explains one layer, and the document holds {count}; {one}, or use tables",
+        beside = "the page" if plan.format.name == "html" else "JSON"
+        raise InputError(f"beside {beside} explains one layer, and the document holds {count}; {one}, or use tables",
                          "--explain")
 
 
@@ -128,10 +140,35 @@ def _json(runs: Iterator[LayerRun], several: layers.SeveralLayers, o, plan) -> b
     return differs
 
 
-def _write(path: str, text: str) -> None:
-    """--output FILE.json, as compute_run writes one layer's: atomically, its errors one line."""
+def _page(runs: Iterator[LayerRun], several: layers.SeveralLayers, o, plan) -> bool:
+    """One page of every layer (render/page_layers.py), built as each is computed; every agreement
+    line on stderr, as beside JSON."""
+    # Imported here, for start-up: only the page needs it.
+    from attncli.render.page_layers import LayersPage
+
+    page, differs, chosen, head = LayersPage(several.doc, several.source), False, ((), ()), None
+    for run in runs:
+        word_ids = run.doc.get("word_ids")
+        if page.first is None:
+            chosen = compute_run.picked(o, run.trace.problem, None if word_ids is None else list(word_ids))
+            head = None if o.head is None else opt.head(o.head, run.trace.problem.heads)
+        page.add(run.number, run.trace, run.doc.get("title"), run.agreed, word_ids)
+        if run.agreed is not None:
+            sys.stderr.write(one_line(run.agreed.line()) + "\n")
+            differs |= not run.agreed.agrees
+        _warn(run)
+    text = page.text(chosen, o.precision, head)
+    if o.output_file:
+        _write(o.output_file, text, ".html")
+    else:
+        out.write_all(text)
+    return differs
+
+
+def _write(path: str, text: str, suffix: str = ".json") -> None:
+    """--output FILE.json (or .html), as compute_run writes one layer's: atomically, its errors one line."""
     try:
-        write_output(path, ".json", text)
+        write_output(path, suffix, text)
     except OutputError as error:
         raise error.at("--output")
     except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it

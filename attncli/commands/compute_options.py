@@ -167,8 +167,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("heatmap", "Draw the weights as a shaded grid, alone (as --stages heatmap; beside tables: --stages "
            "weights,heatmap).", type=bool, panel=LEARNING),
     Option("layer", "A document of several layers (attn capture --layer all): the layers to compute, from 0: one "
-           "(3), several (3,7-9) or all (the default). Several are shown one after another as tables, or as one "
-           "JSON document with a layers list.", metavar="N", panel=OUTPUT),
+           "(3), several (3,7-9) or all (the default). Several are shown one after another as tables, as one "
+           "JSON document with a layers list, or as one page (-o page.html: a model view of every head).",
+           metavar="N", panel=OUTPUT),
     Option("output_file", _output_help(), flags=("--output", "-o"), panel=OUTPUT),
     Option("full", "Print every row and column of big tables (default: elide the middle).", type=bool,
            panel=OUTPUT),

@@ -165,7 +165,8 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
         explanation = _explain(o, trace, tiled, explained_rows(o, problem, word_ids), heads_shown, chosen[1],
                                word_ids)
     view = View(trace, shown, o.precision, o.round_, explanation, tiled, o.full, heads_shown, o.file,
-                o.carry or "exact", None if agreed is None else agreed.keys, flag, chosen, o.stages is not None)
+                o.carry or "exact", None if agreed is None else agreed.keys, flag, chosen, o.stages is not None,
+                None if agreed is None else (agreed.layer or 0, None if word_ids is None else list(word_ids)))
     if format.binary:
         _write_file(o.output_file, plan.suffix, lambda handle: format.trace(view, handle))
     elif format.terminal:

@@ -74,6 +74,7 @@ class View(NamedTuple):
     say: Optional[Callable] = None  # the CLI's words for the warnings' advice
     picked: tuple = ((), ())  # the query and key positions --query and --key name: never elided
     stages_given: bool = True  # --stages was given (else a page too big for every stage shows the weights)
+    views: Optional[tuple] = None  # a captured layer's (number, word ids): the page adds its views (page_views.py)
 
 
 # The writers. Each imports its view when it runs, for start-up: the views load numpy (and the
@@ -123,7 +124,7 @@ def _html(view: View) -> str:
     from attncli.render.page import page
 
     return page(view.trace, view.shown, view.precision, view.full, view.tiled, view.source, view.explanation,
-                view.carry, view.picked, view.stages_given)
+                view.carry, view.picked, view.stages_given, view.views)
 
 
 def _svg(view: View) -> str:
@@ -180,7 +181,7 @@ FORMATS: tuple[Format, ...] = (
            holds=frozenset({"explanation", "backward"})),
     Format("csv", "one stage", (".csv",), stages="one", escape=escapes.csv_cell, trace=_csv),
     Format("html", "the explorer page (docs/explorer.md)", (".html",), escape=escapes.html_text, builds="nothing",
-           trace=_html, holds=frozenset({"tiles", "heatmap", "explanation", "backward"})),
+           trace=_html, holds=frozenset({"tiles", "heatmap", "explanation", "backward", "layers"})),
     Format("svg", "the weights as a picture, each head's heatmap in a grid with a colour scale (for a paper)",
            (".svg",), stages="weights", escape=escapes.html_text, trace=_svg, holds=frozenset({"heatmap"})),
     Format("gradescope", "Gradescope's autograder results.json (attn check)", escape=escapes.json_string),

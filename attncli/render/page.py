@@ -24,6 +24,7 @@ from attncli.problem.trace import Trace
 from attncli.render.escapes import html_text, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.page_derive import derivations
+from attncli.render.page_views import VIEWS_CSS, VIEWS_JS, layer_views
 from attncli.render.tables import each_table
 from attncli.render.text import header_lines, kept, labels, number
 from attncli.render.tiles import tile_parts
@@ -45,10 +46,10 @@ def _hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def policy() -> str:
-    """The Content-Security-Policy: nothing loads; only this page's style and script run."""
-    return (f"default-src 'none'; style-src {_hash(CSS)}; script-src {_hash(JS)}; img-src 'none'; "
-            "base-uri 'none'; form-action 'none'")
+def policy(styles: tuple[str, ...] = (CSS,), scripts: tuple[str, ...] = (JS,)) -> str:
+    """The Content-Security-Policy: nothing loads; only this page's styles and scripts run."""
+    return (f"default-src 'none'; style-src {' '.join(map(_hash, styles))}; "
+            f"script-src {' '.join(map(_hash, scripts))}; img-src 'none'; base-uri 'none'; form-action 'none'")
 
 
 class Tables:
@@ -248,11 +249,13 @@ def notebook(trace: Trace, stages, precision: int = 4) -> str:
 
 
 def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=None, source: str | None = None,
-         explanation: list[str] | None = None, carry: str = "exact", picked=((), ()), chosen: bool = True) -> str:
+         explanation: list[str] | None = None, carry: str = "exact", picked=((), ()), chosen: bool = True,
+         views: tuple | None = None) -> str:
     """The whole page as text (see the module docstring). `source`: the problem's file name, for
     the page title and the commands a derivation names; `carry`: --explain's --carry; `picked`: the
     query and key positions --query and --key name (never elided; their rows explained first);
-    `chosen`: the stages were asked for (else, too many numbers for a page, the weights alone)."""
+    `chosen`: the stages were asked for (else, too many numbers for a page, the weights alone);
+    `views`: a captured layer's (number, word ids): a first tab of render/page_views.py's views."""
     p = trace.problem
     tables, notes = collect(trace, stages, precision, full, tiled, picked, None if chosen or full else ("weights",))
     first = [i for i in picked[0] if i in tables.rows]
@@ -276,10 +279,13 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
         body.append(f'<p class="note">{html_text(born.line())} (outlined below).</p>')
     if explanation:
         body.append(f'<h2>explanation</h2><pre>{escape_lines(explanation)}</pre>')
-    body.append(tabbed(sections(trace, tables)))
+    parts, more = sections(trace, tables), ("", "")
+    if views is not None and trace.stage("weights") is not None:  # a captured layer: its heads' views, a tab
+        parts, more = [("views", layer_views(trace, *views, picked, precision))] + parts, (VIEWS_CSS, VIEWS_JS)
+    body.append(tabbed(parts))
     intro = ("Click a number, or move with the arrow keys and press Enter, to see how it was calculated. "
              "Hatched cells are masked.")
-    return document(title, header, body, script_json(data), intro)
+    return document(title, header, body, script_json(data), intro, more)
 
 
 def _rows_text(rows: list[int]) -> str:
@@ -292,17 +298,19 @@ def _rows_text(rows: list[int]) -> str:
     return ("Rows " if len(rows) > 1 else "Row ") + ", ".join(runs)
 
 
-def document(title: str, header: str, body: list[str], data: str, intro: str) -> str:
+def document(title: str, header: str, body: list[str], data: str, intro: str, more: tuple[str, str] = ("", "")) -> str:
     """The page around its body: the policy, the style, the title (user text: escaped here), the
-    header (escaped lines), the derivation panel, the data block (script_json) and the script."""
+    header (escaped lines), the derivation panel, the data block (script_json) and the script.
+    `more`: a style and a script of its own beside the page's (render/page_views.py's)."""
+    styles, scripts = (CSS, more[0]) if more[0] else (CSS,), (JS, more[1]) if more[1] else (JS,)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-            f'<meta http-equiv="Content-Security-Policy" content="{policy()}">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{policy(styles, scripts)}">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{html_text(title)}</title>\n<style>{CSS}</style></head>\n"
+            f"<title>{html_text(title)}</title>\n" + "".join(f"<style>{s}</style>" for s in styles) + "</head>\n"
             f'<body class="attn">\n<h1>{html_text(title)}</h1>\n'
             + (f'<pre class="header">{header}</pre>\n' if header else "")
             + f'<p class="note">{html_text(intro)}</p>\n' + "\n".join(body)
             + '\n<aside id="derivation" aria-live="polite"><p class="note">Click a number to see its '
             "derivation.</p></aside>"
             f'\n<script type="application/json" id="attn-data">{data}</script>\n'
-            f"<script>{JS}</script>\n</body></html>\n")
+            + "".join(f"<script>{s}</script>\n" for s in scripts) + "</body></html>\n")
