@@ -21,6 +21,7 @@ Every file of the directory is an input of the run: `attn capture -o` refuses to
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import stat
@@ -49,6 +50,12 @@ SIZES = {"hidden_size": False, "num_attention_heads": False, "num_hidden_layers"
          "max_position_embeddings": False, "intermediate_size": True, "num_key_value_heads": True,
          "head_dim": True}
 LARGEST = 2**31 - 1  # torch's sizes past this overflow its 32-bit kernels
+# The MLP's width by the names families give it beside intermediate_size (GPT-J's and GPT-2's n_inner,
+# OPT's ffn_dim, T5's d_ff, BART's encoder_ffn_dim, Falcon's ffn_hidden_size, DistilBERT's hidden_dim,
+# DBRX's ffn_config.ffn_hidden_size): each given one checked as a size; the memory guard counts the widest.
+WIDTHS = ("n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim", "ffn_hidden_size", "hidden_dim",
+          "intermediate_size_mlp", "moe_intermediate_size", "ffn_config.ffn_hidden_size")
+DECODER_LAYERS = ("decoder_layers", "num_decoder_layers")  # an encoder-decoder's decoder: its layers count too
 EPS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps")
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 MAX_FILES = 10_000  # a model directory holds a few dozen files
@@ -113,6 +120,10 @@ def check_config(config: dict) -> tuple[Family, SimpleNamespace, str | None, str
     family = _family(config)
     text, text_class = _text_part(config, family)
     sizes = _sizes(text, text_class, "text_config." if text is not config else "")
+    if family.decoder is not None:  # an encoder-decoder's decoder: as many layers as the encoder unless said
+        sizes.decoder_layers = sizes.decoder_layers or sizes.num_hidden_layers
+    else:
+        sizes.decoder_layers = 0
     _numbers(text, "text_config." if text is not config else "")
     return family, sizes, _model_class(config), _dtype(config)
 
@@ -211,10 +222,56 @@ def _sizes(text: dict, config_class: type, prefix: str) -> SimpleNamespace:
                            f"{names.get('num_attention_heads', 'num_attention_heads')} {s.num_attention_heads}; "
                            "expected equal heads (or give head_dim)", field=prefix + "hidden_size")
     s.head_dim = s.head_dim or s.hidden_size // s.num_attention_heads
-    s.intermediate_size = s.intermediate_size or 4 * s.hidden_size
+    widths = [_size(text, key, prefix, config_class) for key in WIDTHS]
+    ratio = text.get("expansion_ratio")  # MPT: the MLP is expansion_ratio × d_model wide
+    if ratio is not None and not _number(ratio, lambda x: 0 < x * s.hidden_size <= LARGEST):
+        raise CaptureError(f"{prefix}expansion_ratio is {describe(ratio)}; expected a finite number > 0 (the MLP's "
+                           "width over d_model, as 4)", field=prefix + "expansion_ratio")
+    widths.append(int(ratio * s.hidden_size) if ratio is not None else None)
+    s.intermediate_size = max([w for w in widths if w] + [s.intermediate_size or 4 * s.hidden_size])
+    s.decoder_layers = max([n for n in (_size(text, key, prefix, config_class) for key in DECODER_LAYERS) if n] +
+                           [0])
     s.experts = next((text[k] for k in ("num_local_experts", "num_experts", "n_routed_experts")
                       if type(text.get(k)) is int and text[k] >= 1), 1)
     return s
+
+
+def _size(text: dict, key: str, prefix: str, config_class: type) -> int | None:
+    """A size by one of WIDTHS' or DECODER_LAYERS' names that this model type has (`a.b`: b of the
+    sub-object a): given, checked as a whole number from 1 to LARGEST (or null); absent, the config
+    class's default; None when neither (or the model type has no such key)."""
+    outer, _, inner = key.rpartition(".")
+    if not _has(config_class, outer or inner):
+        return None
+    place = text.get(outer) if outer else text
+    if not isinstance(place, dict) or inner not in place:
+        return None if outer else _default(config_class, key)
+    value = place[inner]
+    if value is not None and not (type(value) is int and 1 <= value <= LARGEST):
+        raise CaptureError(f"{prefix}{key} is {describe(value)}; expected a whole number from 1 to {LARGEST:,} (or null)",
+                           field=prefix + key)
+    return value
+
+
+def _parameters(config_class: type) -> dict:
+    try:
+        return dict(inspect.signature(config_class.__init__).parameters)
+    except (ValueError, TypeError):
+        return {}
+
+
+def _has(config_class: type, key: str) -> bool:
+    """Whether the config class takes `key` (an argument, a field or an attribute of its own)."""
+    return key in _parameters(config_class) or key in getattr(config_class, "__dataclass_fields__", {}) or \
+        key in getattr(config_class, "__annotations__", {}) or hasattr(config_class, key)
+
+
+def _default(config_class: type, key: str) -> int | None:
+    """The config class's default of `key` when it is a size (read off its signature or class: no
+    config is built)."""
+    found = _parameters(config_class).get(key)
+    default = found.default if found is not None else getattr(config_class, key, None)
+    return default if type(default) is int and 1 <= default <= LARGEST else None
 
 
 def _numbers(text: dict, prefix: str) -> None:
