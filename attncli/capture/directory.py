@@ -36,11 +36,12 @@ from transformers.models.auto import modeling_auto
 
 from attncli.base.errors import quote
 from attncli.base.values import describe
-from attncli.capture.families import CaptureError, Family, family_of, refused
+from attncli.capture.families import CaptureError, Family, family_of, partial_rotary, refused, rotary_dim
 from attncli.capture.gguf_file import Gguf
 from attncli.compute.limits import Cap
 from attncli.document.json_text import parse_json
 from attncli.document.loading import decode, read_bytes
+from attncli.problem import rope_scaling
 
 CONFIG_CAP = Cap(4 << 20, "a model's config.json is a few kilobytes: attn capture reads at most 4 MiB of it")
 PICKLES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack")
@@ -55,6 +56,7 @@ LARGEST = 2**31 - 1  # torch's sizes past this overflow its 32-bit kernels
 # DBRX's ffn_config.ffn_hidden_size): each given one checked as a size; the memory guard counts the widest.
 WIDTHS = ("n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim", "ffn_hidden_size", "hidden_dim",
           "intermediate_size_mlp", "moe_intermediate_size", "ffn_config.ffn_hidden_size")
+KV_HEADS = ("num_kv_heads", "attn_config.kv_n_heads")  # Falcon's and DBRX's names of the kv heads
 DECODER_LAYERS = ("decoder_layers", "num_decoder_layers")  # an encoder-decoder's decoder: its layers count too
 EPS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps")
 DTYPES = ("float32", "float64", "bfloat16", "float16")
@@ -125,6 +127,7 @@ def check_config(config: dict) -> tuple[Family, SimpleNamespace, str | None, str
     else:
         sizes.decoder_layers = 0
     _numbers(text, "text_config." if text is not config else "")
+    _attention(text, family, sizes, "text_config." if text is not config else "")
     return family, sizes, _model_class(config), _dtype(config)
 
 
@@ -217,6 +220,12 @@ def _sizes(text: dict, config_class: type, prefix: str) -> SimpleNamespace:
         raise CaptureError(f"{prefix}{names.get('num_attention_heads', 'num_attention_heads')} {s.num_attention_heads} "
                            f"is not a multiple of num_key_value_heads {s.num_key_value_heads}; expected the query "
                            "heads in equal groups over the kv heads", field=prefix + "num_key_value_heads")
+    for key in KV_HEADS:
+        kv_heads = _size(text, key, prefix, config_class)
+        if kv_heads and s.num_attention_heads % kv_heads:
+            raise CaptureError(f"{prefix}{names.get('num_attention_heads', 'num_attention_heads')} "
+                               f"{s.num_attention_heads} is not a multiple of {key} {kv_heads}; expected the query "
+                               "heads in equal groups over the kv heads", field=prefix + key)
     if s.head_dim is None and s.hidden_size % s.num_attention_heads:
         raise CaptureError(f"{prefix}{names.get('hidden_size', 'hidden_size')} {s.hidden_size} is not a multiple of "
                            f"{names.get('num_attention_heads', 'num_attention_heads')} {s.num_attention_heads}; "
@@ -275,15 +284,16 @@ def _default(config_class: type, key: str) -> int | None:
 
 
 def _numbers(text: dict, prefix: str) -> None:
-    """RoPE bases, partial rotary factors and norm eps: finite, positive (0 < factor ≤ 1)."""
-    params = text.get("rope_parameters") or text.get("rope_scaling")
+    """RoPE bases, partial rotary factors, the scaling's parameters and norm eps: finite, positive
+    (0 < factor ≤ 1; each scaling parameter as attn compute's rope.scaling takes it)."""
     places = [(text, prefix)]
-    if isinstance(params, dict):
-        places.append((params, f"{prefix}rope_parameters."))
-        places += [(v, f"{prefix}rope_parameters.{k}.") for k, v in params.items() if isinstance(v, dict)]
-    elif params is not None:
-        raise CaptureError(f"{prefix}rope_parameters is {describe(params)}; expected a JSON object",
-                           field=prefix + "rope_parameters")
+    for name in ("rope_parameters", "rope_scaling"):
+        params = text.get(name)
+        if isinstance(params, dict):
+            places.append((params, f"{prefix}{name}."))
+            places += [(v, f"{prefix}{name}.{k}.") for k, v in params.items() if isinstance(v, dict)]
+        elif params is not None:
+            raise CaptureError(f"{prefix}{name} is {describe(params)}; expected a JSON object", field=prefix + name)
     for place, at in places:
         theta = place.get("rope_theta")
         if theta is not None and not _number(theta, lambda x: x > 0):
@@ -298,10 +308,64 @@ def _numbers(text: dict, prefix: str) -> None:
         if place is not text and kind is not None and kind not in known:
             raise CaptureError(f"{at}rope_type is {describe(kind)}; expected one of {', '.join(known)}",
                                field=at + "rope_type")
+        if place is not text and kind not in (None, "default"):
+            for key, value in place.items():
+                wanted = rope_scaling.expected(key, value)
+                if wanted is not None:
+                    raise CaptureError(f"{at}{key} is {describe(value)}; expected {wanted}", field=at + key)
     for key in EPS:
         if key in text and not _number(text[key], lambda x: x >= 0):
             raise CaptureError(f"{prefix}{key} is {describe(text[key])}; expected a finite number ≥ 0 (as 1e-06)",
                                field=prefix + key)
+
+
+def _attention(text: dict, family: Family, sizes: SimpleNamespace, prefix: str) -> None:
+    """What shapes a layer's attention beside its sizes, checked as attn compute would take it: the
+    window (whole keys), the logit softcap and the query_pre_attn_scalar (finite, > 0), and the rotated
+    dims (an even number of a head's, at least 2)."""
+    for key, least in (("sliding_window", 1), ("local_attention", 2)):
+        value = text.get(key)
+        if value is not None and not (type(value) is int and least <= value <= LARGEST):
+            raise CaptureError(f"{prefix}{key} is {describe(value)}; expected a whole number of keys from {least} to "
+                               f"{LARGEST:,} (or null: no window)", field=prefix + key)
+    cap = text.get(family.softcap) if family.softcap else None
+    if cap is not None and not _number(cap, lambda x: x > 0):
+        raise CaptureError(f"{prefix}{family.softcap} is {describe(cap)}; expected a finite number > 0, or null for no "
+                           "softcap (transformers' eager attention divides the scores by it: 0 is not \"off\" there, "
+                           "it makes every score 0 · tanh(±∞))", field=prefix + family.softcap)
+    scalar = text.get("query_pre_attn_scalar")
+    if scalar is not None and not _number(scalar, lambda x: x > 0):
+        raise CaptureError(f"{prefix}query_pre_attn_scalar is {describe(scalar)}; expected a finite number > 0 (the "
+                           "scores are scaled by its inverse square root, as 256)", field=prefix + "query_pre_attn_scalar")
+    _rotated(text, family, sizes, prefix)
+
+
+def _rotated(text: dict, family: Family, sizes: SimpleNamespace, prefix: str) -> None:
+    """GPT-J's and CodeGen's rotary_dim, and the dims a partial_rotary_factor leaves of a head: an even
+    number from 2 to head_dim (RoPE turns pairs of dims)."""
+    if family.rope is None or text.get("alibi") is True:
+        return
+    d = sizes.head_dim
+    if family.rope.dims is rotary_dim:
+        value = text.get("rotary_dim")
+        if value is not None and not (type(value) is int and 2 <= value <= d and value % 2 == 0):
+            raise CaptureError(f"{prefix}rotary_dim is {describe(value)}; expected an even whole number from 2 to the "
+                               f"head's width {d} (RoPE turns pairs of dims), or null (every dim)",
+                               field=prefix + "rotary_dim")
+    elif family.rope.dims is partial_rotary:
+        factors = 0
+        for name in ("rope_parameters", "rope_scaling", None):
+            place = text.get(name) if name else text
+            factor = place.get("partial_rotary_factor") if isinstance(place, dict) else None
+            factors += factor is not None
+            if factor is not None and (int(d * factor) % 2 or int(d * factor) < 2):
+                at = f"{prefix}{name}.partial_rotary_factor" if name else f"{prefix}partial_rotary_factor"
+                raise CaptureError(f"{at} is {describe(factor)}, which turns {int(d * factor)} of the head's {d} dims; "
+                                   "expected a factor that leaves an even number of dims, at least 2 (RoPE turns "
+                                   "pairs of dims)", field=at)
+        if not factors and d % 2:
+            raise CaptureError(f"{prefix}head_dim is {d}{' (hidden_size / heads)' if text.get('head_dim') is None else ''}; "
+                               "expected an even width: RoPE turns pairs of dims", field=prefix + "head_dim")
 
 
 def _number(value, test) -> bool:
