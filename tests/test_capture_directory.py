@@ -283,6 +283,12 @@ def test_a_sharded_index_naming_a_file_elsewhere_is_refused(run, tmp_path):
     (("--ids", "٣,١"), 'error: --ids: is "٣,١"; expected whole numbers'),
     (("--ids", "1" * 40), "expected whole numbers ≥ 0"),
     (("--text", ""), 'error: --text: is ""; expected some text to tokenize'),
+    # an empty id was dropped: 3,,1 captured the two tokens 3,1
+    (("--ids", "3,,1"), 'error: --ids: is "3,,1": id 2 is empty; expected whole numbers ≥ 0'),
+    (("--ids", "3,1,"), 'error: --ids: is "3,1,": id 3 is empty'),
+    (("--ids", "3,1;4,,5"), 'error: --ids: is "3,1;4,,5": id 2 of sequence 2 is empty'),
+    (("--ids", "3,1;;4,5"), 'error: --ids: is "3,1;;4,5": sequence 2 is empty'),
+    (("--ids", ""), 'error: --ids: is ""; expected whole numbers ≥ 0'),
     (("--text", " \t"), 'error: --text: is " \\t"; expected some text to tokenize'),
 ])
 def test_tokens_that_are_not_ids_or_text_are_refused(run, args, fragment):

@@ -22,8 +22,15 @@ def read_points(given) -> dict[str, float] | None:
     if given is None:
         return None
     if isinstance(given, str):
+        parts = [part.strip() for part in given.split(",")]
+        if not any(parts):  # '' would be no points at all, without a word
+            raise InputError(f"is {quote(given)}; expected STAGE=N, comma-separated (e.g. weights=2)", field="points")
+        empty = next((i for i, part in enumerate(parts, 1) if not part), None)
+        if empty is not None:
+            raise InputError(f"is {quote(given)}: item {empty} is empty; expected STAGE=N, comma-separated (e.g. "
+                             "weights=2)", field="points")
         items = []
-        for item in (part.strip() for part in given.split(",") if part.strip()):
+        for item in parts:
             stage, equals, number = (x.strip() for x in item.partition("="))
             if not equals:
                 raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", field="points")

@@ -143,7 +143,13 @@ def _stages(text: str | None) -> tuple[str, ...] | None:
     """--require's comma list, checked (None when not given: the problem's "ask" applies)."""
     if text is None:
         return None
-    stages = tuple(s.strip() for s in text.split(",") if s.strip())
+    stages = tuple(s.strip() for s in text.split(","))
+    expected = "expected stage names, comma-separated (e.g. weights,output)"
+    if not any(stages):  # '' would require nothing, in place of the problem's "ask", without a word
+        raise InputError(f"is {quote(text)}; {expected}", "--require")
+    empty = next((i for i, stage in enumerate(stages, 1) if not stage), None)
+    if empty is not None:
+        raise InputError(f"is {quote(text)}: item {empty} is empty; {expected}", "--require")
     for stage in stages:
         if names.stage_of(stage) not in names.ASKABLE:
             hint = did_you_mean(names.stage_of(stage), names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"
