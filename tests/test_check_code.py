@@ -220,6 +220,13 @@ def test_bad_options_are_one_error_line_and_exit_2(tmp_path):
     assert done.exit_code == 2 and "no such file" in done.output
     done = attn("--code", sample("textbook"), "--cases", "scoter")
     assert done.exit_code == 2 and 'did you mean "scooter"' in done.output.lower() or "scooter" in done.output
+    # '' was every case, no module forbidden, no points and no page, without a word
+    for option, fragment in (("--cases", '--cases: is ""; expected case names'), ("--forbid", '--forbid: is ""'),
+                             ("--points", '--points: is ""'), ("--report", '--report: "" has no known suffix')):
+        done = attn("--code", sample("textbook"), option, "")
+        assert done.exit_code == 2 and fragment in done.output, (option, done.output)
+    done = attn("--code", sample("textbook"), "--cases", "scooter,,random")
+    assert done.exit_code == 2 and '--cases: is "scooter,,random": item 2 is empty' in done.output
     done = attn("--code", sample("textbook"), "--weights", "1,2")
     assert done.exit_code == 2 and "marks answers, not code" in done.output
     with pytest.raises(InputError):

@@ -10,7 +10,7 @@ attncli/marking/scoring.py): `imprecise=N` points once per stage (0 or more), `p
 import math
 import re
 
-from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.errors import InputError, comma_items, did_you_mean, quote
 from attncli.base.names import ASKABLE, COSTS
 
 MOST = 1e6  # the most points a stage may be worth: a sum of them stays a finite number
@@ -22,13 +22,7 @@ def read_points(given) -> dict[str, float] | None:
     if given is None:
         return None
     if isinstance(given, str):
-        parts = [part.strip() for part in given.split(",")]
-        if not any(parts):  # '' would be no points at all, without a word
-            raise InputError(f"is {quote(given)}; expected STAGE=N, comma-separated (e.g. weights=2)", field="points")
-        empty = next((i for i, part in enumerate(parts, 1) if not part), None)
-        if empty is not None:
-            raise InputError(f"is {quote(given)}: item {empty} is empty; expected STAGE=N, comma-separated (e.g. "
-                             "weights=2)", field="points")
+        parts = comma_items(given, "STAGE=N, comma-separated (e.g. weights=2)", field="points")  # '': no points
         items = []
         for item in parts:
             stage, equals, number = (x.strip() for x in item.partition("="))

@@ -95,7 +95,7 @@ def locate(model: str) -> str:
         found = None
     if isinstance(found, str) and os.path.isfile(found):
         return os.path.dirname(found)
-    raise CaptureError(f"MODEL {model} is neither a directory nor a model in the local Hugging Face cache (attn "
+    raise CaptureError(f"MODEL {model or quote(model)} is neither a directory nor a model in the local Hugging Face cache (attn "
                        "capture never downloads: fetch it first, e.g. with hf download)", field="MODEL")
 
 
