@@ -106,6 +106,14 @@ def test_an_empty_label_list_or_output_is_refused(run, option, value, fragment):
     assert_error(result, fragment)
 
 
+@pytest.mark.parametrize("value", ["it", "zz", ""])
+def test_row_without_explain_is_refused_not_ignored(run, value):
+    """--row chooses the rows --explain explains: without --explain it was ignored, whatever it named
+    (`--row zz`, `--row ''`), as --carry without --explain is refused."""
+    assert_error(run("compute", SAMPLES / "scooter.json", "--row", value),
+                 "--row: chooses the query rows --explain explains; add --explain")
+
+
 def test_a_null_side_of_a_window_is_still_unbounded(run):
     """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): a null
     side of a window is still unbounded."""

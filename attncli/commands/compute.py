@@ -103,6 +103,9 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     shown = _shown(o, tile_sizes is not None)
     if o.carry is not None and not o.explain:
         raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
+    if o.row and not o.explain:  # it was ignored, whatever it named
+        raise InputError("chooses the query rows --explain explains; add --explain (--query picks the rows of "
+                         "the tables)", "--row")
     from_stdin = _stdin_matrix(o, stdin_is_terminal)
     # the document is read from stdin when piped and no file is named, unless a matrix is (`--q -`)
     stdin = "-" if o.file is None and not stdin_is_terminal and not from_stdin else None
