@@ -175,6 +175,9 @@ def test_a_pickled_checkpoint_is_refused_unopened(run, tmp_path):
     ({"head_dim": None, "hidden_size": 6}, ("head_dim is 3 (hidden_size / heads); expected an even width",)),
     ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25}},
      ("rope_parameters.partial_rotary_factor is the number 0.25, which turns 1 of the head's 4 dims",)),
+    ({"model_type": "gpt_neox", "rope_parameters": None, "rotary_pct": 0.125},
+     ("rotary_pct is the number 0.125, which turns 0 of the head's 4 dims",)),  # the older name transformers reads
+    ({"model_type": "gpt_neox", "rope_parameters": None, "rotary_emb_base": -1}, ("rotary_emb_base is the number -1",)),
     ({"model_type": "gptj", "rotary_dim": 1}, ("rotary_dim is the number 1; expected an even whole number from 2 to the "
                                                "head's width 4",)),
     ({"model_type": "gptj", "rotary_dim": 512}, ("rotary_dim is the number 512",)),

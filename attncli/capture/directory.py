@@ -56,6 +56,8 @@ LARGEST = 2**31 - 1  # torch's sizes past this overflow its 32-bit kernels
 # DBRX's ffn_config.ffn_hidden_size): each given one checked as a size; the memory guard counts the widest.
 WIDTHS = ("n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim", "ffn_hidden_size", "hidden_dim",
           "intermediate_size_mlp", "moe_intermediate_size", "ffn_config.ffn_hidden_size")
+BASES = ("rope_theta", "rotary_emb_base")  # the RoPE base, and GPT-NeoX's older name that transformers reads
+PARTIAL = ("partial_rotary_factor", "rotary_pct")  # the rotated fraction of a head, and GPT-NeoX's older name
 KV_HEADS = ("num_kv_heads", "attn_config.kv_n_heads")  # Falcon's and DBRX's names of the kv heads
 DECODER_LAYERS = ("decoder_layers", "num_decoder_layers")  # an encoder-decoder's decoder: its layers count too
 EPS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps")
@@ -295,14 +297,15 @@ def _numbers(text: dict, prefix: str) -> None:
         elif params is not None:
             raise CaptureError(f"{prefix}{name} is {describe(params)}; expected a JSON object", field=prefix + name)
     for place, at in places:
-        theta = place.get("rope_theta")
-        if theta is not None and not _number(theta, lambda x: x > 0):
-            raise CaptureError(f"{at}rope_theta is {describe(theta)}; expected a finite number > 0 (the RoPE base, "
-                               "as 10000)", field=at + "rope_theta")
-        factor = place.get("partial_rotary_factor")
-        if factor is not None and not _number(factor, lambda x: 0 < x <= 1):
-            raise CaptureError(f"{at}partial_rotary_factor is {describe(factor)}; expected a number in (0, 1]",
-                               field=at + "partial_rotary_factor")
+        for base in BASES:
+            theta = place.get(base)
+            if theta is not None and not _number(theta, lambda x: x > 0):
+                raise CaptureError(f"{at}{base} is {describe(theta)}; expected a finite number > 0 (the RoPE base, "
+                                   "as 10000)", field=at + base)
+        for name in PARTIAL:
+            factor = place.get(name)
+            if factor is not None and not _number(factor, lambda x: 0 < x <= 1):
+                raise CaptureError(f"{at}{name} is {describe(factor)}; expected a number in (0, 1]", field=at + name)
         kind = place.get("rope_type", place.get("type"))
         known = ("default",) + tuple(transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS)
         if place is not text and kind is not None and kind not in known:
@@ -354,12 +357,12 @@ def _rotated(text: dict, family: Family, sizes: SimpleNamespace, prefix: str) ->
                                field=prefix + "rotary_dim")
     elif family.rope.dims is partial_rotary:
         factors = 0
-        for name in ("rope_parameters", "rope_scaling", None):
+        for name, key in [(place, key) for place in ("rope_parameters", "rope_scaling", None) for key in PARTIAL]:
             place = text.get(name) if name else text
-            factor = place.get("partial_rotary_factor") if isinstance(place, dict) else None
+            factor = place.get(key) if isinstance(place, dict) else None
             factors += factor is not None
             if factor is not None and (int(d * factor) % 2 or int(d * factor) < 2):
-                at = f"{prefix}{name}.partial_rotary_factor" if name else f"{prefix}partial_rotary_factor"
+                at = f"{prefix}{name}.{key}" if name else f"{prefix}{key}"
                 raise CaptureError(f"{at} is {describe(factor)}, which turns {int(d * factor)} of the head's {d} dims; "
                                    "expected a factor that leaves an even number of dims, at least 2 (RoPE turns "
                                    "pairs of dims)", field=at)
