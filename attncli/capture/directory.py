@@ -8,8 +8,13 @@
   transformers has built in and one with a capture family (capture/families.py), without a
   setting the family's record says attncli cannot express.
 - Its sizes are whole numbers ≥ 1 that fit together (heads in equal groups over the kv heads, the
-  hidden size in equal heads), its RoPE base and norm eps finite and positive, its dtype one
-  torch runs: a hostile config is one error naming its key, not an error deep in transformers.
+  hidden size in equal heads), the MLP's width by whatever name the family gives it (n_inner,
+  ffn_dim, d_ff, …: the memory guard counts it), its RoPE base and norm eps finite and positive,
+  its RoPE scaling's parameters as attn compute's rope.scaling takes them, its window whole keys,
+  its rotated dims an even number ≥ 2, its logit softcap and query_pre_attn_scalar finite and
+  positive (Gemma 2's eager path divides by a softcap of 0.0), its dtype one torch runs: a hostile
+  config is one error naming its key, not an error deep in transformers or torch, and never a
+  document that differs from the model.
 - `architectures` names a model class transformers has for that model type, or nothing (the base
   model): never an arbitrary attribute of transformers.
 - The weights are safetensors (each file's header checked here); a pickle (pytorch_model.bin and
