@@ -156,6 +156,37 @@ def test_a_pickled_checkpoint_is_refused_unopened(run, tmp_path):
     ({"rope_parameters": [1, 2]}, ("rope_parameters is a list of 2; expected a JSON object",)),
     ({"rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 2}}, ("partial_rotary_factor is the number 2",)),
     ({"rms_norm_eps": -1}, ("rms_norm_eps is the number -1; expected a finite number ≥ 0",)),
+    # keys torch tripped on (its words in the error, not the key's)
+    ({"rope_scaling": {"rope_type": "linear", "factor": 0}},
+     ("config.json: rope_scaling.factor is the number 0; expected a finite number > 0",)),
+    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4, "beta_fast": -1}},
+     ("rope_parameters.beta_fast is the number -1; expected a finite number ≥ 0",)),
+    ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8, "low_freq_factor": 1,
+                          "high_freq_factor": 4, "original_max_position_embeddings": 0}},
+     ("rope_parameters.original_max_position_embeddings is the number 0; expected a whole number ≥ 1",)),
+    ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4, "factor": 2, "short_factor": [1, 0],
+                          "long_factor": [1, 1]}}, ("rope_parameters.short_factor is a list of 2; expected a list of "
+                                                    "one finite number > 0 per rotated pair",)),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4}, "rope_scaling": {"rope_type": "linear", "factor": -2}},
+     ("rope_scaling.factor is the number -2",)),
+    ({"sliding_window": -3}, ("sliding_window is the number -3; expected a whole number of keys from 1 to",)),
+    ({"sliding_window": 2.5}, ("sliding_window is the number 2.5",)),
+    ({"head_dim": 3}, ("head_dim is 3; expected an even width: RoPE turns pairs of dims",)),
+    ({"head_dim": None, "hidden_size": 6}, ("head_dim is 3 (hidden_size / heads); expected an even width",)),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25}},
+     ("rope_parameters.partial_rotary_factor is the number 0.25, which turns 1 of the head's 4 dims",)),
+    ({"model_type": "gpt_neox", "rope_parameters": None, "rotary_pct": 0.125},
+     ("rotary_pct is the number 0.125, which turns 0 of the head's 4 dims",)),  # the older name transformers reads
+    ({"model_type": "gpt_neox", "rope_parameters": None, "rotary_emb_base": -1}, ("rotary_emb_base is the number -1",)),
+    ({"model_type": "gptj", "rotary_dim": 1}, ("rotary_dim is the number 1; expected an even whole number from 2 to the "
+                                               "head's width 4",)),
+    ({"model_type": "gptj", "rotary_dim": 512}, ("rotary_dim is the number 512",)),
+    ({"model_type": "falcon", "new_decoder_architecture": True, "num_kv_heads": 3},
+     ("num_attention_heads 2 is not a multiple of num_kv_heads 3",)),
+    ({"model_type": "gemma2", "attn_logit_softcapping": 0.0}, ("attn_logit_softcapping is the number 0.0; expected a "
+                                                               "finite number > 0, or null for no softcap",)),
+    ({"model_type": "gemma2", "query_pre_attn_scalar": 0}, ("query_pre_attn_scalar is the number 0; expected a finite "
+                                                            "number > 0",)),
     ({"dtype": "float8_e4m3fn"}, ('dtype is the string "float8_e4m3fn"; expected one of float32, float64',)),
     ({"model_type": None}, ("config.json: model_type is null; expected the name of a transformers model type",)),
     ({"model_type": "nope"}, ('model_type "nope" is not a model type transformers',)),
@@ -255,6 +286,12 @@ def test_a_sharded_index_naming_a_file_elsewhere_is_refused(run, tmp_path):
     (("--ids", "٣,١"), 'error: --ids: is "٣,١"; expected whole numbers'),
     (("--ids", "1" * 40), "expected whole numbers ≥ 0"),
     (("--text", ""), 'error: --text: is ""; expected some text to tokenize'),
+    # an empty id was dropped: 3,,1 captured the two tokens 3,1
+    (("--ids", "3,,1"), 'error: --ids: is "3,,1": id 2 is empty; expected whole numbers ≥ 0'),
+    (("--ids", "3,1,"), 'error: --ids: is "3,1,": id 3 is empty'),
+    (("--ids", "3,1;4,,5"), 'error: --ids: is "3,1;4,,5": id 2 of sequence 2 is empty'),
+    (("--ids", "3,1;;4,5"), 'error: --ids: is "3,1;;4,5": sequence 2 is empty'),
+    (("--ids", ""), 'error: --ids: is ""; expected whole numbers ≥ 0'),
     (("--text", " \t"), 'error: --text: is " \\t"; expected some text to tokenize'),
 ])
 def test_tokens_that_are_not_ids_or_text_are_refused(run, args, fragment):

@@ -181,20 +181,33 @@ REFUSED = {
         "rope_type": "linear", "rope_theta": 10000.0, "factor": -2.0})),
     "partial": ("PhiConfig", "PhiForCausalLM", dict(SMALL, num_attention_heads=2, rope_parameters={
         "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.125})),
+    "softcap0": ("Gemma2Config", "Gemma2ForCausalLM", dict(SMALL, num_attention_heads=2, num_key_value_heads=1,
+                                                           head_dim=8, attn_logit_softcapping=0.0)),
+    "scalar": ("Gemma2Config", "Gemma2ForCausalLM", dict(SMALL, num_attention_heads=2, num_key_value_heads=1,
+                                                         head_dim=8, query_pre_attn_scalar=-4)),
 }
 
 
 @MODELS
 @pytest.mark.parametrize("case, fragment", [
-    ("softcap", "softcap is the number -2.0; expected"),
-    ("scaling", "rope.scaling.factor is the number -2.0; expected a finite number > 0"),
-    ("partial", "rope.dims"),
+    ("softcap", "attn_logit_softcapping is the number -2.0; expected a finite number > 0, or null for no softcap"),
+    ("scaling", "rope_parameters.factor is the number -2.0; expected a finite number > 0"),
+    ("partial", "rope_parameters.partial_rotary_factor is the number 0.125, which turns 1 of the head's 8 dims; "
+                "expected a factor that leaves an even number of dims, at least 2"),
+    ("softcap0", "attn_logit_softcapping is the number 0.0; expected a finite number > 0, or null for no softcap "
+                 "(transformers' eager attention divides the scores by it: 0 is not \"off\" there"),
+    ("scalar", "query_pre_attn_scalar is the number -4; expected a finite number > 0"),
 ])
-def test_capture_refuses_a_layer_compute_would_refuse(run, tmp_path, case, fragment):
+def test_capture_refuses_a_layer_compute_would_refuse(run, tmp_path, case, fragment, monkeypatch):
     """A negative softcap, a negative RoPE scaling factor, a partial rotary of 1 dim: the model runs,
-    but attn compute would refuse the document; capture refuses it first, with compute's reason."""
+    but attn compute would refuse the document; capture refuses its config first, naming the key,
+    before the model is built. Gemma 2 with attn_logit_softcapping 0.0 (its eager path divides by
+    it: every weight uniform) or a negative query_pre_attn_scalar was captured, and compute then said
+    the document differs from the model (exit 1)."""
+    from attncli.commands import capture_run
+
     directory = build(case, tmp_path, REFUSED)
+    monkeypatch.setattr(capture_run, "load_config", lambda *a: pytest.fail("the config was built"))
     out = tmp_path / "layer.json"
-    assert_error(run("capture", directory, "--ids", "3,1,4", "-o", out), "is not a document attn compute accepts: ",
-                 fragment)
+    assert_error(run("capture", directory, "--ids", "3,1,4", "-o", out), f"{directory}/config.json: ", fragment)
     assert not out.exists()

@@ -73,3 +73,47 @@ def test_a_small_capture_passes(run, tmp_path, eight_gib):
 def test_the_guards_shape_counts_in_words():
     sizes = SimpleNamespace(**vars(SIZES) | {"num_attention_heads": 1, "num_key_value_heads": 1})
     assert "(1 layer × 1 sequence × 1 head × 1 × 1 token)" in " ".join(guard.run_bytes(sizes, None, 1, 1))
+
+
+GPTJ = {"model_type": "gptj", "n_embd": 16, "n_head": 2, "n_layer": 2, "n_positions": 64, "vocab_size": 64}
+
+
+@pytest.mark.parametrize("config, key", [
+    (GPTJ, "n_inner"),
+    (GPTJ | {"model_type": "gpt2"}, "n_inner"),
+    ({"model_type": "opt", "hidden_size": 16, "num_attention_heads": 2, "num_hidden_layers": 2, "vocab_size": 64}, "ffn_dim"),
+    ({"model_type": "t5", "d_model": 16, "d_kv": 8, "num_heads": 2, "num_layers": 2, "vocab_size": 64}, "d_ff"),
+    ({"model_type": "bart", "d_model": 16, "encoder_attention_heads": 2, "encoder_layers": 2, "vocab_size": 64},
+     "decoder_ffn_dim"),
+    ({"model_type": "falcon", "hidden_size": 16, "num_attention_heads": 2, "num_hidden_layers": 2, "vocab_size": 64},
+     "ffn_hidden_size"),
+    ({"model_type": "distilbert", "dim": 16, "n_heads": 2, "n_layers": 2, "vocab_size": 64}, "hidden_dim"),
+])
+def test_the_mlps_width_counts_by_each_name_a_family_gives_it(eight_gib, config, key):
+    """GPT-J's n_inner (the MLP's width) was outside the guard: a config of n_inner 100,000,000 went to
+    transformers to allocate 12.8 GB. Each family's name for the width counts as intermediate_size does."""
+    from attncli.capture.directory import check_config
+
+    _, sizes, *_ = check_config(config | {key: 32})
+    guard.check(sizes, None)  # a small width fits
+    _, sizes, *_ = check_config(config | {key: 10**9})
+    assert sizes.intermediate_size == 10**9
+    with pytest.raises(limits.ResourceError, match="this capture would need"):
+        guard.check(sizes, None)
+
+
+def test_an_encoder_decoders_decoder_layers_count(eight_gib):
+    """BART's num_hidden_layers is its encoder_layers: 10,000,000 decoder_layers were not counted."""
+    from attncli.capture.directory import check_config
+
+    bart = {"model_type": "bart", "d_model": 16, "encoder_attention_heads": 2, "encoder_layers": 2, "vocab_size": 64}
+    _, sizes, *_ = check_config(bart | {"decoder_layers": 10_000_000})
+    with pytest.raises(limits.ResourceError, match="its 10,000,002 layers' modules"):
+        guard.check(sizes, None)
+
+
+def test_a_width_that_is_no_size_is_named(run, tmp_path):
+    shutil.copytree(TINY, tmp_path / "gptj")
+    (tmp_path / "gptj" / "config.json").write_text(json.dumps(GPTJ | {"n_inner": -5}))
+    assert_error(run("capture", tmp_path / "gptj", "--ids", "3,1"),
+                 "gptj/config.json: n_inner is the number -5; expected a whole number from 1 to 2,147,483,647 (or null)")

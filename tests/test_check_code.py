@@ -220,6 +220,13 @@ def test_bad_options_are_one_error_line_and_exit_2(tmp_path):
     assert done.exit_code == 2 and "no such file" in done.output
     done = attn("--code", sample("textbook"), "--cases", "scoter")
     assert done.exit_code == 2 and 'did you mean "scooter"' in done.output.lower() or "scooter" in done.output
+    # '' was every case, no module forbidden, no points and no page, without a word
+    for option, fragment in (("--cases", '--cases: is ""; expected case names'), ("--forbid", '--forbid: is ""'),
+                             ("--points", '--points: is ""'), ("--report", '--report: "" has no known suffix')):
+        done = attn("--code", sample("textbook"), option, "")
+        assert done.exit_code == 2 and fragment in done.output, (option, done.output)
+    done = attn("--code", sample("textbook"), "--cases", "scooter,,random")
+    assert done.exit_code == 2 and '--cases: is "scooter,,random": item 2 is empty' in done.output
     done = attn("--code", sample("textbook"), "--weights", "1,2")
     assert done.exit_code == 2 and "marks answers, not code" in done.output
     with pytest.raises(InputError):
@@ -414,3 +421,54 @@ def test_a_named_pipe_among_the_cases_or_as_the_code_is_refused_unopened(tmp_pat
     (tmp_path / "mine.py").write_text((SAMPLES / "textbook.py").read_text())
     done = attn("--code", f"{tmp_path}/*.py:attention", "--format", "csv")  # a class: the pipe scores 0
     assert done.exit_code == 2 and "pipe.py:attention: could not be marked: is a named pipe" in done.output
+
+
+def test_a_case_may_take_the_time_limit_given_not_an_internal_cap(tmp_path):
+    """A case is stopped at --timeout, never sooner: a function that takes 1.5 s with timeout 5 passes
+    (a mutation capping the limit inside the runner went unnoticed; every other test's functions are quick)."""
+    (tmp_path / "slow.py").write_text("import time\nimport numpy as np\n\ndef attention(Q, K, V):\n"
+                                      "    time.sleep(1.5)\n    s = Q @ K.T / np.sqrt(K.shape[-1])\n"
+                                      "    w = np.exp(s - s.max(-1, keepdims=True))\n"
+                                      "    return w / w.sum(-1, keepdims=True) @ V\n")
+    marks = check_code(f"{tmp_path}/slow.py:attention", cases="scooter", timeout=5)
+    assert marks.all_pass, (marks.failure, [c.failure for c in marks.cases])
+
+
+def test_a_case_whose_watchdog_never_writes_still_times_out_and_the_run_ends(tmp_path, monkeypatch):
+    """The supervisor's backstop: past the limit and its grace it waits SLACK more seconds for the
+    watchdog's stack, then kills the case whatever it is doing. A function that cancels the watchdog
+    and sleeps still ends as a time-out with the limit in its message, soon after the backstop, and
+    its process is gone."""
+    import signal
+    import time
+
+    from attncli.code import supervise
+
+    monkeypatch.setattr(supervise, "GRACE", 0.2)
+    monkeypatch.setattr(supervise, "SLACK", 0.5)
+    pid_file = tmp_path / "pid"
+
+    def silent(Q, K, V):
+        import faulthandler
+
+        faulthandler.cancel_dump_traceback_later()  # the watchdog never writes its stack
+        pid_file.write_text(str(os.getpid()))
+        time.sleep(60)
+
+    def hung(signum, frame):
+        raise AssertionError("the run did not end: the supervisor waits for a stack that never comes")
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        start = time.monotonic()
+        marks = check_code(silent, cases="scooter", timeout=0.3)
+        took = time.monotonic() - start
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    case = marks.cases[0]
+    assert case.kind == "timeout" and case.failure == "timed out after 0.3 s", (case.kind, case.failure)
+    assert 0.3 + 0.2 + 0.5 <= took < 10, took  # it waited for the stack (SLACK), then ended
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)

@@ -87,6 +87,17 @@ def test_require_names_a_stage(run):
                  '--require: unknown stage "wieghts" (did you mean "weights"?)')
 
 
+@pytest.mark.parametrize("given, fragment", [
+    ("", '--require: is ""; expected stage names, comma-separated (e.g. weights,output)'),
+    (" , ", '--require: is " , "; expected stage names'),
+    ("weights,,output", '--require: is "weights,,output": item 2 is empty; expected stage names'),
+])
+def test_require_refuses_an_empty_value_by_name(run, given, fragment):
+    """`--require ''` was accepted: it required nothing, in place of the problem's ask, without a word."""
+    assert_error(run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.7679, 0.1867", "--require", given),
+                 fragment)
+
+
 def test_a_required_stage_missing_in_the_table_view(run):
     result = run("check", SAMPLES / "scooter.json", "--weights", "0.0454, 0.7679, 0.1867", "--require", "output",
                  "--format", "table")

@@ -234,3 +234,23 @@ def test_a_binary_file_never_passes_through_json(run, monkeypatch, tmp_path, suf
     written = np.load(target) if suffix == ".npy" else np.load(target)["output"]
     np.testing.assert_allclose(written, expected, rtol=1e-12, atol=1e-12)
     assert json.dumps({"a": 1}) and encoded == [dict]  # the spy sees the encoder when it is used
+
+
+def test_the_csv_records_escape_is_what_the_csv_writer_writes(run, problem_file):
+    """The CSV record's `escape` was csv_cell (the cell quoted as the file holds it) while the CSV
+    writer escapes labels with csv_text and lets the csv module quote them: a hostile label's cell,
+    read back with Python's csv module, is the record's escape of the label, exactly."""
+    import csv
+    import io
+
+    fmt = formats.get("csv")
+    keys = ["=1+2,\x9b31m\u202eevil\x7f", 'say "hi", then\nleave', "-1", "@SUM(A1)", "a|b <i>&amp;"]
+    query = ["+cmd|' /C calc'!A0"]
+    path = problem_file({"Q": [[1, 0]], "K": [[1, 0]] * 5, "V": [[1, 0]] * 5, "key_labels": keys,
+                         "query_labels": query})
+    result = run("compute", path, "-f", "csv", "--stages", "weights")
+    assert result.exit_code == 0, result.stderr
+    header, row = list(csv.reader(io.StringIO(result.stdout)))
+    assert header == [""] + [fmt.escape(label) for label in keys]
+    assert row[0] == fmt.escape(query[0])
+    assert header[1] != keys[0] and header[1].startswith("'=1+2,")  # escaped: no formula, no raw control

@@ -64,7 +64,8 @@ def test_points_per_stage_make_ignoring_the_mask_cost_what_the_teacher_says(run,
 
 def test_points_and_visibility_are_checked(run, problem_file):
     for bad, fragment in (("weights", "is not STAGE=N"), ("wieghts=2", 'unknown stage "wieghts" (did you mean'),
-                          ("weights=0", "a number above 0"), ("weights=x", "a number above 0")):
+                          ("weights=0", "a number above 0"), ("weights=x", "a number above 0"),
+                          ("", 'is ""; expected STAGE=N')):
         result = run("check", problem_file(GOOD, "a.json"), SCOOTER, "--points", bad)
         assert result.exit_code == 2 and fragment in result.stderr and "--points" in result.stderr, bad
     assert run("check", problem_file(GOOD, "a.json"), SCOOTER, "--visibility", "sometimes").exit_code == 2

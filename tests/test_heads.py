@@ -65,6 +65,16 @@ def test_rows_and_layer_and_the_table(run, layered):
     assert "heads by the weight on scooter, per query (it)" in table and "scooter 0." in table
 
 
+@pytest.mark.parametrize("option, value, fragment", [
+    ("--query", "", 'error: --query: is ""; expected query labels'),  # was accepted: no rows, exit 0
+    ("--key", "", 'error: --key: is ""; expected key labels'),  # was accepted: the weight on no key
+    ("--layer", "", "error: --layer: is ''; expected all"),  # named the option as "layer"
+])
+def test_an_empty_option_is_refused_naming_the_option(run, layered, option, value, fragment):
+    given = {"--query": "it", "--key": "scooter"} | {option: value}
+    assert_error(run("heads", layered, *[a for pair in given.items() for a in pair]), fragment)
+
+
 def test_a_label_found_twice_is_refused_naming_both_places(run, layered):
     assert_error(run("heads", layered, "--query", "the"), "--query", "#1", "#4")
     assert_error(run("heads", layered, "--query", "it", "--key", "bicycle"), "--key", 'no key "bicycle"')

@@ -122,6 +122,12 @@ def test_a_long_double_within_float64_is_accepted(run, tmp_path):
 QKV_OPTIONS = ["--q", "1,0;0,1", "--k", "1,0;0,1", "--v", "1;2"]
 
 
+def test_an_empty_file_name_is_named_as_one(run):
+    """`attn compute ''` said `error: no such file`, naming nothing."""
+    assert_error(run("compute", ""), 'error: "": no such file')
+    assert_error(run("check", SAMPLES / "scooter.json", "--problem", ""), 'error: "": no such file')
+
+
 def test_piped_stdin_is_read_beside_matrix_options(run):
     """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): piped
     stdin beside matrix options is read; the options override its keys."""

@@ -46,6 +46,36 @@ def test_duplicate_key_in_a_heads_entry_of_answers(run, problem_file):
     assert_error(run("check", answers, problem), 'the key "scores" appears twice')
 
 
+@pytest.mark.parametrize("text, lenient, message", [
+    # the key given twice, then a trailing comma: the comma was named, with the line and column past the key
+    ('{"weights": [[0.05, 0.77, 0.19]], "weights": [[1, 0, 0]],}', False,
+     'invalid JSON at line 1, column 35: the key "weights" appears twice in one object; and at line 1, column 58: '
+     "Expecting property name enclosed in double quotes; --lenient-json reads trailing commas, not a key given twice"),
+    ('{"weights": [[0.05, 0.77, 0.19]], "weights": [[1, 0, 0]],}', True,
+     'invalid JSON at line 1, column 35: the key "weights" appears twice in one object'),
+    # a trailing comma, then the key given twice: both, in the order they come
+    ('{"weights": [[0.05, 0.77, 0.19],],\n "weights": [[1, 0, 0]]}', False,
+     'invalid JSON at line 1, column 33: Expecting value; and at line 2, column 2: the key "weights" appears twice'),
+    ('{"weights": [[0.05, 0.77, 0.19],], // mine\n "weights": [[1, 0, 0]]}', True,
+     'invalid JSON at line 2, column 2: the key "weights" appears twice in one object'),
+])
+def test_a_key_given_twice_beside_a_slip_lenient_reading_forgives_is_named(run, problem_file, text, lenient, message):
+    """The lenient reading forgave the trailing comma, then met the key given twice, and showed the
+    strict reading's error about the comma: the key given twice is the error no reading forgives."""
+    problem = problem_file(SCOOTER_TEXT)
+    answers = problem_file(text, "a.json")
+    assert_error(run("check", answers, problem, *(["--lenient-json"] if lenient else [])), f"a.json: {message}")
+
+
+def test_a_repeated_key_is_found_by_its_place_in_the_text():
+    from attncli.document.json_text import repeated_key_at
+
+    assert repeated_key_at('{"a": {"b": 1}, "c": [{"b": 2}, {"b": 3, "x\\"": "b"}],\n "d": {"e": 1, "e": 2}}') \
+        == (2, 16, "e")
+    assert repeated_key_at('{"a": 1, "b": [1,], "a": 2,}') == (1, 21, "a")  # the text need not parse
+    assert repeated_key_at('[{"a": 1}, {"a": 2}]') is None and repeated_key_at('{"a": "a", "b": "a"}') is None
+
+
 def test_duplicate_key_in_inline_json(run):
     assert_error(run("compute", "--q", '{"a": 1, "a": 2}', "--k", "1", "--v", "1"),
                  '--q: invalid JSON: the key "a" appears twice')

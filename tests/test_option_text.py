@@ -93,6 +93,27 @@ def test_empty_or_null_option_values_are_refused(run, option, value):
                  f"an option is off when it is left out: drop {option}")
 
 
+@pytest.mark.parametrize("option, value, fragment", [
+    ("--query-labels", "", '--query-labels: is "", which gives no label; labels are off when the option is left '
+                           "out: drop --query-labels"),
+    ("--key-labels", " ", '--key-labels: is " ", which gives no label'),
+    ("--output", "", '--output: "" has no known suffix'),
+])
+def test_an_empty_label_list_or_output_is_refused(run, option, value, fragment):
+    """`--query-labels ''` gave the query one blank label and `--output ''` wrote to stdout, both
+    silently (a sweep of every string option with ''): each is refused by name."""
+    result = run("compute", *QKV_OPTIONS, option, value)
+    assert_error(result, fragment)
+
+
+@pytest.mark.parametrize("value", ["it", "zz", ""])
+def test_row_without_explain_is_refused_not_ignored(run, value):
+    """--row chooses the rows --explain explains: without --explain it was ignored, whatever it named
+    (`--row zz`, `--row ''`), as --carry without --explain is refused."""
+    assert_error(run("compute", SAMPLES / "scooter.json", "--row", value),
+                 "--row: chooses the query rows --explain explains; add --explain")
+
+
 def test_a_null_side_of_a_window_is_still_unbounded(run):
     """Found by a hostile user (issue 17, round three of "nothing silently ignored or misread"): a null
     side of a window is still unbounded."""

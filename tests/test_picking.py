@@ -61,6 +61,21 @@ def test_labels_found_twice_or_not_at_all_are_refused(run, sentence):
     assert_error(run("compute", sentence, "--key", "bicycle", "-f", "table"), "--key", 'no key "bicycle"')
 
 
+@pytest.mark.parametrize("option, value, fragment", [
+    ("--query", "", '--query: is ""; expected query labels, words or positions (#N), comma-separated'),
+    ("--key", "", '--key: is ""; expected key labels'),
+    ("--query", "it,,#2", '--query: is "it,,#2": item 2 is empty'),
+])
+def test_an_empty_pick_is_refused_by_name(run, sentence, option, value, fragment):
+    """`--query ''` (attn compute, attn heads) was accepted and picked nothing: an empty pick is
+    refused, naming the option and the empty item's place."""
+    assert_error(run("compute", sentence, option, value, "-f", "table"), fragment)
+
+
+def test_a_missing_pick_names_the_queries_in_the_plural(run, sentence):
+    assert_error(run("compute", sentence, "--query", "bicycle", "-f", "table"), "; the 15 queries are ")
+
+
 def test_byte_level_labels_read_as_text_in_tables_and_stay_raw_in_json(run, problem_file):
     rng = np.random.default_rng(0)
     path = problem_file({"Q": rng.normal(size=(15, 4)).tolist(), "K": rng.normal(size=(15, 4)).tolist(),

@@ -64,6 +64,9 @@ def test_a_score_adds_the_stages_and_keeps_to_the_required():
 @pytest.mark.parametrize("given, fragment", [
     ("weights=2,weights=3", "given twice"), ("imprecise=-1", "from 0 to"), ("percent=1.5", "from 0 to 1"),
     ("heads[0].imprecise=1", "unknown stage"), ("weights", "is not STAGE=N"), ({"scores": True}, "above 0"),
+    # '' and ',' were no points at all, without a word; an empty item was dropped
+    ("", 'is ""; expected STAGE=N, comma-separated'), (" , ", "expected STAGE=N"),
+    ("weights=2,,scores=1", 'is "weights=2,,scores=1": item 2 is empty; expected STAGE=N'),
 ])
 def test_points_are_refused_naming_what_is_wrong(given, fragment):
     with pytest.raises(InputError, match=fragment):

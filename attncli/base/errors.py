@@ -151,6 +151,19 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {many}"
 
 
+def comma_items(text: str, expected: str, source: str | None = None, field: str | None = None) -> list[str]:
+    """An option's comma-separated list (`--cases scooter,random`), each item stripped. An empty
+    value (`''`, `,`) or an empty item (`a,,b`: one left out) is refused, naming its position,
+    never dropped: `expected` says what the list holds."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise InputError(f"is {quote(text)}; expected {expected}", source, field)
+    empty = next((i for i, item in enumerate(items, 1) if not item), None)
+    if empty is not None:
+        raise InputError(f"is {quote(text)}: item {empty} is empty; expected {expected}", source, field)
+    return items
+
+
 def quote(text: str) -> str:
     """A user's string in a message: quoted, with control and line-breaking characters escaped,
     so that an error is always one line."""

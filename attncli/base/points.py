@@ -10,7 +10,7 @@ attncli/marking/scoring.py): `imprecise=N` points once per stage (0 or more), `p
 import math
 import re
 
-from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.errors import InputError, comma_items, did_you_mean, quote
 from attncli.base.names import ASKABLE, COSTS
 
 MOST = 1e6  # the most points a stage may be worth: a sum of them stays a finite number
@@ -22,8 +22,9 @@ def read_points(given) -> dict[str, float] | None:
     if given is None:
         return None
     if isinstance(given, str):
+        parts = comma_items(given, "STAGE=N, comma-separated (e.g. weights=2)", field="points")  # '': no points
         items = []
-        for item in (part.strip() for part in given.split(",") if part.strip()):
+        for item in parts:
             stage, equals, number = (x.strip() for x in item.partition("="))
             if not equals:
                 raise InputError(f"{quote(item)} is not STAGE=N (e.g. weights=2)", field="points")

@@ -8,8 +8,13 @@
   transformers has built in and one with a capture family (capture/families.py), without a
   setting the family's record says attncli cannot express.
 - Its sizes are whole numbers ≥ 1 that fit together (heads in equal groups over the kv heads, the
-  hidden size in equal heads), its RoPE base and norm eps finite and positive, its dtype one
-  torch runs: a hostile config is one error naming its key, not an error deep in transformers.
+  hidden size in equal heads), the MLP's width by whatever name the family gives it (n_inner,
+  ffn_dim, d_ff, …: the memory guard counts it), its RoPE base and norm eps finite and positive,
+  its RoPE scaling's parameters as attn compute's rope.scaling takes them, its window whole keys,
+  its rotated dims an even number ≥ 2, its logit softcap and query_pre_attn_scalar finite and
+  positive (Gemma 2's eager path divides by a softcap of 0.0), its dtype one torch runs: a hostile
+  config is one error naming its key, not an error deep in transformers or torch, and never a
+  document that differs from the model.
 - `architectures` names a model class transformers has for that model type, or nothing (the base
   model): never an arbitrary attribute of transformers.
 - The weights are safetensors (each file's header checked here); a pickle (pytorch_model.bin and
@@ -21,6 +26,7 @@ Every file of the directory is an input of the run: `attn capture -o` refuses to
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import stat
@@ -35,11 +41,12 @@ from transformers.models.auto import modeling_auto
 
 from attncli.base.errors import quote
 from attncli.base.values import describe
-from attncli.capture.families import CaptureError, Family, family_of, refused
+from attncli.capture.families import CaptureError, Family, family_of, partial_rotary, refused, rotary_dim
 from attncli.capture.gguf_file import Gguf
 from attncli.compute.limits import Cap
 from attncli.document.json_text import parse_json
 from attncli.document.loading import decode, read_bytes
+from attncli.problem import rope_scaling
 
 CONFIG_CAP = Cap(4 << 20, "a model's config.json is a few kilobytes: attn capture reads at most 4 MiB of it")
 PICKLES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack")
@@ -49,6 +56,15 @@ SIZES = {"hidden_size": False, "num_attention_heads": False, "num_hidden_layers"
          "max_position_embeddings": False, "intermediate_size": True, "num_key_value_heads": True,
          "head_dim": True}
 LARGEST = 2**31 - 1  # torch's sizes past this overflow its 32-bit kernels
+# The MLP's width by the names families give it beside intermediate_size (GPT-J's and GPT-2's n_inner,
+# OPT's ffn_dim, T5's d_ff, BART's encoder_ffn_dim, Falcon's ffn_hidden_size, DistilBERT's hidden_dim,
+# DBRX's ffn_config.ffn_hidden_size): each given one checked as a size; the memory guard counts the widest.
+WIDTHS = ("n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim", "ffn_hidden_size", "hidden_dim",
+          "intermediate_size_mlp", "moe_intermediate_size", "ffn_config.ffn_hidden_size")
+BASES = ("rope_theta", "rotary_emb_base")  # the RoPE base, and GPT-NeoX's older name that transformers reads
+PARTIAL = ("partial_rotary_factor", "rotary_pct")  # the rotated fraction of a head, and GPT-NeoX's older name
+KV_HEADS = ("num_kv_heads", "attn_config.kv_n_heads")  # Falcon's and DBRX's names of the kv heads
+DECODER_LAYERS = ("decoder_layers", "num_decoder_layers")  # an encoder-decoder's decoder: its layers count too
 EPS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps")
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 MAX_FILES = 10_000  # a model directory holds a few dozen files
@@ -86,7 +102,7 @@ def locate(model: str) -> str:
         found = None
     if isinstance(found, str) and os.path.isfile(found):
         return os.path.dirname(found)
-    raise CaptureError(f"MODEL {model} is neither a directory nor a model in the local Hugging Face cache (attn "
+    raise CaptureError(f"MODEL {model or quote(model)} is neither a directory nor a model in the local Hugging Face cache (attn "
                        "capture never downloads: fetch it first, e.g. with hf download)", field="MODEL")
 
 
@@ -113,7 +129,12 @@ def check_config(config: dict) -> tuple[Family, SimpleNamespace, str | None, str
     family = _family(config)
     text, text_class = _text_part(config, family)
     sizes = _sizes(text, text_class, "text_config." if text is not config else "")
+    if family.decoder is not None:  # an encoder-decoder's decoder: as many layers as the encoder unless said
+        sizes.decoder_layers = sizes.decoder_layers or sizes.num_hidden_layers
+    else:
+        sizes.decoder_layers = 0
     _numbers(text, "text_config." if text is not config else "")
+    _attention(text, family, sizes, "text_config." if text is not config else "")
     return family, sizes, _model_class(config), _dtype(config)
 
 
@@ -206,45 +227,153 @@ def _sizes(text: dict, config_class: type, prefix: str) -> SimpleNamespace:
         raise CaptureError(f"{prefix}{names.get('num_attention_heads', 'num_attention_heads')} {s.num_attention_heads} "
                            f"is not a multiple of num_key_value_heads {s.num_key_value_heads}; expected the query "
                            "heads in equal groups over the kv heads", field=prefix + "num_key_value_heads")
+    for key in KV_HEADS:
+        kv_heads = _size(text, key, prefix, config_class)
+        if kv_heads and s.num_attention_heads % kv_heads:
+            raise CaptureError(f"{prefix}{names.get('num_attention_heads', 'num_attention_heads')} "
+                               f"{s.num_attention_heads} is not a multiple of {key} {kv_heads}; expected the query "
+                               "heads in equal groups over the kv heads", field=prefix + key)
     if s.head_dim is None and s.hidden_size % s.num_attention_heads:
         raise CaptureError(f"{prefix}{names.get('hidden_size', 'hidden_size')} {s.hidden_size} is not a multiple of "
                            f"{names.get('num_attention_heads', 'num_attention_heads')} {s.num_attention_heads}; "
                            "expected equal heads (or give head_dim)", field=prefix + "hidden_size")
     s.head_dim = s.head_dim or s.hidden_size // s.num_attention_heads
-    s.intermediate_size = s.intermediate_size or 4 * s.hidden_size
+    widths = [_size(text, key, prefix, config_class) for key in WIDTHS]
+    ratio = text.get("expansion_ratio")  # MPT: the MLP is expansion_ratio × d_model wide
+    if ratio is not None and not _number(ratio, lambda x: 0 < x * s.hidden_size <= LARGEST):
+        raise CaptureError(f"{prefix}expansion_ratio is {describe(ratio)}; expected a finite number > 0 (the MLP's "
+                           "width over d_model, as 4)", field=prefix + "expansion_ratio")
+    widths.append(int(ratio * s.hidden_size) if ratio is not None else None)
+    s.intermediate_size = max([w for w in widths if w] + [s.intermediate_size or 4 * s.hidden_size])
+    s.decoder_layers = max([n for n in (_size(text, key, prefix, config_class) for key in DECODER_LAYERS) if n] +
+                           [0])
     s.experts = next((text[k] for k in ("num_local_experts", "num_experts", "n_routed_experts")
                       if type(text.get(k)) is int and text[k] >= 1), 1)
     return s
 
 
+def _size(text: dict, key: str, prefix: str, config_class: type) -> int | None:
+    """A size by one of WIDTHS' or DECODER_LAYERS' names that this model type has (`a.b`: b of the
+    sub-object a): given, checked as a whole number from 1 to LARGEST (or null); absent, the config
+    class's default; None when neither (or the model type has no such key)."""
+    outer, _, inner = key.rpartition(".")
+    if not _has(config_class, outer or inner):
+        return None
+    place = text.get(outer) if outer else text
+    if not isinstance(place, dict) or inner not in place:
+        return None if outer else _default(config_class, key)
+    value = place[inner]
+    if value is not None and not (type(value) is int and 1 <= value <= LARGEST):
+        raise CaptureError(f"{prefix}{key} is {describe(value)}; expected a whole number from 1 to {LARGEST:,} (or null)",
+                           field=prefix + key)
+    return value
+
+
+def _parameters(config_class: type) -> dict:
+    try:
+        return dict(inspect.signature(config_class.__init__).parameters)
+    except (ValueError, TypeError):
+        return {}
+
+
+def _has(config_class: type, key: str) -> bool:
+    """Whether the config class takes `key` (an argument, a field or an attribute of its own)."""
+    return key in _parameters(config_class) or key in getattr(config_class, "__dataclass_fields__", {}) or \
+        key in getattr(config_class, "__annotations__", {}) or hasattr(config_class, key)
+
+
+def _default(config_class: type, key: str) -> int | None:
+    """The config class's default of `key` when it is a size (read off its signature or class: no
+    config is built)."""
+    found = _parameters(config_class).get(key)
+    default = found.default if found is not None else getattr(config_class, key, None)
+    return default if type(default) is int and 1 <= default <= LARGEST else None
+
+
 def _numbers(text: dict, prefix: str) -> None:
-    """RoPE bases, partial rotary factors and norm eps: finite, positive (0 < factor ≤ 1)."""
-    params = text.get("rope_parameters") or text.get("rope_scaling")
+    """RoPE bases, partial rotary factors, the scaling's parameters and norm eps: finite, positive
+    (0 < factor ≤ 1; each scaling parameter as attn compute's rope.scaling takes it)."""
     places = [(text, prefix)]
-    if isinstance(params, dict):
-        places.append((params, f"{prefix}rope_parameters."))
-        places += [(v, f"{prefix}rope_parameters.{k}.") for k, v in params.items() if isinstance(v, dict)]
-    elif params is not None:
-        raise CaptureError(f"{prefix}rope_parameters is {describe(params)}; expected a JSON object",
-                           field=prefix + "rope_parameters")
+    for name in ("rope_parameters", "rope_scaling"):
+        params = text.get(name)
+        if isinstance(params, dict):
+            places.append((params, f"{prefix}{name}."))
+            places += [(v, f"{prefix}{name}.{k}.") for k, v in params.items() if isinstance(v, dict)]
+        elif params is not None:
+            raise CaptureError(f"{prefix}{name} is {describe(params)}; expected a JSON object", field=prefix + name)
     for place, at in places:
-        theta = place.get("rope_theta")
-        if theta is not None and not _number(theta, lambda x: x > 0):
-            raise CaptureError(f"{at}rope_theta is {describe(theta)}; expected a finite number > 0 (the RoPE base, "
-                               "as 10000)", field=at + "rope_theta")
-        factor = place.get("partial_rotary_factor")
-        if factor is not None and not _number(factor, lambda x: 0 < x <= 1):
-            raise CaptureError(f"{at}partial_rotary_factor is {describe(factor)}; expected a number in (0, 1]",
-                               field=at + "partial_rotary_factor")
+        for base in BASES:
+            theta = place.get(base)
+            if theta is not None and not _number(theta, lambda x: x > 0):
+                raise CaptureError(f"{at}{base} is {describe(theta)}; expected a finite number > 0 (the RoPE base, "
+                                   "as 10000)", field=at + base)
+        for name in PARTIAL:
+            factor = place.get(name)
+            if factor is not None and not _number(factor, lambda x: 0 < x <= 1):
+                raise CaptureError(f"{at}{name} is {describe(factor)}; expected a number in (0, 1]", field=at + name)
         kind = place.get("rope_type", place.get("type"))
         known = ("default",) + tuple(transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS)
         if place is not text and kind is not None and kind not in known:
             raise CaptureError(f"{at}rope_type is {describe(kind)}; expected one of {', '.join(known)}",
                                field=at + "rope_type")
+        if place is not text and kind not in (None, "default"):
+            for key, value in place.items():
+                wanted = rope_scaling.expected(key, value)
+                if wanted is not None:
+                    raise CaptureError(f"{at}{key} is {describe(value)}; expected {wanted}", field=at + key)
     for key in EPS:
         if key in text and not _number(text[key], lambda x: x >= 0):
             raise CaptureError(f"{prefix}{key} is {describe(text[key])}; expected a finite number ≥ 0 (as 1e-06)",
                                field=prefix + key)
+
+
+def _attention(text: dict, family: Family, sizes: SimpleNamespace, prefix: str) -> None:
+    """What shapes a layer's attention beside its sizes, checked as attn compute would take it: the
+    window (whole keys), the logit softcap and the query_pre_attn_scalar (finite, > 0), and the rotated
+    dims (an even number of a head's, at least 2)."""
+    for key, least in (("sliding_window", 1), ("local_attention", 2)):
+        value = text.get(key)
+        if value is not None and not (type(value) is int and least <= value <= LARGEST):
+            raise CaptureError(f"{prefix}{key} is {describe(value)}; expected a whole number of keys from {least} to "
+                               f"{LARGEST:,} (or null: no window)", field=prefix + key)
+    cap = text.get(family.softcap) if family.softcap else None
+    if cap is not None and not _number(cap, lambda x: x > 0):
+        raise CaptureError(f"{prefix}{family.softcap} is {describe(cap)}; expected a finite number > 0, or null for no "
+                           "softcap (transformers' eager attention divides the scores by it: 0 is not \"off\" there, "
+                           "it makes every score 0 · tanh(±∞))", field=prefix + family.softcap)
+    scalar = text.get("query_pre_attn_scalar")
+    if scalar is not None and not _number(scalar, lambda x: x > 0):
+        raise CaptureError(f"{prefix}query_pre_attn_scalar is {describe(scalar)}; expected a finite number > 0 (the "
+                           "scores are scaled by its inverse square root, as 256)", field=prefix + "query_pre_attn_scalar")
+    _rotated(text, family, sizes, prefix)
+
+
+def _rotated(text: dict, family: Family, sizes: SimpleNamespace, prefix: str) -> None:
+    """GPT-J's and CodeGen's rotary_dim, and the dims a partial_rotary_factor leaves of a head: an even
+    number from 2 to head_dim (RoPE turns pairs of dims)."""
+    if family.rope is None or text.get("alibi") is True:
+        return
+    d = sizes.head_dim
+    if family.rope.dims is rotary_dim:
+        value = text.get("rotary_dim")
+        if value is not None and not (type(value) is int and 2 <= value <= d and value % 2 == 0):
+            raise CaptureError(f"{prefix}rotary_dim is {describe(value)}; expected an even whole number from 2 to the "
+                               f"head's width {d} (RoPE turns pairs of dims), or null (every dim)",
+                               field=prefix + "rotary_dim")
+    elif family.rope.dims is partial_rotary:
+        factors = 0
+        for name, key in [(place, key) for place in ("rope_parameters", "rope_scaling", None) for key in PARTIAL]:
+            place = text.get(name) if name else text
+            factor = place.get(key) if isinstance(place, dict) else None
+            factors += factor is not None
+            if factor is not None and (int(d * factor) % 2 or int(d * factor) < 2):
+                at = f"{prefix}{name}.{key}" if name else f"{prefix}{key}"
+                raise CaptureError(f"{at} is {describe(factor)}, which turns {int(d * factor)} of the head's {d} dims; "
+                                   "expected a factor that leaves an even number of dims, at least 2 (RoPE turns "
+                                   "pairs of dims)", field=at)
+        if not factors and d % 2:
+            raise CaptureError(f"{prefix}head_dim is {d}{' (hidden_size / heads)' if text.get('head_dim') is None else ''}; "
+                               "expected an even width: RoPE turns pairs of dims", field=prefix + "head_dim")
 
 
 def _number(value, test) -> bool:

@@ -29,13 +29,19 @@ def model_bytes(s: SimpleNamespace, dtype: str | None) -> dict[str, int]:
     width = s.num_attention_heads * s.head_dim
     attention = s.hidden_size * (width + 2 * s.num_key_value_heads * s.head_dim) + width * s.hidden_size
     mlp = 3 * s.hidden_size * s.intermediate_size * s.experts
-    numbers = s.num_hidden_layers * (attention + mlp) + (2 * s.vocab_size + (s.max_position_embeddings or 0)) * s.hidden_size
+    layers = all_layers(s)
+    numbers = layers * (attention + mlp) + (2 * s.vocab_size + (s.max_position_embeddings or 0)) * s.hidden_size
     numbers = getattr(s, "weights", None) or numbers
     needs = {f"its weights (about {numbers:,} numbers)": numbers * ITEMSIZE[dtype],
-             _modules(s.num_hidden_layers): s.num_hidden_layers * LAYER_BYTES}
+             _modules(layers): layers * LAYER_BYTES}
     if getattr(s, "dequantized", False):
         needs["its GGUF tensors dequantized to float32 while loading"] = numbers * 4
     return needs
+
+
+def all_layers(s: SimpleNamespace) -> int:
+    """The model's layers: an encoder-decoder's decoder layers (`s.decoder_layers`) beside its encoder's."""
+    return s.num_hidden_layers + (getattr(s, "decoder_layers", 0) or 0)
 
 
 def _modules(layers: int) -> str:
@@ -46,7 +52,8 @@ def run_bytes(s: SimpleNamespace, dtype: str | None, rows: int, length: int, cap
               binary: bool = False) -> dict[str, int]:
     """Running it on `rows` sequences of `length` tokens, and the document of `captured` layers:
     their arrays (float64) and their JSON text, or an .npz's members (`binary`)."""
-    heads, layers = s.num_attention_heads, s.num_hidden_layers
+    # every attention's weights: an encoder-decoder's decoder layers have two (self and cross)
+    heads, layers = s.num_attention_heads, all_layers(s) + (getattr(s, "decoder_layers", 0) or 0)
     scores = rows * heads * length * length
     itemsize = max(ITEMSIZE[dtype], 4)  # the eager softmax is float32 at least
     numbers = layer_numbers(s, length)

@@ -38,11 +38,18 @@ ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit takes ², and 
 def ids_rows(text: str) -> list[list[int]]:
     """`3,1,4; 1,5`: one list of ids per sequence."""
     rows = []
-    for part in text.split(";"):
-        words = [w.strip() for w in part.split(",") if w.strip()]
-        if not words or not all(ID.fullmatch(w) for w in words):
-            raise CaptureError(f"is {quote(text)}; expected whole numbers ≥ 0 (digits 0-9) separated by commas "
-                               "(sequences separated by ;)", "--ids")
+    parts = text.split(";")
+    expected = "expected whole numbers ≥ 0 (digits 0-9) separated by commas (sequences separated by ;)"
+    for number, part in enumerate(parts, 1):
+        words = [w.strip() for w in part.split(",")]
+        of = f" of sequence {number}" if len(parts) > 1 else ""
+        if not any(words) and len(parts) > 1:
+            raise CaptureError(f"is {quote(text)}: sequence {number} is empty; {expected}", "--ids")
+        empty = next((i for i, w in enumerate(words, 1) if not w), None)
+        if empty is not None and any(words):  # 3,,1: an id left out (the list would silently shorten)
+            raise CaptureError(f"is {quote(text)}: id {empty}{of} is empty; {expected}", "--ids")
+        if not any(words) or not all(ID.fullmatch(w) for w in words):
+            raise CaptureError(f"is {quote(text)}; {expected}", "--ids")
         rows.append([int(w) for w in words])
     return rows
 

@@ -5,7 +5,7 @@ from attncli.base import (
     choices,
     names,  # one --STAGE option per stage of the table (no numpy at start-up)
 )
-from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.errors import InputError, comma_items, did_you_mean, quote
 from attncli.base.points import MOST, read_points
 from attncli.commands import spec
 from attncli.commands.edge import AUTO_HELP, formats
@@ -143,7 +143,8 @@ def _stages(text: str | None) -> tuple[str, ...] | None:
     """--require's comma list, checked (None when not given: the problem's "ask" applies)."""
     if text is None:
         return None
-    stages = tuple(s.strip() for s in text.split(",") if s.strip())
+    # '' would require nothing, in place of the problem's "ask", without a word
+    stages = tuple(comma_items(text, "stage names, comma-separated (e.g. weights,output)", "--require"))
     for stage in stages:
         if names.stage_of(stage) not in names.ASKABLE:
             hint = did_you_mean(names.stage_of(stage), names.ASKABLE) or f"; answers are {', '.join(names.ASKABLE)}"

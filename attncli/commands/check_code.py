@@ -10,7 +10,7 @@ import glob
 import os
 import sys
 
-from attncli.base.errors import InputError, ReaderGone, one_line, quote
+from attncli.base.errors import InputError, ReaderGone, comma_items, one_line, quote
 from attncli.code.calling import parse_signature
 from attncli.code.cases import battery
 from attncli.code.code_marks import CodeMarks, mark_function
@@ -37,14 +37,19 @@ def run_code(o, answer_options: list[str]) -> None:
         raise InputError(f"{quote(o.files[0])}: with --code, give no answers files (cases come from --cases)",
                          "--code")
     signature = _at(lambda: parse_signature(o.signature), "--signature")
-    chosen = [c.strip() for c in o.cases.split(",") if c.strip()] if o.cases else None
+    # '' would be every case, no module forbidden, no points, no page: each refused by name
+    chosen = None if o.cases is None else comma_items(o.cases, "case names or problem files, comma-separated (e.g. "
+                                                      "scooter,random)", "--cases")
+    forbid = () if o.forbid is None else tuple(comma_items(o.forbid, "module names, comma-separated (e.g. "
+                                                            "attncli,torch.nn.functional)", "--forbid"))
+    if o.points is not None:
+        comma_items(o.points, "CASE=N, CASE.STAGE=N or STAGE=N, comma-separated", "--points")
     cases, skipped = _at(lambda: battery(signature, o.layout, chosen), "--cases")
     if not cases:
         why = "; ".join(f"{name}: {reason}" for name, reason in skipped)
         raise InputError(f"no case can call this function ({why})", "--cases")
     targets = _targets(o.code)
-    forbid = tuple(m.strip() for m in (o.forbid or "").split(",") if m.strip())
-    output = _page_target(o.report, o.format, targets) if o.report else None
+    output = _page_target(o.report, o.format, targets) if o.report is not None else None
     format = "html" if output else o.format
     results: list[CodeMarks] = []
     with Runner(o.array, o.timeout, o.memory, forbid) as runner:

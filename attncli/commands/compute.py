@@ -103,11 +103,14 @@ def plan(o: SimpleNamespace, stdin_is_terminal: bool) -> SimpleNamespace:
     shown = _shown(o, tile_sizes is not None)
     if o.carry is not None and not o.explain:
         raise InputError("chooses how --explain carries its numbers; add --explain", "--carry")
+    if o.row and not o.explain:  # it was ignored, whatever it named
+        raise InputError("chooses the query rows --explain explains; add --explain (--query picks the rows of "
+                         "the tables)", "--row")
     from_stdin = _stdin_matrix(o, stdin_is_terminal)
     # the document is read from stdin when piped and no file is named, unless a matrix is (`--q -`)
     stdin = "-" if o.file is None and not stdin_is_terminal and not from_stdin else None
     inputs = [o.file, stdin, *matrices(o).values()]  # files --output must not overwrite (dO's too)
-    suffix = o.output_file and _output_suffix(o.output_file, inputs)
+    suffix = None if o.output_file is None else _output_suffix(o.output_file, inputs)  # '': refused by name
     format = _chosen(o.format, o.output_file, suffix, text_only=o.explain or "heatmap" in shown)
     _holds(format, o, shown, tile_sizes is not None, suffix)
     # Only the output is needed: compute it in blocks (bounded memory), one BLAS thread per worker.

@@ -121,8 +121,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("heads", "Split the feature axis of 2-D Q/K/V into this many contiguous heads.", key="heads", type=int),
     Option("scale", "Scale for Q Kᵀ (default 1/√d_k): a number, a fraction (1/1.4142) or a root (1/sqrt(2)).",
            key="scale", read=opt.scale, metavar="<number>"),
-    Option("query_labels", "Row labels, comma-separated: it,they", key="query_labels", read=opt.labels),
-    Option("key_labels", "Key labels, comma-separated.", key="key_labels", read=opt.labels),
+    Option("query_labels", "Row labels, comma-separated: it,they", key="query_labels", read=opt.labels("--query-labels")),
+    Option("key_labels", "Key labels, comma-separated.", key="key_labels", read=opt.labels("--key-labels")),
     Option("dtype", "Arithmetic: float64 (default), float32, or bfloat16 and float16 (16 bits, computed by a "
            "recipe: --accumulate, --store; bfloat16 needs the ml-dtypes package).", key="dtype", choices=DTYPES,
            panel=PRECISION),

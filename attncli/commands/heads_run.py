@@ -24,7 +24,7 @@ from attncli.render.heads import heads_json, heads_table
 def each_layer(file: str | None, layer: str | None, piped: bool):
     """(layer number, document, problem) for each chosen layer of the file, in order."""
     try:
-        doc, found, source = gather(file, {}, {}, piped, layer)
+        doc, found, source = gather(file, {}, {}, piped, layer, "--layer")
         docs = [((doc.get("model") or {}).get("layer", 0) if isinstance(doc.get("model"), dict) else 0, doc)]
     except layers.SeveralLayers as several:
         numbers, source = layers.numbers(several.doc), several.source

@@ -4,7 +4,7 @@
 import re
 
 from attncli.base import tokens
-from attncli.base.errors import InputError, did_you_mean, quote
+from attncli.base.errors import InputError, comma_items, did_you_mean, plural, quote
 
 
 def scale(text: str | None) -> float | None:
@@ -54,8 +54,18 @@ def tile_sizes(text: str | None) -> tuple[int, int] | None:
     return int(parts[0]), int(parts[1])
 
 
-def labels(text: str | None) -> list[str] | None:
-    return None if text is None else [label.strip() for label in text.split(",")]
+def labels(option: str):
+    """--query-labels / --key-labels: comma-separated labels (a blank one among them is kept, as a
+    document's may be); a whole value of nothing is refused (`option` names it): labels are off when
+    the option is left out."""
+    def read(text: str | None) -> list[str] | None:
+        if text is None:
+            return None
+        if not text.strip():
+            raise InputError(f"is {quote(text)}, which gives no label; labels are off when the option is left out: "
+                             f"drop {option}", option)
+        return [label.strip() for label in text.split(",")]
+    return read
 
 
 # No option value means "off": a variant is off when its option is left out. A whole value that
@@ -148,9 +158,8 @@ def picks(chosen: list[str] | None, names: list[str] | None, n: int, flag: str, 
     shown = tokens.readable(raw)
     groups = tokens.words(raw, word_ids if word_ids is not None and len(word_ids) == n else None)
     found: list[tuple[str, list[int]]] = []
-    for value in (part.strip() for text in chosen for part in text.split(",")):
-        if not value:
-            continue
+    expected = f"{what} labels, words or positions (#N), comma-separated"
+    for value in (part for text in chosen for part in comma_items(text, expected, flag)):  # '': refused
         number = value[1:] if value.startswith("#") else None
         if number is not None and number.isascii() and number.isdigit() and len(number) < 19 and int(number) < n:
             found.append((shown[int(number)], [int(number)]))
@@ -171,7 +180,8 @@ def picks(chosen: list[str] | None, names: list[str] | None, n: int, flag: str, 
         else:
             listed = ", ".join(f"{label} (#{i})" for i, label in enumerate(shown[:40])) + (" …" if n > 40 else "")
             hint = did_you_mean(value, shown, 0.5) if names else ""
-            raise InputError(f"no {what} {quote(value)}{hint}; the {what}s are {listed}", flag)
+            every = f"the {plural(n, what)} are" if n != 1 else f"the one {what} is"
+            raise InputError(f"no {what} {quote(value)}{hint}; {every} {listed}", flag)
     return found
 
 

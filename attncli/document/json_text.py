@@ -92,6 +92,51 @@ def parse_json(text: str, source: str, keep_decimals: bool = False):
                          source) from None
 
 
+def repeated_key_at(text: str) -> tuple[int, int, str] | None:
+    """(line, column, key) of the first key given twice in one object of a JSON text, by a scan of
+    its strings and brackets alone: the text need not parse (a trailing comma, a comment blanked to
+    spaces), so that a reader can say where the key is beside the slip the strict reading found."""
+    stack: list[set | None] = []  # per open bracket: an object's keys so far, or None for a list
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            end = _string_end(text, i)
+            after = end
+            while after < n and text[after] in " \t\r\n":
+                after += 1
+            if stack and stack[-1] is not None and after < n and text[after] == ":":
+                try:
+                    key = json.loads(text[i:end])
+                except ValueError:
+                    key = text[i:end]
+                if key in stack[-1]:
+                    line = text.count("\n", 0, i) + 1
+                    return line, i - (text.rfind("\n", 0, i) + 1) + 1, key
+                stack[-1].add(key)
+            i = end
+            continue
+        if c in "{[":
+            stack.append(set() if c == "{" else None)
+        elif c in "]}" and stack:
+            stack.pop()
+        i += 1
+    return None
+
+
+def _string_end(text: str, start: int) -> int:
+    """The index after the string that opens at `start` (its end of text when it never closes)."""
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text[i] == '"':
+            return i + 1
+        else:
+            i += 1
+    return len(text)
+
+
 def written_decimals(x) -> int:
     """The decimals a JSON number was written with: a `Typed` float's own; a plain float's from
     its shortest form (what json.dumps writes: 0.7679 → 4, 2.0 → 1, 1e-05 → 5); an int's 0."""

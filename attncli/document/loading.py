@@ -102,8 +102,8 @@ def read_bytes(path: str, cap: Cap | None = None) -> tuple[bytes, str]:
             if stat.S_ISREG(status.st_mode) and status.st_size > cap.bytes:
                 raise cap.refuse(status.st_size, source, exact=True)
             return _read_capped(handle, cap, source), source
-    except FileNotFoundError:
-        raise InputError("no such file" + _example_hint(path), source) from None
+    except FileNotFoundError:  # an empty name ('') is named as one: the message needs its file
+        raise InputError("no such file" + _example_hint(path), source or '""') from None
     except IsADirectoryError:
         raise InputError("is a directory, expected a file", source) from None
     except OSError as error:

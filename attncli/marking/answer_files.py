@@ -8,6 +8,7 @@ line. It is tried only when the strict reading fails, and says what it forgave."
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli.base.errors import Advice, InputError, plural
+from attncli.base.errors import Advice, InputError, plural, quote
 from attncli.compute.limits import Cap, size_text
+from attncli.document.json_text import repeated_key_at
 from attncli.document.loading import ONE_MATRIX_SUFFIXES, decode, parse_json, read_bytes, read_document
 from attncli.marking.answers import EmptyFile, bare_infinity_as_null, parse_answers_csv
 from attncli.stages.table import names
@@ -140,11 +142,39 @@ def read_answers_file(path, cap: Cap | None = None, csv: bool = True, lenient: b
         try:
             doc = parse_json(bare_infinity_as_null(forgiven), source, keep_decimals=True)
         except InputError:
+            repeated = _repeated(text, found, lenient)
+            if repeated is not None:  # a key given twice: no reading forgives it, so it is named
+                advice = None if lenient else Advice("lenient_json", (True,),
+                                                     f"; {{}} reads {', '.join(found)}, not a key given twice")
+                raise InputError(repeated, source, advice=advice) from None
             raise strict from None  # the strict error, with its line and column, is the one to show
         if not lenient:  # the strict error, saying the lenient reading would read it
             strict.advice = Advice("lenient_json", (True,), f"; it reads with {{}} ({', '.join(found)})")
             raise strict from None
         return doc, f"not valid JSON, read leniently: {', '.join(found)}"
+
+
+def _repeated(text: str, found: list[str], lenient: bool) -> str | None:
+    """The error of a hand-written file with a key given twice beside the slips lenient reading
+    forgives (`found`): the key, where it is; without `lenient`, also the first slip, the two in
+    the order they come in the file. (The strict reading meets the slip first whatever the order:
+    it sees the repeated key only once the object is read, and a trailing comma after it was named
+    in its place.) None when no key is given twice."""
+    read = bare_infinity_as_null(text)  # as the strict reading read it
+    at = repeated_key_at(COMMENT.sub(lambda m: m.group(1) or re.sub(r"[^\n]", " ", m.group(2)), read))
+    if at is None:
+        return None
+    line, column, key = at
+    repeated = (line, column, f"at line {line}, column {column}: the key {quote(key)} appears twice in one object")
+    if lenient:
+        return f"invalid JSON {repeated[2]}"
+    try:
+        json.loads(read)
+        return f"invalid JSON {repeated[2]}"
+    except json.JSONDecodeError as error:
+        slip = (error.lineno, error.colno, f"at line {error.lineno}, column {error.colno}: {error.msg}")
+    first, second = sorted([repeated, slip])
+    return f"invalid JSON {first[2]}; and {second[2]}"
 
 
 def load_answers(path, cap: Cap | None = None, csv: bool = True):

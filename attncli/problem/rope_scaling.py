@@ -281,6 +281,22 @@ def read(value, base: float, dims: int, field: str = FIELD) -> Scaling | None:
     return scaling
 
 
+def expected(key: str, value) -> str | None:
+    """What the scaling parameter `key` must be, in words, when `value` is not that; None when it is
+    (or is null, or `key` is no scaling parameter). The check `read` makes of each value, without the
+    rope type's context: for a model's config, before anything is built from it (attn capture)."""
+    kind = _KINDS.get(key)
+    if kind is None or value is None:
+        return None
+    if kind == "factors":
+        fits = isinstance(value, (list, tuple)) and all(_is_number(x) and x > 0 for x in value)
+    elif kind == "flag":
+        fits = isinstance(value, bool)
+    else:
+        fits = _is_number(value) and _TESTS[kind](value)
+    return None if fits else _EXPECTED[kind]
+
+
 def _types() -> str:
     return ", ".join(TYPES)
 

@@ -1,6 +1,6 @@
 """Every medium's escaping of user text (labels, titles, descriptions, file names, explanations),
-at one place each: `md` (Markdown), `tex` (LaTeX), `csv_text` and `csv_cell` (CSV formulas and
-quoting), `html_text` and `script_json` (HTML), each starting from `shown` (attncli/base/errors.visible:
+at one place each: `md` (Markdown), `tex` (LaTeX), `csv_text` (CSV formulas; the csv
+module quotes the cell), `html_text` and `script_json` (HTML), each starting from `shown` (attncli/base/errors.visible:
 controls, separators and bidi characters as visible `\\uXXXX` escapes); and `dumps` (strict JSON,
 which keeps the text exact and writes what must not reach a terminal raw as JSON's own escapes). The output formats' records (render/formats.py) name theirs, and
 tests/test_safety.py runs hostile text through every registered text format with it.
@@ -11,8 +11,6 @@ point here): each pattern is a string `re` compiles on first use and keeps in it
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 
@@ -116,13 +114,6 @@ def csv_text(text: str) -> str:
     (OWASP's CSV injection advice) unless it is a plain number such as -1."""
     text = shown(text)
     return "'" + text if text.startswith(_FORMULA_START) and not re.fullmatch(_NUMBER, text) else text
-
-
-def csv_cell(text: str) -> str:
-    """A text cell as a CSV file holds it: `csv_text`, quoted by the csv module when it must be."""
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="").writerow([csv_text(text)])
-    return buffer.getvalue()
 
 
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})  # html.escape's
