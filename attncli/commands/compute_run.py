@@ -35,6 +35,8 @@ from attncli.render.target import OutputError
 from attncli.stages import grads
 from attncli.stages.table import get, stand_in
 
+# The keys that give a mask: a masked-rows error names the option (or its file) that gave it, not the problem's file.
+MASK_KEYS = ("mask", "window", "key_mask")
 MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON keeps about 5 KB a tile
 
 
@@ -129,9 +131,12 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
             # (the read-back loads the tiles and the counts).
             from attncli.document.readback import verify
 
-            verify(read, trace, flag, options)
+            verify(read, trace, flag, tuple(options.values()))
         tiled = None if plan.tile_sizes is None else _tiles(problem, plan.tile_sizes)
     except AttnError as error:
+        given = [options[key] for key in MASK_KEYS if key in options]
+        if error.field == "masked_rows" and given:  # the rows are fully masked by the mask an option gave
+            raise error.at(" and ".join(given))
         raise error.at(source) if source else error
     return trace, tiled
 
@@ -182,7 +187,7 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
 
 
 def read(o: SimpleNamespace, piped: bool = False):
-    """(problem, source, document, the options that changed it): the document from the file or
+    """(problem, source, document, {key: the option (or its file) that changed it}): the document from the file or
     stdin (`piped` and no file named: read even beside matrix options, which override its keys)
     with the options' keys over it (commands/compute_options.py's table says which key each
     option sets), built into a problem."""
@@ -194,7 +199,7 @@ def read(o: SimpleNamespace, piped: bool = False):
         raise
     found |= origin  # each setting named by the option that gave it (--alibi-slopes, --rope-style, …)
     problem = build_problem(doc, found | {"invert_mask": "--invert-mask"}, source, invert_mask=o.invert_mask)
-    return problem, source, doc, tuple(found.values())
+    return problem, source, doc, found
 
 
 def _check_tile_count(problem, bq: int, bk: int, table: bool) -> None:
@@ -265,6 +270,11 @@ def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown, keep=(), word_
     from attncli.render.explain import explain
     from attncli.render.tiles import explain_tiles
 
+    lab = trace.precision
+    if o.carry == "rounded" and lab is not None and lab.recipe is not None:
+        raise InputError(f"rounded carry re-types each number to {o.precision} decimals, as a calculator; a "
+                         f"{trace.problem.dtype} run's explanation writes exact arithmetic and each rounding to "
+                         f"{trace.problem.dtype} it did: drop --carry rounded", "--carry")
     if tiled is None:
         refuse_nonfinite(trace, rows if rows is not None else list(range(min(trace.problem.lq, 3))) if
                          trace.problem.lq <= 3 else [0], heads_shown, "--row")

@@ -2,6 +2,10 @@
 did on one query row, in the order the recipe did them: the inputs as stored, each stored stage
 (its value as computed → as stored), and, with recipe `same`, each e^(x − m) rounded as it is made.
 A float32 or float64 run rounds nothing beyond its dtype: its lines say so once.
+
+`ledger` gives the hand calculation (attncli/hand/carry.py's Writer) each number of the row as
+exact arithmetic makes it from the numbers the run held, beside the number the run kept, so that
+each line prints an equation that holds and then the rounding: `= 2055.0000 → 2056 in float16`.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.base.errors import InputError
+from attncli.compute.precision import products
 from attncli.hand.handwriting import shown_keys
 from attncli.problem.trace import Trace
 
@@ -96,3 +101,45 @@ def _exp_lines(trace: Trace, head: int, row: int, dtype: str) -> list[str]:
             for j in shown_keys(len(shifted)) if j is not None and np.isfinite(exact[j]) and exact[j] != stored[j]]
     what = "e^(x − m)" if trace.problem.max_subtraction else "e^x"
     return [f"  {what}: " + ("; ".join(done) if done else f"every e^x is exact in {dtype}")]
+
+
+def ledger(trace: Trace, head: int, row: int) -> dict:
+    """{cell: (exact, kept, dtype, always)} for query `row` of `head` of a low-dtype run: each number
+    the hand calculation writes, as exact arithmetic makes it from the operands the run held (float64:
+    every bfloat16 and float16 and their products are exact in it), and as the run kept it, rounded to
+    `dtype` (the run's, or float32 where the recipe accumulates wider); `always`: the recipe rounds
+    it to the run's dtype (else the arrow is written only when the printed digits differ). Cells:
+    ("scores", j), ("scaled", j), ("exps", j), ("total", 0), ("weights", j), ("contributions", j, i),
+    ("output", i). Empty for float32 and float64 runs, which round nothing beyond their dtype."""
+    lab = trace.precision
+    if lab is None or lab.recipe is None:
+        return {}
+    recipe, dtype, p = lab.recipe, trace.problem.dtype, trace.problem
+    same = recipe.accumulate == "same"
+    word = lambda rounds: dtype if rounds else "float32"  # noqa: E731
+    found = {}
+
+    def put(kind, exact, kept, rounds, *index):
+        with np.errstate(over="ignore", invalid="ignore"):
+            for j, (x, s) in enumerate(zip(np.ravel(exact), np.ravel(kept))):
+                at = (j,) if not index else index + (j,)
+                found[(kind,) + at] = (float(x), float(s), word(rounds), rounds)
+
+    stages = trace.stages
+    with np.errstate(over="ignore", invalid="ignore"):
+        put("scores", trace.K[head] @ trace.Q[head, row], stages["scores"][head, row], recipe.stored("scores"))
+        put("scaled", stages["scores"][head, row] * trace.scale, stages["scaled"][head, row], recipe.stored("scaled"))
+        logits = stages["masked" if "masked" in stages else "scaled"][head, row]
+        live = logits != -np.inf
+        if live.any():
+            m = logits[live].max() if p.max_subtraction else 0.0
+            exps, total = lab.exps[head, row], float(lab.sums[head, row, 0])
+            put("exps", np.where(live, np.exp(np.where(live, logits - m, 0.0)), 0.0), exps, same)
+            put("total", [exps.sum()], [total], same)
+            put("weights", exps / total, stages["weights"][head, row], recipe.stored("weights"))
+        weights = stages["weights"][head, row]
+        made = products(lab, weights, trace.V[head])  # (Lk, d_v)
+        for j in range(len(weights)):
+            put("contributions", weights[j] * trace.V[head, j], made[j], same, j)
+        put("output", made.sum(axis=0), stages["output"][head, row], recipe.stored("output"))
+    return found

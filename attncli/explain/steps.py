@@ -9,11 +9,12 @@ read the wrong numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from attncli.base.errors import AttnError
+from attncli.explain.roundings import ledger
 from attncli.hand.carry import Writer, exactly, given_pairs, pairs, printed
 from attncli.hand.stage_steps import Row, values
 from attncli.problem import groups
@@ -50,6 +51,9 @@ class Written:
     stages: dict[str, Any]
     allowed: list[bool]  # the keys the softmax reads (False: masked, −∞)
     unrounded: dict[tuple[str, int], tuple[float, ...]]
+    # a low-precision run: cell → (exact arithmetic's result as printed, the number kept, its dtype)
+    rounded: dict = field(default_factory=dict)
+    ledger: dict = field(default_factory=dict)  # roundings.ledger: every cell's (exact, kept, dtype, always)
 
     @property
     def result(self) -> list[Decimal]:
@@ -113,7 +117,7 @@ def written(trace: Trace, head: int, row: int, places: int, carry: str = "exact"
     """The numbers the explanation of query `row` of `head` prints, under `carry` ("exact" or
     "rounded"): each present stage's hand step, in order, reading the numbers printed before it."""
     refuse_unexplained(trace.problem)
-    w = Writer(places, carry)
+    w = Writer(places, carry, ledger(trace, head, row))
     projection, keys, q, K, V = _inputs(trace, w, head, row)
     state = Row(trace, head, row, w, {"Q": q, "K": K, "V": V}, allowed=[True] * trace.problem.lk,
                 plane=lambda array: head_slice(array, head)[row])
@@ -126,7 +130,8 @@ def written(trace: Trace, head: int, row: int, places: int, carry: str = "exact"
             state.x, state.last = record.pairs, stage.name
     return Written(head=head, row=row, places=places, carry=carry, projection=projection, keys=keys,
                    q=values(q), K=[values(k) for k in K], V=[values(v) for v in V], stages=done,
-                   allowed=list(state.allowed), unrounded=w.unrounded)
+                   allowed=list(state.allowed), unrounded=w.unrounded, rounded=w.rounded,
+                   ledger=w.ledger)
 
 
 @dataclass(frozen=True)

@@ -63,12 +63,13 @@ def _rules(trace: Trace, w: Written, query: str, keys: list[str],
     p = trace.problem
     if not has_rules(p):
         return [], None
+    why = visibility.hidden_because(p, w.head, w.row)
     lines = [f"  query {query} (q_pos {int(p.q_positions[w.row])}) may attend a key when "
-             f"{visibility.row_rule(p, w.row)}" + ("; every key does" if all(w.allowed) else "")]
+             f"{visibility.row_rule(p, w.row)}" + ("; every key does" if all(x is None for x in why) else "")]
     if visibility.positions_shown(p):
         shown = ["…" if j is None else f"{keys[j]}={int(p.k_positions[j])}" for j in listed]
         lines.append("  k_pos: " + ", ".join(shown))
-    return lines, visibility.hidden_because(p, w.head, w.row)
+    return lines, why
 
 
 def _product_lines(proj, name: str, unrounded, key: str, places) -> list[str]:
