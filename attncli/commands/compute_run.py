@@ -266,7 +266,6 @@ def _bound_explain(problem, rows: list[int] | None, heads_shown: list[int] | Non
 def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown, keep=(), word_ids=None) -> list[str]:
     """--explain's lines: the hand calculation of the rows asked for, or one row through the tiles."""
     # Imported here, for start-up (see above): only --explain needs the hand calculation.
-    from attncli.explain.roundings import refuse_nonfinite
     from attncli.render.explain import explain
     from attncli.render.tiles import explain_tiles
 
@@ -276,8 +275,6 @@ def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown, keep=(), word_
                          f"{trace.problem.dtype} run's explanation writes exact arithmetic and each rounding to "
                          f"{trace.problem.dtype} it did: drop --carry rounded", "--carry")
     if tiled is None:
-        refuse_nonfinite(trace, rows if rows is not None else list(range(min(trace.problem.lq, 3))) if
-                         trace.problem.lq <= 3 else [0], heads_shown, "--row")
         p = trace.problem
         raw = list(p.key_labels) if p.key_labels else [str(j) for j in range(p.lk)]
         words = [group for _, group in tokens.words(raw, word_ids if word_ids is not None and len(word_ids) == p.lk

@@ -24,7 +24,7 @@ float32 and float64 run the same steps in their own dtype (numpy's, nothing roun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -243,3 +243,22 @@ def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
                  V=V.astype(np.float64), stages=stored64, concat=concat, final=concat,
                  fully_masked=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
                  warnings=tuple(notices(problem, birth, fill, visible, stored64, dead)), precision=lab)
+
+
+def row_birth(trace: Trace, head: int, row: int) -> Birth | None:
+    """The first non-finite value of query `row` of `head` of a lab run (births.first_nonfinite on the
+    row: its q, the head's K and V, then its stages), with the trace's indices; None when it has none."""
+    lab, p = trace.precision, trace.problem
+    given = _heads(p, {name: np.asarray(p.inputs[name], np.float64) for name in INPUTS})
+    part = lambda a: a[head:head + 1, row:row + 1]  # noqa: E731
+    inputs = {"Q": (part(given["Q"]), part(trace.Q))} | {name: (given[name][head:head + 1], getattr(trace, name)[head:head + 1])
+                                                        for name in ("K", "V")}
+    visible = masks.visible(p)
+    if visible is not None:
+        visible = part(np.broadcast_to(visible, trace.stages["scores"].shape))
+    acc = "float32" if lab.recipe is not None and lab.recipe.accumulate == "float32" else p.dtype
+    born = first_nonfinite({n: part(v) for n, v in trace.stages.items()}, {n: part(v) for n, v in lab.unrounded.items()},
+                           part(lab.exps), inputs, visible, p.dtype, acc, p.max_subtraction)
+    if born is None:
+        return None
+    return replace(born, head=head, query=row if born.stage not in ("K", "V") else born.query)

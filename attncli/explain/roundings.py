@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.base.errors import InputError
-from attncli.compute.precision import products
+from attncli.compute.precision import products, row_birth
 from attncli.hand.handwriting import shown_keys
 from attncli.problem.trace import Trace
 
@@ -33,26 +32,10 @@ def _computed(x: float, acc: str) -> str:
     return np.format_float_positional(value, unique=True, trim="-").replace("-", "−")
 
 
-def finite_row(trace: Trace, row: int, heads=None) -> bool:
-    """Whether query `row` holds only finite numbers in every stage of `heads` (None: all) but a
-    masked cell's −∞: a hand calculation needs them (a precision lab run may hold inf and NaN)."""
-    for name, value in trace.stages.items():
-        cells = value[:, row] if heads is None else value[list(heads), row]
-        if np.isnan(cells).any() or np.isposinf(cells).any() or (name != "masked" and np.isneginf(cells).any()):
-            return False
-    return True
-
-
-def refuse_nonfinite(trace: Trace, rows: list[int], heads=None, field: str | None = None) -> None:
-    """The hand calculation of a row that holds an inf or a NaN: refused, naming where the first was
-    born (`field`: what the edge calls the rows, `--row`)."""
-    if trace.precision is None:
-        return
-    for row in rows:
-        if not finite_row(trace, row, heads):
-            born = trace.precision.nonfinite
-            raise InputError(f"query row {row} holds an inf or a NaN ({born.line() if born else 'see the warning'}); "
-                             "the hand calculation needs finite numbers: explain another row", field)
+def finite_cells(trace: Trace, name: str, head: int, row: int) -> bool:
+    """Whether stage `name` of query `row` of `head` holds only finite numbers (a masked −∞ aside)."""
+    cells = trace.stages[name][head, row]
+    return not (np.isnan(cells).any() or np.isposinf(cells).any() or (name != "masked" and np.isneginf(cells).any()))
 
 
 def rounding_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
@@ -86,6 +69,8 @@ def rounding_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[s
         done = [f"{name}[{names[j]}] = {_computed(was[j], acc)} → {_exact(stored[j])}" for j in columns
                 if not (was[j] == stored[j] or (np.isnan(was[j]) and np.isnan(stored[j])))]
         lines.append(f"  {name}: " + ("; ".join(done) if done else f"every number is exact in {dtype}"))
+        if not finite_cells(trace, name, head, row):  # the hand calculation stopped here too
+            break
     return lines
 
 
@@ -112,11 +97,12 @@ def ledger(trace: Trace, head: int, row: int) -> dict:
     ("scores", j), ("scaled", j), ("exps", j), ("total", 0), ("weights", j), ("contributions", j, i),
     ("output", i). Empty for float32 and float64 runs, which round nothing beyond their dtype."""
     lab = trace.precision
-    if lab is None or lab.recipe is None:
+    if lab is None:
         return {}
     recipe, dtype, p = lab.recipe, trace.problem.dtype, trace.problem
-    same = recipe.accumulate == "same"
+    same = recipe is None or recipe.accumulate == "same"  # float32, float64: each operation in the dtype
     word = lambda rounds: dtype if rounds else "float32"  # noqa: E731
+    stored = lambda name: recipe is None or recipe.stored(name)  # noqa: E731
     found = {}
 
     def put(kind, exact, kept, rounds, *index):
@@ -127,8 +113,8 @@ def ledger(trace: Trace, head: int, row: int) -> dict:
 
     stages = trace.stages
     with np.errstate(over="ignore", invalid="ignore"):
-        put("scores", trace.K[head] @ trace.Q[head, row], stages["scores"][head, row], recipe.stored("scores"))
-        put("scaled", stages["scores"][head, row] * trace.scale, stages["scaled"][head, row], recipe.stored("scaled"))
+        put("scores", trace.K[head] @ trace.Q[head, row], stages["scores"][head, row], stored("scores"))
+        put("scaled", stages["scores"][head, row] * trace.scale, stages["scaled"][head, row], stored("scaled"))
         logits = stages["masked" if "masked" in stages else "scaled"][head, row]
         live = logits != -np.inf
         if live.any():
@@ -136,10 +122,20 @@ def ledger(trace: Trace, head: int, row: int) -> dict:
             exps, total = lab.exps[head, row], float(lab.sums[head, row, 0])
             put("exps", np.where(live, np.exp(np.where(live, logits - m, 0.0)), 0.0), exps, same)
             put("total", [exps.sum()], [total], same)
-            put("weights", exps / total, stages["weights"][head, row], recipe.stored("weights"))
+            put("weights", exps / total, stages["weights"][head, row], stored("weights"))
         weights = stages["weights"][head, row]
         made = products(lab, weights, trace.V[head])  # (Lk, d_v)
         for j in range(len(weights)):
             put("contributions", weights[j] * trace.V[head, j], made[j], same, j)
-        put("output", made.sum(axis=0), stages["output"][head, row], recipe.stored("output"))
+        put("output", made.sum(axis=0), stages["output"][head, row], stored("output"))
+    if recipe is None:  # float32, float64: only where the dtype's range made an inf of a finite result
+        return {cell: entry for cell, entry in found.items() if np.isfinite(entry[0]) and not np.isfinite(entry[1])}
     return found
+
+
+def stop_line(trace: Trace, head: int, row: int) -> str:
+    """Where a precision lab run's row stops being finite, and why: the hand calculation stops there."""
+    born = row_birth(trace, head, row)
+    where = "its inputs" if born is None else f"{born.stage}[{born.head}, {born.query}, {born.key}]: {born.cause}"
+    return (f"The hand calculation stops here: this row's first non-finite value is {where}; the stages after it "
+            "hold inf or NaN (the tables show them)")

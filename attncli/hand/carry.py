@@ -156,10 +156,13 @@ class Writer:
         kept = None
         if entry is not None:
             true, kept, dtype, always = entry
-            if true == kept or (not always and printed(true, places) == printed(kept, places)):
-                kept = None
+            if not math.isfinite(true) or true == kept or (
+                    math.isfinite(kept) and not always and printed(true, places) == printed(kept, places)):
+                kept = None  # nothing to show, or no exact arithmetic to show (inf − inf)
             else:
                 exact = true
+        if not (math.isfinite(exact) and value.is_finite()) and kept is None:
+            return printed(exact, places)  # an inf or a NaN the run made (the lab): as it is, no equation to hold
         shown = round_to(value, places) if rounded else printed(exact, places)
         check = written if rounded and written is not None else value
         huge = max([abs(shown)] + [abs(d) for _, d in operands]) >= E_NOTATION_FROM  # e-notation: exempt

@@ -149,6 +149,13 @@ def _shift(row: Row, e: _Exact, logits: list[Decimal]) -> tuple[Decimal | None, 
     return None, None
 
 
+def _divide(a: Decimal, b: Decimal) -> Decimal:
+    """a / b, NaN for 0/0 and ∞/∞ (a precision lab run's row can hold them), ∞ for a/0."""
+    if a.is_nan() or b.is_nan() or (a.is_infinite() and b.is_infinite()) or (a == 0 and b == 0):
+        return Decimal("NaN")
+    return a / b if b else Decimal("Infinity")
+
+
 def _write_weights(row: Row, name: str) -> Softmax:
     w, before, weights_exact = row.w, row.x, row.exact(name)
     logits_row = row.exact(row.last)  # (Lk,) the softmax's input in the trace's dtype
@@ -173,7 +180,7 @@ def _write_weights(row: Row, name: str) -> Softmax:
             percents.append(printed(x * 100, PERCENT_PLACES))
             continue
         operands = [(e.exps[j], exps[j]), (e.total, total)]
-        quotient = exps[j] / total if total else Decimal("Infinity")
+        quotient = _divide(exps[j], total)
         weights.append(w.result((name, j), quotient, x, operands))
         share = w.ledger[(name, j)][0] if (name, j) in w.rounded else x  # of the line's exact quotient
         percents.append(w.result((name, j), quotient * 100, share * 100, operands, places=PERCENT_PLACES, cell=None))
@@ -211,7 +218,7 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
     if not p.max_subtraction:
         lines.append(f"  the naive softmax, e^x / Σ e^x: the run does not subtract the largest {largest} first")
     power = (lambda j: f"e^{n(r.before[j][1])}") if r.shift is None else (
-        lambda j: f"e^({n(r.before[j][1])} − {n(r.shift)})")
+        lambda j: f"e^({n(r.before[j][1])} − {n(r.shift) if r.shift >= 0 else f'({n(r.shift)})'})")
     listed = page.shown
     terms = []
     for place, j in enumerate(listed):
@@ -235,7 +242,8 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
             lines.append(f"  {keys[j]:<{width - 1}} = e^−∞ / {n(r.total)} = 0 (masked)")
         else:
             lines.append(f"  {keys[j]:<{width - 1}} = {n(r.exps[j])} / {n(r.total)} = "
-                         f"{page.exact(weights[j], (r.name, j))} ({r.percents[j]:.{PERCENT_PLACES}f}%)"
+                         f"{page.exact(weights[j], (r.name, j))}"
+                         + (f" ({r.percents[j]:.{PERCENT_PLACES}f}%)" if r.percents[j].is_finite() else "") +
                          f"{page.arrow((r.name, j))}" + page.note((r.name, j)))
     if r.sink is not None:
         lines.append(f"  the sink's share, {n(r.sink_exp)} / {n(r.total)}, is dropped: "

@@ -14,7 +14,7 @@ import numpy as np
 
 from attncli.base.errors import plural
 from attncli.base.rule_words import masked_rows_words
-from attncli.explain.roundings import refuse_nonfinite, rounding_lines
+from attncli.explain.roundings import rounding_lines, stop_line
 from attncli.explain.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
 from attncli.hand.handwriting import MAX_KEYS, comparison, dot, more_keys, note, number, short, shown_keys, vector
 from attncli.hand.stage_steps import Page
@@ -48,10 +48,14 @@ def explain_row(trace: Trace, w: Written, listed: list[int | None] | None = None
         lines += _projection_lines(trace, w, keys, width, listed)
         step = 2
     for stage in present(p):
+        if stage.name not in w.stages:  # a precision lab row stopped at its first inf or NaN
+            break
         if not stage.hand.numbered:
             step -= 1  # its lines continue the step before
         lines += stage.hand.lines(page, w.stages[stage.name], step)
         step += 1
+    if w.stopped is not None:
+        lines.append(stop_line(trace, w.head, w.row))
     return lines
 
 
@@ -178,7 +182,6 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
         rows = list(range(p.lq)) if p.lq <= 3 else [0]
         if p.lq > 3:
             lines.append(f"(showing query 0 of {p.lq}; pick others with --row LABEL or --row INDEX)")
-    refuse_nonfinite(trace, rows, heads)  # the precision lab's inf and NaN: no hand calculation
     every_head = heads is None or list(heads) == list(range(p.heads))
     combined = p.heads > 1 or "W_O" in p.inputs
     for i in rows:
@@ -192,7 +195,7 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
             lines += [""] + rounded if rounded else []
             if trace.gradients is not None:
                 lines += [""] + backward_lines(trace, done[-1])
-        if combined and every_head:
+        if combined and every_head and not any(r.stopped for r in done):
             lines += [""] + final_lines(trace, written_final(trace, done), precision, carry)
     if combined and not every_head:
         shown = ", ".join(str(h) for h in heads)
