@@ -53,9 +53,12 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
         return
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
-    if o.error:  # each stage's error against float64, beside it (tables) or per head (JSON)
-        if plan.format.name not in ("table", "json"):
+    if o.error:  # each stage's error against float64, beside it (tables, --explain's roundings) or per head (JSON)
+        if plan.format.name not in ("table", "json") and not o.explain:
             raise InputError(f"shows each stage's error in tables and JSON, not {plan.format.name}", "--error")
+        if problem.dtype == "float64":
+            raise InputError("shows each stage's error against a float64 reference; this run is float64, so every "
+                             "error is 0: use --dtype float32, bfloat16 or float16", "--error")
         shown += ("errors",)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options), warnings)
     agreed = _agreement(doc, trace, source)
@@ -122,7 +125,7 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
     source, doc, options = read_back
     try:
         _guard(problem, plan.format, shown, full, plan.output_only, plan.tile_sizes, plan.threads)
-        trace = _attend(problem, plan.output_only, plan.threads)
+        trace = _attend(problem, plan.output_only, plan.threads, "errors" in shown)
         trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
         # echoes and results the document holds, read back (a captured layer's agreement: _agreement)
         read = {k: v for k, v in doc.items() if k != "agreement"} if "agreement" in doc else doc
@@ -279,7 +282,7 @@ def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown, keep=(), word_
         raw = list(p.key_labels) if p.key_labels else [str(j) for j in range(p.lk)]
         words = [group for _, group in tokens.words(raw, word_ids if word_ids is not None and len(word_ids) == p.lk
                                                       else None)]
-        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact", keep, o.full, words)
+        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact", keep, o.full, words, o.error)
     if o.carry is not None:
         raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry", "--carry")
     return explain_tiles(tiled, trace, rows, heads_shown, o.precision)
@@ -355,10 +358,13 @@ def _tiles(problem, sizes: tuple[int, int]):
     return attend_tiles(problem, *sizes)
 
 
-def _attend(problem, output_only: bool, threads: int | None):
+def _attend(problem, output_only: bool, threads: int | None, errors: bool = False):
     """The full trace, or only the output in blocks on `threads` workers (None: every core); a
-    progress bar when it takes a while."""
+    progress bar when it takes a while. `errors` (--error): through the precision lab, which
+    measures each stage against float64 (a float32 run too)."""
     with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
+        if errors:
+            return attention.attend(problem, progress=done, lab="--error")
         if output_only and not recipes.lab(problem):  # the lab computes every stage, always
             # Imported here, for start-up (see above): only the output-only path computes in blocks.
             from attncli.compute.blocks import attend_output

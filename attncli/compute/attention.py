@@ -65,14 +65,16 @@ def project_output(problem: Problem, output: np.ndarray) -> tuple[np.ndarray, np
     return concat, final
 
 
-def attend(problem: Problem, progress=None) -> Trace:
+def attend(problem: Problem, progress=None, lab: str | None = None) -> Trace:
     """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head.
     `progress(rows)` is told, after each stage, how far along (in query rows) the work is.
     A problem of the precision lab (a low dtype, a finite mask fill, no max subtraction) is
-    computed by attncli/compute/precision.py."""
-    if recipes.lab(problem):
+    computed by attncli/compute/precision.py; so is any float32 problem when `lab` (what asked for
+    it, `--error`: the lab measures each stage against float64)."""
+    if recipes.lab(problem) or lab is not None:
         check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, 8, score_arrays(problem) + 8))
-        return precision.attend(problem, tuple(stage.name for stage in stages.present(problem)))
+        return precision.attend(problem, tuple(stage.name for stage in stages.present(problem)),
+                                None if recipes.lab(problem) else lab)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_finite
         trace = _attend(problem, progress or (lambda rows: None))
     if problem.dO is None:

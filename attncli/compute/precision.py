@@ -181,21 +181,22 @@ def _policy(problem: Problem, dead: np.ndarray):
     return apply
 
 
-def refuse(problem: Problem, present: tuple[str, ...]) -> None:
+def refuse(problem: Problem, present: tuple[str, ...], source: str | None = None) -> None:
     """The lab computes scores, scaled, masked (a mask's rules), weights and output from Q, K, V:
-    anything else it refuses by name, never skips."""
+    anything else it refuses by name, never skips (`source`: what asked for the lab, when not the
+    problem's own settings: `--error`)."""
     extra = [name for name in present if name not in LAB_STAGES]
     setting = "dtype" if problem.dtype in recipes.LOW_DTYPES else \
         "mask_fill" if problem.mask_fill != -np.inf else "max_subtraction"
     if extra:
         raise InputError(f"the precision lab computes {', '.join(LAB_STAGES)}; this problem has the stage "
-                         f"{extra[0]}, which it cannot compute in {problem.dtype}", field=setting)
+                         f"{extra[0]}, which it cannot compute in {problem.dtype}", source, field=setting)
     for name in ("X", "W_O", "bias"):
         if name in problem.inputs or (name == "bias" and problem.bias is not None):
             raise InputError(f"the precision lab computes attention from Q, K and V; this problem has {name}",
-                             field=setting)
+                             source, field=setting)
     if problem.dO is not None:
-        raise InputError("the precision lab has no backward pass; drop dO", field=setting)
+        raise InputError("the precision lab has no backward pass; drop dO", source, field=setting)
 
 
 def _heads(problem: Problem, given: dict) -> dict:
@@ -205,10 +206,11 @@ def _heads(problem: Problem, given: dict) -> dict:
     return {name: groups.repeat(a, split["Q"].shape[0]) if name != "Q" else a for name, a in split.items()}
 
 
-def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
+def attend(problem: Problem, present: tuple[str, ...], source: str | None = None) -> Trace:
     """The lab's trace: the stored stages (as float64, exactly), the float64 reference's errors, the
-    first non-finite value, and a warning for each thing the lab found."""
-    refuse(problem, present)
+    first non-finite value, and a warning for each thing the lab found (`source`: what asked for the
+    lab when the problem's settings did not, as `refuse`)."""
+    refuse(problem, present, source)
     dtype = problem.dtype
     recipe = recipes.recipe(problem)
     compute, rnd, _ = _rounder(dtype, recipe)

@@ -38,11 +38,29 @@ def finite_cells(trace: Trace, name: str, head: int, row: int) -> bool:
     return not (np.isnan(cells).any() or np.isposinf(cells).any() or (name != "masked" and np.isneginf(cells).any()))
 
 
-def rounding_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
-    """The roundings of query `row` of `head` (`keys`: the key labels, escaped)."""
+def rounding_lines(trace: Trace, head: int, row: int, keys: list[str], errors: bool = False) -> list[str]:
+    """The roundings of query `row` of `head` (`keys`: the key labels, escaped), and with `errors`
+    (--error) each stage's error against float64."""
     lab = trace.precision
     if lab is None:
         return []
+    return _roundings(trace, head, row, keys) + (_error_lines(trace, head, row, keys) if errors else [])
+
+
+def _error_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
+    """Each stage's error against float64 on the row: absolute, and in ulps of the run's dtype."""
+    lab, dtype = trace.precision, trace.problem.dtype
+    lines = [f"Error against float64 (absolute, and in ulps of {dtype}):"]
+    for name, error in lab.errors.items():
+        diff, ulps = error["abs"][head, row], error["ulps"][head, row]
+        names = keys if name != "output" else [f"[{j}]" for j in range(len(diff))]
+        lines.append(f"  {name}: " + "; ".join(f"{names[j]} {diff[j]:.3g} ({ulps[j]:.3g} ulps)"
+                                               for j in shown_keys(len(diff)) if j is not None))
+    return lines
+
+
+def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
+    lab = trace.precision
     p = trace.problem
     if lab.recipe is None:
         return [f"Roundings: none beyond {p.dtype} itself (every operation in {p.dtype}; the precision lab's "

@@ -166,11 +166,13 @@ def listed_keys(trace: Trace, h: int, row: int, keep=(), full: bool = False, wor
 
 
 def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None = None,
-            precision: int = 4, carry: str = "exact", keep=(), full: bool = False, words=None) -> list[str]:
+            precision: int = 4, carry: str = "exact", keep=(), full: bool = False, words=None,
+            errors: bool = False) -> list[str]:
     """Lines explaining the chosen rows (default: all when there are at most 3, else row 0);
     for each row every chosen head, then (all heads shown) the heads side by side and W_O. A long
     row lists its first and last keys, `keep`'s and its largest weights (`full`: every key); the
-    others' terms are summed into one named remainder, so that each sum still holds."""
+    others' terms are summed into one named remainder, so that each sum still holds. `errors`: a
+    precision lab row's errors against float64 after its roundings."""
     p = trace.problem
     refuse_unexplained(p)  # before a line is written
     lines = []
@@ -191,7 +193,7 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
                 lines.append("")
             done.append(written(trace, h, i, precision, carry))
             lines += explain_row(trace, done[-1], listed_keys(trace, h, i, keep, full, words))
-            rounded = rounding_lines(trace, h, i, labels(p.key_labels, p.lk))
+            rounded = rounding_lines(trace, h, i, labels(p.key_labels, p.lk), errors)  # errors: --error
             lines += [""] + rounded if rounded else []
             if trace.gradients is not None:
                 lines += [""] + backward_lines(trace, done[-1])
