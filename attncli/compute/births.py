@@ -27,11 +27,16 @@ class Birth:
     key: int
     value: float
     cause: str
+    stored: float | None = None  # what the masked-rows policy stored in place of a fully masked row's NaN
 
     def to_json(self) -> dict:
+        """`value` is what the run stores there: the masked-rows policy's number in place of a fully
+        masked row's NaN, whose `computed` value is then "nan"."""
         value = "nan" if np.isnan(self.value) else ("inf" if self.value > 0 else "-inf")
-        return {"stage": self.stage, "head": self.head, "query": self.query, "key": self.key,
-                "value": value, "cause": self.cause}
+        found = {"stage": self.stage, "head": self.head, "query": self.query, "key": self.key, "value": value}
+        if self.stored is not None:
+            found |= {"value": self.stored, "computed": value}
+        return found | {"cause": self.cause}
 
     def line(self) -> str:
         return f"the first non-finite value is {self.stage}[{self.head}, {self.query}, {self.key}]: {self.cause}"

@@ -131,7 +131,7 @@ def run(problem: Problem, Q, K, V, visible, dtype: str, recipe, fill: float, sub
     sums = _sum_rows(exps, op, same)  # (H, Lq, 1)
     weights = stage("weights", exps / sums)
     raw = weights
-    weights = stored["weights"] = policy(weights)
+    weights = stored["weights"] = keep("weights", policy(weights))  # the policy's 1/Lk is stored in the dtype too
     stage("output", _dot(weights, V, op, same))  # (H, Lq, d_v)
     return stored, before, (shifted, exps, sums), raw
 
@@ -236,6 +236,8 @@ def attend(problem: Problem, present: tuple[str, ...], source: str | None = None
     if dead.any() and problem.masked_rows == "error":
         masked_rows_warnings(problem, dead, f", so its softmax is 0/0 ({birth.line()})")  # raises
     stored64 = {name: value.astype(np.float64) for name, value in stored.items()}
+    if birth is not None and birth.stage == "weights" and dead[birth.head, birth.query]:  # the policy's number
+        birth = replace(birth, stored=float(stored64["weights"][birth.head, birth.query, birth.key]))
     lab = Lab(dtype, recipe, fill, {n: v.astype(np.float64) for n, v in before.items()}, shifted.astype(np.float64),
               exps.astype(np.float64), sums.astype(np.float64),
               reference, errors(stored64, reference, dtype), birth)
