@@ -247,7 +247,7 @@ PAST_2048 = {"Q": [[64, 1]], "K": [[32, 4], [32, 7], [32, 6]], "V": [[2, 0], [3,
     # the scale
     (SCOOTER, ("--dtype", "bfloat16"), "  1: 4.0000 / 1.4142 = 2.8284 → 2.828125 in bfloat16  (1.41421… unrounded)\n"),
     # the max the run subtracts
-    (SCOOTER, ("--dtype", "bfloat16"), "  the run subtracts the largest score, 2.8281, before e^x"),
+    (SCOOTER, ("--dtype", "bfloat16"), "  the run subtracts the largest score, 2.8281, first (a constant shift"),
     # the quotient: exact, then stored (main printed 0.7695 as if 16.9137 / 22.0263 gave it)
     (SCOOTER, ("--dtype", "bfloat16"), "  1 = 1.0000 / 1.3023 = 0.7679 (76.8%) → 0.76953125 in bfloat16\n"),
     # the weighted sum
@@ -344,3 +344,15 @@ def test_error_is_shown_with_explain_and_for_float32_and_refused_for_float64(run
     assert_error(run("compute", problem_file(SCOOTER), "--error"), "--error", "this run is float64, so every error is 0")
     assert_error(run("compute", problem_file(SCOOTER), "--dtype", "float32", "--error", "--rope", "-f", "json"),
                  "--error", "this problem has the stage Q_rope")
+
+
+def test_the_overflow_policy_is_stated_in_help_readme_and_the_doc(run):
+    """A user trial: overflow was an error in float32/64 and a warning in 16-bit, said nowhere."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    help_text = " ".join(run("compute", "--help").stdout.split())
+    assert "An overflow is an error in float64 and float32; bfloat16 and float16" in help_text.replace("│ ", "")
+    assert "float64 and float32 refuse it" in " ".join((root / "README.md").read_text().split())
+    assert "float64 and float32 refuse an overflow" in " ".join(
+        (root / "docs/explanations/precision.md").read_text().split())

@@ -210,8 +210,7 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
         lines.append(f"  the largest {largest} is {n(r.shift)}: e^{n(r.shift)} is too large to write out, "
                      f"so subtract it first {constant}")
     elif r.reason == "recipe":
-        lines.append(f"  the run subtracts the largest {largest}, {n(r.shift)}, before e^x, as PyTorch's kernels do "
-                     f"{constant}")
+        lines.append(f"  the run subtracts the largest {largest}, {n(r.shift)}, first {constant}")
     elif r.reason == "underflow":
         lines.append(f"  every e^x rounds to 0 at {plural(places, 'decimal')}, so subtract the largest {largest}, "
                      f"{n(r.shift)}, first {constant}")
