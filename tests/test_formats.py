@@ -154,6 +154,9 @@ def test_the_memory_guard_counts_what_a_record_builds():
     (["--format", "csv", "--stages", "weights", "--explain"], ("--explain: --format csv holds",)),
     (["--format", "csv", "--stages", "weights", "--do", "ones"], ("--do: --format csv holds",)),
     (["--format", "latex", "--tiles", "1,2"], ("--tiles: --format latex holds", "use --format table, json or html")),
+    # a user trial: csv's hint was "give one stage, such as --stages weights", which --heatmap then still failed
+    (["--format", "csv", "--heatmap"], ("--heatmap: --format csv holds", "use --format table, html or svg")),
+    (["--format", "csv", "--heatmap", "--stages", "weights"], ("--heatmap: --format csv holds",)),
 ])
 def test_an_option_a_format_cannot_hold_is_refused(run, args, fragments):
     assert_error(run("compute", SAMPLES / "alibi.json", *args), *fragments)
@@ -234,3 +237,12 @@ def test_a_binary_file_never_passes_through_json(run, monkeypatch, tmp_path, suf
     written = np.load(target) if suffix == ".npy" else np.load(target)["output"]
     np.testing.assert_allclose(written, expected, rtol=1e-12, atol=1e-12)
     assert json.dumps({"a": 1}) and encoded == [dict]  # the spy sees the encoder when it is used
+
+
+def test_markdown_has_the_columns_the_terminal_tables_show(run):
+    """A user trial: markdown dropped the weights' sum and lse columns the tables show beside them."""
+    table = run("compute", SAMPLES / "scooter.json", "--stages", "weights", "-f", "table").stdout
+    markdown = run("compute", SAMPLES / "scooter.json", "--stages", "weights", "-f", "markdown").stdout
+    assert "│    │ mechanic │ scooter │ petrol │    sum │    lse │" in table
+    assert "| | mechanic | scooter | petrol | sum | lse |" in markdown
+    assert "| it | 0.0454 | 0.7679 | 0.1867 | 1.0000 | 3.0925 |" in markdown
