@@ -356,3 +356,29 @@ def test_the_overflow_policy_is_stated_in_help_readme_and_the_doc(run):
     assert "float64 and float32 refuse it" in " ".join((root / "README.md").read_text().split())
     assert "float64 and float32 refuse an overflow" in " ".join(
         (root / "docs/explanations/precision.md").read_text().split())
+
+
+ROUNDING = __import__("re").compile(r" → (?:\[[^\]]*\]|\S+) in \w+")  # "→ 2056 in float16", "→ [a, b] in bfloat16"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("recipe", [(), ("--store", "output"), ("--accumulate", "same")])
+@pytest.mark.parametrize("doc", [PAST_2048, dict(BELOW, mask=[[True, True, False], [True, False, True]]),
+                                 {"Q": [[0.3, -1.7, 2.2], [1.1, 0.4, -0.6]], "K": [[0.9, 0.2, -1.3], [1.7, -0.4, 0.8],
+                                  [-2.1, 1.5, 0.3], [0.05, 0.6, 1.9]], "V": [[0.7, -0.3], [1.9, 2.2], [-0.8, 0.4],
+                                  [0.33, 1.01]]}])
+def test_every_equation_of_a_low_dtype_explanation_holds_before_its_rounding(run, problem_file, dtype, recipe, doc):
+    """tests/test_explain.py's checker over a low-precision run, each `→ … in dtype` taken off: a line that
+    does not hold names its rounded operands."""
+    from tests.test_explain import NOTE, check_equations
+
+    text = explained(run, problem_file, doc, "--dtype", dtype, *recipe, "--masked-rows", "zero")
+    steps = __import__("re").sub(r"\nRoundings[^\n]*(\n[^\n]+)*", "", text)  # the summaries after each row: not equations
+    # recipe same's sums (the e^x line's, the weighted sum's) add the terms as kept (after their →), which the
+    # checker cannot read: those lines' own tests are above
+    same = "same" in recipe
+    lines = [ROUNDING.sub("", line) for line in steps.splitlines()
+             if not (same and line.startswith(("  e^", "  sum = [")))]
+    results, kinds = check_equations(lines)
+    assert {"dot", "weight", "product"} <= set(kinds) and ({"exp", "sum"} <= set(kinds) or same)
+    assert [line for line, ok in results if not ok and not NOTE.search(line)] == []

@@ -154,8 +154,9 @@ def _holds(format: registry.Format, o: SimpleNamespace, shown: tuple[str, ...], 
                 lambda f: f.stages != "output"),
                ("--round", "rounded numbers", o.round_ is not None, lambda f: not f.binary)]
     lost = [(flag, what, holds) for flag, what, asked, holds in wanted if asked and not holds(format)]
-    one = [name for name in shown if name != "heatmap"]  # --heatmap is refused below, by name, with its own advice
-    if not lost and format.stages == "one" and (len(one) != 1 or one[0] not in names.STAGES):
+    one = [name for name in shown if name != "heatmap"]
+    heatmap = any(flag == "--heatmap" for flag, _, _ in lost)  # refused by name first: no --stages would hold it
+    if not heatmap and format.stages == "one" and (len(one) != 1 or one[0] not in names.STAGES):
         others = ", ".join(name for name in names.STAGES if name != "weights")
         raise typer.BadParameter(f"--format {format.name} writes one stage: give one, such as --stages weights "
                                  f"(or {others})", param_hint="--stages")

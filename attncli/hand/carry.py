@@ -161,7 +161,7 @@ class Writer:
                 kept = None  # nothing to show, or no exact arithmetic to show (inf − inf)
             else:
                 exact = true
-        if not (math.isfinite(exact) and value.is_finite()) and kept is None:
+        if not math.isfinite(exact) and kept is None:
             return printed(exact, places)  # an inf or a NaN the run made (the lab): as it is, no equation to hold
         shown = round_to(value, places) if rounded else printed(exact, places)
         check = written if rounded and written is not None else value
