@@ -14,6 +14,7 @@ import numpy as np
 
 from attncli.compute.precision import products, row_birth
 from attncli.hand.handwriting import shown_keys
+from attncli.problem import recipes
 from attncli.problem.trace import Trace
 
 
@@ -60,11 +61,13 @@ def _error_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[str
 
 
 def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
+    """The row's roundings, stage by stage (up to the stage where an inf or a NaN appears)."""
     lab = trace.precision
     p = trace.problem
     if lab.recipe is None:
-        return [f"Roundings: none beyond {p.dtype} itself (every operation in {p.dtype}; the precision lab's "
-                "settings change the fill or the softmax, not the rounding)"]
+        settings = "; the precision lab's settings change the fill or the softmax, not the rounding" \
+            if recipes.lab(p) else ""
+        return [f"Roundings: none beyond {p.dtype} itself (every operation in {p.dtype}{settings})"]
     dtype, acc = p.dtype, "float32"  # both recipes compute each operation in float32 (PyTorch's opmath)
     lines = [f"Roundings to {dtype} (recipe: {lab.recipe.line(dtype)}):"]
     given = np.asarray(p.inputs["Q"], np.float64).reshape(trace.Q.shape[1], -1) if p.inputs["Q"].ndim == 2 \
