@@ -433,3 +433,10 @@ def test_a_decimal_comma_in_a_class_costs_nothing(run, problem_file):
     grades = json.loads(run("check", *files, "-p", problem, "-f", "gradescope").stdout)
     assert [f["results"]["score"] for f in grades["files"]] == [11, 11]
     assert COMMA_NOTE in json.dumps(grades, ensure_ascii=False).replace('\\"', '"')
+
+
+def test_an_unknown_report_suffix_lists_checks_own(run, tmp_path):
+    """A user trial: attn check -o c.txt listed compute's suffixes (.json, .md, …), which check does not write."""
+    result = run("check", SAMPLES / "scooter.json", "-o", tmp_path / "c.txt")
+    assert_error(result, '--report: "', 'c.txt" has no known suffix; expected .html')
+    assert ".json" not in result.stderr

@@ -71,7 +71,7 @@ def test_read_lays_the_options_over_the_file_and_names_them():
     problem, source, doc, options = compute_run.read(o)
     assert problem.scale == 0.5 and source == str(SAMPLES / "scooter.json")
     assert doc["alibi"] == [0.5] and doc["rope"] == {"dims": 2}
-    assert set(options) == {"--scale", "--alibi-slopes", "--rope", "--rope-dims"}
+    assert set(options.values()) == {"--scale", "--alibi-slopes", "--rope", "--rope-dims"}  # {key: its option}
 
 
 def test_check_adds_the_gradients_and_warns_about_the_command_line():

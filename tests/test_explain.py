@@ -143,7 +143,7 @@ def check_equations(lines: list[str]) -> tuple[list[tuple[str, bool]], dict[str,
             terms = []
         if line.startswith("  e^"):
             oks, exps = [], []
-            for m in re.finditer(rf"e\^(?:\(({NUM}) − ({NUM})\)|({NUM})) = ({NUM})", line):
+            for m in re.finditer(rf"e\^(?:\(({NUM}) − \(?({NUM})\)?\)|({NUM})) = ({NUM})", line):  # − (−x)
                 power = EXACT.subtract(Decimal(m[1]), Decimal(m[2])) if m[1] else Decimal(m[3])
                 oks.append(holds(m[4], EXACT.exp(power)))
                 exps.append(Decimal(m[4]))

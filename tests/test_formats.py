@@ -154,6 +154,9 @@ def test_the_memory_guard_counts_what_a_record_builds():
     (["--format", "csv", "--stages", "weights", "--explain"], ("--explain: --format csv holds",)),
     (["--format", "csv", "--stages", "weights", "--do", "ones"], ("--do: --format csv holds",)),
     (["--format", "latex", "--tiles", "1,2"], ("--tiles: --format latex holds", "use --format table, json or html")),
+    # a user trial: csv's hint was "give one stage, such as --stages weights", which --heatmap then still failed
+    (["--format", "csv", "--heatmap"], ("--heatmap: --format csv holds", "use --format table, html or svg")),
+    (["--format", "csv", "--heatmap", "--stages", "weights"], ("--heatmap: --format csv holds",)),
 ])
 def test_an_option_a_format_cannot_hold_is_refused(run, args, fragments):
     assert_error(run("compute", SAMPLES / "alibi.json", *args), *fragments)
@@ -254,3 +257,12 @@ def test_the_csv_records_escape_is_what_the_csv_writer_writes(run, problem_file)
     assert header == [""] + [fmt.escape(label) for label in keys]
     assert row[0] == fmt.escape(query[0])
     assert header[1] != keys[0] and header[1].startswith("'=1+2,")  # escaped: no formula, no raw control
+
+
+def test_markdown_has_the_columns_the_terminal_tables_show(run):
+    """A user trial: markdown dropped the weights' sum and lse columns the tables show beside them."""
+    table = run("compute", SAMPLES / "scooter.json", "--stages", "weights", "-f", "table").stdout
+    markdown = run("compute", SAMPLES / "scooter.json", "--stages", "weights", "-f", "markdown").stdout
+    assert "│    │ mechanic │ scooter │ petrol │    sum │    lse │" in table
+    assert "| | mechanic | scooter | petrol | sum | lse |" in markdown
+    assert "| it | 0.0454 | 0.7679 | 0.1867 | 1.0000 | 3.0925 |" in markdown

@@ -191,7 +191,8 @@ def exports(trace, explanation) -> None:
     for text in (md, tex, table):
         assert not RAW.search(text), RAW.findall(text)
     rows = [line for line in md.splitlines() if line.startswith("| ")]
-    assert len(rows) == 3 and all(re.findall(r"\\.|\|", row).count("|") == lk + 2 for row in rows), rows
+    beside = 1 + (trace.lse is not None)  # the weights' sum and lse columns, as the terminal's tables
+    assert len(rows) == 3 and all(re.findall(r"\\.|\|", row).count("|") == lk + 2 + beside for row in rows), rows
     lines = md.splitlines()
     fence, start = lines[-1], lines.index(lines[-1])
     assert set(fence) == {"`"} and not any(line.lstrip(" ").startswith(fence) for line in lines[start + 1:-1])

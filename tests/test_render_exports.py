@@ -64,8 +64,8 @@ def test_heatmap_through_the_cli_without_colour(run):
 def test_markdown_tables():
     trace = trace_of("scooter")
     text = markdown(trace, ("weights",), 4, header_lines(trace, 4), None)
-    assert "**weights** = softmax(scaled) over keys\n\n| | mechanic | scooter | petrol |\n|---|---:|---:|---:|\n" \
-           "| it | 0.0454 | 0.7679 | 0.1867 |" in text
+    assert "**weights** = softmax(scaled) over keys\n\n| | mechanic | scooter | petrol | sum | lse |\n" \
+           "|---|---:|---:|---:|---:|---:|\n| it | 0.0454 | 0.7679 | 0.1867 | 1.0000 | 3.0925 |" in text
     assert text.startswith("attn · softmax(Q Kᵀ · scale + bias) V  \n")
 
 
@@ -98,10 +98,12 @@ def test_the_golden_text_holds_the_right_numbers():
     """The golden Markdown's tables, read back, are softmax(q k / √1) V per head and concat W_O,
     computed here without attncli."""
     q, k, v = (np.array(TWO_HEADS[n], dtype=float) for n in "QKV")
-    weights = [np.exp(np.outer(q[:, h], k[:, h])) for h in range(2)]
-    weights = [w / w.sum(axis=1, keepdims=True) for w in weights]
+    exps = [np.exp(np.outer(q[:, h], k[:, h])) for h in range(2)]
+    weights = [w / w.sum(axis=1, keepdims=True) for w in exps]
     outputs = [w @ v[:, h:h + 1] for h, w in zip(range(2), weights)]
     final = np.hstack(outputs) @ np.array(TWO_HEADS["W_O"])
+    # beside the weights, as the terminal's tables: each row's sum and ln Σ e^logit
+    weights = [np.column_stack([w, w.sum(axis=1), np.log(e.sum(axis=1))]) for w, e in zip(weights, exps)]
     tables = [[[float(x) for x in line.split("|")[2:-1]] for line in block.splitlines() if line.startswith("| ")
                and not line.startswith("| |")]
               for block in (FIXTURES / "export_two_heads.md").read_text(encoding="utf-8").split("**")[2::2]]

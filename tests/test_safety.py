@@ -166,7 +166,8 @@ def test_markdown_labels_cannot_add_columns_or_close_the_fence():
     trace = attend(build_problem(doc))
     text = markdown(trace, ("weights",), 4, header_lines(trace, 4), ["a ``` b", "``"])
     assert "\\# not a heading  \n" in text
-    assert "| | a\\|b | \\` | \\[x\\](y) |\n|---|---:|---:|---:|\n| \\- it | 0.0454 | 0.7679 | 0.1867 |\n" in text
+    assert ("| | a\\|b | \\` | \\[x\\](y) | sum | lse |\n|---|---:|---:|---:|---:|---:|\n"
+            "| \\- it | 0.0454 | 0.7679 | 0.1867 | 1.0000 | 3.0925 |\n") in text
     assert text.endswith("\n\n````\na ``` b\n``\n````\n")
 
 

@@ -98,7 +98,7 @@ def _targets(given: list[str]) -> list[tuple[str, str | None]]:
 
 def _page_target(path: str, format: str, targets) -> str:
     try:
-        suffix = check_target(path, [spec.rpartition(":")[0] for _, spec in targets if spec])
+        suffix = check_target(path, [spec.rpartition(":")[0] for _, spec in targets if spec], (".html",))
     except OutputError as error:
         raise error.at("--report")
     if suffix != ".html":

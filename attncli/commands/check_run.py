@@ -173,7 +173,7 @@ def _run(files: list[str] | None, problem: str | None, answers: dict[str, str | 
 def _page_target(path: str, format: str, inputs: list) -> str:
     """--output FILE: an .html file that can be written and is no input; the format is html."""
     try:
-        suffix = check_target(path, inputs)
+        suffix = check_target(path, inputs, (".html",))  # the marks page; other suffixes: the advice below
     except OutputError as error:
         raise error.at("--report")
     if suffix != ".html":

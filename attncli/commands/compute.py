@@ -148,10 +148,6 @@ def _holds(format: registry.Format, o: SimpleNamespace, shown: tuple[str, ...], 
            suffix: str | None) -> None:
     """Refuse, naming the format and the option, every option the format cannot hold (its record
     says what it holds), with the formats that would hold them all."""
-    if format.stages == "one" and (len(shown) != 1 or shown[0] not in names.STAGES):
-        others = ", ".join(name for name in names.STAGES if name != "weights")
-        raise typer.BadParameter(f"--format {format.name} writes one stage: give one, such as --stages weights "
-                                 f"(or {others})", param_hint="--stages")
     # (flag, what would be lost, whether it is asked for, which formats hold it)
     wanted = [(flag, CONTENT_WORDS.get(content, content), asked, lambda f, c=content: f.can(c))
               for flag, content, asked in (
@@ -161,6 +157,12 @@ def _holds(format: registry.Format, o: SimpleNamespace, shown: tuple[str, ...], 
                 lambda f: f.stages != "output"),
                ("--round", "rounded numbers", o.round_ is not None, lambda f: not f.binary)]
     lost = [(flag, what, holds) for flag, what, asked, holds in wanted if asked and not holds(format)]
+    one = [name for name in shown if name != "heatmap"]
+    heatmap = any(flag == "--heatmap" for flag, _, _ in lost)  # refused by name first: no --stages would hold it
+    if not heatmap and format.stages == "one" and (len(one) != 1 or one[0] not in names.STAGES):
+        others = ", ".join(name for name in names.STAGES if name != "weights")
+        raise typer.BadParameter(f"--format {format.name} writes one stage: give one, such as --stages weights "
+                                 f"(or {others})", param_hint="--stages")
     if not lost:
         return
     flags = [flag for flag, _, _ in lost]

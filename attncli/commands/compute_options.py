@@ -124,7 +124,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("query_labels", "Row labels, comma-separated: it,they", key="query_labels", read=opt.labels("--query-labels")),
     Option("key_labels", "Key labels, comma-separated.", key="key_labels", read=opt.labels("--key-labels")),
     Option("dtype", "Arithmetic: float64 (default), float32, or bfloat16 and float16 (16 bits, computed by a "
-           "recipe: --accumulate, --store; bfloat16 needs the ml-dtypes package).", key="dtype", choices=DTYPES,
+           "recipe: --accumulate, --store; bfloat16 needs the ml-dtypes package). An overflow is an error in "
+           "float64 and float32; bfloat16 and float16 (and --mask-fill, --no-max-subtraction, --error: the "
+           "precision lab) show it, inf and NaN as stored, with a warning naming where the first was born.",
+           key="dtype", choices=DTYPES,
            panel=PRECISION),
     Option("accumulate", "bfloat16, float16: where products, sums and the softmax are computed: float32 (default, "
            "as PyTorch's CPU kernels) or same (every operation rounded to the dtype).", key="accumulate",

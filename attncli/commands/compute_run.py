@@ -35,6 +35,8 @@ from attncli.render.target import OutputError
 from attncli.stages import grads
 from attncli.stages.table import get, stand_in
 
+# The keys that give a mask: a masked-rows error names the option (or its file) that gave it, not the problem's file.
+MASK_KEYS = ("mask", "window", "key_mask")
 MAX_TILES = {True: 1_000, False: 100_000}  # tables draw about 4 ms a tile; JSON keeps about 5 KB a tile
 
 
@@ -51,9 +53,12 @@ def run(o: SimpleNamespace, plan: SimpleNamespace) -> None:
         return
     problem, source, doc, options = read(o, piped=plan.stdin is not None)
     shown, warnings = check(problem, plan, o)
-    if o.error:  # each stage's error against float64, beside it (tables) or per head (JSON)
-        if plan.format.name not in ("table", "json"):
+    if o.error:  # each stage's error against float64, beside it (tables, --explain's roundings) or per head (JSON)
+        if plan.format.name not in ("table", "json") and not o.explain:
             raise InputError(f"shows each stage's error in tables and JSON, not {plan.format.name}", "--error")
+        if problem.dtype == "float64":
+            raise InputError("shows each stage's error against a float64 reference; this run is float64, so every "
+                             "error is 0: use --dtype float32, bfloat16 or float16", "--error")
         shown += ("errors",)
     trace, tiled = calculate(problem, plan, shown, o.full, (source, doc, options), warnings)
     agreed = _agreement(doc, trace, source)
@@ -120,7 +125,7 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
     source, doc, options = read_back
     try:
         _guard(problem, plan.format, shown, full, plan.output_only, plan.tile_sizes, plan.threads)
-        trace = _attend(problem, plan.output_only, plan.threads)
+        trace = _attend(problem, plan.output_only, plan.threads, "errors" in shown)
         trace = replace(trace, warnings=tuple(warnings) + tuple(trace.warnings))
         # echoes and results the document holds, read back (a captured layer's agreement: _agreement)
         read = {k: v for k, v in doc.items() if k != "agreement"} if "agreement" in doc else doc
@@ -129,9 +134,12 @@ def calculate(problem, plan: SimpleNamespace, shown: tuple[str, ...], full: bool
             # (the read-back loads the tiles and the counts).
             from attncli.document.readback import verify
 
-            verify(read, trace, flag, options)
+            verify(read, trace, flag, tuple(options.values()))
         tiled = None if plan.tile_sizes is None else _tiles(problem, plan.tile_sizes)
     except AttnError as error:
+        given = [options[key] for key in MASK_KEYS if key in options]
+        if error.field == "masked_rows" and given:  # the rows are fully masked by the mask an option gave
+            raise error.at(" and ".join(given))
         raise error.at(source) if source else error
     return trace, tiled
 
@@ -183,7 +191,7 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
 
 
 def read(o: SimpleNamespace, piped: bool = False):
-    """(problem, source, document, the options that changed it): the document from the file or
+    """(problem, source, document, {key: the option (or its file) that changed it}): the document from the file or
     stdin (`piped` and no file named: read even beside matrix options, which override its keys)
     with the options' keys over it (commands/compute_options.py's table says which key each
     option sets), built into a problem."""
@@ -195,7 +203,7 @@ def read(o: SimpleNamespace, piped: bool = False):
         raise
     found |= origin  # each setting named by the option that gave it (--alibi-slopes, --rope-style, …)
     problem = build_problem(doc, found | {"invert_mask": "--invert-mask"}, source, invert_mask=o.invert_mask)
-    return problem, source, doc, tuple(found.values())
+    return problem, source, doc, found
 
 
 def _check_tile_count(problem, bq: int, bk: int, table: bool) -> None:
@@ -262,18 +270,20 @@ def _bound_explain(problem, rows: list[int] | None, heads_shown: list[int] | Non
 def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown, keep=(), word_ids=None) -> list[str]:
     """--explain's lines: the hand calculation of the rows asked for, or one row through the tiles."""
     # Imported here, for start-up (see above): only --explain needs the hand calculation.
-    from attncli.explain.roundings import refuse_nonfinite
     from attncli.render.explain import explain
     from attncli.render.tiles import explain_tiles
 
+    lab = trace.precision
+    if o.carry == "rounded" and lab is not None and lab.recipe is not None:
+        raise InputError(f"rounded carry re-types each number to {o.precision} decimals, as a calculator; a "
+                         f"{trace.problem.dtype} run's explanation writes exact arithmetic and each rounding to "
+                         f"{trace.problem.dtype} it did: drop --carry rounded", "--carry")
     if tiled is None:
-        refuse_nonfinite(trace, rows if rows is not None else list(range(min(trace.problem.lq, 3))) if
-                         trace.problem.lq <= 3 else [0], heads_shown, "--row")
         p = trace.problem
         raw = list(p.key_labels) if p.key_labels else [str(j) for j in range(p.lk)]
         words = [group for _, group in tokens.words(raw, word_ids if word_ids is not None and len(word_ids) == p.lk
                                                       else None)]
-        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact", keep, o.full, words)
+        return explain(trace, rows, heads_shown, o.precision, o.carry or "exact", keep, o.full, words, o.error)
     if o.carry is not None:
         raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry", "--carry")
     return explain_tiles(tiled, trace, rows, heads_shown, o.precision)
@@ -349,10 +359,13 @@ def _tiles(problem, sizes: tuple[int, int]):
     return attend_tiles(problem, *sizes)
 
 
-def _attend(problem, output_only: bool, threads: int | None):
+def _attend(problem, output_only: bool, threads: int | None, errors: bool = False):
     """The full trace, or only the output in blocks on `threads` workers (None: every core); a
-    progress bar when it takes a while."""
+    progress bar when it takes a while. `errors` (--error): through the precision lab, which
+    measures each stage against float64 (a float32 run too)."""
     with progress(problem.lq, problem.heads * problem.lq * problem.lk) as done:
+        if errors:
+            return attention.attend(problem, progress=done, lab="--error")
         if output_only and not recipes.lab(problem):  # the lab computes every stage, always
             # Imported here, for start-up (see above): only the output-only path computes in blocks.
             from attncli.compute.blocks import attend_output

@@ -31,9 +31,9 @@ def run(read: tuple, size: int, plan: SimpleNamespace, o: SimpleNamespace, trace
         found = cost.cost(problem, size)
         if has_results(doc):
             if counts_only(doc):
-                verify_counts(doc, problem, options)
+                verify_counts(doc, problem, tuple(options.values()))
             else:
-                verify(doc, trace(), flag, options)
+                verify(doc, trace(), flag, tuple(options.values()))
     except AttnError as error:
         raise error.at(source) if source else error
     if plan.format.terminal:

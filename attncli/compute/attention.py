@@ -13,10 +13,9 @@ from dataclasses import replace
 import numpy as np
 
 from attncli.base.arrays import cannot_overflow, check_finite, merge_heads, split_heads
-from attncli.base.errors import Advice, InputError, Notice, quote
-from attncli.base.rule_words import MASKED_ROWS_LIKE, MASKED_ROWS_WORDS
 from attncli.compute import precision
 from attncli.compute.backward import backward
+from attncli.compute.births import MASKED_ROWS_POLICY, masked_rows_warnings  # noqa: F401  (read from here too)
 from attncli.compute.limits import backward_bytes, check_fits, score_arrays, stage_bytes
 from attncli.problem import groups, recipes
 from attncli.problem.trace import Problem, Trace
@@ -49,36 +48,6 @@ def head_inputs(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return Q, groups.repeat(K, Q.shape[0]), groups.repeat(V, Q.shape[0])
 
 
-def _label(labels: list[str] | None, i: int) -> str:
-    return quote(labels[i]) if labels else str(i)
-
-
-# What each masked-rows policy does, and the library it matches (attncli/base/rule_words.py).
-MASKED_ROWS_POLICY = {policy: (MASKED_ROWS_WORDS[policy], like) for policy, like in MASKED_ROWS_LIKE.items()}
-
-
-def masked_rows_warnings(problem: Problem, dead: np.ndarray) -> list[Notice]:
-    """One warning per head that has rows with every key masked, naming the rows; the policy is
-    advice (`masked_rows`) that the edge says as an option or a keyword."""
-    warnings = []
-    for head in np.flatnonzero(dead.any(axis=1)):
-        rows = np.flatnonzero(dead[head])
-        shown = ", ".join(_label(problem.query_labels, int(i)) for i in rows[:8])
-        more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
-        if problem.sinks is not None:  # well defined, not a policy: a note, never an error
-            warnings.append(Notice(f"head {head}: every key is masked for query {shown}{more}; the sink takes "
-                                   "the whole row, so its weights and output are 0 (with sinks no masked-rows "
-                                   "policy applies)"))
-            continue
-        if problem.masked_rows == "error":
-            raise InputError(f"head {head}: every key is masked for query {shown}{more}", field="masked_rows",
-                             advice=Advice("masked_rows", ("zero", "uniform"), "; use {} to allow it"))
-        done, like = MASKED_ROWS_POLICY[problem.masked_rows]
-        warnings.append(Notice(f"head {head}: every key is masked for query {shown}{more}; {done}",
-                               Advice("masked_rows", (problem.masked_rows,), f" ({{}}, {like})")))
-    return warnings
-
-
 def scale_of(problem: Problem, d_k: int) -> float:
     """The scale actually used: the given one, or 1/√d_k."""
     return problem.scale if problem.scale is not None else 1.0 / np.sqrt(d_k)
@@ -96,14 +65,16 @@ def project_output(problem: Problem, output: np.ndarray) -> tuple[np.ndarray, np
     return concat, final
 
 
-def attend(problem: Problem, progress=None) -> Trace:
+def attend(problem: Problem, progress=None, lab: str | None = None) -> Trace:
     """Compute every stage of softmax(Q Kᵀ · scale + bias) V for every head.
     `progress(rows)` is told, after each stage, how far along (in query rows) the work is.
     A problem of the precision lab (a low dtype, a finite mask fill, no max subtraction) is
-    computed by attncli/compute/precision.py."""
-    if recipes.lab(problem):
+    computed by attncli/compute/precision.py; so is any float32 problem when `lab` (what asked for
+    it, `--error`: the lab measures each stage against float64)."""
+    if recipes.lab(problem) or lab is not None:
         check_fits(stage_bytes(problem.heads, problem.lq, problem.lk, 8, score_arrays(problem) + 8))
-        return precision.attend(problem, tuple(stage.name for stage in stages.present(problem)))
+        return precision.attend(problem, tuple(stage.name for stage in stages.present(problem)),
+                                None if recipes.lab(problem) else lab)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by check_finite
         trace = _attend(problem, progress or (lambda rows: None))
     if problem.dO is None:

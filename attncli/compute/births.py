@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.base.errors import Notice
+from attncli.base.errors import Advice, InputError, Notice, quote
+from attncli.base.rule_words import MASKED_ROWS_LIKE, MASKED_ROWS_WORDS
 from attncli.problem import recipes
 from attncli.problem.trace import Problem
 
@@ -26,11 +27,16 @@ class Birth:
     key: int
     value: float
     cause: str
+    stored: float | None = None  # what the masked-rows policy stored in place of a fully masked row's NaN
 
     def to_json(self) -> dict:
+        """`value` is what the run stores there: the masked-rows policy's number in place of a fully
+        masked row's NaN, whose `computed` value is then "nan"."""
         value = "nan" if np.isnan(self.value) else ("inf" if self.value > 0 else "-inf")
-        return {"stage": self.stage, "head": self.head, "query": self.query, "key": self.key,
-                "value": value, "cause": self.cause}
+        found = {"stage": self.stage, "head": self.head, "query": self.query, "key": self.key, "value": value}
+        if self.stored is not None:
+            found |= {"value": self.stored, "computed": value}
+        return found | {"cause": self.cause}
 
     def line(self) -> str:
         return f"the first non-finite value is {self.stage}[{self.head}, {self.query}, {self.key}]: {self.cause}"
@@ -97,6 +103,37 @@ def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract)
     return None
 
 
+def _label(labels: list[str] | None, i: int) -> str:
+    return quote(labels[i]) if labels else str(i)
+
+
+# What each masked-rows policy does, and the library it matches (attncli/base/rule_words.py).
+MASKED_ROWS_POLICY = {policy: (MASKED_ROWS_WORDS[policy], like) for policy, like in MASKED_ROWS_LIKE.items()}
+
+
+def masked_rows_warnings(problem: Problem, dead: np.ndarray, born: str = "") -> list[Notice]:
+    """One warning per head that has rows with every key masked, naming the rows (by label); the policy is
+    advice (`masked_rows`) that the edge says as an option or a keyword; `born`: what the refusal of
+    masked_rows "error" adds (the precision lab's first non-finite value)."""
+    warnings = []
+    for head in np.flatnonzero(dead.any(axis=1)):
+        rows = np.flatnonzero(dead[head])
+        shown = ", ".join(_label(problem.query_labels, int(i)) for i in rows[:8])
+        more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
+        if problem.sinks is not None:  # well defined, not a policy: a note, never an error
+            warnings.append(Notice(f"head {head}: every key is masked for query {shown}{more}; the sink takes "
+                                   "the whole row, so its weights and output are 0 (with sinks no masked-rows "
+                                   "policy applies)"))
+            continue
+        if problem.masked_rows == "error":
+            raise InputError(f"head {head}: every key is masked for query {shown}{more}{born}", field="masked_rows",
+                             advice=Advice("masked_rows", ("zero", "uniform"), "; use {} to allow it"))
+        done, like = MASKED_ROWS_POLICY[problem.masked_rows]
+        warnings.append(Notice(f"head {head}: every key is masked for query {shown}{more}; {done}",
+                               Advice("masked_rows", (problem.masked_rows,), f" ({{}}, {like})")))
+    return warnings
+
+
 def notices(problem: Problem, birth: Birth | None, fill: float, visible, stored: dict,
             dead: np.ndarray) -> list[Notice]:
     """What the lab found, as warnings: the first non-finite value; a finite fill that lets a masked
@@ -105,10 +142,7 @@ def notices(problem: Problem, birth: Birth | None, fill: float, visible, stored:
     found = []
     if birth is not None:
         found.append(Notice(birth.line()))
-    if dead.any():
-        rows = ", ".join(f"head {h} query {i}" for h, i in np.argwhere(dead)[:4])
-        found.append(Notice(f"every key is masked for {rows}; the softmax is 0/0 there, and the masked-rows "
-                            f"policy {problem.masked_rows} stores {'1/Lk' if problem.masked_rows == 'uniform' else '0'}"))
+    found += masked_rows_warnings(problem, dead)  # worded as every run words them: by head and query label
     if visible is None:
         return found
     word = recipes.fill_word(problem)
@@ -121,16 +155,19 @@ def notices(problem: Problem, birth: Birth | None, fill: float, visible, stored:
     let = hidden & (stored["weights"] > 0)
     if let.any():
         h, i, j = (int(v) for v in np.argwhere(let)[0])
-        found.append(Notice(f"the mask fill {word} is finite: masked key {j} of query {i} (head {h}) has weight "
-                            f"{stored['weights'][h, i, j]:.6g}, not 0"))
+        found.append(Notice(f"the mask fill {word} is finite: masked key {_label(problem.key_labels, j)} of query "
+                            f"{_label(problem.query_labels, i)} (head {h}) has weight {stored['weights'][h, i, j]:.6g}, "
+                            "not 0"))
     whole = hidden.all(axis=-1)
     if whole.any():
         h, i = (int(v) for v in np.argwhere(whole)[0])
-        found.append(Notice(f"every key is masked for query {i} (head {h}); with the finite fill {word} its "
-                            "weights are uniform (as transformers' eager attention gives), not a masked-rows policy"))
+        found.append(Notice(f"head {h}: every key is masked for query {_label(problem.query_labels, i)}; with the "
+                            f"finite fill {word} its weights are uniform (as transformers' eager attention gives), "
+                            "not a masked-rows policy"))
     real = np.where(hidden, np.inf, stored["scaled"]) < fill
     if real.any():
         h, i, j = (int(v) for v in np.argwhere(real)[0])
         found.append(Notice(f"a real score is below the mask fill {word}: scaled[{h}, {i}, {j}] = "
-                            f"{stored['scaled'][h, i, j]:.6g}, so the masked keys of query {i} outrank key {j}"))
+                            f"{stored['scaled'][h, i, j]:.6g}, so the masked keys of query "
+                            f"{_label(problem.query_labels, i)} outrank key {_label(problem.key_labels, j)}"))
     return found

@@ -24,13 +24,13 @@ float32 and float64 run the same steps in their own dtype (numpy's, nothing roun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from attncli.base.arrays import merge_heads, split_heads
-from attncli.base.errors import Advice, InputError
-from attncli.compute.births import LAB_STAGES, Birth, first_nonfinite, notices
+from attncli.base.errors import InputError
+from attncli.compute.births import LAB_STAGES, Birth, first_nonfinite, masked_rows_warnings, notices
 from attncli.problem import groups, masks, recipes
 from attncli.problem.trace import Problem, Trace
 
@@ -55,7 +55,8 @@ def numpy_dtype(name: str) -> np.dtype:
 class Lab:
     """What the precision lab adds to a trace: the recipe (None for float32/float64), the fill as
     used, each stage before it was stored (`unrounded`, in the accumulator's dtype, as float64), the
-    softmax's x − m and e^(x − m) (as computed), the float64 reference, each stage's error against it
+    softmax's x − m, e^(x − m) and their row sum Σ (as computed, (H, Lq, 1)), the float64 reference, each
+    stage's error against it
     ({stage: {"abs", "rel", "ulps"}}, (H, Lq, ·) each) and the first non-finite value (or None)."""
     dtype: str
     recipe: object
@@ -63,6 +64,7 @@ class Lab:
     unrounded: dict
     shifted: np.ndarray
     exps: np.ndarray
+    sums: np.ndarray
     reference: dict
     errors: dict
     nonfinite: Birth | None
@@ -103,7 +105,7 @@ def _sum_rows(x: np.ndarray, op, same: bool) -> np.ndarray:
 
 
 def run(problem: Problem, Q, K, V, visible, dtype: str, recipe, fill: float, subtract: bool, policy):
-    """(stored stages, unrounded stages, e^(x − m), the weights before `policy`) for inputs already
+    """(stored stages, unrounded stages, (x − m, e^(x − m), their row sums), the weights before `policy`) for inputs already
     in `dtype`: the steps of the module docstring. `policy(weights)` gives the rows whose every key is
     masked (0/0 = NaN with a −∞ fill) the masked-rows policy's weights before the output reads them."""
     compute, rnd, op = _rounder(dtype, recipe)
@@ -126,11 +128,22 @@ def run(problem: Problem, Q, K, V, visible, dtype: str, recipe, fill: float, sub
     m = x.max(axis=-1, keepdims=True) if subtract else np.zeros_like(x[..., :1])  # (H, Lq, 1)
     shifted = op(x - m)
     exps = op(np.exp(shifted))
-    weights = stage("weights", exps / _sum_rows(exps, op, same))
+    sums = _sum_rows(exps, op, same)  # (H, Lq, 1)
+    weights = stage("weights", exps / sums)
     raw = weights
-    weights = stored["weights"] = policy(weights)
+    weights = stored["weights"] = keep("weights", policy(weights))  # the policy's 1/Lk is stored in the dtype too
     stage("output", _dot(weights, V, op, same))  # (H, Lq, d_v)
-    return stored, before, (shifted, exps), raw
+    return stored, before, (shifted, exps, sums), raw
+
+
+def products(lab: Lab, weights: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """weight_j × v_j for one query row (weights (Lk,), V (Lk, d_v), as stored) as the weighted sum
+    makes them: in float32 (exact for two bfloat16 or float16 numbers), each rounded to the dtype
+    under recipe `same`; as float64 (Lk, d_v)."""
+    compute, _, op = _rounder(lab.dtype, lab.recipe)
+    with np.errstate(over="ignore"):
+        made = op(np.asarray(weights, compute)[:, None] * np.asarray(V, compute))
+    return made.astype(np.float64)
 
 
 def _ulp(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -168,21 +181,22 @@ def _policy(problem: Problem, dead: np.ndarray):
     return apply
 
 
-def refuse(problem: Problem, present: tuple[str, ...]) -> None:
+def refuse(problem: Problem, present: tuple[str, ...], source: str | None = None) -> None:
     """The lab computes scores, scaled, masked (a mask's rules), weights and output from Q, K, V:
-    anything else it refuses by name, never skips."""
+    anything else it refuses by name, never skips (`source`: what asked for the lab, when not the
+    problem's own settings: `--error`)."""
     extra = [name for name in present if name not in LAB_STAGES]
     setting = "dtype" if problem.dtype in recipes.LOW_DTYPES else \
         "mask_fill" if problem.mask_fill != -np.inf else "max_subtraction"
     if extra:
         raise InputError(f"the precision lab computes {', '.join(LAB_STAGES)}; this problem has the stage "
-                         f"{extra[0]}, which it cannot compute in {problem.dtype}", field=setting)
+                         f"{extra[0]}, which it cannot compute in {problem.dtype}", source, field=setting)
     for name in ("X", "W_O", "bias"):
         if name in problem.inputs or (name == "bias" and problem.bias is not None):
             raise InputError(f"the precision lab computes attention from Q, K and V; this problem has {name}",
-                             field=setting)
+                             source, field=setting)
     if problem.dO is not None:
-        raise InputError("the precision lab has no backward pass; drop dO", field=setting)
+        raise InputError("the precision lab has no backward pass; drop dO", source, field=setting)
 
 
 def _heads(problem: Problem, given: dict) -> dict:
@@ -192,10 +206,11 @@ def _heads(problem: Problem, given: dict) -> dict:
     return {name: groups.repeat(a, split["Q"].shape[0]) if name != "Q" else a for name, a in split.items()}
 
 
-def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
+def attend(problem: Problem, present: tuple[str, ...], source: str | None = None) -> Trace:
     """The lab's trace: the stored stages (as float64, exactly), the float64 reference's errors, the
-    first non-finite value, and a warning for each thing the lab found."""
-    refuse(problem, present)
+    first non-finite value, and a warning for each thing the lab found (`source`: what asked for the
+    lab when the problem's settings did not, as `refuse`)."""
+    refuse(problem, present, source)
     dtype = problem.dtype
     recipe = recipes.recipe(problem)
     compute, rnd, _ = _rounder(dtype, recipe)
@@ -211,7 +226,7 @@ def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
     if visible is not None and fill == -np.inf:
         dead = ~np.broadcast_to(visible, Q.shape[:2] + (K.shape[1],)).any(axis=-1)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        stored, before, (shifted, exps), raw = run(problem, Q, K, V, visible, dtype, recipe, fill, problem.max_subtraction,
+        stored, before, (shifted, exps, sums), raw = run(problem, Q, K, V, visible, dtype, recipe, fill, problem.max_subtraction,
                                         _policy(problem, dead))
         reference = run(problem, *(m.astype(np.float64) for m in (Q, K, V)), visible, "float64", None, fill, True,
                         _policy(problem, dead))[0]
@@ -219,11 +234,12 @@ def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
                             {name: (given[name], low[name]) for name in INPUTS}, visible, dtype, acc,
                             problem.max_subtraction)
     if dead.any() and problem.masked_rows == "error":
-        raise InputError(f"every key is masked for some query, so its softmax is 0/0 ({birth.line()})",
-                         field="masked_rows", advice=Advice("masked_rows", ("zero", "uniform"), "; use {} to allow it"))
+        masked_rows_warnings(problem, dead, f", so its softmax is 0/0 ({birth.line()})")  # raises
     stored64 = {name: value.astype(np.float64) for name, value in stored.items()}
+    if birth is not None and birth.stage == "weights" and dead[birth.head, birth.query]:  # the policy's number
+        birth = replace(birth, stored=float(stored64["weights"][birth.head, birth.query, birth.key]))
     lab = Lab(dtype, recipe, fill, {n: v.astype(np.float64) for n, v in before.items()}, shifted.astype(np.float64),
-              exps.astype(np.float64),
+              exps.astype(np.float64), sums.astype(np.float64),
               reference, errors(stored64, reference, dtype), birth)
     concat = merge_heads(stored64["output"])
     scale = problem.scale if problem.scale is not None else 1 / np.sqrt(Q.shape[-1])
@@ -231,3 +247,22 @@ def attend(problem: Problem, present: tuple[str, ...]) -> Trace:
                  V=V.astype(np.float64), stages=stored64, concat=concat, final=concat,
                  fully_masked=tuple((int(h), int(i)) for h, i in np.argwhere(dead)),
                  warnings=tuple(notices(problem, birth, fill, visible, stored64, dead)), precision=lab)
+
+
+def row_birth(trace: Trace, head: int, row: int) -> Birth | None:
+    """The first non-finite value of query `row` of `head` of a lab run (births.first_nonfinite on the
+    row: its q, the head's K and V, then its stages), with the trace's indices; None when it has none."""
+    lab, p = trace.precision, trace.problem
+    given = _heads(p, {name: np.asarray(p.inputs[name], np.float64) for name in INPUTS})
+    part = lambda a: a[head:head + 1, row:row + 1]  # noqa: E731
+    inputs = {"Q": (part(given["Q"]), part(trace.Q))} | {name: (given[name][head:head + 1], getattr(trace, name)[head:head + 1])
+                                                        for name in ("K", "V")}
+    visible = masks.visible(p)
+    if visible is not None:
+        visible = part(np.broadcast_to(visible, trace.stages["scores"].shape))
+    acc = "float32" if lab.recipe is not None and lab.recipe.accumulate == "float32" else p.dtype
+    born = first_nonfinite({n: part(v) for n, v in trace.stages.items()}, {n: part(v) for n, v in lab.unrounded.items()},
+                           part(lab.exps), inputs, visible, p.dtype, acc, p.max_subtraction)
+    if born is None:
+        return None
+    return replace(born, head=head, query=row if born.stage not in ("K", "V") else born.query)

@@ -79,7 +79,8 @@ AFTER: tuple[Key, ...] = (
     Key("word_ids", LABEL, "one per key: the word its token belongs to (sub-tokens of a word share it), null for "
         "special tokens and padding (attn capture from text: the tokenizer's word_ids())"),
     Key("warnings", RESULT, "what the computation warned about"),
-    Key("nonfinite", RESULT, "the first inf or NaN a run produced: {stage, head, query, key, value, cause}"),
+    Key("nonfinite", RESULT, "the first inf or NaN a run produced: {stage, head, query, key, value (as stored), "
+                             "computed (\"nan\", when a masked-rows policy stored a number in its place), cause}"),
     Key("recipe", ECHO, "the precision recipe in words", "dtype, accumulate and store"),
     Key("tile_size", RESULT, "[BQ, BK]: the tile sizes of the tiled online softmax"),
     Key("tiled_max_difference", RESULT, "the largest |tiled − plain| over every head's output"),

@@ -2,14 +2,19 @@
 did on one query row, in the order the recipe did them: the inputs as stored, each stored stage
 (its value as computed → as stored), and, with recipe `same`, each e^(x − m) rounded as it is made.
 A float32 or float64 run rounds nothing beyond its dtype: its lines say so once.
+
+`ledger` gives the hand calculation (attncli/hand/carry.py's Writer) each number of the row as
+exact arithmetic makes it from the numbers the run held, beside the number the run kept, so that
+each line prints an equation that holds and then the rounding: `= 2055.0000 → 2056 in float16`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from attncli.base.errors import InputError
+from attncli.compute.precision import products, row_birth
 from attncli.hand.handwriting import shown_keys
+from attncli.problem import recipes
 from attncli.problem.trace import Trace
 
 
@@ -28,37 +33,41 @@ def _computed(x: float, acc: str) -> str:
     return np.format_float_positional(value, unique=True, trim="-").replace("-", "−")
 
 
-def finite_row(trace: Trace, row: int, heads=None) -> bool:
-    """Whether query `row` holds only finite numbers in every stage of `heads` (None: all) but a
-    masked cell's −∞: a hand calculation needs them (a precision lab run may hold inf and NaN)."""
-    for name, value in trace.stages.items():
-        cells = value[:, row] if heads is None else value[list(heads), row]
-        if np.isnan(cells).any() or np.isposinf(cells).any() or (name != "masked" and np.isneginf(cells).any()):
-            return False
-    return True
+def finite_cells(trace: Trace, name: str, head: int, row: int) -> bool:
+    """Whether stage `name` of query `row` of `head` holds only finite numbers (a masked −∞ aside)."""
+    cells = trace.stages[name][head, row]
+    return not (np.isnan(cells).any() or np.isposinf(cells).any() or (name != "masked" and np.isneginf(cells).any()))
 
 
-def refuse_nonfinite(trace: Trace, rows: list[int], heads=None, field: str | None = None) -> None:
-    """The hand calculation of a row that holds an inf or a NaN: refused, naming where the first was
-    born (`field`: what the edge calls the rows, `--row`)."""
-    if trace.precision is None:
-        return
-    for row in rows:
-        if not finite_row(trace, row, heads):
-            born = trace.precision.nonfinite
-            raise InputError(f"query row {row} holds an inf or a NaN ({born.line() if born else 'see the warning'}); "
-                             "the hand calculation needs finite numbers: explain another row", field)
-
-
-def rounding_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
-    """The roundings of query `row` of `head` (`keys`: the key labels, escaped)."""
+def rounding_lines(trace: Trace, head: int, row: int, keys: list[str], errors: bool = False) -> list[str]:
+    """The roundings of query `row` of `head` (`keys`: the key labels, escaped), and with `errors`
+    (--error) each stage's error against float64."""
     lab = trace.precision
     if lab is None:
         return []
+    return _roundings(trace, head, row, keys) + (_error_lines(trace, head, row, keys) if errors else [])
+
+
+def _error_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
+    """Each stage's error against float64 on the row: absolute, and in ulps of the run's dtype."""
+    lab, dtype = trace.precision, trace.problem.dtype
+    lines = [f"Error against float64 (absolute, and in ulps of {dtype}):"]
+    for name, error in lab.errors.items():
+        diff, ulps = error["abs"][head, row], error["ulps"][head, row]
+        names = keys if name != "output" else [f"[{j}]" for j in range(len(diff))]
+        lines.append(f"  {name}: " + "; ".join(f"{names[j]} {diff[j]:.3g} ({ulps[j]:.3g} ulps)"
+                                               for j in shown_keys(len(diff)) if j is not None))
+    return lines
+
+
+def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
+    """The row's roundings, stage by stage (up to the stage where an inf or a NaN appears)."""
+    lab = trace.precision
     p = trace.problem
     if lab.recipe is None:
-        return [f"Roundings: none beyond {p.dtype} itself (every operation in {p.dtype}; the precision lab's "
-                "settings change the fill or the softmax, not the rounding)"]
+        settings = "; the precision lab's settings change the fill or the softmax, not the rounding" \
+            if recipes.lab(p) else ""
+        return [f"Roundings: none beyond {p.dtype} itself (every operation in {p.dtype}{settings})"]
     dtype, acc = p.dtype, "float32"  # both recipes compute each operation in float32 (PyTorch's opmath)
     lines = [f"Roundings to {dtype} (recipe: {lab.recipe.line(dtype)}):"]
     given = np.asarray(p.inputs["Q"], np.float64).reshape(trace.Q.shape[1], -1) if p.inputs["Q"].ndim == 2 \
@@ -81,6 +90,8 @@ def rounding_lines(trace: Trace, head: int, row: int, keys: list[str]) -> list[s
         done = [f"{name}[{names[j]}] = {_computed(was[j], acc)} → {_exact(stored[j])}" for j in columns
                 if not (was[j] == stored[j] or (np.isnan(was[j]) and np.isnan(stored[j])))]
         lines.append(f"  {name}: " + ("; ".join(done) if done else f"every number is exact in {dtype}"))
+        if not finite_cells(trace, name, head, row):  # the hand calculation stopped here too
+            break
     return lines
 
 
@@ -96,3 +107,56 @@ def _exp_lines(trace: Trace, head: int, row: int, dtype: str) -> list[str]:
             for j in shown_keys(len(shifted)) if j is not None and np.isfinite(exact[j]) and exact[j] != stored[j]]
     what = "e^(x − m)" if trace.problem.max_subtraction else "e^x"
     return [f"  {what}: " + ("; ".join(done) if done else f"every e^x is exact in {dtype}")]
+
+
+def ledger(trace: Trace, head: int, row: int) -> dict:
+    """{cell: (exact, kept, dtype, always)} for query `row` of `head` of a low-dtype run: each number
+    the hand calculation writes, as exact arithmetic makes it from the operands the run held (float64:
+    every bfloat16 and float16 and their products are exact in it), and as the run kept it, rounded to
+    `dtype` (the run's, or float32 where the recipe accumulates wider); `always`: the recipe rounds
+    it to the run's dtype (else the arrow is written only when the printed digits differ). Cells:
+    ("scores", j), ("scaled", j), ("exps", j), ("total", 0), ("weights", j), ("contributions", j, i),
+    ("output", i). Empty for float32 and float64 runs, which round nothing beyond their dtype."""
+    lab = trace.precision
+    if lab is None:
+        return {}
+    recipe, dtype, p = lab.recipe, trace.problem.dtype, trace.problem
+    same = recipe is None or recipe.accumulate == "same"  # float32, float64: each operation in the dtype
+    word = lambda rounds: dtype if rounds else "float32"  # noqa: E731
+    stored = lambda name: recipe is None or recipe.stored(name)  # noqa: E731
+    found = {}
+
+    def put(kind, exact, kept, rounds, *index):
+        with np.errstate(over="ignore", invalid="ignore"):
+            for j, (x, s) in enumerate(zip(np.ravel(exact), np.ravel(kept))):
+                at = (j,) if not index else index + (j,)
+                found[(kind,) + at] = (float(x), float(s), word(rounds), rounds)
+
+    stages = trace.stages
+    with np.errstate(over="ignore", invalid="ignore"):
+        put("scores", trace.K[head] @ trace.Q[head, row], stages["scores"][head, row], stored("scores"))
+        put("scaled", stages["scores"][head, row] * trace.scale, stages["scaled"][head, row], stored("scaled"))
+        logits = stages["masked" if "masked" in stages else "scaled"][head, row]
+        live = logits != -np.inf
+        if live.any():
+            m = logits[live].max() if p.max_subtraction else 0.0
+            exps, total = lab.exps[head, row], float(lab.sums[head, row, 0])
+            put("exps", np.where(live, np.exp(np.where(live, logits - m, 0.0)), 0.0), exps, same)
+            put("total", [exps.sum()], [total], same)
+            put("weights", exps / total, stages["weights"][head, row], stored("weights"))
+        weights = stages["weights"][head, row]
+        made = products(lab, weights, trace.V[head])  # (Lk, d_v)
+        for j in range(len(weights)):
+            put("contributions", weights[j] * trace.V[head, j], made[j], same, j)
+        put("output", made.sum(axis=0), stages["output"][head, row], stored("output"))
+    if recipe is None:  # float32, float64: only where the dtype's range made an inf of a finite result
+        return {cell: entry for cell, entry in found.items() if np.isfinite(entry[0]) and not np.isfinite(entry[1])}
+    return found
+
+
+def stop_line(trace: Trace, head: int, row: int) -> str:
+    """Where a precision lab run's row stops being finite, and why: the hand calculation stops there."""
+    born = row_birth(trace, head, row)
+    where = "its inputs" if born is None else f"{born.stage}[{born.head}, {born.query}, {born.key}]: {born.cause}"
+    return (f"The hand calculation stops here: this row's first non-finite value is {where}; the stages after it "
+            "hold inf or NaN (the tables show them)")

@@ -9,11 +9,14 @@ read the wrong numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+
 from attncli.base.errors import AttnError
+from attncli.explain.roundings import finite_cells, ledger
 from attncli.hand.carry import Writer, exactly, given_pairs, pairs, printed
 from attncli.hand.stage_steps import Row, values
 from attncli.problem import groups
@@ -50,6 +53,10 @@ class Written:
     stages: dict[str, Any]
     allowed: list[bool]  # the keys the softmax reads (False: masked, −∞)
     unrounded: dict[tuple[str, int], tuple[float, ...]]
+    # a low-precision run: cell → (exact arithmetic's result as printed, the number kept, its dtype)
+    rounded: dict = field(default_factory=dict)
+    ledger: dict = field(default_factory=dict)  # roundings.ledger: every cell's (exact, kept, dtype, always)
+    stopped: str | None = None  # a precision lab row: the stage (or "inputs") where an inf or a NaN appears
 
     @property
     def result(self) -> list[Decimal]:
@@ -113,20 +120,27 @@ def written(trace: Trace, head: int, row: int, places: int, carry: str = "exact"
     """The numbers the explanation of query `row` of `head` prints, under `carry` ("exact" or
     "rounded"): each present stage's hand step, in order, reading the numbers printed before it."""
     refuse_unexplained(trace.problem)
-    w = Writer(places, carry)
+    w = Writer(places, carry, ledger(trace, head, row))
     projection, keys, q, K, V = _inputs(trace, w, head, row)
     state = Row(trace, head, row, w, {"Q": q, "K": K, "V": V}, allowed=[True] * trace.problem.lk,
                 plane=lambda array: head_slice(array, head)[row])
     done: dict[str, Any] = {}
-    for stage in present(trace.problem):
+    # A precision lab row holding an inf or a NaN: written up to the stage where it appears, then stopped
+    stopped = None if all(np.isfinite(a).all() for a in (trace.Q[head, row], trace.K[head], trace.V[head])) \
+        else "inputs"
+    for stage in present(trace.problem) if stopped is None else ():
         done[stage.name] = record = stage.hand.write(state, stage.name)
         if stage.replaces is not None:  # the stages after it read Q_rope and K_rope in place of Q and K
             state.inputs[stage.replaces] = record.pairs
         else:
             state.x, state.last = record.pairs, stage.name
+        if trace.precision is not None and not finite_cells(trace, stage.name, head, row):
+            stopped = stage.name
+            break
     return Written(head=head, row=row, places=places, carry=carry, projection=projection, keys=keys,
                    q=values(q), K=[values(k) for k in K], V=[values(v) for v in V], stages=done,
-                   allowed=list(state.allowed), unrounded=w.unrounded)
+                   allowed=list(state.allowed), unrounded=w.unrounded, rounded=w.rounded,
+                   ledger=w.ledger, stopped=stopped)
 
 
 @dataclass(frozen=True)

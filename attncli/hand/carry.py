@@ -93,7 +93,9 @@ def given_pairs(values, places: int) -> list[tuple[float, Decimal]]:
 
 
 def round_to(value: Decimal, places: int) -> Decimal:
-    """`value` rounded half-even to `places` decimals, never −0."""
+    """`value` rounded half-even to `places` decimals, never −0 (an inf or a NaN as it is)."""
+    if not value.is_finite():
+        return value
     d = value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_EVEN, context=WIDE)
     return abs(d) if d == 0 else d
 
@@ -101,6 +103,8 @@ def round_to(value: Decimal, places: int) -> Decimal:
 def holds(shown: Decimal, value: Decimal, places: int) -> bool:
     """The printed result `shown` is `value` (the printed operands' exact result) rounded to
     `places` decimals: within half a unit of the last place (so at an exact tie both hold)."""
+    if not (shown.is_finite() and value.is_finite()):
+        return shown == value
     return WORK.abs(WORK.subtract(shown, value)) <= Decimal(5).scaleb(-places - 1)
 
 
@@ -129,19 +133,36 @@ class Writer:
     `unrounded`: (line, index) → the rounded operands' unrounded values, ("scores", j),
     ("total", 0)…; an empty tuple when every operand is a rounded result printed on an earlier line."""
 
-    def __init__(self, places: int, carry: str):
+    def __init__(self, places: int, carry: str, ledger: dict | None = None):
         self.places, self.carry = places, carry
         self.unrounded: dict[tuple[str, int], tuple[float, ...]] = {}
+        # A low-precision run (attncli/explain/roundings.py's ledger): cell → (exact, kept, dtype,
+        # always); `rounded` the cells whose line writes the exact result, then → the number kept.
+        self.ledger = ledger or {}
+        self.rounded: dict[tuple, tuple[Decimal, float, str]] = {}
 
     def result(self, key, value: Decimal, exact: float, operands=(), places: int | None = None,
-               written: Decimal | None = None) -> Decimal:
+               written: Decimal | None = None, cell=...) -> Decimal:
         """`value`: the printed operands' exact result; `exact`: the true value; `operands`:
         (true value, printed) pairs, named in the note when they were rounded. Rounded carry: a
         `Held` result; `written`, when `value` started from an operand as the display held it
         (`onward`), is the printed operands' result, and a line it does not give notes that
-        operand's unrounded value."""
+        operand's unrounded value. A low-precision run's `cell` (default `key`) in the ledger whose
+        kept number differs from exact arithmetic's: the line's result is exact arithmetic's (which
+        it must hold to), and the number returned, which the next step reads, is the one kept."""
         places = self.places if places is None else places
         rounded = self.carry == "rounded"
+        entry = self.ledger.get(key if cell is ... else cell) if not rounded else None
+        kept = None
+        if entry is not None:
+            true, kept, dtype, always = entry
+            if not math.isfinite(true) or true == kept or (
+                    math.isfinite(kept) and not always and printed(true, places) == printed(kept, places)):
+                kept = None  # nothing to show, or no exact arithmetic to show (inf − inf)
+            else:
+                exact = true
+        if not math.isfinite(exact) and kept is None:
+            return printed(exact, places)  # an inf or a NaN the run made (the lab): as it is, no equation to hold
         shown = round_to(value, places) if rounded else printed(exact, places)
         check = written if rounded and written is not None else value
         huge = max([abs(shown)] + [abs(d) for _, d in operands]) >= E_NOTATION_FROM  # e-notation: exempt
@@ -152,6 +173,9 @@ class Writer:
                 noted = tuple(float(x) for x, d in operands if Decimal(repr(float(x))) != d)
             self.unrounded[key] = self.unrounded.get(key, ()) + tuple(
                 x for x in noted if x not in self.unrounded.get(key, ()))
+        if kept is not None:
+            self.rounded[key if cell is ... else cell] = (shown, kept, dtype)
+            return printed(kept, places)
         return held(shown, value) if rounded else shown
 
     def onward(self, d: Decimal | None) -> Decimal | None:

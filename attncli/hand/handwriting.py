@@ -7,6 +7,7 @@ their lines with these.
 from __future__ import annotations
 
 import math
+import struct
 from decimal import ROUND_DOWN, Decimal
 
 from attncli.base.errors import plural
@@ -16,7 +17,9 @@ MAX_KEYS = 8  # longer rows show the first and last keys with a "… N more …"
 
 
 def number(d: Decimal, places: int) -> str:
-    """A computed value: fixed decimals, e-notation when huge."""
+    """A computed value: fixed decimals, e-notation when huge; inf, −inf or nan as the tables write them."""
+    if not d.is_finite():
+        return "nan" if d.is_nan() else ("inf" if d > 0 else "-inf")
     return f"{d:.{places}e}" if abs(d) >= E_NOTATION_FROM else f"{d:.{places}f}"
 
 
@@ -108,3 +111,32 @@ def comparison(carried: list[Decimal], exact: list[Decimal], places: int) -> str
     changed = sum(number(a, places) != number(b, places) for a, b in zip(carried, exact))
     verdict = "the same" if not changed else f"carrying rounded numbers changed {changed} of {len(exact)}"
     return f"  with exact arithmetic: {vector(exact, places)} ({verdict})"
+
+
+def kept(x: float, dtype: str) -> str:
+    """A number as a low-precision run kept it: exactly in bfloat16 or float16 (each has a short
+    exact decimal, which is its float64 repr); float32's shortest decimal that reads back as it."""
+    if not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    text = repr(x)
+    if dtype == "float32":
+        text = next(f"{x:.{digits}g}" for digits in range(1, 10) if _float32(float(f"{x:.{digits}g}")) == x)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _float32(x: float) -> float:
+    """x rounded to float32 (struct's round trip, no numpy: the stage table's steps import this)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def rounding(found: dict, ledger: dict, cells) -> str:
+    """' → 2056 in float16' after a line's exact result: the numbers a low-precision run kept for
+    `cells` (found: a Writer's `rounded`; ledger: its ledger, for the unrounded parts of a vector),
+    one or a vector; '' when the run kept what exact arithmetic gives."""
+    hits = [found[c] for c in cells if c in found]
+    if not hits:
+        return ""
+    dtype = hits[0][2]
+    if len(cells) == 1:
+        return f" → {kept(hits[0][1], dtype)} in {dtype}"
+    return " → [" + ", ".join(kept(found[c][1] if c in found else ledger[c][1], dtype) for c in cells) + f"] in {dtype}"

@@ -16,15 +16,18 @@ from attncli.hand.carry import E_NOTATION_FROM, PERCENT_PLACES, given, printed, 
 from attncli.hand.hand_backward import Back, BackStep, dot
 from attncli.hand.handwriting import elided_at, more_keys
 from attncli.hand.stage_steps import HandStep, Page, Row, values
+from attncli.problem import visibility
 
 
-class Masked(namedtuple("Masked", "name before bias alibi slope pairs")):
+class Masked(namedtuple("Masked", "name before bias alibi slope pairs filled", defaults=(None,))):
     # name: str
     # before: Pairs
     # bias: list[Decimal | None] | None  # the given bias as written (carry.given; None: −∞)
     # alibi: list[Decimal] | None  # −slope · |q_pos − k_pos| per key, as printed
     # slope: str | None  # this head's ALiBi slope as written: 6 significant digits
     # pairs: Pairs  # None printed where the key is masked
+    # filled: list[bool] | None  # a finite mask fill (the precision lab): the keys the mask hides, which
+    #     take the fill and stay in the softmax
     __slots__ = ()
 
 
@@ -38,9 +41,13 @@ def _write_masked(row: Row, name: str) -> Masked:
         m, q_pos = float(p.alibi_slopes[row.head]), int(p.q_positions[row.row])
         alibi_exact = [-m * float(abs(int(k) - q_pos)) for k in p.k_positions]
         alibi, slope = [printed(a, row.places) for a in alibi_exact], f"{m:.6g}"
+    fill = getattr(row.trace.precision, "fill", -math.inf)  # the precision lab's, as its dtype holds it
+    filled = None if fill == -math.inf else [why is not None for why in visibility.hidden_because(p, row.head, row.row)]
     pairs = []
     for j, (t, d) in enumerate(before):
-        if not row.allowed[j]:
+        if filled is not None and filled[j]:
+            pairs.append((float(exact[j]), printed(exact[j], row.places)))
+        elif not row.allowed[j]:
             pairs.append((float(exact[j]), None))
         elif bias is None and alibi is None:
             pairs.append((float(exact[j]), d))
@@ -50,7 +57,7 @@ def _write_masked(row: Row, name: str) -> Masked:
             rest = sum((d for _, d in terms[1:]), Decimal(0))  # the bias and ALiBi: given, or computed
             pairs.append((float(exact[j]), row.w.result((name, j), row.w.onward(d) + rest, exact[j], terms,
                                                         written=d + rest)))
-    return Masked(name, before, bias, alibi, slope, pairs)
+    return Masked(name, before, bias, alibi, slope, pairs, filled)
 
 
 def _masked_lines(page: Page, r: Masked, step: int) -> list[str]:
@@ -64,6 +71,8 @@ def _masked_lines(page: Page, r: Masked, step: int) -> list[str]:
     rule, why = page.rules
 
     def line(j, key):
+        if r.filled is not None and r.filled[j]:
+            return f"{key} masked → {n(r.pairs[j][1])}, the fill" + (f" ({why[j]})" if why and why[j] else "")
         if r.pairs[j][1] is None:
             return f"{key} masked → −∞, excluded" + (f" ({why[j]})" if why and why[j] else "")
         if r.bias is None and r.alibi is None:
@@ -75,7 +84,10 @@ def _masked_lines(page: Page, r: Masked, step: int) -> list[str]:
         alibi = f" − {n(abs(a))}" if a <= 0 else f" + {n(a)}"
         return (f"{key} {terms} − {r.slope}·|{q_pos} − {int(p.k_positions[j])}| = {terms}{alibi} = "
                 f"{n(r.pairs[j][1])}{page.note((r.name, j))}")
-    return [f"Step {step}: {what} (masked keys become −∞ and are excluded)"] + rule + page.each(line)
+    kept = ("masked keys become −∞ and are excluded" if r.filled is None else
+            f"masked keys become the fill, {n(r.pairs[r.filled.index(True)][1]) if any(r.filled) else 'finite'}, "
+            "not −∞: they stay in the softmax")
+    return [f"Step {step}: {what} ({kept})"] + rule + page.each(line)
 
 
 class Softmax(namedtuple("Softmax", "name before allowed shift reason exps sink sink_exp total percents "
@@ -84,7 +96,8 @@ class Softmax(namedtuple("Softmax", "name before allowed shift reason exps sink 
     # before: Pairs  # the logits as printed (None: masked)
     # allowed: list[bool]
     # shift: Decimal | None  # subtracted before e^x, as printed
-    # reason: str | None  # "overflow" (e^max beyond the dtype), "large" (≥ E_NOTATION_FROM), "underflow"
+    # reason: str | None  # "overflow" (e^max beyond the dtype), "large" (≥ E_NOTATION_FROM), "underflow",
+    #     "recipe" (a low-precision run subtracts the max, as the recipe does)
     # exps: list[Decimal]  # e^(x − shift), 0 where masked
     # sink: Decimal | None  # the head's sink logit as written (carry.given)
     # sink_exp: Decimal | None  # e^(sink − shift) as printed
@@ -110,6 +123,12 @@ def _exact(row: Row, logits_row, allowed) -> _Exact:
     sink = None if p.sinks is None else float(p.sinks[row.head])
     logits = logits_row[allowed] if sink is None else np.append(logits_row[allowed], sink)  # a sink is one more logit
     top = logits.max() if logits.size else 0.0
+    lab = getattr(row.trace, "precision", None)
+    if lab is not None:  # the precision lab: the run's own e^(x − m) and Σ, as it kept them
+        shift = float(top) if p.max_subtraction else 0.0
+        exps = np.where(allowed, lab.exps[row.head, row.row], 0.0)
+        return _Exact(shift, "recipe" if p.max_subtraction else None, exps, None, 0.0,
+                      float(lab.sums[row.head, row.row, 0]))
     # e^x overflows beyond log(max float), and is written in e-notation from E_NOTATION_FROM on:
     # only then does the hand calculation need the shift.
     reason = ("overflow" if top > np.log(np.finfo(logits_row.dtype).max) else
@@ -128,6 +147,13 @@ def _shift(row: Row, e: _Exact, logits: list[Decimal]) -> tuple[Decimal | None, 
     if logits and row.w.carry == "rounded" and all(round_to(x.exp(), row.places) == 0 for x in logits):
         return max(logits), "underflow"
     return None, None
+
+
+def _divide(a: Decimal, b: Decimal) -> Decimal:
+    """a / b, NaN for 0/0 and ∞/∞ (a precision lab run's row can hold them), ∞ for a/0."""
+    if a.is_nan() or b.is_nan() or (a.is_infinite() and b.is_infinite()) or (a == 0 and b == 0):
+        return Decimal("NaN")
+    return a / b if b else Decimal("Infinity")
 
 
 def _write_weights(row: Row, name: str) -> Softmax:
@@ -154,9 +180,10 @@ def _write_weights(row: Row, name: str) -> Softmax:
             percents.append(printed(x * 100, PERCENT_PLACES))
             continue
         operands = [(e.exps[j], exps[j]), (e.total, total)]
-        quotient = exps[j] / total if total else Decimal("Infinity")
+        quotient = _divide(exps[j], total)
         weights.append(w.result((name, j), quotient, x, operands))
-        percents.append(w.result((name, j), quotient * 100, x * 100, operands, places=PERCENT_PLACES))
+        share = w.ledger[(name, j)][0] if (name, j) in w.rounded else x  # of the line's exact quotient
+        percents.append(w.result((name, j), quotient * 100, share * 100, operands, places=PERCENT_PLACES, cell=None))
     return Softmax(name, before, list(row.allowed), shift, reason, exps, sink, sink_exp, total, percents,
                    [(float(x), d) for x, d in zip(weights_exact, weights)])
 
@@ -166,7 +193,7 @@ def _weights_lines(page: Page, r: Softmax, step: int) -> list[str]:
 
 
 def _softmax_lines(page: Page, r: Softmax) -> list[str]:
-    n, keys, width, places = page.n, page.keys, page.width, page.places
+    n, keys, width, places, p = page.n, page.keys, page.width, page.places, page.trace.problem
     if not any(r.allowed) and r.sink is not None:
         sink = page.short(r.sink)
         return [f"  every key is masked: the sink takes the whole row (e^{sink} of e^{sink}), "
@@ -182,11 +209,15 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
     elif r.reason == "large":
         lines.append(f"  the largest {largest} is {n(r.shift)}: e^{n(r.shift)} is too large to write out, "
                      f"so subtract it first {constant}")
+    elif r.reason == "recipe":
+        lines.append(f"  the run subtracts the largest {largest}, {n(r.shift)}, first {constant}")
     elif r.reason == "underflow":
         lines.append(f"  every e^x rounds to 0 at {plural(places, 'decimal')}, so subtract the largest {largest}, "
                      f"{n(r.shift)}, first {constant}")
+    if not p.max_subtraction:
+        lines.append(f"  the naive softmax, e^x / Σ e^x: the run does not subtract the largest {largest} first")
     power = (lambda j: f"e^{n(r.before[j][1])}") if r.shift is None else (
-        lambda j: f"e^({n(r.before[j][1])} − {n(r.shift)})")
+        lambda j: f"e^({n(r.before[j][1])} − {n(r.shift) if r.shift >= 0 else f'({n(r.shift)})'})")
     listed = page.shown
     terms = []
     for place, j in enumerate(listed):
@@ -196,12 +227,12 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
                 total = n(sum((r.exps[k] for k in rest), Decimal(0)))
                 terms.append(f"({plural(len(rest), 'more key')}: {total})")
         elif r.allowed[j]:
-            terms.append(f"{power(j)} = {n(r.exps[j])}")
+            terms.append(f"{power(j)} = {page.r(r.exps[j], ('exps', j))}")
     if r.sink is not None:  # one more logit in the sum, whose weight is then dropped
         sink = f"e^({page.short(r.sink)} − {n(r.shift)})" if r.shift is not None else f"e^{page.short(r.sink)}"
         terms.append(f"sink {sink} = {n(r.sink_exp)}")
     line_keys = [("exps", j) for j in range(len(keys))] + [("sink", 0), ("total", 0)]
-    lines.append("  " + "   ".join(terms) + f"   sum = {n(r.total)}" + page.note(*line_keys))
+    lines.append("  " + "   ".join(terms) + f"   sum = {page.r(r.total, ('total', 0))}" + page.note(*line_keys))
     weights = values(r.pairs)
     for place, j in enumerate(listed):
         if j is None:
@@ -210,7 +241,9 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
             lines.append(f"  {keys[j]:<{width - 1}} = e^−∞ / {n(r.total)} = 0 (masked)")
         else:
             lines.append(f"  {keys[j]:<{width - 1}} = {n(r.exps[j])} / {n(r.total)} = "
-                         f"{n(weights[j])} ({r.percents[j]:.{PERCENT_PLACES}f}%)" + page.note((r.name, j)))
+                         f"{page.exact(weights[j], (r.name, j))}"
+                         + (f" ({r.percents[j]:.{PERCENT_PLACES}f}%)" if r.percents[j].is_finite() else "") +
+                         f"{page.arrow((r.name, j))}" + page.note((r.name, j)))
     if r.sink is not None:
         lines.append(f"  the sink's share, {n(r.sink_exp)} / {n(r.total)}, is dropped: "
                      "these weights sum to less than 1")

@@ -95,6 +95,25 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
     def note(self, *keys) -> str:
         return hw.note(self.written.unrounded, keys, self.places)
 
+    def exact(self, d: Decimal, cell) -> str:
+        """A result as its line writes it: exact arithmetic's (a low-precision run's line must hold
+        before its rounding, `arrow`), else `d` as printed."""
+        found = getattr(self.written, "rounded", {})
+        return self.n(found[cell][0] if cell in found else d)
+
+    def arrow(self, *cells) -> str:
+        """' → 2056 in float16': what a low-precision run kept of `cells` (one number or a vector)."""
+        return hw.rounding(getattr(self.written, "rounded", {}), getattr(self.written, "ledger", {}), cells)
+
+    def r(self, d: Decimal, cell) -> str:
+        """A result and its rounding: `= 2055.0000 → 2056 in float16`'s right side."""
+        return self.exact(d, cell) + self.arrow(cell)
+
+    def rvector(self, values, cells) -> str:
+        """A vector result and its rounding (the weighted sum's)."""
+        found = getattr(self.written, "rounded", {})
+        return self.vector([found[c][0] if c in found else d for d, c in zip(values, cells)]) + self.arrow(*cells)
+
     def each(self, line: Callable[[int, str], str]) -> list[str]:
         """One line per shown key, `line(j, "label:  ")`; the elided middle as one line."""
         lk, shown = len(self.keys), self.shown
@@ -144,7 +163,7 @@ def elementwise(what: str, formula: str, apply: Callable[[Decimal], Decimal],
     def lines(page: Page, r: Each, step: int) -> list[str]:
         out = [f"Step {step}: {page.fill(what, r.name)}"]
         return out + page.each(lambda j, key: f"{key} masked → −∞" if r.before[j][1] is None else
-                               f"{key} {formula.format(x=page.n(r.before[j][1]))} = {page.n(r.pairs[j][1])}"
+                               f"{key} {formula.format(x=page.n(r.before[j][1]))} = {page.r(r.pairs[j][1], (r.name, j))}"
                                f"{page.note((r.name, j))}")
     return HandStep(write, lines, backward=None if slope is None else elementwise_back(through, slope))
 
@@ -168,7 +187,7 @@ def _write_scores(row: Row, name: str) -> Scores:
 def _scores_lines(page: Page, r: Scores, step: int) -> list[str]:
     words = page.fields(r.name)
     out = [f"Step {step}: raw scores, {words['q'].lower()} · {words['k'].lower()}"]
-    return out + page.each(lambda j, key: f"{key} {hw.dot(r.q, r.K[j], page.places)} = {page.n(r.pairs[j][1])}"
+    return out + page.each(lambda j, key: f"{key} {hw.dot(r.q, r.K[j], page.places)} = {page.r(r.pairs[j][1], (r.name, j))}"
                            f"{page.note((r.name, j))}")
 
 
@@ -208,7 +227,7 @@ def _scaled_lines(page: Page, r: Scaled, step: int) -> list[str]:
     else:
         out = [f"Step {step}: scale by {page.short(r.scale)} (given)"]
         by = f"× {page.short(r.scale)}"
-    return out + page.each(lambda j, key: f"{key} {n(r.before[j][1])} {by} = {n(r.pairs[j][1])}"
+    return out + page.each(lambda j, key: f"{key} {n(r.before[j][1])} {by} = {page.r(r.pairs[j][1], (r.name, j))}"
                            f"{page.note((r.name, j))}")
 
 
@@ -258,13 +277,14 @@ class Output(namedtuple("Output", "name weights V allowed contributions pairs ex
 def _write_output(row: Row, name: str) -> Output:
     w, weights, V, allowed = row.w, row.x, row.inputs["V"], row.allowed
     exact_products = row.exact(row.last)[:, None] * row.trace.V[row.head]  # (Lk, d_v) weight_j · v_j
-    contributions = [[w.result(("contributions", j), p * v, exact_products[j, i], [(t, p), (v_true, v)])
+    contributions = [[w.result(("contributions", j), p * v, exact_products[j, i], [(t, p), (v_true, v)],
+                               cell=("contributions", j, i))
                       for i, (v_true, v) in enumerate(V[j])] for j, (t, p) in enumerate(weights)]
     exact = row.exact(name)
     shown = [printed(x, row.places) for x in exact]
     live = [j for j in range(len(V)) if allowed[j]]
     if live:
-        shown = [w.result((name, 0), sum((contributions[j][i] for j in live), Decimal(0)), exact[i])
+        shown = [w.result((name, 0), sum((contributions[j][i] for j in live), Decimal(0)), exact[i], cell=(name, i))
                  for i in range(len(exact))]
     return Output(name, values(weights), [values(v) for v in V], list(allowed), contributions,
                   [(float(t), d) for t, d in zip(exact, shown)], [printed(x, row.places) for x in exact])
@@ -283,10 +303,11 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
             out.append(hw.more_keys(shown, place, len(r.V)) + f" adding {vector(added)}")
         elif r.allowed[j]:
             out.append(f"  {page.n(r.weights[j])} × {vector(r.V[j], hw.short)} = "
-                       f"{vector(r.contributions[j])}{page.note(('contributions', j))}")
+                       f"{page.rvector(r.contributions[j], [('contributions', j, i) for i in range(len(result))])}"
+                       f"{page.note(('contributions', j))}")
     if not all(r.allowed):
         out.append("  (masked keys have weight 0 and add nothing)")
-    out.append(f"  sum = {vector(result)}{page.note((r.name, 0))}")
+    out.append(f"  sum = {page.rvector(result, [(r.name, i) for i in range(len(result))])}{page.note((r.name, 0))}")
     if page.written.carry == "rounded":
         out.append(hw.comparison(result, r.exact, page.places))
     return out

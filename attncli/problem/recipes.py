@@ -81,6 +81,19 @@ def fill_word(problem) -> str:
     return "−∞" if fill == -math.inf else f"{fill:g}".replace("-", "−")
 
 
+def fill_used(problem) -> str:
+    """The fill as the run's dtype holds it, as a title writes it: `−10000`, or `−∞` for −∞ and for
+    a fill past the dtype's range (−1e9 in float16, which rounds to −∞)."""
+    value = fill_value(problem)
+    return "−∞" if math.isinf(value) or abs(value) > MAX[problem.dtype] else fill_word(problem)
+
+
+def fill_tex(problem) -> str:
+    """`fill_used` for LaTeX."""
+    used = fill_used(problem)
+    return r"-\infty" if used == "−∞" else r"\text{" + f"{fill_value(problem):g}" + "}"
+
+
 def lab(problem) -> bool:
     """Whether the problem is the precision lab's: a low dtype, a finite mask fill or the softmax
     without subtracting the max. Its non-finite values are named where they are born, not refused."""

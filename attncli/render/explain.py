@@ -14,7 +14,7 @@ import numpy as np
 
 from attncli.base.errors import plural
 from attncli.base.rule_words import masked_rows_words
-from attncli.explain.roundings import refuse_nonfinite, rounding_lines
+from attncli.explain.roundings import rounding_lines, stop_line
 from attncli.explain.steps import Written, WrittenFinal, refuse_unexplained, written, written_final
 from attncli.hand.handwriting import MAX_KEYS, comparison, dot, more_keys, note, number, short, shown_keys, vector
 from attncli.hand.stage_steps import Page
@@ -48,10 +48,14 @@ def explain_row(trace: Trace, w: Written, listed: list[int | None] | None = None
         lines += _projection_lines(trace, w, keys, width, listed)
         step = 2
     for stage in present(p):
+        if stage.name not in w.stages:  # a precision lab row stopped at its first inf or NaN
+            break
         if not stage.hand.numbered:
             step -= 1  # its lines continue the step before
         lines += stage.hand.lines(page, w.stages[stage.name], step)
         step += 1
+    if w.stopped is not None:
+        lines.append(stop_line(trace, w.head, w.row))
     return lines
 
 
@@ -63,12 +67,13 @@ def _rules(trace: Trace, w: Written, query: str, keys: list[str],
     p = trace.problem
     if not has_rules(p):
         return [], None
+    why = visibility.hidden_because(p, w.head, w.row)
     lines = [f"  query {query} (q_pos {int(p.q_positions[w.row])}) may attend a key when "
-             f"{visibility.row_rule(p, w.row)}" + ("; every key does" if all(w.allowed) else "")]
+             f"{visibility.row_rule(p, w.row)}" + ("; every key does" if all(x is None for x in why) else "")]
     if visibility.positions_shown(p):
         shown = ["…" if j is None else f"{keys[j]}={int(p.k_positions[j])}" for j in listed]
         lines.append("  k_pos: " + ", ".join(shown))
-    return lines, visibility.hidden_because(p, w.head, w.row)
+    return lines, why
 
 
 def _product_lines(proj, name: str, unrounded, key: str, places) -> list[str]:
@@ -161,11 +166,13 @@ def listed_keys(trace: Trace, h: int, row: int, keep=(), full: bool = False, wor
 
 
 def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None = None,
-            precision: int = 4, carry: str = "exact", keep=(), full: bool = False, words=None) -> list[str]:
+            precision: int = 4, carry: str = "exact", keep=(), full: bool = False, words=None,
+            errors: bool = False) -> list[str]:
     """Lines explaining the chosen rows (default: all when there are at most 3, else row 0);
     for each row every chosen head, then (all heads shown) the heads side by side and W_O. A long
     row lists its first and last keys, `keep`'s and its largest weights (`full`: every key); the
-    others' terms are summed into one named remainder, so that each sum still holds."""
+    others' terms are summed into one named remainder, so that each sum still holds. `errors`: a
+    precision lab row's errors against float64 after its roundings."""
     p = trace.problem
     refuse_unexplained(p)  # before a line is written
     lines = []
@@ -177,7 +184,6 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
         rows = list(range(p.lq)) if p.lq <= 3 else [0]
         if p.lq > 3:
             lines.append(f"(showing query 0 of {p.lq}; pick others with --row LABEL or --row INDEX)")
-    refuse_nonfinite(trace, rows, heads)  # the precision lab's inf and NaN: no hand calculation
     every_head = heads is None or list(heads) == list(range(p.heads))
     combined = p.heads > 1 or "W_O" in p.inputs
     for i in rows:
@@ -187,11 +193,11 @@ def explain(trace: Trace, rows: list[int] | None = None, heads: list[int] | None
                 lines.append("")
             done.append(written(trace, h, i, precision, carry))
             lines += explain_row(trace, done[-1], listed_keys(trace, h, i, keep, full, words))
-            rounded = rounding_lines(trace, h, i, labels(p.key_labels, p.lk))
+            rounded = rounding_lines(trace, h, i, labels(p.key_labels, p.lk), errors)  # errors: --error
             lines += [""] + rounded if rounded else []
             if trace.gradients is not None:
                 lines += [""] + backward_lines(trace, done[-1])
-        if combined and every_head:
+        if combined and every_head and not any(r.stopped for r in done):
             lines += [""] + final_lines(trace, written_final(trace, done), precision, carry)
     if combined and not every_head:
         shown = ", ".join(str(h) for h in heads)

@@ -39,8 +39,9 @@ def formulas(trace: Trace) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str], list[str]]]:
-    """(stage, title, matrix, row labels, column labels) for every selected stage and head."""
+def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str], list[str], tuple]]:
+    """(stage, title, matrix, row labels, column labels, the columns beside it: `_sums`) for every
+    selected stage and head."""
     p = trace.problem
     queries, keys = labels(p.query_labels, p.lq), labels(p.key_labels, p.lk)
     out = []
@@ -49,17 +50,27 @@ def _matrices(trace: Trace, stages) -> list[tuple[str, str, np.ndarray, list[str
         if "inputs" in stages:
             for name, rows in (("Q", queries), ("K", keys), ("V", keys)):
                 m = trace.stage(name)[h]
-                out.append((name, name + head, m, rows, [str(j) for j in range(m.shape[1])]))
+                out.append((name, name + head, m, rows, [str(j) for j in range(m.shape[1])], ()))
         for stage in present(p):
             name, m = stage.name, trace.stage(stage.name)
             if name in stages and m is not None:
                 columns = keys if stage.columns == "keys" else [str(j) for j in range(m.shape[2])]
-                out.append((name, name + head, m[h], keys if stage.rows == "keys" else queries, columns))
+                out.append((name, name + head, m[h], keys if stage.rows == "keys" else queries, columns,
+                            _sums(trace, stage, h)))
         if trace.gradients is not None:
             out += _gradient_matrices(trace, stages, h, head, queries, keys)
     if "output" in stages and (p.heads > 1 or "W_O" in p.inputs):
-        out.append(("final", "final output", trace.final, queries, [str(j) for j in range(trace.final.shape[1])]))
+        out.append(("final", "final output", trace.final, queries, [str(j) for j in range(trace.final.shape[1])], ()))
     return out
+
+
+def _sums(trace: Trace, stage, h: int) -> tuple:
+    """The columns the terminal tables add beside a stage (render/tables.py): the weights' row sums
+    and, when computed, ln Σ e^logit: (label, column) pairs."""
+    if not stage.sum_column:
+        return ()
+    matrix = trace.stage(stage.name)[h]
+    return (("sum", matrix.sum(axis=1)),) + ((("lse", trace.lse[h]),) if trace.lse is not None else ())
 
 
 def _gradient_matrices(trace: Trace, stages, h: int, head: str, queries, keys) -> list:
@@ -70,7 +81,7 @@ def _gradient_matrices(trace: Trace, stages, h: int, head: str, queries, keys) -
             m = trace.gradients.heads[g.name][h]
             m = m[:, None] if m.ndim == 1 else m
             columns = keys if g.columns == "keys" else ["D"] if g.name == "D" else [str(j) for j in range(m.shape[1])]
-            out.append((g.name, g.name + head, m, queries if g.rows == "queries" else keys, columns))
+            out.append((g.name, g.name + head, m, queries if g.rows == "queries" else keys, columns, ()))
     return out
 
 
@@ -85,9 +96,10 @@ def markdown_table(title: str, formula: str | None, m: np.ndarray, rows, columns
 def markdown(trace: Trace, stages, precision: int, header: list[str], explanation: list[str] | None) -> str:
     parts = ["\n".join(f"{md(line)}  " for line in header)]
     formula = formulas(trace)
-    for name, heading, m, rows, columns in _matrices(trace, stages):
-        parts.append(markdown_table(heading, formula[name][0] if name in formula else None, m, rows, columns,
-                                    precision))
+    for name, heading, m, rows, columns, beside in _matrices(trace, stages):  # beside: as the terminal's tables
+        m = np.column_stack([m] + [column for _, column in beside]) if beside else m
+        parts.append(markdown_table(heading, formula[name][0] if name in formula else None, m, rows,
+                                    list(columns) + [label for label, _ in beside], precision))
     if explanation:
         parts.append(fence(explanation))
     return "\n\n".join(parts) + "\n"
@@ -113,7 +125,7 @@ def latex(trace: Trace, stages, precision: int, header: list[str], explanation: 
     # The header as comments, every line (as written: TeX skips a comment before reading its characters)
     parts = ["\n".join("% " + tex(line, symbols=False) for line in header)]
     formula = formulas(trace)
-    for name, heading, m, rows, columns in _matrices(trace, stages):
+    for name, heading, m, rows, columns, _ in _matrices(trace, stages):
         parts.append(latex_table(heading, formula[name][1] if name in formula else name, m, rows, columns, precision))
     if explanation:
         parts.append(tex_lines(explanation))

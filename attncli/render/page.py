@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import shlex
 
 import numpy as np
 
 from attncli.base.errors import InputError
-from attncli.explain.roundings import finite_row
+from attncli.problem import recipes
 from attncli.problem.trace import Trace
 from attncli.render.escapes import html_text, script_json
 from attncli.render.page_assets import CSS, JS
@@ -259,12 +260,11 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
     p = trace.problem
     tables, notes = collect(trace, stages, precision, full, tiled, picked, None if chosen or full else ("weights",))
     first = [i for i in picked[0] if i in tables.rows]
-    # --query's rows first; a precision lab run's rows that hold an inf or a NaN have no hand calculation
-    found = derivations(trace, [r for r in first + sorted(tables.rows - set(first)) if finite_row(trace, r)],
-                        precision, tiled, carry)
+    # --query's rows first (a precision lab run's row that holds an inf or a NaN stops where it is born)
+    found = derivations(trace, first + sorted(tables.rows - set(first)), precision, tiled, carry)
     data = {"rows": found["rows"], "tiles": found["tiles"], "why": found.get("why"), "heads": p.heads,
             "command": "attn compute " + (shlex.quote(source) if source and source != "-" else "FILE")
-            + (f" --precision {precision}" if precision != 4 else "") + (" --carry rounded" if carry == "rounded" else ""),
+            + "".join(f" {flag}" for flag in lab_flags(p)) + (f" --precision {precision}" if precision != 4 else "") + (" --carry rounded" if carry == "rounded" else ""),
             "given": ["Q", "K", "V"] + list(p.inputs), "keyRows": [n for n in KEY_ROWS if n not in ("K", "V")]}
     title = p.title or (source if source and source != "-" else "attention")
     lines = header_lines(trace, precision)
@@ -286,6 +286,19 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
     intro = ("Click a number, or move with the arrow keys and press Enter, to see how it was calculated. "
              "Hatched cells are masked.")
     return document(title, header, body, script_json(data), intro, more)
+
+
+def lab_flags(p) -> list[str]:
+    """The options that make a run the one the page shows, beyond the problem's file: its dtype, recipe,
+    mask fill and softmax (a derivation's command must explain the same numbers)."""
+    flags = [f"--dtype {p.dtype}"] if p.dtype != "float64" else []
+    recipe = recipes.recipe(p)
+    if recipe is not None:
+        flags += [f"--accumulate {recipe.accumulate}"] * (recipe.accumulate != "float32")
+        flags += [f"--store {recipe.store}"] * (recipe.store != "stages")
+    if p.mask_fill != -math.inf:
+        flags.append(f"--mask-fill {shlex.quote(str(p.mask_fill))}")
+    return flags + ["--no-max-subtraction"] * (not p.max_subtraction)
 
 
 def _rows_text(rows: list[int]) -> str:

@@ -18,12 +18,14 @@ class OutputError(AttnError):
     """FILE cannot be written; the CLI names --output."""
 
 
-def check_target(path: str, inputs: list[str | None]) -> str:
+def check_target(path: str, inputs: list[str | None], expected: tuple[str, ...] | None = None) -> str:
     """FILE's suffix, after checking (before any work is done) that FILE can be written and is
-    none of `inputs` (paths or inline text; the ones that name existing files are compared)."""
+    none of `inputs` (paths or inline text; the ones that name existing files are compared).
+    `expected`: the suffixes the command writes, as an unknown suffix's error lists them (default:
+    attn compute's, every format's)."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in suffixes():
-        raise OutputError(f"{quote(path)} has no known suffix; expected {listed(list(suffixes()))}")
+        raise OutputError(f"{quote(path)} has no known suffix; expected {listed(list(expected or suffixes()))}")
     refuse_planted_links(path)
     try:
         existing = os.stat(path)  # follows links

@@ -65,7 +65,7 @@ from attncli.base.arrays import check_finite
 from attncli.base.errors import AttnError
 from attncli.base.softmax import softmax
 from attncli.hand import norm_steps, relative_steps, rope_steps, softmax_steps, stage_steps
-from attncli.problem import masks, qk_norm, variants
+from attncli.problem import masks, qk_norm, recipes, variants
 from attncli.problem.rope import length, rotate
 from attncli.problem.trace import Problem
 from attncli.stages import vjps
@@ -317,8 +317,8 @@ STAGES: tuple[Stage, ...] = (
           temporaries=lambda problem: 1,  # the block's bias
           applies=lambda problem: problem.relative_bias is not None, absent="this problem has no relative_bias",
           check=_finite("biased = x + relative bias"), hand=relative_steps.BIASED),
-    Stage("masked", "masked = $previous$bias, −∞ where the mask blocks", "$previous$bias, −∞ where masked",
-          r"\text{$previous}$bias_tex, -\infty \text{ where masked}", compute_masked,
+    Stage("masked", "masked = $previous$bias, $fill where the mask blocks", "$previous$bias, $fill where masked",
+          r"\text{$previous}$bias_tex, $fill_tex \text{ where masked}", compute_masked,
           vjp=vjps.masked, vjp_title="", vjp_latex="",  # its zeros are in the title already: "0 where masked"
           temporaries=_bias_arrays,
           applies=masks.has_logit_changes, check=_check_masked, blocked=True,
@@ -408,7 +408,8 @@ def fields(problem: Problem, name: str, **extra) -> dict[str, str]:
             "previous": previous(problem, name) or "",
             "q": "Q_rope" if rope else norms["qin"], "k": "K_rope" if rope else norms["kin"],
             "qtex": r"Q_{\text{rope}}" if rope else norms["qintex"],
-            "ktex": r"K_{\text{rope}}" if rope else norms["kintex"], **extra}
+            "ktex": r"K_{\text{rope}}" if rope else norms["kintex"],
+            "fill": recipes.fill_used(problem), "fill_tex": recipes.fill_tex(problem), **extra}
 
 
 def chain_part(stage: Stage, latex: bool = False) -> str:
