@@ -21,7 +21,7 @@ TINY = SAMPLES / "tiny_tiles.json"
 E = np.e
 
 
-@settings(max_examples=50, deadline=None)  # the slow run has 300
+@settings(max_examples=25, deadline=None)  # the slow run has 300
 @given(st.data(), st.integers(1, 9), st.integers(1, 9), st.integers(0, 2**32 - 1))
 def test_tiles_of_every_size_equal_the_plain_output_and_lse(data, lq, lk, seed):
     """Every BQ in 1 … Lq and BK in 1 … Lk, with random mask rules, a random matrix mask and a
