@@ -68,6 +68,17 @@ class Lazy:
         return self._target()(*args, **kwargs)
 
 
+def fast_sample(cases, *fast):
+    """A sweep's cases for pytest.mark.parametrize where every case proves one property at a cost (a
+    real process each, say): the cases in `fast` run in the fast suite (the README's test command),
+    the others are marked slow and run in CI's slow step (`-m slow`), so no case is lost. A tuple case
+    is several arguments. `fast` must name cases of the sweep (a renamed case fails here)."""
+    assert fast and all(case in cases for case in fast), [case for case in fast if case not in cases]
+    return [case if case in fast else pytest.param(*(case if isinstance(case, tuple) else (case,)),
+                                                    marks=pytest.mark.slow)
+            for case in cases]
+
+
 # The `attn capture` tests: skipped without the models extra, found without importing it.
 MODELS = pytest.mark.skipif(find_spec("torch") is None or find_spec("transformers") is None,
                             reason="needs the models extra: pip install -e '.[models]'")
