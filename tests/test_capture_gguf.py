@@ -166,6 +166,18 @@ def test_a_file_that_is_not_gguf_is_named(run, tmp_path):
     assert_error(run("capture", path, "--ids", "1,2"), "weights.bin", "not a GGUF file")
 
 
+def test_json_that_attn_could_not_read_back_is_not_written(run, tiny, tmp_path, monkeypatch):
+    # what capture writes, compute reads: JSON past the text input cap is refused, an .npz suggested
+    monkeypatch.setenv("ATTN_MAX_INPUT", "65536")
+    monkeypatch.chdir(tmp_path)
+    result = run("capture", tiny, "--ids", "1,2,3", "--layer", "all", "-o", "big.json")
+    assert_error(result, "--output", "big.json would hold about", "attn reads at most 64 KiB", "-o big.npz")
+    assert not (tmp_path / "big.json").exists()
+    quiet = run("capture", tiny, "--ids", "1,2,3", "--layer", "all")  # no -o: an .npz, not unreadable JSON
+    assert quiet.exit_code == 0 and quiet.stdout == "" and "Tiny-Llama-layers-0-1.npz" in quiet.stderr
+    assert run("compute", "Tiny-Llama-layers-0-1.npz", "--layer", "1", "--stages", "weights").exit_code == 0
+
+
 def test_a_big_document_with_no_output_goes_to_an_npz_named_after_the_model(run, tiny, tmp_path, monkeypatch):
     from attncli.commands import capture_run
 

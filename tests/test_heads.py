@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import assert_error
+from conftest import SAMPLES, assert_error
 
 TOKENS = ["[CLS]", "the", "mechanic", "fixed", "the", "sc", "##oot", "##er", "because", "it", "was", "leaking",
           "petrol", ".", "[SEP]"]
@@ -105,3 +105,12 @@ def test_smollm2_ranks_its_30_layers_as_its_own_weights_do(run, smollm2):
     query, keys = labels.index("Ġit"), [i for i, word in enumerate(words) if word == words[labels.index("Ġscoot")]]
     assert [labels[i] for i in keys] == ["Ġscoot", "er"]
     assert [(r["layer"], r["head"]) for r in rows[:3]] == model_ranking(smollm2, query, keys)[:3]
+
+
+def test_the_sink_is_what_a_sinks_variant_leaves_and_exactly_0_without_one(run, layered):
+    rows = json.loads(run("heads", layered, "--query", "it", "-f", "json").stdout)
+    assert [r["sink"] for r in rows] == [0.0] * 6  # not 1 − Σ w's rounding (2.2e-16 was printed)
+    heads = json.loads(run("compute", SAMPLES / "sinks.json", "--stages", "weights", "-f", "json").stdout)["heads"]
+    sinks = json.loads(run("heads", SAMPLES / "sinks.json", "--query", "cat", "-f", "json").stdout)
+    assert [r["sink"] for r in sinks] == pytest.approx([1 - sum(h["weights"][1]) for h in heads], abs=1e-15)
+    assert all(r["sink"] > 0.03 for r in sinks)

@@ -22,7 +22,7 @@ from attncli.capture.gguf_file import dequantized
 from attncli.capture.loading import load_config, load_model, load_tokenizer, threads
 from attncli.capture.reading import layer_count
 from attncli.capture.source import open_source
-from attncli.compute.limits import ResourceError
+from attncli.compute.limits import MAX_INPUT_VARIABLE, ResourceError, max_input, size_text
 from attncli.document import layers as layers_doc
 from attncli.render import out
 from attncli.render.files import Interrupted, write_output
@@ -30,7 +30,7 @@ from attncli.render.json import dumps
 from attncli.render.target import OutputError, check_target
 
 FLAGS = {"layer": "--layer", "decode": "--decode", "MODEL": "MODEL", "decoder": "--decoder", "cross": "--cross"}
-JSON_MOST = 32 << 20  # past this much JSON, a document with no -o goes to an .npz (a real model's layer: 13-18 MB)
+JSON_MOST = 32 << 20  # past this much JSON (or attn's text input cap, if lower), a document with no -o goes to an .npz
 JSON_CHARS = 20  # a float64's text in a JSON list, as json.dumps writes a captured number (17 digits, ", ")
 ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit takes ², and int() reads ٣ as 3
 
@@ -132,8 +132,10 @@ def _run(o: SimpleNamespace) -> None:
     ids, mask = pad_left(rows, pad if isinstance(pad, int) and 0 <= pad < found.sizes.vocab_size else 0)
     captured = found.sizes.num_hidden_layers if wanted is None else len(wanted)  # a decoder's: as many, most often
     json_size = captured * guard.layer_numbers(found.sizes, len(ids[0])) * JSON_CHARS
+    if suffix == ".json":
+        _readable(json_size, o.output_file, estimated=True)  # before the model is loaded and run
     _guard(found, o.dtype, len(ids), len(ids[0]), captured, suffix == ".npz" or (suffix is None and
-                                                                               json_size > JSON_MOST))
+                                                                               json_size > _json_most()))
     with threads(len(ids) * len(ids[0])):
         _capture(o, found, config, tokenizer, ids, mask, labels, words, wanted, suffix, part)
 
@@ -162,7 +164,9 @@ def _capture(o: SimpleNamespace, found: ModelDir, config, tokenizer, ids, mask, 
     doc = docs[0] if len(docs) == 1 else layers_doc.assemble(docs, _title(found, model, wanted, part))
     path, suffix = _where(o.output_file, suffix, doc, found, wanted)
     if path is None:
-        out.write_all(dumps(listed(doc)) + "\n")
+        text = dumps(listed(doc)) + "\n"
+        _readable(len(text), "-", estimated=False)
+        out.write_all(text)
         return
     _write(path, suffix, doc)
     first = docs[0]
@@ -202,7 +206,7 @@ def _where(given: str | None, suffix: str | None, doc: dict, found: ModelDir,
     if given is not None:
         return given, suffix
     size = _numbers(doc) * JSON_CHARS
-    if size <= JSON_MOST:
+    if size <= _json_most():
         return None, None
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", found.name).strip("-.") or "model"
     path = f"{name}-layers-{layers_doc.spans(wanted).replace(', ', '_')}.npz" if len(wanted) > 1 else \
@@ -213,6 +217,23 @@ def _where(given: str | None, suffix: str | None, doc: dict, found: ModelDir,
                            "--output")
     _check_target(path, found)
     return path, ".npz"
+
+
+def _json_most() -> int:
+    return min(JSON_MOST, max_input())
+
+
+def _readable(size: int, path: str, estimated: bool) -> None:
+    """JSON that attn's own readers would refuse (past the text input cap) is not written: what
+    capture writes, compute reads. `size` in bytes, or as estimated from the numbers to capture."""
+    cap = max_input()
+    if size <= cap:
+        return
+    where = "stdout" if path == "-" else path
+    npz = "-o FILE.npz" if path == "-" else "-o " + (path[:-5] if path.lower().endswith(".json") else path) + ".npz"
+    raise CaptureError(f"{where} would hold {'about ' if estimated else ''}{size_text(size)} of JSON, but attn reads "
+                       f"at most {size_text(cap)} of text ({MAX_INPUT_VARIABLE} raises it, for both commands): "
+                       f"write an .npz instead ({npz}), which reads back as is", "--output")
 
 
 def _numbers(value) -> int:
@@ -230,7 +251,9 @@ def _write(path: str, suffix: str, doc: dict) -> None:
         if suffix == ".npz":
             write_output(path, ".npz", lambda handle: np.savez(handle, **layers_doc.npz_members(doc)))
         else:
-            write_output(path, ".json", dumps(listed(doc)) + "\n")
+            text = dumps(listed(doc)) + "\n"
+            _readable(len(text.encode()), path, estimated=False)
+            write_output(path, ".json", text)
     except OutputError as error:
         raise error.at("--output")
     except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it

@@ -56,7 +56,8 @@ def run(o: SimpleNamespace) -> None:
         trace, _ = compute_run.calculate(problem, plan, ("weights",), False, (source, doc, ()))
         try:
             for query in queries:
-                found += focus(trace.weights, number, query, opt.positions(keys) if keys else None, groups, o.top)
+                found += focus(trace.weights, number, query, opt.positions(keys) if keys else None, groups, o.top,
+                               trace.problem.sinks is not None)
         except AttnError as error:
             raise error.at(source) if source else error
         shown = (queries, keys)

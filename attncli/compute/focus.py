@@ -18,7 +18,8 @@ import numpy as np
 class Focus(NamedTuple):
     """One head's row for one query: `weight` on the picked keys (None when none were picked),
     its `top` keys as (key index in `names`, weight), largest first, the first key's share, the
-    sink's (1 − the row's sum: a sinks variant's), the entropy in nats over the keys."""
+    sink's (1 − the row's sum, for a sinks variant; 0 without one, not the sum's rounding), the
+    entropy in nats over the keys."""
 
     layer: int
     head: int
@@ -42,10 +43,11 @@ def entropy(row: np.ndarray) -> np.ndarray:
 
 
 def focus(weights: np.ndarray, layer: int, query: tuple[str, list[int]], keys: list[int] | None,
-          groups: list[list[int]], top: int) -> list[Focus]:
+          groups: list[list[int]], top: int, sinks: bool = False) -> list[Focus]:
     """Each head's Focus for one query (name, its rows) in one layer's weights (H, Lq, Lk): the
     weight on `keys` (positions; None: none picked), the `top` largest of `groups` (the keys, or
-    the words, as lists of positions)."""
+    the words, as lists of positions); `sinks`: the problem has a sink logit per head, which takes
+    what the row's weights leave of 1."""
     name, rows = query
     row = weights[:, rows, :].mean(axis=1)  # (H, Lk)
     words = merged(row, groups)  # (H, words)
@@ -54,7 +56,7 @@ def focus(weights: np.ndarray, layer: int, query: tuple[str, list[int]], keys: l
         order = np.argsort(-words[h], kind="stable")[:top]
         found.append(Focus(layer, h, name, None if keys is None else float(row[h, keys].sum()),
                            [(int(j), float(words[h, j])) for j in order], float(row[h, 0]),
-                           float(max(0.0, 1.0 - row[h].sum())), float(entropy(row[h]))))
+                           float(max(0.0, 1.0 - row[h].sum())) if sinks else 0.0, float(entropy(row[h]))))
     return found
 
 
