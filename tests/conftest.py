@@ -37,22 +37,23 @@ ROOT = Path(__file__).parent.parent
 SAMPLES = ROOT / "samples"
 
 # How the README's test command (`-n 2 --dist loadfile`) hands out the test files to its two workers.
-# The `attn capture` files are one unit: a worker that runs any of them imports torch and transformers
-# (4 s of CPU), so one worker does. The units that take longest go first, so that the last ones
-# handed out are short and both workers finish together (xdist's own order, most tests first, left
-# the few long tests of the fuzzers, the browser and start-up for the end); then the others, most
-# tests first. Measured with --durations=0 (docs/contributing.md); a name here must be a file.
-CAPTURE = "tests/test_capture*.py"
-LONGEST_FIRST = (CAPTURE, "tests/test_check_code.py", "tests/test_page_browser.py", "tests/test_startup.py",
-                 "tests/test_fuzz.py", "tests/test_write_all.py", "tests/test_tiles.py", "tests/test_limits.py",
-                 "tests/test_check_class.py", "tests/test_exercise_kinds.py", "tests/test_environment.py",
-                 "tests/test_output_files.py", "tests/test_cli.py", "tests/test_svg.py")
-assert all(list(ROOT.glob(name)) for name in LONGEST_FIRST), [name for name in LONGEST_FIRST if not list(ROOT.glob(name))]
+# The files whose tests import torch and transformers (the `attn capture` tests, the README's capture
+# example, `attn check --code` with torch tensors) are one unit, TORCH: a worker that runs any of them
+# spends 4 s of CPU importing them, so one worker does. The units that take longest go first, so that
+# the last ones handed out are short and both workers finish together (xdist's own order, most tests
+# first, left the few long tests of the fuzzers, the browser and start-up to the end); then the
+# others, most tests first. Measured with --durations=0 (docs/contributing.md); each name must match.
+TORCH = ("tests/test_capture*.py", "tests/test_docs.py", "tests/test_check_code.py")
+LONGEST_FIRST = ("torch", "tests/test_page_browser.py", "tests/test_startup.py", "tests/test_fuzz.py",
+                 "tests/test_write_all.py", "tests/test_tiles.py", "tests/test_exercise_kinds.py",
+                 "tests/test_limits.py", "tests/test_check_class.py", "tests/test_svg.py", "tests/test_cli.py",
+                 "tests/test_output_files.py", "tests/test_environment.py")
+assert all(list(ROOT.glob(name)) for name in (*TORCH, *LONGEST_FIRST[1:])), "a file named here is gone"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile with the capture files as one unit and the longest units first (LONGEST_FIRST);
+    """--dist loadfile with the TORCH files as one unit and the longest units first (LONGEST_FIRST);
     any other --dist is xdist's own."""
     if config.getvalue("dist") != "loadfile":
         return None
@@ -61,7 +62,7 @@ def pytest_xdist_make_scheduler(config, log):
     class LongestFirst(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
-            return CAPTURE if fnmatch.fnmatch(scope, CAPTURE) else scope
+            return "torch" if any(fnmatch.fnmatch(scope, name) for name in TORCH) else scope
 
         def _assign_work_unit(self, node) -> None:
             rank = {scope: (LONGEST_FIRST.index(scope) if scope in LONGEST_FIRST else len(LONGEST_FIRST),
