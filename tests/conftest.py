@@ -1,4 +1,5 @@
 import ast
+import fnmatch
 import functools
 import importlib
 import json
@@ -34,6 +35,42 @@ def pytest_configure(config):
 
 ROOT = Path(__file__).parent.parent
 SAMPLES = ROOT / "samples"
+
+# How the README's test command (`-n 2 --dist loadfile`) hands out the test files to its two workers.
+# The files whose tests import torch and transformers (the `attn capture` tests, the README's capture
+# example, `attn check --code` with torch tensors) are one unit, TORCH: a worker that runs any of them
+# spends 4 s of CPU importing them, so one worker does. The units that take longest go first, so that
+# the last ones handed out are short and both workers finish together (xdist's own order, most tests
+# first, left the few long tests of the fuzzers, the browser and start-up to the end); then the
+# others, most tests first. Measured with --durations=0 (docs/contributing.md); each name must match.
+TORCH = ("tests/test_capture*.py", "tests/test_docs.py", "tests/test_check_code.py")
+LONGEST_FIRST = ("torch", "tests/test_page_browser.py", "tests/test_startup.py", "tests/test_fuzz.py",
+                 "tests/test_write_all.py", "tests/test_tiles.py", "tests/test_exercise_kinds.py",
+                 "tests/test_limits.py", "tests/test_check_class.py", "tests/test_svg.py", "tests/test_cli.py",
+                 "tests/test_output_files.py", "tests/test_environment.py")
+assert all(list(ROOT.glob(name)) for name in (*TORCH, *LONGEST_FIRST[1:])), "a file named here is gone"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile with the TORCH files as one unit and the longest units first (LONGEST_FIRST);
+    any other --dist is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongestFirst(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "torch" if any(fnmatch.fnmatch(scope, name) for name in TORCH) else scope
+
+        def _assign_work_unit(self, node) -> None:
+            rank = {scope: (LONGEST_FIRST.index(scope) if scope in LONGEST_FIRST else len(LONGEST_FIRST),
+                            -len(tests)) for scope, tests in self.workqueue.items()}
+            self.workqueue.move_to_end(min(self.workqueue, key=rank.__getitem__), last=False)
+            super()._assign_work_unit(node)
+
+    return LongestFirst(config, log)
 SCOOTER = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]]}
 
 
@@ -66,6 +103,17 @@ class Lazy:
 
     def __call__(self, *args, **kwargs):
         return self._target()(*args, **kwargs)
+
+
+def fast_sample(cases, *fast):
+    """A sweep's cases for pytest.mark.parametrize where every case proves one property at a cost (a
+    real process each, say): the cases in `fast` run in the fast suite (the README's test command),
+    the others are marked slow and run in CI's slow step (`-m slow`), so no case is lost. A tuple case
+    is several arguments. `fast` must name cases of the sweep (a renamed case fails here)."""
+    assert fast and all(case in cases for case in fast), [case for case in fast if case not in cases]
+    return [case if case in fast else pytest.param(*(case if isinstance(case, tuple) else (case,)),
+                                                    marks=pytest.mark.slow)
+            for case in cases]
 
 
 # The `attn capture` tests: skipped without the models extra, found without importing it.

@@ -67,7 +67,7 @@ def problems(draw):
     return doc
 
 
-@settings(max_examples=20, deadline=None)  # the slow run has 100
+@settings(max_examples=10, deadline=None)  # the slow run has 100
 @given(problems())
 def test_gradients_agree_with_finite_differences(doc):
     grads = attend(build_problem(doc)).gradients.grads

@@ -181,7 +181,7 @@ def rules(draw, lq, lk):
     return doc
 
 
-@settings(max_examples=80, deadline=None)  # the slow run has 400
+@settings(max_examples=40, deadline=None)  # the slow run has 400
 @given(st.data(), st.integers(1, 12), st.integers(1, 12), st.integers(0, 2**32 - 1))
 def test_blocks_skip_hidden_keys_and_equal_the_full_trace(data, lq, lk, seed):
     """Positions, causal, windows, key masks and a given matrix, ANDed, with ALiBi, softcap and
@@ -254,7 +254,7 @@ def _outcome(compute, problem, **options):
         return type(error)
 
 
-@settings(max_examples=60, deadline=None)  # the slow run has 600
+@settings(max_examples=30, deadline=None)  # the slow run has 600
 @given(extreme_problems())
 def test_blocked_equals_full_on_extreme_magnitudes(case):
     problem, block = case

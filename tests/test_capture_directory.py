@@ -8,15 +8,13 @@ import os
 import pickle
 import shutil
 import struct
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import MODELS, ROOT, SAMPLES, Lazy, assert_error
+from tests.conftest import MODELS, SAMPLES, Lazy, assert_error
 
 pytestmark = MODELS
 torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
@@ -51,15 +49,15 @@ def q_proj(arrays) -> str:
 
 # --- a model directory's own code, and pickles --------------------------------------------------
 
-def test_a_directory_with_its_own_code_is_refused_and_the_code_never_runs(tmp_path):
+def test_a_directory_with_its_own_code_is_refused_and_the_code_never_runs(run, tmp_path):
     """`echo y | attn capture ./dir` (a model type transformers does not know, with auto_map): transformers
     would ask on stdin and import evil.py; attn capture never asks, never imports, and names auto_map."""
     directory, marker = _evil(tmp_path, "evil")
-    done = subprocess.run([sys.executable, "-m", "attncli", "capture", str(directory), "--ids", "3,1,4"],
-                          input="y\ny\n", capture_output=True, text=True, cwd=tmp_path,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    # In-process, "y" on stdin as transformers' question would read it (a real process cost 4 s of CPU
+    # importing torch and transformers); evil.py would run here, and write the marker.
+    done = run("capture", directory, "--ids", "3,1,4", input="y\ny\n")
     assert not marker.exists()
-    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert done.exit_code == 2 and done.stdout == "", (done.stdout, done.stderr)
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: {directory / 'config.json'}: auto_map "
                                                                    "names Python code of the model's own"), done.stderr
 

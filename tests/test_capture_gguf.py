@@ -5,19 +5,19 @@ the header's checks; a directory holding one; and --layer all / ranges into one 
 
 import json
 import struct
+from importlib.util import find_spec
 
 import numpy as np
 import pytest
 
-from tests.conftest import assert_error
+from attncli.capture.families import CaptureError
+from tests.conftest import MODELS, Lazy, assert_error
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("gguf")
-
-from attncli.capture import gguf_file  # noqa: E402  (needs gguf)
-from attncli.capture.families import CaptureError  # noqa: E402
-from tests.fixtures.make_tiny_gguf import make  # noqa: E402
+# Skipped without the models extra or gguf, found without importing them: importing torch,
+# transformers and gguf at the top cost every xdist worker 3 s of CPU at collection.
+pytestmark = [MODELS, pytest.mark.skipif(find_spec("gguf") is None, reason="needs gguf (the models extra)")]
+gguf_file = Lazy("attncli.capture.gguf_file")  # imports gguf
+make = Lazy("tests.fixtures.make_tiny_gguf", "make")  # imports torch, transformers and gguf
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,11 @@ import os
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.conftest import MODELS
 
-pytestmark = pytest.mark.slow
+# Found without importing torch and transformers (importing them here cost every xdist worker 3 s of
+# CPU at collection, although the fast suite deselects these tests).
+pytestmark = [pytest.mark.slow, MODELS]
 
 SENTENCE = "The mechanic fixed the scooter because it was leaking petrol"
 

@@ -53,9 +53,20 @@ CLASSIC = [
 ]
 
 
+@pytest.fixture(scope="module")
+def endless():
+    """The endless loop marked once for the tests that need it: its time limit and the grace after it
+    take 2 s of a core."""
+    return check_code(sample("infinite_loop"), "Q, K, V", ["scooter"], layout="L,d", timeout=1)
+
+
 @pytest.mark.parametrize("name, signature, layout, case, wanted", CLASSIC, ids=[c[0] for c in CLASSIC])
-def test_each_classic_bug_gets_its_diagnosis(name, signature, layout, case, wanted):
-    marks = check_code(sample(name), signature, [case], layout=layout, timeout=1)
+def test_each_classic_bug_gets_its_diagnosis(request, name, signature, layout, case, wanted):
+    if name == "infinite_loop":
+        assert (signature, layout, case) == ("Q, K, V", "L,d", "scooter")  # as `endless` marks it
+        marks = request.getfixturevalue("endless")
+    else:
+        marks = check_code(sample(name), signature, [case], layout=layout, timeout=1)
     assert not marks.all_pass
     assert wanted in diagnoses(marks, case)
 
@@ -152,13 +163,18 @@ def reads(Q, K, V):
 '''
 
 
-def test_hostile_submissions_never_stop_the_class_nor_reach_the_terminal_raw(tmp_path):
+def hostile_class(tmp_path, functions=("loops", "allocates", "crashes", "shouts", "reads")) -> list[str]:
     (tmp_path / "hostile.py").write_text(HOSTILE)
-    args = []
-    for function in ("loops", "allocates", "crashes", "shouts", "reads"):
-        args += ["--code", f"{tmp_path}/hostile.py:{function}"]
+    return [option for function in functions for option in ("--code", f"{tmp_path}/hostile.py:{function}")]
+
+
+def test_hostile_submissions_never_stop_the_class_nor_reach_the_terminal_raw(tmp_path):
+    """The endless loop runs in the JSON run only: each run of it takes its time limit and the grace
+    after it (1.5 s of a core); the slow profile runs it in every format (the next test)."""
+    args = hostile_class(tmp_path)
     for form in ("table", "json", "csv", "gradescope"):
-        done = attn(*args, "--cases", "scooter", "--timeout", "0.5", "--memory", "512", "--format", form)
+        done = attn(*hostile_class(tmp_path, ("allocates", "crashes", "shouts", "reads")), "--cases", "scooter",
+                    "--timeout", "0.5", "--memory", "512", "--format", form)
         assert done.exit_code == 1, done.output
         assert "\x1b" not in done.output and "\x07" not in done.output
     doc = json.loads(attn(*args, "--cases", "scooter", "--timeout", "0.5", "--format", "json").output)
@@ -170,12 +186,25 @@ def test_hostile_submissions_never_stop_the_class_nor_reach_the_terminal_raw(tmp
     shouted = next(f for f in doc["files"] if f["file"].endswith("shouts"))["cases"]["scooter"]
     assert shouted["frame"]["function"] == "shouts" and "\\u001b[31mred" in shouted["failure"]
     page = tmp_path / "marks.html"
-    done = attn(*args, "--cases", "scooter", "--timeout", "0.5", "--report", str(page))
+    done = attn(*hostile_class(tmp_path, ("shouts", "reads")), "--cases", "scooter", "--timeout", "0.5",
+                "--report", str(page))
     assert "\x1b" not in page.read_text()
 
 
-def test_the_last_frame_in_the_learners_file_is_named(tmp_path):
-    marks = check_code(sample("infinite_loop"), cases="scooter", timeout=1)
+@pytest.mark.slow
+def test_hostile_submissions_with_the_endless_loop_in_every_format(tmp_path):
+    args = hostile_class(tmp_path)
+    for form in ("table", "json", "csv", "gradescope"):
+        done = attn(*args, "--cases", "scooter", "--timeout", "0.5", "--memory", "512", "--format", form)
+        assert done.exit_code == 1, done.output
+        assert "\x1b" not in done.output and "\x07" not in done.output
+    page = tmp_path / "marks.html"
+    done = attn(*args, "--cases", "scooter", "--timeout", "0.5", "--report", str(page))
+    assert done.exit_code == 1 and "\x1b" not in page.read_text()
+
+
+def test_the_last_frame_in_the_learners_file_is_named(endless):
+    marks = endless
     frame = marks.cases[0].frame if marks.cases else marks.frame
     assert frame is not None, (marks.failure, marks.cases and marks.cases[0].failure)
     # the watchdog stops the loop at either of its two lines

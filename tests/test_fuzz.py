@@ -131,7 +131,7 @@ def compute_property(doc, options):
         assert not RAW.search(result.stdout), RAW.findall(result.stdout)
 
 
-@settings(SHORT, max_examples=60)  # the slow run has 5,000
+@settings(SHORT, max_examples=30)  # the slow run has 5,000
 @given(problems(), OPTIONS)
 # Found by exploration: numpy's round scaled 1e308 by 10^3 to infinity (strict JSON refused it).
 @example({"Q": [[0] * 12, [0] * 10 + [1e154, 0]], "K": [[0] * 10 + [1e154, 0]], "V": [[0, 0, 0]], "heads": 3},
@@ -237,7 +237,7 @@ def hostile_property(tmp, doc, file_name):
         assert not RAW.search(result.stdout), RAW.findall(result.stdout)
 
 
-@settings(SHORT, max_examples=20)  # ~0.1 s each (five views, four `check` runs); the slow run has 200
+@settings(SHORT, max_examples=10)  # ~0.1 s each (five views, four `check` runs); the slow run has 200
 @given(hostile_problems(), hostile)
 # Found by the long profile: a file name holding a wide character (⺀ takes two terminal cells),
 # and a label that is a no-break space (rich trims it at the cell's edge).
@@ -275,7 +275,7 @@ def garbage_property(data):
     assert_clean(invoke(["compute", "-", "--format", "json"], input=data), json_out=True)
 
 
-@settings(SHORT, max_examples=60)  # the slow run has 5,000
+@settings(SHORT, max_examples=30)  # the slow run has 5,000
 @given(damaged)
 @example(b'{"Q": [1' + b"9" * 5000 + b"]}")  # longer than Python's int() reads
 @example(b'{"Q": [[1, 2]], "K": [[1, 2]], "V": [[1]], "heads": ' + b"9" * 5000 + b"}")
@@ -298,7 +298,7 @@ json_values = st.recursive(
     max_leaves=12)
 
 
-@settings(SHORT, max_examples=60)  # the slow run has 5,000
+@settings(SHORT, max_examples=30)  # the slow run has 5,000
 @given(st.sampled_from(input_keys() + ("heads", "q", "output", "weights")), json_values)
 def test_wrong_types_at_every_key(key, value):
     doc = {"Q": [0, 4], "K": [[1, 0], [0, 1], [0.5, 0.5]], "V": [[2, 0], [0, 2], [1, -1]], key: value}
@@ -395,11 +395,25 @@ def test_check_on_random_answers(answers):
     assert_clean(result, json_out=True, differ_ok=True)
 
 
-@SHORT
-@given(st.integers(0, 2**40), st.integers(1, 5), st.integers(1, 5), st.integers(1, 3), st.integers(1, 3),
-       st.sampled_from([[], ["--mask", "causal"], ["--mask", "random"]]),
-       st.sampled_from(["plain", "causal", "multihead", "cross", "posenc"]))
+exercise_draws = (st.integers(0, 2**40), st.integers(1, 5), st.integers(1, 5), st.integers(1, 3), st.integers(1, 3),
+                     st.sampled_from([[], ["--mask", "causal"], ["--mask", "random"]]),
+                     st.sampled_from(["plain", "causal", "multihead", "cross", "posenc"]))
+
+
+@settings(SHORT, max_examples=40)  # the slow run has 500
+@given(*exercise_draws)
 def test_exercises_always_compute(seed, queries, keys, dim, heads, mask, kind):
+    exercise_property(seed, queries, keys, dim, heads, mask, kind)
+
+
+@pytest.mark.slow
+@settings(LONG, max_examples=500)
+@given(*exercise_draws)
+def test_exercises_always_compute_long(seed, queries, keys, dim, heads, mask, kind):
+    exercise_property(seed, queries, keys, dim, heads, mask, kind)
+
+
+def exercise_property(seed, queries, keys, dim, heads, mask, kind):
     if kind == "posenc" and dim * heads % 2:
         dim *= 2  # sin and cos columns come in pairs
     self_attention = kind in ("causal", "multihead", "posenc") or mask == ["--mask", "causal"]
@@ -456,7 +470,7 @@ def twice_property(case):
     assert result.exit_code == 2 and f'the key "{key}" appears twice in one object' in result.stderr, result.stderr
 
 
-@settings(SHORT, max_examples=60)  # the slow run has 2,000
+@settings(SHORT, max_examples=30)  # the slow run has 2,000
 @given(twice_keyed())
 def test_a_key_twice_is_one_error_wherever_it_is(case):
     twice_property(case)
@@ -503,7 +517,7 @@ def csv_property(doc, stage):
                       [str(i) for i in range(expected.shape[-2])])  # a blank label is written as its index
 
 
-@settings(SHORT, max_examples=60)  # the slow run has 2,000
+@settings(SHORT, max_examples=30)  # the slow run has 2,000
 @given(problems(), st.sampled_from(("Q_rope", "K_rope", "scores", "scaled", "capped", "masked", "weights", "output")))
 @example({"Q": [[1, 0]], "K": [[1, 0], [0, 1]], "V": [[1], [2]], "query_labels": [" "]}, "weights")  # a blank label
 # Found by the long profile: blank key labels made the header `,,,`, skipped as a blank line.
@@ -586,7 +600,7 @@ def stdout_property(tmp, doc, line, room):
             assert len(lines) >= 1 and lines[-1].startswith("error: ") and disk.written == 0, stderr
 
 
-@settings(SHORT, max_examples=40, suppress_health_check=list(HealthCheck))  # the slow run has 2,000
+@settings(SHORT, max_examples=20, suppress_health_check=list(HealthCheck))  # the slow run has 2,000
 @given(st.sampled_from([json.loads(VALID)] + [json.loads((SAMPLES / f"{name}.json").read_text())
                                               for name in ("multihead", "causal", "rope", "alibi")]),
        COMMAND_LINES, st.one_of(st.just(0), st.integers(1, 40_000)))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, fast_sample
 from typer.testing import CliRunner
 
 from attncli.cli import app
@@ -225,8 +225,14 @@ def problem_file_module(tmp_path):
     return path
 
 
-def test_every_samples_page_opens_cleanly(opened, pages):
-    samples = sorted(SAMPLES.glob("*.json"))
+# The fast suite opens a sample of the samples' pages (one head, several heads, RoPE, sinks, a window,
+# cross-attention); the slow profile every one of them.
+SOME_SAMPLES = ("scooter.json", "multihead.json", "rope.json", "sinks.json", "window.json", "cross.json")
+
+
+@pytest.mark.parametrize("which", fast_sample(["some", "every"], "some"))
+def test_every_samples_page_opens_cleanly(opened, pages, which):
+    samples = sorted(SAMPLES.glob("*.json")) if which == "every" else [SAMPLES / name for name in SOME_SAMPLES]
     page = opened(pages(samples[0]))
     for sample in samples:  # one tab: each page in turn
         page.go(pages(sample))

@@ -21,7 +21,7 @@ TINY = SAMPLES / "tiny_tiles.json"
 E = np.e
 
 
-@settings(max_examples=50, deadline=None)  # the slow run has 300
+@settings(max_examples=25, deadline=None)  # the slow run has 300
 @given(st.data(), st.integers(1, 9), st.integers(1, 9), st.integers(0, 2**32 - 1))
 def test_tiles_of_every_size_equal_the_plain_output_and_lse(data, lq, lk, seed):
     """Every BQ in 1 … Lq and BK in 1 … Lk, with random mask rules, a random matrix mask and a
@@ -221,10 +221,21 @@ def test_head_option_picks_the_tiles_shown(run):
     assert "· head 1" in text and "· head 0" not in text.split("max |tiled")[0]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)  # the slow run has 200
 @given(st.data(), st.integers(1, 6), st.integers(1, 6), st.integers(0, 2**32 - 1))
 def test_tiles_with_rope_equal_the_plain_output(data, lq, lk, seed):
     """RoPE's Q_rope and K_rope are stages of the table: each tile rotates its own rows and keys."""
+    rope_tiles_property(data, lq, lk, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.integers(1, 6), st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_tiles_with_rope_equal_the_plain_output_long(data, lq, lk, seed):
+    rope_tiles_property(data, lq, lk, seed)
+
+
+def rope_tiles_property(data, lq, lk, seed):
     rng = np.random.default_rng(seed)
     doc = {"Q": rng.normal(size=(2, lq, 4)), "K": rng.normal(size=(lk, 4)), "V": rng.normal(size=(lk, 2)),
            "rope": data.draw(st.sampled_from([True, {"style": "interleaved"}, {"dims": 2}]))}
@@ -238,11 +249,22 @@ def test_tiles_with_rope_equal_the_plain_output(data, lq, lk, seed):
             np.testing.assert_allclose(tiled.lse, plain.lse, rtol=0, atol=1e-12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)  # the slow run has 300
 @given(st.data(), st.integers(1, 7), st.integers(1, 7), st.integers(0, 2**32 - 1))
 def test_tiles_with_softcap_alibi_and_sinks_equal_the_plain_output_and_lse(data, lq, lk, seed):
     """The variants are in the logits (softcap, ALiBi) or start the running max and sum (the sink):
     every tile size still gives the plain output and lse within 1e-12."""
+    variant_tiles_property(data, lq, lk, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.integers(1, 7), st.integers(1, 7), st.integers(0, 2**32 - 1))
+def test_tiles_with_softcap_alibi_and_sinks_equal_the_plain_output_and_lse_long(data, lq, lk, seed):
+    variant_tiles_property(data, lq, lk, seed)
+
+
+def variant_tiles_property(data, lq, lk, seed):
     rng = np.random.default_rng(seed)
     doc = {"Q": rng.normal(size=(2, lq, 3)) * 3, "K": rng.normal(size=(lk, 3)) * 3, "V": rng.normal(size=(lk, 2))}
     doc |= data.draw(rules(lq, lk))
