@@ -139,10 +139,10 @@ def _run(o: SimpleNamespace) -> None:
     ids, mask = pad_left(rows, pad if isinstance(pad, int) and 0 <= pad < found.sizes.vocab_size else 0)
     captured = found.sizes.num_hidden_layers if wanted is None else len(wanted)  # a decoder's: as many, most often
     json_size = captured * guard.layer_numbers(found.sizes, len(ids[0])) * JSON_CHARS
-    if suffix == ".json":
-        _readable(json_size, o.output_file, estimated=True)  # before the model is loaded and run
     _guard(found, o.dtype, len(ids), len(ids[0]), captured, suffix == ".npz" or (suffix is None and
                                                                                json_size > _json_most()))
+    if suffix == ".json":
+        _readable(json_size, o.output_file, estimated=True)  # before the model is loaded and run
     with threads(len(ids) * len(ids[0])):
         _capture(o, found, config, tokenizer, ids, mask, labels, words, wanted, suffix, part)
 
