@@ -24,6 +24,8 @@ from attncli.problem.trace import Trace
 from attncli.render.escapes import html_text, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.page_derive import derivations
+from attncli.render.page_whatif import data as whatif_data
+from attncli.render.page_whatif import panel as whatif_panel
 from attncli.render.tables import each_table
 from attncli.render.text import header_lines, kept, labels, number
 from attncli.render.tiles import tile_parts
@@ -263,6 +265,7 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
             "command": "attn compute " + (shlex.quote(source) if source and source != "-" else "FILE")
             + (f" --precision {precision}" if precision != 4 else "") + (" --carry rounded" if carry == "rounded" else ""),
             "given": ["Q", "K", "V"] + list(p.inputs), "keyRows": [n for n in KEY_ROWS if n not in ("K", "V")]}
+    data["whatif"] = whatif_data(trace, precision, tiled)  # render/page_whatif.py: edit an input, see the stages change
     title = p.title or (source if source and source != "-" else "attention")
     lines = header_lines(trace, precision)
     header = escape_lines([line for n, line in enumerate(lines) if not (n == 1 and p.title)])  # the title: the h1
@@ -276,6 +279,7 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
         body.append(f'<p class="note">{html_text(born.line())} (outlined below).</p>')
     if explanation:
         body.append(f'<h2>explanation</h2><pre>{escape_lines(explanation)}</pre>')
+    body.append(whatif_panel(data["whatif"], trace))
     body.append(tabbed(sections(trace, tables)))
     intro = ("Click a number, or move with the arrow keys and press Enter, to see how it was calculated. "
              "Hatched cells are masked.")

@@ -1,0 +1,158 @@
+"""The page's what-if: the learner changes one input number (an entry of a head's Q, K or V, a mask
+bit, the scale) and the page's script (render/page_whatif_assets.py) recomputes every stage after it
+and redraws the cells, the changed ones marked. This module decides whether a page can do it and
+writes what the script needs: every per-head input at full float64 precision (JSON numbers are
+`repr`, which round-trips), and what the problem adds that no edit changes, as numpy computed it
+(RoPE's cos and sin, the bias with ALiBi, T5's relative bias, the visibility of every key, the sinks,
+W_O and b_O).
+
+The script computes in doubles in numpy's order where the order shows in the last bits (the row's
+max subtracted before exp, the sink in the sum, the masked-rows policy, a × cos − b × sin); sums
+over d_k, keys and W_O's rows are left to right where numpy's BLAS may pair them otherwise, which
+moves a value by a few units in its last place: the browser test holds the page to numpy within
+1e-12, absolute and relative.
+
+What it recomputes is `RECOMPUTED` (the stage table's stages the script knows); a problem with any
+other stage, or one of `REFUSED`'s conditions, gets the reason in one line instead of the controls.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from attncli.problem import groups, masks
+from attncli.problem.rope import angles, length
+from attncli.problem.trace import Trace
+from attncli.render.escapes import html_text
+from attncli.render.text import MINUS_INF, exact_scale, number
+from attncli.stages.table import present
+
+# The stages the page's script recomputes, in the stage table's order (its `STAGES` there).
+RECOMPUTED = ("Q_rope", "K_rope", "scores", "scaled", "capped", "biased", "masked", "weights", "output")
+# The most numbers the what-if embeds (its inputs, the bias and the visibility): about 4 MB of JSON.
+MOST = 200_000
+
+
+class Refusal(NamedTuple):
+    applies: Callable  # (trace, tiled) -> bool
+    why: str  # one line: why the page cannot recompute it
+
+
+REFUSED = (
+    Refusal(lambda trace, tiled: tiled is not None, "the tile tables (--tiles) are not recomputed"),
+    Refusal(lambda trace, tiled: any(trace.stage(s.name) is None for s in present(trace.problem)),
+            "only the output was computed (in blocks)"),
+    Refusal(lambda trace, tiled: trace.problem.dtype != "float64" or trace.precision is not None,
+            "it recomputes float64 runs only, not a low-precision run's roundings"),
+    Refusal(lambda trace, tiled: trace.gradients is not None, "the backward pass (dO) is not recomputed"),
+)
+
+
+def refusal(trace: Trace, tiled=None) -> str | None:
+    """Why this page has no what-if, in one line; None when it has one."""
+    for refused in REFUSED:
+        if refused.applies(trace, tiled):
+            return refused.why
+    others = [s.name for s in present(trace.problem) if s.name not in RECOMPUTED]
+    if others:
+        return f"the stage{'s' if len(others) > 1 else ''} {', '.join(others)} {'are' if len(others) > 1 else 'is'} " \
+               "not recomputed"
+    if size(trace) > MOST:
+        return f"the problem is too large to embed ({size(trace):,} numbers; at most {MOST:,})"
+    return None
+
+
+def size(trace: Trace) -> int:
+    """The numbers the what-if would embed."""
+    p = trace.problem
+    planes = sum(a.shape[0] for a in (masks.visible(p), masks.bias(p)) if a is not None)
+    relative = p.heads if p.relative_bias is not None else 0
+    return trace.Q.size + trace.K.size + trace.V.size + (planes + relative) * p.lq * p.lk \
+        + sum(p.inputs[n].size for n in ("W_O", "b_O") if n in p.inputs)
+
+
+def _numbers(array) -> list:
+    """An array as nested lists of floats, −∞ as null (JSON has no infinities); every value
+    written by `repr`, so it reads back as the same double."""
+    a = np.asarray(array, dtype=np.float64)
+    return np.where(np.isneginf(a), None, a).tolist() if np.isneginf(a).any() else a.tolist()
+
+
+def data(trace: Trace, precision: int, tiled=None) -> dict:
+    """What the script reads (the JSON block's "whatif"): {"why": reason} when the page has no
+    what-if, else the inputs per head and what the problem adds, as numpy computed them."""
+    why = refusal(trace, tiled)
+    if why is not None:
+        return {"why": why}
+    p = trace.problem
+    visible, bias = masks.visible(p), masks.bias(p)
+    found = {
+        "heads": p.heads, "lq": p.lq, "lk": p.lk, "group": p.heads // groups.count(p),
+        "stages": [s.name for s in present(p)], "precision": precision, "minusInf": MINUS_INF,
+        "Q": trace.Q.tolist(), "K": trace.K.tolist(), "V": trace.V.tolist(),  # (H, L, d), kv heads repeated
+        "scale": float(trace.scale), "scaleText": _scale_text(trace, precision),
+        "softcap": p.softcap, "maskedRows": p.masked_rows,
+        "sinks": None if p.sinks is None else p.sinks.astype(np.float64).tolist(),
+        "visible": None if visible is None else visible.astype(int).tolist(),  # (1 or H, Lq, Lk), 1 = may attend
+        "bias": None if bias is None else _numbers(bias),  # (1 or H, Lq, Lk), ALiBi included
+        "relative": None if p.relative_bias is None else _numbers(
+            p.relative_bias.bias(p.q_positions, p.k_positions, np.float64)),  # (H, Lq, Lk)
+        "WO": _numbers(p.inputs["W_O"]) if "W_O" in p.inputs else None,
+        "bO": _numbers(p.inputs["b_O"].reshape(-1)) if "b_O" in p.inputs else None,
+        "rope": _rope(trace),
+    }
+    return found
+
+
+def _scale_text(trace: Trace, precision: int) -> str:
+    """The scale as the stage titles write it: "0.7071 (1/√2)"."""
+    exact = exact_scale(trace)
+    return number(trace.scale, precision) + (f" ({exact})" if exact else "")
+
+
+def _rope(trace: Trace) -> dict | None:
+    """RoPE's pairs and each position's cos and sin (times the attention factor), as rope.rotate has them."""
+    p = trace.problem
+    if p.rope is None:
+        return None
+    found = {"pairs": [list(pair) for pair in p.rope.pairs()]}
+    for name, positions in (("q", p.q_positions), ("k", p.k_positions)):
+        angle = angles(p.rope, positions, length(p))  # (L, dims/2)
+        cos, sin = np.cos(angle), np.sin(angle)
+        if p.rope.scaling is not None:
+            cos, sin = cos * p.rope.attention_factor, sin * p.rope.attention_factor
+        found[name + "cos"], found[name + "sin"] = cos.tolist(), sin.tolist()
+    return found
+
+
+def panel(found: dict, trace: Trace) -> str:
+    """The what-if's controls (or the one line saying why there are none), above the tabs."""
+    head = '<section id="whatif" aria-labelledby="whatif-title"><h2 id="whatif-title">What if?</h2>'
+    if "why" in found:
+        return head + f'<p class="note" id="wi-why">What-if is not available on this page: {html_text(found["why"])}.</p>' \
+                      "</section>"
+    p = trace.problem
+    options = [("Q", "Q (a query's entry)"), ("K", "K (a key's entry)"), ("V", "V (a value's entry)")]
+    if "masked" in found["stages"]:
+        options.append(("mask", "mask bit (1 = the query may attend the key)"))
+    options.append(("scale", "scale"))
+    choice = "".join(f'<option value="{value}">{html_text(text)}</option>' for value, text in options)
+    shared = " K and V are shared by each kv head's query heads: an edit changes the group's." \
+        if found["group"] > 1 else ""
+    projected = " Q, K and V are the projections as computed (X and the weights are not editable)." \
+        if p.projected else ""
+    return head + (
+        '<p class="note">Change one input number and every stage after it is recomputed in this page, in float64 '
+        "as attncli computes it; the changed cells are outlined. Click a Q, K, V or masked cell to pick it."
+        f"{shared}{projected}</p>"
+        '<form id="wi-form" autocomplete="off">'
+        f'<label>entry <select id="wi-what">{choice}</select></label> '
+        f'<label>head <input id="wi-head" type="number" min="0" max="{p.heads - 1}" value="0"></label> '
+        '<label>row <input id="wi-row" type="number" min="0" value="0"></label> '
+        '<label>column <input id="wi-col" type="number" min="0" value="0"></label> '
+        '<label>value <input id="wi-value" type="text" inputmode="decimal" size="14"></label> '
+        '<button type="submit" id="wi-apply">apply</button> <button type="button" id="wi-reset">reset</button>'
+        '</form><p id="wi-status" class="note" aria-live="polite"></p></section>')
+

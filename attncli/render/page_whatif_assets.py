@@ -1,0 +1,317 @@
+"""The what-if's style and script (render/page_whatif.py writes its data and controls). They join
+the page's own style and script (render/page_assets.py), so the Content-Security-Policy's two
+hashes still cover everything that runs; the script does nothing on a page without what-if data.
+
+The script recomputes every stage from its inputs as attncli/stages/table.py's compute functions
+do, in doubles: the rotation a·cos − b·sin, scores = Q Kᵀ, scaled = scores · scale, the softcap
+c·tanh(x / c), the relative bias and the bias (ALiBi included) added, −∞ where a key is hidden,
+the softmax as base/softmax.py's (the row's max, or the sink when larger, subtracted before exp;
+the sink's e^(sink − shift) in the sum; a row whose every key is masked gets 0, 1/Lk or refuses
+as the masked-rows policy says), output = weights V, the heads side by side and times W_O. A value
+is shown as render/text.py's `number` writes it (fixed decimals, a tie rounded to even as Python
+does, −∞ as the page's sign), its heat class as render/page.py's `_levels` gives it.
+
+`window.attnWhatIf` gives the current stages (`now()`), the original ones (`base()`), the edits
+(`edits()`) and the number format (`number(x)`): the browser test reads them.
+"""
+
+WHATIF_CSS = """
+.attn #whatif{border:1px solid var(--line);border-radius:6px;padding:.2rem .8rem .5rem;margin:.8rem 0}
+.attn #whatif h2{margin:.4rem 0 .2rem}.attn #whatif label{white-space:nowrap;margin-right:.4rem}
+.attn #whatif input[type=number]{width:4rem}.attn #whatif .bad{color:rgb(200,40,40)}
+.attn:not(.js) #wi-form{display:none}
+.attn td.wi{outline:2px dashed rgb(200,40,160);outline-offset:-3px;font-weight:700}
+.attn td.wi-edit{outline:3px solid rgb(200,40,160);outline-offset:-3px}
+@media print{.attn #whatif{display:none}}
+.attn #derivation .wi-note{border-left:4px solid rgb(200,40,160);padding-left:.5rem}
+"""
+
+WHATIF_JS = r"""
+(function () {
+  "use strict";
+  var block = document.getElementById("attn-data"), box = document.getElementById("whatif");
+  if (!block || !box) return;
+  var W = JSON.parse(block.textContent).whatif;
+  if (!W || W.why) return;
+  var H = W.heads, LQ = W.lq, LK = W.lk, NEG = -Infinity, P = W.precision;
+  var form = document.getElementById("wi-form"), status = document.getElementById("wi-status");
+  var field = function (n) { return document.getElementById("wi-" + n); };
+  function copy(a) {  // a deep copy of arrays and plain objects
+    if (Array.isArray(a)) return a.map(copy);
+    if (a === null || typeof a !== "object") return a;
+    var out = {}; Object.keys(a).forEach(function (k) { out[k] = copy(a[k]); }); return out;
+  }
+  function inf(a) { return Array.isArray(a) ? a.map(inf) : a === null ? NEG : a; }  // JSON null: −∞
+  var bias = W.bias && inf(W.bias), relative = W.relative && inf(W.relative);
+  var original = {Q: W.Q, K: W.K, V: W.V, scale: W.scale,
+                  visible: W.visible || [W.Q[0].map(function () { var r = []; for (var j = 0; j < LK; j++) r.push(1); return r; })]};
+  var state = copy(original), edits = [];
+
+  function matmulT(a, b) {  // a (n, d) times b (m, d) transposed: (n, m), each sum left to right
+    return a.map(function (x) { return b.map(function (y) { var s = 0; for (var d = 0; d < x.length; d++) s += x[d] * y[d]; return s; }); });
+  }
+  function matmul(a, b) {  // a (n, m) times b (m, c)
+    var c = b.length ? b[0].length : 0;
+    return a.map(function (x) {
+      var out = []; for (var k = 0; k < c; k++) { var s = 0; for (var m = 0; m < x.length; m++) s += x[m] * b[m][k]; out.push(s); }
+      return out;
+    });
+  }
+  function rotate(x, cos, sin) {  // rope.rotate: (a, b) -> (a cos - b sin, b cos + a sin) on each pair
+    return x.map(function (row, i) {
+      var out = row.slice();
+      W.rope.pairs.forEach(function (pair, n) {
+        var a = row[pair[0]], b = row[pair[1]];
+        out[pair[0]] = a * cos[i][n] - b * sin[i][n];
+        out[pair[1]] = b * cos[i][n] + a * sin[i][n];
+      });
+      return out;
+    });
+  }
+  function plane(a, h) { return a[a.length > 1 ? h : 0]; }  // a (1 or H, Lq, Lk) array's plane for head h
+  function rowLabel(i) {
+    var th = document.querySelector('th[data-row="' + i + '"][data-query]');
+    return th ? th.textContent : String(i);
+  }
+  function fail(message) { var e = new Error(message); e.whatif = true; throw e; }
+  function finite(name, h, m, allowNeg) {
+    m.forEach(function (row, i) { row.forEach(function (x, j) {
+      if (x !== x || x === Infinity || (x === NEG && !allowNeg))
+        fail(name + " overflows at head " + h + ", row " + i + ", column " + j + " (" + x + ")");
+    }); });
+  }
+  function softmax(x, h, out) {  // base/softmax.py: (weights, lse) of head h's rows
+    var sink = W.sinks ? W.sinks[h] : null, fill = W.maskedRows === "uniform" && sink === null ? 1 / LK : 0;
+    out.weights[h] = []; out.lse[h] = []; out.sum[h] = [];
+    x.forEach(function (row, i) {
+      var most = NEG; row.forEach(function (v) { if (v > most) most = v; });
+      var dead = most === NEG;
+      if (dead && sink === null && W.maskedRows === "error")
+        fail("head " + h + ": every key is masked for query " + rowLabel(i) + " (the masked-rows policy is error)");
+      var shift = sink !== null ? Math.max(most, sink) : dead ? 0 : most;
+      var e = row.map(function (v) { return Math.exp(v - shift); }), sums = 0;
+      e.forEach(function (v) { sums += v; });
+      if (sink !== null) sums += Math.exp(sink - shift);
+      out.lse[h].push(shift + Math.log(sums));
+      if (sink === null && dead) sums = 1;
+      var w = e.map(function (v) { return fill && dead ? fill : v / sums; }), total = 0;
+      w.forEach(function (v) { total += v; });
+      out.weights[h].push(w); out.sum[h].push(total);
+    });
+  }
+  // Every stage of every head from the state (Q, K, V, scale, visibility), in the stage table's order.
+  function compute(s) {
+    var out = {Q: s.Q, K: s.K, V: s.V, weights: [], lse: [], sum: []};
+    W.stages.forEach(function (name) { if (!out[name]) out[name] = []; });
+    for (var h = 0; h < H; h++) {
+      var q = s.Q[h], k = s.K[h], x = null;
+      W.stages.forEach(function (name) {
+        if (name === "Q_rope") { q = out.Q_rope[h] = rotate(q, W.rope.qcos, W.rope.qsin); finite(name, h, q); return; }
+        if (name === "K_rope") { k = out.K_rope[h] = rotate(k, W.rope.kcos, W.rope.ksin); finite(name, h, k); return; }
+        if (name === "scores") x = matmulT(q, k);
+        else if (name === "scaled") x = x.map(function (r) { return r.map(function (v) { return v * s.scale; }); });
+        else if (name === "capped") x = x.map(function (r) { return r.map(function (v) { return Math.tanh(v / W.softcap) * W.softcap; }); });
+        else if (name === "biased") x = x.map(function (r, i) { return r.map(function (v, j) { return v + relative[h][i][j]; }); });
+        else if (name === "masked") {
+          var seen = plane(s.visible, h), add = bias && plane(bias, h);
+          x = x.map(function (r, i) { return r.map(function (v, j) { return seen[i][j] ? (add ? v + add[i][j] : v) : NEG; }); });
+        } else if (name === "weights") { softmax(x, h, out); x = out.weights[h]; return; }
+        else if (name === "output") x = matmul(x, s.V[h]);
+        else fail("the stage " + name + " is not recomputed");
+        finite(name, h, x, name === "masked");
+        out[name][h] = x;
+      });
+    }
+    out.concat = []; for (var i = 0; i < LQ; i++) { var r = []; for (h = 0; h < H; h++) r = r.concat(out.output[h][i]); out.concat.push(r); }
+    out.final = out.concat;
+    if (W.WO) {
+      out.final = matmul(out.concat, W.WO);
+      if (W.bO) out.final = out.final.map(function (r) { return r.map(function (v, c) { return v + W.bO[c]; }); });
+      finite("output = concat W_O", 0, out.final);
+    }
+    return out;
+  }
+
+  // render/text.py's number: fixed decimals (a tie to even, as Python's format), −∞ as the page writes it.
+  function number(x) {
+    if (x === NEG) return W.minusInf;
+    if (x !== x) return "nan";
+    if (x === Infinity) return "inf";
+    var text = Math.abs(x) >= 1e15 ? x.toExponential(P) : x.toFixed(P);
+    if (Math.abs(x) < 1e15) {
+      var exact = Math.abs(x).toFixed(Math.min(100, P + 30)), at = exact.indexOf(".") + P + 1;
+      if (exact.charAt(at) === "5" && /^0*$/.test(exact.slice(at + 1))) {  // a tie: JS rounds it up, Python to even
+        var kept = exact.slice(0, P ? at : at - 1);
+        if (+kept.charAt(kept.length - 1) % 2 === 0) text = (x < 0 ? "-" : "") + kept;
+      }
+    }
+    return text.charAt(0) === "-" && +text === 0 ? text.slice(1) : text;
+  }
+  function most(m, name) {  // render/page.py's _levels: the largest finite magnitude (weights: 1)
+    if (name === "weights") return 1;
+    var top = 0;
+    m.forEach(function (r) { r.forEach(function (v) { if (isFinite(v) && Math.abs(v) > top) top = Math.abs(v); }); });
+    return top || 1;
+  }
+  function level(v, top) {
+    if (!isFinite(v)) return "";
+    var t = Math.abs(v) / top * 9, n = Math.round(t);
+    if (n - t === 0.5 && n % 2) n -= 1;  // numpy's rint: a half to even
+    n = Math.min(9, Math.max(0, n));
+    return n ? (v < 0 ? "n" : "p") + n : "";
+  }
+
+  // The cells the script redraws: every value cell of a stage it computes, with its text and heat class as written.
+  var KNOWN = ["Q", "K", "V", "sum", "lse", "concat", "final"].concat(W.stages);
+  var HEAT = /^(p[1-9]|n[1-9]|x)$/;
+  var cells = Array.prototype.filter.call(document.querySelectorAll("td[data-stage][data-row]"), function (c) {
+    return KNOWN.indexOf(c.getAttribute("data-stage")) >= 0 && !c.hasAttribute("data-tile");
+  }).map(function (c) {
+    var h = c.getAttribute("data-head");
+    return {el: c, stage: c.getAttribute("data-stage"), h: h === "" ? null : +h, i: +c.getAttribute("data-row"),
+            j: c.getAttribute("data-col"), text: c.textContent,
+            heat: Array.prototype.filter.call(c.classList, function (k) { return HEAT.test(k); }).join(" ")};
+  });
+  function matrix(out, cell) {  // the (rows, columns) array a cell's table shows
+    if (cell.stage === "concat" || cell.stage === "final") return out[cell.stage];
+    return out[cell.stage === "sum" || cell.stage === "lse" ? "weights" : cell.stage][cell.h];
+  }
+  function value(out, cell) {
+    if (cell.stage === "sum" || cell.stage === "lse") return out[cell.stage][cell.h][cell.i];
+    return matrix(out, cell)[cell.i][+cell.j];
+  }
+  function same(a, b) { return a === b || (a !== a && b !== b); }
+  var base = compute(original), now = base;
+
+  function draw() {
+    var tops = {};
+    cells.forEach(function (c) {
+      var v = value(now, c), was = value(base, c), el = c.el;
+      // A row's sum is 1 (less with a sink) whatever the edit: its last bit moving is not a change.
+      var changed = !same(v, was) && !(c.stage === "sum" && Math.abs(v - was) <= 1e-12);
+      el.classList.toggle("wi", changed);
+      el.textContent = changed ? number(v) : c.text;
+      if (c.stage === "sum" || c.stage === "lse") return;
+      var key = c.stage + ":" + c.h;
+      if (!(key in tops)) tops[key] = [most(matrix(now, c), c.stage), most(matrix(base, c), c.stage)];
+      var heat = c.heat;
+      if (changed || tops[key][0] !== tops[key][1]) {  // else the class as written
+        var blocked = now.masked && (c.stage === "masked" || c.stage === "weights") && now.masked[c.h][c.i][+c.j] === NEG;
+        heat = blocked ? "x" : level(v, tops[key][0]);
+      }
+      Array.prototype.slice.call(el.classList).forEach(function (k) { if (HEAT.test(k)) el.classList.remove(k); });
+      if (heat) heat.split(" ").forEach(function (k) { el.classList.add(k); });
+    });
+    document.querySelectorAll("td.wi-edit").forEach(function (el) { el.classList.remove("wi-edit"); });
+    edits.forEach(function (e) {
+      if (e.what === "scale") return;
+      var stage = e.what === "mask" ? "masked" : e.what;
+      e.heads.forEach(function (h) {
+        var el = document.querySelector('td[data-stage="' + stage + '"][data-head="' + h + '"][data-row="' + e.i + '"][data-col="' + e.j + '"]');
+        if (el) el.classList.add("wi-edit");
+      });
+    });
+    document.querySelectorAll("table[data-title]").forEach(function (t) {  // the scaled tables' titles name the scale
+      if (!t.querySelector('td[data-stage="scaled"]')) return;
+      var h2 = t.previousElementSibling, shown = state.scale === W.scale ? W.scaleText : number(state.scale);
+      if (!h2 || h2.tagName !== "H2") return;
+      if (!h2.hasAttribute("data-wi")) h2.setAttribute("data-wi", h2.textContent);
+      h2.textContent = h2.getAttribute("data-wi").replace(W.scaleText, shown);
+    });
+  }
+  function words(e) {
+    if (e.what === "scale") return "scale " + number(e.old) + " → " + e.value;
+    var where = " · head " + e.heads.join(", ") + " · row " + e.i + " · column " + e.j;
+    return (e.what === "mask" ? "mask bit" : e.what) + where + ": " + e.old + " → " + e.value;
+  }
+  function apply(e) {
+    var s = copy(state), heads = [e.h];
+    if (e.what === "K" || e.what === "V") {  // a kv head's K and V are its group's
+      var g = Math.floor(e.h / W.group) * W.group; heads = [];
+      for (var h = g; h < g + W.group; h++) heads.push(h);
+    }
+    if (e.what === "mask") { heads = s.visible.length > 1 ? [e.h] : []; if (!heads.length) for (h = 0; h < H; h++) heads.push(h); }
+    if (e.what === "scale") { e.old = s.scale; s.scale = e.value; }
+    else if (e.what === "mask") { e.old = s.visible[s.visible.length > 1 ? e.h : 0][e.i][e.j]; s.visible[s.visible.length > 1 ? e.h : 0][e.i][e.j] = e.value; }
+    else { e.old = s[e.what][e.h][e.i][e.j]; heads.forEach(function (h) { s[e.what][h][e.i][e.j] = e.value; }); }
+    e.heads = heads;
+    var out = compute(s);  // throws (nothing changed) when numpy would refuse the edited problem
+    state = s; now = out; edits.push(e);
+    draw();
+  }
+  function say(text, bad) { status.textContent = text; status.classList.toggle("bad", !!bad); }
+  function read() {
+    var what = field("what").value, e = {what: what, h: +field("head").value, i: +field("row").value, j: +field("col").value};
+    var text = field("value").value.trim().replace(/\u2212/g, "-");
+    var limits = {Q: [LQ, W.Q[0][0].length], K: [LK, W.K[0][0].length], V: [LK, W.V[0][0].length], mask: [LQ, LK]}[what];
+    if (what !== "scale") {
+      if (!(e.h >= 0 && e.h < H && e.h % 1 === 0)) fail("head is " + field("head").value + "; expected 0 to " + (H - 1));
+      if (!(e.i >= 0 && e.i < limits[0] && e.i % 1 === 0)) fail("row is " + field("row").value + "; expected 0 to " + (limits[0] - 1));
+      if (!(e.j >= 0 && e.j < limits[1] && e.j % 1 === 0)) fail("column is " + field("col").value + "; expected 0 to " + (limits[1] - 1));
+    }
+    if (what === "mask") {
+      if (text !== "0" && text !== "1") fail("a mask bit is 1 (the query may attend the key) or 0 (masked); found " + JSON.stringify(text));
+      e.value = +text;
+    } else {
+      e.value = text === "" ? NaN : Number(text);
+      if (!isFinite(e.value)) fail("value is " + JSON.stringify(text) + "; expected a finite number");
+    }
+    return e;
+  }
+  function showing(what) {
+    ["head", "row", "col"].forEach(function (n) { field(n).parentNode.hidden = what === "scale"; });
+    if (what === "scale") field("value").value = String(state.scale);
+  }
+  field("what").addEventListener("change", function () { showing(field("what").value); });
+  form.addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    try {
+      var e = read(); apply(e);
+      say("recomputed: " + edits.map(words).join("; ") + ". Changed cells are outlined; reset to go back.");
+    } catch (err) {
+      if (!err.whatif) throw err;
+      say("error: " + err.message + "; not applied", true);
+    }
+  });
+  field("reset").addEventListener("click", function () {
+    state = copy(original); edits = []; now = base; draw();
+    say("reset: every number is the original again.");
+  });
+  showing(field("what").value);
+
+  // A click on a Q, K, V or masked cell picks it; the derivation panel says what the edits did to the cell it explains.
+  function picked(c) {
+    var stage = c.getAttribute("data-stage"), h = c.getAttribute("data-head");
+    var what = {Q: "Q", K: "K", V: "V", masked: "mask"}[stage];
+    if (!what || h === "" || !field("what").querySelector('option[value="' + what + '"]')) return;
+    var i = +c.getAttribute("data-row"), j = +c.getAttribute("data-col");
+    field("what").value = what; field("head").value = h; field("row").value = i; field("col").value = j;
+    showing(what);
+    field("value").value = what === "mask" ? String(1 - plane(state.visible, +h)[i][j]) : String(state[what][+h][i][j]);
+  }
+  function note(c) {
+    var panel = document.getElementById("derivation");
+    if (!edits.length || !panel) return;
+    var cell = cells.filter(function (x) { return x.el === c; })[0], p = document.createElement("p");
+    p.className = "wi-note";
+    if (!cell) p.textContent = "What-if: your edits do not reach this table; the derivation is of the original numbers.";
+    else {
+      var v = value(now, cell), was = value(base, cell);
+      p.textContent = same(v, was) ? "What-if: your edits leave this number as it was; the derivation below is of the original numbers."
+        : "What-if: after your edits this number is " + number(v) + " (" + v + "), was " + number(was) +
+          "; the derivation below is of the original numbers (reset to see them again).";
+    }
+    panel.insertBefore(p, panel.firstChild);
+  }
+  document.addEventListener("click", function (ev) {
+    var c = ev.target.closest ? ev.target.closest("td[data-row]") : null;
+    if (c) { picked(c); note(c); }
+  });
+  document.addEventListener("keydown", function (ev) {
+    var c = ev.target.closest ? ev.target.closest("td[data-row]") : null;
+    if (c && (ev.key === "Enter" || ev.key === " ")) { picked(c); note(c); }
+  });
+  window.attnWhatIf = {now: function () { return now; }, base: function () { return base; }, number: number,
+                       edits: function () { return edits.map(function (e) { return {what: e.what, h: e.h, i: e.i, j: e.j, value: e.value}; }); }};
+})();
+"""

@@ -1,0 +1,241 @@
+"""The page's what-if (render/page_whatif.py and its script): an input edited through the page's
+controls, every stage after it recomputed in the browser and held to attncli's numpy core on the
+same edited problem, within 1e-12 absolute and relative; the changed cells marked and no other;
+the pages it does not recompute say why. The browser is tests/test_page_browser.py's (Debian's
+Chromium through playwright, skipped without it)."""
+
+import json
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import SAMPLES
+from test_page_browser import Opened, browser, pages  # noqa: F401  (the fixtures, shared)
+from typer.testing import CliRunner
+
+from attncli.cli import app
+from attncli.compute.attention import attend
+from attncli.document.reading import build_problem
+from attncli.problem import groups, masks
+from attncli.problem.rules import Matrix
+from attncli.render import page_whatif
+from attncli.render.page import collect
+from attncli.render.text import number
+
+TOLERANCE = 1e-12
+UNSUPPORTED = {"qk_norm.json": "the stages Q_normed, K_normed are not recomputed"}
+SUPPORTED = sorted(s.name for s in SAMPLES.glob("*.json") if s.name not in UNSUPPORTED)
+
+
+def problem_of(sample: str):
+    return build_problem(json.loads((SAMPLES / sample).read_text()))
+
+
+def edited(problem, edits: list[dict]):
+    """The trace attncli computes for `problem` with the page's edits: each head's Q, K and V given
+    as (H, L, d) (a K or V edit changes its kv head's, so every query head of its group), a mask bit
+    by a mask matrix of the same visibility, the scale as given."""
+    trace = attend(problem)
+    arrays = {name: np.array(getattr(trace, name)) for name in "QKV"}
+    visible = masks.visible(problem)
+    visible = np.ones((1, problem.lq, problem.lk), bool) if visible is None else np.array(visible)
+    scale, group = problem.scale, problem.heads // groups.count(problem)
+    for e in edits:
+        if e["what"] == "scale":
+            scale = e["value"]
+        elif e["what"] == "mask":
+            visible[e["h"] if visible.shape[0] > 1 else 0, e["i"], e["j"]] = bool(e["value"])
+        else:
+            heads = [e["h"]] if e["what"] == "Q" else range(e["h"] // group * group, e["h"] // group * group + group)
+            for h in heads:
+                arrays[e["what"]][h, e["i"], e["j"]] = e["value"]
+    inputs = arrays | {name: problem.inputs[name] for name in ("W_O", "b_O") if name in problem.inputs}
+    rules = (Matrix(visible),) if any(e["what"] == "mask" for e in edits) else problem.rules
+    return attend(replace(problem, inputs=inputs, kv_heads=None, scale=scale, rules=rules))
+
+
+def value_of(trace, stage: str, head: str, row: str, col: str) -> float | None:
+    """The value a page cell shows, from a trace; None for a table the what-if does not recompute."""
+    i = int(row)
+    if stage in ("concat", "final"):
+        return float(getattr(trace, stage)[i, int(col)])
+    if stage == "sum":
+        return float(trace.weights[int(head)].sum(axis=1)[i])
+    if stage == "lse":
+        return float(trace.lse[int(head), i])
+    if stage in ("Q", "K", "V") or stage in trace.stages:
+        return float(trace.stage(stage)[int(head), i, int(col)])
+    return None
+
+
+def written(trace) -> dict:
+    """{(stage, head, row, col): heat class} of each value cell of the page attncli writes for `trace`."""
+    tables, _ = collect(trace, ("inputs", *trace.stages))
+    html = "".join(part for _, part in tables.parts if isinstance(part, str))
+    found = {}
+    for attributes in re.findall(r"<td ([^>]*data-row[^>]*)>", html):
+        a = dict(re.findall(r'([a-z-]+)="([^"]*)"', attributes))
+        found[(a["data-stage"], a["data-head"], a["data-row"], a["data-col"])] = a.get("class", "")
+    return found
+
+
+def close(found, expected, what: str) -> None:
+    """Within TOLERANCE absolutely and relatively (−∞ where numpy has −∞)."""
+    found, expected = np.asarray(found, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    assert found.shape == expected.shape, what
+    assert (np.isneginf(found) == np.isneginf(expected)).all(), what
+    finite = np.isfinite(expected)
+    error = np.abs(found[finite] - expected[finite])
+    relative = error / np.maximum(np.abs(expected[finite]), np.finfo(float).tiny)
+    assert np.isfinite(found[finite]).all(), what
+    assert error.max(initial=0) <= TOLERANCE, f"{what}: absolute error {error.max():.3g}"
+    assert relative[np.abs(expected[finite]) > TOLERANCE].max(initial=0) <= TOLERANCE, \
+        f"{what}: relative error {relative.max():.3g}"
+
+
+def check(page, problem, edits_made: int = 1) -> None:
+    """The page's stages against numpy's for its edits, and its marks: every cell whose value numpy
+    changes is outlined and shows numpy's new number; every cell numpy leaves alone is not, and
+    keeps its text."""
+    edits = page.tab.evaluate("window.attnWhatIf.edits()")
+    assert len(edits) == edits_made
+    now, expected, original = page.tab.evaluate("window.attnWhatIf.now()"), edited(problem, edits), attend(problem)
+    for name in ["Q", "K", "V", *(s for s in expected.stages)]:
+        close(now[name], expected.stage(name), f"{edits} {name}")
+    close(now["lse"], expected.lse, f"{edits} lse")
+    close(now["final"], expected.final, f"{edits} final")
+    cells = page.tab.evaluate("""Array.from(document.querySelectorAll("td[data-stage][data-row]")).map(c =>
+        [c.dataset.stage, c.dataset.head, c.dataset.row, c.dataset.col, c.textContent, c.classList.contains("wi"),
+         Array.from(c.classList).filter(k => /^([pn][1-9]|x)$/.test(k)).join(" ")])""")
+    heat = written(expected)
+    marked = 0
+    for stage, head, row, col, text, outlined, shade in cells:
+        assert heat.get((stage, head, row, col), shade) == shade, f"{edits}: {stage} head {head} row {row} col {col}"
+        new, old = value_of(expected, stage, head, row, col), value_of(original, stage, head, row, col)
+        where = f"{edits}: {stage} head {head} row {row} col {col}"
+        if new is None:  # a table it does not recompute: X, W_Q, …
+            assert not outlined, where
+        elif new == old:
+            assert not outlined and text == number(old, 4), where
+        elif abs(new - old) > TOLERANCE * max(1.0, abs(old)):
+            assert outlined and text == number(new, 4), f"{where}: {text} {number(new, 4)}"
+            marked += 1
+    assert marked
+
+
+def edit(page, what: str, value, head: int = 0, row: int = 0, col: int = 0) -> None:
+    """An edit as a learner makes it: a click on the cell (its head's tab first), a value typed, apply."""
+    if what == "scale":
+        page.tab.select_option("#wi-what", "scale")
+    else:
+        page.tab.click(f"#tab-{head}")
+        stage = "masked" if what == "mask" else what
+        page.tab.click(f'td[data-stage="{stage}"][data-head="{head}"][data-row="{row}"][data-col="{col}"]')
+        assert page.tab.input_value("#wi-what") == what
+    if value is not None:
+        page.tab.fill("#wi-value", str(value))
+    page.tab.click("#wi-apply")
+    status = page.tab.inner_text("#wi-status")
+    assert status.startswith("recomputed"), status
+
+
+def reset(page) -> None:
+    page.tab.click("#wi-reset")
+    assert page.tab.evaluate("window.attnWhatIf.edits().length") == 0
+    assert page.tab.eval_on_selector_all("td.wi, td.wi-edit", "cs => cs.length") == 0
+
+
+def sweep(page, sample: str) -> None:
+    """One sample's page: a query entry, a key entry (the last head's: with grouped-query attention, its
+    group's), a mask bit (a hidden key shown) when it has a mask, and the scale; each checked, then reset."""
+    problem = problem_of(sample)
+    trace = attend(problem)
+    last = problem.heads - 1
+    edit(page, "Q", 1.375, last, problem.lq - 1, 0)
+    check(page, problem)
+    reset(page)
+    edit(page, "K", -0.625, last, problem.lk - 1, trace.d_k - 1)
+    check(page, problem)
+    reset(page)
+    if trace.masked is not None:
+        hidden = np.argwhere(np.isneginf(trace.masked[0]))
+        i, j = (int(x) for x in hidden[0]) if len(hidden) else (problem.lq - 1, 0)
+        edit(page, "mask", None, 0, i, j)  # the click offers the flipped bit
+        check(page, problem)
+        reset(page)
+    edit(page, "scale", 0.3)
+    check(page, problem)
+
+
+def test_an_edit_is_recomputed_as_numpy_computes_it_and_only_changed_cells_are_marked(browser, pages):  # noqa: F811
+    """The fast representative: sinks (a mask with a key no query sees, a sink per head, K and V shared
+    by both heads): a Q, a K, a mask bit and a scale edit through the controls, each checked; the numbers
+    are written as Python writes them (a tie to even); a bad value is refused, saying so."""
+    page = Opened(browser, pages(SAMPLES / "sinks.json"))
+    sweep(page, "sinks.json")
+    reset(page)
+    edit(page, "Q", 2000, 1, 2, 1)  # logits past e^709: only a softmax that subtracts the row's max holds them
+    check(page, problem_of("sinks.json"))
+    values = [0.03125, -0.03125, 0.00005, 1.00015, -2e-9, 0.5, 2.5e15, -1e-300, 123.45675]
+    assert page.tab.evaluate("vs => vs.map(window.attnWhatIf.number)", values) == [number(v, 4) for v in values]
+    reset(page)
+    page.tab.select_option("#wi-what", "Q")
+    page.tab.fill("#wi-value", "1e999")
+    page.tab.click("#wi-apply")
+    assert page.tab.inner_text("#wi-status").startswith('error: value is "1e999"; expected a finite number')
+    page.tab.select_option("#wi-what", "scale")
+    page.tab.fill("#wi-value", "1e308")
+    page.tab.click("#wi-apply")
+    assert "error: scaled overflows" in page.tab.inner_text("#wi-status")
+    assert page.tab.evaluate("window.attnWhatIf.edits().length") == 0
+    assert (page.errors, page.requests, page.dialogs) == ([], [], [])
+    page.close()
+
+
+@pytest.mark.slow
+def test_every_supported_samples_page_recomputes_as_numpy(browser, pages):  # noqa: F811
+    page = Opened(browser, pages(SAMPLES / SUPPORTED[0]))
+    for sample in SUPPORTED:
+        page.go(pages(SAMPLES / sample))
+        sweep(page, sample)
+        assert (page.errors, page.requests, page.dialogs) == ([], [], []), sample
+    page.close()
+
+
+def test_a_page_it_cannot_recompute_says_why_and_has_no_controls(browser, pages):  # noqa: F811
+    page = Opened(browser, pages(SAMPLES / "qk_norm.json"))
+    assert page.tab.inner_text("#wi-why") == f"What-if is not available on this page: {UNSUPPORTED['qk_norm.json']}."
+    assert page.tab.query_selector("#wi-form") is None and page.tab.evaluate("window.attnWhatIf") is None
+    page.close()
+
+
+@pytest.mark.parametrize(("sample", "args", "why"), [
+    ("tiny_tiles.json", ["--tiles", "2,2"], "the tile tables (--tiles) are not recomputed"),
+    ("scooter.json", ["--dtype", "float32"], "it recomputes float64 runs only"),
+    ("scooter.json", ["--do", "ones"], "the backward pass (dO) is not recomputed"),
+])
+def test_each_refusal_is_one_line_in_the_page(tmp_path, sample, args, why):
+    path = tmp_path / "page.html"
+    result = CliRunner().invoke(app, ["compute", str(SAMPLES / sample), *args, "-o", str(path)])
+    assert result.exit_code == 0, result.stderr
+    text = path.read_text()
+    assert re.search(r'<p class="note" id="wi-why">What-if is not available on this page: ([^<]*)\.</p>', text)[1] \
+        .startswith(why) and 'id="wi-form"' not in text
+
+
+def test_a_stage_it_does_not_know_refuses_the_page(monkeypatch):
+    """The what-if reads the stage table: a stage it has no step for (here: softcap's, taken out of
+    RECOMPUTED) is named, never skipped."""
+    trace = attend(problem_of("softcap.json"))
+    assert page_whatif.refusal(trace) is None
+    monkeypatch.setattr(page_whatif, "RECOMPUTED", tuple(n for n in page_whatif.RECOMPUTED if n != "capped"))
+    assert page_whatif.refusal(trace) == "the stage capped is not recomputed"
+
+
+def test_the_inputs_are_embedded_at_full_precision():
+    trace = attend(problem_of("random_4x8.json"))
+    found = json.loads(json.dumps(page_whatif.data(trace, 4)))
+    for name in "QKV":
+        assert (np.array(found[name]) == getattr(trace, name)).all()  # every bit: repr round-trips
+    assert found["scale"] == trace.scale and found["stages"] == ["scores", "scaled", "weights", "output"]
