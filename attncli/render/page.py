@@ -265,7 +265,7 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
             "command": "attn compute " + (shlex.quote(source) if source and source != "-" else "FILE")
             + (f" --precision {precision}" if precision != 4 else "") + (" --carry rounded" if carry == "rounded" else ""),
             "given": ["Q", "K", "V"] + list(p.inputs), "keyRows": [n for n in KEY_ROWS if n not in ("K", "V")]}
-    data["whatif"] = whatif_data(trace, precision, tiled)  # render/page_whatif.py: edit an input, see the stages change
+    data["whatif"] = whatif_data(trace, precision, tiled, tables)  # render/page_whatif.py: edit an input, see the stages change
     title = p.title or (source if source and source != "-" else "attention")
     lines = header_lines(trace, precision)
     header = escape_lines([line for n, line in enumerate(lines) if not (n == 1 and p.title)])  # the title: the h1

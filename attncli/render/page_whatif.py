@@ -65,12 +65,11 @@ def refusal(trace: Trace, tiled=None) -> str | None:
 
 
 def size(trace: Trace) -> int:
-    """The numbers the what-if would embed."""
+    """The numbers the what-if would embed, besides W_O (as large as the page's final output table)."""
     p = trace.problem
     planes = sum(a.shape[0] for a in (masks.visible(p), masks.bias(p)) if a is not None)
     relative = p.heads if p.relative_bias is not None else 0
-    return trace.Q.size + trace.K.size + trace.V.size + (planes + relative) * p.lq * p.lk \
-        + sum(p.inputs[n].size for n in ("W_O", "b_O") if n in p.inputs)
+    return trace.Q.size + trace.K.size + trace.V.size + (planes + relative) * p.lq * p.lk
 
 
 def _numbers(array) -> list:
@@ -80,14 +79,17 @@ def _numbers(array) -> list:
     return np.where(np.isneginf(a), None, a).tolist() if np.isneginf(a).any() else a.tolist()
 
 
-def data(trace: Trace, precision: int, tiled=None) -> dict:
+def data(trace: Trace, precision: int, tiled=None, tables=None) -> dict:
     """What the script reads (the JSON block's "whatif"): {"why": reason} when the page has no
-    what-if, else the inputs per head and what the problem adds, as numpy computed them."""
+    what-if, else the inputs per head and what the problem adds, as numpy computed them. `tables`:
+    the page's (render/page.py's Tables); W_O is embedded only when they show the final output
+    (a real layer's 384 × 384 W_O is 3 MB of JSON beside a page of weights of 0.1 MB)."""
     why = refusal(trace, tiled)
     if why is not None:
         return {"why": why}
     p = trace.problem
     visible, bias = masks.visible(p), masks.bias(p)
+    final = tables is None or any(isinstance(part, str) and 'data-stage="final"' in part for _, part in tables.parts)
     found = {
         "heads": p.heads, "lq": p.lq, "lk": p.lk, "group": p.heads // groups.count(p),
         "stages": [s.name for s in present(p)], "precision": precision, "minusInf": MINUS_INF,
@@ -99,8 +101,9 @@ def data(trace: Trace, precision: int, tiled=None) -> dict:
         "bias": None if bias is None else _numbers(bias),  # (1 or H, Lq, Lk), ALiBi included
         "relative": None if p.relative_bias is None else _numbers(
             p.relative_bias.bias(p.q_positions, p.k_positions, np.float64)),  # (H, Lq, Lk)
-        "WO": _numbers(p.inputs["W_O"]) if "W_O" in p.inputs else None,
-        "bO": _numbers(p.inputs["b_O"].reshape(-1)) if "b_O" in p.inputs else None,
+        "final": final,  # the final output is recomputed (and W_O embedded) only when the page shows it
+        "WO": _numbers(p.inputs["W_O"]) if final and "W_O" in p.inputs else None,
+        "bO": _numbers(p.inputs["b_O"].reshape(-1)) if final and "b_O" in p.inputs else None,
         "rope": _rope(trace),
     }
     return found

@@ -122,6 +122,7 @@ WHATIF_JS = r"""
         out[name][h] = x;
       });
     }
+    if (!W.final) return out;  // the page does not show it
     out.concat = []; for (var i = 0; i < LQ; i++) { var r = []; for (h = 0; h < H; h++) r = r.concat(out.output[h][i]); out.concat.push(r); }
     out.final = out.concat;
     if (W.WO) {
