@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from conftest import SAMPLES
-from test_page_browser import Opened, browser, pages  # noqa: F401  (the fixtures, shared)
+from test_page_browser import HOSTILE, Opened, browser, pages, problem_file_module  # noqa: F401  (the fixtures, shared)
 from typer.testing import CliRunner
 
 from attncli.cli import app
@@ -201,6 +201,17 @@ def test_an_edit_is_recomputed_as_numpy_computes_it_and_only_changed_cells_are_m
     page.close()
 
 
+def test_the_status_names_hostile_labels_as_text(browser, problem_file_module):  # noqa: F811
+    page = Opened(browser, problem_file_module)
+    page.tab.click('td[data-stage="K"][data-row="0"][data-col="1"]')
+    page.tab.fill("#wi-value", "2")
+    page.tab.click("#wi-apply")
+    assert f"K · head 0 · key {HOSTILE} · column 1: 0 → 2" in page.tab.inner_text("#wi-status")
+    assert page.tab.title() == HOSTILE and page.tab.eval_on_selector_all("img", "imgs => imgs.length") == 0
+    assert (page.errors, page.requests, page.dialogs) == ([], [], [])
+    page.close()
+
+
 @pytest.mark.slow
 def test_every_supported_samples_page_recomputes_as_numpy(browser, pages):  # noqa: F811
     page = Opened(browser, pages(SAMPLES / SUPPORTED[0]))
@@ -211,19 +222,13 @@ def test_every_supported_samples_page_recomputes_as_numpy(browser, pages):  # no
     page.close()
 
 
-def test_a_page_it_cannot_recompute_says_why_and_has_no_controls(browser, pages):  # noqa: F811
-    page = Opened(browser, pages(SAMPLES / "qk_norm.json"))
-    assert page.tab.inner_text("#wi-why") == f"What-if is not available on this page: {UNSUPPORTED['qk_norm.json']}."
-    assert page.tab.query_selector("#wi-form") is None and page.tab.evaluate("window.attnWhatIf") is None
-    page.close()
-
-
 @pytest.mark.parametrize(("sample", "args", "why"), [
+    ("qk_norm.json", [], UNSUPPORTED["qk_norm.json"]),
     ("tiny_tiles.json", ["--tiles", "2,2"], "the tile tables (--tiles) are not recomputed"),
     ("scooter.json", ["--dtype", "float32"], "it recomputes float64 runs only"),
     ("scooter.json", ["--do", "ones"], "the backward pass (dO) is not recomputed"),
 ])
-def test_each_refusal_is_one_line_in_the_page(tmp_path, sample, args, why):
+def test_a_page_it_cannot_recompute_says_why_in_one_line_and_has_no_controls(tmp_path, sample, args, why):
     path = tmp_path / "page.html"
     result = CliRunner().invoke(app, ["compute", str(SAMPLES / sample), *args, "-o", str(path)])
     assert result.exit_code == 0, result.stderr

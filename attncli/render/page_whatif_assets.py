@@ -220,10 +220,15 @@ WHATIF_JS = r"""
       h2.textContent = h2.getAttribute("data-wi").replace(W.scaleText, shown);
     });
   }
-  function words(e) {
+  function keyLabel(j) {
+    var th = document.querySelector('th[data-col="' + j + '"][data-key]') || document.querySelector('th[data-row="' + j + '"][data-key]');
+    return th ? th.textContent : String(j);
+  }
+  function words(e) {  // "K · heads 0, 1 · key sat · column 1: 0.5 → 2" (labels as the page shows them: textContent)
     if (e.what === "scale") return "scale " + number(e.old) + " → " + e.value;
-    var where = " · head " + e.heads.join(", ") + " · row " + e.i + " · column " + e.j;
-    return (e.what === "mask" ? "mask bit" : e.what) + where + ": " + e.old + " → " + e.value;
+    var heads = (e.heads.length > 1 ? " · heads " : " · head ") + e.heads.join(", ");
+    if (e.what === "mask") return "mask bit" + heads + " · query " + rowLabel(e.i) + " → key " + keyLabel(e.j) + ": " + e.old + " → " + e.value;
+    return e.what + heads + (e.what === "Q" ? " · query " + rowLabel(e.i) : " · key " + keyLabel(e.i)) + " · column " + e.j + ": " + e.old + " → " + e.value;
   }
   function apply(e) {
     var s = copy(state), heads = [e.h];
