@@ -14,6 +14,7 @@ from conftest import SAMPLES
 from test_page_browser import HOSTILE, Opened, browser, pages, problem_file_module  # noqa: F401  (the fixtures, shared)
 from typer.testing import CliRunner
 
+from attncli.base.errors import InputError
 from attncli.cli import app
 from attncli.compute.attention import attend
 from attncli.document.layers import layer_document
@@ -30,8 +31,21 @@ UNSUPPORTED = {"qk_norm.json": "the stages Q_normed, K_normed are not recomputed
 SUPPORTED = sorted(s.name for s in SAMPLES.glob("*.json") if s.name not in UNSUPPORTED)
 
 
-def problem_of(sample: str):
-    return build_problem(json.loads((SAMPLES / sample).read_text()))
+# What no bundled sample has: T5's relative bias, a given bias, a mask per head, a row whose every key
+# is masked under the "uniform" policy (scale 1, as T5).
+VARIED = {"Q": [[1, 0, 0.5, -1], [0, 1, 1, 0], [1, 1, -0.5, 0.5], [0.5, -1, 0, 1]],
+          "K": [[1, 0, 0, 1], [0, 1, 1, 1], [-1, 0.5, 0.5, 0], [0, 0, 1, -1]],
+          "V": [[1, 2, 0, 1], [0, 1, 2, -1], [1, 0, 1, 1], [2, 1, -1, 0]], "heads": 2, "scale": 1,
+          "masked_rows": "uniform", "relative_bias": {"buckets": 4, "max_distance": 8, "bidirectional": True,
+                                                      "embedding": [[0.5, -0.25], [0.125, 1], [-1, 0.75], [0.25, 0]]},
+          "bias": [[0, -1, 0.5, 0], [0.25, 0, 0, -0.5], [0, 0, 1, 0], [-2, 0, 0, 0.5]],
+          "mask": [[[1, 1, 0, 1], [1, 1, 1, 1], [0, 1, 1, 1], [1, 1, 1, 0]],
+                   [[0, 0, 0, 0], [1, 0, 1, 1], [1, 1, 1, 1], [1, 1, 0, 1]]]}
+
+
+def problem_of(sample):
+    """A bundled sample's problem (by name), or a document's."""
+    return build_problem(json.loads((SAMPLES / sample).read_text()) if isinstance(sample, str) else sample)
 
 
 def edited(problem, edits: list[dict]):
@@ -213,12 +227,25 @@ def test_the_status_names_hostile_labels_as_text(browser, problem_file_module): 
 
 
 @pytest.mark.slow
-def test_every_supported_samples_page_recomputes_as_numpy(browser, pages):  # noqa: F811
+def test_every_supported_samples_page_recomputes_as_numpy(browser, pages, tmp_path):  # noqa: F811
+    """Every bundled sample the what-if supports, and VARIED; then a mask bit that would leave a row with no
+    key under the "error" policy is refused, as numpy refuses it."""
     page = Opened(browser, pages(SAMPLES / SUPPORTED[0]))
-    for sample in SUPPORTED:
-        page.go(pages(SAMPLES / sample))
+    (tmp_path / "varied.json").write_text(json.dumps(VARIED))
+    for sample in [*SUPPORTED, VARIED]:
+        page.go(pages(SAMPLES / sample) if isinstance(sample, str) else pages(tmp_path / "varied.json"))
         sweep(page, sample)
         assert (page.errors, page.requests, page.dialogs) == ([], [], []), sample
+    strict = VARIED | {"masked_rows": "error", "mask": [[[1, 0, 0, 0]] * 4] * 2}
+    (tmp_path / "strict.json").write_text(json.dumps(strict))
+    page.go(pages(tmp_path / "strict.json"))
+    page.tab.click("#tab-1")
+    page.tab.click('td[data-stage="masked"][data-head="1"][data-row="2"][data-col="0"]')
+    page.tab.click("#wi-apply")
+    assert page.tab.inner_text("#wi-status") == "error: head 1: every key is masked for query 2 (the masked-rows " \
+        "policy is error); not applied"
+    with pytest.raises(InputError, match="head 1: every key is masked for query 2"):
+        edited(problem_of(strict), [{"what": "mask", "h": 1, "i": 2, "j": 0, "value": 0}])
     page.close()
 
 
