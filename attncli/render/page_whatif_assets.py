@@ -29,12 +29,22 @@ WHATIF_CSS = """
 WHATIF_JS = r"""
 (function () {
   "use strict";
-  var block = document.getElementById("attn-data"), box = document.getElementById("whatif");
-  if (!block || !box) return;
-  var W = JSON.parse(block.textContent).whatif;
-  if (!W || W.why) return;
-  var H = W.heads, LQ = W.lq, LK = W.lk, NEG = -Infinity, P = W.precision;
-  var form = document.getElementById("wi-form"), status = document.getElementById("wi-status");
+  var block = document.getElementById("attn-data"), form = document.getElementById("wi-form");
+  if (!block || !form) return;  // no what-if on this page (or the line saying why)
+  var status = document.getElementById("wi-status"), NEG = -Infinity, HEAT = /^(p[1-9]|n[1-9]|x)$/;
+  // Read at the first use, not as the page opens: a real layer's inputs are half a megabyte of JSON.
+  var W, H, LQ, LK, P, bias, relative, original, state, edits = [], cells, base, now;
+  function init() {
+    if (W) return;
+    W = JSON.parse(block.textContent).whatif;
+    H = W.heads; LQ = W.lq; LK = W.lk; P = W.precision;
+    bias = W.bias && inf(W.bias); relative = W.relative && inf(W.relative);
+    original = {Q: W.Q, K: W.K, V: W.V, scale: W.scale,
+                visible: W.visible || [W.Q[0].map(function () { var r = []; for (var j = 0; j < LK; j++) r.push(1); return r; })]};
+    state = copy(original);
+    cells = index();
+    base = now = compute(original);
+  }
   var field = function (n) { return document.getElementById("wi-" + n); };
   function copy(a) {  // a deep copy of arrays and plain objects
     if (Array.isArray(a)) return a.map(copy);
@@ -42,10 +52,6 @@ WHATIF_JS = r"""
     var out = {}; Object.keys(a).forEach(function (k) { out[k] = copy(a[k]); }); return out;
   }
   function inf(a) { return Array.isArray(a) ? a.map(inf) : a === null ? NEG : a; }  // JSON null: −∞
-  var bias = W.bias && inf(W.bias), relative = W.relative && inf(W.relative);
-  var original = {Q: W.Q, K: W.K, V: W.V, scale: W.scale,
-                  visible: W.visible || [W.Q[0].map(function () { var r = []; for (var j = 0; j < LK; j++) r.push(1); return r; })]};
-  var state = copy(original), edits = [];
 
   function matmulT(a, b) {  // a (n, d) times b (m, d) transposed: (n, m), each sum left to right
     return a.map(function (x) { return b.map(function (y) { var s = 0; for (var d = 0; d < x.length; d++) s += x[d] * y[d]; return s; }); });
@@ -163,16 +169,17 @@ WHATIF_JS = r"""
   }
 
   // The cells the script redraws: every value cell of a stage it computes, with its text and heat class as written.
-  var KNOWN = ["Q", "K", "V", "sum", "lse", "concat", "final"].concat(W.stages);
-  var HEAT = /^(p[1-9]|n[1-9]|x)$/;
-  var cells = Array.prototype.filter.call(document.querySelectorAll("td[data-stage][data-row]"), function (c) {
-    return KNOWN.indexOf(c.getAttribute("data-stage")) >= 0 && !c.hasAttribute("data-tile");
-  }).map(function (c) {
-    var h = c.getAttribute("data-head");
-    return {el: c, stage: c.getAttribute("data-stage"), h: h === "" ? null : +h, i: +c.getAttribute("data-row"),
-            j: c.getAttribute("data-col"), text: c.textContent,
-            heat: Array.prototype.filter.call(c.classList, function (k) { return HEAT.test(k); }).join(" ")};
-  });
+  function index() {
+    var known = ["Q", "K", "V", "sum", "lse", "concat", "final"].concat(W.stages);
+    return Array.prototype.filter.call(document.querySelectorAll("td[data-stage][data-row]"), function (c) {
+      return known.indexOf(c.getAttribute("data-stage")) >= 0 && !c.hasAttribute("data-tile");
+    }).map(function (c) {
+      var h = c.getAttribute("data-head");
+      return {el: c, stage: c.getAttribute("data-stage"), h: h === "" ? null : +h, i: +c.getAttribute("data-row"),
+              j: c.getAttribute("data-col"), text: c.textContent,
+              heat: Array.prototype.filter.call(c.classList, function (k) { return HEAT.test(k); }).join(" ")};
+    });
+  }
   function matrix(out, cell) {  // the (rows, columns) array a cell's table shows
     if (cell.stage === "concat" || cell.stage === "final") return out[cell.stage];
     return out[cell.stage === "sum" || cell.stage === "lse" ? "weights" : cell.stage][cell.h];
@@ -182,7 +189,6 @@ WHATIF_JS = r"""
     return matrix(out, cell)[cell.i][+cell.j];
   }
   function same(a, b) { return a === b || (a !== a && b !== b); }
-  var base = compute(original), now = base;
 
   function draw() {
     var tops = {};
@@ -266,12 +272,13 @@ WHATIF_JS = r"""
   }
   function showing(what) {
     ["head", "row", "col"].forEach(function (n) { field(n).parentNode.hidden = what === "scale"; });
-    if (what === "scale") field("value").value = String(state.scale);
+    if (what === "scale") { init(); field("value").value = String(state.scale); }
   }
   field("what").addEventListener("change", function () { showing(field("what").value); });
   form.addEventListener("submit", function (ev) {
     ev.preventDefault();
     try {
+      init();
       var e = read(); apply(e);
       say("recomputed: " + edits.map(words).join("; ") + ". Changed cells are outlined; reset to go back.");
     } catch (err) {
@@ -280,6 +287,7 @@ WHATIF_JS = r"""
     }
   });
   field("reset").addEventListener("click", function () {
+    init();
     state = copy(original); edits = []; now = base; draw();
     say("reset: every number is the original again.");
   });
@@ -290,6 +298,7 @@ WHATIF_JS = r"""
     var stage = c.getAttribute("data-stage"), h = c.getAttribute("data-head");
     var what = {Q: "Q", K: "K", V: "V", masked: "mask"}[stage];
     if (!what || h === "" || !field("what").querySelector('option[value="' + what + '"]')) return;
+    init();
     var i = +c.getAttribute("data-row"), j = +c.getAttribute("data-col");
     field("what").value = what; field("head").value = h; field("row").value = i; field("col").value = j;
     showing(what);
@@ -317,7 +326,8 @@ WHATIF_JS = r"""
     var c = ev.target.closest ? ev.target.closest("td[data-row]") : null;
     if (c && (ev.key === "Enter" || ev.key === " ")) { picked(c); note(c); }
   });
-  window.attnWhatIf = {now: function () { return now; }, base: function () { return base; }, number: number,
+  window.attnWhatIf = {now: function () { init(); return now; }, base: function () { init(); return base; },
+                       number: function (x) { init(); return number(x); },
                        edits: function () { return edits.map(function (e) { return {what: e.what, h: e.h, i: e.i, j: e.j, value: e.value}; }); }};
 })();
 """
