@@ -197,6 +197,12 @@ def test_an_edit_is_recomputed_as_numpy_computes_it_and_only_changed_cells_are_m
     page = Opened(browser, pages(SAMPLES / "sinks.json"))
     sweep(page, "sinks.json")
     reset(page)
+    edit(page, "Q", 1.375, 1, 2, 0)
+    page.tab.click('td[data-stage="scores"][data-head="1"][data-row="2"][data-col="2"]')  # q = (1.375, −1), k = (1, 1)
+    note = page.tab.inner_text("#derivation .wi-note")
+    assert "after your edits this number is 0.3750" in note and "q · k = (1.3750)(1.0000) + (-1.0000)(1.0000) = 0.3750" in note
+    assert "the derivation below is of the original numbers" in note.lower()
+    reset(page)
     edit(page, "Q", 2000, 1, 2, 1)  # logits past e^709: only a softmax that subtracts the row's max holds them
     check(page, problem_of("sinks.json"))
     values = [0.03125, -0.03125, 0.00005, 1.00015, -2e-9, 0.5, 2.5e15, -1e-300, 123.45675]

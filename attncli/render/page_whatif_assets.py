@@ -13,6 +13,9 @@ does, −∞ as the page's sign), its heat class as render/page.py's `_levels` g
 
 `window.attnWhatIf` gives the current stages (`now()`), the original ones (`base()`), the edits
 (`edits()`) and the number format (`number(x)`): the browser test reads them.
+
+After an edit, a click on a number puts above its derivation (which is of the original numbers, and
+says so) its new value and the step that made it from the edited numbers, in one line (`worked`).
 """
 
 WHATIF_CSS = """
@@ -304,19 +307,60 @@ WHATIF_JS = r"""
     showing(what);
     field("value").value = what === "mask" ? String(1 - plane(state.visible, +h)[i][j]) : String(state[what][+h][i][j]);
   }
+  var MOST_TERMS = 8;  // a long sum shows its first terms and says how many more
+  function sum(terms) {  // "(a)(b) + (c)(d) + …" of [a, b] pairs, as the hand calculation writes products
+    var shown = terms.slice(0, MOST_TERMS).map(function (t) { return "(" + number(t[0]) + ")(" + number(t[1]) + ")"; });
+    return shown.join(" + ") + (terms.length > MOST_TERMS ? " + … (" + (terms.length - MOST_TERMS) + " more terms)" : "");
+  }
+  function before(name) { return W.stages[W.stages.indexOf(name) - 1]; }
+  // The clicked number worked out from the edited numbers, one line: the step that made it.
+  function worked(c) {
+    var h = c.h, i = c.i, j = +c.j, v = value(now, c), x, n;
+    var q = now.Q_rope ? now.Q_rope[h] : now.Q[h], k = now.K_rope ? now.K_rope[h] : now.K[h];
+    if (c.stage === "Q" || c.stage === "K" || c.stage === "V") return null;
+    if (c.stage === "scores") return (now.Q_rope ? "Q_rope · K_rope" : "q · k") + " = " + sum(q[i].map(function (a, d) { return [a, k[j][d]]; })) + " = " + number(v);
+    if (c.stage === "Q_rope" || c.stage === "K_rope") return null;
+    if (c.stage === "sum") return "the row's weights added up = " + number(v);
+    x = now[before(c.stage === "lse" ? "weights" : c.stage)];
+    x = x && x[h] && x[h][i];
+    if (c.stage === "scaled") return "scores · scale = " + number(x[j]) + " · " + state.scale + " = " + number(v);
+    if (c.stage === "capped") return W.softcap + " · tanh(" + number(x[j]) + " / " + W.softcap + ") = " + number(v);
+    if (c.stage === "biased") return number(x[j]) + " + relative bias " + number(relative[h][i][j]) + " = " + number(v);
+    if (c.stage === "masked") return plane(state.visible, h)[i][j] ? number(x[j]) + (bias ? " + bias " + number(plane(bias, h)[i][j]) : "") +
+      " = " + number(v) + " (the mask lets this query see this key)"
+      : "−∞: the mask hides this key from this query";
+    if (c.stage === "weights" || c.stage === "lse") {
+      var most = NEG; x.forEach(function (y) { if (y > most) most = y; });
+      var sink = W.sinks ? W.sinks[h] : null, shift = sink !== null ? Math.max(most, sink) : most, total = 0;
+      if (shift === NEG) return "every key is masked for this query: " + number(v) + " (the masked-rows policy)";
+      x.forEach(function (y) { total += Math.exp(y - shift); });
+      if (sink !== null) total += Math.exp(sink - shift);
+      var of = "Σ e^(x − " + number(shift) + ") = " + number(total) + (sink !== null ? " (the sink's e^(" + number(sink - shift) + ") included)" : "");
+      if (c.stage === "lse") return "lse = " + number(shift) + " + ln " + number(total) + " = " + number(v) + ", " + of;
+      return "e^(" + number(x[j]) + " − " + number(shift) + ") / " + number(total) + " = " + number(v) + ", " + of;
+    }
+    if (c.stage === "output") return "Σ weight · v = " + sum(now.weights[h][i].map(function (w, m) { return [w, now.V[h][m][j]]; })) + " = " + number(v);
+    if (c.stage === "final" && W.WO) {
+      n = sum(now.concat[i].map(function (a, m) { return [a, W.WO[m][j]]; }));
+      return "concat · W_O's column " + j + " = " + n + (W.bO ? " + " + number(W.bO[j]) : "") + " = " + number(v);
+    }
+    return null;
+  }
   function note(c) {
     var panel = document.getElementById("derivation");
     if (!edits.length || !panel) return;
-    var cell = cells.filter(function (x) { return x.el === c; })[0], p = document.createElement("p");
-    p.className = "wi-note";
-    if (!cell) p.textContent = "What-if: your edits do not reach this table; the derivation is of the original numbers.";
+    var cell = cells.filter(function (x) { return x.el === c; })[0], box = document.createElement("div");
+    box.className = "wi-note";
+    var say = function (tag, text) { var e = document.createElement(tag); e.textContent = text; box.appendChild(e); };
+    if (!cell) say("p", "What-if: your edits do not reach this table; the derivation below is of the original numbers.");
     else {
-      var v = value(now, cell), was = value(base, cell);
-      p.textContent = same(v, was) ? "What-if: your edits leave this number as it was; the derivation below is of the original numbers."
-        : "What-if: after your edits this number is " + number(v) + " (" + v + "), was " + number(was) +
-          "; the derivation below is of the original numbers (reset to see them again).";
+      var v = value(now, cell), was = value(base, cell), line = worked(cell);
+      say("p", same(v, was) ? "What-if: your edits leave this number as it was (" + number(v) + ")."
+        : "What-if: after your edits this number is " + number(v) + " (" + v + "), was " + number(was) + ".");
+      if (line) say("pre", line);
+      say("p", "The derivation below is of the original numbers (reset to see them again).");
     }
-    panel.insertBefore(p, panel.firstChild);
+    panel.insertBefore(box, panel.firstChild);
   }
   document.addEventListener("click", function (ev) {
     var c = ev.target.closest ? ev.target.closest("td[data-row]") : null;
