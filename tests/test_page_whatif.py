@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import SAMPLES
 from test_page_browser import HOSTILE, Opened, browser, pages, problem_file_module  # noqa: F401  (the fixtures, shared)
+from test_stages import CAUSAL, DOUBLED, insert
 from typer.testing import CliRunner
 
 from attncli.base.errors import InputError
@@ -24,6 +25,7 @@ from attncli.problem import groups, masks
 from attncli.problem.rules import Matrix
 from attncli.render import page_whatif
 from attncli.render.page import collect
+from attncli.render.page_whatif_assets import WHATIF_JS
 from attncli.render.text import number
 
 TOLERANCE = 1e-12
@@ -270,13 +272,17 @@ def test_a_page_it_cannot_recompute_says_why_in_one_line_and_has_no_controls(tmp
         .startswith(why) and 'id="wi-form"' not in text
 
 
-def test_a_stage_it_does_not_know_refuses_the_page(monkeypatch):
-    """The what-if reads the stage table: a stage it has no step for (here: softcap's, taken out of
-    RECOMPUTED) is named, never skipped."""
-    trace = attend(problem_of("softcap.json"))
-    assert page_whatif.refusal(trace) is None
-    monkeypatch.setattr(page_whatif, "RECOMPUTED", tuple(n for n in page_whatif.RECOMPUTED if n != "capped"))
-    assert page_whatif.refusal(trace) == "the stage capped is not recomputed"
+def test_a_stage_it_does_not_know_refuses_the_page(monkeypatch, tmp_path):
+    """The what-if reads the stage table: a stage added to it (test_stages.py's throwaway `doubled`)
+    is named in the page's one line, never skipped; and every stage it says it recomputes has its
+    step in the script."""
+    insert(monkeypatch, DOUBLED)
+    (tmp_path / "causal.json").write_text(json.dumps(CAUSAL))
+    result = CliRunner().invoke(app, ["compute", str(tmp_path / "causal.json"), "-o", str(tmp_path / "page.html")])
+    assert result.exit_code == 0, result.stderr
+    assert 'id="wi-why">What-if is not available on this page: the stage doubled is not recomputed.' \
+        in (tmp_path / "page.html").read_text()
+    assert all(f'name === "{name}"' in WHATIF_JS for name in page_whatif.RECOMPUTED)
 
 
 def test_the_inputs_are_embedded_at_full_precision():
