@@ -1,10 +1,10 @@
 """The page's what-if: the learner changes one input number (an entry of a head's Q, K or V, a mask
 bit, the scale) and the page's script (render/page_whatif_assets.py) recomputes every stage after it
 and redraws the cells, the changed ones marked. This module decides whether a page can do it and
-writes what the script needs: every per-head input at full float64 precision (JSON numbers are
-`repr`, which round-trips), and what the problem adds that no edit changes, as numpy computed it
-(RoPE's cos and sin, the bias with ALiBi, T5's relative bias, the visibility of every key, the sinks,
-W_O and b_O).
+writes what the script needs: each head's Q and each kv head's K and V at full float64 precision
+(JSON numbers are `repr`, which round-trips), and what the problem adds that no edit changes, as
+numpy computed it (RoPE's cos and sin, the bias with ALiBi, T5's relative bias, the visibility of
+every key, the sinks, W_O and b_O).
 
 The script computes in doubles in numpy's order where the order shows in the last bits (the row's
 max subtracted before exp, the sink in the sum, the masked-rows policy, a × cos − b × sin); sums
@@ -69,7 +69,8 @@ def size(trace: Trace) -> int:
     p = trace.problem
     planes = sum(a.shape[0] for a in (masks.visible(p), masks.bias(p)) if a is not None)
     relative = p.heads if p.relative_bias is not None else 0
-    return trace.Q.size + trace.K.size + trace.V.size + (planes + relative) * p.lq * p.lk
+    group = p.heads // groups.count(p)
+    return trace.Q.size + (trace.K.size + trace.V.size) // group + (planes + relative) * p.lq * p.lk
 
 
 def _numbers(array) -> list:
@@ -89,11 +90,13 @@ def data(trace: Trace, precision: int, tiled=None, tables=None) -> dict:
         return {"why": why}
     p = trace.problem
     visible, bias = masks.visible(p), masks.bias(p)
+    group = p.heads // groups.count(p)
     final = tables is None or any(isinstance(part, str) and 'data-stage="final"' in part for _, part in tables.parts)
     found = {
-        "heads": p.heads, "lq": p.lq, "lk": p.lk, "group": p.heads // groups.count(p),
+        "heads": p.heads, "lq": p.lq, "lk": p.lk, "group": group,
         "stages": [s.name for s in present(p)], "precision": precision, "minusInf": MINUS_INF,
-        "Q": trace.Q.tolist(), "K": trace.K.tolist(), "V": trace.V.tolist(),  # (H, L, d), kv heads repeated
+        # Q (H, Lq, d_k); K and V per kv head (kv_heads, Lk, d): query head h reads kv head h // group
+        "Q": trace.Q.tolist(), "K": trace.K[::group].tolist(), "V": trace.V[::group].tolist(),
         "scale": float(trace.scale), "scaleText": _scale_text(trace, precision),
         "softcap": p.softcap, "maskedRows": p.masked_rows,
         "sinks": None if p.sinks is None else p.sinks.astype(np.float64).tolist(),

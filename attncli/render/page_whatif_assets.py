@@ -77,6 +77,7 @@ WHATIF_JS = r"""
       return out;
     });
   }
+  function kv(h) { return Math.floor(h / W.group); }  // the kv head query head h reads (K and V are embedded per kv head)
   function plane(a, h) { return a[a.length > 1 ? h : 0]; }  // a (1 or H, Lq, Lk) array's plane for head h
   function rowLabel(i) {
     var th = document.querySelector('th[data-row="' + i + '"][data-query]');
@@ -110,10 +111,11 @@ WHATIF_JS = r"""
   }
   // Every stage of every head from the state (Q, K, V, scale, visibility), in the stage table's order.
   function compute(s) {
-    var out = {Q: s.Q, K: s.K, V: s.V, weights: [], lse: [], sum: []};
+    var out = {Q: s.Q, K: [], V: [], weights: [], lse: [], sum: []};
+    for (var g = 0; g < H; g++) { out.K.push(s.K[kv(g)]); out.V.push(s.V[kv(g)]); }  // per query head, as the tables show them
     W.stages.forEach(function (name) { if (!out[name]) out[name] = []; });
     for (var h = 0; h < H; h++) {
-      var q = s.Q[h], k = s.K[h], x = null;
+      var q = s.Q[h], k = out.K[h], x = null;
       W.stages.forEach(function (name) {
         if (name === "Q_rope") { q = out.Q_rope[h] = rotate(q, W.rope.qcos, W.rope.qsin); finite(name, h, q); return; }
         if (name === "K_rope") { k = out.K_rope[h] = rotate(k, W.rope.kcos, W.rope.ksin); finite(name, h, k); return; }
@@ -125,7 +127,7 @@ WHATIF_JS = r"""
           var seen = plane(s.visible, h), add = bias && plane(bias, h);
           x = x.map(function (r, i) { return r.map(function (v, j) { return seen[i][j] ? (add ? v + add[i][j] : v) : NEG; }); });
         } else if (name === "weights") { softmax(x, h, out); x = out.weights[h]; return; }
-        else if (name === "output") x = matmul(x, s.V[h]);
+        else if (name === "output") x = matmul(x, out.V[h]);
         else fail("the stage " + name + " is not recomputed");
         finite(name, h, x, name === "masked");
         out[name][h] = x;
@@ -248,7 +250,7 @@ WHATIF_JS = r"""
     if (e.what === "mask") { heads = s.visible.length > 1 ? [e.h] : []; if (!heads.length) for (h = 0; h < H; h++) heads.push(h); }
     if (e.what === "scale") { e.old = s.scale; s.scale = e.value; }
     else if (e.what === "mask") { e.old = s.visible[s.visible.length > 1 ? e.h : 0][e.i][e.j]; s.visible[s.visible.length > 1 ? e.h : 0][e.i][e.j] = e.value; }
-    else { e.old = s[e.what][e.h][e.i][e.j]; heads.forEach(function (h) { s[e.what][h][e.i][e.j] = e.value; }); }
+    else { var m = s[e.what][e.what === "Q" ? e.h : kv(e.h)]; e.old = m[e.i][e.j]; m[e.i][e.j] = e.value; }
     e.heads = heads;
     var out = compute(s);  // throws (nothing changed) when numpy would refuse the edited problem
     state = s; now = out; edits.push(e);
@@ -305,7 +307,7 @@ WHATIF_JS = r"""
     var i = +c.getAttribute("data-row"), j = +c.getAttribute("data-col");
     field("what").value = what; field("head").value = h; field("row").value = i; field("col").value = j;
     showing(what);
-    field("value").value = what === "mask" ? String(1 - plane(state.visible, +h)[i][j]) : String(state[what][+h][i][j]);
+    field("value").value = what === "mask" ? String(1 - plane(state.visible, +h)[i][j]) : String(state[what][what === "Q" ? +h : kv(+h)][i][j]);
   }
   var MOST_TERMS = 8;  // a long sum shows its first terms and says how many more
   function sum(terms) {  // "(a)(b) + (c)(d) + …" of [a, b] pairs, as the hand calculation writes products
