@@ -50,10 +50,21 @@ def problem_of(sample):
     return build_problem(json.loads((SAMPLES / sample).read_text()) if isinstance(sample, str) else sample)
 
 
+def with_inputs(problem, edits: list[dict]):
+    """`problem` with the edits of X and X_kv."""
+    given = {name: np.array(array) for name, array in problem.inputs.items()}
+    for e in edits:
+        if e["what"] in ("X", "X_kv"):
+            given[e["what"]][e["i"], e["j"]] = e["value"]
+    return replace(problem, inputs=given)
+
+
 def edited(problem, edits: list[dict]):
-    """The trace attncli computes for `problem` with the page's edits: each head's Q, K and V given
-    as (H, L, d) (a K or V edit changes its kv head's, so every query head of its group), a mask bit
-    by a mask matrix of the same visibility, the scale as given."""
+    """The trace attncli computes for `problem` with the page's edits: an entry of X (or X_kv) in the
+    problem's inputs; then each head's Q, K and V given as (H, L, d) (a K or V edit changes its kv
+    head's, so every query head of its group), a mask bit by a mask matrix of the same visibility,
+    the scale as given."""
+    problem = with_inputs(problem, edits)
     trace = attend(problem)
     arrays = {name: np.array(getattr(trace, name)) for name in "QKV"}
     visible = masks.visible(problem)
@@ -62,6 +73,8 @@ def edited(problem, edits: list[dict]):
     for e in edits:
         if e["what"] == "scale":
             scale = e["value"]
+        elif e["what"] in ("X", "X_kv"):
+            continue
         elif e["what"] == "mask":
             visible[e["h"] if visible.shape[0] > 1 else 0, e["i"], e["j"]] = bool(e["value"])
         else:
@@ -73,9 +86,12 @@ def edited(problem, edits: list[dict]):
     return attend(replace(problem, inputs=inputs, kv_heads=None, scale=scale, rules=rules))
 
 
-def value_of(trace, stage: str, head: str, row: str, col: str) -> float | None:
-    """The value a page cell shows, from a trace; None for a table the what-if does not recompute."""
+def value_of(trace, stage: str, head: str, row: str, col: str, given=None) -> float | None:
+    """The value a page cell shows, from a trace (and for X, X_kv: the problem's inputs `given`); None
+    for a table the what-if does not recompute."""
     i = int(row)
+    if stage in ("X", "X_kv"):
+        return float(given[stage][i, int(col)])
     if stage in ("concat", "final"):
         return float(getattr(trace, stage)[i, int(col)])
     if stage == "sum":
@@ -132,11 +148,12 @@ def check(page, problem, edits_made: int = 1, terms: bool = False) -> None:
     cells = page.tab.evaluate("""Array.from(document.querySelectorAll("td[data-stage][data-row]")).map(c =>
         [c.dataset.stage, c.dataset.head, c.dataset.row, c.dataset.col, c.textContent, c.classList.contains("wi"),
          Array.from(c.classList).filter(k => /^([pn][1-9]|x)$/.test(k)).join(" ")])""")
-    heat = written(expected)
+    heat, given = written(expected), with_inputs(problem, edits).inputs
     marked = 0
     for stage, head, row, col, text, outlined, shade in cells:
         assert heat.get((stage, head, row, col), shade) == shade, f"{edits}: {stage} head {head} row {row} col {col}"
-        new, old = value_of(expected, stage, head, row, col), value_of(original, stage, head, row, col)
+        new = value_of(expected, stage, head, row, col, given)
+        old = value_of(original, stage, head, row, col, problem.inputs)
         where = f"{edits}: {stage} head {head} row {row} col {col}"
         if new is None:  # a table it does not recompute: X, W_Q, …
             assert not outlined, where
@@ -153,8 +170,8 @@ def edit(page, what: str, value, head: int = 0, row: int = 0, col: int = 0) -> N
     if what == "scale":
         page.tab.select_option("#wi-what", "scale")
     else:
-        page.tab.click(f"#tab-{head}")
-        stage = "masked" if what == "mask" else what
+        page.tab.click(f"#tab-{'inputs' if what.startswith('X') else head}")
+        stage, head = ("masked" if what == "mask" else what), ("" if what.startswith("X") else head)
         page.tab.click(f'td[data-stage="{stage}"][data-head="{head}"][data-row="{row}"][data-col="{col}"]')
         assert page.tab.input_value("#wi-what") == what
     if value is not None:
@@ -172,7 +189,8 @@ def reset(page) -> None:
 
 def sweep(page, sample: str) -> None:
     """One sample's page: a query entry, a key entry (the last head's: with grouped-query attention, its
-    group's), a mask bit (a hidden key shown) when it has a mask, and the scale; each checked, then reset."""
+    group's), a mask bit (a hidden key shown) when it has a mask, the scale, and an entry of X and X_kv
+    when it is projected from them; each checked, then reset."""
     problem = problem_of(sample)
     trace = attend(problem)
     last = problem.heads - 1
@@ -190,6 +208,11 @@ def sweep(page, sample: str) -> None:
         reset(page)
     edit(page, "scale", 0.3)
     check(page, problem)
+    for name in ("X", "X_kv"):
+        if name in problem.inputs:
+            reset(page)
+            edit(page, name, -0.875, 0, 1, 0)  # Q, K and V projected again
+            check(page, problem)
 
 
 def test_an_edit_is_recomputed_as_numpy_computes_it_and_only_changed_cells_are_marked(browser, pages):  # noqa: F811

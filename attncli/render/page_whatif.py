@@ -108,8 +108,20 @@ def data(trace: Trace, precision: int, tiled=None, tables=None) -> dict:
         "WO": _numbers(p.inputs["W_O"]) if final and "W_O" in p.inputs else None,
         "bO": _numbers(p.inputs["b_O"].reshape(-1)) if final and "b_O" in p.inputs else None,
         "rope": _rope(trace),
+        "proj": _projections(trace),
     }
     return found
+
+
+def _projections(trace: Trace) -> dict | None:
+    """X (and X_kv), W_Q, W_K, W_V and their biases, when the problem is projected and they fit in
+    MOST beside the rest: then X's entries are editable too, and Q, K, V are recomputed from them."""
+    p = trace.problem
+    if not p.projected or size(trace) + sum(a.size for a in p.inputs.values()) > MOST:
+        return None
+    names = ("X", "X_kv", "W_Q", "W_K", "W_V")
+    return {name: p.inputs[name].tolist() if name in p.inputs else None for name in names} | \
+        {name: p.inputs[name].reshape(-1).tolist() if name in p.inputs else None for name in ("b_Q", "b_K", "b_V")}
 
 
 def _scale_text(trace: Trace, precision: int) -> str:
@@ -141,14 +153,18 @@ def panel(found: dict, trace: Trace) -> str:
                       "</section>"
     p = trace.problem
     options = [("Q", "Q (a query's entry)"), ("K", "K (a key's entry)"), ("V", "V (a value's entry)")]
+    if found["proj"] is not None:
+        options[:0] = [("X", "X (a query token's input)")] + [("X_kv", "X_kv (a key token's input)")] * ("X_kv" in p.inputs)
     if "masked" in found["stages"]:
         options.append(("mask", "mask bit (1 = the query may attend the key)"))
     options.append(("scale", "scale"))
     choice = "".join(f'<option value="{value}">{html_text(text)}</option>' for value, text in options)
     shared = " K and V are shared by each kv head's query heads: an edit changes the group's." \
         if found["group"] > 1 else ""
-    projected = " Q, K and V are the projections as computed (X and the weights are not editable)." \
-        if p.projected else ""
+    projected = "" if not p.projected else \
+        " An entry of X changes the projections Q = X W_Q, K and V; an entry of Q, K or V overrides its projection." \
+        if found["proj"] is not None else " Q, K and V are the projections as computed (X and the weights are too " \
+        "large to embed, and not editable)."
     return head + (
         '<p class="note">Change one input number and every stage after it is recomputed in this page, in float64 '
         "as attncli computes it; the changed cells are outlined. Click a Q, K, V or masked cell to pick it."

@@ -42,7 +42,7 @@ WHATIF_JS = r"""
     W = JSON.parse(block.textContent).whatif;
     H = W.heads; LQ = W.lq; LK = W.lk; P = W.precision;
     bias = W.bias && inf(W.bias); relative = W.relative && inf(W.relative);
-    original = {Q: W.Q, K: W.K, V: W.V, scale: W.scale,
+    original = {scale: W.scale, over: [], X: W.proj && W.proj.X, X_kv: W.proj && W.proj.X_kv,
                 visible: W.visible || [W.Q[0].map(function () { var r = []; for (var j = 0; j < LK; j++) r.push(1); return r; })]};
     state = copy(original);
     cells = index();
@@ -110,12 +110,28 @@ WHATIF_JS = r"""
     });
   }
   // Every stage of every head from the state (Q, K, V, scale, visibility), in the stage table's order.
+  function project(x, name, n) {  // head_inputs: x W (+ b), its columns split into n heads: (n, L, d)
+    var P = W.proj, m = matmul(x, P["W_" + name]), b = P["b_" + name], d = m[0].length / n, out = [];
+    if (b) m = m.map(function (r) { return r.map(function (v, c) { return v + b[c]; }); });
+    finite("the projection " + name + " = X W_" + name, 0, m);
+    for (var g = 0; g < n; g++) out.push(m.map(function (r) { return r.slice(g * d, (g + 1) * d); }));
+    return out;
+  }
+  // Q, K and V (K and V per kv head): projected from X when the page embeds the projections, else as
+  // given; then the entries edited.
+  function inputs(s) {
+    var kvs = H / W.group, x = s.X_kv || s.X;
+    var m = W.proj ? {Q: project(s.X, "Q", H), K: project(x, "K", kvs), V: project(x, "V", kvs)} : {Q: W.Q, K: W.K, V: W.V};
+    if (s.over.length) m = copy(m);
+    s.over.forEach(function (e) { m[e.what][e.what === "Q" ? e.h : kv(e.h)][e.i][e.j] = e.value; });
+    return m;
+  }
   function compute(s) {
-    var out = {Q: s.Q, K: [], V: [], weights: [], lse: [], sum: []};
-    for (var g = 0; g < H; g++) { out.K.push(s.K[kv(g)]); out.V.push(s.V[kv(g)]); }  // per query head, as the tables show them
+    var m = inputs(s), out = {Q: m.Q, K: [], V: [], X: s.X, X_kv: s.X_kv, weights: [], lse: [], sum: []};
+    for (var g = 0; g < H; g++) { out.K.push(m.K[kv(g)]); out.V.push(m.V[kv(g)]); }  // per query head, as the tables show them
     W.stages.forEach(function (name) { if (!out[name]) out[name] = []; });
     for (var h = 0; h < H; h++) {
-      var q = s.Q[h], k = out.K[h], x = null;
+      var q = out.Q[h], k = out.K[h], x = null;
       W.stages.forEach(function (name) {
         if (name === "Q_rope") { q = out.Q_rope[h] = rotate(q, W.rope.qcos, W.rope.qsin); finite(name, h, q); return; }
         if (name === "K_rope") { k = out.K_rope[h] = rotate(k, W.rope.kcos, W.rope.ksin); finite(name, h, k); return; }
@@ -175,7 +191,7 @@ WHATIF_JS = r"""
 
   // The cells the script redraws: every value cell of a stage it computes, with its text and heat class as written.
   function index() {
-    var known = ["Q", "K", "V", "sum", "lse", "concat", "final"].concat(W.stages);
+    var known = ["Q", "K", "V", "sum", "lse", "concat", "final"].concat(W.stages, W.proj ? ["X", "X_kv"] : []);
     return Array.prototype.filter.call(document.querySelectorAll("td[data-stage][data-row]"), function (c) {
       return known.indexOf(c.getAttribute("data-stage")) >= 0 && !c.hasAttribute("data-tile");
     }).map(function (c) {
@@ -186,7 +202,7 @@ WHATIF_JS = r"""
     });
   }
   function matrix(out, cell) {  // the (rows, columns) array a cell's table shows
-    if (cell.stage === "concat" || cell.stage === "final") return out[cell.stage];
+    if (cell.h === null) return out[cell.stage];  // concat, final, X, X_kv
     return out[cell.stage === "sum" || cell.stage === "lse" ? "weights" : cell.stage][cell.h];
   }
   function value(out, cell) {
@@ -238,6 +254,7 @@ WHATIF_JS = r"""
   function words(e) {  // "K · heads 0, 1 · key sat · column 1: 0.5 → 2" (labels as the page shows them: textContent)
     if (e.what === "scale") return "scale " + number(e.old) + " → " + e.value;
     var heads = (e.heads.length > 1 ? " · heads " : " · head ") + e.heads.join(", ");
+    if (e.heads[0] === "") return e.what + " · " + (e.what === "X" ? "query " + rowLabel(e.i) : "key " + keyLabel(e.i)) + " · column " + e.j + ": " + e.old + " → " + e.value;
     if (e.what === "mask") return "mask bit" + heads + " · query " + rowLabel(e.i) + " → key " + keyLabel(e.j) + ": " + e.old + " → " + e.value;
     return e.what + heads + (e.what === "Q" ? " · query " + rowLabel(e.i) : " · key " + keyLabel(e.i)) + " · column " + e.j + ": " + e.old + " → " + e.value;
   }
@@ -248,9 +265,11 @@ WHATIF_JS = r"""
       for (var h = g; h < g + W.group; h++) heads.push(h);
     }
     if (e.what === "mask") { heads = s.visible.length > 1 ? [e.h] : []; if (!heads.length) for (h = 0; h < H; h++) heads.push(h); }
+    if (e.what === "X" || e.what === "X_kv") heads = [""];
     if (e.what === "scale") { e.old = s.scale; s.scale = e.value; }
     else if (e.what === "mask") { e.old = s.visible[s.visible.length > 1 ? e.h : 0][e.i][e.j]; s.visible[s.visible.length > 1 ? e.h : 0][e.i][e.j] = e.value; }
-    else { var m = s[e.what][e.what === "Q" ? e.h : kv(e.h)]; e.old = m[e.i][e.j]; m[e.i][e.j] = e.value; }
+    else if (heads[0] === "") { e.old = s[e.what][e.i][e.j]; s[e.what][e.i][e.j] = e.value; }
+    else { e.old = now[e.what][e.h][e.i][e.j]; s.over.push({what: e.what, h: e.h, i: e.i, j: e.j, value: e.value}); }
     e.heads = heads;
     var out = compute(s);  // throws (nothing changed) when numpy would refuse the edited problem
     state = s; now = out; edits.push(e);
@@ -260,9 +279,11 @@ WHATIF_JS = r"""
   function read() {
     var what = field("what").value, e = {what: what, h: +field("head").value, i: +field("row").value, j: +field("col").value};
     var text = field("value").value.trim().replace(/\u2212/g, "-");
-    var limits = {Q: [LQ, W.Q[0][0].length], K: [LK, W.K[0][0].length], V: [LK, W.V[0][0].length], mask: [LQ, LK]}[what];
+    var limits = {Q: [LQ, W.Q[0][0].length], K: [LK, W.K[0][0].length], V: [LK, W.V[0][0].length], mask: [LQ, LK],
+                  X: state.X && [state.X.length, state.X[0].length], X_kv: state.X_kv && [state.X_kv.length, state.X_kv[0].length]}[what];
+    if (what === "X" || what === "X_kv") e.h = "";
     if (what !== "scale") {
-      if (!(e.h >= 0 && e.h < H && e.h % 1 === 0)) fail("head is " + field("head").value + "; expected 0 to " + (H - 1));
+      if (e.h !== "" && !(e.h >= 0 && e.h < H && e.h % 1 === 0)) fail("head is " + field("head").value + "; expected 0 to " + (H - 1));
       if (!(e.i >= 0 && e.i < limits[0] && e.i % 1 === 0)) fail("row is " + field("row").value + "; expected 0 to " + (limits[0] - 1));
       if (!(e.j >= 0 && e.j < limits[1] && e.j % 1 === 0)) fail("column is " + field("col").value + "; expected 0 to " + (limits[1] - 1));
     }
@@ -276,7 +297,7 @@ WHATIF_JS = r"""
     return e;
   }
   function showing(what) {
-    ["head", "row", "col"].forEach(function (n) { field(n).parentNode.hidden = what === "scale"; });
+    ["head", "row", "col"].forEach(function (n) { field(n).parentNode.hidden = what === "scale" || (n === "head" && what.charAt(0) === "X"); });
     if (what === "scale") { init(); field("value").value = String(state.scale); }
   }
   field("what").addEventListener("change", function () { showing(field("what").value); });
@@ -301,13 +322,13 @@ WHATIF_JS = r"""
   // A click on a Q, K, V or masked cell picks it; the derivation panel says what the edits did to the cell it explains.
   function picked(c) {
     var stage = c.getAttribute("data-stage"), h = c.getAttribute("data-head");
-    var what = {Q: "Q", K: "K", V: "V", masked: "mask"}[stage];
-    if (!what || h === "" || !field("what").querySelector('option[value="' + what + '"]')) return;
+    var what = {Q: "Q", K: "K", V: "V", masked: "mask", X: "X", X_kv: "X_kv"}[stage];
+    if (!what || (h === "") !== (what.charAt(0) === "X") || !field("what").querySelector('option[value="' + what + '"]')) return;
     init();
     var i = +c.getAttribute("data-row"), j = +c.getAttribute("data-col");
-    field("what").value = what; field("head").value = h; field("row").value = i; field("col").value = j;
+    field("what").value = what; field("head").value = h || 0; field("row").value = i; field("col").value = j;
     showing(what);
-    field("value").value = what === "mask" ? String(1 - plane(state.visible, +h)[i][j]) : String(state[what][what === "Q" ? +h : kv(+h)][i][j]);
+    field("value").value = what === "mask" ? String(1 - plane(state.visible, +h)[i][j]) : String(h === "" ? state[what][i][j] : now[what][+h][i][j]);
   }
   var MOST_TERMS = 8;  // a long sum shows its first terms and says how many more
   function sum(terms) {  // "(a)(b) + (c)(d) + …" of [a, b] pairs, as the hand calculation writes products
@@ -319,7 +340,15 @@ WHATIF_JS = r"""
   function worked(c) {
     var h = c.h, i = c.i, j = +c.j, v = value(now, c), x, n;
     var q = now.Q_rope ? now.Q_rope[h] : now.Q[h], k = now.K_rope ? now.K_rope[h] : now.K[h];
-    if (c.stage === "Q" || c.stage === "K" || c.stage === "V") return null;
+    if (c.h === null && c.stage !== "final") return null;  // X, X_kv, concat
+    if (c.stage === "Q" || c.stage === "K" || c.stage === "V") {
+      var edited = state.over.some(function (e) { return e.what === c.stage && e.i === i && e.j === j && (c.stage === "Q" ? e.h === h : kv(e.h) === kv(h)); });
+      if (!W.proj || edited) return edited ? "an entry you edited" : null;
+      var from = c.stage === "Q" ? state.X : state.X_kv || state.X, col = (c.stage === "Q" ? h : kv(h)) * now[c.stage][h][0].length + j;
+      var b = W.proj["b_" + c.stage];
+      return "X · W_" + c.stage + "'s column " + col + " = " + sum(from[i].map(function (a, m) { return [a, W.proj["W_" + c.stage][m][col]]; })) +
+        (b ? " + " + number(b[col]) : "") + " = " + number(v);
+    }
     if (c.stage === "scores") return (now.Q_rope ? "Q_rope · K_rope" : "q · k") + " = " + sum(q[i].map(function (a, d) { return [a, k[j][d]]; })) + " = " + number(v);
     if (c.stage === "Q_rope" || c.stage === "K_rope") return null;
     if (c.stage === "sum") return "the row's weights added up = " + number(v);
