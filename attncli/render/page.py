@@ -274,12 +274,12 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
              "page (a hand calculation of this size takes about a second a row; --query LABEL chooses the rows "
              "explained): clicking one of their numbers names the command that explains it.</p>") if missing else ""]
     body += [f'<pre class="note">{html_text(line)}</pre>' for line in notes]
+    body.append(whatif_panel(data["whatif"], trace))  # above the tabs
     born = getattr(trace.precision, "nonfinite", None)
     if born is not None:  # the precision lab's first inf or NaN, its cell outlined in its table
         body.append(f'<p class="note">{html_text(born.line())} (outlined below).</p>')
     if explanation:
         body.append(f'<h2>explanation</h2><pre>{escape_lines(explanation)}</pre>')
-    body.append(whatif_panel(data["whatif"], trace))
     body.append(tabbed(sections(trace, tables)))
     intro = ("Click a number, or move with the arrow keys and press Enter, to see how it was calculated. "
              "Hatched cells are masked.")
