@@ -230,7 +230,8 @@ def test_an_edit_is_recomputed_as_numpy_computes_it_and_only_changed_cells_are_m
     reset(page)
     edit(page, "Q", 2000, 1, 2, 1)  # logits past e^709: only a softmax that subtracts the row's max holds them
     check(page, problem_of("sinks.json"))
-    values = [0.03125, -0.03125, 0.00005, 1.00015, -2e-9, 0.5, 2.5e15, -1e-300, 123.45675]
+    values = [0.03125, -0.03125, 0.00005, 1.00015, -2e-9, 0.5, 2.5e15, -1e-300, 123.45675, 1.00005e15, -1.00015e15,
+              4503599627370497.5, 1.5e300]
     assert page.tab.evaluate("vs => vs.map(window.attnWhatIf.number)", values) == [number(v, 4) for v in values]
     reset(page)
     page.tab.select_option("#wi-what", "Q")

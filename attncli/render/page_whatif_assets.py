@@ -165,15 +165,26 @@ WHATIF_JS = r"""
     if (x === NEG) return W.minusInf;
     if (x !== x) return "nan";
     if (x === Infinity) return "inf";
-    var text = Math.abs(x) >= 1e15 ? x.toExponential(P) : x.toFixed(P);
-    if (Math.abs(x) < 1e15) {
-      var exact = Math.abs(x).toFixed(Math.min(100, P + 30)), at = exact.indexOf(".") + P + 1;
-      if (exact.charAt(at) === "5" && /^0*$/.test(exact.slice(at + 1))) {  // a tie: JS rounds it up, Python to even
-        var kept = exact.slice(0, P ? at : at - 1);
-        if (+kept.charAt(kept.length - 1) % 2 === 0) text = (x < 0 ? "-" : "") + kept;
-      }
+    if (Math.abs(x) >= 1e15) return scientific(x);
+    var text = x.toFixed(P), exact = Math.abs(x).toFixed(Math.min(100, P + 30)), at = exact.indexOf(".") + P + 1;
+    if (exact.charAt(at) === "5" && /^0*$/.test(exact.slice(at + 1))) {  // a tie: JS rounds it up, Python to even
+      var kept = exact.slice(0, P ? at : at - 1);
+      if (+kept.charAt(kept.length - 1) % 2 === 0) text = (x < 0 ? "-" : "") + kept;
     }
     return text.charAt(0) === "-" && +text === 0 ? text.slice(1) : text;
+  }
+  function scientific(x) {  // Python's f"{x:.Pe}" for |x| ≥ 1e15, from the exact digits: a tie to even
+    var a = Math.abs(x), exact = a < 9007199254740992 ? a.toFixed(3) : BigInt(a).toString();  // 2^53: whole numbers beyond
+    var e = exact.split(".")[0].length - 1, digits = exact.replace(".", "");
+    var keep = digits.slice(0, P + 1), rest = digits.slice(P + 1);
+    while (keep.length < P + 1) keep += "0";
+    if (rest.charAt(0) > "5" || (rest.charAt(0) === "5" && (/[1-9]/.test(rest.slice(1)) || +keep.charAt(P) % 2))) {
+      var d = keep.split(""), k = P;
+      while (k >= 0 && d[k] === "9") { d[k] = "0"; k--; }
+      if (k < 0) { d.unshift("1"); d.pop(); e++; } else d[k] = String(+d[k] + 1);
+      keep = d.join("");
+    }
+    return (x < 0 ? "-" : "") + keep.charAt(0) + (P ? "." + keep.slice(1) : "") + "e+" + (e < 10 ? "0" : "") + e;
   }
   function most(m, name) {  // render/page.py's _levels: the largest finite magnitude (weights: 1)
     if (name === "weights") return 1;
