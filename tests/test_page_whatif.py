@@ -29,7 +29,7 @@ from attncli.render.page_whatif_assets import WHATIF_JS
 from attncli.render.text import number
 
 TOLERANCE = 1e-12
-UNSUPPORTED = {"qk_norm.json": "the stages Q_normed, K_normed are not recomputed"}
+UNSUPPORTED: dict[str, str] = {}  # the bundled samples it cannot recompute: none
 SUPPORTED = sorted(s.name for s in SAMPLES.glob("*.json") if s.name not in UNSUPPORTED)
 
 
@@ -43,6 +43,16 @@ VARIED = {"Q": [[1, 0, 0.5, -1], [0, 1, 1, 0], [1, 1, -0.5, 0.5], [0.5, -1, 0, 1
           "bias": [[0, -1, 0.5, 0], [0.25, 0, 0, -0.5], [0, 0, 1, 0], [-2, 0, 0, 0.5]],
           "mask": [[[1, 1, 0, 1], [1, 1, 1, 1], [0, 1, 1, 1], [1, 1, 1, 0]],
                    [[0, 0, 0, 0], [1, 0, 1, 1], [1, 1, 1, 1], [1, 1, 0, 1]]]}
+
+
+# QK-norm as no bundled sample has it: a LayerNorm over a row's every head with 1 + weight and a bias
+# for q, an RMSNorm with a weight per kv head for k, one kv head for two query heads, RoPE interleaved.
+NORMED = {"Q": [[1, 0, 0.5, -1], [0, 1, 1, 0], [1, 1, -0.5, 0.5], [0.5, -1, 0, 1]],
+          "K": [[1, 0.25], [0, 1], [-1, 0.5], [0.75, -1]], "V": [[1, 2], [0, 1], [1, 0], [2, 1]],
+          "heads": 2, "kv_heads": 1, "mask": "causal", "rope": {"style": "interleaved"},
+          "q_norm": {"type": "layer", "weight": [0.5, 1, -0.25, 2], "bias": [0.1, 0, -0.2, 0.3], "over": "all",
+                     "weight_offset": 1, "eps": 0.001},
+          "k_norm": {"type": "rms", "weight": [[1.5, 0.5]], "eps": 0.01}}
 
 
 def problem_of(sample):
@@ -218,7 +228,8 @@ def sweep(page, sample: str) -> None:
 def test_an_edit_is_recomputed_as_numpy_computes_it_and_only_changed_cells_are_marked(browser, pages):  # noqa: F811
     """The fast representative: sinks (a mask with a key no query sees, a sink per head, K and V shared
     by both heads): a Q, a K, a mask bit and a scale edit through the controls, each checked; the numbers
-    are written as Python writes them (a tie to even); a bad value is refused, saying so."""
+    are written as Python writes them (a tie to even); a bad value is refused, saying so; a page it does
+    not recompute (the tiles') says why and has no controls."""
     page = Opened(browser, pages(SAMPLES / "sinks.json"))
     sweep(page, "sinks.json")
     reset(page)
@@ -244,6 +255,11 @@ def test_an_edit_is_recomputed_as_numpy_computes_it_and_only_changed_cells_are_m
     assert "error: scaled overflows" in page.tab.inner_text("#wi-status")
     assert page.tab.evaluate("window.attnWhatIf.edits().length") == 0
     assert (page.errors, page.requests, page.dialogs) == ([], [], [])
+    page.go(pages(SAMPLES / "tiny_tiles.json", "--tiles", "2,2"))  # a page it does not recompute: says why
+    assert page.tab.inner_text("#wi-why") == "What-if is not available on this page: the tile tables (--tiles) are " \
+        "not recomputed."
+    assert page.tab.query_selector("#wi-form") is None and page.tab.evaluate("window.attnWhatIf") is None
+    assert (page.errors, page.requests, page.dialogs) == ([], [], [])
     page.close()
 
 
@@ -260,12 +276,14 @@ def test_the_status_names_hostile_labels_as_text(browser, problem_file_module): 
 
 @pytest.mark.slow
 def test_every_supported_samples_page_recomputes_as_numpy(browser, pages, tmp_path):  # noqa: F811
-    """Every bundled sample the what-if supports, and VARIED; then a mask bit that would leave a row with no
+    """Every bundled sample the what-if supports, VARIED and NORMED; then a mask bit that would leave a row with no
     key under the "error" policy is refused, as numpy refuses it."""
     page = Opened(browser, pages(SAMPLES / SUPPORTED[0]))
-    (tmp_path / "varied.json").write_text(json.dumps(VARIED))
-    for sample in [*SUPPORTED, VARIED]:
-        page.go(pages(SAMPLES / sample) if isinstance(sample, str) else pages(tmp_path / "varied.json"))
+    for n, doc in enumerate((VARIED, NORMED)):
+        (tmp_path / f"doc{n}.json").write_text(json.dumps(doc))
+    for sample in [*SUPPORTED, VARIED, NORMED]:
+        page.go(pages(SAMPLES / sample) if isinstance(sample, str)
+                else pages(tmp_path / f"doc{(VARIED, NORMED).index(sample)}.json"))
         sweep(page, sample)
         assert (page.errors, page.requests, page.dialogs) == ([], [], []), sample
     strict = VARIED | {"masked_rows": "error", "mask": [[[1, 0, 0, 0]] * 4] * 2}
@@ -282,7 +300,6 @@ def test_every_supported_samples_page_recomputes_as_numpy(browser, pages, tmp_pa
 
 
 @pytest.mark.parametrize(("sample", "args", "why"), [
-    ("qk_norm.json", [], UNSUPPORTED["qk_norm.json"]),
     ("tiny_tiles.json", ["--tiles", "2,2"], "the tile tables (--tiles) are not recomputed"),
     ("scooter.json", ["--dtype", "float32"], "it recomputes float64 runs only"),
     ("scooter.json", ["--do", "ones"], "the backward pass (dO) is not recomputed"),

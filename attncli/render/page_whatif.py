@@ -3,8 +3,9 @@ bit, the scale) and the page's script (render/page_whatif_assets.py) recomputes 
 and redraws the cells, the changed ones marked. This module decides whether a page can do it and
 writes what the script needs: each head's Q and each kv head's K and V at full float64 precision
 (JSON numbers are `repr`, which round-trips), and what the problem adds that no edit changes, as
-numpy computed it (RoPE's cos and sin, the bias with ALiBi, T5's relative bias, the visibility of
-every key, the sinks, W_O and b_O).
+numpy computed it (QK-norm's weights per head, RoPE's cos and sin, the bias with ALiBi, T5's
+relative bias, the visibility of every key, the sinks, W_O and b_O; X and the weights of a
+projected problem when they fit, X then editable too).
 
 The script computes in doubles in numpy's order where the order shows in the last bits (the row's
 max subtracted before exp, the sink in the sum, the masked-rows policy, a × cos − b × sin); sums
@@ -30,7 +31,7 @@ from attncli.render.text import MINUS_INF, exact_scale, number
 from attncli.stages.table import present
 
 # The stages the page's script recomputes, in the stage table's order (its `STAGES` there).
-RECOMPUTED = ("Q_rope", "K_rope", "scores", "scaled", "capped", "biased", "masked", "weights", "output")
+RECOMPUTED = ("Q_normed", "K_normed", "Q_rope", "K_rope", "scores", "scaled", "capped", "biased", "masked", "weights", "output")
 # The most numbers the what-if embeds (its inputs, the bias and the visibility): about 4 MB of JSON.
 MOST = 200_000
 
@@ -109,8 +110,23 @@ def data(trace: Trace, precision: int, tiled=None, tables=None) -> dict:
         "bO": _numbers(p.inputs["b_O"].reshape(-1)) if final and "b_O" in p.inputs else None,
         "rope": _rope(trace),
         "proj": _projections(trace),
+        "qnorm": _norm(p.q_norm, p.heads), "knorm": _norm(p.k_norm, p.heads),
     }
     return found
+
+
+def _norm(norm, heads: int) -> dict | None:
+    """A QK-norm as qk_norm.apply uses it: its type, eps, what it runs over, and the weight (1 +
+    weight with weight_offset) and bias each query head multiplies by and adds, (H, d_k): one vector
+    for every head, or each head's part (a kv head's repeated over its group)."""
+    if norm is None:
+        return None
+
+    def per_head(values):
+        parts = values.reshape(norm.heads, -1) if norm.parts else values[None]  # (n, d_k)
+        return np.repeat(parts, heads // parts.shape[0], axis=0).tolist()  # (H, d_k)
+    return {"type": norm.type, "eps": float(norm.eps), "over": norm.over, "scale": per_head(norm.scale),
+            "bias": None if norm.bias is None else per_head(norm.bias)}
 
 
 def _projections(trace: Trace) -> dict | None:

@@ -3,7 +3,8 @@ the page's own style and script (render/page_assets.py), so the Content-Security
 hashes still cover everything that runs; the script does nothing on a page without what-if data.
 
 The script recomputes every stage from its inputs as attncli/stages/table.py's compute functions
-do, in doubles: the rotation a·cos − b·sin, scores = Q Kᵀ, scaled = scores · scale, the softcap
+do, in doubles: the projections X W (+ b) split into heads, QK-norm ((x − mean) · r · w + b, r =
+1/√(mean + eps)), the rotation a·cos − b·sin, scores = Q Kᵀ, scaled = scores · scale, the softcap
 c·tanh(x / c), the relative bias and the bias (ALiBi included) added, −∞ where a key is hidden,
 the softmax as base/softmax.py's (the row's max, or the sink when larger, subtracted before exp;
 the sink's e^(sink − shift) in the sum; a row whose every key is masked gets 0, 1/Lk or refuses
@@ -126,13 +127,38 @@ WHATIF_JS = r"""
     s.over.forEach(function (e) { m[e.what][e.what === "Q" ? e.h : kv(e.h)][e.i][e.j] = e.value; });
     return m;
   }
+  function normed(x, N) {  // qk_norm.apply: x (H, L, d_k) normalised per head, or over a row's every head
+    function statistics(v) {  // [mean (null for rms), r = 1/√(mean(x²) + eps) or 1/√(var + eps)]
+      var t = 0, s = 0, m = null;
+      if (N.type === "rms") { v.forEach(function (a) { s += a * a; }); return [null, 1 / Math.sqrt(s / v.length + N.eps)]; }
+      v.forEach(function (a) { t += a; }); m = t / v.length;
+      v.forEach(function (a) { var c = a - m; s += c * c; });
+      return [m, 1 / Math.sqrt(s / v.length + N.eps)];
+    }
+    var all = N.over === "all" ? x[0].map(function (row, i) {
+      return statistics([].concat.apply([], x.map(function (hx) { return hx[i]; })));
+    }) : null;
+    return x.map(function (hx, h) {
+      return hx.map(function (row, i) {
+        var st = all ? all[i] : statistics(row);
+        return row.map(function (a, d) {
+          var o = (st[0] === null ? a : a - st[0]) * st[1] * N.scale[h][d];
+          return N.bias ? o + N.bias[h][d] : o;
+        });
+      });
+    });
+  }
   function compute(s) {
     var m = inputs(s), out = {Q: m.Q, K: [], V: [], X: s.X, X_kv: s.X_kv, weights: [], lse: [], sum: []};
     for (var g = 0; g < H; g++) { out.K.push(m.K[kv(g)]); out.V.push(m.V[kv(g)]); }  // per query head, as the tables show them
     W.stages.forEach(function (name) { if (!out[name]) out[name] = []; });
+    if (W.qnorm) { out.Q_normed = normed(out.Q, W.qnorm); out.Q_normed.forEach(function (m, h) { finite("Q_normed", h, m); }); }
+    if (W.knorm) { out.K_normed = normed(out.K, W.knorm); out.K_normed.forEach(function (m, h) { finite("K_normed", h, m); }); }
     for (var h = 0; h < H; h++) {
       var q = out.Q[h], k = out.K[h], x = null;
       W.stages.forEach(function (name) {
+        if (name === "Q_normed") { q = out.Q_normed[h]; return; }
+        if (name === "K_normed") { k = out.K_normed[h]; return; }
         if (name === "Q_rope") { q = out.Q_rope[h] = rotate(q, W.rope.qcos, W.rope.qsin); finite(name, h, q); return; }
         if (name === "K_rope") { k = out.K_rope[h] = rotate(k, W.rope.kcos, W.rope.ksin); finite(name, h, k); return; }
         if (name === "scores") x = matmulT(q, k);
