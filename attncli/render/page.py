@@ -22,6 +22,7 @@ import numpy as np
 from attncli.base.errors import InputError
 from attncli.problem import recipes
 from attncli.problem.trace import Trace
+from attncli.render import page_whatif
 from attncli.render.escapes import html_text, script_json
 from attncli.render.page_assets import CSS, JS
 from attncli.render.page_derive import derivations
@@ -266,6 +267,7 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
             "command": "attn compute " + (shlex.quote(source) if source and source != "-" else "FILE")
             + "".join(f" {flag}" for flag in lab_flags(p)) + (f" --precision {precision}" if precision != 4 else "") + (" --carry rounded" if carry == "rounded" else ""),
             "given": ["Q", "K", "V"] + list(p.inputs), "keyRows": [n for n in KEY_ROWS if n not in ("K", "V")]}
+    data["whatif"] = page_whatif.data(trace, precision, tiled, tables)  # render/page_whatif.py: edit an input, see the stages change
     title = p.title or (source if source and source != "-" else "attention")
     lines = header_lines(trace, precision)
     header = escape_lines([line for n, line in enumerate(lines) if not (n == 1 and p.title)])  # the title: the h1
@@ -274,6 +276,7 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
              "page (a hand calculation of this size takes about a second a row; --query LABEL chooses the rows "
              "explained): clicking one of their numbers names the command that explains it.</p>") if missing else ""]
     body += [f'<pre class="note">{html_text(line)}</pre>' for line in notes]
+    body.append(page_whatif.panel(data["whatif"], trace))  # above the tabs
     born = getattr(trace.precision, "nonfinite", None)
     if born is not None:  # the precision lab's first inf or NaN, its cell outlined in its table
         body.append(f'<p class="note">{html_text(born.line())} (outlined below).</p>')

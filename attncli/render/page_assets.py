@@ -6,7 +6,11 @@ never the script) keeps its own look around the tables.
 Heatmap levels are classes (`p0`…`p9` for a value's share of its table's largest magnitude,
 `n1`…`n9` for negative values, `x` for a masked cell), never style attributes: the policy allows
 no inline style attribute, and the colours survive without the script (a notebook, print).
+
+The what-if's style and script (render/page_whatif_assets.py) are part of these two texts.
 """
+
+from attncli.render.page_whatif_assets import WHATIF_CSS, WHATIF_JS
 
 CSS = """
 .attn{--bg:#fff;--fg:#1d1d1f;--muted:#5f6368;--line:#d0d4d9;--pos:31,100,177;--neg:200,80,50;
@@ -65,7 +69,7 @@ border-radius:6px 6px 0 0;padding:.3rem .8rem;cursor:pointer}
 .attn.js #derivation{position:fixed;left:0;right:0;bottom:0;max-height:45vh;margin:0;overflow:auto;border-radius:0;z-index:2}}
 @media print{body.attn.js,body.attn.js.open{margin:0}.attn [role=tablist],.attn #derivation{display:none}
 .attn section[hidden]{display:block!important}.attn td{color:#000!important}}
-"""
+""" + WHATIF_CSS
 
 # Event delegation on the document: one handler each for the whole page, however many cells.
 JS = r"""
@@ -284,4 +288,4 @@ JS = r"""
     else if (/^Arrow/.test(e.key)) { move(c, e.key); e.preventDefault(); }
   });
 })();
-"""
+""" + WHATIF_JS
