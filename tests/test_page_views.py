@@ -70,7 +70,19 @@ def test_words_are_offered_and_query_and_key_choose_them(layers_page):
 def test_one_layer_chosen_is_the_tables_page_and_several_limit_the_views(layers_page):
     one = layers_page("--layer", "1")
     assert 'id="attn-views"' not in one and 'data-stage="weights"' in one
-    assert [d["layer"] for d in views(layers_page("--layer", "1,0"))["layers"]] == [1, 0]
+    chosen = layers_page("--layer", "1,0")  # rows down the model, whatever order was typed
+    assert [d["layer"] for d in views(chosen)["layers"]] == [0, 1]
+
+
+def test_a_page_of_chosen_layers_is_titled_by_them(layers_page):
+    """A capture's title names its layers: the page of some of them names those (issue 28's trial:
+    --layer 3,4 kept "layers 0-5"); a document's own title otherwise, never the file's name."""
+    doc = two_layers(title="MiniLM layers 0-2 (BertModel)")
+    doc["layers"].append(layer(0) | {"model": {"layer": 2}})
+    text = layers_page("--layer", "2,1", doc=doc)
+    assert "<title>MiniLM layers 1-2 (BertModel)</title>" in text
+    assert [d["layer"] for d in views(text)["layers"]] == [1, 2]
+    assert "<title>two layers</title>" in layers_page()
 
 
 def test_the_policy_allows_both_scripts_and_styles_and_nothing_loads(layers_page):
@@ -112,8 +124,11 @@ def test_rope_and_grouped_heads_are_embedded_per_kv_head(run, problem_file, tmp_
 def test_a_page_past_its_size_is_refused_naming_layer(run, problem_file, tmp_path, monkeypatch):
     monkeypatch.setattr(page_views, "MOST_NUMBERS", 1000)
     path = tmp_path / "big.html"
-    assert_error(run("compute", problem_file(two_layers()), "-o", path), "--output", "--layer", "1,000")
+    assert_error(run("compute", problem_file(two_layers()), "-o", path), "--layer", "1,000")
     assert not path.exists()
+    # refused before any layer is computed (counted from the shapes), and naming --layer without -o too
+    monkeypatch.setattr("attncli.commands.compute_layers.computed", lambda *a: pytest.fail("computed"))
+    assert_error(run("compute", problem_file(two_layers()), "--format", "html"), "error: --layer:", "1,000")
 
 
 def test_tiles_and_the_output_alone_are_refused_for_the_layers_page(run, problem_file, tmp_path):
