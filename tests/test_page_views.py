@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import re
+import shlex
 
 import numpy as np
 import pytest
@@ -178,3 +179,44 @@ def test_a_captured_layers_tables_page_has_a_views_tab_first(run, problem_file, 
     del doc["reference"]
     assert run("compute", problem_file(doc), "-o", plain).exit_code == 0
     assert 'id="attn-views"' not in plain.read_text() and "tab-views" not in plain.read_text()
+
+
+@pytest.mark.parametrize("args, flag, said", [
+    (("--dtype", "float32"), "--dtype", "--layer 0"), (("--do", "ones"), "--do", "--layer 0"),
+    (("--full",), "--full", "--layer 0"), (("--query", "it,was"), "--query", "2 (it, was)")])
+def test_what_the_page_does_not_apply_is_refused_by_name(run, problem_file, tmp_path, args, flag, said):
+    """Issue 28's trial: --dtype float32 (the page derives in float64 beside float32 weights), --do, --full
+    and a second query were accepted and ignored."""
+    path = tmp_path / "p.html"
+    assert_error(run("compute", problem_file(two_layers()), *args, "-o", path), f"error: {flag}:", said)
+    assert not path.exists()
+
+
+def test_picked_keys_and_sub_tokens_are_chosen_as_attn_heads_sums_them(layers_page):
+    """--key scooter,petrol is the four tokens (heads sums them), --key '##oot' the sub-token alone, each a
+    choice of its own beside the words; a word is still the word."""
+    data = views(layers_page("--query", "it", "--key", "scooter,petrol"))
+    assert data["keyWords"][data["key"]] == ["scooter + petrol", [5, 6, 7, 12]]
+    data = views(layers_page("--query", "it", "--key", "##oot"))
+    assert data["keyWords"][data["key"]] == ["##oot", [6]] and len(data["keyWords"]) == 14
+    data = views(layers_page("--query", "it", "--key", "scooter"))
+    assert data["keyWords"][data["key"]] == ["scooter", [5, 6, 7]] and len(data["keyWords"]) == 13
+
+
+def test_layers_that_agree_are_one_header_line_and_the_file_names_the_command(run, problem_file, tmp_path):
+    """SmolLM2's header was 30 "agrees with … layer N" lines: the layers that agree are one line; the
+    derivation's suggested command names the file (shell-quoted), not FILE."""
+    source = tmp_path / "it's here.json"
+    source.write_text(json.dumps({"title": "captured", "layers": [captured_layer(0), captured_layer(1)]}))
+    path = tmp_path / "p.html"
+    result = run("compute", source, "-o", path)
+    assert result.exit_code == 0, result.stderr
+    header = re.search(r'<pre class="header">(.*?)</pre>', path.read_text(), re.S)[1].splitlines()
+    assert len(header) == 2 and re.fullmatch(r"layers 0-1 agree with made-up to ≤ \de[-+]\d\d \(.*\)", header[1])
+    assert views(path.read_text())["command"] == "attn compute " + shlex.quote(str(source))
+
+
+def test_a_document_of_one_layer_is_titled_by_its_title(run, problem_file, tmp_path):
+    path = tmp_path / "one.html"
+    assert run("compute", problem_file({"title": "one", "layers": [layer(0)]}), "-o", path).exit_code == 0
+    assert "<title>one</title>" in path.read_text()

@@ -72,7 +72,10 @@ def chosen(doc: dict, layer: str | None, source: str | None = None, flag: str = 
     places = select(doc, None if layer is None else parse_layers(layer, None, flag, numbers(doc)), flag)
     if len(places) > 1:
         raise SeveralLayers(doc, places, source)
-    return layer_document(doc, places[0])
+    found = layer_document(doc, places[0])
+    if len(entries(doc)) == 1 and "title" not in found and isinstance(doc.get("title"), str):
+        found["title"] = doc["title"]  # a document of one layer: its title is that layer's
+    return found
 
 
 def assemble(docs: list[dict], title: str | None = None) -> dict:
