@@ -8,7 +8,9 @@ document as attn compute writes one]}`, which reads back as a document of severa
 one page (render/page_layers.py: the model view, each head's weights, head view and q·k view), built
 as each layer is computed. A format whose record does not hold "layers" (render/formats.py: a text
 export, an .npy or .npz file), --explain beside JSON or the page, and --cost show one layer: they
-are refused, naming --layer (and the page's --tiles and --stages output, which compute no weights).
+are refused, naming --layer (and the page's --tiles and --stages output, which compute no weights;
+its --dtype other than float64, --do, --full and several --query values, each by name; and a page too
+big, counted from the shapes before any layer is computed). The page's layers go in the model's order.
 Exit status as for one layer: 1 when any layer differs from its model.
 """
 

@@ -14,7 +14,9 @@ on a document of several layers writes one page with
 
 Words: a word of several sub-tokens (sc ##oot ##er) is one choice. The weight a query puts on a
 word is the sum over its sub-tokens (what `attn heads --words` ranks); a query word of several
-tokens is the mean of its rows (compute/focus.py). The q·k view is of one query token and one key
+tokens is the mean of its rows (compute/focus.py). --key naming several keys (scooter,petrol) or a
+sub-token (##oot) is a choice of its own, beside the words: the page ranks as `attn heads` does for
+the same options (commands/compute_layers.py refuses several --query values). The q·k view is of one query token and one key
 token: the query word's last token and the key word's sub-token with the most weight in that head.
 
 What is embedded, and why (measured in benchmarks/page.py): for every layer, each head's weights,
