@@ -165,14 +165,15 @@ def captured_layer(number: int = 2) -> dict:
 
 
 def test_a_captured_layers_tables_page_has_a_views_tab_first(run, problem_file, tmp_path):
-    path = tmp_path / "one.html"
-    result = run("compute", problem_file(captured_layer()), "--query", "mechanic", "--key", "scooter", "-o", path)
+    path, source = tmp_path / "one.html", problem_file(captured_layer())
+    result = run("compute", source, "--query", "mechanic", "--key", "scooter", "-o", path)
     assert result.exit_code == 0, result.stderr
     text = path.read_text()
     tabs = re.findall(r'<button role="tab" id="(tab-[^"]+)"', text)
     assert tabs[:2] == ["tab-views", "tab-0"] and 'data-stage="weights"' in text  # the tables as before
     data = views(text)
     assert [d["layer"] for d in data["layers"]] == [2] and data["keyWords"][data["key"]][0] == "scooter"
+    assert data["command"] == "attn compute " + shlex.quote(str(source))  # the derivation's, as the tables' say
     assert f"<script>{VIEWS_JS}</script>" in text and f"<script>{JS}</script>" in text
     plain = tmp_path / "plain.html"  # not a capture (no model's weights beside it): the tables alone
     doc = captured_layer()

@@ -179,9 +179,11 @@ def section(views: dict) -> str:
 
 
 def layer_views(trace, number: int, word_ids=None, picked=((), ()), precision: int = 4,
-                head: int | None = None) -> str:
-    """One captured layer's views, for the tab of its tables page (render/page.py)."""
-    return section(views_data([layer_data(number, trace)], trace.problem, word_ids, picked, precision, head))
+                head: int | None = None, command: str | None = None) -> str:
+    """One captured layer's views, for the tab of its tables page (render/page.py); `command`: the
+    `attn compute FILE` (shell-quoted) the derivation suggests."""
+    data = views_data([layer_data(number, trace)], trace.problem, word_ids, picked, precision, head)
+    return section(data if command is None else data | {"command": command})
 
 
 VIEWS_CSS = """
