@@ -159,3 +159,14 @@ def test_a_warning_on_stderr_is_in_the_json_too(run, tmp_path):
     assert again.exit_code == 0 and json.loads(again.stdout)["warnings"] == warnings
     causal = run("compute", "--q", "1,0", "--k", "1,0;0,1", "--v", "1;2", "--mask", "causal", "-f", "json")
     assert "mask causal is top-left" in json.loads(causal.stdout)["warnings"][0] and "top-left" in causal.stderr
+
+
+def test_head_filters_the_tables_and_json_keeps_every_head_as_help_says(run, tmp_path):
+    """Issue 28's trial: --head 3 -f json wrote every head. By design (a whole problem that reads back);
+    --help says so."""
+    args = ("--q", "1,0,0,1;0,1,1,0", "--k", "1,0,0,1;0,1,1,0", "--v", "1,2;3,4", "--heads", "2", "--head", "1")
+    written = tmp_path / "h.json"
+    written.write_text(run("compute", *args, "-f", "json").stdout)
+    assert len(json.loads(written.read_text())["heads"]) == 2 and run("compute", written, "-f", "json").exit_code == 0
+    said = " ".join(run("compute", "--help").stdout.replace("│", " ").split())
+    assert "JSON and array files keep every head" in said

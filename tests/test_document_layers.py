@@ -176,3 +176,18 @@ def test_compute_writes_an_npy_of_one_layer_only(run, several_file, tmp_path):
     result = run("compute", several_file, "--layer", "5", "--stages", "output", "-o", tmp_path / "o.npy")
     assert result.exit_code == 0, result.stderr
     assert np.load(tmp_path / "o.npy").shape == (3, 4)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("99999999999999999999", "layer 99999999999999999999 is out of range"), ("0-99999999999", "out of range")])
+def test_a_huge_layer_number_is_out_of_range_not_unreadable(text, message):
+    """Issue 28's trial: 20 digits were "expected all, a layer number…"; and 0-99999999999 is not a list built."""
+    with pytest.raises(InputError) as error:
+        layers.parse_layers(text, 6, "--layer")
+    assert "there are 6 layers (0 to 5)" in str(error.value)
+    with pytest.raises(InputError) as error:
+        layers.parse_layers(text, None, "--layer", [0, 1, 2, 3, 4, 5])
+    assert message in str(error.value) and "the document holds layers 0-5" in str(error.value)
+    with pytest.raises(InputError) as error:
+        layers.parse_layers(text, None, "--layer")
+    assert "out of range" in str(error.value)

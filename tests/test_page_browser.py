@@ -551,3 +551,133 @@ def test_masked_pairs_have_no_line_and_a_fully_masked_row_says_why(opened, tmp_p
     assert page.tab.title() == HOSTILE and HOSTILE in page.derivation() and page.dialogs == []
     assert page.tab.eval_on_selector_all("img, b", "es => es.length") == 0
     assert page.requests == [] and page.errors == []
+
+
+def _layers_page(tmp_path, doc: dict, *args, name: str = "layers") -> Path:
+    import json
+
+    source, path = tmp_path / f"{name}.json", tmp_path / f"{name}.html"
+    source.write_text(json.dumps(doc))
+    result = CliRunner().invoke(app, ["compute", str(source), *args, "-o", str(path)])
+    assert result.exit_code == 0, result.stderr
+    return path
+
+
+def test_opening_another_head_clears_the_derivation_and_back_reopens_the_first(opened, tmp_path):
+    """Issue 28's trial: the derivation kept the previous head's cell when a thumbnail, a ranked head or a
+    link opened another; going back to the page's own address (no #…) did not reopen its head. The
+    derivation's command names the file, shell-quoted (it was `attn compute FILE`)."""
+    import shlex
+
+    from tests.test_page_views import two_layers
+
+    path = _layers_page(tmp_path, two_layers(), name="it's")
+    page = opened(path)
+    _views_ready(page)
+    assert page.tab.inner_text("#head-title") == "layer 0 · head 0"
+    page.tab.click('#head-weights td[data-q="9"][data-k="6"]')
+    said = page.derivation()
+    quoted = shlex.quote(str(tmp_path / "it's.json"))
+    assert "layer 0 · head 0" in said and f"run attn compute {quoted} --layer 0" in said
+    page.tab.click('#model-view button[data-layer="1"][data-head="1"]')
+    assert page.tab.inner_text("#head-title") == "layer 1 · head 1"
+    assert page.tab.evaluate("document.body.classList.contains('open')") is False
+    assert page.tab.inner_text("#derivation").strip() == ""
+    page.tab.go_back()
+    page.tab.wait_for_function("document.getElementById('head-title').textContent === 'layer 0 · head 0'",
+                               timeout=5_000)
+    assert page.tab.evaluate("location.hash") == "" and page.errors == []
+
+
+def test_the_pages_ranking_is_attn_heads_for_picked_keys_and_sub_tokens(opened, tmp_path):
+    """Issue 28's trial: --key scooter,petrol ranked by scooter alone and --key '##oot' by the whole word;
+    the page ranks every head as `attn heads -f json` does (the keys summed; a sub-token itself)."""
+    import json
+
+    from tests.test_page_views import two_layers
+
+    source = tmp_path / "layers.json"
+    source.write_text(json.dumps(two_layers()))
+    for n, key in enumerate(("scooter,petrol", "##oot")):
+        path = _layers_page(tmp_path, two_layers(), "--query", "it", "--key", key, name=f"k{n}")
+        heads = json.loads(CliRunner().invoke(app, ["heads", str(source), "--query", "it", "--key", key,
+                                                    "-f", "json"]).stdout)
+        page = opened(path)
+        _views_ready(page)
+        ranked = page.tab.eval_on_selector_all("#ranked button", "bs => bs.map(b => b.innerText)")
+        assert ranked == [f"{i + 1}. layer {r['layer']} head {r['head']}: {r['weight']:.4f}"
+                          for i, r in enumerate(heads)], key
+
+
+def test_the_derivation_names_each_stage_and_the_views_say_signs_by_position(opened, tmp_path):
+    """A softcapped, causal layer: the derivation names the softcap stage by its title (not "masked"), and
+    says nothing of a later stage where none changed the weight; a fully masked row has no undefined
+    e^(−∞ − −∞); minus is "−" throughout; q·k bars grow from a zero axis, left when negative; a long
+    label is shortened with its full text in a <title>, inside the head view."""
+    import re
+
+    rng = np.random.default_rng(1)
+    long = "x" * 60
+    labels = ["a", long, "c", "d"]
+    plain = {name: rng.normal(size=(4, 8)).tolist() for name in ("Q", "K", "V")} | {"heads": 2, "mask": "causal"}
+    capped = plain | {"softcap": 1.5}
+    doc = {"layers": [plain, capped], "query_labels": labels, "key_labels": labels}
+    page = opened(_layers_page(tmp_path, doc))
+    _views_ready(page)
+    page.tab.click('#head-weights td[data-q="2"][data-k="1"]')
+    said = page.tab.inner_text("#derivation pre")  # the steps (the note's command holds the file's name)
+    assert "then" not in said and not re.search(r"-\d", said)  # layer 0: the mask changed nothing kept
+    page.tab.click('#model-view button[data-layer="1"][data-head="0"]')
+    page.tab.click('#head-weights td[data-q="2"][data-k="1"]')
+    said = page.tab.inner_text("#derivation pre")
+    assert "then capped = 1.5 · tanh(scaled / 1.5)" in said and not re.search(r"-\d", said)
+    placed = page.tab.eval_on_selector_all("#head-qk tr.term", """rs => rs.map(r => {
+        const bar = r.querySelector("rect.bar"), axis = +r.querySelector("line.axis").getAttribute("x1");
+        return [+r.dataset.value, +bar.getAttribute("x"), +bar.getAttribute("width"), axis]; })""")
+    assert any(v < 0 for v, *_ in placed) and any(v > 0 for v, *_ in placed)
+    for value, x, width, axis in placed:
+        assert (x + width == pytest.approx(axis, abs=0.01)) if value < 0 else x == pytest.approx(axis, abs=0.01)
+    shown = page.tab.eval_on_selector('#head-view text[data-q="1"]', """t => [t.firstChild.textContent,
+        t.querySelector("title").textContent, t.getBBox().x, t.ownerSVGElement.getBBox().x]""")
+    assert shown[0].endswith("…") and len(shown[0]) < 40 and shown[1] == long and shown[2] >= 0
+    assert page.errors == []
+
+
+def test_a_fully_masked_rows_derivation_has_no_undefined_expression(opened, tmp_path):
+    mask = [[True, True, True], [False, False, False], [True, False, True]]
+    doc = {name: np.eye(3, 4).tolist() for name in ("Q", "K", "V")} | {"mask": mask}
+    page = opened(_layers_page(tmp_path, {"layers": [doc, doc]}))
+    _views_ready(page)
+    page.tab.click('#head-weights td[data-q="1"][data-k="1"]')
+    said = page.derivation()
+    assert "no visible key" in said and "masked_rows" in said and "−∞ − −∞" not in said
+
+
+def test_in_print_the_weights_table_fits_and_in_the_dark_masked_is_dim(browser, tmp_path):
+    from tests.test_page_views import two_layers
+
+    path = _layers_page(tmp_path, two_layers())
+    tab = browser.new_page(viewport={"width": 560, "height": 900})
+    try:
+        tab.goto(path.resolve().as_uri())
+        tab.wait_for_function("document.body.getAttribute('data-views') === 'ready'", timeout=10_000)
+        tab.emulate_media(media="print")
+        right, room = tab.evaluate("""[document.querySelector('#head-weights table').getBoundingClientRect().right,
+            document.getElementById('head-weights').getBoundingClientRect().right]""")
+        assert right <= room + 1
+    finally:
+        tab.close()
+    masked = {name: np.zeros((3, 4)).tolist() for name in ("Q", "K", "V")} | {"mask": "causal"}  # rows even
+    path = _layers_page(tmp_path, {"layers": [masked, masked]}, name="dark")
+    tab = browser.new_page(color_scheme="dark")
+    try:
+        tab.goto(path.resolve().as_uri())
+        tab.wait_for_function("document.body.getAttribute('data-views') === 'ready'", timeout=10_000)
+        pixels = tab.evaluate("""(() => { const c = document.querySelector('#model-view canvas');
+            const d = c.getContext('2d').getImageData(0, 0, 3, 3).data, out = [];
+            for (let p = 0; p < 9; p++) out.push(d[4 * p] + d[4 * p + 1] + d[4 * p + 2]);
+            return out; })()""")
+        assert pixels[2] < pixels[3]  # row 0, key 2: masked, dimmer than row 1's weight 0.5
+        assert "brighter on a dark one" in tab.inner_text("#views")
+    finally:
+        tab.close()

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import re
+import shlex
 
 import numpy as np
 import pytest
@@ -70,7 +71,19 @@ def test_words_are_offered_and_query_and_key_choose_them(layers_page):
 def test_one_layer_chosen_is_the_tables_page_and_several_limit_the_views(layers_page):
     one = layers_page("--layer", "1")
     assert 'id="attn-views"' not in one and 'data-stage="weights"' in one
-    assert [d["layer"] for d in views(layers_page("--layer", "1,0"))["layers"]] == [1, 0]
+    chosen = layers_page("--layer", "1,0")  # rows down the model, whatever order was typed
+    assert [d["layer"] for d in views(chosen)["layers"]] == [0, 1]
+
+
+def test_a_page_of_chosen_layers_is_titled_by_them(layers_page):
+    """A capture's title names its layers: the page of some of them names those (issue 28's trial:
+    --layer 3,4 kept "layers 0-5"); a document's own title otherwise, never the file's name."""
+    doc = two_layers(title="MiniLM layers 0-2 (BertModel)")
+    doc["layers"].append(layer(0) | {"model": {"layer": 2}})
+    text = layers_page("--layer", "2,1", doc=doc)
+    assert "<title>MiniLM layers 1-2 (BertModel)</title>" in text
+    assert [d["layer"] for d in views(text)["layers"]] == [1, 2]
+    assert "<title>two layers</title>" in layers_page()
 
 
 def test_the_policy_allows_both_scripts_and_styles_and_nothing_loads(layers_page):
@@ -112,8 +125,11 @@ def test_rope_and_grouped_heads_are_embedded_per_kv_head(run, problem_file, tmp_
 def test_a_page_past_its_size_is_refused_naming_layer(run, problem_file, tmp_path, monkeypatch):
     monkeypatch.setattr(page_views, "MOST_NUMBERS", 1000)
     path = tmp_path / "big.html"
-    assert_error(run("compute", problem_file(two_layers()), "-o", path), "--output", "--layer", "1,000")
+    assert_error(run("compute", problem_file(two_layers()), "-o", path), "--layer", "1,000")
     assert not path.exists()
+    # refused before any layer is computed (counted from the shapes), and naming --layer without -o too
+    monkeypatch.setattr("attncli.commands.compute_layers.computed", lambda *a: pytest.fail("computed"))
+    assert_error(run("compute", problem_file(two_layers()), "--format", "html"), "error: --layer:", "1,000")
 
 
 def test_tiles_and_the_output_alone_are_refused_for_the_layers_page(run, problem_file, tmp_path):
@@ -149,17 +165,59 @@ def captured_layer(number: int = 2) -> dict:
 
 
 def test_a_captured_layers_tables_page_has_a_views_tab_first(run, problem_file, tmp_path):
-    path = tmp_path / "one.html"
-    result = run("compute", problem_file(captured_layer()), "--query", "mechanic", "--key", "scooter", "-o", path)
+    path, source = tmp_path / "one.html", problem_file(captured_layer())
+    result = run("compute", source, "--query", "mechanic", "--key", "scooter", "-o", path)
     assert result.exit_code == 0, result.stderr
     text = path.read_text()
     tabs = re.findall(r'<button role="tab" id="(tab-[^"]+)"', text)
     assert tabs[:2] == ["tab-views", "tab-0"] and 'data-stage="weights"' in text  # the tables as before
     data = views(text)
     assert [d["layer"] for d in data["layers"]] == [2] and data["keyWords"][data["key"]][0] == "scooter"
+    assert data["command"] == "attn compute " + shlex.quote(str(source))  # the derivation's, as the tables' say
     assert f"<script>{VIEWS_JS}</script>" in text and f"<script>{JS}</script>" in text
     plain = tmp_path / "plain.html"  # not a capture (no model's weights beside it): the tables alone
     doc = captured_layer()
     del doc["reference"]
     assert run("compute", problem_file(doc), "-o", plain).exit_code == 0
     assert 'id="attn-views"' not in plain.read_text() and "tab-views" not in plain.read_text()
+
+
+@pytest.mark.parametrize("args, flag, said", [
+    (("--dtype", "float32"), "--dtype", "--layer 0"), (("--do", "ones"), "--do", "--layer 0"),
+    (("--full",), "--full", "--layer 0"), (("--query", "it,was"), "--query", "2 (it, was)")])
+def test_what_the_page_does_not_apply_is_refused_by_name(run, problem_file, tmp_path, args, flag, said):
+    """Issue 28's trial: --dtype float32 (the page derives in float64 beside float32 weights), --do, --full
+    and a second query were accepted and ignored."""
+    path = tmp_path / "p.html"
+    assert_error(run("compute", problem_file(two_layers()), *args, "-o", path), f"error: {flag}:", said)
+    assert not path.exists()
+
+
+def test_picked_keys_and_sub_tokens_are_chosen_as_attn_heads_sums_them(layers_page):
+    """--key scooter,petrol is the four tokens (heads sums them), --key '##oot' the sub-token alone, each a
+    choice of its own beside the words; a word is still the word."""
+    data = views(layers_page("--query", "it", "--key", "scooter,petrol"))
+    assert data["keyWords"][data["key"]] == ["scooter + petrol", [5, 6, 7, 12]]
+    data = views(layers_page("--query", "it", "--key", "##oot"))
+    assert data["keyWords"][data["key"]] == ["##oot", [6]] and len(data["keyWords"]) == 14
+    data = views(layers_page("--query", "it", "--key", "scooter"))
+    assert data["keyWords"][data["key"]] == ["scooter", [5, 6, 7]] and len(data["keyWords"]) == 13
+
+
+def test_layers_that_agree_are_one_header_line_and_the_file_names_the_command(run, problem_file, tmp_path):
+    """SmolLM2's header was 30 "agrees with … layer N" lines: the layers that agree are one line; the
+    derivation's suggested command names the file (shell-quoted), not FILE."""
+    source = tmp_path / "it's here.json"
+    source.write_text(json.dumps({"title": "captured", "layers": [captured_layer(0), captured_layer(1)]}))
+    path = tmp_path / "p.html"
+    result = run("compute", source, "-o", path)
+    assert result.exit_code == 0, result.stderr
+    header = re.search(r'<pre class="header">(.*?)</pre>', path.read_text(), re.S)[1].splitlines()
+    assert len(header) == 2 and re.fullmatch(r"layers 0-1 agree with made-up to ≤ \de[-+]\d\d \(.*\)", header[1])
+    assert views(path.read_text())["command"] == "attn compute " + shlex.quote(str(source))
+
+
+def test_a_document_of_one_layer_is_titled_by_its_title(run, problem_file, tmp_path):
+    path = tmp_path / "one.html"
+    assert run("compute", problem_file({"title": "one", "layers": [layer(0)]}), "-o", path).exit_code == 0
+    assert "<title>one</title>" in path.read_text()

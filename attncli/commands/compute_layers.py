@@ -8,7 +8,9 @@ document as attn compute writes one]}`, which reads back as a document of severa
 one page (render/page_layers.py: the model view, each head's weights, head view and q·k view), built
 as each layer is computed. A format whose record does not hold "layers" (render/formats.py: a text
 export, an .npy or .npz file), --explain beside JSON or the page, and --cost show one layer: they
-are refused, naming --layer (and the page's --tiles and --stages output, which compute no weights).
+are refused, naming --layer (and the page's --tiles and --stages output, which compute no weights;
+its --dtype other than float64, --do, --full and several --query values, each by name; and a page too
+big, counted from the shapes before any layer is computed). The page's layers go in the model's order.
 Exit status as for one layer: 1 when any layer differs from its model.
 """
 
@@ -50,6 +52,9 @@ def run(o, plan) -> None:
         compute_run.run(o, plan)
     except layers.SeveralLayers as several:
         _refuse(o, plan, several)
+        if plan.format.name == "html":  # the page's rows of layers go down the model, whatever order --layer typed
+            numbers = layers.numbers(several.doc)
+            several.places = sorted(several.places, key=lambda place: numbers[place])
         runs = computed(several, o, plan)
         if plan.format.terminal:
             differs = _tables(runs, o, plan)
@@ -75,10 +80,49 @@ def _refuse(o, plan, several: layers.SeveralLayers) -> None:
         said = "--tiles" if plan.tile_sizes else "--stages output"
         raise InputError(f"the page of {count} shows their weights, which {said} does not compute; drop it, or {one}",
                          flag_)
+    if plan.format.name == "html":
+        _refuse_page(o, plan, several, count, one)
     if o.explain and not plan.format.terminal:
         beside = "the page" if plan.format.name == "html" else "JSON"
         raise InputError(f"beside {beside} explains one layer, and the document holds {count}; {one}, or use tables",
                          "--explain")
+
+
+def _refuse_page(o, plan, several: layers.SeveralLayers, count: str, one: str) -> None:
+    """What the page of several layers does not show, refused by name: another dtype (it derives
+    weights in float64 and compares them to 1e-12), the backward pass, --full (it draws every row),
+    several queries (it ranks the heads for one, as attn heads does for each); and a page too big,
+    counted from the document's shapes before any layer is computed."""
+    # Imported here, for start-up: only the page needs it.
+    from attncli.render.page_views import MOST_NUMBERS
+
+    unused = [("--dtype", o.dtype not in (None, "float64"), f"computes in float64 (and derives its weights so), "
+               f"not --dtype {o.dtype}; drop it"),
+              ("--do", o.do is not None, "draws the forward pass, not the backward; drop --do"),
+              ("--full", o.full, "builds every row and column of the table opened; drop --full")]
+    for flag_, given, why in unused:
+        if given:
+            raise InputError(f"the page of {count} {why}, or {one}", flag_)
+    matrices, settings, origin = spec.settings(OPTIONS, o, PARTS)
+    numbers, total = layers.numbers(several.doc), 0
+    for place in several.places:
+        doc, found = overlay(layers.layer_document(several.doc, place), matrices, settings, several.source)
+        problem = build_problem(doc, found | origin, several.source)
+        if place == several.places[0] and o.query:
+            word_ids = doc.get("word_ids")
+            queries = opt.picks(o.query, problem.query_labels, problem.lq, "--query",
+                                None if word_ids is None or problem.lq != problem.lk else list(word_ids))
+            if len(queries) > 1:
+                names = ", ".join(name for name, _ in queries)
+                raise InputError(f"the page ranks the heads for one query, and it names {len(queries)} ({names}); "
+                                 "name one, or rank them all with attn heads", "--query")
+        q, kv = problem.inputs.get("Q", problem.inputs.get("W_Q")), problem.kv_heads or problem.heads
+        d_k = 0 if q is None else q.shape[-1] if q.ndim == 3 else q.shape[-1] // problem.heads
+        total += problem.heads * problem.lq * (3 * problem.lk + d_k) + kv * problem.lk * d_k
+        if total > MOST_NUMBERS:
+            raise InputError(f"the page would embed more than {MOST_NUMBERS:,} numbers by layer "
+                             f"{numbers[place]} ({total:,}), more than a page opens quickly; choose fewer layers",
+                             "--layer")
 
 
 def computed(several: layers.SeveralLayers, o, plan) -> Iterator[LayerRun]:

@@ -159,7 +159,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("row", "With --explain: a query row to explain (repeatable), by label or by index: #N is always "
            "index N, a plain N only when no label is N (a label wins); a label several queries share is "
            "refused, listing their #N.", type=list, metavar="LABEL|#INDEX", panel=LEARNING),
-    Option("head", "Only this head: its tables, heatmap and explanation.", type=int, panel=LEARNING),
+    Option("head", "Only this head: its tables, heatmap and explanation (the page opens on it). JSON and array "
+           "files keep every head, a whole problem that reads back.", type=int, panel=LEARNING),
     Option("query", "Queries to look at, by label or index (repeatable, or comma-separated: it,#3): never elided "
            "from a table or heatmap (nor their largest weights), and the rows --explain explains. A label is the "
            "token as given or as read (Ġit: it), or a word of several tokens (scooter: sc ##oot ##er, by the "

@@ -69,10 +69,13 @@ def chosen(doc: dict, layer: str | None, source: str | None = None, flag: str = 
                                  + (f" (layer {model['layer']})" if type(model.get("layer")) is int else "")
                                  + f" and no layers list; drop {flag}", flag)
         return doc
-    places = select(doc, None if layer is None else parse_layers(layer, None, flag), flag)
+    places = select(doc, None if layer is None else parse_layers(layer, None, flag, numbers(doc)), flag)
     if len(places) > 1:
         raise SeveralLayers(doc, places, source)
-    return layer_document(doc, places[0])
+    found = layer_document(doc, places[0])
+    if len(entries(doc)) == 1 and "title" not in found and isinstance(doc.get("title"), str):
+        found["title"] = doc["title"]  # a document of one layer: its title is that layer's
+    return found
 
 
 def assemble(docs: list[dict], title: str | None = None) -> dict:
@@ -160,14 +163,16 @@ def spans(numbers: list[int]) -> str:
     return ", ".join(out)
 
 
-def parse_layers(text: str, count: int, flag: str = "layer") -> list[int] | None:
-    """`all` (None: every layer), `3`, or `3,7-9` as layer numbers below `count`, in order, each once."""
+def parse_layers(text: str, count: int | None, flag: str = "layer", held: list[int] | None = None) -> list[int] | None:
+    """`all` (None: every layer), `3`, or `3,7-9` as layer numbers below `count`, in order, each once.
+    A number past `count` (or past the largest `held`, a document's layer numbers; past MOST_LAYERS
+    when neither is known) is refused as out of range, however many digits it has."""
     word = text.strip().lower()
     if word == "all":
         return None
     found = []
     for part in word.split(","):
-        match = re.fullmatch(r"\s*([0-9]{1,9})\s*(?:-\s*([0-9]{1,9})\s*)?", part)
+        match = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", part)
         if match is None:
             raise InputError(f"is {text!r}; expected all, a layer number (3) or numbers and ranges (3,7-9)", flag)
         low, high = int(match[1]), int(match[2] if match[2] is not None else match[1])
@@ -176,6 +181,12 @@ def parse_layers(text: str, count: int, flag: str = "layer") -> list[int] | None
         if count is not None and high >= count:
             raise InputError(f"is {text!r}, but there {'is' if count == 1 else 'are'} {count} layer{'s' * (count != 1)} "
                              f"(0 to {count - 1})", flag)
+        if held and high > max(held):
+            raise InputError(f"is {text!r}: layer {high} is out of range, the document holds layers {spans(held)}",
+                             flag)
+        if high >= MOST_LAYERS:
+            raise InputError(f"is {text!r}: layer {high} is out of range, a model has at most {MOST_LAYERS:,} layers",
+                             flag)
         found += [n for n in range(low, high + 1) if n not in found]
     return found
 

@@ -284,7 +284,8 @@ def page(trace: Trace, stages, precision: int = 4, full: bool = False, tiled=Non
         body.append(f'<h2>explanation</h2><pre>{escape_lines(explanation)}</pre>')
     parts, more = sections(trace, tables), ("", "")
     if views is not None and trace.stage("weights") is not None:  # a captured layer: its heads' views, a tab
-        parts, more = [("views", layer_views(trace, *views, picked, precision))] + parts, (VIEWS_CSS, VIEWS_JS)
+        tab = layer_views(trace, *views, picked, precision, command=data["command"])
+        parts, more = [("views", tab)] + parts, (VIEWS_CSS, VIEWS_JS)
     body.append(tabbed(parts))
     intro = ("Click a number, or move with the arrow keys and press Enter, to see how it was calculated. "
              "Hatched cells are masked.")

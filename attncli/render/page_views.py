@@ -14,7 +14,9 @@ on a document of several layers writes one page with
 
 Words: a word of several sub-tokens (sc ##oot ##er) is one choice. The weight a query puts on a
 word is the sum over its sub-tokens (what `attn heads --words` ranks); a query word of several
-tokens is the mean of its rows (compute/focus.py). The q·k view is of one query token and one key
+tokens is the mean of its rows (compute/focus.py). --key naming several keys (scooter,petrol) or a
+sub-token (##oot) is a choice of its own, beside the words: the page ranks as `attn heads` does for
+the same options (commands/compute_layers.py refuses several --query values). The q·k view is of one query token and one key
 token: the query word's last token and the key word's sub-token with the most weight in that head.
 
 What is embedded, and why (measured in benchmarks/page.py): for every layer, each head's weights,
@@ -48,7 +50,7 @@ from attncli.base import tokens
 from attncli.base.errors import InputError
 from attncli.render.escapes import script_json
 from attncli.render.text import labels
-from attncli.stages.table import present
+from attncli.stages.table import fill, present
 
 # The most float64 numbers a page embeds (about 10.7 characters each). Measured in headless Chromium
 # on this machine (2 cores, load average 11): SmolLM2's 30 layers on 45 tokens, 2.7 million numbers in
@@ -99,6 +101,7 @@ def layer_data(number: int, trace, title: str | None = None) -> dict:
     sinks = None if p.sinks is None else [float(s) for s in np.asarray(p.sinks, dtype=np.float64)]
     return {"layer": number, "title": title or p.title or f"layer {number}", "heads": p.heads, "kv": kv,
             "d": int(q.shape[-1]), "scale": float(trace.scale), "stages": stages, "rope": rope, "sinks": sinks,
+            "titles": {stage.name: fill(stage.title, p, stage.name) for stage in present(p) if stage.name in stages},
             "weights": packed(trace.weights), "scores": packed(trace.scores), "logits": packed(trace.stage(stages[-1])),
             "q": packed(q), "k": packed(k)}
 
@@ -118,19 +121,33 @@ def views_data(layers: list[dict], problem, word_ids=None, picked=((), ()), prec
     raw_q = list(problem.query_labels) if problem.query_labels else [str(i) for i in range(problem.lq)]
     raw_k = list(problem.key_labels) if problem.key_labels else [str(j) for j in range(problem.lk)]
     ids = list(word_ids) if word_ids is not None and len(word_ids) == problem.lk else None
-    key_words = tokens.words(raw_k, ids) if problem.key_labels else [(str(j), [j]) for j in range(problem.lk)]
+    key_words = list(tokens.words(raw_k, ids)) if problem.key_labels else [(str(j), [j]) for j in range(problem.lk)]
     if problem.lq == problem.lk and problem.query_labels:
-        query_words = tokens.words(raw_q, ids)
+        query_words = list(tokens.words(raw_q, ids))
     else:
         query_words = [(name, [i]) for i, name in enumerate(labels(problem.query_labels, problem.lq))]
 
-    def word(groups, positions):
-        return next((n for n, (_, group) in enumerate(groups) if positions and positions[0] in group), None)
+    def word(groups, positions, names):
+        """The word the positions are, else a choice of its own appended (a sub-token, several keys:
+        what attn heads sums), named by the words (or tokens) it covers."""
+        if not positions:
+            return None
+        found = next((n for n, (_, group) in enumerate(groups) if list(group) == positions), None)
+        if found is None:
+            parts = [name for name, group in groups if len(group) > 1 and set(group) <= set(positions)]
+            inside = {i for name, group in groups if len(group) > 1 and set(group) <= set(positions) for i in group}
+            parts += [names[i] for i in positions if i not in inside]
+            groups.append((" + ".join(parts), list(positions)))
+            found = len(groups) - 1
+        return found
+
+    chosen_query = word(query_words, list(picked[0]), labels(problem.query_labels, problem.lq))
+    chosen_key = word(key_words, list(picked[1]), labels(problem.key_labels, problem.lk))
 
     return {"queries": labels(problem.query_labels, problem.lq), "keys": labels(problem.key_labels, problem.lk),
             "queryWords": [[name, group] for name, group in query_words],
             "keyWords": [[name, group] for name, group in key_words],
-            "query": word(query_words, list(picked[0])), "key": word(key_words, list(picked[1])),
+            "query": chosen_query, "key": chosen_key,
             "lq": problem.lq, "lk": problem.lk, "precision": precision, "head": head, "layers": layers}
 
 
@@ -140,8 +157,8 @@ BODY = """<section id="views" aria-label="model view">
 <div class="pick" id="pick-key"><span>key</span></div>
 <p id="ranked-what" class="note"></p><ol id="ranked" class="ranked"></ol>
 <h2>Model view: layers × heads</h2>
-<p class="note">Each head's weights: a row per query, a column per key, darker for more weight, grey where
-masked. Click one (or use a link such as #layer-4-head-3) to open it below.</p>
+<p class="note">Each head's weights: a row per query, a column per key, the colour stronger for more weight
+(darker on a light background, brighter on a dark one), a dim grey where masked. Click one (or use a link such as #layer-4-head-3) to open it below.</p>
 <div class="wide"><table id="model-view" class="mv"></table></div>
 </section>
 <noscript><p>The model view, the head view and the q·k view are drawn by the page's script.</p></noscript>
@@ -150,7 +167,7 @@ masked. Click one (or use a link such as #layer-4-head-3) to open it below.</p>
 <h3>weights</h3><p class="note">Click a weight (or press Enter on it) for its derivation and its q·k products.</p>
 <div id="head-weights" class="wide"></div>
 <div class="views-row"><div><h3>head view</h3><p class="note">Lines from each query (left) to each key (right),
-darker and thicker for more weight; hover or focus a token to see its lines alone, click it to choose it.</p><div id="head-view"></div></div>
+stronger and thicker for more weight; hover or focus a token to see its lines alone, click it to choose it.</p><div id="head-view"></div></div>
 <div><h3>q·k view</h3><div id="head-qk"></div></div></div>
 </section>"""
 
@@ -162,9 +179,11 @@ def section(views: dict) -> str:
 
 
 def layer_views(trace, number: int, word_ids=None, picked=((), ()), precision: int = 4,
-                head: int | None = None) -> str:
-    """One captured layer's views, for the tab of its tables page (render/page.py)."""
-    return section(views_data([layer_data(number, trace)], trace.problem, word_ids, picked, precision, head))
+                head: int | None = None, command: str | None = None) -> str:
+    """One captured layer's views, for the tab of its tables page (render/page.py); `command`: the
+    `attn compute FILE` (shell-quoted) the derivation suggests."""
+    data = views_data([layer_data(number, trace)], trace.problem, word_ids, picked, precision, head)
+    return section(data if command is None else data | {"command": command})
 
 
 VIEWS_CSS = """
@@ -186,8 +205,10 @@ border:1px solid var(--line);border-radius:4px;padding:.1rem .45rem;cursor:point
 .attn .hv text:focus{outline:none;text-decoration:underline;font-weight:700}
 .attn .hv text.on{font-weight:700}
 .attn .vw td[data-q]{cursor:pointer}
-.attn .qk .bar{display:inline-block;height:.7em;background:rgba(var(--pos),.8);vertical-align:middle}
-.attn .qk .bar.neg{background:rgba(var(--neg),.8)}
+.attn .qk svg{display:block}.attn .qk rect.bar{fill:rgba(var(--pos),.8)}.attn .qk rect.bar.neg{fill:rgba(var(--neg),.8)}
+.attn .qk line.axis{stroke:var(--fg)}
+@media print{.attn #views .wide,.attn #head-detail .wide{overflow:visible}
+.attn .vw{table-layout:fixed;width:100%;font-size:6pt}.attn .vw td,.attn .vw th{padding:0;overflow-wrap:anywhere}}
 .attn .qk tr.band th{text-align:left}
 .attn .views-row{display:flex;flex-wrap:wrap;gap:2rem;align-items:flex-start}
 .attn .views-row>div{max-width:100%}
@@ -215,7 +236,8 @@ VIEWS_JS = r"""
   function fmt(x, p) {
     if (x === -Infinity) return "−∞";
     var t = x.toFixed(p === undefined ? P : p);
-    return /^-0\.?0*$/.test(t) ? t.slice(1) : t;
+    if (/^-0\.?0*$/.test(t)) return t.slice(1);
+    return t.charAt(0) === "-" ? "−" + t.slice(1) : t;  // one minus sign in text, as render/explain.py's
   }
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -311,7 +333,8 @@ VIEWS_JS = r"""
     var at = h * LQ * LK;
     for (var i = 0; i < LQ; i++) for (var j = 0; j < LK; j++) {
       var n = at + i * LK + j, p = 4 * (i * LK + j), a = Math.min(1, Math.max(0, W[n])), masked = G[n] === -Infinity;
-      for (var c = 0; c < 3; c++) img.data[p + c] = masked ? 128 : Math.round(paper[c] + (colour[c] - paper[c]) * a);
+      for (var c = 0; c < 3; c++)  // masked: a grey near the background (never the brightest in the dark)
+        img.data[p + c] = Math.round(masked ? 0.75 * paper[c] + 32 : paper[c] + (colour[c] - paper[c]) * a);
       img.data[p + 3] = 255;
     }
     ctx.putImageData(img, 0, 0);
@@ -333,7 +356,7 @@ VIEWS_JS = r"""
     else {
       said.textContent = "Heads ranked by the weight " + V.queryWords[sel.query][0] + " puts on " +
         V.keyWords[sel.key][0] + (V.keyWords[sel.key][1].length > 1 ? " (summed over its " +
-        V.keyWords[sel.key][1].length + " sub-tokens)" : "") + ", best first:";
+        V.keyWords[sel.key][1].length + " tokens)" : "") + ", best first:";
       ranked.slice(0, 5).forEach(function (r, n) {
         var li = el("li"), b = el("button", "", (n + 1) + ". layer " + V.layers[r.l].layer + " head " + r.h + ": " + fmt(r.w));
         b.type = "button";
@@ -354,6 +377,7 @@ VIEWS_JS = r"""
   }
   function open(l, h) {
     sel.layer = l; sel.head = h; sel.cell = null;
+    if (panel) { panel.textContent = ""; document.body.classList.remove("open"); }  // no other head's cell stays
     thumbs.forEach(function (t) { t.button.classList.toggle("open", t.l === l && t.h === h); });
     document.getElementById("head-detail").hidden = false;
     detail();
@@ -418,10 +442,12 @@ VIEWS_JS = r"""
     return n ? "p" + n : "";
   }
   function headView(l, h) {
-    var box = document.getElementById("head-view"), n = Math.max(LQ, LK), step = 18, width = 420;
+    var box = document.getElementById("head-view"), n = Math.max(LQ, LK), step = 18, CAP = 32;
+    var longest = Math.max.apply(null, V.queries.concat(V.keys).map(function (t) { return Math.min(t.length, CAP); }));
+    var room = Math.max(40, Math.ceil(7.3 * longest) + 10), width = 2 * room + 140;  // 12px monospace: 7.2px a character
     var s = svg("svg", {"class": "hv", width: width, height: n * step + 10, viewBox: "0 0 " + width + " " + (n * step + 10),
       role: "img", "aria-label": "head view: lines from each query (left) to each key (right), by weight"});
-    var lines = svg("g"), left = 150, right = width - 150, W = arr(l, "weights"), G = arr(l, "logits"), at = h * LQ * LK;
+    var lines = svg("g"), left = room, right = width - room, W = arr(l, "weights"), G = arr(l, "logits"), at = h * LQ * LK;
     for (var i = 0; i < LQ; i++) for (var j = 0; j < LK; j++) {
       if (G[at + i * LK + j] === -Infinity) continue;
       var x = W[at + i * LK + j];
@@ -433,7 +459,8 @@ VIEWS_JS = r"""
     function label(text, x, y, anchor, attr, n) {
       var t = svg("text", {x: x, y: y, "text-anchor": anchor, tabindex: 0});
       t.setAttribute(attr, n);
-      t.textContent = text;
+      t.textContent = text.length > CAP ? text.slice(0, CAP - 1) + "…" : text;
+      if (text.length > CAP) { var full = svg("title"); full.textContent = text; t.appendChild(full); }
       s.appendChild(t);
     }
     V.queries.forEach(function (q, i) { label(q, left - 4, i * step + 18, "end", "data-q", i); });
@@ -446,7 +473,7 @@ VIEWS_JS = r"""
       });
     }
     ["mouseover", "focusin"].forEach(function (e) {
-      s.addEventListener(e, function (ev) { if (ev.target.tagName === "text") only(ev.target); });
+      s.addEventListener(e, function (ev) { var t = ev.target.closest("text"); if (t) only(t); });
     });
     ["mouseleave", "focusout"].forEach(function (e) { s.addEventListener(e, function () { only(null); }); });
     function pick(t) {  // a token clicked (or Enter on it) chooses its word as the query or the key
@@ -454,7 +481,7 @@ VIEWS_JS = r"""
       var n = wordOf(q ? V.queryWords : V.keyWords, +t.getAttribute(q ? "data-q" : "data-k"));
       if (n !== null) choose(q ? "query" : "key", n);
     }
-    s.addEventListener("click", function (ev) { if (ev.target.tagName === "text") pick(ev.target); });
+    s.addEventListener("click", function (ev) { var t = ev.target.closest("text"); if (t) pick(t); });
     s.addEventListener("keydown", function (ev) {
       if (ev.target.tagName === "text" && (ev.key === "Enter" || ev.key === " ")) { pick(ev.target); ev.preventDefault(); }
     });
@@ -503,11 +530,15 @@ VIEWS_JS = r"""
           " (θ " + L.rope.theta[n].toPrecision(3) + " to " + L.rope.theta[last - 1].toPrecision(3) + "), sum " + fmt(sum));
         th.colSpan = 3; band.appendChild(th); table.appendChild(band);
       }
-      var tr = el("tr", "term"), bar = el("span", r[1] < 0 ? "bar neg" : "bar");
-      bar.style.width = (8 * Math.abs(r[1]) / most).toFixed(2) + "rem";
+      // the sign by position: from the zero axis, right for positive, left for negative (and its colour)
+      var tr = el("tr", "term"), half = 60, size = half * Math.abs(r[1]) / most;
+      var bars = svg("svg", {width: 2 * half + 2, height: 12, role: "img", "aria-label": fmt(r[1])});
+      bars.appendChild(svg("rect", {"class": r[1] < 0 ? "bar neg" : "bar", x: (r[1] < 0 ? half + 1 - size : half + 1).toFixed(2),
+        y: 2, width: size.toFixed(2), height: 8}));
+      bars.appendChild(svg("line", {"class": "axis", x1: half + 1, x2: half + 1, y1: 0, y2: 12}));
       tr.setAttribute("data-value", String(r[1]));
       tr.appendChild(el("td", "", r[0])); tr.appendChild(el("td", "", fmt(r[1])));
-      var td = el("td"); td.appendChild(bar); tr.appendChild(td);
+      var td = el("td"); td.appendChild(bars); tr.appendChild(td);
       table.appendChild(tr);
     });
     box.appendChild(table);
@@ -524,7 +555,7 @@ VIEWS_JS = r"""
     box.appendChild(el("h2", "", "weights · layer " + L.layer + " · head " + h + " · row " + V.queries[i] +
       " · column " + V.keys[j] + " = " + fmt(x)));
     box.appendChild(el("p", "note", "computed in this page, in float64, from the layer's q, k, scale and logits " +
-      "(the hand calculation of a real layer's row takes half a minute: for it run attn compute FILE --layer " +
+      "(the hand calculation of a real layer's row takes half a minute: for it run " + (V.command || "attn compute FILE") + " --layer " +
       L.layer + " --head " + h + " --explain --query '#" + i + "')"));
     var pre = el("pre"), out = [];
     function line(text, cur) { out.push([text, cur]); }
@@ -537,8 +568,21 @@ VIEWS_JS = r"""
     line("Step 1: score = q · k = Σ of " + d + " products q_d k_d" + (L.rope ? " (q and k rotated by RoPE)" : "") +
       " = " + fmt(score) + "   (the q·k view shows each product)");
     line("Step 2: scaled = " + fmt(score) + " × " + L.scale.toPrecision(6) + " = " + fmt(score * L.scale));
-    if (L.stages[L.stages.length - 1] !== "scaled")
-      line("        then " + L.stages.slice(2).join(", ") + " (attncli's): the softmax reads " + fmt(logits[j]));
+    // The stages after scaled (softcap, relative bias, mask with bias or ALiBi), named by their titles,
+    // when they changed this logit: attncli's scaled (its score × scale) against what the softmax reads.
+    var scaled = arr(l, "scores")[(h * LQ + i) * LK + j] * L.scale;
+    if (L.stages.length > 2 && logits[j] !== scaled)
+      line("        then " + L.stages.slice(2).map(function (n) { return L.titles[n]; }).join("; then ") +
+        " (attncli's): the softmax reads " + fmt(logits[j]));
+    if (m === -Infinity) {  // every key masked (and no sink): no softmax; the weights are the row policy's
+      line("Step 3: every key of this row is masked: it has no visible key, so no softmax; the masked_rows " +
+        "policy sets its weights: " + V.keys[j] + " = " + fmt(x), true);
+      out.forEach(function (o) {
+        pre.appendChild(el("span", o[1] ? "cur" : "", o[0])); pre.appendChild(document.createTextNode("\n"));
+      });
+      box.appendChild(pre);
+      return box;
+    }
     line("Step 3: softmax over the row's " + LK + " keys: m = max = " + fmt(m) + ", e^(x − m) for each key");
     var e = logits.map(function (v) { return v === -Infinity ? 0 : Math.exp(v - m); }), sum = 0;
     e.forEach(function (v) { sum += v; });
@@ -604,13 +648,16 @@ VIEWS_JS = r"""
   update();
   // It opens on the head a link names (#layer-4-head-3; #head-3: the first layer's), else on --head's
   // (in the layer that ranks it best), else on the best head for the query and key chosen, else the first.
-  if (fromHash()) document.getElementById("head-detail").scrollIntoView({block: "start"});
-  else {
+  function opening() {
+    if (fromHash()) return true;
     var best = ranking().filter(function (r) { return V.head === null || r.h === V.head; })[0];
     var first = V.head !== null && V.head < V.layers[0].heads ? V.head : 0;
     open(best ? best.l : 0, best ? best.h : first);
+    return false;
   }
-  window.addEventListener("hashchange", fromHash);
+  if (opening()) document.getElementById("head-detail").scrollIntoView({block: "start"});
+  // back to no #…, or to a link of no head: the head the page opens on (the hashchange fires for both)
+  window.addEventListener("hashchange", opening);
   document.body.setAttribute("data-views", "ready");
 })();
 """
