@@ -252,3 +252,18 @@ def test_a_layer_written_as_q_k_v_given_directly_is_captured_on_the_command_line
     assert result.exit_code == 0, result.stderr
     assert result.stderr.splitlines()[-1] == f"wrote {out}: layer 0 of {family}, 5 queries; attn compute {out}"
     assert run.json("compute", out)["agreement"]["line"].startswith(f"agrees with {family} layer 0 to ")
+
+
+@pytest.mark.parametrize("cap, refused", [("1000", False), ("999", True)])
+def test_json_just_within_the_text_cap_is_written_and_a_byte_more_is_refused(monkeypatch, cap, refused):
+    """What capture writes, compute reads: JSON of exactly ATTN_MAX_INPUT bytes is readable."""
+    from attncli.commands.capture_run import _readable
+    from attncli.compute.limits import MAX_INPUT_VARIABLE
+
+    monkeypatch.setenv(MAX_INPUT_VARIABLE, cap)
+    if not refused:
+        _readable(1000, "x.json", estimated=False)
+        return
+    with pytest.raises(Exception, match=r"x\.json would hold 1,000 B of JSON|x\.json would hold") as caught:
+        _readable(1000, "x.json", estimated=False)
+    assert "-o x.npz" in str(caught.value)

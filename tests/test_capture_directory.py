@@ -179,6 +179,7 @@ def test_a_pickled_checkpoint_is_refused_unopened(run, tmp_path):
     ({"model_type": "gptj", "rotary_dim": 1}, ("rotary_dim is the number 1; expected an even whole number from 2 to the "
                                                "head's width 4",)),
     ({"model_type": "gptj", "rotary_dim": 512}, ("rotary_dim is the number 512",)),
+    ({"model_type": "gptj", "rotary_dim": 3}, ("rotary_dim is the number 3; expected an even whole number",)),
     ({"model_type": "falcon", "new_decoder_architecture": True, "num_kv_heads": 3},
      ("num_attention_heads 2 is not a multiple of num_kv_heads 3",)),
     ({"model_type": "gemma2", "attn_logit_softcapping": 0.0}, ("attn_logit_softcapping is the number 0.0; expected a "

@@ -117,3 +117,22 @@ def test_a_width_that_is_no_size_is_named(run, tmp_path):
     (tmp_path / "gptj" / "config.json").write_text(json.dumps(GPTJ | {"n_inner": -5}))
     assert_error(run("capture", tmp_path / "gptj", "--ids", "3,1"),
                  "gptj/config.json: n_inner is the number -5; expected a whole number from 1 to 2,147,483,647 (or null)")
+
+
+def test_a_mixture_of_experts_weighs_each_experts_mlp():
+    """Eight experts hold eight MLPs a layer: seven more than the dense config's (3 × hidden × width each)."""
+    def weights(sizes):
+        return next(v for k, v in guard.model_bytes(sizes, "float32").items() if k.startswith("its weights"))
+
+    moe = SimpleNamespace(**vars(SIZES) | {"experts": 8, "num_hidden_layers": 2})
+    dense = SimpleNamespace(**vars(SIZES) | {"num_hidden_layers": 2})
+    assert weights(moe) - weights(dense) == 2 * 7 * 3 * 8 * 16 * 4
+
+
+def test_an_encoder_decoders_decoder_layers_keep_self_and_cross_attention_weights():
+    """Each decoder layer keeps two attentions' weights (self and cross), each encoder layer one."""
+    sizes = SimpleNamespace(**vars(SIZES) | {"num_hidden_layers": 2, "decoder_layers": 3})
+    found = guard.run_bytes(sizes, None, 1, 10)
+    key = next(k for k in found if k.startswith("every layer's attention weights"))
+    assert key.startswith("every layer's attention weights (8 layers × 1 sequence × 2 heads × 10 × 10 tokens)")
+    assert found[key] == 8 * 2 * 10 * 10 * 4

@@ -501,3 +501,38 @@ def test_a_case_whose_watchdog_never_writes_still_times_out_and_the_run_ends(tmp
     assert 0.3 + 0.2 + 0.5 <= took < 10, took  # it waited for the stack (SLACK), then ended
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is alive (a zombie waiting for init to reap it is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_what_a_case_leaves_running_is_killed_when_it_ends(tmp_path):
+    """A function that starts a background process and returns: the supervisor kills what it left in
+    the case's process group (the child's own, by setsid). One that leaves its own session escapes
+    killpg: supervise.py does not promise it."""
+    import signal
+    import time
+
+    pid_file = tmp_path / "pid"
+
+    def leaves_a_sleeper(Q, K, V):
+        sleeper = subprocess.Popen(["sleep", "60"])
+        pid_file.write_text(str(sleeper.pid))
+        return np.zeros((Q.shape[0], V.shape[1]))
+
+    check_code(leaves_a_sleeper, cases="scooter", timeout=5)
+    pid = int(pid_file.read_text())
+    try:
+        end = time.monotonic() + 2
+        while _running(pid) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert not _running(pid), "the case's background process outlived it"
+    finally:
+        if _running(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -191,3 +191,41 @@ def test_a_huge_layer_number_is_out_of_range_not_unreadable(text, message):
     with pytest.raises(InputError) as error:
         layers.parse_layers(text, None, "--layer")
     assert "out of range" in str(error.value)
+
+
+def referenced_layer(number: int, seed: int, off: float = 0.0) -> dict:
+    """A layer of Q, K, V with its model's weights beside it (attncli's own, `off` added: a model that differs)."""
+    from attncli import api
+
+    rng = np.random.default_rng(seed)
+    doc = {name: rng.standard_normal((3, 4)).tolist() for name in ("Q", "K", "V")} | {"heads": 2}
+    trace = api.attend(np.array(doc["Q"]), np.array(doc["K"]), np.array(doc["V"]), heads=2)
+    return doc | {"title": f"Tiny layer {number}", "model": {"name": "Tiny", "layer": number},
+                  "reference": {"weights": (trace.weights + off).tolist(), "dtype": "float64"}}
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_compute_of_several_layers_exits_1_when_one_differs_from_its_model(run, tmp_path, fmt):
+    """As diff, and as for one layer: JSON as tables."""
+    path = tmp_path / "layers.json"
+    path.write_text(json.dumps({"layers": [referenced_layer(0, 0), referenced_layer(1, 1)]}))
+    agree = run("compute", path, "--format", fmt)
+    assert agree.exit_code == 0, agree.stderr
+    path.write_text(json.dumps({"layers": [referenced_layer(0, 0), referenced_layer(1, 1, off=1e-3)]}))
+    differ = run("compute", path, "--format", fmt)
+    assert differ.exit_code == 1, differ.stderr
+    assert "layer 1" in differ.stderr or "layer 1" in differ.stdout
+
+
+@pytest.mark.parametrize("referenced", [False, True])
+def test_tables_of_several_layers_are_each_layers_tables_one_blank_line_apart(run, tmp_path, referenced):
+    """A blank line between layers, as between tables: each layer's tables end with one (two were
+    written where no agreement line ended a layer), its agreement line does not."""
+    path = tmp_path / "layers.json"
+    docs = [referenced_layer(n, n) for n in (0, 2)] if referenced else [layer_doc(n, n) for n in (0, 2)]
+    path.write_text(json.dumps(layers.assemble(docs, "Tiny layers 0, 2")))
+    both = run("compute", path, "--format", "table")
+    assert both.exit_code == 0, both.stderr
+    alone = [run("compute", path, "--layer", n, "--format", "table").stdout for n in ("0", "2")]
+    assert alone[0].rstrip("\n").endswith("(the model ran in float64)" if referenced else "╯")
+    assert both.stdout == alone[0].rstrip("\n") + "\n\n" + alone[1]

@@ -237,3 +237,13 @@ def test_every_raise_that_knows_its_key_passes_it_as_field(sources, module):
             if not text.startswith(DOCUMENT_LEVEL):
                 missing.append(f"{module}:{node.lineno}: {ast.get_source_segment(source, first)[:60]}")
     assert missing == []
+
+
+@pytest.mark.parametrize("text, empty", [(",it", 1), ("it,", 2), ("a,,b", 2), ("a, ,b", 2)])
+def test_an_empty_item_of_a_comma_list_is_refused_by_its_position(text, empty):
+    """An empty item anywhere, the first included, is named by its position, never dropped."""
+    from attncli.base.errors import comma_items
+
+    with pytest.raises(InputError, match=f"item {empty} is empty; expected words"):
+        comma_items(text, "words", field="--query")
+    assert comma_items(" a , b ", "words") == ["a", "b"]

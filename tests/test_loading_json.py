@@ -74,6 +74,10 @@ def test_a_repeated_key_is_found_by_its_place_in_the_text():
         == (2, 16, "e")
     assert repeated_key_at('{"a": 1, "b": [1,], "a": 2,}') == (1, 21, "a")  # the text need not parse
     assert repeated_key_at('[{"a": 1}, {"a": 2}]') is None and repeated_key_at('{"a": "a", "b": "a"}') is None
+    # a closing brace ends its object's keys: the outer object's "k" is its first, beside a slip
+    assert repeated_key_at('{"a": {"k": 1}, "k": 2,}') is None
+    assert repeated_key_at('[{"k":1},{"k":2}]') is None
+    assert repeated_key_at('{"a": {"k": 1}, "b": 2, "a": 3,}') == (1, 25, "a")
 
 
 def test_duplicate_key_in_inline_json(run):

@@ -221,3 +221,27 @@ def test_a_document_of_one_layer_is_titled_by_its_title(run, problem_file, tmp_p
     path = tmp_path / "one.html"
     assert run("compute", problem_file({"title": "one", "layers": [layer(0)]}), "-o", path).exit_code == 0
     assert "<title>one</title>" in path.read_text()
+
+
+def test_the_size_counted_is_the_numbers_a_grouped_layer_embeds():
+    """count (the page's size guard) counts what layer_data packs: k once per kv head, not per query head."""
+    rng = np.random.default_rng(5)
+    trace = api.attend(rng.normal(size=(4, 3, 2)), rng.normal(size=(2, 5, 2)), rng.normal(size=(2, 5, 2)),
+                       heads=4, kv_heads=2)
+    data = page_views.layer_data(0, trace, None)
+    embedded = sum(len(base64.b64decode(data[name])) // 8 for name in ("weights", "scores", "logits", "q", "k"))
+    assert embedded == page_views.count(trace) == 4 * 3 * (3 * 5 + 2) + 2 * 5 * 2
+
+
+def test_a_layer_that_differs_from_its_model_has_its_own_header_line(run, tmp_path):
+    """Fewer than two layers agree: each layer's agreement line is in the header, the one that differs too."""
+    differs = captured_layer(1)
+    differs["reference"]["weights"][0][0][0] += 1e-3
+    source = tmp_path / "layers.json"
+    source.write_text(json.dumps({"title": "captured", "layers": [captured_layer(0), differs]}))
+    path = tmp_path / "p.html"
+    result = run("compute", source, "-o", path)
+    assert result.exit_code == 1, result.stderr
+    header = re.search(r'<pre class="header">(.*?)</pre>', path.read_text(), re.S)[1].splitlines()
+    assert len(header) == 3 and header[1].startswith("agrees with made-up layer 0")
+    assert "made-up layer 1" in header[2] and not header[2].startswith("agrees")

@@ -382,3 +382,32 @@ def test_every_equation_of_a_low_dtype_explanation_holds_before_its_rounding(run
     results, kinds = check_equations(lines)
     assert {"dot", "weight", "product"} <= set(kinds) and ({"exp", "sum"} <= set(kinds) or same)
     assert [line for line, ok in results if not ok and not NOTE.search(line)] == []
+
+
+def test_an_error_at_a_subnormal_reference_is_counted_in_the_subnormals_ulp():
+    """float16's subnormals share the smallest normal's ulp, 2^-24 (not 2^(⌊log₂|x|⌋ − 10))."""
+    from attncli.compute.precision import errors
+
+    reference = np.array([1e-6, -1e-6, 0.0, 2.0 ** -14])
+    stored = reference + np.array([2.0 ** -24, 2 * 2.0 ** -24, 3 * 2.0 ** -24, 2.0 ** -24])
+    found = errors({"weights": stored}, {"weights": reference}, "float16")["weights"]
+    assert found["ulps"].tolist() == pytest.approx([1.0, 2.0, 3.0, 1.0], rel=1e-12)
+
+
+def test_explain_lists_no_rounding_of_a_nan_to_itself(run, problem_file):
+    """A weight computed NaN (e^89 overflows float32 without the max) is stored NaN: no rounding to list."""
+    near = {"Q": [[89, 0]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "scale": 1}
+    result = run("compute", problem_file(near), "--dtype", "float16", "--no-max-subtraction", "--explain")
+    assert result.exit_code == 0, result.stderr
+    roundings = result.stdout.split("Roundings")[1]
+    assert "  weights: " in roundings
+    assert "nan → nan" not in roundings.lower()
+
+
+def test_explain_names_the_labs_settings_only_when_given(run, problem_file):
+    plain_run = run("compute", problem_file(SCOOTER), "--dtype", "float32", "--error", "--explain")
+    assert plain_run.exit_code == 0, plain_run.stderr
+    assert "Roundings: none beyond float32 itself (every operation in float32)\n" in plain_run.stdout
+    assert "precision lab's settings" not in plain_run.stdout
+    lab = run("compute", problem_file(SCOOTER), "--dtype", "float32", "--mask-fill", "min", "--explain").stdout
+    assert "(every operation in float32; the precision lab's settings change the fill or the softmax" in lab

@@ -153,10 +153,11 @@ def _warn(run: LayerRun) -> None:
 
 def _tables(runs: Iterator[LayerRun], o, plan) -> bool:
     """Each layer as compute_run renders one (its header names it: the title), a blank line between."""
-    differs = False
-    for i, run in enumerate(runs):
-        if i:
+    differs, ended = False, True  # the tables end with a blank line of their own; an agreement line does not
+    for run in runs:
+        if not ended:
             out.write_all("\n")
+        ended = run.agreed is None
         compute_run.render(run.trace, run.tiled, run.shown, plan, o, run.agreed, run.doc.get("word_ids"))
         _warn(run)
         differs |= run.agreed is not None and not run.agreed.agrees
