@@ -336,8 +336,8 @@ def test_the_inputs_are_embedded_at_full_precision():
 
 @pytest.mark.slow
 def test_a_real_layers_what_if_agrees_with_numpy(browser, minilm, tmp_path):  # noqa: F811
-    """all-MiniLM-L6-v2's layer 4 (tests/conftest.py: captured once), its page opened without options
-    (the weights alone): a key entry of "sc" (scooter's first sub-token) in head 3 typed into the controls changes the weights
+    """all-MiniLM-L6-v2's layer 4 (tests/conftest.py: captured once), its page opened without options: its
+    views tab finds head 3 for it → scooter and draws its derivation, head view and q·k view; then a key entry of "sc" (scooter's first sub-token) in head 3 typed into the controls changes the weights
     of head 3 only, as numpy computes them (the output's relative error against its terms' size)."""
     path = tmp_path / "minilm.html"
     result = CliRunner().invoke(app, ["compute", str(minilm), "--layer", "4", "-o", str(path)])
@@ -345,6 +345,21 @@ def test_a_real_layers_what_if_agrees_with_numpy(browser, minilm, tmp_path):  # 
     doc = read_document(str(minilm))
     problem = build_problem(layer_document(doc[0] if isinstance(doc, tuple) else doc, 4))
     page = Opened(browser, path)
+    # Issue 28's Done-when on this one page: the views tab's model view finds head 3 for it → scooter,
+    # its cell's derivation, the head view and the q·k view; then the what-if below.
+    page.tab.click("#tab-views")
+    page.tab.wait_for_function("document.body.getAttribute('data-views') === 'ready'", timeout=10_000)
+    page.tab.click('#pick-query button:text-is("it")')
+    page.tab.click('#pick-key button:text-is("scooter")')
+    assert page.tab.eval_on_selector("#model-view button.best", "b => [b.dataset.layer, b.dataset.head]") == ["4", "3"]
+    page.tab.click("#model-view button.best")
+    assert page.tab.inner_text("#head-title") == "layer 4 · head 3"
+    page.tab.click('#head-weights td[data-q="9"][data-k="6"]')
+    assert "##oot  = 1.0000 / 1.7895 = 0.5588 (55.9%)" in page.derivation()
+    assert page.tab.eval_on_selector_all("#head-view line", "ls => ls.length") == 15 * 15
+    bars = page.tab.eval_on_selector_all("#head-qk tr.term", "rs => rs.map(r => +r.dataset.value)")
+    assert len(bars) == 32 and f"{sum(bars):.4f}" == "21.0301"
+    page.tab.click("#tab-0")
     for name, value in (("what", "K"), ("head", "3"), ("row", "5"), ("col", "0"), ("value", "2.5")):
         (page.tab.select_option if name == "what" else page.tab.fill)(f"#wi-{name}", value)
     page.tab.click("#wi-apply")
