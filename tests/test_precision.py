@@ -85,6 +85,25 @@ def test_a_float32_logit_near_89_overflows_only_without_the_max_subtracted(run, 
     assert "softmax: e^x without subtracting each row's max" in table.stdout
 
 
+def test_a_softmax_sum_past_the_range_is_named_not_silent_zeros(run, problem_file):
+    # e^88.5 fits float32 (2.7e38) but two of them do not: the sum is inf and every weight e^x/inf is 0
+    near = {"Q": [[88.5, 88.5]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "scale": 1}
+    doc, stderr = compute(run, problem_file, near, "--dtype", "float32", "--no-max-subtraction")
+    assert doc["heads"][0]["weights"] == [[0.0, 0.0]]
+    born = doc["nonfinite"]
+    assert (born["stage"], born["head"], born["query"], born["key"]) == ("weights", 0, 0, 1)
+    assert (born["value"], born["sum"]) == (0.0, "inf")
+    assert born["cause"].startswith("the softmax's sum Σe^x = 5.4")
+    assert "overflows float32 (max 3.4028e+38)" in born["cause"] and "e^x/inf = 0" in born["cause"]
+    assert "the first non-finite value is weights[0, 0, 1]: the softmax's sum" in stderr
+    half = {"Q": [[10.5, 10.5]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "scale": 1}
+    doc, _ = compute(run, problem_file, half, "--dtype", "float16", "--accumulate", "same", "--no-max-subtraction")
+    assert "overflows float16 (max 65504)" in doc["nonfinite"]["cause"]
+    explained = run("compute", problem_file(half), "--dtype", "float16", "--accumulate", "same",
+                    "--no-max-subtraction", "--explain")
+    assert "  sum: Σe^x = 72640 → ∞ in float16 (past its range: every weight of the row is e^x/∞ = 0)" in explained.stdout
+
+
 @pytest.mark.parametrize("policy, stored", [("zero", 0.0), ("uniform", 1 / 3)])
 @pytest.mark.parametrize("subtract", [True, False])
 def test_a_fully_masked_row_names_its_0_over_0_under_every_policy(run, problem_file, policy, stored, subtract):

@@ -28,12 +28,16 @@ class Birth:
     value: float
     cause: str
     stored: float | None = None  # what the masked-rows policy stored in place of a fully masked row's NaN
+    sum: bool = False  # the row's softmax sum overflowed (its weights, e^x/inf, are finite: 0): `value` is the weight
 
     def to_json(self) -> dict:
         """`value` is what the run stores there: the masked-rows policy's number in place of a fully
         masked row's NaN, whose `computed` value is then "nan"."""
+        where = {"stage": self.stage, "head": self.head, "query": self.query, "key": self.key}
+        if self.sum:  # the inf is the row's sum; the weight stored is the finite e^x/inf
+            return where | {"value": self.value, "sum": "inf", "cause": self.cause}
         value = "nan" if np.isnan(self.value) else ("inf" if self.value > 0 else "-inf")
-        found = {"stage": self.stage, "head": self.head, "query": self.query, "key": self.key, "value": value}
+        found = where | {"value": value}
         if self.stored is not None:
             found |= {"value": self.stored, "computed": value}
         return found | {"cause": self.cause}
@@ -66,9 +70,28 @@ def _cause(name: str, dtype: str, acc: str, unrounded: float, value: float, subt
     return f"{name} is NaN: an inf met an inf or a 0 in {acc} (∞ − ∞, 0 · ∞)"
 
 
-def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract) -> Birth | None:
+def _sum_overflow(exps, sums, acc: str):
+    """(head, query, key) of the first row whose softmax sum is inf though every e^x is finite (its
+    weights e^x/inf are all 0, finite: no cell shows it), with the key whose e^x took the running sum
+    past the accumulator's range, and the sum as float64; None when there is none."""
+    if sums is None:
+        return None
+    rows = np.isinf(sums[..., 0]) & np.isfinite(exps).all(axis=-1)
+    if not rows.any():
+        return None
+    h, i = (int(v) for v in np.argwhere(rows)[0])
+    row = exps[h, i].astype(np.float64)
+    top = recipes.MAX[acc] + 2.0 ** (np.floor(np.log2(recipes.MAX[acc])) - recipes.MANTISSA[acc] - 1)
+    running = np.cumsum(row)
+    past = np.flatnonzero(running >= top)
+    return h, i, int(past[0]) if past.size else row.size - 1, float(running[-1])
+
+
+def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract, sums=None) -> Birth | None:
     """The first non-finite cell, in stage order, then head, query, key; a masked cell's −∞ (the
-    fill) is no birth, nor is an input's (reading refuses those) unless the dtype made it."""
+    fill) is no birth, nor is an input's (reading refuses those) unless the dtype made it. A softmax
+    sum past the accumulator's range (`sums`, (H, Lq, 1)) is born at the weights, at the key whose
+    e^x took it past: its weights are e^x/inf = 0, finite, and would otherwise pass unseen."""
     for name, (given, low) in inputs.items():
         bad = ~np.isfinite(low)
         if bad.any():
@@ -82,9 +105,17 @@ def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract)
         bad = ~np.isfinite(value)
         if name == "masked" and visible is not None:
             bad &= np.broadcast_to(visible, bad.shape) | ~np.isneginf(value)
-        if not bad.any():
+        summed = _sum_overflow(exps, sums, acc) if name == "weights" else None
+        first = tuple(int(v) for v in np.argwhere(bad)[0]) if bad.any() else None
+        if summed is not None and (first is None or summed[:3] < first):
+            h, i, j, total = summed
+            how = "without subtracting the max" if not subtract else "even after subtracting the max"
+            return Birth(name, h, i, j, float(value[h, i, j]),
+                         f"the softmax's sum Σe^x = {_number(total)} overflows {acc} (max {recipes.MAX[acc]:.5g}) "
+                         f"{how} (at key {j}), so every weight of the row is e^x/inf = 0", sum=True)
+        if first is None:
             continue
-        h, i, j = (int(v) for v in np.argwhere(bad)[0])
+        h, i, j = first
         exp_at = underflow = None
         dead = False
         if name == "weights":

@@ -232,7 +232,7 @@ def attend(problem: Problem, present: tuple[str, ...], source: str | None = None
                         _policy(problem, dead))[0]
     birth = first_nonfinite({**stored, "weights": raw}, before, exps,
                             {name: (given[name], low[name]) for name in INPUTS}, visible, dtype, acc,
-                            problem.max_subtraction)
+                            problem.max_subtraction, sums)
     if dead.any() and problem.masked_rows == "error":
         masked_rows_warnings(problem, dead, f", so its softmax is 0/0 ({birth.line()})")  # raises
     stored64 = {name: value.astype(np.float64) for name, value in stored.items()}
@@ -262,7 +262,7 @@ def row_birth(trace: Trace, head: int, row: int) -> Birth | None:
         visible = part(np.broadcast_to(visible, trace.stages["scores"].shape))
     acc = "float32" if lab.recipe is not None and lab.recipe.accumulate == "float32" else p.dtype
     born = first_nonfinite({n: part(v) for n, v in trace.stages.items()}, {n: part(v) for n, v in lab.unrounded.items()},
-                           part(lab.exps), inputs, visible, p.dtype, acc, p.max_subtraction)
+                           part(lab.exps), inputs, visible, p.dtype, acc, p.max_subtraction, part(lab.sums))
     if born is None:
         return None
     return replace(born, head=head, query=row if born.stage not in ("K", "V") else born.query)

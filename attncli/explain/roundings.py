@@ -80,6 +80,11 @@ def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
     for name, before in lab.unrounded.items():
         if name == "weights":
             lines += _exp_lines(trace, head, row, dtype)
+            if np.isinf(lab.sums[head, row, 0]) and np.isfinite(lab.exps[head, row]).all():  # e^x/inf: weights 0
+                total = lab.exps[head, row].sum()
+                where = dtype if lab.recipe.accumulate == "same" else acc
+                lines.append(f"  sum: Σe^x = {_computed(total, 'float64')} → {_exact(lab.sums[head, row, 0])} in {where} "
+                             "(past its range: every weight of the row is e^x/∞ = 0)")
         stored = trace.stages[name][head, row]
         was = before[head, row]
         columns = [j for j in shown_keys(len(stored)) if j is not None]
