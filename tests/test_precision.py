@@ -287,6 +287,21 @@ def test_explain_in_a_low_dtype_writes_exact_arithmetic_then_the_rounding(run, p
     assert line in explained(run, problem_file, doc, *options)
 
 
+@pytest.mark.parametrize("doc, line", [
+    # the softmax's sum: 1.0099 rounds to 1.0078125, but the run rounded each partial sum and kept 1
+    ({"Q": [[1]], "K": [[6], [0], [0], [0], [0]], "V": [[1], [0], [0], [0], [0]], "scale": 1},
+     "sum = 1.0099, added as the run adds: 1 + 0.002471923828125 = 1.002471923828125 → 1; "),
+    # a dot product: 258 is a bfloat16, but 256 + 1 + 1 rounded after each addition stays 256
+    ({"Q": [[1, 1, 1]], "K": [[256, 1, 1], [1, 0, 0]], "V": [[1, 0], [0, 1]], "scale": 1},
+     "  0: (1.0)(256.0) + (1.0)(1.0) + (1.0)(1.0) = 258.0000, added as the run adds: 256 + 1 = 257 → 256; "
+     "256 + 1 = 257 → 256 in bfloat16\n"),
+])
+def test_recipe_same_writes_the_partial_sums_it_rounded(run, problem_file, doc, line):
+    text = explained(run, problem_file, doc, "--dtype", "bfloat16", "--accumulate", "same")
+    assert line in text and "→ 1 in bfloat16" not in text.split("Roundings")[0].split("sum = 1.0099")[-1][:20]
+    assert "258.0000 → 256" not in text
+
+
 def test_every_equation_explain_writes_in_a_low_dtype_holds(run, problem_file):
     """Each dot product line's result is its given operands' exact sum, and each `a / b = c` line's c
     what its printed operands give (to the printed decimals) unless its note names the unrounded

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.compute.precision import products, row_birth
+from attncli.compute.precision import numpy_dtype, products, row_birth
 from attncli.hand.handwriting import shown_keys
 from attncli.problem import recipes
 from attncli.problem.trace import Trace
@@ -154,6 +154,8 @@ def ledger(trace: Trace, head: int, row: int) -> dict:
         for j in range(len(weights)):
             put("contributions", weights[j] * trace.V[head, j], made[j], same, j)
         put("output", made.sum(axis=0), stages["output"][head, row], stored("output"))
+        if recipe is not None and recipe.accumulate == "same":
+            _chains(found, trace, head, row, dtype, live if live.any() else None)
     if recipe is None:  # float32, float64: only where the dtype's range made an inf of a finite result
         return {cell: entry for cell, entry in found.items() if np.isfinite(entry[0]) and not np.isfinite(entry[1])}
     return found
@@ -165,3 +167,39 @@ def stop_line(trace: Trace, head: int, row: int) -> str:
     where = "its inputs" if born is None else f"{born.stage}[{born.head}, {born.query}, {born.key}]: {born.cause}"
     return (f"The hand calculation stops here: this row's first non-finite value is {where}; the stages after it "
             "hold inf or NaN (the tables show them)")
+
+
+def _chains(found: dict, trace: Trace, head: int, row: int, dtype: str, live) -> None:
+    """Recipe `same` adds left to right, rounding each partial sum to the dtype: where that gives
+    another number than exact arithmetic's sum rounded once (1.0099 → 1.0078125, but the run kept 1),
+    the line must show the additions the run made. ("chain", cell) → [(partial, term, exact sum,
+    kept)] for a score's dot product and the softmax's sum."""
+    low = numpy_dtype(dtype)
+    recipe = trace.precision.recipe
+
+    def rnd(x) -> float:
+        return float(np.float32(x).astype(low))
+
+    def chain(terms, last_rounded: bool) -> list[tuple[float, float, float, float]]:
+        total, steps = terms[0], []
+        for n, term in enumerate(terms[1:], 2):
+            made = float(np.float32(total) + np.float32(term))  # float32, as the run adds
+            kept = rnd(made) if (last_rounded or n < len(terms)) else made
+            steps.append((total, term, total + term, kept))
+            total = kept
+        return steps
+
+    def put(cell, terms, last_rounded: bool) -> None:
+        entry = found.get(cell)
+        if entry is None or len(terms) < 3 or not np.isfinite(entry[1]):
+            return
+        steps = chain([float(t) for t in terms], last_rounded)
+        if steps[-1][3] == entry[1] and rnd(entry[0]) != entry[1]:  # the run's additions, not one rounding
+            found[("chain",) + cell] = (steps, dtype)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = trace.Q[head, row]
+        for j, k in enumerate(trace.K[head]):
+            put(("scores", j), [rnd(a * b) for a, b in zip(q, k)], recipe.stored("scores"))
+        if live is not None:
+            put(("total", 0), [float(x) for x in trace.precision.exps[head, row][live]], True)

@@ -107,7 +107,8 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
 
     def r(self, d: Decimal, cell) -> str:
         """A result and its rounding: `= 2055.0000 → 2056 in float16`'s right side."""
-        return self.exact(d, cell) + self.arrow(cell)
+        found, ledger = getattr(self.written, "rounded", {}), getattr(self.written, "ledger", {})
+        return self.exact(d, cell) + (hw.additions(found, ledger, cell) or self.arrow(cell))
 
     def rvector(self, values, cells) -> str:
         """A vector result and its rounding (the weighted sum's)."""
