@@ -302,6 +302,18 @@ def test_recipe_same_writes_the_partial_sums_it_rounded(run, problem_file, doc, 
     assert "258.0000 → 256" not in text
 
 
+def test_recipe_same_shows_products_past_the_range_meeting_as_nan(run, problem_file):
+    doc = {"Q": [[300, 300]], "K": [[300, -300], [1, 1]], "V": [[1], [2]], "scale": 1}
+    text = explained(run, problem_file, doc, "--dtype", "float16", "--accumulate", "same")
+    assert ("  0: (300.0)(300.0) + (300.0)(-300.0) = 0.0000, added as the run adds: q[0]·k[0] = 90000 → inf; "
+            "q[1]·k[1] = -90000 → -inf; inf + -inf = nan in float16\n") in text
+    assert "= 0.0000 → nan" not in text and "scores: every number is exact" not in text
+    cause = "a product overflows float16 (max 65504): q[0]·k[0] = 90000 → inf, q[1]·k[1] = −90000 → −inf; inf + (−inf) is NaN"
+    assert f"  scores: scores[0] = NaN: {cause}" in text
+    doc_json, _ = compute(run, problem_file, doc, "--dtype", "float16", "--accumulate", "same")
+    assert doc_json["nonfinite"]["cause"] == cause
+
+
 def test_every_equation_explain_writes_in_a_low_dtype_holds(run, problem_file):
     """Each dot product line's result is its given operands' exact sum, and each `a / b = c` line's c
     what its printed operands give (to the printed decimals) unless its note names the unrounded

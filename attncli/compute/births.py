@@ -87,6 +87,25 @@ def _sum_overflow(exps, sums, acc: str):
     return h, i, int(past[0]) if past.size else row.size - 1, float(running[-1])
 
 
+def _overflows(x: float, dtype: str) -> bool:
+    """Whether x rounds past `dtype`'s largest number (to ±inf), nearest-even."""
+    top = recipes.MAX[dtype] + 2.0 ** (np.floor(np.log2(recipes.MAX[dtype])) - recipes.MANTISSA[dtype] - 1)
+    return abs(x) >= top
+
+
+def _product_overflow(q, k, acc: str, value: float) -> str | None:
+    """A score's cause when one of its products q_a·k_a overflows the accumulator (an inf the sum then
+    carries, or meets an inf of the other sign: NaN); None when none does."""
+    products = np.asarray(q, np.float64) * np.asarray(k, np.float64)
+    over = [a for a, x in enumerate(products) if _overflows(float(x), acc)]
+    if not over:
+        return None
+    made = ", ".join(f"q[{a}]·k[{a}] = {_number(float(products[a]))} → {'' if products[a] > 0 else '−'}inf"
+                     for a in over[:3])
+    end = ("; inf + (−inf) is NaN" if np.isnan(value) else "")
+    return f"a product overflows {acc} (max {recipes.MAX[acc]:.5g}): {made}{end}"
+
+
 def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract, sums=None) -> Birth | None:
     """The first non-finite cell, in stage order, then head, query, key; a masked cell's −∞ (the
     fill) is no birth, nor is an input's (reading refuses those) unless the dtype made it. A softmax
@@ -116,6 +135,10 @@ def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract,
         if first is None:
             continue
         h, i, j = first
+        if name == "scores" and "Q" in inputs and "K" in inputs:
+            made = _product_overflow(inputs["Q"][1][h, i], inputs["K"][1][h, j], acc, float(value[h, i, j]))
+            if made is not None:
+                return Birth(name, h, i, j, float(value[h, i, j]), made)
         exp_at = underflow = None
         dead = False
         if name == "weights":

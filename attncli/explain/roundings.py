@@ -94,6 +94,10 @@ def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
             continue
         done = [f"{name}[{names[j]}] = {_computed(was[j], acc)} → {_exact(stored[j])}" for j in columns
                 if not (was[j] == stored[j] or (np.isnan(was[j]) and np.isnan(stored[j])))]
+        born = row_birth(trace, head, row) if not finite_cells(trace, name, head, row) else None
+        if born is not None and born.stage == name:  # made non-finite as it was computed: not a rounding of it
+            done.append(f"{name}[{names[born.key] if name != 'output' else born.key}] = {_exact(born.value)}: "
+                        f"{born.cause}")
         lines.append(f"  {name}: " + ("; ".join(done) if done else f"every number is exact in {dtype}"))
         if not finite_cells(trace, name, head, row):  # the hand calculation stopped here too
             break
@@ -189,17 +193,23 @@ def _chains(found: dict, trace: Trace, head: int, row: int, dtype: str, live) ->
             total = kept
         return steps
 
-    def put(cell, terms, last_rounded: bool) -> None:
+    def put(cell, terms, last_rounded: bool, exact=()) -> None:
         entry = found.get(cell)
-        if entry is None or len(terms) < 3 or not np.isfinite(entry[1]):
+        if entry is None or not np.isfinite(entry[0]):
+            return
+        made = [(a, float(x), float(t)) for a, (x, t) in enumerate(zip(exact, terms)) if np.isfinite(x) and
+                not np.isfinite(t)]  # products past the range: their inf is what the sum carries
+        if np.isfinite(entry[1]) and (len(terms) < 3 or made):
             return
         steps = chain([float(t) for t in terms], last_rounded)
-        if steps[-1][3] == entry[1] and rnd(entry[0]) != entry[1]:  # the run's additions, not one rounding
-            found[("chain",) + cell] = (steps, dtype)
+        same = steps[-1][3] == entry[1] or (np.isnan(steps[-1][3]) and np.isnan(entry[1]))
+        if same and (made or rnd(entry[0]) != entry[1]):  # the run's additions, not one rounding
+            found[("chain",) + cell] = (steps, dtype, made)
 
     with np.errstate(over="ignore", invalid="ignore"):
         q = trace.Q[head, row]
         for j, k in enumerate(trace.K[head]):
-            put(("scores", j), [rnd(a * b) for a, b in zip(q, k)], recipe.stored("scores"))
+            exact = [float(a) * float(b) for a, b in zip(q, k)]
+            put(("scores", j), [rnd(x) for x in exact], recipe.stored("scores"), exact)
         if live is not None:
             put(("total", 0), [float(x) for x in trace.precision.exps[head, row][live]], True)

@@ -150,9 +150,11 @@ def additions(found: dict, ledger: dict, cell) -> str:
     entry = ledger.get(("chain",) + tuple(cell))
     if entry is None or cell not in found:
         return ""
-    steps, dtype = entry
+    steps, dtype, made = entry
     picked = shown_terms(len(steps))
-    text = "; ".join("…" if i is None else
-                     f"{kept(steps[i][0], dtype)} + {kept(steps[i][1], dtype)} = {kept(steps[i][2], 'float64')} → "
-                     f"{kept(steps[i][3], dtype)}" for i in picked)
+    products = [f"q[{a}]·k[{a}] = {kept(x, 'float64')} → {kept(t, dtype)}" for a, x, t in made]
+    text = "; ".join(products + ["…" if i is None else
+                                 f"{kept(steps[i][0], dtype)} + {kept(steps[i][1], dtype)} = "
+                                 f"{kept(steps[i][2], 'float64')}" + (f" → {kept(steps[i][3], dtype)}" if
+                                 math.isfinite(steps[i][2]) else "") for i in picked])
     return f", added as the run adds: {text} in {dtype}"
