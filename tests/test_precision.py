@@ -314,6 +314,16 @@ def test_recipe_same_shows_products_past_the_range_meeting_as_nan(run, problem_f
     assert doc_json["nonfinite"]["cause"] == cause
 
 
+@pytest.mark.parametrize("policy, line", [
+    ("zero", "  weights: every one is 0/0 = NaN (every key masked); the masked-rows policy zero replaced each with 0\n"),
+    ("uniform", "  weights: every one is 0/0 = NaN (every key masked); the masked-rows policy uniform replaced each "
+                "with 1/3 → 0.333984375 in bfloat16\n"),
+])
+def test_the_roundings_say_a_masked_rows_policy_replaced_the_nan(run, problem_file, policy, line):
+    text = explained(run, problem_file, BELOW, "--dtype", "bfloat16", "--masked-rows", policy, "--row", "1")
+    assert line in text and "NaN →" not in text
+
+
 def test_every_equation_explain_writes_in_a_low_dtype_holds(run, problem_file):
     """Each dot product line's result is its given operands' exact sum, and each `a / b = c` line's c
     what its printed operands give (to the printed decimals) unless its note names the unrounded

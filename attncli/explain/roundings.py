@@ -92,6 +92,11 @@ def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
         if not lab.recipe.stored(name):
             lines.append(f"  {name}: kept in {acc}, not stored in {dtype}")
             continue
+        if name == "weights" and (head, row) in trace.fully_masked:  # the policy's number, not a rounding
+            lines.append(f"  weights: every one is 0/0 = NaN (every key masked); the masked-rows policy "
+                         f"{p.masked_rows} replaced each with " + (f"1/{len(stored)} → {_exact(stored[0])} in {dtype}"
+                                                                   if p.masked_rows == "uniform" else "0"))
+            continue
         done = [f"{name}[{names[j]}] = {_computed(was[j], acc)} → {_exact(stored[j])}" for j in columns
                 if not (was[j] == stored[j] or (np.isnan(was[j]) and np.isnan(stored[j])))]
         born = row_birth(trace, head, row) if not finite_cells(trace, name, head, row) else None
