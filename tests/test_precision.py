@@ -141,6 +141,21 @@ def test_a_fill_past_float16s_range_is_minus_infinity_and_says_so(run, problem_f
     assert "the mask fill −1e+09 is −∞ in float16" in stderr
 
 
+@pytest.mark.parametrize("dtype, fill, header, title", [
+    ("float16", "-65519", "mask fill: −65519 (a masked score becomes this, not −∞; float16 stores it as −65504)",
+     "masked = scaled, −65504 where the mask blocks"),
+    ("float16", "-65520", "mask fill: −65520, past float16's range: a masked score becomes −∞",
+     "masked = scaled, −∞ where the mask blocks"),
+    ("bfloat16", "-1e4", "mask fill: −10000 (a masked score becomes this, not −∞; bfloat16 stores it as −9984)",
+     "masked = scaled, −9984 where the mask blocks"),
+    ("bfloat16", "-1e9", "bfloat16 stores it as −998244352)", "masked = scaled, −998244352 where the mask blocks"),
+])
+def test_the_header_and_title_give_the_fill_the_dtype_stores(run, problem_file, dtype, fill, header, title):
+    result = run("compute", problem_file(BELOW), "--dtype", dtype, f"--mask-fill={fill}", "--stages", "masked",
+                 "-f", "table")
+    assert header in result.stdout and title in result.stdout
+
+
 def test_a_row_whose_every_e_x_underflows_is_0_over_0_without_the_max_subtracted(run, problem_file):
     doc, _ = compute(run, problem_file, BELOW, "--dtype", "bfloat16", "--no-max-subtraction")
     assert (doc["nonfinite"]["query"], doc["nonfinite"]["key"]) == (0, 0)
