@@ -136,6 +136,20 @@ def run(problem: Problem, Q, K, V, visible, dtype: str, recipe, fill: float, sub
     return stored, before, (shifted, exps, sums), raw
 
 
+def as_stored(lab: Lab, name: str, values: np.ndarray) -> np.ndarray:
+    """`values` (float64) as a run by `lab`'s recipe stores stage `name`: rounded to the dtype (through
+    float32, as the run rounds), or to float32 where the recipe keeps the stage there; float32 and
+    float64 runs: in their own dtype. As float64 (marking's follow-through carries a learner's numbers
+    through the stages the way the run would: 2055 is 2056 in float16)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        single = np.asarray(values, np.float64).astype(np.float32)
+        if lab.recipe is None:
+            return np.asarray(values, np.float64).astype(lab.dtype).astype(np.float64)
+        if not lab.recipe.stored(name):
+            return single.astype(np.float64)
+        return single.astype(numpy_dtype(lab.dtype)).astype(np.float64)
+
+
 def products(lab: Lab, weights: np.ndarray, V: np.ndarray) -> np.ndarray:
     """weight_j × v_j for one query row (weights (Lk,), V (Lk, d_v), as stored) as the weighted sum
     makes them: in float32 (exact for two bfloat16 or float16 numbers), each rounded to the dtype
