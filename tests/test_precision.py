@@ -343,6 +343,15 @@ def test_the_roundings_say_a_masked_rows_policy_replaced_the_nan(run, problem_fi
     assert line in text and "NaN →" not in text
 
 
+def test_the_summary_names_an_e_x_past_float32_and_a_tiny_e_x_shows_its_digits(run, problem_file):
+    past = explained(run, problem_file, {"Q": [[89]], "K": [[1], [0]], "V": [[1], [0]], "scale": 1}, "--dtype",
+                     "bfloat16", "--accumulate", "same", "--no-max-subtraction")
+    assert "  e^x: e^89.0 = 4.4896e+38 (past float32's range) → ∞" in past and "every e^x is exact" not in past
+    tiny = explained(run, problem_file, {"Q": [[12]], "K": [[1], [0]], "V": [[1], [0]], "scale": 1}, "--dtype",
+                     "bfloat16", "--accumulate", "same")
+    assert "e^(0.0000 − 12.0000) = 6.144e-06 → 6.139278411865234e-06 in bfloat16" in tiny and "= 0.0000 →" not in tiny
+
+
 def test_every_equation_explain_writes_in_a_low_dtype_holds(run, problem_file):
     """Each dot product line's result is its given operands' exact sum, and each `a / b = c` line's c
     what its printed operands give (to the printed decimals) unless its note names the unrounded

@@ -117,8 +117,10 @@ def _exp_lines(trace: Trace, head: int, row: int, dtype: str) -> list[str]:
     shifted, stored = lab.shifted[head, row], lab.exps[head, row]
     with np.errstate(over="ignore"):
         exact = np.exp(shifted.astype(np.float32))
-    done = [f"e^{_exact(shifted[j])} = {_computed(exact[j], 'float32')} → {_exact(stored[j])}"
-            for j in shown_keys(len(shifted)) if j is not None and np.isfinite(exact[j]) and exact[j] != stored[j]]
+        wide = np.exp(shifted.astype(np.float64))  # e^89: past float32, a number all the same
+    done = [f"e^{_exact(shifted[j])} = " + (f"{_computed(exact[j], 'float32')}" if np.isfinite(exact[j]) else
+                                            f"{wide[j]:.5g} (past float32's range)") + f" → {_exact(stored[j])}"
+            for j in shown_keys(len(shifted)) if j is not None and np.isfinite(wide[j]) and (exact[j] != stored[j] or not np.isfinite(exact[j]))]
     what = "e^(x − m)" if trace.problem.max_subtraction else "e^x"
     return [f"  {what}: " + ("; ".join(done) if done else f"every e^x is exact in {dtype}")]
 
