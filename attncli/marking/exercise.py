@@ -184,6 +184,27 @@ def shows_rounding(trace, decimals: int) -> bool:
     return not correct.all()
 
 
+def rounding_note(trace, decimals: int) -> str | None:
+    """A low-dtype exercise's answer: which scores the dtype changed (2055 → 2056) and the weights
+    float64 would give beside the dtype's, at the decimals asked; None for other problems."""
+    lab = trace.precision
+    if lab is None or lab.recipe is None:
+        return None
+    p = trace.problem
+    keys = p.key_labels or [str(j) for j in range(p.lk)]
+    lines = []
+    for i in range(p.lq):
+        exact, stored = lab.unrounded["scores"][0, i], trace.stage("scores")[0, i]
+        changed = [f"{keys[j]} {exact[j]:g} → {stored[j]:g}" for j in range(p.lk) if exact[j] != stored[j]]
+        wide, low = lab.reference["weights"][0, i], trace.stage("weights")[0, i]
+        who = f"query {(p.query_labels or [str(i)] * p.lq)[i]}: " if p.lq > 1 else ""
+        lines.append(f"{who}{p.dtype} changed the score{'s' if len(changed) > 1 else ''} "
+                     f"{', '.join(changed) or '(none)'}, so its weights are "
+                     f"{', '.join(f'{x:.{decimals}f}' for x in low)} where float64's are "
+                     f"{', '.join(f'{x:.{decimals}f}' for x in wide)}")
+    return "; ".join(lines)
+
+
 def asked(trace, kind: str) -> list[str]:
     """The answers the problem asks for, in order (what `attn check` requires): the kind's `asks`,
     else every stage the problem has (a projected problem's Q, K and V first, as its sheet has a

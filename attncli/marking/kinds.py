@@ -363,6 +363,8 @@ def head_pairs(o: Options) -> None:
 
 
 def precision_shape(o: Options) -> None:
+    if (o.queries or 1) > 1:  # q = (64, a) with a odd from 2 values: more queries would repeat the rows
+        raise ExerciseError(f"a precision exercise has one query, q = (64, a) (queries {o.queries})", field="queries")
     if o.keys < 2:  # one key's weight is 1 in any dtype: the rounding could not show in the answer
         raise ExerciseError(f"a precision exercise needs at least 2 keys for float16's rounding to change the "
                             f"weights (keys {o.keys})", field="keys")
