@@ -100,7 +100,7 @@ def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
         done = [f"{name}[{names[j]}] = {_computed(was[j], acc)} → {_exact(stored[j])}" for j in columns
                 if not (was[j] == stored[j] or (np.isnan(was[j]) and np.isnan(stored[j])))]
         born = row_birth(trace, head, row) if not finite_cells(trace, name, head, row) else None
-        if born is not None and born.stage == name:  # made non-finite as it was computed: not a rounding of it
+        if born is not None and born.stage == name and not np.isfinite(was[born.key]):  # made so as computed
             done.append(f"{name}[{names[born.key] if name != 'output' else born.key}] = {_exact(born.value)}: "
                         f"{born.cause}")
         lines.append(f"  {name}: " + ("; ".join(done) if done else f"every number is exact in {dtype}"))
