@@ -20,9 +20,9 @@ from attncli.problem.trace import Trace
 
 def _exact(x: float) -> str:
     """A stored number as it is: the shortest decimal that reads back as it (every bfloat16 and
-    float16 is a float64)."""
-    return repr(float(x)).replace("-", "−") if np.isfinite(x) else ("NaN" if np.isnan(x) else
-                                                                      ("∞" if x > 0 else "−∞"))
+    float16 is a float64); inf and nan as the tables and the hand lines write them."""
+    return repr(float(x)).replace("-", "−") if np.isfinite(x) else ("nan" if np.isnan(x) else
+                                                                      ("inf" if x > 0 else "−inf"))
 
 
 def _computed(x: float, acc: str) -> str:
@@ -84,7 +84,7 @@ def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
                 total = lab.exps[head, row].sum()
                 where = dtype if lab.recipe.accumulate == "same" else acc
                 lines.append(f"  sum: Σe^x = {_computed(total, 'float64')} → {_exact(lab.sums[head, row, 0])} in {where} "
-                             "(past its range: every weight of the row is e^x/∞ = 0)")
+                             "(past its range: every weight of the row is e^x/inf = 0)")
         stored = trace.stages[name][head, row]
         was = before[head, row]
         columns = [j for j in shown_keys(len(stored)) if j is not None]
