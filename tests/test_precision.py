@@ -96,6 +96,9 @@ def test_a_softmax_sum_past_the_range_is_named_not_silent_zeros(run, problem_fil
     assert born["cause"].startswith("the softmax's sum Σe^x = 5.4")
     assert "overflows float32 (max 3.4028e+38)" in born["cause"] and "e^x/inf = 0" in born["cause"]
     assert "the first non-finite value is weights[0, 0, 1]: the softmax's sum" in stderr
+    page = run("compute", problem_file(near), "--dtype", "float32", "--no-max-subtraction", "-f", "html").stdout
+    assert 'class="note">the first non-finite value is weights[0, 0, 1]: the softmax&#x27;s sum' in page
+    assert '<td class="nf" title="the softmax&#x27;s sum' in page
     half = {"Q": [[10.5, 10.5]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "scale": 1}
     doc, _ = compute(run, problem_file, half, "--dtype", "float16", "--accumulate", "same", "--no-max-subtraction")
     assert "overflows float16 (max 65504)" in doc["nonfinite"]["cause"]
