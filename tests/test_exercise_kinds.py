@@ -471,13 +471,49 @@ def test_a_precision_exercise_is_float16_whose_rounded_scores_change_the_weights
 
 @pytest.mark.parametrize("seed", range(30))
 def test_every_precision_exercise_has_a_score_float16_rounds(seed):
-    ex = build(Options(seed, kind="precision", keys=1 + seed % 7))
+    ex = build(Options(seed, kind="precision", keys=2 + seed % 6))
     exact = np.array(ex.doc["Q"], float) @ np.array(ex.doc["K"], float).T
     assert (exact % 2 == 1).any()
 
 
+def test_a_precision_answer_key_says_which_score_changed_and_the_float64_weights(run):
+    key = run("exercise", "--seed", "1", "--kind", "precision", "--answers", "--format", "markdown").stdout
+    assert ("rounding: float16 changed the score mat 2055 → 2056, so its weights are 0.02, 0.87, 0.12 where "
+            "float64's are 0.04, 0.71, 0.26.") in key
+    assert "rounding:" not in run("exercise", "--seed", "1", "--answers", "--format", "markdown").stdout
+
+
+def test_a_carried_slip_in_a_precision_exercise_is_followed_in_float16(run, tmp_path):
+    """Issue 31: follow-through from the learner's scores runs in the exercise's dtype: their 2055 is 2056
+    once float16 stores it, so a scaled 2055 is wrong, not carried, and 2056 earns the mark."""
+    key = run("exercise", "--seed", "1", "--kind", "precision", "--answers").stdout  # scores 2052, 2056, 2054
+    (tmp_path / "key.json").write_text(key)
+
+    def scaled_cells(scaled):
+        (tmp_path / "a.json").write_text(json.dumps({"scores": [[2052, 2055, 2054]], "scaled": [scaled]}))
+        return json.loads(run("check", tmp_path / "a.json", tmp_path / "key.json", "-f", "json").stdout)[
+            "stages"]["scaled"]["cells"][0]
+
+    assert scaled_cells([2052, 2055, 2054]) == ["correct", "wrong", "correct"]
+    assert scaled_cells([2052, 2056, 2054]) == ["correct", "correct", "correct"]
+
+
+@pytest.mark.parametrize("seed", [9, 10, 15, 20, 31, 32])
+def test_a_precision_exercise_s_float64_weights_are_marked_wrong_at_its_decimals(seed):
+    """Issue 31: these seeds drew problems whose float64 weights, at 2 decimals, `attn check` marked right:
+    the exercise re-draws until the rounding shows in the answer."""
+    from attncli.marking import grading
+
+    ex = build(Options(seed, kind="precision"))
+    wide = np.round(ex.trace.precision.reference["weights"], ex.options.decimals)
+    correct, _ = grading.grade(wide, np.full(wide.shape, ex.options.decimals), ex.trace.stage("weights"),
+                               grading.Rule(ex.options.decimals))
+    assert not correct.all()
+
+
 @pytest.mark.parametrize("more, fragment", [({"heads": 2}, "heads 2"), ({"dim": 3}, "dim 3"),
-                                            ({"keys": 8}, "at most 7 keys")])
+                                            ({"keys": 8}, "at most 7 keys"), ({"keys": 1}, "at least 2 keys"),
+                                            ({"queries": 2}, "one query")])
 def test_a_precision_exercise_refuses_shapes_it_cannot_draw(more, fragment):
     with pytest.raises(kinds.ExerciseError, match=fragment):
         build(Options(1, kind="precision", **more))

@@ -85,6 +85,28 @@ def test_a_float32_logit_near_89_overflows_only_without_the_max_subtracted(run, 
     assert "softmax: e^x without subtracting each row's max" in table.stdout
 
 
+def test_a_softmax_sum_past_the_range_is_named_not_silent_zeros(run, problem_file):
+    # e^88.5 fits float32 (2.7e38) but two of them do not: the sum is inf and every weight e^x/inf is 0
+    near = {"Q": [[88.5, 88.5]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "scale": 1}
+    doc, stderr = compute(run, problem_file, near, "--dtype", "float32", "--no-max-subtraction")
+    assert doc["heads"][0]["weights"] == [[0.0, 0.0]]
+    born = doc["nonfinite"]
+    assert (born["stage"], born["head"], born["query"], born["key"]) == ("weights", 0, 0, 1)
+    assert (born["value"], born["sum"]) == (0.0, "inf")
+    assert born["cause"].startswith("the softmax's sum Σe^x = 5.4")
+    assert "overflows float32 (max 3.4028e+38)" in born["cause"] and "e^x/inf = 0" in born["cause"]
+    assert "the first non-finite value is weights[0, 0, 1]: the softmax's sum" in stderr
+    page = run("compute", problem_file(near), "--dtype", "float32", "--no-max-subtraction", "-f", "html").stdout
+    assert 'class="note">the first non-finite value is weights[0, 0, 1]: the softmax&#x27;s sum' in page
+    assert '<td class="nf" title="the softmax&#x27;s sum' in page
+    half = {"Q": [[10.5, 10.5]], "K": [[1, 0], [0, 1]], "V": [[1, 0], [0, 1]], "scale": 1}
+    doc, _ = compute(run, problem_file, half, "--dtype", "float16", "--accumulate", "same", "--no-max-subtraction")
+    assert "overflows float16 (max 65504)" in doc["nonfinite"]["cause"]
+    explained = run("compute", problem_file(half), "--dtype", "float16", "--accumulate", "same",
+                    "--no-max-subtraction", "--explain")
+    assert "  sum: Σe^x = 72640 → inf in float16 (past its range: every weight of the row is e^x/inf = 0)" in explained.stdout
+
+
 @pytest.mark.parametrize("policy, stored", [("zero", 0.0), ("uniform", 1 / 3)])
 @pytest.mark.parametrize("subtract", [True, False])
 def test_a_fully_masked_row_names_its_0_over_0_under_every_policy(run, problem_file, policy, stored, subtract):
@@ -122,6 +144,21 @@ def test_a_fill_past_float16s_range_is_minus_infinity_and_says_so(run, problem_f
     assert "the mask fill −1e+09 is −∞ in float16" in stderr
 
 
+@pytest.mark.parametrize("dtype, fill, header, title", [
+    ("float16", "-65519", "mask fill: −65519 (a masked score becomes this, not −∞; float16 stores it as −65504)",
+     "masked = scaled, −65504 where the mask blocks"),
+    ("float16", "-65520", "mask fill: −65520, past float16's range: a masked score becomes −∞",
+     "masked = scaled, −∞ where the mask blocks"),
+    ("bfloat16", "-1e4", "mask fill: −10000 (a masked score becomes this, not −∞; bfloat16 stores it as −9984)",
+     "masked = scaled, −9984 where the mask blocks"),
+    ("bfloat16", "-1e9", "bfloat16 stores it as −998244352)", "masked = scaled, −998244352 where the mask blocks"),
+])
+def test_the_header_and_title_give_the_fill_the_dtype_stores(run, problem_file, dtype, fill, header, title):
+    result = run("compute", problem_file(BELOW), "--dtype", dtype, f"--mask-fill={fill}", "--stages", "masked",
+                 "-f", "table")
+    assert header in result.stdout and title in result.stdout
+
+
 def test_a_row_whose_every_e_x_underflows_is_0_over_0_without_the_max_subtracted(run, problem_file):
     doc, _ = compute(run, problem_file, BELOW, "--dtype", "bfloat16", "--no-max-subtraction")
     assert (doc["nonfinite"]["query"], doc["nonfinite"]["key"]) == (0, 0)
@@ -144,7 +181,11 @@ def test_a_lab_run_reads_back_its_own_json(run, problem_file):
 
 @pytest.mark.parametrize("options, fragments", [
     (("--mask-fill", "lots"), ['"lots" is not a mask fill', "--mask-fill"]),
-    (("--accumulate", "same"), ["--accumulate", "but dtype is float64"]),
+    (("--accumulate", "same"), ["--accumulate: --accumulate is", "but --dtype is float64", "drop --accumulate, "
+                                "or set --dtype"]),
+    (("--mask-fill=-1e400",), ['--mask-fill: "-1e400" reads as -inf (past float64\'s range), not a finite number; '
+                               "expected -inf, min"]),
+    (("--mask-fill=nan",), ['--mask-fill: "nan" reads as nan, not a finite number']),
     (("--dtype", "float16", "--accumulate", "same", "--store", "output"), ["store is output, but accumulate is same"]),
     (("--dtype", "bfloat16", "--error", "-f", "markdown"), ["--error", "not markdown"]),
     (("--mask-fill", "min", "--tiles", "1,1"), ["--tiles", "have no tiles"]),
@@ -266,6 +307,52 @@ PAST_2048 = {"Q": [[64, 1]], "K": [[32, 4], [32, 7], [32, 6]], "V": [[2, 0], [3,
 ])
 def test_explain_in_a_low_dtype_writes_exact_arithmetic_then_the_rounding(run, problem_file, doc, options, line):
     assert line in explained(run, problem_file, doc, *options)
+
+
+@pytest.mark.parametrize("doc, line", [
+    # the softmax's sum: 1.0099 rounds to 1.0078125, but the run rounded each partial sum and kept 1
+    ({"Q": [[1]], "K": [[6], [0], [0], [0], [0]], "V": [[1], [0], [0], [0], [0]], "scale": 1},
+     "sum = 1.0099, added as the run adds: 1 + 0.002471923828125 = 1.002471923828125 → 1; "),
+    # a dot product: 258 is a bfloat16, but 256 + 1 + 1 rounded after each addition stays 256
+    ({"Q": [[1, 1, 1]], "K": [[256, 1, 1], [1, 0, 0]], "V": [[1, 0], [0, 1]], "scale": 1},
+     "  0: (1.0)(256.0) + (1.0)(1.0) + (1.0)(1.0) = 258.0000, added as the run adds: 256 + 1 = 257 → 256; "
+     "256 + 1 = 257 → 256 in bfloat16\n"),
+])
+def test_recipe_same_writes_the_partial_sums_it_rounded(run, problem_file, doc, line):
+    text = explained(run, problem_file, doc, "--dtype", "bfloat16", "--accumulate", "same")
+    assert line in text and "→ 1 in bfloat16" not in text.split("Roundings")[0].split("sum = 1.0099")[-1][:20]
+    assert "258.0000 → 256" not in text
+
+
+def test_recipe_same_shows_products_past_the_range_meeting_as_nan(run, problem_file):
+    doc = {"Q": [[300, 300]], "K": [[300, -300], [1, 1]], "V": [[1], [2]], "scale": 1}
+    text = explained(run, problem_file, doc, "--dtype", "float16", "--accumulate", "same")
+    assert ("  0: (300.0)(300.0) + (300.0)(-300.0) = 0.0000, added as the run adds: q[0]·k[0] = 90000 → inf; "
+            "q[1]·k[1] = -90000 → -inf; inf + -inf = nan in float16\n") in text
+    assert "= 0.0000 → nan" not in text and "scores: every number is exact" not in text
+    cause = "a product overflows float16 (max 65504): q[0]·k[0] = 90000 → inf, q[1]·k[1] = −90000 → −inf; inf + (−inf) is NaN"
+    assert f"  scores: scores[0] = nan: {cause}" in text
+    doc_json, _ = compute(run, problem_file, doc, "--dtype", "float16", "--accumulate", "same")
+    assert doc_json["nonfinite"]["cause"] == cause
+
+
+@pytest.mark.parametrize("policy, line", [
+    ("zero", "  weights: every one is 0/0 = NaN (every key masked); the masked-rows policy zero replaced each with 0\n"),
+    ("uniform", "  weights: every one is 0/0 = NaN (every key masked); the masked-rows policy uniform replaced each "
+                "with 1/3 → 0.333984375 in bfloat16\n"),
+])
+def test_the_roundings_say_a_masked_rows_policy_replaced_the_nan(run, problem_file, policy, line):
+    text = explained(run, problem_file, BELOW, "--dtype", "bfloat16", "--masked-rows", policy, "--row", "1")
+    assert line in text and "NaN →" not in text
+
+
+def test_the_summary_names_an_e_x_past_float32_and_a_tiny_e_x_shows_its_digits(run, problem_file):
+    past = explained(run, problem_file, {"Q": [[89]], "K": [[1], [0]], "V": [[1], [0]], "scale": 1}, "--dtype",
+                     "bfloat16", "--accumulate", "same", "--no-max-subtraction")
+    assert "  e^x: e^89.0 = 4.4896e+38 (past float32's range) → inf" in past and "every e^x is exact" not in past
+    tiny = explained(run, problem_file, {"Q": [[12]], "K": [[1], [0]], "V": [[1], [0]], "scale": 1}, "--dtype",
+                     "bfloat16", "--accumulate", "same")
+    assert "e^(0.0000 − 12.0000) = 6.144e-06 → 6.139278411865234e-06 in bfloat16" in tiny and "= 0.0000 →" not in tiny
 
 
 def test_every_equation_explain_writes_in_a_low_dtype_holds(run, problem_file):

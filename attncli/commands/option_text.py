@@ -1,6 +1,7 @@
 """The text of `attn compute`'s problem options (--scale, --tiles, --q-positions, --alibi-slopes,
 --row, …) as the values they stand for; an error names the option it came from."""
 
+import math
 import re
 
 from attncli.base import tokens
@@ -37,10 +38,17 @@ def mask_fill(text: str):
     if text in ("-inf", "min"):
         return text
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise InputError(f"{quote(text)} is not a mask fill; expected -inf, min, -1e4, -1e9 or a number",
                          "--mask-fill") from None
+    if value == -math.inf and text.strip().lower() in ("-infinity", "-inf"):
+        return "-inf"
+    if not math.isfinite(value):  # -1e400 reads as −∞: past float64's range, not a number it can hold
+        past = " (past float64's range)" if math.isinf(value) else ""
+        raise InputError(f"{quote(text)} reads as {value}{past}, not a finite number; expected -inf, min or a "
+                         "finite number such as -1e4", "--mask-fill")
+    return value
 
 
 def tile_sizes(text: str | None) -> tuple[int, int] | None:

@@ -28,12 +28,16 @@ class Birth:
     value: float
     cause: str
     stored: float | None = None  # what the masked-rows policy stored in place of a fully masked row's NaN
+    sum: bool = False  # the row's softmax sum overflowed (its weights, e^x/inf, are finite: 0): `value` is the weight
 
     def to_json(self) -> dict:
         """`value` is what the run stores there: the masked-rows policy's number in place of a fully
         masked row's NaN, whose `computed` value is then "nan"."""
+        where = {"stage": self.stage, "head": self.head, "query": self.query, "key": self.key}
+        if self.sum:  # the inf is the row's sum; the weight stored is the finite e^x/inf
+            return where | {"value": self.value, "sum": "inf", "cause": self.cause}
         value = "nan" if np.isnan(self.value) else ("inf" if self.value > 0 else "-inf")
-        found = {"stage": self.stage, "head": self.head, "query": self.query, "key": self.key, "value": value}
+        found = where | {"value": value}
         if self.stored is not None:
             found |= {"value": self.stored, "computed": value}
         return found | {"cause": self.cause}
@@ -66,9 +70,47 @@ def _cause(name: str, dtype: str, acc: str, unrounded: float, value: float, subt
     return f"{name} is NaN: an inf met an inf or a 0 in {acc} (∞ − ∞, 0 · ∞)"
 
 
-def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract) -> Birth | None:
+def _sum_overflow(exps, sums, acc: str):
+    """(head, query, key) of the first row whose softmax sum is inf though every e^x is finite (its
+    weights e^x/inf are all 0, finite: no cell shows it), with the key whose e^x took the running sum
+    past the accumulator's range, and the sum as float64; None when there is none."""
+    if sums is None:
+        return None
+    rows = np.isinf(sums[..., 0]) & np.isfinite(exps).all(axis=-1)
+    if not rows.any():
+        return None
+    h, i = (int(v) for v in np.argwhere(rows)[0])
+    row = exps[h, i].astype(np.float64)
+    top = recipes.MAX[acc] + 2.0 ** (np.floor(np.log2(recipes.MAX[acc])) - recipes.MANTISSA[acc] - 1)
+    running = np.cumsum(row)
+    past = np.flatnonzero(running >= top)
+    return h, i, int(past[0]) if past.size else row.size - 1, float(running[-1])
+
+
+def _overflows(x: float, dtype: str) -> bool:
+    """Whether x rounds past `dtype`'s largest number (to ±inf), nearest-even."""
+    top = recipes.MAX[dtype] + 2.0 ** (np.floor(np.log2(recipes.MAX[dtype])) - recipes.MANTISSA[dtype] - 1)
+    return abs(x) >= top
+
+
+def _product_overflow(q, k, acc: str, value: float) -> str | None:
+    """A score's cause when one of its products q_a·k_a overflows the accumulator (an inf the sum then
+    carries, or meets an inf of the other sign: NaN); None when none does."""
+    products = np.asarray(q, np.float64) * np.asarray(k, np.float64)
+    over = [a for a, x in enumerate(products) if _overflows(float(x), acc)]
+    if not over:
+        return None
+    made = ", ".join(f"q[{a}]·k[{a}] = {_number(float(products[a]))} → {'' if products[a] > 0 else '−'}inf"
+                     for a in over[:3])
+    end = ("; inf + (−inf) is NaN" if np.isnan(value) else "")
+    return f"a product overflows {acc} (max {recipes.MAX[acc]:.5g}): {made}{end}"
+
+
+def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract, sums=None) -> Birth | None:
     """The first non-finite cell, in stage order, then head, query, key; a masked cell's −∞ (the
-    fill) is no birth, nor is an input's (reading refuses those) unless the dtype made it."""
+    fill) is no birth, nor is an input's (reading refuses those) unless the dtype made it. A softmax
+    sum past the accumulator's range (`sums`, (H, Lq, 1)) is born at the weights, at the key whose
+    e^x took it past: its weights are e^x/inf = 0, finite, and would otherwise pass unseen."""
     for name, (given, low) in inputs.items():
         bad = ~np.isfinite(low)
         if bad.any():
@@ -82,9 +124,21 @@ def first_nonfinite(stored, before, exps, inputs, visible, dtype, acc, subtract)
         bad = ~np.isfinite(value)
         if name == "masked" and visible is not None:
             bad &= np.broadcast_to(visible, bad.shape) | ~np.isneginf(value)
-        if not bad.any():
+        summed = _sum_overflow(exps, sums, acc) if name == "weights" else None
+        first = tuple(int(v) for v in np.argwhere(bad)[0]) if bad.any() else None
+        if summed is not None and (first is None or summed[:3] < first):
+            h, i, j, total = summed
+            how = "without subtracting the max" if not subtract else "even after subtracting the max"
+            return Birth(name, h, i, j, float(value[h, i, j]),
+                         f"the softmax's sum Σe^x = {_number(total)} overflows {acc} (max {recipes.MAX[acc]:.5g}) "
+                         f"{how} (at key {j}), so every weight of the row is e^x/inf = 0", sum=True)
+        if first is None:
             continue
-        h, i, j = (int(v) for v in np.argwhere(bad)[0])
+        h, i, j = first
+        if name == "scores" and "Q" in inputs and "K" in inputs:
+            made = _product_overflow(inputs["Q"][1][h, i], inputs["K"][1][h, j], acc, float(value[h, i, j]))
+            if made is not None:
+                return Birth(name, h, i, j, float(value[h, i, j]), made)
         exp_at = underflow = None
         dead = False
         if name == "weights":

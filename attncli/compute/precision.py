@@ -136,6 +136,20 @@ def run(problem: Problem, Q, K, V, visible, dtype: str, recipe, fill: float, sub
     return stored, before, (shifted, exps, sums), raw
 
 
+def as_stored(lab: Lab, name: str, values: np.ndarray) -> np.ndarray:
+    """`values` (float64) as a run by `lab`'s recipe stores stage `name`: rounded to the dtype (through
+    float32, as the run rounds), or to float32 where the recipe keeps the stage there; float32 and
+    float64 runs: in their own dtype. As float64 (marking's follow-through carries a learner's numbers
+    through the stages the way the run would: 2055 is 2056 in float16)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        single = np.asarray(values, np.float64).astype(np.float32)
+        if lab.recipe is None:
+            return np.asarray(values, np.float64).astype(lab.dtype).astype(np.float64)
+        if not lab.recipe.stored(name):
+            return single.astype(np.float64)
+        return single.astype(numpy_dtype(lab.dtype)).astype(np.float64)
+
+
 def products(lab: Lab, weights: np.ndarray, V: np.ndarray) -> np.ndarray:
     """weight_j × v_j for one query row (weights (Lk,), V (Lk, d_v), as stored) as the weighted sum
     makes them: in float32 (exact for two bfloat16 or float16 numbers), each rounded to the dtype
@@ -232,7 +246,7 @@ def attend(problem: Problem, present: tuple[str, ...], source: str | None = None
                         _policy(problem, dead))[0]
     birth = first_nonfinite({**stored, "weights": raw}, before, exps,
                             {name: (given[name], low[name]) for name in INPUTS}, visible, dtype, acc,
-                            problem.max_subtraction)
+                            problem.max_subtraction, sums)
     if dead.any() and problem.masked_rows == "error":
         masked_rows_warnings(problem, dead, f", so its softmax is 0/0 ({birth.line()})")  # raises
     stored64 = {name: value.astype(np.float64) for name, value in stored.items()}
@@ -262,7 +276,7 @@ def row_birth(trace: Trace, head: int, row: int) -> Birth | None:
         visible = part(np.broadcast_to(visible, trace.stages["scores"].shape))
     acc = "float32" if lab.recipe is not None and lab.recipe.accumulate == "float32" else p.dtype
     born = first_nonfinite({n: part(v) for n, v in trace.stages.items()}, {n: part(v) for n, v in lab.unrounded.items()},
-                           part(lab.exps), inputs, visible, p.dtype, acc, p.max_subtraction)
+                           part(lab.exps), inputs, visible, p.dtype, acc, p.max_subtraction, part(lab.sums))
     if born is None:
         return None
     return replace(born, head=head, query=row if born.stage not in ("K", "V") else born.query)

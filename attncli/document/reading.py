@@ -124,7 +124,7 @@ def _choice(value, field: str, choices: tuple[str, ...], default: str) -> str:
     return value
 
 
-def _precision(doc: dict) -> dict:
+def _precision(doc: dict, origin: dict[str, str] | None = None) -> dict:
     """The precision lab's settings (attncli/problem/recipes.py), checked against the dtype: a recipe's
     keys are a low dtype's; the fill is −∞, "min" or a finite number (one past the dtype's range, −1e9
     in float16, is −∞ once stored: the run warns)."""
@@ -133,9 +133,12 @@ def _precision(doc: dict) -> dict:
     store = _choice(doc.get("store"), "store", STORE, "stages")
     for key in ("accumulate", "store"):
         if doc.get(key) is not None and dtype not in LOW_DTYPES:
-            raise InputError(f"{key} is {describe(doc[key])}, but dtype is {dtype}: a recipe is for "
-                             f"{' and '.join(LOW_DTYPES)}, whose stages are stored in 16 bits; drop {key}, "
-                             "or set dtype", field=key, also=("dtype",))
+            # named as the learner gave them: --accumulate and --dtype on the command line, keys in a file
+            flag = (origin or {}).get(key, "").startswith("--")
+            name = (lambda k, flag=flag: f"--{k}" if flag else k)  # noqa: E731
+            raise InputError(f"{name(key)} is {describe(doc[key])}, but {name('dtype')} is {dtype}: a recipe is for "
+                             f"{' and '.join(LOW_DTYPES)}, whose stages are stored in 16 bits; drop {name(key)}, "
+                             f"or set {name('dtype')}", field=key, also=("dtype",))
     if accumulate == "same" and store == "output":
         raise InputError("store is output, but accumulate is same: with no wider accumulator every stage is "
                          "in the dtype already; use accumulate float32, or store stages", field="store",
@@ -340,7 +343,7 @@ def build_problem(doc, origin: dict[str, str] | None = None, source: str | None 
             variants=variants.read(doc, VariantReading(doc, heads, written_decimals)),
             scale=scale, rope=rope, **norms, dO=dO,
             masked_rows=_choice(doc.get("masked_rows"), "masked_rows", MASKED_ROWS, "zero"),
-            dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"), **_precision(doc),
+            dtype=_choice(doc.get("dtype"), "dtype", DTYPES, "float64"), **_precision(doc, origin),
             query_labels=query_labels, key_labels=key_labels,
             title=_text(doc.get("title"), "title"), description=_text(doc.get("description"), "description"))
     except InputError as error:

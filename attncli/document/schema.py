@@ -80,7 +80,8 @@ AFTER: tuple[Key, ...] = (
         "special tokens and padding (attn capture from text: the tokenizer's word_ids())"),
     Key("warnings", RESULT, "what the computation warned about"),
     Key("nonfinite", RESULT, "the first inf or NaN a run produced: {stage, head, query, key, value (as stored), "
-                             "computed (\"nan\", when a masked-rows policy stored a number in its place), cause}"),
+                             "computed (\"nan\", when a masked-rows policy stored a number in its place), sum (\"inf\", when "
+                             "the row's softmax sum overflowed and value is its weight e^x/inf = 0), cause}"),
     Key("recipe", ECHO, "the precision recipe in words", "dtype, accumulate and store"),
     Key("tile_size", RESULT, "[BQ, BK]: the tile sizes of the tiled online softmax"),
     Key("tiled_max_difference", RESULT, "the largest |tiled − plain| over every head's output"),

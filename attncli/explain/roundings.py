@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.compute.precision import products, row_birth
+from attncli.compute.precision import numpy_dtype, products, row_birth
 from attncli.hand.handwriting import shown_keys
 from attncli.problem import recipes
 from attncli.problem.trace import Trace
@@ -20,9 +20,9 @@ from attncli.problem.trace import Trace
 
 def _exact(x: float) -> str:
     """A stored number as it is: the shortest decimal that reads back as it (every bfloat16 and
-    float16 is a float64)."""
-    return repr(float(x)).replace("-", "−") if np.isfinite(x) else ("NaN" if np.isnan(x) else
-                                                                      ("∞" if x > 0 else "−∞"))
+    float16 is a float64); inf and nan as the tables and the hand lines write them."""
+    return repr(float(x)).replace("-", "−") if np.isfinite(x) else ("nan" if np.isnan(x) else
+                                                                      ("inf" if x > 0 else "−inf"))
 
 
 def _computed(x: float, acc: str) -> str:
@@ -80,6 +80,11 @@ def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
     for name, before in lab.unrounded.items():
         if name == "weights":
             lines += _exp_lines(trace, head, row, dtype)
+            if np.isinf(lab.sums[head, row, 0]) and np.isfinite(lab.exps[head, row]).all():  # e^x/inf: weights 0
+                total = lab.exps[head, row].sum()
+                where = dtype if lab.recipe.accumulate == "same" else acc
+                lines.append(f"  sum: Σe^x = {_computed(total, 'float64')} → {_exact(lab.sums[head, row, 0])} in {where} "
+                             "(past its range: every weight of the row is e^x/inf = 0)")
         stored = trace.stages[name][head, row]
         was = before[head, row]
         columns = [j for j in shown_keys(len(stored)) if j is not None]
@@ -87,8 +92,17 @@ def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
         if not lab.recipe.stored(name):
             lines.append(f"  {name}: kept in {acc}, not stored in {dtype}")
             continue
+        if name == "weights" and (head, row) in trace.fully_masked:  # the policy's number, not a rounding
+            lines.append(f"  weights: every one is 0/0 = NaN (every key masked); the masked-rows policy "
+                         f"{p.masked_rows} replaced each with " + (f"1/{len(stored)} → {_exact(stored[0])} in {dtype}"
+                                                                   if p.masked_rows == "uniform" else "0"))
+            continue
         done = [f"{name}[{names[j]}] = {_computed(was[j], acc)} → {_exact(stored[j])}" for j in columns
                 if not (was[j] == stored[j] or (np.isnan(was[j]) and np.isnan(stored[j])))]
+        born = row_birth(trace, head, row) if not finite_cells(trace, name, head, row) else None
+        if born is not None and born.stage == name and not np.isfinite(was[born.key]):  # made so as computed
+            done.append(f"{name}[{names[born.key] if name != 'output' else born.key}] = {_exact(born.value)}: "
+                        f"{born.cause}")
         lines.append(f"  {name}: " + ("; ".join(done) if done else f"every number is exact in {dtype}"))
         if not finite_cells(trace, name, head, row):  # the hand calculation stopped here too
             break
@@ -103,8 +117,10 @@ def _exp_lines(trace: Trace, head: int, row: int, dtype: str) -> list[str]:
     shifted, stored = lab.shifted[head, row], lab.exps[head, row]
     with np.errstate(over="ignore"):
         exact = np.exp(shifted.astype(np.float32))
-    done = [f"e^{_exact(shifted[j])} = {_computed(exact[j], 'float32')} → {_exact(stored[j])}"
-            for j in shown_keys(len(shifted)) if j is not None and np.isfinite(exact[j]) and exact[j] != stored[j]]
+        wide = np.exp(shifted.astype(np.float64))  # e^89: past float32, a number all the same
+    done = [f"e^{_exact(shifted[j])} = " + (f"{_computed(exact[j], 'float32')}" if np.isfinite(exact[j]) else
+                                            f"{wide[j]:.5g} (past float32's range)") + f" → {_exact(stored[j])}"
+            for j in shown_keys(len(shifted)) if j is not None and np.isfinite(wide[j]) and (exact[j] != stored[j] or not np.isfinite(exact[j]))]
     what = "e^(x − m)" if trace.problem.max_subtraction else "e^x"
     return [f"  {what}: " + ("; ".join(done) if done else f"every e^x is exact in {dtype}")]
 
@@ -149,6 +165,8 @@ def ledger(trace: Trace, head: int, row: int) -> dict:
         for j in range(len(weights)):
             put("contributions", weights[j] * trace.V[head, j], made[j], same, j)
         put("output", made.sum(axis=0), stages["output"][head, row], stored("output"))
+        if recipe is not None and recipe.accumulate == "same":
+            _chains(found, trace, head, row, dtype, live if live.any() else None)
     if recipe is None:  # float32, float64: only where the dtype's range made an inf of a finite result
         return {cell: entry for cell, entry in found.items() if np.isfinite(entry[0]) and not np.isfinite(entry[1])}
     return found
@@ -160,3 +178,45 @@ def stop_line(trace: Trace, head: int, row: int) -> str:
     where = "its inputs" if born is None else f"{born.stage}[{born.head}, {born.query}, {born.key}]: {born.cause}"
     return (f"The hand calculation stops here: this row's first non-finite value is {where}; the stages after it "
             "hold inf or NaN (the tables show them)")
+
+
+def _chains(found: dict, trace: Trace, head: int, row: int, dtype: str, live) -> None:
+    """Recipe `same` adds left to right, rounding each partial sum to the dtype: where that gives
+    another number than exact arithmetic's sum rounded once (1.0099 → 1.0078125, but the run kept 1),
+    the line must show the additions the run made. ("chain", cell) → [(partial, term, exact sum,
+    kept)] for a score's dot product and the softmax's sum."""
+    low = numpy_dtype(dtype)
+    recipe = trace.precision.recipe
+
+    def rnd(x) -> float:
+        return float(np.float32(x).astype(low))
+
+    def chain(terms, last_rounded: bool) -> list[tuple[float, float, float, float]]:
+        total, steps = terms[0], []
+        for n, term in enumerate(terms[1:], 2):
+            made = float(np.float32(total) + np.float32(term))  # float32, as the run adds
+            kept = rnd(made) if (last_rounded or n < len(terms)) else made
+            steps.append((total, term, total + term, kept))
+            total = kept
+        return steps
+
+    def put(cell, terms, last_rounded: bool, exact=()) -> None:
+        entry = found.get(cell)
+        if entry is None or not np.isfinite(entry[0]):
+            return
+        made = [(a, float(x), float(t)) for a, (x, t) in enumerate(zip(exact, terms)) if np.isfinite(x) and
+                not np.isfinite(t)]  # products past the range: their inf is what the sum carries
+        if np.isfinite(entry[1]) and (len(terms) < 3 or made):
+            return
+        steps = chain([float(t) for t in terms], last_rounded)
+        same = steps[-1][3] == entry[1] or (np.isnan(steps[-1][3]) and np.isnan(entry[1]))
+        if same and (made or rnd(entry[0]) != entry[1]):  # the run's additions, not one rounding
+            found[("chain",) + cell] = (steps, dtype, made)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = trace.Q[head, row]
+        for j, k in enumerate(trace.K[head]):
+            exact = [float(a) * float(b) for a, b in zip(q, k)]
+            put(("scores", j), [rnd(x) for x in exact], recipe.stored("scores"), exact)
+        if live is not None:
+            put(("total", 0), [float(x) for x in trace.precision.exps[head, row][live]], True)

@@ -140,3 +140,21 @@ def rounding(found: dict, ledger: dict, cells) -> str:
     if len(cells) == 1:
         return f" → {kept(hits[0][1], dtype)} in {dtype}"
     return " → [" + ", ".join(kept(found[c][1] if c in found else ledger[c][1], dtype) for c in cells) + f"] in {dtype}"
+
+
+def additions(found: dict, ledger: dict, cell) -> str:
+    """', added as the run adds: 256 + 1 = 257 → 256; 256 + 1 = 257 → 256 in bfloat16' after a line's
+    exact result, when recipe `same`'s rounded partial sums (the ledger's ("chain", cell)) kept
+    another number than the exact result rounded once; '' otherwise. A long chain shows its first
+    SHOWN_HEAD additions, …, and its last."""
+    entry = ledger.get(("chain",) + tuple(cell))
+    if entry is None or cell not in found:
+        return ""
+    steps, dtype, made = entry
+    picked = shown_terms(len(steps))
+    products = [f"q[{a}]·k[{a}] = {kept(x, 'float64')} → {kept(t, dtype)}" for a, x, t in made]
+    text = "; ".join(products + ["…" if i is None else
+                                 f"{kept(steps[i][0], dtype)} + {kept(steps[i][1], dtype)} = "
+                                 f"{kept(steps[i][2], 'float64')}" + (f" → {kept(steps[i][3], dtype)}" if
+                                 math.isfinite(steps[i][2]) else "") for i in picked])
+    return f", added as the run adds: {text} in {dtype}"

@@ -99,6 +99,10 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
         """A result as its line writes it: exact arithmetic's (a low-precision run's line must hold
         before its rounding, `arrow`), else `d` as printed."""
         found = getattr(self.written, "rounded", {})
+        if cell in found and found[cell][0] == 0:  # 0.0000 → 6.139e-06 reads as no rounding: the digits it has
+            true = getattr(self.written, "ledger", {}).get(cell, (0.0,))[0]
+            if true:
+                return f"{true:.4g}" if abs(true) < 1e-4 else self.n(found[cell][0])
         return self.n(found[cell][0] if cell in found else d)
 
     def arrow(self, *cells) -> str:
@@ -107,7 +111,8 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
 
     def r(self, d: Decimal, cell) -> str:
         """A result and its rounding: `= 2055.0000 → 2056 in float16`'s right side."""
-        return self.exact(d, cell) + self.arrow(cell)
+        found, ledger = getattr(self.written, "rounded", {}), getattr(self.written, "ledger", {})
+        return self.exact(d, cell) + (hw.additions(found, ledger, cell) or self.arrow(cell))
 
     def rvector(self, values, cells) -> str:
         """A vector result and its rounding (the weighted sum's)."""

@@ -29,7 +29,7 @@ from attncli.base.names import PROJECTED
 from attncli.compute import attention
 from attncli.compute.tiles import Tiles, attend_tiles
 from attncli.document.reading import build_problem
-from attncli.marking import slip
+from attncli.marking import grading, slip
 from attncli.marking.kinds import KINDS, REDRAWS, WORDS, Draw, ExerciseError, Options, matrices
 from attncli.problem.posenc import positional_encoding
 from attncli.problem.trace import Trace
@@ -62,7 +62,8 @@ def build(options: Options) -> Exercise:
     for _ in range(REDRAWS):
         doc, shown = _draw(o, rng)
         trace = attention.attend(build_problem(doc))
-        if not degenerate(trace) and workable(trace, o.decimals, KINDS[o.kind].large_scores):
+        if not degenerate(trace) and workable(trace, o.decimals, KINDS[o.kind].large_scores) and \
+                shows_rounding(trace, o.decimals):
             return _finish(o, doc, shown, trace)
     raise ExerciseError(f"could not draw a problem without a zero query or uniform weights, workable by hand, from "
                         f"these options (keys {o.keys}, dim {o.dim}); ask for a wider dim", field="dim")
@@ -168,6 +169,40 @@ def workable(trace, decimals: int, large_scores: bool = False) -> bool:
     weights = trace.stage("weights")  # (H, Lq, Lk)
     seen = (weights > 0).sum(axis=-1) >= 2
     return bool((weights.max(axis=-1)[seen] < 1 - 0.5 * 10.0 ** -max(decimals, 2)).all())
+
+
+def shows_rounding(trace, decimals: int) -> bool:
+    """A low-dtype problem (the precision kind) whose float64 weights, written to the decimals asked,
+    `attn check` marks wrong against the dtype's: else the rounding it is about cannot be seen in the
+    answer (±1 in the last place is correct, and an output that follows from correct weights is
+    correct too). True for every other problem."""
+    lab = trace.precision
+    if lab is None or lab.recipe is None:
+        return True
+    wide = np.round(lab.reference["weights"], decimals)
+    correct, _ = grading.grade(wide, np.full(wide.shape, decimals), trace.stage("weights"), grading.Rule(decimals))
+    return not correct.all()
+
+
+def rounding_note(trace, decimals: int) -> str | None:
+    """A low-dtype exercise's answer: which scores the dtype changed (2055 → 2056) and the weights
+    float64 would give beside the dtype's, at the decimals asked; None for other problems."""
+    lab = trace.precision
+    if lab is None or lab.recipe is None:
+        return None
+    p = trace.problem
+    keys = p.key_labels or [str(j) for j in range(p.lk)]
+    lines = []
+    for i in range(p.lq):
+        exact, stored = lab.unrounded["scores"][0, i], trace.stage("scores")[0, i]
+        changed = [f"{keys[j]} {exact[j]:g} → {stored[j]:g}" for j in range(p.lk) if exact[j] != stored[j]]
+        wide, low = lab.reference["weights"][0, i], trace.stage("weights")[0, i]
+        who = f"query {(p.query_labels or [str(i)] * p.lq)[i]}: " if p.lq > 1 else ""
+        lines.append(f"{who}{p.dtype} changed the score{'s' if len(changed) > 1 else ''} "
+                     f"{', '.join(changed) or '(none)'}, so its weights are "
+                     f"{', '.join(f'{x:.{decimals}f}' for x in low)} where float64's are "
+                     f"{', '.join(f'{x:.{decimals}f}' for x in wide)}")
+    return "; ".join(lines)
 
 
 def asked(trace, kind: str) -> list[str]:

@@ -27,7 +27,9 @@ The kinds:
 - tiles: `plain` with scale 1 and `tile_size` [BQ, BK]: the tiled online softmax (m, alpha, l, O).
 - precision: one head in float16 (transformers' eager recipe, attncli/problem/recipes.py), scale 1,
   scores just past 2048 where float16 holds only even whole numbers: q = (64, a), k = (32, b), so
-  q · k = 2048 + a·b, and an odd one is rounded to even; the weights differ from float64's.
+  q · k = 2048 + a·b, and an odd one is rounded to even; the weights differ from float64's (re-drawn,
+  exercise.shows_rounding, until float64's weights at the decimals asked are marked wrong; 2 keys
+  at least).
 
 Plain Python only (`random.Random`, lists), no numpy: the command line reads the names and the help
 at start-up. Every random choice comes from the problem's generator (`Draw.rng`), in a fixed order
@@ -361,6 +363,11 @@ def head_pairs(o: Options) -> None:
 
 
 def precision_shape(o: Options) -> None:
+    if (o.queries or 1) > 1:  # q = (64, a) with a odd from 2 values: more queries would repeat the rows
+        raise ExerciseError(f"a precision exercise has one query, q = (64, a) (queries {o.queries})", field="queries")
+    if o.keys < 2:  # one key's weight is 1 in any dtype: the rounding could not show in the answer
+        raise ExerciseError(f"a precision exercise needs at least 2 keys for float16's rounding to change the "
+                            f"weights (keys {o.keys})", field="keys")
     if (o.heads, o.dim) != (1, 2) or o.keys > len(PRECISION_KEYS):
         raise ExerciseError(f"a precision exercise is one head with d_k 2 and at most {len(PRECISION_KEYS)} keys, "
                             f"q = (64, a) and k = (32, b) (heads {o.heads}, dim {o.dim}, keys {o.keys})",

@@ -17,6 +17,7 @@ from attncli.base.arrays import round_finite
 from attncli.base.errors import plural
 from attncli.base.rule_words import sliding_window, window_rule
 from attncli.compute.attention import head_inputs
+from attncli.compute.precision import as_stored
 from attncli.problem import groups, masks
 from attncli.problem.rope import STYLES
 from attncli.problem.rules import Causal, Window, find, swap
@@ -337,6 +338,8 @@ def chain(trace: Trace, head: int, start: str | None, values: np.ndarray | None,
                        table)
         if current is None:
             return None
+        if trace.precision is not None:  # a low-precision run's stage as its dtype stores it (2055 → 2056)
+            current = as_stored(trace.precision, name, current)
         if rounded and name in rounded[0] and name != stop:
             current = round_finite(current, rounded[1])
         own[name] = current

@@ -19,6 +19,7 @@ start-up.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 
 from attncli.base.choices import LOW_DTYPES
@@ -81,17 +82,45 @@ def fill_word(problem) -> str:
     return "−∞" if fill == -math.inf else f"{fill:g}".replace("-", "−")
 
 
+def _rounded(x: float, dtype: str) -> float:
+    """x as `dtype` stores it (through float32, as the lab rounds: nearest, ties to even; ±inf past
+    the range). struct, no numpy: the header reads this at start-up."""
+    if math.isinf(x) or dtype == "float64":
+        return x
+    try:
+        bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+    if dtype == "bfloat16":  # the top 16 bits of float32, rounded to nearest even
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    single = struct.unpack("<f", struct.pack("<I", bits))[0]
+    if dtype != "float16":
+        return single
+    try:
+        return struct.unpack("<e", struct.pack("<e", single))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def fill_stored(problem) -> float:
+    """The fill as the run's dtype stores it: −65519 is −65504 in float16, −1e4 is −9984 in
+    bfloat16, −1e9 is −∞ in float16."""
+    return _rounded(fill_value(problem), problem.dtype)
+
+
 def fill_used(problem) -> str:
-    """The fill as the run's dtype holds it, as a title writes it: `−10000`, or `−∞` for −∞ and for
-    a fill past the dtype's range (−1e9 in float16, which rounds to −∞)."""
-    value = fill_value(problem)
-    return "−∞" if math.isinf(value) or abs(value) > MAX[problem.dtype] else fill_word(problem)
+    """The fill as the run's dtype holds it, as a title writes it: `−9984` (−1e4 in bfloat16), or `−∞`
+    for −∞ and for a fill past the dtype's range (−1e9 in float16, which rounds to −∞)."""
+    value = fill_stored(problem)
+    if math.isinf(value):
+        return "−∞"
+    return fill_word(problem) if value == fill_value(problem) else f"{value:.10g}".replace("-", "−")
 
 
 def fill_tex(problem) -> str:
     """`fill_used` for LaTeX."""
     used = fill_used(problem)
-    return r"-\infty" if used == "−∞" else r"\text{" + f"{fill_value(problem):g}" + "}"
+    return r"-\infty" if used == "−∞" else r"\text{" + f"{fill_stored(problem):.10g}" + "}"
 
 
 def lab(problem) -> bool:

@@ -124,7 +124,9 @@ def precision_lines(p) -> list[str]:
     if recipe is not None:
         lines.append(f"recipe: {recipe.line(p.dtype)} (accumulate {recipe.accumulate}, store {recipe.store})")
     if p.mask_fill != -math.inf:
-        lines.append(f"mask fill: {recipes.fill_word(p)} (a masked score becomes this, not −∞)"
+        stored = "" if recipes.fill_used(p) in ("−∞", recipes.fill_word(p)) else \
+            f"; {p.dtype} stores it as {recipes.fill_used(p)}"
+        lines.append(f"mask fill: {recipes.fill_word(p)} (a masked score becomes this, not −∞{stored})"
                      if recipes.fill_used(p) != "−∞" else
                      f"mask fill: {recipes.fill_word(p)}, past {p.dtype}'s range: a masked score becomes −∞")
     if not p.max_subtraction:

@@ -13,7 +13,7 @@ import numpy as np
 
 from attncli.base.errors import plural
 from attncli.compute.attention import merge_heads
-from attncli.marking.exercise import Exercise, asked_gradients
+from attncli.marking.exercise import Exercise, asked_gradients, rounding_note
 from attncli.marking.grading import marked_gradient
 from attncli.marking.marks import present
 from attncli.marking.mistakes import MISTAKES
@@ -179,6 +179,8 @@ def markdown(items: list[tuple[Exercise, Trace]], key: bool) -> str:
             parts.append(_md_table(title, cells, rows, columns))
         if key and exercise.worked is not None:
             parts.append(f"slip: {_slip(exercise)}")
+        if key and rounding_note(trace, exercise.options.decimals):
+            parts.append(md(f"rounding: {rounding_note(trace, exercise.options.decimals)}."))
         if key:
             parts.append(f"reproduce with: `{exercise.command}`")
     return "\n\n".join(parts) + "\n"
@@ -210,6 +212,8 @@ def latex(items: list[tuple[Exercise, Trace]], key: bool) -> str:
             parts.append(_tex_table(title, cells, rows, columns, not filled))
         if key and exercise.worked is not None:
             parts.append(_text(f"slip: {_slip(exercise)}"))
+        if key and rounding_note(trace, exercise.options.decimals):
+            parts.append(_text(f"rounding: {rounding_note(trace, exercise.options.decimals)}."))
         if key:  # ragged right: typewriter spaces do not stretch, so a justified line would run off the margin
             parts.append(r"\begin{flushleft}reproduce with: \texttt{" + tex(exercise.command) + r"}\end{flushleft}")
     return with_attnchar("\n\n".join(parts) + "\n")
