@@ -22,10 +22,10 @@ from attncli.capture.gguf_file import dequantized
 from attncli.capture.loading import load_config, load_model, load_tokenizer, threads
 from attncli.capture.reading import layer_count
 from attncli.capture.source import open_source
+from attncli.commands.edge import write_file
 from attncli.compute.limits import MAX_INPUT_VARIABLE, ResourceError, max_input, size_text
 from attncli.document import layers as layers_doc
 from attncli.render import out
-from attncli.render.files import Interrupted, write_output
 from attncli.render.json import dumps
 from attncli.render.target import OutputError, check_target
 
@@ -253,15 +253,10 @@ def _numbers(value) -> int:
 
 
 def _write(path: str, suffix: str, doc: dict) -> None:
-    """--output FILE as `attn compute -o` writes it: atomically, its errors one line naming the file."""
-    try:
-        if suffix == ".npz":
-            write_output(path, ".npz", lambda handle: np.savez(handle, **layers_doc.npz_members(doc)))
-        else:
-            text = dumps(listed(doc)) + "\n"
-            _readable(len(text.encode()), path, estimated=False)
-            write_output(path, ".json", text)
-    except OutputError as error:
-        raise error.at("--output")
-    except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
-        stop.die()
+    """--output FILE as `attn compute -o` writes it (commands/edge.write_file)."""
+    if suffix == ".npz":
+        write_file(path, ".npz", lambda handle: np.savez(handle, **layers_doc.npz_members(doc)))
+    else:
+        text = dumps(listed(doc)) + "\n"
+        _readable(len(text.encode()), path, estimated=False)
+        write_file(path, ".json", text)

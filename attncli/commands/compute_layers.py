@@ -23,15 +23,13 @@ from attncli.base.errors import AttnError, InputError, one_line
 from attncli.commands import compute_run, spec
 from attncli.commands import option_text as opt
 from attncli.commands.compute_options import OPTIONS, PARTS
-from attncli.commands.edge import flag, warning
+from attncli.commands.edge import flag, warning, write_file
 from attncli.document import agreement, layers
 from attncli.document.loading import overlay
 from attncli.document.reading import build_problem
 from attncli.render import formats, out
-from attncli.render.files import Interrupted, write_output
 from attncli.render.formats import View
 from attncli.render.json import dumps
-from attncli.render.target import OutputError
 
 
 class LayerRun(NamedTuple):
@@ -179,7 +177,7 @@ def _json(runs: Iterator[LayerRun], several: layers.SeveralLayers, o, plan) -> b
         _warn(run)
     text = dumps({"attncli": 1, **top})[:-1] + ', "layers": [' + ", ".join(parts) + "]}\n"
     if o.output_file:
-        _write(o.output_file, text)
+        write_file(o.output_file, ".json", text)
     else:
         out.write_all(text)
     return differs
@@ -204,17 +202,7 @@ def _page(runs: Iterator[LayerRun], several: layers.SeveralLayers, o, plan) -> b
         _warn(run)
     text = page.text(chosen, o.precision, head)
     if o.output_file:
-        _write(o.output_file, text, ".html")
+        write_file(o.output_file, ".html", text)
     else:
         out.write_all(text)
     return differs
-
-
-def _write(path: str, text: str, suffix: str = ".json") -> None:
-    """--output FILE.json (or .html), as compute_run writes one layer's: atomically, its errors one line."""
-    try:
-        write_output(path, suffix, text)
-    except OutputError as error:
-        raise error.at("--output")
-    except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
-        stop.die()

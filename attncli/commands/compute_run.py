@@ -19,7 +19,7 @@ from attncli.base.errors import AttnError, InputError, one_line, plural
 from attncli.commands import option_text as opt
 from attncli.commands import spec
 from attncli.commands.compute_options import OPTIONS, PARTS
-from attncli.commands.edge import flag, warning
+from attncli.commands.edge import flag, warning, write_file
 from attncli.compute import attention, limits
 from attncli.document import agreement
 from attncli.document.loading import OneMatrixError, gather
@@ -31,7 +31,6 @@ from attncli.problem.rope import angle_notes
 from attncli.render import out
 from attncli.render.formats import View
 from attncli.render.progress import progress
-from attncli.render.target import OutputError
 from attncli.stages import grads
 from attncli.stages.table import get, stand_in
 
@@ -176,13 +175,13 @@ def render(trace, tiled, shown: tuple[str, ...], plan: SimpleNamespace, o: Simpl
                 o.carry or "exact", None if agreed is None else agreed.keys, flag, chosen, o.stages is not None,
                 None if agreed is None else (agreed.layer or 0, None if word_ids is None else list(word_ids)))
     if format.binary:
-        _write_file(o.output_file, plan.suffix, lambda handle: format.trace(view, handle))
+        write_file(o.output_file, plan.suffix, lambda handle: format.trace(view, handle))
     elif format.terminal:
         format.trace(view)
     else:
         text = format.trace(view)  # whole before the file is opened: a refusal (the page's size) leaves no file
         if o.output_file:
-            _write_file(o.output_file, plan.suffix, text)
+            write_file(o.output_file, plan.suffix, text)
         else:
             out.write_all(text)
     if agreed is not None:  # after the tables; on stderr beside a document (stdout stays the document)
@@ -287,19 +286,6 @@ def _explain(o: SimpleNamespace, trace, tiled, rows, heads_shown, keep=(), word_
     if o.carry is not None:
         raise InputError("--explain --tiles writes each step from the numbers as printed; drop --carry", "--carry")
     return explain_tiles(tiled, trace, rows, heads_shown, o.precision)
-
-
-def _write_file(path: str, suffix: str, content) -> None:
-    """--output FILE, as render/files.py writes it: `content`, a text or a binary writer."""
-    # Imported here, for start-up (see above): only --output needs the careful writer.
-    from attncli.render.files import Interrupted, write_output
-
-    try:
-        write_output(path, suffix, content)
-    except OutputError as error:
-        raise error.at("--output")
-    except Interrupted as stop:  # SIGTERM or SIGHUP: the temporary file is gone; die of it
-        stop.die()
 
 
 def _guard(problem, format, shown, full: bool, output_only: bool, tile_sizes=None, threads=None) -> None:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Callable
 
 from attncli.base.errors import AttnError
-from attncli.commands.edge import flag
+from attncli.commands.edge import flag, write_file
 from attncli.compute import cost
 from attncli.document.readback import counts_only, verify, verify_counts
 from attncli.document.schema import has_results
@@ -41,19 +41,6 @@ def run(read: tuple, size: int, plan: SimpleNamespace, o: SimpleNamespace, trace
         return
     text = plan.format.cost(problem, found)
     if o.output_file:
-        _write_file(o.output_file, plan.suffix, text)
+        write_file(o.output_file, plan.suffix, text)
     else:
         out.write_all(text)
-
-
-def _write_file(path: str, suffix: str, text: str) -> None:
-    # Imported here, for start-up: only --output needs the careful writer.
-    from attncli.render.files import Interrupted, write_output
-    from attncli.render.target import OutputError
-
-    try:
-        write_output(path, suffix, text)
-    except OutputError as error:
-        raise error.at("--output")
-    except Interrupted as stop:
-        stop.die()

@@ -50,3 +50,19 @@ def message(error, source: bool = True) -> str:
 def warning(notice) -> str:
     """A warning (a `Notice`, or plain text) as the CLI says it."""
     return notice.render(flag) if hasattr(notice, "render") else str(notice)
+
+
+def write_file(path: str, suffix: str, content) -> None:
+    """--output FILE, as render/files.py writes it (atomically): `content`, a text or a binary
+    writer; its errors one line naming --output; SIGTERM or SIGHUP mid-write dies of it, the
+    temporary file gone. Every command's -o writes through here."""
+    # Imported here, for start-up: only --output needs the careful writer.
+    from attncli.render.files import Interrupted, write_output
+    from attncli.render.target import OutputError
+
+    try:
+        write_output(path, suffix, content)
+    except OutputError as error:
+        raise error.at("--output")
+    except Interrupted as stop:
+        stop.die()
