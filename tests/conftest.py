@@ -44,17 +44,19 @@ SAMPLES = ROOT / "samples"
 # first, left the few long tests of the fuzzers, the browser and start-up to the end); then the
 # others, most tests first. Measured with --durations=0 (docs/contributing.md); each name must match.
 TORCH = ("tests/test_capture*.py", "tests/test_docs.py", "tests/test_check_code.py")
-LONGEST_FIRST = ("torch", "tests/test_page_browser.py", "tests/test_startup.py", "tests/test_fuzz.py",
+# The files that drive Chromium are one unit too, BROWSER: one worker launches it once (`browser`).
+BROWSER = ("tests/test_page_browser.py", "tests/test_page_whatif.py", "tests/test_svg.py")
+LONGEST_FIRST = ("torch", "browser", "tests/test_startup.py", "tests/test_fuzz.py",
                  "tests/test_write_all.py", "tests/test_tiles.py", "tests/test_exercise_kinds.py",
                  "tests/test_limits.py", "tests/test_check_class.py", "tests/test_svg.py", "tests/test_cli.py",
                  "tests/test_output_files.py", "tests/test_environment.py")
-assert all(list(ROOT.glob(name)) for name in (*TORCH, *LONGEST_FIRST[1:])), "a file named here is gone"
+assert all(list(ROOT.glob(name)) for name in (*TORCH, *BROWSER, *LONGEST_FIRST[2:])), "a file named here is gone"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile with the TORCH files as one unit and the longest units first (LONGEST_FIRST);
-    any other --dist is xdist's own."""
+    """--dist loadfile with the TORCH files as one unit, the BROWSER files another, and the longest
+    units first (LONGEST_FIRST); any other --dist is xdist's own."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -62,7 +64,10 @@ def pytest_xdist_make_scheduler(config, log):
     class LongestFirst(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
-            return "torch" if any(fnmatch.fnmatch(scope, name) for name in TORCH) else scope
+            for unit, names in (("torch", TORCH), ("browser", BROWSER)):
+                if any(fnmatch.fnmatch(scope, name) for name in names):
+                    return unit
+            return scope
 
         def _assign_work_unit(self, node) -> None:
             rank = {scope: (LONGEST_FIRST.index(scope) if scope in LONGEST_FIRST else len(LONGEST_FIRST),
@@ -114,6 +119,38 @@ def fast_sample(cases, *fast):
     return [case if case in fast else pytest.param(*(case if isinstance(case, tuple) else (case,)),
                                                     marks=pytest.mark.slow)
             for case in cases]
+
+
+# The browser tests (BROWSER): Debian's Chromium, headless, driven by playwright (never `playwright
+# install`). Skipped without it, except in CI (the CI variable set), where a missing browser fails.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def playwright():
+    """playwright's sync API, or a skip (a failure under CI) saying what is missing."""
+    missing = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing, sync_playwright = "the playwright package (pip install -e '.[test]')", None
+    if missing is None and not CHROMIUM.exists():
+        missing = f"{CHROMIUM} (apt-get install -y chromium chromium-driver)"
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and the browser tests need {missing}")
+        pytest.skip(f"no {missing}")
+    return sync_playwright
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One Chromium for the worker that runs the BROWSER files (launching it takes a second of CPU)."""
+    with playwright()() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
 
 
 # The `attn capture` tests: skipped without the models extra, found without importing it.

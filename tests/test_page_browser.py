@@ -2,10 +2,9 @@
 `playwright install`: the browser is /usr/bin/chromium). Skipped without it, except in CI (the CI
 variable set), where a missing browser fails: .ci/run installs it.
 
-One browser for the module; small pages. Each page is opened from file://, and every request it
+One browser for the worker (conftest's `browser`, shared with the other BROWSER files); small pages. Each page is opened from file://, and every request it
 makes other than its own file is recorded (there must be none)."""
 
-import os
 import struct
 import zlib
 from pathlib import Path
@@ -17,35 +16,7 @@ from typer.testing import CliRunner
 
 from attncli.cli import app
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 HOSTILE = '<img src=x onerror="document.title=\'PWNED\'">'
-
-
-def _playwright():
-    """playwright's sync API and the browser, or a skip (a failure under CI) saying what is missing."""
-    missing = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing, sync_playwright = "the playwright package (pip install -e '.[test]')", None
-    if missing is None and not CHROMIUM.exists():
-        missing = f"{CHROMIUM} (apt-get install -y chromium chromium-driver)"
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and the browser tests need {missing}")
-        pytest.skip(f"no {missing}")
-    return sync_playwright
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_playwright = _playwright()
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +129,8 @@ def test_tabs_go_through_the_heads(opened, pages):
 
 
 def _pixels(png: bytes) -> tuple[int, int, list[bytes]]:
-    """(width, height, rows of RGB(A) bytes) of an 8-bit, non-interlaced PNG (Chromium's screenshots)."""
+    """(width, height, pixels as RGB bytes) of an 8-bit, non-interlaced PNG (Chromium's screenshots).
+    Rows filtered None, Up or Sub are undone with numpy; Average and Paeth (a few rows) byte by byte."""
     width, height, depth, colour = struct.unpack(">IIBB", png[16:26])
     assert depth == 8 and colour in (2, 6)
     size, chunks, at = (3 if colour == 2 else 4), b"", 8
@@ -166,17 +138,24 @@ def _pixels(png: bytes) -> tuple[int, int, list[bytes]]:
         length, kind = struct.unpack(">I4s", png[at:at + 8])
         chunks += png[at + 8:at + 8 + length] if kind == b"IDAT" else b""
         at += 12 + length
-    raw, rows, previous = zlib.decompress(chunks), [], bytearray(width * size)
-    stride = width * size + 1
+    raw = np.frombuffer(zlib.decompress(chunks), np.uint8).reshape(height, width * size + 1)
+    rows, previous = np.zeros((height, width * size), np.uint8), np.zeros(width * size, np.uint8)
     for y in range(height):
-        kind, line = raw[y * stride], bytearray(raw[y * stride + 1:(y + 1) * stride])
-        for x in range(len(line)):
-            a = line[x - size] if x >= size else 0
-            b, c = previous[x], previous[x - size] if x >= size else 0
-            line[x] = (line[x] + (0, a, b, (a + b) // 2, _paeth(a, b, c))[kind]) & 255
-        rows.append(bytes(line))
-        previous = line
-    return width, height, [bytes(r[i:i + 3]) for r in rows for i in range(0, len(r), size)]
+        kind, line = raw[y, 0], raw[y, 1:]
+        if kind in (0, 2):
+            rows[y] = line + previous if kind == 2 else line  # uint8: modulo 256
+        elif kind == 1:
+            rows[y] = np.cumsum(line.reshape(width, size), axis=0, dtype=np.uint8).reshape(-1)
+        else:
+            out, up = bytearray(line.tobytes()), previous.tolist()
+            for x in range(len(out)):
+                a, b = (out[x - size], up[x]) if x >= size else (0, up[x])
+                c = up[x - size] if x >= size else 0
+                out[x] = (out[x] + ((a + b) // 2 if kind == 3 else _paeth(a, b, c))) & 255
+            rows[y] = np.frombuffer(bytes(out), np.uint8)
+        previous = rows[y]
+    flat = rows.reshape(height, width, size)[:, :, :3].reshape(-1, 3)
+    return width, height, [bytes(pixel) for pixel in flat]
 
 
 def _paeth(a: int, b: int, c: int) -> int:

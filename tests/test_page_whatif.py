@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from conftest import SAMPLES
-from test_page_browser import HOSTILE, Opened, browser, pages, problem_file_module  # noqa: F401  (the fixtures, shared)
+from test_page_browser import HOSTILE, Opened, pages, problem_file_module  # noqa: F401  (the fixtures, shared)
 from test_stages import CAUSAL, DOUBLED, insert
 from typer.testing import CliRunner
 

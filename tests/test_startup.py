@@ -6,25 +6,45 @@ function (a command's work, rich for the table views) say why, with "start-up" i
 above them. The commands read the stage names from attncli/base/names.py, which imports nothing."""
 
 import ast
+import functools
+import json
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, fast_sample
 
-RUN = "import sys; sys.argv[0] = 'attn'; from attncli.cli import main; main()"
-LOADED = ("import atexit, sys; atexit.register(lambda: sys.stderr.write(repr(sorted("
-          "{m.split('.')[0] for m in sys.modules} & {'numpy', 'rich', 'torch', 'transformers', 'ml_dtypes'})) + '\\n')); ")
+HEAVY = ("numpy", "rich", "torch", "transformers", "ml_dtypes")
+TABLES = ("attncli.stages.table", "attncli.stages.grads", "attncli.base.names")
+COMMANDS = ("compute", "check", "learn", "capture")
+# What `attn ARGS` loaded, printed by one process at its exit: the heavy packages, the stage tables
+# and which commands were built (each test below reads its part; a command line shared by several
+# tests runs once).
+RUN = ("import atexit, json, sys\n"
+       "def said():\n"
+       "    loaded = set(sys.modules)\n"
+       f"    print(json.dumps([sorted({{m.split('.')[0] for m in loaded}} & set({HEAVY!r})),\n"
+       f"                      sorted(m for m in {TABLES!r} if m in loaded),\n"
+       f"                      sorted(c for c in {COMMANDS!r} if 'attncli.commands.' + c in loaded)]),\n"
+       "          file=sys.__stderr__)\n"
+       "atexit.register(said)\n"
+       "sys.argv[0] = 'attn'\n"
+       "from attncli.cli import main\n"
+       "main()\n")
 
 
-def loaded(*args: str) -> str:
-    """The heavy packages `attn ARGS` loaded, as printed at exit."""
-    done = subprocess.run([sys.executable, "-c", LOADED + RUN, *args], capture_output=True, text=True, cwd=ROOT)
-    return done.stderr.strip().splitlines()[-1]
+@functools.cache
+def loaded(*args: str) -> tuple[str, list[str], list[str]]:
+    """What `attn ARGS` loaded, in a process of its own: (the heavy packages as a list's repr, the
+    stage tables, the commands built)."""
+    done = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, cwd=ROOT)
+    assert done.stderr.strip(), f"attn {' '.join(args)} said nothing at its exit"
+    heavy, tables, commands = json.loads(done.stderr.strip().splitlines()[-1])
+    return repr(heavy), tables, commands
 
 
-@pytest.mark.parametrize("args, heavy", [
+COMMAND_LINES = [
     (("--version",), "[]"),
     (("compute", "--help"), "['rich']"),  # typer draws the help with rich, and nothing more
     (("compute", str(SAMPLES / "scooter.json"), "--format", "json"), "['numpy']"),
@@ -36,9 +56,15 @@ def loaded(*args: str) -> str:
     (("check", str(SAMPLES / "scooter.json"), "--weights", "0.05,0.77,0.19", "--format", "json"), "['numpy']"),
     (("check", str(SAMPLES / "scooter.json"), "--weights", "0.05,0.77,0.19", "--format", "table"),
      "['numpy', 'rich']"),
-])
+]
+
+
+# A process each: the command lines the other tests also run, and float16 (no ml_dtypes), in the fast
+# suite; the rest in the slow profile.
+@pytest.mark.parametrize("args, heavy", fast_sample(COMMAND_LINES, *COMMAND_LINES[:3], COMMAND_LINES[4],
+                                                    COMMAND_LINES[6], COMMAND_LINES[9]))
 def test_each_command_line_loads_only_what_it_needs(args, heavy):
-    assert loaded(*args) == heavy
+    assert loaded(*args)[0] == heavy
 
 
 def function_level_imports(tree: ast.Module):
@@ -81,30 +107,23 @@ def test_the_names_module_loads_nothing(sources):
     assert [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))] == []
 
 
-@pytest.mark.parametrize("args, loaded", [
-    (["--version"], []),  # no command is built: not even the names its options read
-    (["compute", "--help"], ["attncli.base.names"]),
+@pytest.mark.parametrize("args, tables", [
+    (("--version",), []),  # no command is built: not even the names its options read
+    (("compute", "--help"), ["attncli.base.names"]),
 ])
-def test_version_and_help_load_no_stage_table(args, loaded):
+def test_version_and_help_load_no_stage_table(args, tables):
     """`attn compute --help` reads the names (attncli/base/names.py), not the tables that load numpy;
     `attn --version` builds no command at all."""
-    code = f"import sys; sys.argv[1:] = {args!r}; from attncli.cli import main\ntry: main()\nexcept SystemExit: pass\n" \
-           "print(sorted(m for m in sys.modules if m in ('attncli.stages.table', 'attncli.stages.grads', 'attncli.base.names')))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert done.stdout.strip().splitlines()[-1] == repr(loaded), done.stderr
+    assert loaded(*args)[1] == tables
 
 
 @pytest.mark.parametrize("args, modules", [
-    (["--version"], []),
-    (["compute", str(SAMPLES / "scooter.json"), "--format", "json"], ["compute"]),
-    (["exercise", "--seed", "1"], ["learn"]),
-    (["--help"], ["capture", "check", "compute", "learn"]),
+    (("--version",), []),
+    (("compute", str(SAMPLES / "scooter.json"), "--format", "json"), ["compute"]),
+    (("exercise", "--seed", "1"), ["learn"]),
+    (("--help",), ["capture", "check", "compute", "learn"]),
 ])
 def test_a_command_is_built_only_when_it_is_named(args, modules):
     """Typer builds every parameter of every command it is given; attn gives it the command on the
     line (cli.COMMANDS: its module, option table and choices loaded then), and --help all of them."""
-    commands = ("compute", "check", "learn", "capture")
-    code = (f"import sys; sys.argv[1:] = {args!r}\nfrom attncli.cli import main\ntry: main()\n"
-            f"except SystemExit: pass\nprint(sorted(m for m in {commands!r} if 'attncli.commands.' + m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert done.stdout.strip().splitlines()[-1] == repr(modules), done.stderr
+    assert loaded(*args)[2] == modules

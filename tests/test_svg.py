@@ -65,21 +65,18 @@ def test_a_big_problem_is_elided_keeping_the_picked_query(run, problem_file):
     assert_error(run("compute", path, "--format", "svg", "--tiles", "2,2"), "--tiles")
 
 
-def test_the_picture_looks_as_it_did(tmp_path):
-    from test_page_browser import ARGS, CHROMIUM, _pixels, _playwright
+def test_the_picture_looks_as_it_did(tmp_path, browser):
+    from test_page_browser import _pixels
     from typer.testing import CliRunner
 
     from attncli.cli import app
 
-    sync_playwright = _playwright()
     svg = tmp_path / "causal.svg"
     assert CliRunner().invoke(app, ["compute", str(SAMPLES / "causal.json"), "-o", str(svg)]).exit_code == 0
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        tab = browser.new_page(viewport={"width": 620, "height": 260})
-        tab.goto(svg.as_uri())
-        shot = tab.screenshot()
-        browser.close()
+    tab = browser.new_page(viewport={"width": 620, "height": 260})
+    tab.goto(svg.as_uri())
+    shot = tab.screenshot()
+    tab.close()
     if os.environ.get("ATTN_UPDATE_PICTURES"):
         REFERENCE.write_bytes(shot)
     width, height, pixels = _pixels(shot)

@@ -369,10 +369,10 @@ VIEWS_JS = r"""
   }
 
   // ---- one head opened: its weights table, head view and q·k view
-  function go(l, h) {
+  function go(l, h) {  // opened now; the address follows (Back returns), and its hashchange finds it open
     var hash = "#layer-" + V.layers[l].layer + "-head-" + h;
-    if (location.hash !== hash) location.hash = hash;  // the hashchange opens it
-    else open(l, h);
+    open(l, h);
+    if (location.hash !== hash) location.hash = hash;
     document.getElementById("head-detail").scrollIntoView({block: "start"});
   }
   function open(l, h) {
@@ -387,7 +387,7 @@ VIEWS_JS = r"""
     if (!m) return false;
     var l = m[1] === undefined ? 0 : V.layers.map(function (L) { return L.layer; }).indexOf(+m[1]);
     if (l < 0 || +m[2] >= V.layers[l].heads) return false;
-    open(l, +m[2]);
+    if (l !== sel.layer || +m[2] !== sel.head) open(l, +m[2]);  // a head opened already keeps its chosen cell
     var tab = document.getElementById("tab-views");  // a tables page's views tab: #layer-… links open it
     if (tab && m[1] !== undefined && tab.getAttribute("aria-selected") !== "true") tab.click();
     return true;
