@@ -8,11 +8,13 @@ imports its work (numpy, the core, the views: commands/*_run.py) when it runs. I
 functions are kept for that reason only, and say so where they are.
 """
 
+import importlib
 import inspect
 import os
 import re
 import sys
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 from typing import Annotated, Callable
 
 import typer
@@ -144,70 +146,37 @@ class AttnGroup(_PlainFlags, TyperGroup):
                  "and rerun with ATTN_DEBUG=1 for the traceback")
 
 
-# The commands, in --help's order: each its function, imported when the command is named (for
-# start-up: a command module's option table and choices cost about as much to load as Typer takes
-# to build its command), and whether its help is its docstring as prose (paragraphs rewrapped).
-def _compute() -> Callable:
-    # Imported here, for start-up (see above).
-    from attncli.commands.compute import compute
+@dataclass(frozen=True)
+class Command:
+    """One command of `attn`: its function (`module`.`function`, imported when the command is named:
+    for start-up, a command module's option table and choices cost about as much to load as Typer
+    takes to build its command), and whether its help is its docstring as prose (paragraphs rewrapped)."""
+    module: str
+    function: str
+    as_prose: bool = False
 
-    return compute
-
-
-def _check() -> Callable:
-    # Imported here, for start-up (see above).
-    from attncli.commands.check import check
-
-    return check
+    def callback(self) -> Callable:
+        return getattr(importlib.import_module(self.module), self.function)
 
 
-def _exercise() -> Callable:
-    # Imported here, for start-up (see above).
-    from attncli.commands.learn import exercise
-
-    return exercise
-
-
-def _example() -> Callable:
-    # Imported here, for start-up (see above).
-    from attncli.commands.learn import example
-
-    return example
-
-
-def _posenc() -> Callable:
-    # Imported here, for start-up (see above).
-    from attncli.commands.learn import posenc
-
-    return posenc
-
-
-def _capture() -> Callable:
-    # Imported here, for start-up (see above).
-    from attncli.commands.capture import capture
-
-    return capture
-
-
-def _heads() -> Callable:
-    # Imported here, for start-up (see above).
-    from attncli.commands.heads import heads
-
-    return heads
-
-
-COMMANDS: dict[str, tuple[Callable[[], Callable], bool]] = {
-    "compute": (_compute, False), "check": (_check, True), "exercise": (_exercise, True),
-    "example": (_example, False), "posenc": (_posenc, False), "capture": (_capture, False),
-    "heads": (_heads, False)}
+# The commands, in --help's order.
+COMMANDS: dict[str, Command] = {
+    "compute": Command("attncli.commands.compute", "compute"),
+    "check": Command("attncli.commands.check", "check", as_prose=True),
+    "exercise": Command("attncli.commands.learn", "exercise", as_prose=True),
+    "example": Command("attncli.commands.learn", "example"),
+    "posenc": Command("attncli.commands.learn", "posenc"),
+    "capture": Command("attncli.commands.capture", "capture"),
+    "heads": Command("attncli.commands.heads", "heads"),
+}
 
 
 def build(name: str) -> TyperCommand:
     """The Typer command `name` of COMMANDS, as `app.command(...)` would make it."""
-    load, as_prose = COMMANDS[name]
-    callback = load()
+    command = COMMANDS[name]
+    callback = command.callback()
     info = CommandInfo(name=name, cls=AttnCommand, callback=callback,
-                       help=prose(callback.__doc__) if as_prose else None)
+                       help=prose(callback.__doc__) if command.as_prose else None)
     return typer.main.get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
                                             rich_markup_mode=app.rich_markup_mode)
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import MODELS, ROOT, Lazy, assert_error
+from tests.conftest import MODELS, ROOT, Lazy, assert_error, fast_sample
 
 pytestmark = MODELS
 torch, transformers = Lazy("torch"), Lazy("transformers")  # imported by the first test that runs
@@ -147,8 +147,11 @@ def test_without_the_models_extra_capture_says_how_to_install_it(tiny):
                            "'attncli[models]', or pip install -e '.[models]' in a clone\n")
 
 
-@pytest.mark.parametrize("args", [("--version",), ("capture", "--help"),
-                                  ("compute", str(ROOT / "samples" / "scooter.json"), "--format", "json")])
+# A real process each: --version is in the slow profile (tests/test_startup.py checks it loads nothing heavy).
+@pytest.mark.parametrize("args", fast_sample([("--version",), ("capture", "--help"),
+                                              ("compute", str(ROOT / "samples" / "scooter.json"), "--format", "json")],
+                                             ("capture", "--help"),
+                                             ("compute", str(ROOT / "samples" / "scooter.json"), "--format", "json")))
 def test_no_other_command_loads_torch(args):
     code = ("import atexit, sys; atexit.register(lambda: sys.stderr.write(repr(sorted({m.split('.')[0] for m in "
             "sys.modules} & {'torch', 'transformers', 'safetensors'})) + '\\n')); sys.argv[0] = 'attn'; "

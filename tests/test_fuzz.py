@@ -237,7 +237,7 @@ def hostile_property(tmp, doc, file_name):
         assert not RAW.search(result.stdout), RAW.findall(result.stdout)
 
 
-@settings(SHORT, max_examples=10)  # ~0.1 s each (five views, four `check` runs); the slow run has 200
+@settings(SHORT, max_examples=5)  # ~0.2 s each (five views, four `check` runs); the slow run has 200
 @given(hostile_problems(), hostile)
 # Found by the long profile: a file name holding a wide character (⺀ takes two terminal cells),
 # and a label that is a no-break space (rich trims it at the cell's edge).

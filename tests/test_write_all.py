@@ -75,9 +75,9 @@ def attn(args, stdout, **more):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
-# A real process each: the fast suite writes JSON, a table, a differing check (exit 1 turned into 2)
-# and click's help; the slow profile every command.
-@pytest.mark.parametrize("name", fast_sample(list(COMMANDS), "compute", "table", "check-differs", "help"))
+# A real process each: the fast suite writes a table and a differing check (exit 1 turned into 2); the
+# slow profile every command.
+@pytest.mark.parametrize("name", fast_sample(list(COMMANDS), "table", "check-differs"))
 def test_stdout_to_dev_full_is_one_error_line_for_every_command(name):
     with open("/dev/full", "w") as full:
         done = attn(COMMANDS[name], full)
@@ -157,7 +157,7 @@ def _closed(fd):
 
 
 @pytest.mark.parametrize("name", fast_sample(["compute", "table", "check", "exercise", "posenc", "help"],
-                                             "compute", "help"))
+                                             "compute"))
 def test_a_closed_stdout_is_one_error_line_for_every_command(name):
     """`attn compute s.json -f json >&-`: Python starts with sys.stdout None (was: an internal error
     and a traceback, exit 1)."""
