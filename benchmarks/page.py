@@ -13,7 +13,6 @@ derivation shown after a click on it. Medians, and the ratio to the reference pa
 average is printed: the machine is shared.
 """
 
-import importlib.util
 import json
 import os
 import statistics
@@ -24,19 +23,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from capture import shipped  # benchmarks/capture.py: where a PyPI package keeps its model
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "The mechanic fixed the scooter because it was leaking petrol."
 LONG = (SENTENCE + " He said that the old engine had been running for years without any trouble, but the seals were "
         "finally worn out and needed to be replaced before the next long trip.")  # 45 tokens for SmolLM2
 CHROMIUM = "/usr/bin/chromium"
-
-
-def shipped(package: str, *parts: str) -> str:
-    spec = importlib.util.find_spec(package)
-    if spec is None:
-        sys.exit(f"{package} is not installed: pip install --no-deps {package.replace('_', '-')}")
-    return os.path.join(spec.submodule_search_locations[0], *parts)
 
 
 def attn(*args: str) -> float:
