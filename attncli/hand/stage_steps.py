@@ -313,6 +313,8 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
     if not all(r.allowed):
         out.append("  (masked keys have weight 0 and add nothing)")
     out.append(f"  sum = {page.rvector(result, [(r.name, i) for i in range(len(result))])}{page.note((r.name, 0))}")
+    found, ledger = getattr(page.written, "rounded", {}), getattr(page.written, "ledger", {})
+    out += [f"  column {i}{added}" for i in range(len(result)) if (added := hw.additions(found, ledger, (r.name, i)))]
     if page.written.carry == "rounded":
         out.append(hw.comparison(result, r.exact, page.places))
     return out
