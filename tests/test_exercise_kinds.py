@@ -481,6 +481,10 @@ def test_a_precision_answer_key_says_which_score_changed_and_the_float64_weights
     assert ("rounding: float16 changed the score mat 2055 → 2056, so its weights are 0.02, 0.87, 0.12 where "
             "float64's are 0.04, 0.71, 0.26.") in key
     assert "rounding:" not in run("exercise", "--seed", "1", "--answers", "--format", "markdown").stdout
+    doc = run.json("exercise", "--seed", "1", "--kind", "precision", "--answers", "--format", "json")
+    assert doc["rounding"] == ("float16 changed the score mat 2055 → 2056, so its weights are 0.02, 0.87, 0.12 "
+                               "where float64's are 0.04, 0.71, 0.26")  # the JSON key has it too
+    assert "rounding" not in run.json("exercise", "--seed", "1", "--answers", "--format", "json")
 
 
 def test_a_carried_slip_in_a_precision_exercise_is_followed_in_float16(run, tmp_path):

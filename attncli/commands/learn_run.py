@@ -11,7 +11,7 @@ from attncli.compute.tiles import attend_tiles
 from attncli.document.readback import add_tiles
 from attncli.document.reading import build_problem
 from attncli.document.writing import to_dict
-from attncli.marking.exercise import build
+from attncli.marking.exercise import build, rounding_note
 from attncli.marking.kinds import DECIMALS, DEFAULT_TILES, KINDS, ExerciseError, Options
 from attncli.problem.posenc import positional_encoding
 from attncli.render import export, worksheet
@@ -89,7 +89,7 @@ def _titled(problem, title: str):
 
 def _key(problem) -> dict:
     """`attn compute`'s full JSON of the problem, with what it asks (and a tiles exercise's tiles; a
-    find-the-slip's worked solution and slip), and `"reproduce"`, the command that makes it: in a key
+    find-the-slip's worked solution and slip; a precision exercise's `"rounding"`), and `"reproduce"`, the command that makes it: in a key
     of its own, not in the description, which the students' pages made against the key show."""
     doc = problem.doc
     trace = attention.attend(build_problem(doc))
@@ -97,6 +97,9 @@ def _key(problem) -> dict:
     if "tile_size" in doc:
         add_tiles(key, attend_tiles(trace.problem, *doc["tile_size"]), trace.stage("output"))
     key |= {name: doc[name] for name in ("ask", "decimals", "worked") if name in doc}
+    note = rounding_note(trace, problem.options.decimals) if problem.options is not None else None
+    if note:  # a precision exercise: which scores the dtype changed, float64's weights beside its own
+        key["rounding"] = note
     if problem.worked is not None:
         key["slip"] = problem.worked.key()
     return key | {"reproduce": problem.command}

@@ -46,6 +46,8 @@ PROBLEM: tuple[Key, ...] = (
     Key("decimals", LABEL, "the least decimals an exercise asks a value to have"),
     Key("reproduce", LABEL, "an exercise's answer key: the attn exercise command that makes its problem (the "
         "teacher's: no view shows it)"),
+    Key("rounding", LABEL, "a precision exercise's answer key: the scores its dtype changed, and its weights "
+        "beside float64's"),
     Key("worked", LABEL, "find-the-slip: a worked solution with one planted mistake, shown, never computed"),
     Key("slip", LABEL, "find-the-slip: the stage and mistake of the planted slip (the key's answer)"),
     Key("dtype", SETTING, "float64, float32, bfloat16 or float16: the precision every stage is stored in"),
