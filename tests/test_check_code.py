@@ -518,8 +518,9 @@ def _running(pid: int) -> bool:
 
 def test_what_a_case_leaves_running_is_killed_when_it_ends(tmp_path):
     """A function that starts a background process and returns: the supervisor kills what it left in
-    the case's process group (the child's own, by setsid). One that leaves its own session escapes
-    killpg: supervise.py does not promise it."""
+    the case's process group (the child's own, by setsid). A function object runs in a child of the
+    caller's process: one that leaves its own session escapes killpg there (a file's function runs
+    in the case server, which kills those too: the next test)."""
     import signal
     import time
 
@@ -540,3 +541,37 @@ def test_what_a_case_leaves_running_is_killed_when_it_ends(tmp_path):
     finally:
         if _running(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_what_a_case_leaves_running_in_a_session_of_its_own_is_killed_when_it_ends(tmp_path):
+    """`attn check --code` (a file's function, run by the case server): a process the case started in
+    a new session, and one it left by a double fork (`setsid sleep &` in a shell that exits), both
+    outside the case's process group, are re-parented to the server (its subreaper) and killed when
+    the case ends (they outlived it before)."""
+    import signal
+    import time
+
+    pids = tmp_path / "pids"
+    (tmp_path / "daemon.py").write_text(
+        "import subprocess\nimport numpy as np\n\ndef attention(Q, K, V):\n"
+        "    own = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+        f"    subprocess.run(['sh', '-c', 'setsid sleep 61 & echo $! >> {pids}'], check=True)\n"
+        f"    with open({str(pids)!r}, 'a') as f:\n"
+        "        f.write(f'{own.pid}\\n')\n"
+        "    s = Q @ K.T / np.sqrt(K.shape[-1])\n"
+        "    w = np.exp(s - s.max(-1, keepdims=True))\n"
+        "    return w / w.sum(-1, keepdims=True) @ V\n")
+    done = attn("--code", f"{tmp_path}/daemon.py:attention", "--cases", "scooter", "--format", "json")
+    assert done.exit_code == 0, done.output
+    left = [int(pid) for pid in pids.read_text().split()]
+    assert len(left) == 2
+    try:
+        end = time.monotonic() + 3
+        while any(_running(pid) for pid in left) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert not any(_running(pid) for pid in left), "what the case left in a session of its own outlived it"
+    finally:
+        for pid in left:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -2,13 +2,17 @@
 
 The child (child.py) arms its own watchdog, which writes the stack and exits at the limit; this is
 the backstop: at the limit plus a grace period the child's whole process group (it calls setsid)
-is killed, whatever it is doing, and so is anything it left running when it ended.
+is killed, whatever it is doing, and so is anything it left running when it ended. The case server
+(zygote.py) is also, on Linux, its descendants' subreaper: what a case left running in a session of
+its own is re-parented to the server, not to init, and `kill_strays` ends it after the case.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
+import sys
 import time
 
 from attncli.code import child
@@ -71,3 +75,66 @@ def _kill(pid: int) -> None:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> bool:
+    """Linux: the orphans of this process's descendants are re-parented to it, not to init (a case
+    that starts `setsid sleep 60 &` and returns leaves a process killpg cannot reach: it comes here).
+    False where the system has no such call."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def kill_strays() -> int:
+    """Kill and reap every child this process has: called by the case server between cases, when
+    each case has been reaped, so a child now is what a case left running (re-parented here, as
+    its subreaper). Killing one can orphan its own children to here: repeat until none is left.
+    How many were killed."""
+    killed = 0
+    for _ in range(100):
+        strays = _children()
+        if not strays:
+            break
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in strays:
+            try:
+                os.waitpid(pid, 0)
+                killed += 1
+            except ChildProcessError:
+                pass
+    return killed
+
+
+def _children() -> list[int]:
+    """This process's children, from /proc (Linux): each thread's `children` list where the kernel
+    has it, else every process's parent in its `stat`."""
+    me = os.getpid()
+    try:
+        found = set()
+        for task in os.listdir(f"/proc/{me}/task"):
+            with open(f"/proc/{me}/task/{task}/children") as listed:
+                found.update(int(pid) for pid in listed.read().split())
+        return sorted(found)
+    except OSError:
+        pass
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError, ValueError):
+            continue
+        if name.isdigit() and int(fields[1]) == me:
+            found.append(int(name))
+    return found

@@ -16,7 +16,7 @@ import sys
 import numpy  # noqa: F401 (loaded once, before the forks: the reason this server exists)
 
 from attncli.code import child  # noqa: F401 (loaded before the forks)
-from attncli.code.supervise import fork_case
+from attncli.code.supervise import become_subreaper, fork_case, kill_strays
 
 
 def main(array: str) -> None:
@@ -24,10 +24,13 @@ def main(array: str) -> None:
         # Imported here, for start-up: torch (1.5 s) is loaded once, before the forks, on the torch arrays' path only.
         import torch  # noqa: F401
     replies = sys.stdout
+    reaper = become_subreaper()  # what a case leaves running in a session of its own comes here
     for line in sys.stdin:
         if not line.strip():
             continue
         status = fork_case(json.loads(line))
+        if reaper:
+            kill_strays()
         replies.write(json.dumps(status) + "\n")
         replies.flush()
 
