@@ -89,8 +89,9 @@ def _titled(problem, title: str):
 
 def _key(problem) -> dict:
     """`attn compute`'s full JSON of the problem, with what it asks (and a tiles exercise's tiles; a
-    find-the-slip's worked solution and slip; a precision exercise's `"rounding"`), and `"reproduce"`, the command that makes it: in a key
-    of its own, not in the description, which the students' pages made against the key show."""
+    find-the-slip's worked solution and slip; a precision exercise's `"rounding"`), and `"reproduce"`,
+    the command that makes it: in a key of its own, not in the description, which the students'
+    pages made against the key show."""
     doc = problem.doc
     trace = attention.attend(build_problem(doc))
     key = to_dict(trace)
