@@ -517,30 +517,32 @@ def _running(pid: int) -> bool:
 
 
 def test_what_a_case_leaves_running_is_killed_when_it_ends(tmp_path):
-    """A function that starts a background process and returns: the supervisor kills what it left in
-    the case's process group (the child's own, by setsid). A function object runs in a child of the
-    caller's process: one that leaves its own session escapes killpg there (a file's function runs
-    in the case server, which kills those too: the next test)."""
+    """A function object that starts background processes and returns: the supervisor kills what it
+    left in the case's process group (the child's own, by setsid), and on Linux what it left in a
+    session of its own too (the case's supervisor is their subreaper; a file's function: the next
+    test)."""
     import signal
     import time
 
     pid_file = tmp_path / "pid"
 
-    def leaves_a_sleeper(Q, K, V):
-        sleeper = subprocess.Popen(["sleep", "60"])
-        pid_file.write_text(str(sleeper.pid))
+    def leaves_sleepers(Q, K, V):
+        sleepers = [subprocess.Popen(["sleep", "60"]),
+                    subprocess.Popen(["sleep", "61"], start_new_session=sys.platform.startswith("linux"))]
+        pid_file.write_text(" ".join(str(s.pid) for s in sleepers))
         return np.zeros((Q.shape[0], V.shape[1]))
 
-    check_code(leaves_a_sleeper, cases="scooter", timeout=5)
-    pid = int(pid_file.read_text())
+    check_code(leaves_sleepers, cases="scooter", timeout=5)
+    pids = [int(pid) for pid in pid_file.read_text().split()]
     try:
         end = time.monotonic() + 2
-        while _running(pid) and time.monotonic() < end:
+        while any(_running(pid) for pid in pids) and time.monotonic() < end:
             time.sleep(0.02)
-        assert not _running(pid), "the case's background process outlived it"
+        assert not any(_running(pid) for pid in pids), "the case's background processes outlived it"
     finally:
-        if _running(pid):
-            os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
@@ -575,3 +577,17 @@ def test_what_a_case_leaves_running_in_a_session_of_its_own_is_killed_when_it_en
         for pid in left:
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_a_function_object_that_kills_its_supervisor_is_a_crash_saying_so():
+    """A function object's case runs under a supervisor of its own (fork_reaped_case): killing it is
+    that case's crash, named as such (not "out of memory"), and the run goes on."""
+    import signal
+
+    def kills_its_parent(Q, K, V):
+        os.kill(os.getppid(), signal.SIGKILL)
+        return np.zeros((Q.shape[0], V.shape[1]))
+
+    (case,) = check_code(kills_its_parent, cases="scooter", timeout=2).cases
+    assert (case.kind, case.failure) == ("crash", "crashed: the process supervising it was killed (by the case?)")

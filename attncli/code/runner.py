@@ -28,7 +28,7 @@ import numpy as np
 
 from attncli.base.errors import AttnError, InputError, visible
 from attncli.code import child
-from attncli.code.supervise import fork_case
+from attncli.code.supervise import fork_reaped_case
 
 RESULT_CAP = 1 << 24  # bytes of result.json read
 ARRAYS_CAP = 1 << 28  # bytes of returned arrays read (256 MiB)
@@ -129,7 +129,7 @@ class Runner:
         else:
             sys.stdout.flush()
             sys.stderr.flush()
-            status = fork_case(request, target)
+            status = fork_reaped_case(request, target)
         try:
             return read_outcome(folder, status, self.timeout, self.memory, _spec_path(target))
         finally:
@@ -195,6 +195,9 @@ def read_outcome(folder: str, status: dict, timeout: float, memory: int | None, 
     loading = not os.path.exists(os.path.join(folder, child.LOADED))
     if status["status"] == "timeout" or (result is None and faults.lstrip().startswith("Timeout")):
         return Outcome(failure=f"timed out after {timeout:g} s", kind="timeout",
+                       frame=_fault_frame(faults, file), loading=loading, **common)
+    if status["status"] == "lost":
+        return Outcome(failure="crashed: the process supervising it was killed (by the case?)", kind="crash",
                        frame=_fault_frame(faults, file), loading=loading, **common)
     if status["status"] == "signal":
         name = status.get("name", "")

@@ -3,13 +3,15 @@
 The child (child.py) arms its own watchdog, which writes the stack and exits at the limit; this is
 the backstop: at the limit plus a grace period the child's whole process group (it calls setsid)
 is killed, whatever it is doing, and so is anything it left running when it ended. The case server
-(zygote.py) is also, on Linux, its descendants' subreaper: what a case left running in a session of
-its own is re-parented to the server, not to init, and `kill_strays` ends it after the case.
+(zygote.py), and for a function object the case's own supervisor (`fork_reaped_case`), is also, on
+Linux, its descendants' subreaper: what a case left running in a session of its own is re-parented
+to it, not to init, and `kill_strays` ends it after the case.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import sys
@@ -29,9 +31,35 @@ def fork_case(request: dict, function=None) -> dict:
     return supervise(pid, request["timeout"], os.path.join(request["folder"], child.FAULTS))
 
 
+def fork_reaped_case(request: dict, function) -> dict:
+    """`fork_case` for a function object, whose case forks from the caller's own process (a notebook's,
+    which is never made a subreaper): a child of its own forks the case as the case server does, is
+    the subreaper of what the case starts, kills it all when the case ends, and hands the status
+    back through a pipe. Where there is no subreaper (not Linux), `fork_case` itself."""
+    if not sys.platform.startswith("linux"):
+        return fork_case(request, function)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the case's own supervisor
+        os.close(read)
+        try:
+            become_subreaper()
+            status = fork_case(request, function)
+            kill_strays()
+            os.write(write, json.dumps(status).encode())
+        finally:
+            os._exit(0)  # never the caller's atexit handlers
+    os.close(write)
+    with os.fdopen(read, "rb") as said:
+        text = said.read()
+    os.waitpid(pid, 0)
+    return json.loads(text) if text else {"status": "lost"}  # the case killed its supervisor
+
+
 def supervise(pid: int, timeout: float, faults: str | None = None) -> dict:
     """{"status": "exit", "code": n} | {"status": "signal", "signal": n, "name": "SIGSEGV"} |
-    {"status": "timeout"}, and "seconds" the child took. Past the limit and its grace, the child is
+    {"status": "timeout"}, and "seconds" the child took ({"status": "lost"} from `fork_reaped_case`
+    when the case killed its supervisor). Past the limit and its grace, the child is
     killed at once if its watchdog has written the stack to `faults`, else after SLACK more seconds
     (the stack names the learner's line: worth waiting for on a busy machine)."""
     start = time.monotonic()
