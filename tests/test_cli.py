@@ -17,8 +17,9 @@ READERS = [
 ]
 
 
-# A real process each: the fast suite runs a long output, the slow profile every case.
-@pytest.mark.parametrize("args", fast_sample(READERS, READERS[2]))
+# A real process each: the fast suite runs a long output and `example` (which flushes its own), the
+# slow profile every case.
+@pytest.mark.parametrize("args", fast_sample(READERS, READERS[2], READERS[3]))
 def test_a_reader_that_goes_away_is_not_an_error(args):
     """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: a closed
     stdout is a normal end: exit 0, nothing on stderr."""
@@ -34,9 +35,9 @@ VERDICTS = [(weights, code, form) for form in ("json", "table", "csv")
             for weights, code in (("0.0454, 0.7679, 0.1867", 0), ("0.5, 0.25, 0.25", 1))]
 
 
-# The fast suite: a table with answers that differ (exit 1 kept), and JSON's exit 0; the slow profile
-# every format with each.
-@pytest.mark.parametrize("weights, code, form", fast_sample(VERDICTS, VERDICTS[0], VERDICTS[3]))
+# The fast suite: JSON with answers that differ (exit 1 kept) and a table's exit 0 (rich's own exit on a
+# closed pipe would be 1); the slow profile every format with each.
+@pytest.mark.parametrize("weights, code, form", fast_sample(VERDICTS, VERDICTS[1], VERDICTS[2]))
 def test_check_keeps_its_verdict_when_the_reader_goes_away(weights, code, form):
     """Used to end in an internal error, a RuntimeWarning, a cut table or a wrong exit code: check's
     verdict is decided before it prints: a reader that leaves does not turn "differ" into 0."""
@@ -47,3 +48,15 @@ def test_check_keeps_its_verdict_when_the_reader_goes_away(weights, code, form):
     child.stdout.close()
     stderr = child.stderr.read()
     assert child.wait() == code and stderr == b""
+
+
+def test_check_code_keeps_its_verdict_when_the_reader_goes_away():
+    """`attn check --code no_scale.py:attention … | head`: a failing function is exit 1 whether or not
+    anyone reads the marks (a mutation that said 0 for a reader gone went unnoticed)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    child = subprocess.Popen([sys.executable, "-m", "attncli", "check", "--code", "tests/code_samples/no_scale.py:attention",
+                              "--cases", "scooter", "--format", "json"], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()
+    stderr = child.stderr.read()
+    assert child.wait() == 1 and stderr == b""

@@ -551,8 +551,10 @@ def test_opening_another_head_clears_the_derivation_and_back_reopens_the_first(o
     said = page.derivation()
     quoted = shlex.quote(str(tmp_path / "it's.json"))
     assert "layer 0 · head 0" in said and f"run attn compute {quoted} --layer 0" in said
-    page.tab.click('#model-view button[data-layer="1"][data-head="1"]')
-    assert page.tab.inner_text("#head-title") == "layer 1 · head 1"
+    title = page.tab.evaluate("""() => {  // the click and the heading read in one task: no hashchange between
+        document.querySelector('#model-view button[data-layer="1"][data-head="1"]').click();
+        return document.getElementById("head-title").textContent; }""")
+    assert title == "layer 1 · head 1"  # opened at once (it opened on the hashchange: a race with this check)
     assert page.tab.evaluate("document.body.classList.contains('open')") is False
     assert page.tab.inner_text("#derivation").strip() == ""
     page.tab.go_back()

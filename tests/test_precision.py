@@ -321,6 +321,10 @@ def test_explain_in_a_low_dtype_writes_exact_arithmetic_then_the_rounding(run, p
     ({"Q": [[0]], "K": [[0], [0], [0]], "V": [[768, 1], [3, 0], [3, 0]], "scale": 1},
      "  sum = [258.0000, 0.3340] → [256, 0.333984375] in bfloat16\n"
      "  column 0, added as the run adds: 256 + 1 = 257 → 256; 256 + 1 = 257 → 256 in bfloat16\n"),
+    # the same in the last column (a range short by one wrote none)
+    ({"Q": [[0]], "K": [[0], [0], [0]], "V": [[1, 768], [0, 3], [0, 3]], "scale": 1},
+     "  sum = [0.3340, 258.0000] → [0.333984375, 256] in bfloat16\n"
+     "  column 1, added as the run adds: 256 + 1 = 257 → 256; 256 + 1 = 257 → 256 in bfloat16\n"),
 ])
 def test_recipe_same_writes_the_partial_sums_it_rounded(run, problem_file, doc, line):
     text = explained(run, problem_file, doc, "--dtype", "bfloat16", "--accumulate", "same")

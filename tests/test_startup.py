@@ -59,10 +59,10 @@ COMMAND_LINES = [
 ]
 
 
-# A process each: the command lines the other tests also run, and float16 (no ml_dtypes), in the fast
-# suite; the rest in the slow profile.
-@pytest.mark.parametrize("args, heavy", fast_sample(COMMAND_LINES, *COMMAND_LINES[:3], COMMAND_LINES[4],
-                                                    COMMAND_LINES[6], COMMAND_LINES[9]))
+# A process each: the command lines the other tests also run, markdown (no rich) and float16 (no
+# ml_dtypes), in the fast suite; the rest in the slow profile.
+@pytest.mark.parametrize("args, heavy", fast_sample(COMMAND_LINES, *COMMAND_LINES[:5], COMMAND_LINES[6],
+                                                    COMMAND_LINES[9]))
 def test_each_command_line_loads_only_what_it_needs(args, heavy):
     assert loaded(*args)[0] == heavy
 
