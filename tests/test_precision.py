@@ -325,11 +325,23 @@ def test_explain_in_a_low_dtype_writes_exact_arithmetic_then_the_rounding(run, p
     ({"Q": [[0]], "K": [[0], [0], [0]], "V": [[1, 768], [0, 3], [0, 3]], "scale": 1},
      "  sum = [0.3340, 258.0000] → [0.333984375, 256] in bfloat16\n"
      "  column 1, added as the run adds: 256 + 1 = 257 → 256; 256 + 1 = 257 → 256 in bfloat16\n"),
+    # 1.00390628 rounds once to 1.0078125, but through float32 (1.00390625, a tie) to 1: the run's 1 must
+    # be compared with the one rounding (a user trial: no line, and "every number is exact")
+    ({"Q": [[0]], "K": [[0], [0], [0]], "V": [[3], [0.01171875], [1e-7]], "scale": 1},
+     "  column 0, added as the run adds: 1 + 0.00390625 = 1.00390625 → 1; 1 + 3.3527612686157227e-08 = "
+     "1.0000000335276127 → 1 in bfloat16\n"),
 ])
 def test_recipe_same_writes_the_partial_sums_it_rounded(run, problem_file, doc, line):
     text = explained(run, problem_file, doc, "--dtype", "bfloat16", "--accumulate", "same")
     assert line in text and "→ 1 in bfloat16" not in text.split("Roundings")[0].split("sum = 1.0099")[-1][:20]
     assert "258.0000 → 256" not in text
+
+
+def test_a_stage_stored_exactly_after_rounded_additions_is_not_called_exact(run, problem_file):
+    doc = {"Q": [[0]], "K": [[0], [0], [0]], "V": [[3], [0.01171875], [1e-7]], "scale": 1}
+    text = explained(run, problem_file, doc, "--dtype", "bfloat16", "--accumulate", "same")
+    assert "  output: stored exactly in bfloat16, but the additions before it rounded as they went (the lines " \
+           "above)\n" in text
 
 
 def test_recipe_same_shows_products_past_the_range_meeting_as_nan(run, problem_file):

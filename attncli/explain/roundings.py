@@ -77,6 +77,8 @@ def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
                enumerate(zip(q_given, trace.Q[head, row])) if g != s]
     lines.append("  inputs: " + ("; ".join(changed[:6]) + (" …" if len(changed) > 6 else "") if changed
                                  else "q is exact in " + dtype))
+    chained = {cell[1] for cell in (ledger(trace, head, row) if lab.recipe.accumulate == "same" else ())
+               if cell[0] == "chain"}
     for name, before in lab.unrounded.items():
         if name == "weights":
             lines += _exp_lines(trace, head, row, dtype)
@@ -103,6 +105,8 @@ def _roundings(trace: Trace, head: int, row: int, keys: list[str]) -> list[str]:
         if born is not None and born.stage == name and not np.isfinite(was[born.key]):  # made so as computed
             done.append(f"{name}[{names[born.key] if name != 'output' else born.key}] = {_exact(born.value)}: "
                         f"{born.cause}")
+        if not done and name in chained:  # the last rounding changed nothing, the additions before it did
+            done = [f"stored exactly in {dtype}, but the additions before it rounded as they went (the lines above)"]
         lines.append(f"  {name}: " + ("; ".join(done) if done else f"every number is exact in {dtype}"))
         if not finite_cells(trace, name, head, row):  # the hand calculation stopped here too
             break
@@ -188,8 +192,8 @@ def _chains(found: dict, trace: Trace, head: int, row: int, dtype: str, live) ->
     low = numpy_dtype(dtype)
     recipe = trace.precision.recipe
 
-    def rnd(x) -> float:
-        return float(np.float32(x).astype(low))
+    def rnd(x) -> float:  # once, from float64 (through float32 a sum just past a tie rounded twice)
+        return float(np.asarray(x, np.float64).astype(low))
 
     def chain(terms, last_rounded: bool) -> list[tuple[float, float, float, float]]:
         total, steps = terms[0], []
