@@ -10,7 +10,7 @@ import pytest
 from attncli.base.arrays import plain
 from attncli.compute.attention import attend
 from attncli.document.reading import build_problem
-from tests.conftest import SCOOTER, assert_error
+from tests.conftest import SAMPLES, SCOOTER, assert_error
 
 # TransformerLens #385: query 0's one visible score is −20000; query 1 sees no key at all.
 BELOW = {"Q": [[100, 0], [1, 0]], "K": [[-200, 0], [1, 0], [0, 1]], "V": [[1, 0], [0, 1], [2, 2]],
@@ -518,3 +518,12 @@ def test_explain_names_the_labs_settings_only_when_given(run, problem_file):
     assert "precision lab's settings" not in plain_run.stdout
     lab = run("compute", problem_file(SCOOTER), "--dtype", "float32", "--mask-fill", "min", "--explain").stdout
     assert "(every operation in float32; the precision lab's settings change the fill or the softmax" in lab
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_alibi_in_a_low_dtype_is_computed_not_an_internal_error(run, dtype):
+    """A user trial: `attn compute samples/alibi.json --dtype bfloat16` was an internal error (the distance
+    check asked numpy for a bfloat16 dtype)."""
+    doc = run.json("compute", SAMPLES / "alibi.json", "--dtype", dtype, "-f", "json")
+    weights = np.array([head["weights"] for head in doc["heads"]])
+    assert doc["dtype"] == dtype and np.allclose(weights.sum(axis=-1), 1, atol=1e-2)
