@@ -596,4 +596,72 @@ def test_a_function_object_that_kills_its_supervisor_is_a_crash_saying_so():
         return np.zeros((Q.shape[0], V.shape[1]))
 
     (case,) = check_code(kills_its_parent, cases="scooter", timeout=2).cases
-    assert (case.kind, case.failure) == ("crash", "crashed: the process supervising it was killed (by the case?)")
+    assert (case.kind, case.failure) == ("crash", "crashed: the process supervising it was stopped or killed (by the case?)")
+
+
+HOSTILE_TO_THE_SERVER = '''
+import os, signal, subprocess, sys, time
+import numpy as np
+
+def kills(Q, K, V):
+    os.kill(os.getppid(), signal.SIGKILL)
+    return np.zeros((Q.shape[0], V.shape[1]))
+
+def stops(Q, K, V):
+    os.kill(os.getppid(), signal.SIGSTOP)
+    return np.zeros((Q.shape[0], V.shape[1]))
+
+def spins(Q, K, V):
+    sleeper = subprocess.Popen(["sleep", "64"], start_new_session=True)
+    with open(os.environ["ATTN_TEST_PID"], "w") as f:
+        f.write(str(sleeper.pid))
+    while True:
+        pass
+'''
+
+
+@pytest.mark.parametrize("function", ["kills", pytest.param("stops", marks=pytest.mark.slow)])  # stops: 10 s
+def test_a_case_that_kills_or_stops_the_case_server_is_its_own_crash_and_the_class_goes_on(tmp_path, function):
+    """A user trial: a submission that killed the case server (its parent) ended the class with "the
+    case server stopped … please report it"; one that stopped it (SIGSTOP) hung `attn` for ever."""
+    (tmp_path / "h.py").write_text(HOSTILE_TO_THE_SERVER)
+    textbook = (ROOT / "tests" / "code_samples" / "textbook.py").read_text().replace(
+        "def scaled_dot_product_attention", "def attention")
+    (tmp_path / "t.py").write_text(textbook)
+    done = attn("--code", f"{tmp_path}/h.py:{function}", "--code", f"{tmp_path}/t.py:attention", "--cases",
+                "scooter", "--timeout", "0.1", "--format", "csv")
+    rows = {row.split(",")[0].rsplit("/", 1)[1]: row for row in done.output.strip().splitlines()[1:]}
+    assert done.exit_code == 1, done.output
+    assert "crashed: the process supervising it was stopped or killed (by the case?)" in rows[f"h.py:{function}"]
+    assert rows["t.py:attention"].split(",")[1:4] == ["1", "1", "100.0"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_an_interrupted_run_ends_the_case_and_what_it_started(tmp_path):
+    """A user trial: Ctrl-C during a case left the case running (in the case server's session) and what it
+    had started, until the case's time limit and beyond. Now the server ends them when told to."""
+    import signal
+    import time
+
+    (tmp_path / "h.py").write_text(HOSTILE_TO_THE_SERVER)
+    pid_file = tmp_path / "pid"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ATTN_TEST_PID=str(pid_file))
+    run = subprocess.Popen([sys.executable, "-m", "attncli", "check", "--code", f"{tmp_path}/h.py:spins", "--cases",
+                            "scooter", "--timeout", "60"], env=env, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sleeper = None
+    try:
+        end = time.monotonic() + 20
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < end:
+            time.sleep(0.02)
+        sleeper = int(pid_file.read_text())
+        os.killpg(run.pid, signal.SIGINT)  # as Ctrl-C: the foreground process group
+        assert run.wait(timeout=10) == 130
+        end = time.monotonic() + 5
+        while _running(sleeper) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert not _running(sleeper), "what the interrupted case started outlived the run"
+    finally:
+        run.kill()
+        if sleeper and _running(sleeper):
+            os.kill(sleeper, signal.SIGKILL)

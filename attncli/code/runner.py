@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,7 @@ import numpy as np
 
 from attncli.base.errors import AttnError, InputError, visible
 from attncli.code import child
-from attncli.code.supervise import fork_reaped_case
+from attncli.code.supervise import GRACE, SLACK, fork_reaped_case
 
 RESULT_CAP = 1 << 24  # bytes of result.json read
 ARRAYS_CAP = 1 << 28  # bytes of returned arrays read (256 MiB)
@@ -100,13 +101,19 @@ class Runner:
         self.close()
 
     def close(self) -> None:
+        """The server ends at the end of its input; one still running a case (the run interrupted: Ctrl-C)
+        is told to end it, and what it started, now (SIGTERM), then killed if it does not."""
         if self.server is not None:
             try:
                 self.server.stdin.close()
-                self.server.wait(timeout=5)
+                self.server.wait(timeout=0.5)
             except (OSError, subprocess.TimeoutExpired):
-                self.server.kill()
-                self.server.wait()
+                self.server.terminate()
+                try:
+                    self.server.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.server.kill()
+                    self.server.wait()
             self.server = None
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -136,23 +143,36 @@ class Runner:
             shutil.rmtree(folder, ignore_errors=True)
 
     def _served(self, request: dict) -> dict:
+        """The case's status from the case server (started when there is none): a server that cannot
+        load is an error; one a case stops (kills, or freezes past the case's limit) is that case's
+        crash, and the next case starts another."""
         if self.server is None or self.server.poll() is not None:
             self.server = subprocess.Popen([sys.executable, "-m", "attncli.code.zygote", self.array],
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+            if self.server.stdout.readline().strip() != "ready":
+                self._end_server()
+                raise AttnError("the case server stopped (attncli.code.zygote); "
+                                + ("is torch installed? pip install torch" if self.array == "torch" else
+                                   "is jax installed? pip install jax" if self.array == "jax" else
+                                   "please report it"), field="array")
         try:
             self.server.stdin.write(json.dumps(request) + "\n")
             self.server.stdin.flush()
-            line = self.server.stdout.readline()
-            return json.loads(line)
+            # The server answers by the case's limit, its grace and slack; past that (and a margin for a
+            # loaded machine) it was stopped (SIGSTOP) by the case.
+            limit = self.timeout + GRACE + SLACK + 5
+            if not select.select([self.server.stdout], [], [], limit)[0]:
+                raise OSError("no answer")
+            return json.loads(self.server.stdout.readline())
         except (OSError, ValueError):
-            self.server.kill()
-            self.server.wait()
-            self.server = None
-            raise AttnError("the case server stopped (attncli.code.zygote); "
-                            + ("is torch installed? pip install torch" if self.array == "torch" else
-                               "is jax installed? pip install jax" if self.array == "jax" else "please report it"),
-                            field="array")
+            self._end_server()
+            return {"status": "lost"}
+
+    def _end_server(self) -> None:
+        self.server.kill()
+        self.server.wait()
+        self.server = None
 
 
 def _spec_path(target) -> str | None:
@@ -197,7 +217,7 @@ def read_outcome(folder: str, status: dict, timeout: float, memory: int | None, 
         return Outcome(failure=f"timed out after {timeout:g} s", kind="timeout",
                        frame=_fault_frame(faults, file), loading=loading, **common)
     if status["status"] == "lost":
-        return Outcome(failure="crashed: the process supervising it was killed (by the case?)", kind="crash",
+        return Outcome(failure="crashed: the process supervising it was stopped or killed (by the case?)", kind="crash",
                        frame=_fault_frame(faults, file), loading=loading, **common)
     if status["status"] == "signal":
         name = status.get("name", "")

@@ -23,12 +23,28 @@ GRACE = 1.0  # seconds past the limit before the kill: the watchdog's stack is w
 SLACK = 4.0  # more seconds, while the watchdog has written nothing yet (a loaded machine is slow to run it)
 
 
+RUNNING: list[int] = []  # the case being supervised (for `stop`, when the server is told to end)
+
+
 def fork_case(request: dict, function=None) -> dict:
     """Fork, run `request` in the child (`child.run`, which never returns) and supervise it."""
     pid = os.fork()
     if pid == 0:  # the child
         child.run(request, function)
-    return supervise(pid, request["timeout"], os.path.join(request["folder"], child.FAULTS))
+    RUNNING[:] = [pid]
+    try:
+        return supervise(pid, request["timeout"], os.path.join(request["folder"], child.FAULTS))
+    finally:
+        RUNNING.clear()
+
+
+def stop(*_) -> None:
+    """The case server told to end (SIGTERM: `attn check --code` interrupted): the case being run and
+    all it started are killed now, not at its time limit, and the server exits."""
+    for pid in RUNNING:
+        _kill(pid)
+    kill_strays()
+    os._exit(1)
 
 
 def fork_reaped_case(request: dict, function) -> dict:

@@ -3,20 +3,22 @@ arrays) once, then forks one child per case it is sent, so that each case starts
 process without paying for those imports again (a fork takes milliseconds; a new Python with
 numpy a tenth of a second, with torch over a second).
 
-Protocol: one JSON request per line on stdin (child.run's `request`), one JSON status per line
-on stdout (supervise.supervise's). It runs none of the learner's code itself: only its forked
+Protocol: `ready` on stdout once loaded; then one JSON request per line on stdin (child.run's
+`request`), one JSON status per line on stdout (supervise.supervise's). SIGTERM ends the case
+being run, what it started, and the server (supervise.stop). It runs none of the learner's code itself: only its forked
 children do, after pointing their own stdin, stdout and stderr elsewhere.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import numpy  # noqa: F401 (loaded once, before the forks: the reason this server exists)
 
 from attncli.code import child  # noqa: F401 (loaded before the forks)
-from attncli.code.supervise import become_subreaper, fork_case, kill_strays
+from attncli.code.supervise import become_subreaper, fork_case, kill_strays, stop
 
 
 def main(array: str) -> None:
@@ -25,6 +27,9 @@ def main(array: str) -> None:
         import torch  # noqa: F401
     replies = sys.stdout
     reaper = become_subreaper()  # what a case leaves running in a session of its own comes here
+    signal.signal(signal.SIGTERM, stop)  # interrupted: the case and what it started end now
+    replies.write("ready\n")  # loaded: from here on, a server that stops was stopped by a case
+    replies.flush()
     for line in sys.stdin:
         if not line.strip():
             continue
