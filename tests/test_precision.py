@@ -181,12 +181,13 @@ def test_a_lab_run_reads_back_its_own_json(run, problem_file):
 
 @pytest.mark.parametrize("options, fragments", [
     (("--mask-fill", "lots"), ['"lots" is not a mask fill', "--mask-fill"]),
-    (("--accumulate", "same"), ["--accumulate: --accumulate is", "but --dtype is float64", "drop --accumulate, "
+    (("--accumulate", "same"), ['--accumulate: given as the string "same", but --dtype is float64', "drop --accumulate, "
                                 "or set --dtype"]),
     (("--mask-fill=-1e400",), ['--mask-fill: "-1e400" reads as -inf (past float64\'s range), not a finite number; '
                                "expected -inf, min"]),
     (("--mask-fill=nan",), ['--mask-fill: "nan" reads as nan, not a finite number']),
-    (("--dtype", "float16", "--accumulate", "same", "--store", "output"), ["store is output, but accumulate is same"]),
+    (("--dtype", "float16", "--accumulate", "same", "--store", "output"), ["--store: given as output, but --accumulate is same",
+                                                                           "use --accumulate float32, or --store stages"]),
     (("--dtype", "bfloat16", "--error", "-f", "markdown"), ["--error", "not markdown"]),
     (("--mask-fill", "min", "--tiles", "1,1"), ["--tiles", "have no tiles"]),
 ])

@@ -131,18 +131,23 @@ def _precision(doc: dict, origin: dict[str, str] | None = None) -> dict:
     dtype = _choice(doc.get("dtype"), "dtype", DTYPES, "float64")
     accumulate = _choice(doc.get("accumulate"), "accumulate", ACCUMULATE, None)
     store = _choice(doc.get("store"), "store", STORE, "stages")
+    # Named as the learner gave them: --accumulate and --dtype on the command line, keys in a file (a
+    # key not given, as the key it is named beside).
+    def name(key: str, beside: str) -> str:
+        given = (origin or {}).get(key) or (origin or {}).get(beside, "")
+        return f"--{key}" if given.startswith("--") else key
+
     for key in ("accumulate", "store"):
         if doc.get(key) is not None and dtype not in LOW_DTYPES:
-            # named as the learner gave them: --accumulate and --dtype on the command line, keys in a file
-            flag = (origin or {}).get(key, "").startswith("--")
-            name = (lambda k, flag=flag: f"--{k}" if flag else k)  # noqa: E731
-            raise InputError(f"{name(key)} is {describe(doc[key])}, but {name('dtype')} is {dtype}: a recipe is for "
-                             f"{' and '.join(LOW_DTYPES)}, whose stages are stored in 16 bits; drop {name(key)}, "
-                             f"or set {name('dtype')}", field=key, also=("dtype",))
+            given = "given as" if name(key, key).startswith("--") else f"{key} is"  # --store: the error's place
+            raise InputError(f"{given} {describe(doc[key])}, but {name('dtype', key)} is {dtype}: a recipe is for "
+                             f"{' and '.join(LOW_DTYPES)}, whose stages are stored in 16 bits; drop {name(key, key)}, "
+                             f"or set {name('dtype', key)}", field=key, also=("dtype",))
     if accumulate == "same" and store == "output":
-        raise InputError("store is output, but accumulate is same: with no wider accumulator every stage is "
-                         "in the dtype already; use accumulate float32, or store stages", field="store",
-                         also=("accumulate",))
+        store_name, same = name("store", "store"), name("accumulate", "store")
+        given = "given as output" if store_name.startswith("--") else "store is output"
+        raise InputError(f"{given}, but {same} is same: with no wider accumulator every stage is in the dtype "
+                         f"already; use {same} float32, or {store_name} stages", field="store", also=("accumulate",))
     subtract = doc.get("max_subtraction", True)
     if not isinstance(subtract, bool):
         raise InputError(f"max_subtraction is {describe(subtract)}; expected true or false", field="max_subtraction")
