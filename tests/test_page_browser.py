@@ -551,6 +551,10 @@ def test_opening_another_head_clears_the_derivation_and_back_reopens_the_first(o
     said = page.derivation()
     quoted = shlex.quote(str(tmp_path / "it's.json"))
     assert "layer 0 · head 0" in said and f"run attn compute {quoted} --layer 0" in said
+    page.tab.click('#model-view button[data-layer="0"][data-head="0"]')  # the head open already: its cell stays
+    assert page.derivation() == said and page.tab.evaluate("location.hash") == "#layer-0-head-0"
+    page.tab.go_back()  # to the page's own address, which opens the same head: nothing changes
+    page.tab.wait_for_function("location.hash === ''", timeout=5_000)
     title = page.tab.evaluate("""() => {  // the click and the heading read in one task: no hashchange between
         document.querySelector('#model-view button[data-layer="1"][data-head="1"]').click();
         return document.getElementById("head-title").textContent; }""")

@@ -371,7 +371,7 @@ VIEWS_JS = r"""
   // ---- one head opened: its weights table, head view and q·k view
   function go(l, h) {  // opened now; the address follows (Back returns), and its hashchange finds it open
     var hash = "#layer-" + V.layers[l].layer + "-head-" + h;
-    open(l, h);
+    if (l !== sel.layer || h !== sel.head) open(l, h);  // the head open already keeps its chosen cell
     if (location.hash !== hash) location.hash = hash;
     document.getElementById("head-detail").scrollIntoView({block: "start"});
   }
