@@ -528,3 +528,11 @@ def test_alibi_in_a_low_dtype_is_computed_not_an_internal_error(run, dtype):
     doc = run.json("compute", SAMPLES / "alibi.json", "--dtype", dtype, "-f", "json")
     weights = np.array([head["weights"] for head in doc["heads"]])
     assert doc["dtype"] == dtype and np.allclose(weights.sum(axis=-1), 1, atol=1e-2)
+
+
+def test_a_wide_v_writes_the_first_columns_additions_and_counts_the_rest(run, problem_file):
+    """A user trial: 512 columns wrote 310 column lines in a row."""
+    doc = {"Q": [[0]], "K": [[0], [0], [0]], "V": [[768.0] * 40, [3.0] * 40, [3.0] * 40], "scale": 1}
+    text = explained(run, problem_file, doc, "--dtype", "bfloat16", "--accumulate", "same")
+    assert text.count(", added as the run adds: 256 + 1 = 257 → 256;") == 7
+    assert "  column 6, added as" in text and "  … and 33 more columns whose additions rounded as they went\n" in text

@@ -314,7 +314,11 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
         out.append("  (masked keys have weight 0 and add nothing)")
     out.append(f"  sum = {page.rvector(result, [(r.name, i) for i in range(len(result))])}{page.note((r.name, 0))}")
     found, ledger = getattr(page.written, "rounded", {}), getattr(page.written, "ledger", {})
-    out += [f"  column {i}{added}" for i in range(len(result)) if (added := hw.additions(found, ledger, (r.name, i)))]
+    chains = [f"  column {i}{added}" for i in range(len(result)) if (added := hw.additions(found, ledger, (r.name, i)))]
+    if len(chains) > hw.MAX_KEYS:  # a wide V: the first columns' additions, and how many more there are
+        chains[hw.MAX_KEYS - 1:] = [f"  … and {len(chains) - hw.MAX_KEYS + 1} more columns whose additions rounded "
+                                    "as they went"]
+    out += chains
     if page.written.carry == "rounded":
         out.append(hw.comparison(result, r.exact, page.places))
     return out
