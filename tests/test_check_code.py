@@ -665,3 +665,20 @@ def test_an_interrupted_run_ends_the_case_and_what_it_started(tmp_path):
         run.kill()
         if sleeper and _running(sleeper):
             os.kill(sleeper, signal.SIGKILL)
+
+
+def test_each_function_in_a_class_is_out_of_one_point_a_case_whatever_its_classmates_return(tmp_path):
+    """A user trial: a case's point was shared by the stages the *last* file returned, so a function that
+    returned the output alone was out of 2 alone and out of 1 beside one returning (output, weights)."""
+    textbook = (ROOT / "tests" / "code_samples" / "textbook.py").read_text().replace(
+        "def scaled_dot_product_attention", "def attention")
+    (tmp_path / "both.py").write_text(textbook)  # returns (output, weights)
+    (tmp_path / "alone.py").write_text(textbook + "\n\ndef output_only(Q, K, V):\n    return attention(Q, K, V)[0]\n")
+    for order in ((f"{tmp_path}/alone.py:output_only", f"{tmp_path}/both.py:attention"),
+                  (f"{tmp_path}/both.py:attention", f"{tmp_path}/alone.py:output_only")):
+        done = attn("--code", order[0], "--code", order[1], "--cases", "scooter,random", "--format", "csv")
+        rows = {row.split(",")[0].rsplit("/", 1)[1]: row.split(",")[1:4] for row in done.output.strip().splitlines()[1:]}
+        assert rows == {"alone.py:output_only": ["2", "2", "100.0"], "both.py:attention": ["2", "2", "100.0"]}, order
+        doc = json.loads(attn("--code", order[0], "--code", order[1], "--cases", "scooter,random", "--format",
+                              "json").output)
+        assert [(f["score"], f["max"]) for f in doc["files"]] == [(2, 2), (2, 2)]

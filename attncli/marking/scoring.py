@@ -25,6 +25,25 @@ FRACTIONS = ("percent", "transposed")  # costs that are a fraction of the stage;
 assert set(DEFAULT_COSTS) == set(COSTS)
 
 
+class FilePoints(dict):
+    """`attn check --code`'s points for a class, by file: each function's own (a case's point is shared
+    by the stages that function returned, so what a classmate returned changes no one's score)."""
+
+
+def points_for(points, file: str | None) -> Points | None:
+    """The points that score `file`: its own in a `FilePoints`, else the class's (--points)."""
+    if isinstance(points, FilePoints):
+        return points.get(file) if file in points else merged(points)
+    return points
+
+
+def merged(points) -> Points | None:
+    """Every file's points in one mapping (a stage not marked in any file is worth what any file gives it)."""
+    if isinstance(points, FilePoints):
+        return {key: value for each in points.values() for key, value in each.items()} or None
+    return points
+
+
 def cost(name: str, points: Points | None) -> float:
     return (points or {}).get(name, DEFAULT_COSTS[name])
 

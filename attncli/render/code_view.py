@@ -18,6 +18,7 @@ from rich.text import Text
 
 from attncli.base.errors import InputError, quote
 from attncli.code.code_marks import CaseMark, CodeMarks
+from attncli.marking.scoring import FilePoints, points_for
 from attncli.render.escapes import html_text, script_json
 from attncli.render.gradebook import Grading, Points, counts, marks_dict, score
 from attncli.render.marks import LEGEND, stage_tables, summary
@@ -29,9 +30,10 @@ from attncli.render.text import rich_text
 NOT_A_SANDBOX = "the file's code ran with your permissions: attn check --code is not a sandbox"
 
 
-def points_of(results: list, given: str | None, cases: list[str]) -> Points:
-    """Every `case.stage` key's points: each case is worth 1 point (or N, `--points case=N`), shared
-    by the stages it returned; `case.stage=N` or `stage=N` sets one stage's points."""
+def points_of(results: list, given: str | None, cases: list[str]) -> FilePoints:
+    """Each file's `case.stage` keys' points: each case is worth 1 point (or N, `--points case=N`),
+    shared by the stages that file's function returned (never a classmate's: the last file's count
+    decided every file's share); `case.stage=N` or `stage=N` sets one stage's points."""
     wanted: dict[str, float] = {}
     for item in (part.strip() for part in (given or "").split(",") if part.strip()):
         key, equals, number = (x.strip() for x in item.partition("="))
@@ -42,16 +44,18 @@ def points_of(results: list, given: str | None, cases: list[str]) -> Points:
         if not equals or not 0 < value <= 1e6:
             raise InputError(f"{quote(item)} is not CASE=N, CASE.STAGE=N or STAGE=N with N above 0", "--points")
         wanted[key] = value
-    points: Points = {}
-    for _, marks, _ in results:
+    points = FilePoints()
+    for file, marks, _ in results:
         by_case: dict[str, list[str]] = {}
         for key in marks or {}:
             by_case.setdefault(key.partition(".")[0], []).append(key)
+        own = points.setdefault(file, {})
         for case, keys in by_case.items():
             for key in keys:
                 stage = key.partition(".")[2]
-                points[key] = wanted.get(key, wanted.get(stage, wanted.get(case, 1.0) / len(keys)))
-    unknown = [k for k in wanted if k.partition(".")[0] not in cases and k not in {p.partition(".")[2] for p in points}]
+                own[key] = wanted.get(key, wanted.get(stage, wanted.get(case, 1.0) / len(keys)))
+    returned = {key.partition(".")[2] for own in points.values() for key in own}
+    unknown = [k for k in wanted if k.partition(".")[0] not in cases and k not in returned]
     if unknown:
         raise InputError(f"{quote(unknown[0])} is not a case run ({', '.join(cases)}) nor a stage returned", "--points")
     return points
@@ -141,7 +145,7 @@ def code_dict(marks: CodeMarks, points: Points | None = None) -> dict:
             entry |= {"failure": c.failure, "kind": c.kind, "frame": _frame_dict(c.frame)}
         entry |= {"printed": c.printed, "notes": list(c.notes), "seconds": c.seconds}
         cases[c.case.name] = entry
-    s = score(marks.flat(), 0, points)
+    s = score(marks.flat(), 0, points_for(points, marks.file))
     return doc | {"cases": cases, "not_run": dict(marks.not_run), "passed": sum(c.passed for c in marks.cases),
                   "score": s.right, "max": s.max, "forbidden": list(marks.forbidden), "notes": list(marks.notes),
                   "all_pass": marks.all_pass}

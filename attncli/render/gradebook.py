@@ -27,7 +27,18 @@ from attncli.base.arrays import plain
 from attncli.base.names import PROJECTED
 from attncli.marking.grading import STATUSES, StageMark
 from attncli.marking.marks import all_correct, missing_stages, unanswered
-from attncli.marking.scoring import Points, Score, earned, is_required, score, slip_cost, stage_points, whole
+from attncli.marking.scoring import (
+    Points,
+    Score,
+    earned,
+    is_required,
+    merged,
+    points_for,
+    score,
+    slip_cost,
+    stage_points,
+    whole,
+)
 from attncli.problem.trace import Trace
 from attncli.render.escapes import csv_text
 from attncli.render.text import shown
@@ -57,12 +68,12 @@ def class_max(results: list[Result], points: Points | None = None, required: tup
     """What a file that could not be marked is out of: the required stages' worth; without them,
     the maximum most marked files have (the larger on a tie), else every stage marked in any file."""
     if required:
-        return whole(sum(stage_points(name, size, points) for name, size in stage_sizes(results).items()
+        return whole(sum(stage_points(name, size, merged(points)) for name, size in stage_sizes(results).items()
                          if is_required(name, required)))
-    maxima = Counter(score(marks, 0, points).max for _, marks, _ in results if marks is not None)
+    maxima = Counter(score(marks, 0, points_for(points, file)).max for file, marks, _ in results if marks is not None)
     if maxima:
         return max(maxima, key=lambda m: (maxima[m], m))
-    return whole(sum(stage_points(name, size, points) for name, size in stage_sizes(results).items()))
+    return whole(sum(stage_points(name, size, merged(points)) for name, size in stage_sizes(results).items()))
 
 
 def stage_sizes(results: list[Result]) -> dict[str, int]:
@@ -133,8 +144,8 @@ def stage_columns(results: list[Result], points: Points | None = None, stages: l
     names = list(stage_sizes(results))
     stages = stages or names
     counted = [answered(m, stages) for _, m, _ in results]
-    cells = [[("–" if (m or {}).get(n) is None else stage_cell(n, m[n], points, required)) for n in names]
-             for _, m, _ in results]
+    cells = [[("–" if (m or {}).get(n) is None else stage_cell(n, m[n], points_for(points, file), required))
+              for n in names] for file, m, _ in results]
     if any(c != f"{len(stages)}/{len(stages)}" for c in counted):
         return [ANSWERED] + names, [[count] + row for count, row in zip(counted, cells)]
     return names, cells
@@ -158,7 +169,8 @@ def csv_gradebook(results: list[Result], points: Points | None = None, required:
     writer.writerow(["file", "score", "max", "percent"]
                     + [f"{name} {part}" for name in sizes for part in ("points", "max")] + ["diagnoses", "note"])
     for file, marks, error in results:
-        s = score(marks, most, points, required)
+        own = points_for(points, file)
+        s = score(marks, most, own, required)
         stages, extras = [], []
         for name in sizes:
             mark = (marks or {}).get(name)
@@ -166,10 +178,10 @@ def csv_gradebook(results: list[Result], points: Points | None = None, required:
                 stages += ["", ""]
             elif not is_required(name, required):  # shown, not scored: as Gradescope's 0/0 test
                 stages += [0, 0]
-                extras.append(f"{name} {stage_output(mark, points)}")
+                extras.append(f"{name} {stage_output(mark, own)}")
             else:
-                worth = stage_points(name, int(mark.cells.size), points)
-                stages += [whole(earned(mark, worth, points)), whole(worth)]
+                worth = stage_points(name, int(mark.cells.size), own)
+                stages += [whole(earned(mark, worth, own)), whole(worth)]
         found = "; ".join(f"{name}: {d}" for name, mark in (marks or {}).items() for d in mark.diagnosis)
         note = "; ".join(([error] if error else []) + ([f"not required, not scored: {', '.join(extras)}"] if extras else []))
         writer.writerow([safe_cell(c) for c in [file, s.right, s.max, s.percent, *stages, found, note]])
@@ -206,7 +218,8 @@ def gradescope(marks: Marks | None, error: str | None = None, class_max: float =
     # Students read `output`: the note (a student's metadata, a file name) is user text, escaped
     # by `shown` as the CSV gradebook escapes it, so its controls and line breaks stay visible text.
     error = shown(error) if error else error
-    s = score(marks, class_max, grading.points, grading.required)
+    own = points_for(grading.points, file)
+    s = score(marks, class_max, own, grading.required)
     factor = grading.max_score / s.max if grading.max_score is not None and s.max else 1
 
     def scaled(x: float) -> float:
@@ -217,12 +230,12 @@ def gradescope(marks: Marks | None, error: str | None = None, class_max: float =
         return {"score": 0, "output": f"could not be marked: {error}", "visibility": visibility, "tests": []}
     tests = []
     for name, mark in sorted(marks.items(), key=lambda item: stage_order(item[0])):
-        worth = stage_points(name, int(mark.cells.size), grading.points)
-        got = earned(mark, worth, grading.points)
+        worth = stage_points(name, int(mark.cells.size), own)
+        got = earned(mark, worth, own)
         extra = not is_required(name, grading.required)  # answered beyond what is required: feedback only
         tests.append({"name": name, "score": 0 if extra else scaled(got), "max_score": 0 if extra else scaled(worth),
                       "status": "passed" if mark.right == mark.cells.size else "failed",
-                      "output": ("not required, not scored: " if extra else "") + stage_output(mark, grading.points),
+                      "output": ("not required, not scored: " if extra else "") + stage_output(mark, own),
                       "visibility": visibility})
     note = f"\n{error}" if error else ""  # a marked file's note: its metadata, keys set aside
     return {"score": scaled(s.right), "output": f"{score_text(marks, s, grading, scaled)}{note}", "visibility": visibility,

@@ -17,6 +17,7 @@ import re
 
 from attncli.marking.grading import STATUSES, SYMBOLS, Rule
 from attncli.marking.marks import all_correct, stage_keys, unanswered
+from attncli.marking.scoring import points_for
 from attncli.problem.trace import Trace
 from attncli.render.escapes import html_text, script_json
 from attncli.render.gradebook import class_max, counts, diagnoses, score, stage_columns, tallies
@@ -111,7 +112,7 @@ def summary(results: list, points=None, required: tuple[str, ...] = (), stages: 
     most = class_max(results, points, required)
     students = []
     for (file, marks, error), cells in zip(results, rows):
-        s = score(marks, most, points, required)
+        s = score(marks, most, points_for(points, file), required)
         students.append([file, f"{s.right:g}/{s.max:g}", f"{s.percent:g}%", *cells, error or ""])
     out = [_rows_table("class summary", ["file", "score", "%", *names, "note"], students, ("note",), tuple(names))]
     out.append(_rows_table("cells per stage", ["stage", *STATUSES],

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from attncli.marking.grading import STATUSES
 from attncli.marking.marks import all_correct
+from attncli.marking.scoring import points_for
 from attncli.render.gradebook import Points, Result, class_max, diagnoses, score, stage_columns, tallies
 from attncli.render.text import rich_text, shown
 
@@ -50,7 +51,8 @@ def _students(results: list[Result], console: Console, points: Points | None = N
     names, cells = stage_columns(results, points, stages, required)  # "answered" first: it moves on as they do
     widths = [max([len(line) for line in _header(n).splitlines()] + [len(row[i]) for row in cells])
               for i, n in enumerate(names)]
-    scores = [score(m, class_max(results, points, required), points, required) for _, m, _ in results]
+    most = class_max(results, points, required)
+    scores = [score(m, most, points_for(points, f), required) for f, m, _ in results]
     score_width = max(len(f"{s.right:g}/{s.max:g}") for s in scores) + len("100.0%") + 2 * BORDER
     # File names are shown whole when the console has room (through a pipe it is unlimited);
     # on a narrow one they fold at FILE_WIDTH rather than push the scores off.
@@ -122,7 +124,8 @@ def print_class_summary(results: list[Result], console: Console, points: Points 
             line.append(f": {shown(note)}", style="dim")
             console.print(line)
     marked = [m for _, m, _ in results if m is not None]
-    scores = [score(m, class_max(results, points, required), points, required) for _, m, _ in results]
+    most = class_max(results, points, required)
+    scores = [score(m, most, points_for(points, f), required) for f, m, _ in results]
     mean = sum(s.percent for s in scores) / len(scores) if scores else 0.0
     console.print(f"{sum(all_correct(m) for m in marked)}/{len(results)} files all correct"
                   + (f"; {len(results) - len(marked)} could not be marked" if len(marked) < len(results) else "")
