@@ -330,7 +330,7 @@ def test_explain_in_a_low_dtype_writes_exact_arithmetic_then_the_rounding(run, p
     # be compared with the one rounding (a user trial: no line, and "every number is exact")
     ({"Q": [[0]], "K": [[0], [0], [0]], "V": [[3], [0.01171875], [1e-7]], "scale": 1},
      "  column 0, added as the run adds: 1 + 0.00390625 = 1.00390625 → 1; 1 + 3.3527612686157227e-08 = "
-     "1.0000000335276127 → 1 in bfloat16\n"),
+     "1.0000000335276126861572265625 → 1 in bfloat16\n"),  # the sum exact, every digit
 ])
 def test_recipe_same_writes_the_partial_sums_it_rounded(run, problem_file, doc, line):
     text = explained(run, problem_file, doc, "--dtype", "bfloat16", "--accumulate", "same")

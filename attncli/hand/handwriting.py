@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
-from decimal import ROUND_DOWN, Decimal
+from decimal import ROUND_DOWN, Decimal, localcontext
 
 from attncli.base.errors import plural
 from attncli.hand.carry import E_NOTATION_FROM, GIVEN_DECIMALS, MAX_TERMS, WIDE, round_to, shown_terms
@@ -124,6 +124,19 @@ def kept(x: float, dtype: str) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
+def _exact_sum(a: float, b: float) -> str:
+    """a + b exactly, every digit written (float64's shortest digits would round it: …796875 as
+    …7969, and 1 + 1e-20 as 1); in e-notation when that is shorter."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return kept(a + b, "float64")
+    with localcontext() as context:
+        context.prec = 2000  # two doubles' exact sum: at most ~1,100 significant digits
+        exact = Decimal(a) + Decimal(b)
+    text = format(exact, "f")
+    text = text.rstrip("0").rstrip(".") if "." in text else text
+    return text if len(text) <= 40 else format(exact.normalize(), "e")
+
+
 def _float32(x: float) -> float:
     """x rounded to float32 (struct's round trip, no numpy: the stage table's steps import this)."""
     return struct.unpack("f", struct.pack("f", x))[0]
@@ -155,6 +168,6 @@ def additions(found: dict, ledger: dict, cell) -> str:
     products = [f"q[{a}]·k[{a}] = {kept(x, 'float64')} → {kept(t, dtype)}" for a, x, t in made]
     text = "; ".join(products + ["…" if i is None else
                                  f"{kept(steps[i][0], dtype)} + {kept(steps[i][1], dtype)} = "
-                                 f"{kept(steps[i][2], 'float64')}" + (f" → {kept(steps[i][3], dtype)}" if
+                                 f"{_exact_sum(steps[i][0], steps[i][1])}" + (f" → {kept(steps[i][3], dtype)}" if
                                  math.isfinite(steps[i][2]) else "") for i in picked])
     return f", added as the run adds: {text} in {dtype}"
