@@ -536,3 +536,13 @@ def test_a_wide_v_writes_the_first_columns_additions_and_counts_the_rest(run, pr
     text = explained(run, problem_file, doc, "--dtype", "bfloat16", "--accumulate", "same")
     assert text.count(", added as the run adds: 256 + 1 = 257 → 256;") == 7
     assert "  column 6, added as" in text and "  … and 33 more columns whose additions rounded as they went\n" in text
+
+
+def test_a_fully_masked_rows_uniform_output_writes_the_additions_the_run_made(run, problem_file):
+    """A user trial: the mean of V (258) kept as 256 by rounded additions was written `output = [256.0000, …]`
+    with no word of why."""
+    doc = {"Q": [[0], [0]], "K": [[0], [0], [0]], "V": [[768, 1], [3, 0], [3, 0]], "scale": 1,
+           "mask": [[True, True, True], [False, False, False]], "masked_rows": "uniform"}
+    text = explained(run, problem_file, doc, "--dtype", "bfloat16", "--accumulate", "same", "--row", "1")
+    assert "  output = [256.0000, 0.3340]\n  column 0, added as the run adds: 256 + 1 = 257 → 256; 256 + 1 = 257 → " \
+           "256 in bfloat16\n" in text

@@ -224,6 +224,7 @@ def _chains(found: dict, trace: Trace, head: int, row: int, dtype: str, live) ->
             put(("scores", j), [rnd(x) for x in exact], recipe.stored("scores"), exact)
         if live is not None:
             put(("total", 0), [float(x) for x in trace.precision.exps[head, row][live]], True)
-            keys = np.flatnonzero(live)  # a masked key's product is 0: adding it changes nothing
-            for i in range(trace.V.shape[-1]):
-                put(("output", i), [found[("contributions", int(j), i)][1] for j in keys], recipe.stored("output"))
+        # A weight of 0 adds nothing; a row whose every key is masked adds the policy's weights (uniform).
+        keys = np.flatnonzero(trace.stages["weights"][head, row])
+        for i in range(trace.V.shape[-1]):
+            put(("output", i), [found[("contributions", int(j), i)][1] for j in keys], recipe.stored("output"))

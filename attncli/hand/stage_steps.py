@@ -298,8 +298,8 @@ def _write_output(row: Row, name: str) -> Output:
 def _output_lines(page: Page, r: Output, step: int) -> list[str]:
     vector, out = page.vector, [f"Step {step}: weighted sum of values"]
     result = values(r.pairs)
-    if not any(r.allowed):
-        return out + [f"  output = {vector(result)}"]
+    if not any(r.allowed):  # the masked-rows policy's output (a uniform row: its additions, when they rounded)
+        return out + [f"  output = {vector(result)}"] + _additions(page, r.name, len(result))
     shown = page.shown
     for place, j in enumerate(shown):
         if j is None:
@@ -313,15 +313,21 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
     if not all(r.allowed):
         out.append("  (masked keys have weight 0 and add nothing)")
     out.append(f"  sum = {page.rvector(result, [(r.name, i) for i in range(len(result))])}{page.note((r.name, 0))}")
-    found, ledger = getattr(page.written, "rounded", {}), getattr(page.written, "ledger", {})
-    chains = [f"  column {i}{added}" for i in range(len(result)) if (added := hw.additions(found, ledger, (r.name, i)))]
-    if len(chains) > hw.MAX_KEYS:  # a wide V: the first columns' additions, and how many more there are
-        chains[hw.MAX_KEYS - 1:] = [f"  … and {len(chains) - hw.MAX_KEYS + 1} more columns whose additions rounded "
-                                    "as they went"]
-    out += chains
+    out += _additions(page, r.name, len(result))
     if page.written.carry == "rounded":
         out.append(hw.comparison(result, r.exact, page.places))
     return out
+
+
+def _additions(page: Page, name: str, columns: int) -> list[str]:
+    """A precision run's additions of each column of the weighted sum, where its rounded partial sums
+    kept another number than one rounding of the exact sum (a wide V: the first columns', and a count)."""
+    found, ledger = getattr(page.written, "rounded", {}), getattr(page.written, "ledger", {})
+    chains = [f"  column {i}{added}" for i in range(columns) if (added := hw.additions(found, ledger, (name, i)))]
+    if len(chains) > hw.MAX_KEYS:
+        chains[hw.MAX_KEYS - 1:] = [f"  … and {len(chains) - hw.MAX_KEYS + 1} more columns whose additions rounded "
+                                    "as they went"]
+    return chains
 
 
 SCORES = HandStep(_write_scores, _scores_lines, backward=hand_backward.SCORES)
