@@ -492,3 +492,12 @@ def test_a_long_projection_notes_only_the_operands_it_prints(run, tmp_path):
     for line in lines:
         noted = re.search(r"\(([^()]*) unrounded\)", line).group(1).split(", ")
         assert len(noted) <= 8, line  # 4 printed terms: 4 x and 4 w at most
+
+
+@pytest.mark.parametrize("carry, adding, total", [("exact", "[0.0013]", "[0.0266]"), ("rounded", "[0.0000]", "[0.0250]")])
+def test_the_elided_keys_of_the_weighted_sum_add_what_the_sum_adds(run, problem_file, carry, adding, total):
+    """A user trial: 33 elided products of 0.00004 each were "adding [0.0000]" beside a sum of the unrounded
+    terms (0.0266); exact carry adds the unrounded products, rounded carry the ones written."""
+    path = problem_file({"Q": [[0]], "K": [[0]] * 40, "V": [[1]] + [[0.0016]] * 39, "scale": 1})
+    text = run("compute", path, "--explain", "--carry", carry, "-f", "table").stdout
+    assert f"  … 33 more keys … adding {adding}\n" in text and f"  sum = {total}" in text

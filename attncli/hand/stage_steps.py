@@ -267,7 +267,7 @@ def _capped_lines(page: Page, r: Each, step: int) -> list[str]:
                            f"{page.note((r.name, j))}")
 
 
-class Output(namedtuple("Output", "name weights V allowed contributions pairs exact")):
+class Output(namedtuple("Output", "name weights V allowed contributions pairs exact products")):
     """weights V for one row: each key's weight × its value row, and their sum."""
     # name: str
     # weights: list[Decimal]
@@ -276,6 +276,7 @@ class Output(namedtuple("Output", "name weights V allowed contributions pairs ex
     # contributions: list[list[Decimal]]
     # pairs: Pairs  # the output row
     # exact: list[Decimal]  # the exact output rounded: what rounded carry compares with
+    # products: np.ndarray  # (Lk, d_v) each weight × value row, unrounded (an elided run's sum, exact carry)
     __slots__ = ()
 
 
@@ -292,7 +293,8 @@ def _write_output(row: Row, name: str) -> Output:
         shown = [w.result((name, 0), sum((contributions[j][i] for j in live), Decimal(0)), exact[i], cell=(name, i))
                  for i in range(len(exact))]
     return Output(name, values(weights), [values(v) for v in V], list(allowed), contributions,
-                  [(float(t), d) for t, d in zip(exact, shown)], [printed(x, row.places) for x in exact])
+                  [(float(t), d) for t, d in zip(exact, shown)], [printed(x, row.places) for x in exact],
+                  exact_products)
 
 
 def _output_lines(page: Page, r: Output, step: int) -> list[str]:
@@ -304,7 +306,10 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
     for place, j in enumerate(shown):
         if j is None:
             rest = [k for k in hw.elided_at(shown, place, len(r.V)) if r.allowed[k]]
-            added = [sum((r.contributions[k][i] for k in rest), Decimal(0)) for i in range(len(result))]
+            if page.written.carry == "rounded":  # what the learner adds: the products as written
+                added = [sum((r.contributions[k][i] for k in rest), Decimal(0)) for i in range(len(result))]
+            else:  # the unrounded products, as the sum below adds them (0.00004 each is not 0.0000 each)
+                added = [printed(float(sum(r.products[k][i] for k in rest)), page.places) for i in range(len(result))]
             out.append(hw.more_keys(shown, place, len(r.V)) + f" adding {vector(added)}")
         elif r.allowed[j]:
             out.append(f"  {page.n(r.weights[j])} × {vector(r.V[j], hw.short)} = "
