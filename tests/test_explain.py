@@ -501,3 +501,13 @@ def test_the_elided_keys_of_the_weighted_sum_add_what_the_sum_adds(run, problem_
     path = problem_file({"Q": [[0]], "K": [[0]] * 40, "V": [[1]] + [[0.0016]] * 39, "scale": 1})
     text = run("compute", path, "--explain", "--carry", carry, "-f", "table").stdout
     assert f"  … 33 more keys … adding {adding}\n" in text and f"  sum = {total}" in text
+
+
+@pytest.mark.parametrize("carry, remainder, total", [("exact", "(33 more keys: 0.0015)", "sum = 1.0018"),
+                                                     ("rounded", "(33 more keys: 0.0000)", "sum = 1.0000")])
+def test_the_elided_keys_of_the_softmax_sum_add_what_the_sum_adds(run, problem_file, carry, remainder, total):
+    """As the weighted sum's: 33 terms e^−10 = 0.0000454 each were "(33 more keys: 0.0000)" beside a sum of
+    the unrounded terms."""
+    path = problem_file({"Q": [[1]], "K": [[800]] + [[790]] * 39, "V": [[1]] * 40, "scale": 1})
+    text = run("compute", path, "--explain", "--carry", carry, "-f", "table").stdout
+    assert remainder in text and total in text

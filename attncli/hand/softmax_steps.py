@@ -91,7 +91,7 @@ def _masked_lines(page: Page, r: Masked, step: int) -> list[str]:
 
 
 class Softmax(namedtuple("Softmax", "name before allowed shift reason exps sink sink_exp total percents "
-                                    "pairs")):
+                                    "pairs true_exps")):
     # name: str
     # before: Pairs  # the logits as printed (None: masked)
     # allowed: list[bool]
@@ -104,6 +104,7 @@ class Softmax(namedtuple("Softmax", "name before allowed shift reason exps sink 
     # total: Decimal
     # percents: list[Decimal]
     # pairs: Pairs  # the weights
+    # true_exps: list[float]  # each e^(x − max) unrounded (an elided run's sum, exact carry)
     __slots__ = ()
 
 
@@ -185,7 +186,7 @@ def _write_weights(row: Row, name: str) -> Softmax:
         share = w.ledger[(name, j)][0] if (name, j) in w.rounded else x  # of the line's exact quotient
         percents.append(w.result((name, j), quotient * 100, share * 100, operands, places=PERCENT_PLACES, cell=None))
     return Softmax(name, before, list(row.allowed), shift, reason, exps, sink, sink_exp, total, percents,
-                   [(float(x), d) for x, d in zip(weights_exact, weights)])
+                   [(float(x), d) for x, d in zip(weights_exact, weights)], list(e.exps))
 
 
 def _weights_lines(page: Page, r: Softmax, step: int) -> list[str]:
@@ -223,8 +224,9 @@ def _softmax_lines(page: Page, r: Softmax) -> list[str]:
     for place, j in enumerate(listed):
         if j is None:  # the elided keys' terms as one named remainder, so that the sum still holds
             rest = [k for k in elided_at(listed, place, len(keys)) if r.allowed[k]]
-            if rest:
-                total = n(sum((r.exps[k] for k in rest), Decimal(0)))
+            if rest:  # rounded carry: the terms as written; exact: the unrounded ones the sum adds
+                total = n(sum((r.exps[k] for k in rest), Decimal(0))) if page.written.carry == "rounded" else \
+                    n(printed(float(sum(r.true_exps[k] for k in rest)), page.places))
                 terms.append(f"({plural(len(rest), 'more key')}: {total})")
         elif r.allowed[j]:
             terms.append(f"{power(j)} = {page.r(r.exps[j], ('exps', j))}")
