@@ -31,7 +31,7 @@ import numpy as np
 from attncli.base.arrays import merge_heads, split_heads
 from attncli.base.errors import InputError
 from attncli.compute.births import LAB_STAGES, Birth, first_nonfinite, masked_rows_warnings, notices
-from attncli.problem import groups, masks, recipes
+from attncli.problem import groups, masks, recipes, variants
 from attncli.problem.trace import Problem, Trace
 
 INPUTS = ("Q", "K", "V")
@@ -202,9 +202,16 @@ def refuse(problem: Problem, present: tuple[str, ...], source: str | None = None
     extra = [name for name in present if name not in LAB_STAGES]
     setting = "dtype" if problem.dtype in recipes.LOW_DTYPES else \
         "mask_fill" if problem.mask_fill != -np.inf else "max_subtraction"
+    where = f"in {problem.dtype}" if setting == "dtype" else f"with {setting.replace('_', ' ')} set"
     if extra:
         raise InputError(f"the precision lab computes {', '.join(LAB_STAGES)}; this problem has the stage "
-                         f"{extra[0]}, which it cannot compute in {problem.dtype}", source, field=setting)
+                         f"{extra[0]}, which it cannot compute {where}", source, field=setting)
+    # A variant that joins a stage the lab computes (ALiBi and T5's bias join masked, sinks the softmax)
+    # is refused too: the lab's masked and weights are the mask's and the plain softmax's alone.
+    joined = [variant.name for variant in variants.VARIANTS if variant.present(problem)]
+    if joined:
+        raise InputError(f"the precision lab computes attention from Q, K and V with a mask; this problem has "
+                         f"{joined[0]}, which it cannot compute {where}", source, field=setting)
     for name in ("X", "W_O", "bias"):
         if name in problem.inputs or (name == "bias" and problem.bias is not None):
             raise InputError(f"the precision lab computes attention from Q, K and V; this problem has {name}",
