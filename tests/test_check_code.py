@@ -682,3 +682,20 @@ def test_each_function_in_a_class_is_out_of_one_point_a_case_whatever_its_classm
         doc = json.loads(attn("--code", order[0], "--code", order[1], "--cases", "scooter,random", "--format",
                               "json").output)
         assert [(f["score"], f["max"]) for f in doc["files"]] == [(2, 2), (2, 2)]
+        for f in doc["files"]:  # each stage's points and worth are its share: they add up to the score
+            stages = [stage for case in f["cases"].values() for stage in case["stages"].values()]
+            assert (sum(st["points"] for st in stages), sum(st["worth"] for st in stages)) == (2, 2), f["file"]
+
+
+@pytest.mark.slow  # the supervisor's answer is awaited to the case's limit, grace and slack: 10 s
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_a_function_object_that_stops_its_supervisor_ends_its_case():
+    """A user trial: check_code hung for ever on a function object that stopped (SIGSTOP) its supervisor."""
+    import signal
+
+    def stops_its_parent(Q, K, V):
+        os.kill(os.getppid(), signal.SIGSTOP)
+        return np.zeros((Q.shape[0], V.shape[1]))
+
+    (case,) = check_code(stops_its_parent, cases="scooter", timeout=0.1).cases
+    assert case.kind == "crash" and "the process supervising it was stopped or killed" in case.failure

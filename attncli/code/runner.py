@@ -20,6 +20,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,7 @@ class Runner:
                 self.server.wait(timeout=0.5)
             except (OSError, subprocess.TimeoutExpired):
                 self.server.terminate()
+                self.server.send_signal(signal.SIGCONT)  # a server a case stopped takes its SIGTERM now
                 try:
                     self.server.wait(timeout=5)
                 except subprocess.TimeoutExpired:

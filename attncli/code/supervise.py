@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import select
 import signal
 import sys
 import time
@@ -66,10 +67,14 @@ def fork_reaped_case(request: dict, function) -> dict:
         finally:
             os._exit(0)  # never the caller's atexit handlers
     os.close(write)
+    # Its answer comes by the case's limit, grace and slack; past that (and a margin) the case stopped it.
+    limit = request["timeout"] + GRACE + SLACK + 5
     with os.fdopen(read, "rb") as said:
-        text = said.read()
+        text = said.read() if select.select([said], [], [], limit)[0] else b""
+    if not text:
+        _kill(pid)
     os.waitpid(pid, 0)
-    return json.loads(text) if text else {"status": "lost"}  # the case killed its supervisor
+    return json.loads(text) if text else {"status": "lost"}  # the case killed or stopped its supervisor
 
 
 def supervise(pid: int, timeout: float, faults: str | None = None) -> dict:

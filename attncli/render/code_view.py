@@ -133,10 +133,13 @@ def code_dict(marks: CodeMarks, points: Points | None = None) -> dict:
     if marks.failure:
         return doc | {"error": marks.failure, "frame": _frame_dict(marks.frame), "printed": marks.printed,
                       "all_pass": False}
-    cases = {}
+    cases, own = {}, points_for(points, marks.file)
     for c in marks.cases:
         entry = {"about": c.case.about, "passed": c.passed}
-        stages = marks_dict(c.marks)["stages"]
+        # each stage's points and worth as the score counts them (its share of the case), not its cells
+        shares = None if own is None else {name: own[key] for name in c.marks
+                                           if (key := f"{c.case.name}.{name}") in own}
+        stages = marks_dict(c.marks, points=shares)["stages"]
         for name, mark in c.marks.items():  # the function's own numbers (NaN, ±∞ as the strings "nan", "inf", "-inf")
             stages[name]["given"] = _numbers(mark.given.values) if mark.count("missing") < mark.cells.size else None
             stages[name]["rows"] = list(mark.rows or ())
@@ -145,7 +148,7 @@ def code_dict(marks: CodeMarks, points: Points | None = None) -> dict:
             entry |= {"failure": c.failure, "kind": c.kind, "frame": _frame_dict(c.frame)}
         entry |= {"printed": c.printed, "notes": list(c.notes), "seconds": c.seconds}
         cases[c.case.name] = entry
-    s = score(marks.flat(), 0, points_for(points, marks.file))
+    s = score(marks.flat(), 0, own)
     return doc | {"cases": cases, "not_run": dict(marks.not_run), "passed": sum(c.passed for c in marks.cases),
                   "score": s.right, "max": s.max, "forbidden": list(marks.forbidden), "notes": list(marks.notes),
                   "all_pass": marks.all_pass}
