@@ -5,8 +5,8 @@ numpy a tenth of a second, with torch over a second).
 
 Protocol: `ready` on stdout once loaded; then one JSON request per line on stdin (child.run's
 `request`), one JSON status per line on stdout (supervise.supervise's). SIGTERM ends the case
-being run, what it started, and the server (supervise.stop). It runs none of the learner's code itself: only its forked
-children do, after pointing their own stdin, stdout and stderr elsewhere.
+being run, what it started, and the server (supervise.stop). It runs none of the learner's code
+itself: only its forked children do, after pointing their own stdin, stdout and stderr elsewhere.
 """
 
 from __future__ import annotations
