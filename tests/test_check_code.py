@@ -682,6 +682,8 @@ def test_each_function_in_a_class_is_out_of_one_point_a_case_whatever_its_classm
         doc = json.loads(attn("--code", order[0], "--code", order[1], "--cases", "scooter,random", "--format",
                               "json").output)
         assert [(f["score"], f["max"]) for f in doc["files"]] == [(2, 2), (2, 2)]
+        table = attn("--code", order[0], "--code", order[1], "--cases", "scooter,random", "--format", "table").output
+        assert "answered" not in table  # a function answers what it returns, not what its classmates did
         for f in doc["files"]:  # each stage's points and worth are its share: they add up to the score
             stages = [stage for case in f["cases"].values() for stage in case["stages"].values()]
             assert (sum(st["points"] for st in stages), sum(st["worth"] for st in stages)) == (2, 2), f["file"]

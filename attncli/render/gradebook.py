@@ -28,6 +28,7 @@ from attncli.base.names import PROJECTED
 from attncli.marking.grading import STATUSES, StageMark
 from attncli.marking.marks import all_correct, missing_stages, unanswered
 from attncli.marking.scoring import (
+    FilePoints,
     Points,
     Score,
     earned,
@@ -146,7 +147,9 @@ def stage_columns(results: list[Result], points: Points | None = None, stages: l
     counted = [answered(m, stages) for _, m, _ in results]
     cells = [[("–" if (m or {}).get(n) is None else stage_cell(n, m[n], points_for(points, file), required))
               for n in names] for file, m, _ in results]
-    if any(c != f"{len(stages)}/{len(stages)}" for c in counted):
+    # Functions marked by `attn check --code` (FilePoints) answer what they return: no "answered" count,
+    # which would measure each against what its classmates returned.
+    if not isinstance(points, FilePoints) and any(c != f"{len(stages)}/{len(stages)}" for c in counted):
         return [ANSWERED] + names, [[count] + row for count, row in zip(counted, cells)]
     return names, cells
 
