@@ -516,13 +516,28 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _all_end(pids: list[int], seconds: float, what: str) -> None:
+    """Assert every process of `pids` ends within `seconds`; kill any that does not (the test's own
+    clean-up, whatever the assertion says)."""
+    import signal
+    import time
+
+    try:
+        end = time.monotonic() + seconds
+        while any(_running(pid) for pid in pids) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert not any(_running(pid) for pid in pids), what
+    finally:
+        for pid in pids:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_what_a_case_leaves_running_is_killed_when_it_ends(tmp_path):
     """A function object that starts background processes and returns: the supervisor kills what it
     left in the case's process group (the child's own, by setsid), and on Linux what it left in a
     session of its own too (the case's supervisor is their subreaper; a file's function: the next
     test)."""
-    import signal
-    import time
 
     pid_file = tmp_path / "pid"
 
@@ -533,16 +548,7 @@ def test_what_a_case_leaves_running_is_killed_when_it_ends(tmp_path):
         return np.zeros((Q.shape[0], V.shape[1]))
 
     check_code(leaves_sleepers, cases="scooter", timeout=5)
-    pids = [int(pid) for pid in pid_file.read_text().split()]
-    try:
-        end = time.monotonic() + 2
-        while any(_running(pid) for pid in pids) and time.monotonic() < end:
-            time.sleep(0.02)
-        assert not any(_running(pid) for pid in pids), "the case's background processes outlived it"
-    finally:
-        for pid in pids:
-            if _running(pid):
-                os.kill(pid, signal.SIGKILL)
+    _all_end([int(pid) for pid in pid_file.read_text().split()], 2, "the case's background processes outlived it")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
@@ -552,8 +558,6 @@ def test_what_a_case_leaves_running_in_a_session_of_its_own_is_killed_when_it_en
     in a session of its own whose two children are orphaned to the server only once the shell is
     killed, all outside the case's process group, are re-parented to the server (its subreaper) and
     killed when the case ends (they outlived it before)."""
-    import signal
-    import time
 
     pids = tmp_path / "pids"
     (tmp_path / "daemon.py").write_text(
@@ -574,15 +578,7 @@ def test_what_a_case_leaves_running_in_a_session_of_its_own_is_killed_when_it_en
     assert done.exit_code == 0, done.output
     left = [int(pid) for pid in pids.read_text().split()]
     assert len(left) == 4
-    try:
-        end = time.monotonic() + 3
-        while any(_running(pid) for pid in left) and time.monotonic() < end:
-            time.sleep(0.02)
-        assert not any(_running(pid) for pid in left), "what the case left in a session of its own outlived it"
-    finally:
-        for pid in left:
-            if _running(pid):
-                os.kill(pid, signal.SIGKILL)
+    _all_end(left, 3, "what the case left in a session of its own outlived it")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
