@@ -126,7 +126,7 @@ def kept(x: float, dtype: str) -> str:
 
 def _exact_sum(a: float, b: float) -> str:
     """a + b exactly, every digit written (float64's shortest digits would round it: …796875 as
-    …7969, and 1 + 1e-20 as 1); in e-notation when that is shorter."""
+    …7969, and 1 + 1e-20 as 1); in e-notation past 40 characters (every digit still)."""
     if not (math.isfinite(a) and math.isfinite(b)):
         return kept(a + b, "float64")
     with localcontext() as context:
@@ -155,7 +155,7 @@ def rounding(found: dict, ledger: dict, cells) -> str:
     return " → [" + ", ".join(kept(found[c][1] if c in found else ledger[c][1], dtype) for c in cells) + f"] in {dtype}"
 
 
-def additions(found: dict, ledger: dict, cell) -> str:
+def additions(ledger: dict, cell) -> str:
     """', added as the run adds: 256 + 1 = 257 → 256; 256 + 1 = 257 → 256 in bfloat16' after a line's
     exact result, when recipe `same`'s rounded partial sums (the ledger's ("chain", cell)) kept
     another number than the exact result rounded once; '' otherwise. A long chain shows its first

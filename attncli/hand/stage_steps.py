@@ -111,8 +111,7 @@ class Page(namedtuple("Page", "trace written keys width query fields rules has_r
 
     def r(self, d: Decimal, cell) -> str:
         """A result and its rounding: `= 2055.0000 → 2056 in float16`'s right side."""
-        found, ledger = getattr(self.written, "rounded", {}), getattr(self.written, "ledger", {})
-        return self.exact(d, cell) + (hw.additions(found, ledger, cell) or self.arrow(cell))
+        return self.exact(d, cell) + (hw.additions(getattr(self.written, "ledger", {}), cell) or self.arrow(cell))
 
     def rvector(self, values, cells) -> str:
         """A vector result and its rounding (the weighted sum's)."""
@@ -327,8 +326,8 @@ def _output_lines(page: Page, r: Output, step: int) -> list[str]:
 def _additions(page: Page, name: str, columns: int) -> list[str]:
     """A precision run's additions of each column of the weighted sum, where its rounded partial sums
     kept another number than one rounding of the exact sum (a wide V: the first columns', and a count)."""
-    found, ledger = getattr(page.written, "rounded", {}), getattr(page.written, "ledger", {})
-    chains = [f"  column {i}{added}" for i in range(columns) if (added := hw.additions(found, ledger, (name, i)))]
+    ledger = getattr(page.written, "ledger", {})
+    chains = [f"  column {i}{added}" for i in range(columns) if (added := hw.additions(ledger, (name, i)))]
     if len(chains) > hw.MAX_KEYS:
         chains[hw.MAX_KEYS - 1:] = [f"  … and {len(chains) - hw.MAX_KEYS + 1} more columns whose additions rounded "
                                     "as they went"]
