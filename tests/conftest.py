@@ -48,7 +48,7 @@ TORCH = ("tests/test_capture*.py", "tests/test_docs.py", "tests/test_check_code.
 BROWSER = ("tests/test_page_browser.py", "tests/test_page_whatif.py", "tests/test_svg.py")
 LONGEST_FIRST = ("torch", "browser", "tests/test_startup.py", "tests/test_fuzz.py",
                  "tests/test_write_all.py", "tests/test_tiles.py", "tests/test_exercise_kinds.py",
-                 "tests/test_limits.py", "tests/test_check_class.py", "tests/test_svg.py", "tests/test_cli.py",
+                 "tests/test_limits.py", "tests/test_check_class.py", "tests/test_cli.py",
                  "tests/test_output_files.py", "tests/test_environment.py")
 assert all(list(ROOT.glob(name)) for name in (*TORCH, *BROWSER, *LONGEST_FIRST[2:])), "a file named here is gone"
 
